@@ -1,0 +1,162 @@
+// Package assistant loads an app folder: the app settings, connectors,
+// assistants with their prompts, MCP server definitions, skills and hook
+// source. Loading is strict: unknown fields, wrong types and out-of-range
+// values are errors that name the file, line and column.
+package assistant
+
+import (
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/skills"
+)
+
+// App is a loaded app folder. An App is immutable once loaded and safe for
+// concurrent use; a reload produces a new App.
+type App struct {
+	// Root is the app folder's absolute path.
+	Root string
+	// Config is app.jsonc (defaults when absent).
+	Config *AppConfig
+	// Connectors by id ("deepseek.v3" for connectors/deepseek/v3.conn.yao).
+	Connectors map[string]*Connector
+	// Assistants by id (the folder name under assistants/).
+	Assistants map[string]*Assistant
+}
+
+// AppConfig is app.jsonc.
+type AppConfig struct {
+	// DataRoot holds workspaces and the store (default: ROOT/data).
+	DataRoot string `json:"data_root,omitempty"`
+	// Listen is the HTTP listen address (default 127.0.0.1:8080).
+	Listen string `json:"listen,omitempty"`
+	// Auth maps bearer tokens to user ids. Token values may be $ENV.NAME.
+	Auth AuthConfig `json:"auth,omitempty"`
+	// Sandbox holds defaults for sandboxed assistants.
+	Sandbox SandboxDefaults `json:"sandbox,omitempty"`
+	// Cleanup configures workspace retention.
+	Cleanup CleanupConfig `json:"cleanup,omitempty"`
+}
+
+// AuthConfig maps bearer tokens to users.
+type AuthConfig struct {
+	// Tokens: [{"token": "$ENV.AGENTBOX_TOKEN", "user": "alice"}].
+	Tokens []TokenConfig `json:"tokens,omitempty"`
+}
+
+// TokenConfig is one bearer token. Token may be "$ENV.NAME", resolved when
+// the server starts.
+type TokenConfig struct {
+	Token string `json:"token"`
+	User  string `json:"user"`
+}
+
+// SandboxDefaults apply to every sandboxed assistant that does not set its
+// own value.
+type SandboxDefaults struct {
+	Runtime string `json:"runtime,omitempty"` // docker | local
+	Network string `json:"network,omitempty"` // none | host
+	// Images per command: {"claude": "agentbox/sandbox-claude:latest"}.
+	Images map[string]string `json:"images,omitempty"`
+}
+
+// CleanupConfig configures the workspace retention job.
+type CleanupConfig struct {
+	// Schedule is a cron spec (default "0 3 * * *").
+	Schedule string `json:"schedule,omitempty"`
+	// Retention is how long an unused workspace is kept (default 7 days).
+	Retention time.Duration `json:"-"`
+}
+
+// Connector is a connectors/**/*.conn.yao file. Option values may be
+// $ENV.NAME references; call Resolve to get usable values.
+type Connector struct {
+	ID   string
+	Type string // openai | anthropic | scripted
+	// File is the source file, for messages.
+	File    string
+	Options ConnectorOptions
+}
+
+// ConnectorOptions are a connector's raw options, before $ENV resolution.
+type ConnectorOptions struct {
+	Host  string
+	Key   string
+	Model string
+	// Script is the scripted connector's script file (relative to the
+	// connector file).
+	Script string
+	// Extra holds any other option, passed to the model as-is.
+	Extra map[string]any
+}
+
+// Assistant is one assistants/<id>/ folder.
+type Assistant struct {
+	ID          string
+	Dir         string
+	Name        string
+	Description string
+	// Connector is the connector id.
+	Connector string
+	// Options are model options passed to the connector (temperature, ...).
+	Options map[string]any
+	// Prompts come from prompts.yml.
+	Prompts []chat.Message
+	// Sandbox is nil for a direct (non-sandboxed) assistant.
+	Sandbox *Sandbox
+	// MCP lists the MCP servers the assistant uses, resolved against
+	// MCPServers.
+	MCP []MCPRef
+	// MCPServers are the definitions found in mcps/, by id.
+	MCPServers map[string]*MCPServer
+	// Skills are discovered from skills/ (name and description only).
+	Skills []*skills.Skill
+	// Hooks is the hook entry file (src/index.ts or src/index.js), "" if none.
+	Hooks string
+	// HookTimeout bounds each hook call (default 5s).
+	HookTimeout time.Duration
+}
+
+// Sandbox is an assistant's sandbox block, parsed and range-checked.
+type Sandbox struct {
+	Command     string // claude | cursor
+	Image       string
+	Runtime     string // docker | local ("" = app default)
+	MemoryBytes int64
+	CPUs        float64
+	Timeout     time.Duration
+	Network     string // none | host ("" = app default)
+	Arguments   Arguments
+}
+
+// Arguments are the command-specific CLI arguments an assistant may set.
+// The set is a whitelist: an unknown key in package.yao is a load error.
+type Arguments struct {
+	MaxTurns        int      `json:"max_turns,omitempty"`
+	PermissionMode  string   `json:"permission_mode,omitempty"`
+	AllowedTools    []string `json:"allowed_tools,omitempty"`
+	DisallowedTools []string `json:"disallowed_tools,omitempty"`
+	// Model overrides the connector's model for the CLI.
+	Model string `json:"model,omitempty"`
+}
+
+// MCPRef is one entry of the mcp.servers block.
+type MCPRef struct {
+	ServerID string
+	// Tools limits the server's tools ("" or empty: all).
+	Tools []string
+}
+
+// MCPServer is a mcps/**/*.mcp.{yao,json,jsonc} definition.
+type MCPServer struct {
+	ID   string
+	File string
+	// Transport is "stdio", "http" or "sse".
+	Transport string
+	Command   string
+	Args      []string
+	// Env values may be $ENV.NAME, resolved at request time.
+	Env     map[string]string
+	URL     string
+	Headers map[string]string
+}

@@ -1,0 +1,110 @@
+// Package executor is the contract between the pipeline and the coding-agent
+// CLI executors (claude, cursor): what a run is given and what it returns.
+package executor
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Executor runs one chat turn with a coding-agent CLI inside a sandbox.
+// Implementations are safe for concurrent use by many requests.
+type Executor interface {
+	// Name is the sandbox command it serves: "claude" or "cursor".
+	Name() string
+	// Run executes the turn, streaming events through req.Emit as they
+	// happen. It returns when the CLI has exited (or was stopped). A failed
+	// run returns an *Error (and has already emitted an error event).
+	Run(ctx context.Context, req *Request) (*Result, error)
+}
+
+// Request is everything one run needs. The pipeline fills it; executors
+// never read configuration from elsewhere.
+type Request struct {
+	Assistant *assistant.Assistant
+	UserID    string
+	ChatID    string
+	// System is the system prompt: the assistant's prompts and whatever a
+	// Create hook changed. It goes to a file, never argv.
+	System string
+	// History is the conversation before this turn (user and assistant
+	// messages), oldest first.
+	History []chat.Message
+	// Input is this turn's new user message(s).
+	Input []chat.Message
+	// Connector is the resolved connector (secrets included: they go into
+	// the sandbox environment only).
+	Connector Connection
+	// Arguments are the sandbox arguments after hook overrides.
+	Arguments assistant.Arguments
+	// Sandbox is the live sandbox; the executor never removes it.
+	Sandbox sandbox.Sandbox
+	// Timeout bounds the run (the sandbox block's timeout).
+	Timeout time.Duration
+	// MCPServers are extra MCP servers (for example the host-tools bridge)
+	// to add to the assistant's own, by name.
+	MCPServers map[string]assistant.MCPServer
+	// Emit receives the run's events.
+	Emit chat.EmitFunc
+}
+
+// Connection is a connector with $ENV references resolved.
+type Connection struct {
+	Type  string
+	Host  string
+	Key   string
+	Model string
+}
+
+// String never prints the key.
+func (c Connection) String() string {
+	k := ""
+	if c.Key != "" {
+		k = " key=[redacted]"
+	}
+	return c.Type + " " + c.Host + " model=" + c.Model + k
+}
+
+// Result is a finished run.
+type Result struct {
+	// Content is the final answer text.
+	Content   string
+	SessionID string
+	Usage     chat.Usage
+	// ToolCalls lists the tools the agent called, in order.
+	ToolCalls []ToolCall
+	// Notices are the notice codes raised (failure patterns, denials).
+	Notices []string
+}
+
+// ToolCall is one tool the agent called and its outcome.
+type ToolCall struct {
+	ID      string       `json:"id"`
+	Name    string       `json:"name"`
+	Input   chat.RawJSON `json:"input,omitempty"`
+	Result  string       `json:"result,omitempty"`
+	IsError bool         `json:"is_error,omitempty"`
+}
+
+// Error is a failed run with a chat error code (chat.Err*).
+type Error struct {
+	Code    string
+	Message string
+	// StderrTail is the end of the CLI's stderr, when it failed.
+	StderrTail string
+	Err        error
+}
+
+func (e *Error) Error() string {
+	s := e.Code + ": " + e.Message
+	if e.StderrTail != "" {
+		s += " (stderr: " + e.StderrTail + ")"
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
