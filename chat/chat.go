@@ -48,6 +48,9 @@ const (
 	Delta = "delta"
 	End   = "end"
 	Done  = "done"
+	// Replace swaps a message's type, text and props for new ones (hooks'
+	// ctx.Replace); deltas after it append to the new text.
+	Replace = "replace"
 )
 
 // Message types used by agentbox itself. Hooks may send any other type.
