@@ -48,8 +48,11 @@ type Runtime interface {
 type Spec struct {
 	UserID string
 	ChatID string
-	// Workspace is the host directory mounted read-write at Workdir.
-	Workspace string
+	// Workspace is the chat's acquired workspace (Workspaces.Acquire); its
+	// folder, Workspace.Dir(), is mounted read-write at Workdir and
+	// Sandbox.Workspace returns it. The caller keeps it acquired until the
+	// sandbox is removed.
+	Workspace *Workspace
 	// Image is the container image (docker); ignored by local.
 	Image string
 	// MemoryBytes limits memory (0: runtime default). Swap equals memory.
