@@ -1,0 +1,139 @@
+package skills
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// maxSkillBytes bounds what one skill folder may copy into a workspace, so a
+// stray large file in a skill cannot fill every chat's workspace.
+const maxSkillBytes = 64 << 20
+
+// Sync makes the workspace folder dest (".claude/skills") contain exactly
+// the skills in list: each skill folder is copied recursively (scripts/,
+// references/, assets/, executable bits kept), and everything else under
+// dest, including whatever the agent left there, is removed first. All
+// writes go through the confined workspace; a symlink the agent planted on
+// the way to dest is removed rather than followed.
+//
+// On the host side, symlinks inside a skill folder are followed only to
+// regular files inside that same folder; others are skipped. Sync is not
+// safe to call concurrently for the same workspace.
+func Sync(ws *sandbox.Workspace, dest string, list []*Skill) error {
+	rel, err := sandbox.Rel(dest)
+	if err != nil {
+		return fmt.Errorf("skills sync: %w", err)
+	}
+	if rel == "." {
+		return fmt.Errorf("skills sync: destination %q is the workspace root", dest)
+	}
+	seen := map[string]bool{}
+	for _, s := range list {
+		if !namePattern.MatchString(s.Name) {
+			return fmt.Errorf("skills sync: invalid skill name %q", s.Name)
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("skills sync: skill %q listed twice", s.Name)
+		}
+		seen[s.Name] = true
+	}
+	if err := clearPath(ws, rel); err != nil {
+		return fmt.Errorf("skills sync: %w", err)
+	}
+	if err := ws.MkdirAll(rel); err != nil {
+		return fmt.Errorf("skills sync: %w", err)
+	}
+	for _, s := range list {
+		if err := copySkill(ws, path.Join(rel, s.Name), s); err != nil {
+			return fmt.Errorf("skills sync: skill %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+// clearPath removes rel and replaces any parent of it that is not a real
+// folder (a symlink or a file the agent created) so the copy lands where
+// the CLI will look.
+func clearPath(ws *sandbox.Workspace, rel string) error {
+	r := ws.Root()
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		p := strings.Join(parts[:i], "/")
+		st, err := r.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("inspect %s: %w", p, unwrapPath(err))
+		}
+		if st.IsDir() {
+			continue
+		}
+		if err := r.Remove(p); err != nil {
+			return fmt.Errorf("replace %s: %w", p, unwrapPath(err))
+		}
+		break
+	}
+	// RemoveAll on a symlink removes the link, not its target.
+	return ws.RemoveAll(rel)
+}
+
+// copySkill copies the skill folder into the workspace at dst.
+func copySkill(ws *sandbox.Workspace, dst string, s *Skill) error {
+	src, err := os.OpenRoot(s.Dir)
+	if err != nil {
+		return fmt.Errorf("open: %w", unwrapPath(err))
+	}
+	defer src.Close()
+	if err := ws.MkdirAll(dst); err != nil {
+		return err
+	}
+	var total int64
+	return fs.WalkDir(src.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p, unwrapPath(err))
+		}
+		if p == "." {
+			return nil
+		}
+		target := path.Join(dst, p)
+		var info fs.FileInfo
+		switch {
+		case d.IsDir():
+			return ws.MkdirAll(target)
+		case d.Type()&fs.ModeSymlink != 0:
+			// os.Root refuses a link that leaves the skill folder; a link to
+			// a folder is skipped so that link cycles cannot loop.
+			info, err = src.Stat(p)
+			if err != nil || !info.Mode().IsRegular() {
+				return nil
+			}
+		case d.Type().IsRegular():
+			if info, err = d.Info(); err != nil {
+				return fmt.Errorf("stat %s: %w", p, unwrapPath(err))
+			}
+		default:
+			return nil // devices, sockets, pipes: never read
+		}
+		total += info.Size()
+		if total > maxSkillBytes {
+			return fmt.Errorf("folder is larger than %d MiB", maxSkillBytes>>20)
+		}
+		data, err := src.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p, unwrapPath(err))
+		}
+		// Keep the executable bit; the sandbox user must read everything.
+		perm := fs.FileMode(0o644)
+		if info.Mode()&0o111 != 0 {
+			perm = 0o755
+		}
+		return ws.WriteFile(target, data, perm)
+	})
+}
