@@ -1,0 +1,202 @@
+package claude
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Permission modes the CLI accepts (claude --help, 2.1.197).
+var permissionModes = map[string]bool{
+	"acceptEdits": true, "auto": true, "bypassPermissions": true,
+	"default": true, "dontAsk": true, "plan": true,
+}
+
+// DefaultPermissionMode is used when the assistant sets none: the agent
+// works unattended inside its own sandbox, where nobody can answer a
+// permission prompt.
+const DefaultPermissionMode = "bypassPermissions"
+
+// envFilterScript runs the CLI with every inherited CLAUDECODE and
+// CLAUDE_CODE_* variable removed (a parent Claude Code session, an
+// operator's shell) except those the executor set itself, listed in
+// AGENTBOX_KEEP_ENV. The CLI's argv follows as "$0" "$@".
+const envFilterScript = `for v in $(env | sed -nE 's/^(CLAUDECODE|CLAUDE_CODE_[A-Za-z0-9_]*)=.*/\1/p'); do case " $AGENTBOX_KEEP_ENV " in *" $v "*) ;; *) unset "$v" ;; esac; done; unset AGENTBOX_KEEP_ENV; exec "$0" "$@"`
+
+// command is a built CLI invocation.
+type command struct {
+	argv  []string
+	env   map[string]string
+	stdin []byte
+}
+
+// buildCommand assembles argv (no secrets), the environment (secrets
+// only here) and the stdin stream.
+func (e *Executor) buildCommand(req *executor.Request, p *prepared, maxTurns int, permMode, model string) (*command, error) {
+	args := req.Arguments
+	argv := []string{e.opts.Binary,
+		"-p",
+		"--input-format", "stream-json",
+		"--output-format", "stream-json",
+		"--verbose",
+		"--include-partial-messages",
+		"--max-turns", strconv.Itoa(maxTurns),
+		"--permission-mode", permMode,
+	}
+	if model != "" {
+		argv = append(argv, "--model", model)
+	}
+	if p.resume {
+		argv = append(argv, "--resume", p.sessionID)
+	} else {
+		argv = append(argv, "--session-id", p.sessionID)
+	}
+	if p.promptFile {
+		argv = append(argv, "--append-system-prompt-file", sandbox.Workdir+"/"+SystemPromptFile)
+	}
+	allowed := append(append([]string(nil), args.AllowedTools...), p.mcp.Allowed...)
+	if len(allowed) > 0 {
+		// One comma-separated value: the flag is variadic, and a value
+		// after it must not swallow the next flag's position.
+		argv = append(argv, "--allowedTools", strings.Join(dedupe(allowed), ","))
+	}
+	if len(args.DisallowedTools) > 0 {
+		argv = append(argv, "--disallowedTools", strings.Join(dedupe(args.DisallowedTools), ","))
+	}
+	argv = append(argv, "--mcp-config", sandbox.Workdir+"/"+MCPConfigFile, "--strict-mcp-config")
+
+	env := map[string]string{}
+	for k, v := range e.opts.Env {
+		if isClaudeInternal(k) {
+			continue
+		}
+		env[k] = v
+	}
+	for k, v := range p.mcp.Env {
+		env[k] = v
+	}
+	c := req.Connector
+	if c.Host != "" {
+		env["ANTHROPIC_BASE_URL"] = c.Host
+	}
+	if c.Key != "" {
+		if bearerConnector(c.Type) {
+			env["ANTHROPIC_AUTH_TOKEN"] = c.Key
+		} else {
+			env["ANTHROPIC_API_KEY"] = c.Key
+		}
+	}
+	if model != "" {
+		env["ANTHROPIC_MODEL"] = model
+		// Background calls (titles, summaries) use the "small fast" model;
+		// a gateway behind the connector may only know this one.
+		env["ANTHROPIC_SMALL_FAST_MODEL"] = model
+		env["ANTHROPIC_DEFAULT_HAIKU_MODEL"] = model
+	}
+	env["CLAUDE_CONFIG_DIR"] = sandbox.Workdir + "/" + ConfigDir
+	env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
+	env["CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"] = "1"
+	env["DISABLE_AUTOUPDATER"] = "1"
+	env["DISABLE_TELEMETRY"] = "1"
+	env["DISABLE_ERROR_REPORTING"] = "1"
+	if permMode == "bypassPermissions" {
+		// The CLI refuses to bypass permissions as root unless told it is
+		// in a sandbox.
+		env["IS_SANDBOX"] = "1"
+	}
+	keep := []string{}
+	for k := range env {
+		if isClaudeInternal(k) {
+			keep = append(keep, k)
+		}
+	}
+	sort.Strings(keep)
+	env["AGENTBOX_KEEP_ENV"] = strings.Join(keep, " ")
+
+	stdin, err := inputLines(req.Input)
+	if err != nil {
+		return nil, err
+	}
+	if !e.opts.NoEnvFilter {
+		argv = append([]string{"/bin/sh", "-c", envFilterScript}, argv...)
+	}
+	return &command{argv: argv, env: env, stdin: stdin}, nil
+}
+
+// isClaudeInternal reports the variables a parent Claude Code sets or
+// reads to steer a nested one.
+func isClaudeInternal(k string) bool {
+	return k == "CLAUDECODE" || strings.HasPrefix(k, "CLAUDE_CODE_")
+}
+
+// bearerConnector reports connectors whose key is a bearer token
+// (Authorization header) rather than an Anthropic x-api-key: everything
+// but the native anthropic type (gateways, Anthropic-compatible APIs).
+func bearerConnector(typ string) bool {
+	switch strings.ToLower(typ) {
+	case "", "anthropic", "claude":
+		return false
+	}
+	return true
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	out := in[:0:0]
+	for _, s := range in {
+		s = strings.TrimSpace(s)
+		if s == "" || seen[s] {
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out
+}
+
+// inputLines encodes the turn's new messages as one stream-json user line
+// (several lines would make the CLI answer each separately). Messages from
+// other roles are labelled in the text.
+func inputLines(input []chat.Message) ([]byte, error) {
+	if len(input) == 0 {
+		return nil, fmt.Errorf("no input message: a turn needs at least one user message")
+	}
+	type textBlock struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	type message struct {
+		Role    string `json:"role"`
+		Content any    `json:"content"`
+	}
+	type line struct {
+		Type    string  `json:"type"`
+		Message message `json:"message"`
+	}
+	blocks := make([]textBlock, 0, len(input))
+	for _, m := range input {
+		t := m.Content
+		if m.Role != "" && m.Role != chat.RoleUser {
+			t = "[" + m.Role + "]: " + t
+		}
+		blocks = append(blocks, textBlock{Type: "text", Text: t})
+	}
+	var content any = blocks
+	if len(blocks) == 1 {
+		content = blocks[0].Text
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(line{Type: "user", Message: message{Role: chat.RoleUser, Content: content}}); err != nil {
+		return nil, fmt.Errorf("encode input: %w", err)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,745 @@
+package claude
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+)
+
+// Notice codes raised by the parser. They appear as the code prop of notice
+// events and in executor.Result.Notices.
+const (
+	// NoticeMCPFailed: an MCP server did not connect (init reports a status
+	// other than connected or pending).
+	NoticeMCPFailed = "mcp_server_failed"
+	// NoticeSkillMissing: a skill the assistant defines is not among the
+	// skills the CLI loaded.
+	NoticeSkillMissing = "skill_missing"
+	// NoticePermissionDenied: the CLI refused a tool call.
+	NoticePermissionDenied = "permission_denied"
+	// NoticeRepeatedToolFailure: the same tool failed several times in a
+	// row (seed 004 "repeated-tool-error").
+	NoticeRepeatedToolFailure = "repeated_tool_failure"
+	// NoticeMaxTurnsNear: the agent keeps calling tools with only a few of
+	// its max_turns left (seed 004 "max-steps-approaching").
+	NoticeMaxTurnsNear = "max_turns_near"
+	// NoticeAPIRetry: the CLI is retrying a failed model API call.
+	NoticeAPIRetry = "api_retry"
+)
+
+// Defaults for ParserOptions.
+const (
+	DefaultFailureThreshold = 3
+	DefaultNearMaxTurns     = 2
+	// DefaultMaxEventContent caps a tool result's content in events; the
+	// full size is reported in the content_bytes prop.
+	DefaultMaxEventContent = 1 << 20
+)
+
+// ParserOptions configure a Parser. The zero value is usable.
+type ParserOptions struct {
+	// IDPrefix starts every event id ("cc" when empty): ids are
+	// IDPrefix-1, IDPrefix-2, ... in the order messages start.
+	IDPrefix string
+	// MaxTurns is the run's --max-turns, for the max_turns_near notice
+	// (0: no such notice).
+	MaxTurns int
+	// NearMaxTurns is how many turns before MaxTurns the notice is raised
+	// (DefaultNearMaxTurns when 0).
+	NearMaxTurns int
+	// FailureThreshold is how many consecutive failures of one tool raise
+	// repeated_tool_failure (DefaultFailureThreshold when 0).
+	FailureThreshold int
+	// Skills are the skill names the assistant defines; one missing from
+	// the init message's skills raises skill_missing.
+	Skills []string
+	// MaxEventContent caps tool result content in events
+	// (DefaultMaxEventContent when 0; the Outcome keeps the same cap).
+	MaxEventContent int
+	// OnResult, when set, is called as soon as the result line is parsed
+	// (from the parsing goroutine), so a runner can start its grace timer.
+	OnResult func()
+}
+
+// Outcome is what a parsed stream amounts to.
+type Outcome struct {
+	// SessionID and Model come from the init message (or the result).
+	SessionID string
+	Model     string
+	// Content is the main agent's answer text as streamed to the client
+	// (the result's text when nothing was streamed).
+	Content string
+	// Usage is the result's usage, cost, turns and duration.
+	Usage     chat.Usage
+	ToolCalls []executor.ToolCall
+	// Notices lists the notice codes raised, in order.
+	Notices []string
+	// GotResult reports whether a result line was seen.
+	GotResult bool
+	// Subtype is the result's subtype ("success", "error_max_turns", ...).
+	Subtype string
+	// Err is set when the result reported a failure; its error event has
+	// already been emitted.
+	Err *executor.Error
+	// APIErrorStatus is the last HTTP status the CLI reported for a failed
+	// model API call (api_retry or result), 0 if none.
+	APIErrorStatus int
+	// Lines counts the lines read; Skipped those that were not JSON
+	// objects (never shown to the client).
+	Lines, Skipped int
+}
+
+// blockKey identifies a content block being streamed: subagent messages
+// (parent_tool_use_id set) number their blocks independently.
+type blockKey struct {
+	parent string
+	index  int64
+}
+
+type block struct {
+	seq    int
+	id     string
+	typ    string // chat type: text, thinking, tool_call
+	toolID string
+	name   string
+	input  []byte
+}
+
+// Parser turns Claude Code's stream-json output into chat events. Feed it
+// lines with Line (or a whole stream with Parse) and call Close at the
+// end. It is not safe for concurrent use; events are emitted from the
+// calling goroutine, in order.
+type Parser struct {
+	emit chat.EmitFunc
+	opts ParserOptions
+
+	next int // last event id number
+
+	blocks   map[blockKey]*block
+	streamed map[string]bool // message ids seen through stream events
+	turns    map[string]bool // main-agent message ids
+	toolName map[string]string
+	toolIdx  map[string]int // tool id -> index in out.ToolCalls
+	denied   map[string]bool
+
+	failTool  string
+	failCount int
+	nearSent  bool
+
+	text strings.Builder
+	out  Outcome
+}
+
+// NewParser returns a parser that sends events to emit.
+func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
+	if opts.IDPrefix == "" {
+		opts.IDPrefix = "cc"
+	}
+	if opts.NearMaxTurns <= 0 {
+		opts.NearMaxTurns = DefaultNearMaxTurns
+	}
+	if opts.FailureThreshold <= 0 {
+		opts.FailureThreshold = DefaultFailureThreshold
+	}
+	if opts.MaxEventContent <= 0 {
+		opts.MaxEventContent = DefaultMaxEventContent
+	}
+	return &Parser{
+		emit:     emit,
+		opts:     opts,
+		blocks:   map[blockKey]*block{},
+		streamed: map[string]bool{},
+		turns:    map[string]bool{},
+		toolName: map[string]string{},
+		toolIdx:  map[string]int{},
+		denied:   map[string]bool{},
+	}
+}
+
+// Parse reads r to its end, line by line, with no limit on line length.
+// It returns nil at EOF and the read error otherwise. It does not call
+// Close.
+func (p *Parser) Parse(r io.Reader) error {
+	lr := newLineReader(r)
+	for {
+		line, err := lr.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read stream: %w", err)
+		}
+		p.Line(line)
+	}
+}
+
+// Line handles one line of output (without its newline). Lines that are
+// not JSON objects are counted and dropped; unknown message types are
+// ignored. The parser does not retain line.
+func (p *Parser) Line(line []byte) {
+	p.out.Lines++
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	if line[0] != '{' || !gjson.ValidBytes(line) {
+		p.out.Skipped++
+		return
+	}
+	switch gjson.GetBytes(line, "type").String() {
+	case "stream_event":
+		p.streamEvent(line)
+	case "assistant":
+		p.assistant(line)
+	case "user":
+		p.user(line)
+	case "system":
+		p.system(line)
+	case "result":
+		p.result(line)
+	}
+}
+
+// Close ends every message still open (output cut short) and returns the
+// outcome. Further lines are not expected after Close.
+func (p *Parser) Close() *Outcome {
+	p.closeBlocks(func(blockKey) bool { return true })
+	if p.out.Content == "" {
+		p.out.Content = p.text.String()
+	}
+	return &p.out
+}
+
+func (p *Parser) newID() string {
+	p.next++
+	return p.opts.IDPrefix + "-" + strconv.Itoa(p.next)
+}
+
+// isSub reports a message from a subagent (the Task tool).
+func parentOf(line []byte) string {
+	return gjson.GetBytes(line, "parent_tool_use_id").String()
+}
+
+func (p *Parser) streamEvent(line []byte) {
+	ev := gjson.GetBytes(line, "event")
+	if !ev.IsObject() {
+		return
+	}
+	parent := parentOf(line)
+	switch ev.Get("type").String() {
+	case "message_start":
+		id := ev.Get("message.id").String()
+		p.streamed[parent+"\x00"+id] = true
+		if parent == "" {
+			p.countTurn(id)
+		}
+	case "content_block_start":
+		key := blockKey{parent, ev.Get("index").Int()}
+		if old := p.blocks[key]; old != nil {
+			p.endBlock(old)
+			delete(p.blocks, key)
+		}
+		cb := ev.Get("content_block")
+		b := &block{id: p.newID(), seq: p.next}
+		props := map[string]any{}
+		switch cb.Get("type").String() {
+		case "text":
+			b.typ = chat.TypeText
+			if parent != "" {
+				b.typ = chat.TypeThinking // a subagent's text is not the answer
+			}
+		case "thinking", "redacted_thinking":
+			b.typ = chat.TypeThinking
+		case "tool_use", "server_tool_use", "mcp_tool_use":
+			b.typ = chat.TypeToolCall
+			b.toolID = cb.Get("id").String()
+			b.name = cb.Get("name").String()
+			props["name"] = b.name
+			props["id"] = b.toolID
+			p.addToolCall(b.toolID, b.name)
+		default:
+			return // images, citations, ...: nothing to show
+		}
+		if parent != "" {
+			props["parent_tool_use_id"] = parent
+		}
+		if len(props) == 0 {
+			props = nil
+		}
+		p.blocks[key] = b
+		p.emit(chat.Event{Event: chat.Start, ID: b.id, Type: b.typ, Props: props})
+	case "content_block_delta":
+		b := p.blocks[blockKey{parent, ev.Get("index").Int()}]
+		if b == nil {
+			return
+		}
+		d := ev.Get("delta")
+		var text string
+		switch d.Get("type").String() {
+		case "text_delta":
+			text = d.Get("text").String()
+			if b.typ == chat.TypeText && parent == "" {
+				p.text.WriteString(text)
+			}
+		case "thinking_delta":
+			text = d.Get("thinking").String()
+		case "input_json_delta":
+			text = d.Get("partial_json").String()
+			b.input = append(b.input, text...)
+		default:
+			return // signature_delta, citations_delta
+		}
+		if text != "" {
+			p.emit(chat.Event{Event: chat.Delta, ID: b.id, Type: b.typ, Text: text})
+		}
+	case "content_block_stop":
+		key := blockKey{parent, ev.Get("index").Int()}
+		if b := p.blocks[key]; b != nil {
+			p.endBlock(b)
+			delete(p.blocks, key)
+		}
+	case "message_stop":
+		// Blocks are closed by their own stop events; close stragglers.
+		p.closeBlocks(func(k blockKey) bool { return k.parent == parent })
+	}
+}
+
+// closeBlocks ends the open blocks that match, in the order they started.
+func (p *Parser) closeBlocks(match func(blockKey) bool) {
+	var open []blockKey
+	for k := range p.blocks {
+		if match(k) {
+			open = append(open, k)
+		}
+	}
+	sort.Slice(open, func(i, j int) bool { return p.blocks[open[i]].seq < p.blocks[open[j]].seq })
+	for _, k := range open {
+		p.endBlock(p.blocks[k])
+		delete(p.blocks, k)
+	}
+}
+
+func (p *Parser) endBlock(b *block) {
+	if b.typ != chat.TypeToolCall {
+		p.emit(chat.Event{Event: chat.End, ID: b.id, Type: b.typ})
+		return
+	}
+	input := bytes.TrimSpace(b.input)
+	if len(input) == 0 || !gjson.ValidBytes(input) {
+		input = []byte("{}")
+	}
+	raw := chat.RawJSON(append([]byte(nil), input...))
+	if i, ok := p.toolIdx[b.toolID]; ok {
+		p.out.ToolCalls[i].Input = raw
+	}
+	p.emit(chat.Event{Event: chat.End, ID: b.id, Type: b.typ, Props: map[string]any{"input": raw}})
+}
+
+func (p *Parser) addToolCall(id, name string) {
+	if id == "" {
+		return
+	}
+	p.toolName[id] = name
+	if _, ok := p.toolIdx[id]; !ok {
+		p.toolIdx[id] = len(p.out.ToolCalls)
+		p.out.ToolCalls = append(p.out.ToolCalls, executor.ToolCall{ID: id, Name: name})
+	}
+}
+
+func (p *Parser) countTurn(msgID string) {
+	if msgID == "" || p.turns[msgID] {
+		return
+	}
+	p.turns[msgID] = true
+}
+
+// assistant handles a whole assistant message. With partial messages on it
+// repeats what the stream events already showed, so it only fills gaps: a
+// message that never streamed is emitted whole.
+func (p *Parser) assistant(line []byte) {
+	parent := parentOf(line)
+	msg := gjson.GetBytes(line, "message")
+	msgID := msg.Get("id").String()
+	if parent == "" {
+		p.countTurn(msgID)
+	}
+	if msgID != "" && p.streamed[parent+"\x00"+msgID] {
+		return
+	}
+	var props map[string]any
+	if parent != "" {
+		props = map[string]any{"parent_tool_use_id": parent}
+	}
+	msg.Get("content").ForEach(func(_, c gjson.Result) bool {
+		switch c.Get("type").String() {
+		case "text":
+			t := c.Get("text").String()
+			typ := chat.TypeText
+			if parent != "" {
+				typ = chat.TypeThinking
+			} else {
+				p.text.WriteString(t)
+			}
+			if t != "" {
+				chat.Whole(p.emit, p.newID(), typ, t, props)
+			}
+		case "thinking":
+			if t := c.Get("thinking").String(); t != "" {
+				chat.Whole(p.emit, p.newID(), chat.TypeThinking, t, props)
+			}
+		case "tool_use", "server_tool_use", "mcp_tool_use":
+			id := c.Get("id").String()
+			name := c.Get("name").String()
+			p.addToolCall(id, name)
+			start := map[string]any{"name": name, "id": id}
+			if parent != "" {
+				start["parent_tool_use_id"] = parent
+			}
+			input := []byte(c.Get("input").Raw)
+			if len(input) == 0 {
+				input = []byte("{}")
+			}
+			raw := chat.RawJSON(append([]byte(nil), input...))
+			if i, ok := p.toolIdx[id]; ok {
+				p.out.ToolCalls[i].Input = raw
+			}
+			eid := p.newID()
+			p.emit(chat.Event{Event: chat.Start, ID: eid, Type: chat.TypeToolCall, Props: start})
+			p.emit(chat.Event{Event: chat.End, ID: eid, Type: chat.TypeToolCall, Props: map[string]any{"input": raw}})
+		}
+		return true
+	})
+}
+
+// user handles tool results (the CLI reports them as user messages).
+func (p *Parser) user(line []byte) {
+	parent := parentOf(line)
+	content := gjson.GetBytes(line, "message.content")
+	if !content.IsArray() {
+		return
+	}
+	content.ForEach(func(_, c gjson.Result) bool {
+		if c.Get("type").String() != "tool_result" {
+			return true
+		}
+		id := c.Get("tool_use_id").String()
+		isErr := c.Get("is_error").Bool()
+		text, size, truncated := resultText(c.Get("content"), p.opts.MaxEventContent)
+		name := p.toolName[id]
+		props := map[string]any{"tool_call_id": id, "content": text, "is_error": isErr}
+		if name != "" {
+			props["name"] = name
+		}
+		if truncated {
+			props["truncated"] = true
+			props["content_bytes"] = size
+		}
+		if parent != "" {
+			props["parent_tool_use_id"] = parent
+		}
+		if i, ok := p.toolIdx[id]; ok {
+			p.out.ToolCalls[i].Result = text
+			p.out.ToolCalls[i].IsError = isErr
+		}
+		chat.Whole(p.emit, p.newID(), chat.TypeToolResult, "", props)
+		if parent == "" {
+			p.trackFailure(name, isErr)
+		}
+		return true
+	})
+	if parent == "" {
+		p.checkNearMaxTurns()
+	}
+}
+
+// resultText flattens a tool_result content (a string, or blocks of which
+// the text ones count) and caps it at max bytes on a UTF-8 boundary.
+func resultText(c gjson.Result, max int) (text string, size int, truncated bool) {
+	switch {
+	case c.Type == gjson.String:
+		if len(c.Raw) > 2*max+2 {
+			// Unescape only what can survive the cap.
+			text = gjson.Parse(c.Raw[:2*max] + `"`).String()
+			size = len(c.Raw) - 2
+			return capUTF8(text, max), size, true
+		}
+		text = c.String()
+	case c.IsArray():
+		var sb strings.Builder
+		c.ForEach(func(_, b gjson.Result) bool {
+			var part string
+			switch b.Get("type").String() {
+			case "text":
+				part = b.Get("text").String()
+			case "image":
+				part = "[image]"
+			default:
+				return true
+			}
+			if sb.Len() > 0 {
+				sb.WriteByte('\n')
+			}
+			sb.WriteString(part)
+			return sb.Len() <= max
+		})
+		text = sb.String()
+	}
+	size = len(text)
+	if len(text) > max {
+		return capUTF8(text, max), size, true
+	}
+	return text, size, false
+}
+
+func capUTF8(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	i := max
+	for i > 0 && i > max-4 && s[i]&0xC0 == 0x80 {
+		i--
+	}
+	return s[:i]
+}
+
+// trackFailure raises repeated_tool_failure when one tool fails
+// FailureThreshold times in a row (seed 004): a sign the agent is stuck.
+func (p *Parser) trackFailure(name string, isErr bool) {
+	if !isErr {
+		p.failTool, p.failCount = "", 0
+		return
+	}
+	if name != p.failTool {
+		p.failTool, p.failCount = name, 0
+	}
+	p.failCount++
+	if p.failCount == p.opts.FailureThreshold {
+		tool := name
+		if tool == "" {
+			tool = "a tool"
+		}
+		p.notice(NoticeRepeatedToolFailure,
+			fmt.Sprintf("%s failed %d times in a row; the agent may be stuck", tool, p.failCount),
+			map[string]any{"tool": name, "count": p.failCount})
+	}
+}
+
+// checkNearMaxTurns raises max_turns_near once when tool results keep the
+// agent going with NearMaxTurns or fewer turns left.
+func (p *Parser) checkNearMaxTurns() {
+	if p.nearSent || p.opts.MaxTurns <= 0 {
+		return
+	}
+	used := len(p.turns)
+	if used < p.opts.MaxTurns-p.opts.NearMaxTurns || used < 1 {
+		return
+	}
+	p.nearSent = true
+	p.notice(NoticeMaxTurnsNear,
+		fmt.Sprintf("the agent has used %d of its %d turns and is still calling tools", used, p.opts.MaxTurns),
+		map[string]any{"turns": used, "max_turns": p.opts.MaxTurns})
+}
+
+func (p *Parser) notice(code, message string, extra map[string]any) {
+	props := map[string]any{"code": code, "message": message}
+	for k, v := range extra {
+		props[k] = v
+	}
+	p.out.Notices = append(p.out.Notices, code)
+	chat.Whole(p.emit, p.newID(), chat.TypeNotice, message, props)
+}
+
+func (p *Parser) system(line []byte) {
+	switch gjson.GetBytes(line, "subtype").String() {
+	case "init":
+		p.init(line)
+	case "permission_denied":
+		r := gjson.GetManyBytes(line, "tool_name", "tool_use_id", "message", "decision_reason")
+		p.denial(r[0].String(), r[1].String(), firstNonEmpty(r[2].String(), r[3].String()))
+	case "api_retry":
+		r := gjson.GetManyBytes(line, "attempt", "max_retries", "error_status", "error")
+		status := int(r[2].Int())
+		if status != 0 {
+			p.out.APIErrorStatus = status
+		}
+		msg := fmt.Sprintf("model API call failed (%s), retrying (attempt %d of %d)",
+			describeAPIError(status, r[3].String()), r[0].Int(), r[1].Int())
+		// A loading message: the retry is progress information, not a
+		// finding about the run.
+		chat.Whole(p.emit, p.newID(), chat.TypeLoading, msg, map[string]any{
+			"message": msg, "code": NoticeAPIRetry, "attempt": r[0].Int(), "status": status})
+	}
+}
+
+func describeAPIError(status int, kind string) string {
+	switch {
+	case status != 0 && kind != "":
+		return strconv.Itoa(status) + " " + kind
+	case status != 0:
+		return "HTTP " + strconv.Itoa(status)
+	case kind != "":
+		return kind
+	}
+	return "unknown error"
+}
+
+func (p *Parser) init(line []byte) {
+	r := gjson.GetManyBytes(line, "session_id", "model", "tools", "mcp_servers", "skills", "cwd", "permissionMode", "claude_code_version")
+	p.out.SessionID = r[0].String()
+	p.out.Model = r[1].String()
+	var tools, skillNames []string
+	r[2].ForEach(func(_, v gjson.Result) bool { tools = append(tools, v.String()); return true })
+	r[4].ForEach(func(_, v gjson.Result) bool { skillNames = append(skillNames, v.String()); return true })
+	type server struct{ name, status string }
+	var servers []server
+	mcp := []map[string]any{}
+	r[3].ForEach(func(_, v gjson.Result) bool {
+		s := server{v.Get("name").String(), v.Get("status").String()}
+		servers = append(servers, s)
+		mcp = append(mcp, map[string]any{"name": s.name, "status": s.status})
+		return true
+	})
+	if tools == nil {
+		tools = []string{}
+	}
+	if skillNames == nil {
+		skillNames = []string{}
+	}
+	props := map[string]any{
+		"session_id":  p.out.SessionID,
+		"model":       p.out.Model,
+		"tools":       tools,
+		"mcp_servers": mcp,
+		"skills":      skillNames,
+		"cwd":         r[5].String(),
+	}
+	if v := r[6].String(); v != "" {
+		props["permission_mode"] = v
+	}
+	if v := r[7].String(); v != "" {
+		props["version"] = v
+	}
+	chat.Whole(p.emit, p.newID(), chat.TypeSession, "", props)
+	for _, s := range servers {
+		switch s.status {
+		case "connected", "pending":
+			continue
+		}
+		p.notice(NoticeMCPFailed,
+			fmt.Sprintf("MCP server %q is not available (status %s); its tools are missing from this run", s.name, s.status),
+			map[string]any{"server": s.name, "status": s.status})
+	}
+	have := make(map[string]bool, len(skillNames))
+	for _, s := range skillNames {
+		have[s] = true
+	}
+	for _, s := range p.opts.Skills {
+		if !have[s] {
+			p.notice(NoticeSkillMissing,
+				fmt.Sprintf("skill %q was not loaded by the CLI", s),
+				map[string]any{"skill": s})
+		}
+	}
+}
+
+func (p *Parser) denial(tool, id, reason string) {
+	if id != "" {
+		if p.denied[id] {
+			return
+		}
+		p.denied[id] = true
+	}
+	msg := fmt.Sprintf("permission denied for tool %s", tool)
+	if reason != "" {
+		msg += ": " + reason
+	}
+	p.notice(NoticePermissionDenied, msg, map[string]any{"tool": tool, "tool_use_id": id})
+}
+
+func (p *Parser) result(line []byte) {
+	p.out.GotResult = true
+	r := gjson.GetManyBytes(line, "subtype", "is_error", "session_id", "usage", "total_cost_usd",
+		"num_turns", "duration_ms", "result", "errors", "permission_denials", "api_error_status")
+	p.out.Subtype = r[0].String()
+	if s := r[2].String(); s != "" {
+		p.out.SessionID = s
+	}
+	u := r[3]
+	p.out.Usage = chat.Usage{
+		InputTokens:         u.Get("input_tokens").Int(),
+		OutputTokens:        u.Get("output_tokens").Int(),
+		CacheReadTokens:     u.Get("cache_read_input_tokens").Int(),
+		CacheCreationTokens: u.Get("cache_creation_input_tokens").Int(),
+		CostUSD:             r[4].Float(),
+		Turns:               int(r[5].Int()),
+		DurationMS:          r[6].Int(),
+	}
+	if st := int(r[10].Int()); st != 0 {
+		p.out.APIErrorStatus = st
+	}
+	r[9].ForEach(func(_, d gjson.Result) bool {
+		p.denial(d.Get("tool_name").String(), d.Get("tool_use_id").String(), "")
+		return true
+	})
+	text := r[7].String()
+	if p.text.Len() == 0 && !r[1].Bool() && text != "" {
+		// Nothing streamed (an old CLI, partial messages off): the result
+		// text is the answer.
+		chat.Whole(p.emit, p.newID(), chat.TypeText, text, nil)
+		p.text.WriteString(text)
+	}
+	if r[1].Bool() || strings.HasPrefix(p.out.Subtype, "error") {
+		var msgs []string
+		r[8].ForEach(func(_, v gjson.Result) bool { msgs = append(msgs, v.String()); return true })
+		msg := strings.Join(msgs, "; ")
+		if msg == "" {
+			msg = text
+		}
+		if msg == "" {
+			msg = "the CLI reported " + p.out.Subtype
+		}
+		code := errorCode(p.out.Subtype, p.out.APIErrorStatus)
+		p.out.Err = &executor.Error{Code: code, Message: msg}
+		chat.ErrorEvent(p.emit, p.newID(), code, msg)
+	}
+	if p.opts.OnResult != nil {
+		p.opts.OnResult()
+	}
+}
+
+// errorCode maps a failed result to a chat error code.
+func errorCode(subtype string, status int) string {
+	switch subtype {
+	case "error_max_turns":
+		return chat.ErrMaxTurns
+	}
+	switch {
+	case status == 401 || status == 403:
+		return chat.ErrAuth
+	case status == 429:
+		return chat.ErrRateLimit
+	case status == 400 || status == 404 || status == 413 || status == 422:
+		return chat.ErrInvalidRequest
+	case status >= 500:
+		return chat.ErrUpstream
+	}
+	return chat.ErrExecutor
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

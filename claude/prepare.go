@@ -1,0 +1,305 @@
+package claude
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/skills"
+)
+
+// Workspace paths the executor owns, relative to the workspace root.
+const (
+	// MCPConfigFile is rewritten from the assistant's MCP servers on every
+	// run.
+	MCPConfigFile = ".mcp.json"
+	// SkillsDir is synced from the assistant's skills on every run.
+	SkillsDir = ".claude/skills"
+	// ConfigDir is the chat's CLAUDE_CONFIG_DIR: sessions, transcripts and
+	// the CLI's own state live here, so they outlive the container.
+	ConfigDir = ".agentbox/claude"
+	// SystemPromptFile holds the run's appended system prompt.
+	SystemPromptFile = ConfigDir + "/system-prompt.md"
+)
+
+// sessionNamespace seeds the deterministic session ids (UUID v5).
+var sessionNamespace = uuid.MustParse("5b0f7c8e-3d0a-4c59-9f3e-6a1d2c7b8e41")
+
+// SessionID returns the chat's Claude session id: a UUID v5 derived from
+// the assistant, user and chat ids, so every request of a chat finds the
+// same session without any lookup table.
+func SessionID(assistantID, userID, chatID string) string {
+	return uuid.NewSHA1(sessionNamespace, []byte(assistantID+"\x00"+userID+"\x00"+chatID)).String()
+}
+
+// hasTranscript reports whether the CLI saved a transcript for session id
+// under the chat's config dir (projects/<encoded cwd>/<id>.jsonl). Any
+// project folder counts: the encoding of the working directory is the
+// CLI's business.
+func hasTranscript(ws *sandbox.Workspace, id string) bool {
+	dirs, err := ws.ListDir(ConfigDir + "/projects")
+	if err != nil {
+		return false
+	}
+	for _, d := range dirs {
+		if !d.IsDir {
+			continue
+		}
+		st, err := ws.Stat(path.Join(ConfigDir, "projects", d.Name, id+".jsonl"))
+		if err == nil && !st.IsDir && st.Size > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// mcpEnvPrefix names the environment variables that carry MCP secrets:
+// .mcp.json holds only ${AGENTBOX_MCP_...} references, which the CLI
+// expands from its own environment.
+const mcpEnvPrefix = "AGENTBOX_MCP_"
+
+var envNameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_]`)
+
+// mcpConfig is the result of building .mcp.json.
+type mcpConfig struct {
+	JSON []byte
+	// Env holds the values the ${...} references in JSON point to.
+	Env map[string]string
+	// Allowed are tool names to pre-approve (mcp__server or
+	// mcp__server__tool).
+	Allowed []string
+	// Servers are the configured server names, sorted.
+	Servers []string
+}
+
+type mcpEntry struct {
+	Type    string            `json:"type"`
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// buildMCPConfig resolves the assistant's MCP references against its
+// server definitions, adds the request's extra servers, and returns the
+// .mcp.json content with every env and header value moved into the
+// process environment.
+func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool)) (*mcpConfig, error) {
+	out := &mcpConfig{Env: map[string]string{}}
+	servers := map[string]mcpEntry{}
+	add := func(name string, s *assistant.MCPServer) error {
+		if name == "" {
+			return errors.New("mcp server with an empty name")
+		}
+		if _, dup := servers[name]; dup {
+			return fmt.Errorf("mcp server %q configured twice", name)
+		}
+		e := mcpEntry{Type: s.Transport}
+		if e.Type == "" {
+			e.Type = "stdio"
+			if s.URL != "" {
+				e.Type = "http"
+			}
+		}
+		switch e.Type {
+		case "stdio":
+			if s.Command == "" {
+				return fmt.Errorf("mcp server %q: stdio server without a command", name)
+			}
+			e.Command, e.Args = s.Command, s.Args
+		case "http", "sse":
+			if s.URL == "" {
+				return fmt.Errorf("mcp server %q: %s server without a url", name, e.Type)
+			}
+			e.URL = s.URL
+		default:
+			return fmt.Errorf("mcp server %q: unknown transport %q (want stdio, http or sse)", name, e.Type)
+		}
+		var err error
+		if e.Env, err = indirect(name, "ENV", s.Env, lookup, out.Env); err != nil {
+			return err
+		}
+		if e.Headers, err = indirect(name, "HDR", s.Headers, lookup, out.Env); err != nil {
+			return err
+		}
+		servers[name] = e
+		return nil
+	}
+	if a != nil {
+		for _, ref := range a.MCP {
+			def := a.MCPServers[ref.ServerID]
+			if def == nil {
+				return nil, fmt.Errorf("mcp server %q: no definition in mcps/", ref.ServerID)
+			}
+			if err := add(ref.ServerID, def); err != nil {
+				return nil, err
+			}
+			if len(ref.Tools) == 0 {
+				out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(ref.ServerID))
+			}
+			for _, t := range ref.Tools {
+				out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(ref.ServerID)+"__"+toolNamePart(t))
+			}
+		}
+	}
+	names := make([]string, 0, len(extra))
+	for n := range extra {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := extra[n]
+		if err := add(n, &s); err != nil {
+			return nil, err
+		}
+		out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(n))
+	}
+	for n := range servers {
+		out.Servers = append(out.Servers, n)
+	}
+	sort.Strings(out.Servers)
+	b, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode mcp config: %w", err)
+	}
+	out.JSON = append(b, '\n')
+	return out, nil
+}
+
+// indirect resolves $ENV.NAME values and replaces each value with a
+// ${AGENTBOX_MCP_...} reference, storing the value in env.
+func indirect(server, kind string, in map[string]string, lookup func(string) (string, bool), env map[string]string) (map[string]string, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		if name, ok := strings.CutPrefix(v, "$ENV."); ok {
+			val, found := lookup(name)
+			if !found {
+				return nil, fmt.Errorf("mcp server %q: %s %s: environment variable %s is not set", server, strings.ToLower(kind), k, name)
+			}
+			v = val
+		}
+		ref := mcpEnvPrefix + strings.ToUpper(envNameUnsafe.ReplaceAllString(server, "_")+"_"+kind+"_"+envNameUnsafe.ReplaceAllString(k, "_"))
+		if old, dup := env[ref]; dup && old != v {
+			return nil, fmt.Errorf("mcp server %q: %s %s collides with another setting after name normalization", server, strings.ToLower(kind), k)
+		}
+		env[ref] = v
+		out[k] = "${" + ref + "}"
+	}
+	return out, nil
+}
+
+// toolNamePart normalizes a server or tool name the way Claude Code does
+// in mcp__server__tool names.
+func toolNamePart(s string) string {
+	return toolNameUnsafe.ReplaceAllString(s, "_")
+}
+
+var toolNameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// prepared is what preparation leaves for the command.
+type prepared struct {
+	mcp       *mcpConfig
+	resume    bool
+	sessionID string
+	// promptFile is set when a system prompt file was written.
+	promptFile bool
+}
+
+// prepare rewrites the workspace's CLI configuration for this run.
+func prepare(ws *sandbox.Workspace, req *runInput, lookup func(string) (string, bool)) (*prepared, error) {
+	mcp, err := buildMCPConfig(req.assistant, req.extraMCP, lookup)
+	if err != nil {
+		return nil, err
+	}
+	if err := ws.RemoveAll(MCPConfigFile); err != nil {
+		return nil, fmt.Errorf("reset %s: %w", MCPConfigFile, err)
+	}
+	if err := ws.WriteFile(MCPConfigFile, mcp.JSON, 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", MCPConfigFile, err)
+	}
+	if err := skills.Sync(ws, SkillsDir, req.skills); err != nil {
+		return nil, err
+	}
+	if err := ws.MkdirAll(ConfigDir); err != nil {
+		return nil, fmt.Errorf("config dir: %w", err)
+	}
+	// Only the sandbox user (the owner) may read the chat's CLI state.
+	for _, d := range []string{".agentbox", ConfigDir} {
+		if err := ws.Root().Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("config dir: %w", err)
+		}
+	}
+	// A settings file left in the config dir could add hooks or change
+	// permissions; the run's settings come from the assistant only.
+	for _, f := range []string{"settings.json", "settings.local.json"} {
+		if err := ws.RemoveAll(path.Join(ConfigDir, f)); err != nil {
+			return nil, fmt.Errorf("reset %s: %w", f, err)
+		}
+	}
+	p := &prepared{mcp: mcp, sessionID: req.sessionID}
+	p.resume = hasTranscript(ws, p.sessionID)
+	prompt := req.system
+	if !p.resume && len(req.history) > 0 {
+		prompt = appendHistory(prompt, req.history)
+	}
+	if err := ws.RemoveAll(SystemPromptFile); err != nil {
+		return nil, fmt.Errorf("reset system prompt: %w", err)
+	}
+	if strings.TrimSpace(prompt) != "" {
+		if err := ws.WriteFile(SystemPromptFile, []byte(prompt), 0o600); err != nil {
+			return nil, fmt.Errorf("write system prompt: %w", err)
+		}
+		p.promptFile = true
+	}
+	return p, nil
+}
+
+// appendHistory adds the prior conversation to the system prompt, for a
+// chat whose session transcript is not on disk (first turn with history
+// from the client, or a lost workspace).
+func appendHistory(system string, history []chat.Message) string {
+	var sb strings.Builder
+	n := len(system) + 256
+	for _, m := range history {
+		n += len(m.Content) + 64
+	}
+	sb.Grow(n)
+	sb.WriteString(system)
+	if system != "" {
+		sb.WriteString("\n\n")
+	}
+	sb.WriteString("# Conversation so far\n\nThe messages below were exchanged earlier in this conversation, oldest first. Continue from them; the user's new message follows.\n")
+	for _, m := range history {
+		role := m.Role
+		if role == "" {
+			role = chat.RoleUser
+		}
+		sb.WriteString("\n<message role=\"")
+		sb.WriteString(role)
+		if m.Name != "" {
+			sb.WriteString("\" name=\"")
+			sb.WriteString(m.Name)
+		}
+		sb.WriteString("\">\n")
+		sb.WriteString(m.Content)
+		sb.WriteString("\n</message>\n")
+	}
+	return sb.String()
+}
+
+// osLookup is the default lookup for $ENV references.
+var osLookup = os.LookupEnv
