@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -167,4 +168,32 @@ func Collect(ctx context.Context, p Process, max int, cmd Command, start time.Ti
 		Duration:  time.Since(start),
 	}
 	return res, err
+}
+
+// CheckMounts validates extra mounts: absolute, existing sources; absolute
+// targets that are not the root, Workdir or under it, each used once. It
+// returns them with cleaned paths.
+func CheckMounts(ms []Mount) ([]Mount, error) {
+	out := make([]Mount, 0, len(ms))
+	seen := map[string]bool{}
+	for _, m := range ms {
+		if !path.IsAbs(m.Source) || !path.IsAbs(m.Target) {
+			return nil, fmt.Errorf("mount %q -> %q: source and target must be absolute paths", m.Source, m.Target)
+		}
+		src, dst := path.Clean(m.Source), path.Clean(m.Target)
+		switch {
+		case dst == "/":
+			return nil, fmt.Errorf("mount %q: cannot mount over /", m.Source)
+		case dst == Workdir || strings.HasPrefix(dst, Workdir+"/"):
+			return nil, fmt.Errorf("mount %q -> %q: the workspace %s cannot be a mount target", m.Source, m.Target, Workdir)
+		case seen[dst]:
+			return nil, fmt.Errorf("mount target %q used twice", dst)
+		}
+		if _, err := os.Stat(src); err != nil {
+			return nil, fmt.Errorf("mount source %q: %w", src, err)
+		}
+		seen[dst] = true
+		out = append(out, Mount{Source: src, Target: dst, Writable: m.Writable})
+	}
+	return out, nil
 }

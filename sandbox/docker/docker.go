@@ -1,0 +1,537 @@
+// Package docker is the production sandbox runtime: one hardened container
+// per request, created through the Docker Engine API (official Go SDK, API
+// version negotiated with the engine), commands run through the exec API.
+//
+// Every engine call has its own short timeout, so a wedged or restarted
+// daemon yields an error wrapping sandbox.ErrEngineUnavailable, never a
+// hang. Containers carry the sandbox labels (product, instance, user, chat,
+// created) and a per-process run id, which the reaper uses to find
+// orphans.
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Name is the runtime's registry name.
+const Name = "docker"
+
+// LabelRun holds the id of the runtime object (one per server process) that
+// created a container; with the instance label it tells the reaper whether
+// the owner still lives.
+const LabelRun = "dev.agentbox.run"
+
+// ProductLabelValue is the value of sandbox.LabelProduct on our containers.
+const ProductLabelValue = "agentbox"
+
+// Defaults applied when Options and Spec leave a limit at zero.
+const (
+	DefaultPidsLimit   = 512
+	DefaultMemoryBytes = 2 << 30
+	DefaultCPUs        = 2.0
+	DefaultUser        = "1000:1000"
+	DefaultHome        = "/home/agent"
+	DefaultCallTimeout = 15 * time.Second
+	DefaultTmpfsSize   = 512 << 20
+	// DefaultReapGrace is how long a container of another instance may
+	// live before the reaper removes it.
+	DefaultReapGrace = time.Hour
+)
+
+// Options configures the runtime. Zero values mean the defaults above.
+type Options struct {
+	// Instance names the owning server instance; it labels every container.
+	// A server restarted under the same name reaps its previous
+	// containers. Default: the host name.
+	Instance string
+	// Host is the engine address (default: DOCKER_HOST, else the local
+	// socket).
+	Host string
+	// Image is used when Spec.Image is empty.
+	Image string
+	// PidsLimit, MemoryBytes and CPUs are the limits used when the Spec
+	// leaves them at zero.
+	PidsLimit   int64
+	MemoryBytes int64
+	CPUs        float64
+	// Network is the network mode used when Spec.Network is empty
+	// (default sandbox.NetworkNone).
+	Network string
+	// User is the uid:gid commands run as (default 1000:1000, the image's
+	// agent user).
+	User string
+	// Home is the user's home, a tmpfs (default /home/agent).
+	Home string
+	// TmpfsBytes bounds each of the /tmp and home tmpfs (default 512 MiB).
+	TmpfsBytes int64
+	// CallTimeout bounds every single engine call (default 15s).
+	CallTimeout time.Duration
+	// Logger receives reaper reports (default: discard).
+	Logger *slog.Logger
+}
+
+// Runtime creates Docker sandboxes. It is safe for concurrent use.
+type Runtime struct {
+	cli  *client.Client
+	opts Options
+	run  string
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	tracked map[string]struct{} // names of containers this runtime owns
+	closed  bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ sandbox.Runtime = (*Runtime)(nil)
+
+// New connects to the Docker engine and checks that it answers (a ping
+// with a short timeout). A missing or stopped engine is an error wrapping
+// sandbox.ErrEngineUnavailable with a hint.
+func New(ctx context.Context, opts Options) (*Runtime, error) {
+	if opts.Instance == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "agentbox"
+		}
+		opts.Instance = h
+	}
+	if opts.PidsLimit == 0 {
+		opts.PidsLimit = DefaultPidsLimit
+	}
+	if opts.MemoryBytes == 0 {
+		opts.MemoryBytes = DefaultMemoryBytes
+	}
+	if opts.CPUs == 0 {
+		opts.CPUs = DefaultCPUs
+	}
+	if opts.Network == "" {
+		opts.Network = sandbox.NetworkNone
+	}
+	if opts.User == "" {
+		opts.User = DefaultUser
+	}
+	if opts.Home == "" {
+		opts.Home = DefaultHome
+	}
+	if opts.TmpfsBytes == 0 {
+		opts.TmpfsBytes = DefaultTmpfsSize
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case opts.PidsLimit < 0, opts.MemoryBytes < 0, opts.CPUs < 0, opts.TmpfsBytes < 0:
+		return nil, errors.New("docker: negative limit in options")
+	case opts.Network != sandbox.NetworkNone && opts.Network != sandbox.NetworkHost:
+		return nil, fmt.Errorf("docker: network %q: want %q or %q", opts.Network, sandbox.NetworkNone, sandbox.NetworkHost)
+	}
+	copts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if opts.Host != "" {
+		copts = append(copts, client.WithHost(opts.Host))
+	}
+	cli, err := client.NewClientWithOpts(copts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker: client: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, min(opts.CallTimeout, 5*time.Second))
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		cli.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("docker: engine at %s does not answer (is the Docker daemon installed and running? try `docker version`; set DOCKER_HOST for a remote engine): %w: %w",
+			cli.DaemonHost(), sandbox.ErrEngineUnavailable, err)
+	}
+	r := &Runtime{cli: cli, opts: opts, run: randHex(8), log: opts.Logger, tracked: map[string]struct{}{}}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// Name returns "docker".
+func (r *Runtime) Name() string { return Name }
+
+// Instance returns the instance name labelling this runtime's containers.
+func (r *Runtime) Instance() string { return r.opts.Instance }
+
+// Client returns the engine client (for tests and diagnostics).
+func (r *Runtime) Client() *client.Client { return r.cli }
+
+// Close stops the reaper and closes the engine client. Sandboxes still
+// alive are not removed: their owners remove them, or the reaper of the next
+// run does. Idempotent.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if cerr := r.cli.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// call gives one engine call its own timeout.
+func (r *Runtime) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.opts.CallTimeout)
+}
+
+// engineErr wraps an engine call's error with op, marking an engine that
+// does not answer (connection refused, the call's own timeout) with
+// sandbox.ErrEngineUnavailable; the caller's own cancellation stays as is.
+func (r *Runtime) engineErr(parent context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if parent.Err() != nil {
+		return fmt.Errorf("docker %s: %w", op, parent.Err())
+	}
+	if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) || isConnErr(err) {
+		return fmt.Errorf("docker %s: the engine does not answer (is the Docker daemon running?): %w: %w", op, sandbox.ErrEngineUnavailable, err)
+	}
+	if errdefs.IsNotFound(err) {
+		return fmt.Errorf("docker %s: %w: %w", op, sandbox.ErrNotFound, err)
+	}
+	return fmt.Errorf("docker %s: %w", op, err)
+}
+
+func isConnErr(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "connection refused") || strings.Contains(s, "connection reset") ||
+		strings.Contains(s, "broken pipe") || strings.Contains(s, "no such file or directory") && strings.Contains(s, ".sock")
+}
+
+func (r *Runtime) track(name string) {
+	r.mu.Lock()
+	r.tracked[name] = struct{}{}
+	r.mu.Unlock()
+}
+
+func (r *Runtime) untrack(name string) {
+	r.mu.Lock()
+	delete(r.tracked, name)
+	r.mu.Unlock()
+}
+
+func (r *Runtime) isTracked(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.tracked[name]
+	return ok
+}
+
+// Create starts a hardened container for spec: the workspace at /workspace
+// (plus spec.Mounts), its main process idling under an init, ready for
+// exec. A failed Create leaves no container behind.
+func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if spec.Image == "" {
+		spec.Image = r.opts.Image
+	}
+	name := "agentbox-" + randHex(8)
+	cfg, hc, err := r.containerConfig(spec, name, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("docker create: runtime closed: %w", sandbox.ErrEngineUnavailable)
+	}
+	r.track(name)
+	cctx, cancel := r.call(ctx)
+	created, err := r.cli.ContainerCreate(cctx, cfg, hc, nil, nil, name)
+	cancel()
+	if err != nil {
+		// The engine may have created it before the error (timeout).
+		_ = r.remove(ctx, name)
+		r.untrack(name)
+		if errdefs.IsNotFound(err) && ctx.Err() == nil {
+			return nil, fmt.Errorf("docker create: image %q is not on this engine (agentbox never pulls; build or load it, e.g. `make image`): %w", spec.Image, err)
+		}
+		return nil, r.engineErr(ctx, "create", err)
+	}
+	sctx, cancel := r.call(ctx)
+	err = r.cli.ContainerStart(sctx, created.ID, container.StartOptions{})
+	cancel()
+	if err != nil {
+		_ = r.remove(ctx, created.ID)
+		r.untrack(name)
+		return nil, r.engineErr(ctx, "start", err)
+	}
+	env := map[string]string{}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	return &Sandbox{rt: r, id: created.ID, name: name, ws: spec.Workspace, env: env, procs: map[*process]struct{}{}}, nil
+}
+
+// containerConfig builds the container's configuration: the one place that
+// decides how a sandbox is confined. Hardening: an init process (reaps
+// zombies, forwards signals), the non-root user, all capabilities dropped,
+// no-new-privileges, a pids limit, memory with swap equal to it (no swap),
+// a cpu limit, a read-only root with tmpfs /tmp and home, the network mode
+// (none by default), never privileged, and nothing of the host mounted but
+// the workspace and the spec's mounts (read-only unless marked writable).
+func (r *Runtime) containerConfig(spec sandbox.Spec, name string, now time.Time) (*container.Config, *container.HostConfig, error) {
+	if spec.Workspace == nil {
+		return nil, nil, errors.New("docker create: spec has no workspace")
+	}
+	if err := sandbox.ValidateID("user", spec.UserID); err != nil {
+		return nil, nil, fmt.Errorf("docker create: %w", err)
+	}
+	if err := sandbox.ValidateID("chat", spec.ChatID); err != nil {
+		return nil, nil, fmt.Errorf("docker create: %w", err)
+	}
+	if spec.Image == "" {
+		return nil, nil, errors.New("docker create: no image (set the assistant's sandbox.image or the runtime's default image)")
+	}
+	network := spec.Network
+	if network == "" {
+		network = r.opts.Network
+	}
+	if network != sandbox.NetworkNone && network != sandbox.NetworkHost {
+		return nil, nil, fmt.Errorf("docker create: network %q: want %q or %q", network, sandbox.NetworkNone, sandbox.NetworkHost)
+	}
+	mem, cpus, pids := spec.MemoryBytes, spec.CPUs, spec.PidsLimit
+	if mem == 0 {
+		mem = r.opts.MemoryBytes
+	}
+	if cpus == 0 {
+		cpus = r.opts.CPUs
+	}
+	if pids == 0 {
+		pids = r.opts.PidsLimit
+	}
+	switch {
+	case mem < 0, cpus < 0, pids < 0:
+		return nil, nil, errors.New("docker create: negative limit")
+	case mem > 0 && mem < 6<<20:
+		return nil, nil, fmt.Errorf("docker create: memory %d bytes is below Docker's minimum of 6 MiB", mem)
+	}
+	mounts, err := sandbox.CheckMounts(spec.Mounts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("docker create: %w", err)
+	}
+	env, err := sandbox.MergeEnv(map[string]string{"HOME": r.opts.Home}, spec.Env)
+	if err != nil {
+		return nil, nil, fmt.Errorf("docker create: %w", err)
+	}
+
+	labels := map[string]string{}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	labels[sandbox.LabelProduct] = ProductLabelValue
+	labels[sandbox.LabelInstance] = r.opts.Instance
+	labels[sandbox.LabelUser] = spec.UserID
+	labels[sandbox.LabelChat] = spec.ChatID
+	labels[sandbox.LabelCreated] = now.UTC().Format(time.RFC3339)
+	labels[LabelRun] = r.run
+
+	uid, gid, _ := strings.Cut(r.opts.User, ":")
+	if gid == "" {
+		gid = uid
+	}
+	tmpfsOpts := fmt.Sprintf("rw,nosuid,nodev,size=%d", r.opts.TmpfsBytes)
+	cfg := &container.Config{
+		Image:      spec.Image,
+		User:       r.opts.User,
+		Hostname:   "agentbox",
+		Env:        env,
+		WorkingDir: sandbox.Workdir,
+		// The main process only idles: commands run through the exec API.
+		Entrypoint: []string{"sleep", "infinity"},
+		Labels:     labels,
+	}
+	init := true
+	pidsLimit := pids
+	hc := &container.HostConfig{
+		Init:           &init,
+		Privileged:     false,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		ReadonlyRootfs: true,
+		NetworkMode:    container.NetworkMode(network),
+		IpcMode:        "private",
+		Tmpfs: map[string]string{
+			"/tmp":      tmpfsOpts,
+			r.opts.Home: fmt.Sprintf("%s,uid=%s,gid=%s,mode=0755", tmpfsOpts, uid, gid),
+		},
+		Resources: container.Resources{
+			Memory:     mem,
+			MemorySwap: mem,
+			NanoCPUs:   int64(cpus * 1e9),
+			PidsLimit:  &pidsLimit,
+		},
+		// The idle main process writes nothing; exec output goes through
+		// the attach streams.
+		LogConfig: container.LogConfig{Type: "none"},
+	}
+	hc.Mounts = append(hc.Mounts, bindMount(spec.Workspace.Dir(), sandbox.Workdir, false))
+	for _, m := range mounts {
+		hc.Mounts = append(hc.Mounts, bindMount(m.Source, m.Target, !m.Writable))
+	}
+	return cfg, hc, nil
+}
+
+// Reap removes our labelled containers that no live request owns:
+// containers of this instance made by an earlier run (the server
+// restarted), containers of this run it does not track (a failed cleanup),
+// and containers of other instances older than opts.Grace (default
+// DefaultReapGrace). With DryRun it only reports. It returns the names of
+// the containers removed (or that would be), sorted.
+func (r *Runtime) Reap(ctx context.Context, opts ReapOptions) ([]string, error) {
+	grace := opts.Grace
+	if grace <= 0 {
+		grace = DefaultReapGrace
+	}
+	lctx, cancel := r.call(ctx)
+	list, err := r.cli.ContainerList(lctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelProduct+"="+ProductLabelValue)),
+	})
+	cancel()
+	if err != nil {
+		return nil, r.engineErr(ctx, "reap: list", err)
+	}
+	now := time.Now()
+	var reaped []string
+	var errs []error
+	for _, c := range list {
+		name := c.ID
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		if r.isTracked(name) {
+			continue
+		}
+		created := time.Unix(c.Created, 0)
+		if t, err := time.Parse(time.RFC3339, c.Labels[sandbox.LabelCreated]); err == nil && t.Before(created) {
+			created = t
+		}
+		var reason string
+		switch inst := c.Labels[sandbox.LabelInstance]; {
+		case inst == r.opts.Instance && c.Labels[LabelRun] != r.run:
+			reason = "left by an earlier run of this instance"
+		case inst == r.opts.Instance:
+			reason = "not owned by any request of this run"
+		case now.Sub(created) > grace:
+			reason = fmt.Sprintf("of instance %q, older than %s", inst, grace)
+		default:
+			continue
+		}
+		if !opts.DryRun {
+			if err := r.remove(ctx, c.ID); err != nil {
+				errs = append(errs, fmt.Errorf("reap %s: %w", name, err))
+				continue
+			}
+		}
+		r.log.Info("sandbox container reaped", "container", name, "reason", reason, "dry_run", opts.DryRun,
+			"user", c.Labels[sandbox.LabelUser], "chat", c.Labels[sandbox.LabelChat])
+		reaped = append(reaped, name)
+	}
+	sort.Strings(reaped)
+	return reaped, errors.Join(errs...)
+}
+
+// ReapOptions tunes Reap.
+type ReapOptions struct {
+	// DryRun reports without removing.
+	DryRun bool
+	// Grace is how old a container of another instance must be before it
+	// counts as orphaned (0: DefaultReapGrace).
+	Grace time.Duration
+}
+
+// StartReaper reaps now and then every interval (0: one minute) until
+// Close, logging what it removed. Containers of other instances are reaped
+// after DefaultReapGrace.
+func (r *Runtime) StartReaper(interval time.Duration) {
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			if _, err := r.Reap(r.ctx, ReapOptions{}); err != nil && r.ctx.Err() == nil {
+				r.log.Error("sandbox reaper", "error", err)
+			}
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// remove force-removes a container; NotFound counts as done. It runs with
+// its own timeout even when ctx has already ended.
+func (r *Runtime) remove(ctx context.Context, id string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CallTimeout)
+	defer cancel()
+	err := r.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	switch {
+	case err == nil, errdefs.IsNotFound(err):
+		return nil
+	case errdefs.IsConflict(err) && strings.Contains(err.Error(), "in progress"):
+		// Another remover is at it: wait for it to finish.
+		for rctx.Err() == nil {
+			if _, err := r.cli.ContainerInspect(rctx, id); errdefs.IsNotFound(err) {
+				return nil
+			}
+			select {
+			case <-rctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		return fmt.Errorf("docker remove %s: still being removed after %s: %w", id, r.opts.CallTimeout, sandbox.ErrEngineUnavailable)
+	}
+	return r.engineErr(context.WithoutCancel(ctx), "remove", err)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,438 @@
+package docker_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/docker"
+)
+
+func randID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newRuntime connects to the engine with an instance name of its own, so
+// reaping in one test never touches another's containers.
+func newRuntime(t testing.TB) (*docker.Runtime, string) {
+	t.Helper()
+	img := testenv.Image(t)
+	rt, err := docker.New(context.Background(), docker.Options{Instance: "test-" + randID(), Image: img})
+	if rt != nil {
+		t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt, img
+}
+
+// newSandbox creates a sandbox with a fresh workspace; spec may adjust the
+// spec before creation.
+func newSandbox(t testing.TB, rt *docker.Runtime, adjust func(*sandbox.Spec)) (*docker.Sandbox, *sandbox.Workspace) {
+	t.Helper()
+	wss, err := sandbox.NewWorkspaces(t.TempDir(), 1000, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, release, err := wss.Acquire(context.Background(), "u1", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	spec := sandbox.Spec{UserID: "u1", ChatID: "c1", Workspace: ws}
+	if adjust != nil {
+		adjust(&spec)
+	}
+	sb, err := rt.Create(context.Background(), spec)
+	if sb != nil {
+		t.Cleanup(func() { _ = sb.Remove(context.Background()) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb.(*docker.Sandbox), ws
+}
+
+func TestHardeningAsInspected(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	extra := t.TempDir()
+	sb, ws := newSandbox(t, rt, func(s *sandbox.Spec) {
+		s.MemoryBytes = 256 << 20
+		s.CPUs = 1.5
+		s.PidsLimit = 100
+		s.Mounts = []sandbox.Mount{{Source: extra, Target: "/opt/extra"}}
+		s.Labels = map[string]string{"dev.agentbox.assistant": "a1", sandbox.LabelInstance: "forged"}
+	})
+	ctx := context.Background()
+	ins, err := rt.Client().ContainerInspect(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, cfg := ins.HostConfig, ins.Config
+	checks := []struct {
+		name string
+		ok   bool
+		got  any
+	}{
+		{"running", ins.State.Running, ins.State.Status},
+		{"init", hc.Init != nil && *hc.Init, hc.Init},
+		{"non-root user", cfg.User == "1000:1000", cfg.User},
+		{"cap drop all", slices.Equal(hc.CapDrop, []string{"ALL"}) && len(hc.CapAdd) == 0, hc.CapDrop},
+		{"no-new-privileges", slices.Contains(hc.SecurityOpt, "no-new-privileges"), hc.SecurityOpt},
+		{"not privileged", !hc.Privileged, hc.Privileged},
+		{"pids limit", hc.PidsLimit != nil && *hc.PidsLimit == 100, hc.PidsLimit},
+		{"memory", hc.Memory == 256<<20, hc.Memory},
+		{"swap equals memory", hc.MemorySwap == hc.Memory, hc.MemorySwap},
+		{"nano cpus", hc.NanoCPUs == 1_500_000_000, hc.NanoCPUs},
+		{"read-only root", hc.ReadonlyRootfs, hc.ReadonlyRootfs},
+		{"tmpfs /tmp", strings.Contains(hc.Tmpfs["/tmp"], "nosuid"), hc.Tmpfs},
+		{"tmpfs home owned by agent", strings.Contains(hc.Tmpfs["/home/agent"], "uid=1000"), hc.Tmpfs},
+		{"network none", hc.NetworkMode == "none", hc.NetworkMode},
+		{"label product", cfg.Labels[sandbox.LabelProduct] == "agentbox", cfg.Labels},
+		{"label instance (not forgeable)", cfg.Labels[sandbox.LabelInstance] == rt.Instance(), cfg.Labels},
+		{"label user", cfg.Labels[sandbox.LabelUser] == "u1", cfg.Labels},
+		{"label chat", cfg.Labels[sandbox.LabelChat] == "c1", cfg.Labels},
+		{"label created", cfg.Labels[sandbox.LabelCreated] != "", cfg.Labels},
+		{"label extra", cfg.Labels["dev.agentbox.assistant"] == "a1", cfg.Labels},
+		{"HOME", slices.Contains(cfg.Env, "HOME=/home/agent"), cfg.Env},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: got %v", c.name, c.got)
+		}
+	}
+	// Only the workspace (read-write) and the spec's mount (read-only).
+	var mounts []string
+	for _, m := range ins.Mounts {
+		mounts = append(mounts, m.Source+":"+m.Destination+":"+map[bool]string{true: "rw", false: "ro"}[m.RW])
+	}
+	want := []string{ws.Dir() + ":/workspace:rw", extra + ":/opt/extra:ro"}
+	slices.Sort(mounts)
+	slices.Sort(want)
+	if !slices.Equal(mounts, want) {
+		t.Errorf("mounts = %v, want %v", mounts, want)
+	}
+
+	// And as seen from inside.
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{`id -u; id -g; grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status;
+touch /etc/x 2>/dev/null && echo rootfs-writable; touch /tmp/x /home/agent/x /workspace/x && echo tmp-ok; ps -o comm= -p 1`}, Shell: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"1000\n1000\n", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "tmp-ok", "docker-init"} {
+		if !strings.Contains(res.Stdout, w) {
+			t.Errorf("inside: missing %q in %q (stderr %q)", w, res.Stdout, res.Stderr)
+		}
+	}
+	if strings.Contains(res.Stdout, "rootfs-writable") {
+		t.Error("the root filesystem is writable")
+	}
+	st, err := os.Stat(filepath.Join(ws.Dir(), "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := fileUID(st); uid != 1000 {
+		t.Errorf("file created in the sandbox is owned by uid %d, want 1000", uid)
+	}
+}
+
+func TestNetworkHost(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	sb, _ := newSandbox(t, rt, func(s *sandbox.Spec) { s.Network = sandbox.NetworkHost })
+	ins, err := rt.Client().ContainerInspect(context.Background(), sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ins.HostConfig.NetworkMode != "host" {
+		t.Errorf("network = %q, want host", ins.HostConfig.NetworkMode)
+	}
+}
+
+func TestCreateRejectsBadSpecs(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	wss, err := sandbox.NewWorkspaces(t.TempDir(), -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, release, err := wss.Acquire(context.Background(), "u", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	cases := []struct {
+		name string
+		spec sandbox.Spec
+		want string
+	}{
+		{"no workspace", sandbox.Spec{UserID: "u", ChatID: "c"}, "no workspace"},
+		{"bad user", sandbox.Spec{UserID: "../x", ChatID: "c", Workspace: ws}, "user id"},
+		{"bad network", sandbox.Spec{UserID: "u", ChatID: "c", Workspace: ws, Network: "bridge"}, "network"},
+		{"relative mount", sandbox.Spec{UserID: "u", ChatID: "c", Workspace: ws, Mounts: []sandbox.Mount{{Source: "x", Target: "/x"}}}, "absolute"},
+		{"mount over workspace", sandbox.Spec{UserID: "u", ChatID: "c", Workspace: ws, Mounts: []sandbox.Mount{{Source: "/usr", Target: "/workspace/x"}}}, "workspace"},
+		{"missing image", sandbox.Spec{UserID: "u", ChatID: "c", Workspace: ws, Image: "agentbox-test/none:missing"}, "never pulls"},
+		{"tiny memory", sandbox.Spec{UserID: "u", ChatID: "c", Workspace: ws, MemoryBytes: 1000}, "memory"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sb, err := rt.Create(context.Background(), c.spec)
+			if sb != nil {
+				_ = sb.Remove(context.Background())
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestExec(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	sb, ws := newSandbox(t, rt, func(s *sandbox.Spec) { s.Env = map[string]string{"FROM_SPEC": "spec", "OVER": "spec"} })
+	cases := []struct {
+		name      string
+		req       sandbox.ExecRequest
+		code      int
+		stdout    string
+		stderr    string
+		cwd       string
+		truncated bool
+	}{
+		{name: "exit 0", req: sandbox.ExecRequest{Argv: []string{"echo", "hi"}}, stdout: "hi\n", cwd: "."},
+		{name: "exit code", req: sandbox.ExecRequest{Argv: []string{"exit 7"}, Shell: true}, code: 7, cwd: "."},
+		{name: "not found", req: sandbox.ExecRequest{Argv: []string{"no-such-program"}}, code: 127, cwd: "."},
+		{name: "stderr apart", req: sandbox.ExecRequest{Argv: []string{"echo out; echo err >&2"}, Shell: true}, stdout: "out\n", stderr: "err\n", cwd: "."},
+		{name: "argv not a shell", req: sandbox.ExecRequest{Argv: []string{"echo", "$HOME; rm -rf x", "'q'"}}, stdout: "$HOME; rm -rf x 'q'\n", cwd: "."},
+		{name: "stdin", req: sandbox.ExecRequest{Argv: []string{"cat"}, Stdin: strings.NewReader("from stdin")}, stdout: "from stdin", cwd: "."},
+		{name: "env", req: sandbox.ExecRequest{Argv: []string{"echo $FROM_SPEC $OVER $HOME"}, Shell: true, Env: map[string]string{"OVER": "req"}}, stdout: "spec req /home/agent\n", cwd: "."},
+		{name: "cwd created", req: sandbox.ExecRequest{Argv: []string{"pwd"}, Dir: "a/b"}, stdout: "/workspace/a/b\n", cwd: "a/b"},
+		{name: "cwd absolute", req: sandbox.ExecRequest{Argv: []string{"pwd"}, Dir: "/workspace/a"}, stdout: "/workspace/a\n", cwd: "a"},
+		{name: "truncated", req: sandbox.ExecRequest{Argv: []string{"head -c 5000 /dev/zero | tr '\\0' x"}, Shell: true, MaxOutput: 100}, stdout: strings.Repeat("x", 100), truncated: true, cwd: "."},
+		{name: "truncated stderr", req: sandbox.ExecRequest{Argv: []string{"head -c 5000 /dev/zero | tr '\\0' y >&2"}, Shell: true, MaxOutput: 10}, stderr: strings.Repeat("y", 10), truncated: true, cwd: "."},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			res, err := sb.Exec(context.Background(), c.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != c.code || res.Stdout != c.stdout || res.Stderr != c.stderr && c.code != 127 || res.Truncated != c.truncated || res.Cwd != c.cwd {
+				t.Errorf("got code=%d stdout=%q stderr=%q truncated=%v cwd=%q", res.ExitCode, res.Stdout, res.Stderr, res.Truncated, res.Cwd)
+			}
+		})
+	}
+	t.Run("bad requests", func(t *testing.T) {
+		for _, req := range []sandbox.ExecRequest{
+			{},
+			{Argv: []string{"a", "b"}, Shell: true},
+			{Argv: []string{"pwd"}, Dir: "../x"},
+			{Argv: []string{"pwd"}, Dir: "/etc"},
+			{Argv: []string{"pwd"}, Env: map[string]string{"A=B": "x"}},
+		} {
+			if _, err := sb.Exec(context.Background(), req); err == nil {
+				t.Errorf("%+v: no error", req)
+			}
+		}
+		if err := os.Symlink("/etc", filepath.Join(ws.Dir(), "evil")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Argv: []string{"pwd"}, Dir: "evil/sub"}); !errors.Is(err, sandbox.ErrPathOutside) {
+			t.Errorf("cwd through a symlink out: err = %v", err)
+		}
+	})
+}
+
+func TestExecTimeoutKillsTree(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	sb, _ := newSandbox(t, rt, nil)
+	ctx := context.Background()
+	start := time.Now()
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"echo started; sleep 100 & sleep 100"}, Shell: true, Timeout: 500 * time.Millisecond})
+	if !errors.Is(err, sandbox.ErrExecTimeout) {
+		t.Fatalf("err = %v, want ErrExecTimeout", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("timeout took %s", d)
+	}
+	if res == nil || res.Stdout != "started\n" {
+		t.Errorf("partial output = %+v", res)
+	}
+	ps, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"ps", "-eo", "args"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(ps.Stdout, "sleep 100") {
+		t.Errorf("processes left behind:\n%s", ps.Stdout)
+	}
+}
+
+func TestStartStreams(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	sb, _ := newSandbox(t, rt, nil)
+	ctx := context.Background()
+	p, err := sb.Start(ctx, sandbox.ExecRequest{Argv: []string{"read x; echo got $x; echo line2 >&2; sleep 2; echo late"}, Shell: true, Stdin: strings.NewReader("hello\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	sc := bufio.NewScanner(p.Stdout())
+	if !sc.Scan() || sc.Text() != "got hello" {
+		t.Fatalf("first line = %q (%v)", sc.Text(), sc.Err())
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("first line arrived after %s: not streamed", d)
+	}
+	if !sc.Scan() || sc.Text() != "late" {
+		t.Fatalf("second line = %q", sc.Text())
+	}
+	code, err := p.Wait(ctx)
+	if err != nil || code != 0 {
+		t.Fatalf("wait = %d, %v", code, err)
+	}
+	b := make([]byte, 100)
+	n, _ := p.Stderr().Read(b)
+	if string(b[:n]) != "line2\n" {
+		t.Errorf("stderr = %q", b[:n])
+	}
+}
+
+func TestCancelThenRemoveWithin2s(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	sb, _ := newSandbox(t, rt, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := sb.Start(ctx, sandbox.ExecRequest{Argv: []string{"sleep", "100"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(200*time.Millisecond, cancel)
+	if _, err := p.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait err = %v", err)
+	}
+	start := time.Now()
+	if err := sb.Remove(ctx); err != nil { // ctx is already cancelled
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("removal took %s", d)
+	}
+	if _, err := rt.Client().ContainerInspect(context.Background(), sb.ID()); !errdefs.IsNotFound(err) {
+		t.Errorf("container still there: %v", err)
+	}
+	if err := sb.Remove(context.Background()); err != nil {
+		t.Errorf("second Remove: %v", err)
+	}
+	if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, sandbox.ErrRemoved) {
+		t.Errorf("exec after remove: %v", err)
+	}
+}
+
+func TestReaperRemovesOrphan(t *testing.T) {
+	t.Parallel()
+	rt, img := newRuntime(t)
+	live, _ := newSandbox(t, rt, nil)
+	cli := rt.Client()
+	ctx := context.Background()
+	mk := func(instance string, age time.Duration) string {
+		name := "agentbox-test-orphan-" + randID()
+		_, err := cli.ContainerCreate(ctx, &container.Config{
+			Image:      img,
+			Entrypoint: []string{"sleep", "infinity"},
+			Labels: map[string]string{
+				sandbox.LabelProduct:  "agentbox",
+				sandbox.LabelInstance: instance,
+				sandbox.LabelCreated:  time.Now().Add(-age).UTC().Format(time.RFC3339),
+			},
+		}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+		t.Cleanup(func() { _ = cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	dead := mk("dead-"+randID(), 3*time.Hour)
+	young := mk("other-"+randID(), time.Minute)
+	previousRun := mk(rt.Instance(), time.Minute)
+
+	got, err := rt.Reap(ctx, docker.ReapOptions{DryRun: true, Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{dead, previousRun}
+	slices.Sort(want)
+	if !containsAll(got, want) || slices.Contains(got, young) || slices.Contains(got, live.Name()) {
+		t.Fatalf("dry run reaped %v, want %v (not %s, %s)", got, want, young, live.Name())
+	}
+	if _, err := cli.ContainerInspect(ctx, dead); err != nil {
+		t.Fatalf("dry run removed: %v", err)
+	}
+	got, err = rt.Reap(ctx, docker.ReapOptions{Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !containsAll(got, want) {
+		t.Fatalf("reaped %v, want %v", got, want)
+	}
+	for _, n := range want {
+		if _, err := cli.ContainerInspect(ctx, n); !errdefs.IsNotFound(err) {
+			t.Errorf("%s still there: %v", n, err)
+		}
+	}
+	for _, n := range []string{young, live.ID()} {
+		if _, err := cli.ContainerInspect(ctx, n); err != nil {
+			t.Errorf("%s was removed: %v", n, err)
+		}
+	}
+}
+
+// containsAll: other tests' containers may also show up in a reap of other
+// instances, so check inclusion.
+func containsAll(got, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestEngineUnavailable(t *testing.T) {
+	t.Parallel()
+	_, err := docker.New(context.Background(), docker.Options{Host: "unix:///nonexistent/docker.sock"})
+	if !errors.Is(err, sandbox.ErrEngineUnavailable) {
+		t.Fatalf("err = %v, want ErrEngineUnavailable", err)
+	}
+	if !strings.Contains(err.Error(), "running") {
+		t.Errorf("no hint in %q", err)
+	}
+}
+
+func fileUID(st os.FileInfo) int {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return int(s.Uid)
+	}
+	return -1
+}
