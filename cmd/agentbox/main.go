@@ -26,6 +26,7 @@ var commands = map[string]command{
 	"check":      {"load an app folder and report every problem", runCheck},
 	"workspaces": {"manage chat workspaces (prune)", runWorkspaces},
 	"version":    {"print the version", runVersion},
+	"bridge":     {"run inside a sandbox: MCP stdio server and model proxy forwarding to the host", runBridge},
 }
 
 func main() {

@@ -1,0 +1,406 @@
+// Package bridge connects a sandbox that has no network and no secrets to
+// the host, per request, over two Unix sockets:
+//
+//   - tools.sock: an MCP server (github.com/modelcontextprotocol/go-sdk) that
+//     exposes the request's host tools (assistant JS functions, Go functions
+//     registered by embedders). Inside the sandbox the agent CLI starts
+//     `agentbox bridge mcp`, a stdio MCP server that relays to this socket.
+//   - model.sock: an HTTP proxy for the Anthropic Messages API. Inside the
+//     sandbox `agentbox bridge run` listens on loopback in the sandbox's own
+//     network namespace and relays to this socket. The sandbox holds only a
+//     per-request token; the host proxy checks it, swaps it for the
+//     connector's real key, meters usage and enforces the request deadline.
+//
+// The host side is a Session (Start ... Close), one per request. The
+// in-sandbox side is the Guest* functions, run by the agentbox binary that
+// the session mounts read-only into the sandbox.
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Paths and addresses inside the sandbox.
+const (
+	// GuestToolsSocket is where the tools socket appears in the sandbox.
+	GuestToolsSocket = "/run/agentbox/tools.sock"
+	// GuestModelSocket is where the model socket appears in the sandbox.
+	GuestModelSocket = "/run/agentbox/model.sock"
+	// GuestBinary is where the agentbox binary appears (read-only).
+	GuestBinary = "/opt/agentbox/agentbox"
+	// GuestProxyAddr is the loopback address the in-sandbox model proxy
+	// listens on. With network "none" the sandbox has its own loopback, so a
+	// fixed port never collides; where it is taken (network "host"),
+	// `agentbox bridge run` falls back to a free port and points the CLI's
+	// ANTHROPIC_BASE_URL at it.
+	GuestProxyAddr = "127.0.0.1:41880"
+)
+
+// ServerName is the name the host-tools MCP server is given in the CLI's MCP
+// configuration; the agent sees tool NAME as mcp__agentbox__NAME.
+const ServerName = "agentbox"
+
+// Defaults.
+const (
+	// DefaultToolTimeout bounds one host tool call when neither the tool
+	// nor Options set a timeout.
+	DefaultToolTimeout = 30 * time.Second
+	// DefaultUID and DefaultGID are the sandbox user the sockets are given to.
+	DefaultUID = 1000
+	DefaultGID = 1000
+)
+
+// Sentinel errors.
+var (
+	// ErrClosed is returned by methods of a closed Session.
+	ErrClosed = errors.New("bridge session closed")
+	// ErrPathTooLong means a socket path exceeds the kernel's limit; the
+	// hint is to use a shorter Options.Dir.
+	ErrPathTooLong = errors.New("socket path too long (Unix sockets allow 107 bytes): use a shorter bridge directory")
+)
+
+// Options configure one bridge session.
+type Options struct {
+	// Dir is the parent of the per-request directories holding the sockets
+	// ("" = $TMPDIR/agentbox-bridge). It must be on the host the sandbox
+	// runtime binds from and short enough for socket paths.
+	Dir string
+	// UID and GID own the sockets, so the sandbox user (and only it, besides
+	// the host) can connect. Zero means DefaultUID/DefaultGID. When the host
+	// process may not chown (it is not root), the sockets stay owned by the
+	// host user with mode 0666 inside the host-only 0700 directory: a sandbox
+	// still reaches only the sockets bind-mounted into it.
+	UID, GID int
+	// UserID and ChatID identify the request; tool handlers read them with
+	// CallFrom.
+	UserID, ChatID string
+	// Tools are the host tools the agent may call; exactly these are listed.
+	// Without tools no MCP socket is created and MCPServer returns the zero
+	// value.
+	Tools []Tool
+	// ToolTimeout bounds each tool call whose Tool.Timeout is zero
+	// (0 = DefaultToolTimeout).
+	ToolTimeout time.Duration
+	// Upstream is the connector the model proxy forwards to (real host and
+	// key). A zero Upstream (no Type, no Host) disables the model proxy.
+	Upstream executor.Connection
+	// UpstreamAuth says how the key is presented upstream: AuthAPIKey
+	// (x-api-key, the default) or AuthBearer (Authorization: Bearer).
+	UpstreamAuth string
+	// Transport carries upstream requests (nil: a shared keep-alive
+	// transport).
+	Transport http.RoundTripper
+	// Deadline ends the request: tool calls and model requests after it are
+	// refused, running ones are cut. Zero means no deadline beyond ctx.
+	Deadline time.Time
+	// Binary is the host path of a static agentbox binary to mount into the
+	// sandbox ("" = the running executable).
+	Binary string
+	// Logger receives one line per model request and tool call (never keys
+	// or tokens); nil discards.
+	Logger *slog.Logger
+}
+
+// Upstream authentication styles.
+const (
+	AuthAPIKey = "x-api-key"
+	AuthBearer = "bearer"
+)
+
+// Session is one request's bridge: a private host directory with the tools
+// and model sockets and the servers behind them. Methods are safe for
+// concurrent use. Close removes everything; it is idempotent.
+type Session struct {
+	opts   Options
+	log    *slog.Logger
+	dir    string
+	binary string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	tools *toolServer  // nil without tools
+	model *modelServer // nil without upstream
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start creates a session: the per-request directory, the sockets and the
+// servers on them. ctx bounds the session's life (with Options.Deadline);
+// the caller must Close the session, also when ctx ends.
+func Start(ctx context.Context, opts Options) (s *Session, err error) {
+	if opts.UID == 0 {
+		opts.UID = DefaultUID
+	}
+	if opts.GID == 0 {
+		opts.GID = DefaultGID
+	}
+	if opts.ToolTimeout <= 0 {
+		opts.ToolTimeout = DefaultToolTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	tools, err := compileTools(opts.Tools)
+	if err != nil {
+		return nil, err
+	}
+	var upstream *upstreamTarget
+	if opts.Upstream.Type != "" || opts.Upstream.Host != "" {
+		if upstream, err = newUpstream(opts.Upstream, opts.UpstreamAuth); err != nil {
+			return nil, err
+		}
+	}
+	binary := opts.Binary
+	if binary == "" {
+		if binary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("bridge binary: %w", err)
+		}
+	}
+	if st, err := os.Stat(binary); err != nil {
+		return nil, fmt.Errorf("bridge binary: %w", err)
+	} else if st.IsDir() || st.Mode()&0o111 == 0 {
+		return nil, fmt.Errorf("bridge binary %s: not an executable file", binary)
+	}
+
+	parent := opts.Dir
+	if parent == "" {
+		parent = filepath.Join(os.TempDir(), "agentbox-bridge")
+	}
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return nil, fmt.Errorf("bridge dir: %w", err)
+	}
+	// The per-request directory has a random name and stays 0700 owned by
+	// the host user: the sandbox never traverses it, it sees only the
+	// socket files bind-mounted into it.
+	dir, err := os.MkdirTemp(parent, randomName(6)+"-")
+	if err != nil {
+		return nil, fmt.Errorf("bridge dir: %w", err)
+	}
+	if len(filepath.Join(dir, "model.sock")) > 107 {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("bridge dir %s: %w", parent, ErrPathTooLong)
+	}
+
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if !opts.Deadline.IsZero() {
+		sctx, cancel = withDeadlineCancel(sctx, cancel, opts.Deadline)
+	}
+	s = &Session{opts: opts, log: log, dir: dir, binary: binary, ctx: sctx, cancel: cancel}
+	defer func() {
+		if err != nil {
+			_ = s.Close(context.WithoutCancel(ctx))
+			s = nil
+		}
+	}()
+	// A request's ctx ending ends the session's servers too; the caller
+	// still calls Close to remove the directory.
+	stop := context.AfterFunc(ctx, cancel)
+	s.wg.Go(func() {
+		<-sctx.Done()
+		stop()
+	})
+
+	if len(tools) > 0 {
+		ln, err := s.listen("tools.sock")
+		if err != nil {
+			return nil, err
+		}
+		s.tools = newToolServer(s, tools, ln)
+		s.wg.Go(s.tools.serve)
+	}
+	if upstream != nil {
+		ln, err := s.listen("model.sock")
+		if err != nil {
+			return nil, err
+		}
+		s.model = newModelServer(s, upstream, ln)
+		s.wg.Go(s.model.serve)
+	}
+	return s, nil
+}
+
+// withDeadlineCancel adds a deadline to ctx, keeping one cancel for both.
+func withDeadlineCancel(ctx context.Context, cancel context.CancelFunc, d time.Time) (context.Context, context.CancelFunc) {
+	dctx, dcancel := context.WithDeadline(ctx, d)
+	return dctx, func() { dcancel(); cancel() }
+}
+
+// listen creates the named socket in the session directory and gives it to
+// the sandbox user.
+func (s *Session) listen(name string) (net.Listener, error) {
+	path := filepath.Join(s.dir, name)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("bridge listen %s: %w", name, err)
+	}
+	mode := os.FileMode(0o600)
+	if err := os.Chown(path, s.opts.UID, s.opts.GID); err != nil {
+		if !errors.Is(err, os.ErrPermission) {
+			ln.Close()
+			return nil, fmt.Errorf("bridge socket %s: %w", name, err)
+		}
+		// Not root: only the bind mount and the 0700 parent protect it.
+		if os.Getuid() != s.opts.UID {
+			mode = 0o666
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("bridge socket %s: %w", name, err)
+	}
+	return ln, nil
+}
+
+// Dir is the session's private host directory (removed by Close).
+func (s *Session) Dir() string { return s.dir }
+
+// Mounts are the bind mounts the sandbox needs: the agentbox binary
+// (read-only) and the session's sockets (writable, as connecting to a socket
+// needs write permission).
+func (s *Session) Mounts() []sandbox.Mount {
+	m := []sandbox.Mount{{Source: s.binary, Target: GuestBinary}}
+	if s.tools != nil {
+		m = append(m, sandbox.Mount{Source: filepath.Join(s.dir, "tools.sock"), Target: GuestToolsSocket, Writable: true})
+	}
+	if s.model != nil {
+		m = append(m, sandbox.Mount{Source: filepath.Join(s.dir, "model.sock"), Target: GuestModelSocket, Writable: true})
+	}
+	return m
+}
+
+// MCPServer is the stdio MCP server definition to add to the CLI's MCP
+// configuration under ServerName. It is the zero value when the session
+// has no tools.
+func (s *Session) MCPServer() assistant.MCPServer {
+	if s.tools == nil {
+		return assistant.MCPServer{}
+	}
+	return assistant.MCPServer{
+		ID:        ServerName,
+		Transport: "stdio",
+		Command:   GuestBinary,
+		Args:      []string{"bridge", "mcp", "--socket", GuestToolsSocket},
+	}
+}
+
+// Env is the environment the CLI needs for the model proxy: the loopback
+// base URL and the per-request token as its API key. It is empty without a
+// model proxy. The token is worthless outside this session.
+func (s *Session) Env() map[string]string {
+	if s.model == nil {
+		return map[string]string{}
+	}
+	return map[string]string{
+		"ANTHROPIC_BASE_URL": "http://" + GuestProxyAddr,
+		"ANTHROPIC_API_KEY":  s.model.token,
+		// With no network there is nothing to send telemetry to; waiting on
+		// it would only slow the CLI down.
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	}
+}
+
+// Token is the per-request token the sandbox presents to the model proxy
+// ("" without a model proxy).
+func (s *Session) Token() string {
+	if s.model == nil {
+		return ""
+	}
+	return s.model.token
+}
+
+// WrapCommand returns argv prefixed with `agentbox bridge run`, which starts
+// the in-sandbox model proxy, waits until it listens, and then runs argv
+// with stdio passed through, signals forwarded and its exit status. Without
+// a model proxy argv is returned unchanged.
+func (s *Session) WrapCommand(argv []string) []string {
+	if s.model == nil {
+		return argv
+	}
+	out := []string{GuestBinary, "bridge", "run", "--socket", GuestModelSocket, "--listen", GuestProxyAddr, "--"}
+	return append(out, argv...)
+}
+
+// Usage is the model usage metered so far: the tokens of every response
+// the proxy passed through (also of responses cut short). It is measured on
+// the host, so the sandbox cannot under-report it.
+func (s *Session) Usage() chat.Usage {
+	if s.model == nil {
+		return chat.Usage{}
+	}
+	u, _ := s.model.meter.total()
+	return u
+}
+
+// Requests is the number of model requests the proxy forwarded upstream.
+func (s *Session) Requests() int {
+	if s.model == nil {
+		return 0
+	}
+	_, n := s.model.meter.total()
+	return n
+}
+
+// Close stops the servers, ends running tool calls and model requests,
+// revokes the token and removes the directory with the sockets. It waits
+// for the session's goroutines until ctx ends. It is idempotent.
+func (s *Session) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.model != nil {
+			s.model.revoke()
+		}
+		s.cancel()
+		if s.tools != nil {
+			errs = append(errs, s.tools.close())
+		}
+		if s.model != nil {
+			errs = append(errs, s.model.close())
+		}
+		done := make(chan struct{})
+		go func() {
+			s.wg.Wait()
+			if s.tools != nil {
+				s.tools.handlers.Wait()
+			}
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("bridge close: %w", ctx.Err()))
+		}
+		if err := os.RemoveAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("bridge remove dir: %w", err))
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// randomName returns n random bytes as hex.
+func randomName(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package bridge
+
+import "os/exec"
+
+// setPdeathsig has no equivalent outside Linux; sandboxes are Linux.
+func setPdeathsig(*exec.Cmd) {}

@@ -1,0 +1,271 @@
+package bridge
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// MaxModelRequest caps a model request body (the Messages API's own limit).
+const MaxModelRequest = 32 << 20
+
+// DefaultAnthropicHost is the upstream of an anthropic connector without a
+// host.
+const DefaultAnthropicHost = "https://api.anthropic.com"
+
+// sharedTransport carries upstream requests of every session, so TLS
+// connections to the model API are reused across requests.
+var sharedTransport http.RoundTripper = func() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 32
+	t.IdleConnTimeout = 90 * time.Second
+	return t
+}()
+
+// upstreamTarget is where the proxy forwards, with the real key.
+type upstreamTarget struct {
+	url  *url.URL
+	key  string
+	auth string
+}
+
+func newUpstream(c executor.Connection, auth string) (*upstreamTarget, error) {
+	switch c.Type {
+	case "openai":
+		return nil, fmt.Errorf("model proxy: connector type %q does not speak the Anthropic Messages API the sandbox CLI uses: use an anthropic connector", c.Type)
+	}
+	host := c.Host
+	if host == "" {
+		if c.Type != "anthropic" {
+			return nil, fmt.Errorf("model proxy: connector %s has no host", c.Type)
+		}
+		host = DefaultAnthropicHost
+	}
+	u, err := url.Parse(host)
+	if err != nil {
+		return nil, fmt.Errorf("model proxy: connector host: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("model proxy: connector host %q: want http(s)://HOST[:PORT][/PATH]", host)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("model proxy: connector host %q: no credentials, query or fragment allowed", u.Redacted())
+	}
+	switch auth {
+	case "":
+		auth = AuthAPIKey
+	case AuthAPIKey, AuthBearer:
+	default:
+		return nil, fmt.Errorf("model proxy: upstream auth %q: want %q or %q", auth, AuthAPIKey, AuthBearer)
+	}
+	return &upstreamTarget{url: u, key: c.Key, auth: auth}, nil
+}
+
+// modelServer is the host side of the model proxy: an HTTP server on the
+// model socket.
+type modelServer struct {
+	s       *Session
+	up      *upstreamTarget
+	ln      net.Listener
+	srv     *http.Server
+	proxy   *httputil.ReverseProxy
+	token   string
+	revoked atomic.Bool
+	meter   meter
+}
+
+func newModelServer(s *Session, up *upstreamTarget, ln net.Listener) *modelServer {
+	m := &modelServer{s: s, up: up, ln: ln, token: "agentbox-bridge-" + randomName(24)}
+	tr := s.opts.Transport
+	if tr == nil {
+		tr = sharedTransport
+	}
+	m.proxy = &httputil.ReverseProxy{
+		Rewrite:        m.rewrite,
+		Transport:      tr,
+		FlushInterval:  -1, // stream every chunk as it arrives
+		ModifyResponse: m.modifyResponse,
+		ErrorHandler:   m.errorHandler,
+		ErrorLog:       log.New(io.Discard, "", 0),
+	}
+	m.srv = &http.Server{
+		Handler:           m,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+	}
+	return m
+}
+
+func (m *modelServer) serve() {
+	if err := m.srv.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		m.s.log.Warn("bridge model proxy: serve", "err", err)
+	}
+}
+
+// revoke makes the token stale: every later request gets 401.
+func (m *modelServer) revoke() { m.revoked.Store(true) }
+
+func (m *modelServer) close() error {
+	m.revoke()
+	if err := m.srv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("bridge model proxy close: %w", err)
+	}
+	return nil
+}
+
+// allowedPath reports whether the sandbox may reach path upstream: only the
+// model endpoints the CLI needs, never the rest of the API the real key
+// would open (files, batches, admin).
+func allowedPath(path string) bool {
+	switch path {
+	case "/v1/messages", "/v1/messages/count_tokens", "/v1/models":
+		return true
+	}
+	return strings.HasPrefix(path, "/v1/models/") && !strings.Contains(path[len("/v1/models/"):], "/")
+}
+
+// ServeHTTP checks the token, the deadline and the path, then forwards.
+func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if m.revoked.Load() || !m.validToken(r) {
+		m.s.log.Warn("bridge model proxy: refused", "path", r.URL.Path, "reason", "bad or stale token")
+		apiError(w, http.StatusUnauthorized, "authentication_error", "agentbox bridge: invalid or expired token for this request")
+		return
+	}
+	if err := m.s.ctx.Err(); err != nil {
+		apiError(w, http.StatusForbidden, "permission_error", "agentbox bridge: the request's deadline has passed")
+		return
+	}
+	if !allowedPath(r.URL.Path) {
+		apiError(w, http.StatusNotFound, "not_found_error", "agentbox bridge: "+r.URL.Path+" is not available to sandboxes")
+		return
+	}
+	// The call ends with the sandbox's connection or the session (Close,
+	// request deadline), whichever comes first.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(m.s.ctx, cancel)
+	defer stop()
+	r = r.WithContext(context.WithValue(ctx, reqInfoKey{}, reqInfo{start: start, path: r.URL.Path}))
+	r.Body = http.MaxBytesReader(w, r.Body, MaxModelRequest)
+	m.proxy.ServeHTTP(w, r)
+}
+
+// reqInfo is what the response side needs to know of the incoming request.
+type reqInfo struct {
+	start time.Time
+	path  string
+}
+
+type reqInfoKey struct{}
+
+// validToken compares the presented token in constant time. The CLI sends
+// ANTHROPIC_API_KEY as x-api-key, ANTHROPIC_AUTH_TOKEN as a bearer token.
+func (m *modelServer) validToken(r *http.Request) bool {
+	got := r.Header.Get("X-Api-Key")
+	if got == "" {
+		if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+			got = a[7:]
+		}
+	}
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(m.token)) == 1
+}
+
+// rewrite points the request at the upstream and swaps the token for the
+// real key.
+func (m *modelServer) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(m.up.url)
+	h := pr.Out.Header
+	h.Del("X-Api-Key")
+	h.Del("Authorization")
+	h.Del("Cookie")
+	// Let the transport negotiate compression and decompress, so the meter
+	// reads plain JSON and SSE.
+	h.Del("Accept-Encoding")
+	if m.up.key != "" {
+		if m.up.auth == AuthBearer {
+			h.Set("Authorization", "Bearer "+m.up.key)
+		} else {
+			h.Set("X-Api-Key", m.up.key)
+		}
+	}
+}
+
+// modifyResponse meters successful responses as they stream through.
+func (m *modelServer) modifyResponse(resp *http.Response) error {
+	req := resp.Request
+	info, _ := req.Context().Value(reqInfoKey{}).(reqInfo)
+	mb := &meterBody{rc: resp.Body, m: &m.meter, sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
+	mb.onDone = func(u usageFields) {
+		m.s.log.Info("bridge model request", "path", info.path, "status", resp.StatusCode,
+			"duration", time.Since(info.start), "input_tokens", u.input, "output_tokens", u.output)
+	}
+	// Only answered Messages calls count; errors, token counts and model
+	// listings pass through unmetered.
+	mb.metered = resp.StatusCode/100 == 2 && info.path == "/v1/messages"
+	resp.Body = mb
+	return nil
+}
+
+func (m *modelServer) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case m.s.ctx.Err() != nil:
+		m.s.log.Warn("bridge model proxy: request ended by the session", "path", r.URL.Path)
+		apiError(w, http.StatusGatewayTimeout, "timeout_error", "agentbox bridge: the request's deadline has passed")
+	case errors.Is(err, context.Canceled):
+		// The sandbox went away; nobody reads the answer.
+	default:
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			apiError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("agentbox bridge: request body exceeds %d bytes", mbe.Limit))
+			return
+		}
+		// The error names the upstream host, never the key.
+		m.s.log.Warn("bridge model proxy: upstream", "err", err)
+		apiError(w, http.StatusBadGateway, "api_error", "agentbox bridge: the model host could not be reached")
+	}
+}
+
+// apiError writes an error in the Anthropic API's shape, which the CLI
+// reports as it is.
+func apiError(w http.ResponseWriter, status int, typ, msg string) {
+	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// meter sums usage over a session's model requests.
+type meter struct {
+	mu sync.Mutex
+	u  usageFields
+	n  int
+}
+
+func (m *meter) add(u usageFields, counted bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.u.input += u.input
+	m.u.output += u.output
+	m.u.cacheRead += u.cacheRead
+	m.u.cacheCreation += u.cacheCreation
+	if counted {
+		m.n++
+	}
+}

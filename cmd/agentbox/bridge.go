@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/agentbox/agentbox/bridge"
+)
+
+// bridgeStdin is the stdin of `bridge mcp` and `bridge run` (a variable so
+// tests can feed it).
+var bridgeStdin io.Reader = os.Stdin
+
+const bridgeUsage = `usage: agentbox bridge SUBCOMMAND [flags]
+
+Runs inside a sandbox and connects it to the host over the per-request
+bridge sockets; it holds no keys and needs no network.
+
+subcommands:
+  mcp    --socket PATH
+         stdio MCP server for the agent CLI, relaying to the host's tools
+  run    --socket PATH [--listen 127.0.0.1:PORT] -- COMMAND [ARGS...]
+         serve the model proxy on loopback, then run COMMAND with
+         ANTHROPIC_BASE_URL pointing at it; exits with COMMAND's status
+  proxy  --socket PATH [--listen 127.0.0.1:PORT]
+         serve the model proxy only, until interrupted
+`
+
+func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, bridgeUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("agentbox bridge "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, bridgeUsage) }
+	socket := fs.String("socket", "", "host socket path inside the sandbox")
+	var listen *string
+	switch sub {
+	case "mcp":
+		*socket = bridge.GuestToolsSocket
+	case "run", "proxy":
+		*socket = bridge.GuestModelSocket
+		listen = fs.String("listen", bridge.GuestProxyAddr, "loopback address for the model proxy")
+	default:
+		fmt.Fprintf(stderr, "agentbox bridge: unknown subcommand %q\n\n%s", sub, bridgeUsage)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *socket == "" {
+		fmt.Fprintf(stderr, "agentbox bridge %s: --socket must not be empty\n", sub)
+		return 2
+	}
+	switch sub {
+	case "mcp":
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "agentbox bridge mcp: unexpected arguments %q\n", fs.Args())
+			return 2
+		}
+		if err := bridge.GuestMCP(ctx, *socket, bridgeStdin, stdout); err != nil {
+			fmt.Fprintf(stderr, "agentbox bridge mcp: %v\n", err)
+			return 1
+		}
+		return 0
+	case "proxy":
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "agentbox bridge proxy: unexpected arguments %q\n", fs.Args())
+			return 2
+		}
+		return runBridgeProxy(ctx, *socket, *listen, stderr)
+	default: // run
+		code, err := bridge.GuestRun(ctx, bridge.RunConfig{
+			Socket: *socket,
+			Listen: *listen,
+			Argv:   fs.Args(),
+			Stdin:  bridgeStdin,
+			Stdout: stdout,
+			Stderr: stderr,
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "agentbox bridge run: %v\n", err)
+		}
+		return code
+	}
+}
+
+// runBridgeProxy serves the model proxy until ctx ends.
+func runBridgeProxy(ctx context.Context, socket, listen string, stderr io.Writer) int {
+	if _, err := os.Stat(socket); err != nil {
+		fmt.Fprintf(stderr, "agentbox bridge proxy: model socket: %v\n", err)
+		return 1
+	}
+	ln, err := bridge.ListenLoopback(listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentbox bridge proxy: %v\n", err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "agentbox bridge proxy: listening on http://%s\n", ln.Addr())
+	if err := bridge.GuestProxy(ctx, ln, socket); err != nil {
+		fmt.Fprintf(stderr, "agentbox bridge proxy: %v\n", err)
+		return 1
+	}
+	return 0
+}
