@@ -160,7 +160,7 @@ func testTools(calls *atomic.Int32) []Tool {
 			},
 		},
 		{
-			Name: "sleep",
+			Name:        "sleep",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer","minimum":0,"maximum":5000}},"required":["ms"]}`),
 			Handler: func(ctx context.Context, args json.RawMessage) (any, error) {
 				var a struct{ MS int }
