@@ -1,0 +1,126 @@
+package server
+
+import (
+	"net/http"
+	"sort"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/pipeline"
+)
+
+// AssistantInfo is the public description of an assistant: what a client
+// may show. It never carries connector settings or keys.
+type AssistantInfo struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Sandboxed assistants run a coding-agent CLI in a sandbox.
+	Sandboxed bool `json:"sandboxed"`
+	// Command is the CLI of a sandboxed assistant (claude, cursor).
+	Command string `json:"command,omitempty"`
+	// Skills are the names of the assistant's Agent Skills.
+	Skills []string `json:"skills"`
+}
+
+func publicInfo(a *assistant.Assistant) AssistantInfo {
+	info := AssistantInfo{ID: a.ID, Name: a.Name, Description: a.Description, Skills: []string{}}
+	if info.Name == "" {
+		info.Name = a.ID
+	}
+	if a.Sandbox != nil {
+		info.Sandboxed = true
+		info.Command = a.Sandbox.Command
+	}
+	for _, sk := range a.Skills {
+		if sk != nil {
+			info.Skills = append(info.Skills, sk.Name)
+		}
+	}
+	sort.Strings(info.Skills)
+	return info
+}
+
+// app returns the backend's current app, or an error when none is loaded.
+func (s *Server) app() (*assistant.App, error) {
+	app := s.cfg.Backend.App()
+	if app == nil {
+		return nil, pipeline.Errorf(http.StatusServiceUnavailable, chat.ErrInternal, "no app is loaded")
+	}
+	return app, nil
+}
+
+// lookup resolves an assistant id, or a 404 naming it.
+func (s *Server) lookup(id string) (*assistant.Assistant, error) {
+	app, err := s.app()
+	if err != nil {
+		return nil, err
+	}
+	a, ok := app.Assistants[id]
+	if !ok || a == nil {
+		return nil, notFound("unknown assistant %q: GET /api/assistants lists them", id)
+	}
+	return a, nil
+}
+
+func sortedAssistants(app *assistant.App) []*assistant.Assistant {
+	out := make([]*assistant.Assistant, 0, len(app.Assistants))
+	for _, a := range app.Assistants {
+		if a != nil {
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (s *Server) assistants(w http.ResponseWriter, r *http.Request, _ string) {
+	app, err := s.app()
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	list := sortedAssistants(app)
+	data := make([]AssistantInfo, 0, len(list))
+	for _, a := range list {
+		data = append(data, publicInfo(a))
+	}
+	writeJSON(w, http.StatusOK, listResponse[AssistantInfo]{Object: "list", Data: data})
+}
+
+func (s *Server) assistant(w http.ResponseWriter, r *http.Request, _ string) {
+	a, err := s.lookup(r.PathValue("id"))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, publicInfo(a))
+}
+
+// listResponse is the {"object": "list", "data": [...]} envelope of listings.
+type listResponse[T any] struct {
+	Object string `json:"object"`
+	Data   []T    `json:"data"`
+}
+
+// model is an entry of GET /v1/models.
+type model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request, _ string) {
+	app, err := s.app()
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	list := sortedAssistants(app)
+	data := make([]model, 0, len(list))
+	for _, a := range list {
+		data = append(data, model{ID: a.ID, Object: "model", Created: s.started.Unix(), OwnedBy: "agentbox"})
+	}
+	writeJSON(w, http.StatusOK, listResponse[model]{Object: "list", Data: data})
+}

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentbox/agentbox/pipeline"
+)
+
+// bodyReadTimeout bounds how long a client may take to send its body, so a
+// slow sender cannot hold a handler forever. It is set per request (not
+// as http.Server.ReadTimeout, whose deadline would also end long
+// streaming responses).
+const bodyReadTimeout = 30 * time.Second
+
+// readBody reads the whole request body, at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, _ := strings.Cut(ct, ";")
+		mt = strings.TrimSpace(strings.ToLower(mt))
+		if mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+			return nil, pipeline.Errorf(http.StatusUnsupportedMediaType, "invalid_request",
+				"unsupported content type %q: send application/json", mt)
+		}
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	defer rc.SetReadDeadline(time.Time{})
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, pipeline.Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+				"request body is over the limit of %d bytes", limit)
+		}
+		return nil, pipeline.BadRequest("read request body: %v", err)
+	}
+	return b, nil
+}
+
+// decodeJSON decodes body into v. With strict, unknown fields are errors.
+// Errors say what was wrong and where (line:column).
+func decodeJSON(body []byte, v any, strict bool) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return pipeline.BadRequest("request body is empty: send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return jsonError(body, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		line, col := position(body, dec.InputOffset())
+		return pipeline.BadRequest("invalid JSON at line %d, column %d: unexpected data after the JSON object", line, col)
+	}
+	return nil
+}
+
+func jsonError(body []byte, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		line, col := position(body, se.Offset)
+		return pipeline.BadRequest("invalid JSON at line %d, column %d: %s", line, col, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		line, col := position(body, int64(len(body)))
+		return pipeline.BadRequest("invalid JSON at line %d, column %d: unexpected end of input", line, col)
+	case errors.As(err, &te):
+		line, col := position(body, te.Offset)
+		field := te.Field
+		if field == "" {
+			return pipeline.BadRequest("invalid JSON at line %d, column %d: expected %s, got %s", line, col, te.Type, te.Value)
+		}
+		return pipeline.BadRequest("invalid JSON at line %d, column %d: field %q must be %s, got %s", line, col, field, jsonKind(te.Type.String()), te.Value)
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if strings.HasPrefix(msg, "unknown field ") {
+		return pipeline.BadRequest("invalid request: %s", msg)
+	}
+	return pipeline.BadRequest("invalid JSON: %s", msg)
+}
+
+// jsonKind names a Go type the way a JSON author thinks of it.
+func jsonKind(goType string) string {
+	switch {
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "float"), strings.HasPrefix(goType, "uint"):
+		return "a number"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "map["), strings.Contains(goType, "struct"), strings.Contains(goType, "."):
+		return "an object"
+	}
+	return fmt.Sprintf("of type %s", goType)
+}
+
+// position converts a byte offset into a 1-based line and column.
+func position(b []byte, off int64) (line, col int) {
+	if off > int64(len(b)) {
+		off = int64(len(b))
+	}
+	if off < 0 {
+		off = 0
+	}
+	prefix := b[:off]
+	line = bytes.Count(prefix, []byte{'\n'}) + 1
+	col = int(off) - (bytes.LastIndexByte(prefix, '\n') + 1)
+	if col == 0 {
+		col = 1
+	}
+	return line, col
+}

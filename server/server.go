@@ -1,0 +1,349 @@
+// Package server is agentbox's HTTP API: an OpenAI-compatible
+// /v1/chat/completions endpoint, a native server-sent event stream with
+// every chat event, assistant listings and a chat's workspace files.
+//
+// The server authenticates requests (bearer tokens mapped to user ids),
+// validates them, and hands each chat turn to a Backend (the pipeline);
+// it never decides who a user is from the request body, so one user can
+// never reach another user's chats, history or files.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/pipeline"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Backend runs chat turns and owns apps and workspaces. *pipeline.Pipeline
+// implements it. Implementations are safe for concurrent use.
+type Backend interface {
+	// Chat runs one turn, calling emit with its events in order, and
+	// returns the final response. A failed turn returns an error, an
+	// *pipeline.Error when the failure is understood. The turn ends when
+	// ctx ends (the client went away).
+	Chat(ctx context.Context, req *pipeline.Request, emit chat.EmitFunc) (*pipeline.Response, error)
+	// App returns the current app (assistants and settings).
+	App() *assistant.App
+	// Workspace acquires the workspace of (user, chat); the caller calls
+	// release when done. Errors wrapping sandbox.ErrNotFound become 404,
+	// sandbox.ErrInvalidID 400.
+	Workspace(ctx context.Context, user, chat string) (ws *sandbox.Workspace, release func(), err error)
+}
+
+// Defaults of Config.
+const (
+	DefaultAddr         = "127.0.0.1:8080"
+	DefaultBodyLimit    = 1 << 20
+	DefaultDrainTimeout = 30 * time.Second
+)
+
+// Config configures a Server.
+type Config struct {
+	// Backend runs the turns. Required.
+	Backend Backend
+	// Tokens maps bearer tokens to user ids, already resolved (see
+	// ResolveTokens). Empty means development mode, allowed only when Addr
+	// is a loopback address: every request is user DevUser, or the user
+	// named by the X-User-ID header.
+	Tokens map[string]string
+	// Addr is the listen address (default DefaultAddr).
+	Addr string
+	// BodyLimit caps request bodies in bytes (default DefaultBodyLimit).
+	BodyLimit int64
+	// DrainTimeout bounds how long a shutdown waits for running requests
+	// before it cancels them (default DefaultDrainTimeout).
+	DrainTimeout time.Duration
+	// Heartbeat is the idle time after which event streams get a ": ping"
+	// comment (default DefaultHeartbeat).
+	Heartbeat time.Duration
+	// Logger receives the access log and errors (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API. It is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	auth    *authenticator
+	handler http.Handler
+	started time.Time
+
+	// inflight counts running handlers, so a shutdown can wait for the
+	// backend to finish cleaning up after the connections closed.
+	inflight sync.WaitGroup
+}
+
+// New checks cfg and builds a Server. Without tokens it runs in
+// development mode, which it refuses on a non-loopback address.
+func New(cfg Config) (*Server, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("server: no backend")
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.BodyLimit <= 0 {
+		cfg.BodyLimit = DefaultBodyLimit
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	for tok, user := range cfg.Tokens {
+		if strings.TrimSpace(tok) == "" {
+			return nil, errors.New("server: empty bearer token")
+		}
+		if err := validateID("user", user); err != nil {
+			return nil, fmt.Errorf("server: token user: %w", err)
+		}
+	}
+	dev := len(cfg.Tokens) == 0
+	if dev {
+		if !isLoopback(cfg.Addr) {
+			return nil, fmt.Errorf("server: no auth tokens configured and %s is not a loopback address: "+
+				"add bearer tokens to auth.tokens in app.jsonc, or listen on 127.0.0.1", cfg.Addr)
+		}
+		cfg.Logger.Warn("development mode: no auth tokens configured, every request is trusted (loopback only)",
+			"addr", cfg.Addr, "user", DevUser)
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		auth:    newAuthenticator(cfg.Tokens, dev),
+		started: time.Now(),
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// DevMode reports whether the server runs without authentication.
+func (s *Server) DevMode() bool { return s.auth.dev }
+
+// Addr returns the configured listen address.
+func (s *Server) Addr() string { return s.cfg.Addr }
+
+// isLoopback reports whether addr ("host:port" or a host) only listens on
+// loopback. An empty host means every interface.
+func isLoopback(addr string) bool {
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Handler returns the API's handler, for embedding in another server.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(method, path string, h func(http.ResponseWriter, *http.Request, string), public bool) {
+		mux.Handle(method+" "+path, s.authed(h, public))
+		mux.Handle(path, methodNotAllowed(method))
+	}
+	handle("GET", "/health", s.health, true)
+	handle("GET", "/v1/models", s.models, false)
+	handle("POST", "/v1/chat/completions", s.completions, false)
+	handle("GET", "/api/assistants", s.assistants, false)
+	handle("GET", "/api/assistants/{id}", s.assistant, false)
+	handle("POST", "/api/assistants/{id}/chat", s.nativeChat, false)
+	handle("GET", "/api/chats/{chat}/files", s.files, false)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, nil, notFound("no route for %s %s", r.Method, r.URL.Path))
+	})
+	return s.logged(mux)
+}
+
+func methodNotAllowed(allow string) http.Handler {
+	if allow == "GET" {
+		allow = "GET, HEAD"
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, nil, pipeline.Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+			"method %s is not allowed on %s: use %s", r.Method, r.URL.Path, allow))
+	})
+}
+
+// authed authenticates the request (unless public) and runs h with the
+// user id. It also recovers a panicking handler into a 500.
+func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string), public bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panicked", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				if rec, ok := w.(*recorder); !ok || !rec.wrote {
+					writeError(w, nil, pipeline.Errorf(http.StatusInternalServerError, chat.ErrInternal, "internal error"))
+				}
+			}
+		}()
+		user := ""
+		if !public {
+			u, err := s.auth.user(r)
+			if err != nil {
+				writeError(w, s.log, err)
+				return
+			}
+			user = u
+			if rec, ok := w.(*recorder); ok {
+				rec.user = user
+			}
+		}
+		h(w, r, user)
+	})
+}
+
+// recorder notes the status for the access log. It unwraps to the real
+// ResponseWriter so http.ResponseController can flush through it.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+	user   string
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.status, r.wrote = http.StatusOK, true
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// logged writes one access log line per request and gives every request
+// an X-Request-ID (the client's when it sent a sane one).
+func (s *Server) logged(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get("X-Request-ID")
+		if validateID("request", id) != nil {
+			id = newID("req-")
+		}
+		w.Header().Set("X-Request-ID", id)
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		level := slog.LevelInfo
+		if rec.status >= 500 {
+			level = slog.LevelError
+		}
+		s.log.Log(r.Context(), level, "http",
+			"method", r.Method, "path", r.URL.Path, "status", rec.status, "bytes", rec.bytes,
+			"user", rec.user, "request_id", id, "duration_ms", time.Since(start).Milliseconds(),
+			"canceled", r.Context().Err() != nil)
+	})
+}
+
+// newID returns prefix followed by 24 random hex digits.
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// ListenAndServe listens on the configured address and serves until ctx
+// ends; see Serve.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, then stops accepting, lets running
+// requests finish for up to DrainTimeout, cancels those still running
+// (their turns end and remove their sandboxes), waits for their handlers
+// to return, and returns nil. It closes ln. In development mode ln must be
+// a loopback address.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.auth.dev && !isLoopback(ln.Addr().String()) {
+		ln.Close()
+		return fmt.Errorf("server: development mode (no auth tokens) refuses to serve on non-loopback %s", ln.Addr())
+	}
+	// Requests get a context that a shutdown does not cancel: draining
+	// means letting them finish. They end when their client goes away or
+	// when the drain timeout closes their connection.
+	base := context.WithoutCancel(ctx)
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	s.log.Info("serving", "addr", ln.Addr().String(), "dev_mode", s.auth.dev)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down: draining running requests", "timeout", s.cfg.DrainTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
+	defer cancel()
+	err := hs.Shutdown(dctx)
+	if err != nil {
+		s.log.Warn("drain timeout: canceling running requests", "err", err)
+		_ = hs.Close()
+	}
+	<-errc // Serve returned ErrServerClosed
+	// Closed connections cancel their requests; wait for the handlers (and
+	// the backend's cleanup) to return.
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.cfg.DrainTimeout):
+		s.log.Error("handlers still running after shutdown")
+	}
+	s.log.Info("stopped")
+	return nil
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request, _ string) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+}
