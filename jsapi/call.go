@@ -1,0 +1,328 @@
+package jsapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/dop251/goja"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+)
+
+// CreateResult is what a Create hook returned.
+type CreateResult struct {
+	// Messages replace the conversation (nil: unchanged).
+	Messages []chat.Message
+	// Options override model options, "connector" and
+	// "sandbox": {"arguments": {...}} (nil: none). Values are JSON-decoded
+	// (numbers are float64).
+	Options map[string]any
+}
+
+// NextPayload is what the Next hook is given about the finished turn.
+type NextPayload struct {
+	Messages   []chat.Message
+	Completion string
+	Tools      []executor.ToolCall
+	// Error is the turn's error message ("" when it succeeded).
+	Error string
+}
+
+// NextResult is what a Next hook returned as {data}: it replaces the
+// response.
+type NextResult struct {
+	// Data is the JSON-decoded value of data.
+	Data any
+}
+
+// call is one hook invocation in a runtime of its own. Everything in it is
+// touched only from the goroutine that runs the hook, except vm.Interrupt.
+type call struct {
+	h      *Hooks
+	vm     *goja.Runtime
+	parent context.Context
+	// ctx is the hook's context: parent bounded by the hook timeout. Host
+	// work the hook starts runs with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   func() bool
+	hc     *Context
+	hook   string
+	logger *slog.Logger
+
+	errorCtor  goja.Value
+	jsonParse  goja.Callable
+	jsonString goja.Callable
+	ns, top    *goja.Object
+}
+
+// start creates the runtime, installs the globals, and runs the module.
+// The caller must call finish on the returned call, also when err != nil.
+func (h *Hooks) start(parent context.Context, hc *Context, hook string) (c *call, err error) {
+	if hc == nil {
+		hc = &Context{}
+	}
+	ctx, cancel := context.WithTimeout(parent, h.timeout)
+	vm := goja.New()
+	vm.SetMaxCallStackSize(maxCallStack)
+	c = &call{h: h, vm: vm, parent: parent, ctx: ctx, cancel: cancel, hc: hc, hook: hook}
+	// The only cross-goroutine touch of the runtime: Interrupt is made for
+	// it. Code running past the deadline stops at its next instruction.
+	c.stop = context.AfterFunc(ctx, func() { vm.Interrupt(ctx.Err()) })
+	defer c.recoverTo(&err)
+
+	c.errorCtor = vm.Get("Error")
+	c.logger = hc.logger().With("hook", hook)
+	c.installLog()
+	if _, err := vm.RunProgram(h.prog); err != nil {
+		return c, c.hookError(err)
+	}
+	c.ns = objectOf(vm.Get(nsGlobal))
+	c.top = objectOf(vm.Get(topGlobal))
+	return c, nil
+}
+
+// finish releases the call's timer and interrupt watch. The runtime is
+// dropped: nothing of it is ever reused.
+func (c *call) finish() {
+	c.stop()
+	c.cancel()
+}
+
+// timedOut reports whether the hook's own timeout (not the request) ended
+// the call.
+func (c *call) timedOut() bool { return c.parent.Err() == nil }
+
+// recoverTo turns a Go panic in host code into an error rather than a
+// crashed server.
+func (c *call) recoverTo(err *error) {
+	if r := recover(); r != nil {
+		*err = &Error{Hook: c.hook, Name: "Error", Code: CodeHookError, Message: fmt.Sprintf("internal error in the hook engine: %v", r)}
+	}
+}
+
+func objectOf(v goja.Value) *goja.Object {
+	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
+		return nil
+	}
+	o, _ := v.(*goja.Object)
+	return o
+}
+
+// lookup finds fn among the exports, then the top-level functions.
+func (c *call) lookup(fn string) goja.Callable {
+	for _, o := range []*goja.Object{c.ns, c.top} {
+		if o == nil {
+			continue
+		}
+		if f, ok := goja.AssertFunction(o.Get(fn)); ok {
+			return f
+		}
+	}
+	return nil
+}
+
+// funcNames lists the functions the module defines, sorted.
+func (c *call) funcNames() []string {
+	var out []string
+	for _, o := range []*goja.Object{c.ns, c.top} {
+		if o == nil {
+			continue
+		}
+		for _, k := range o.Keys() {
+			if k == "default" || slices.Contains(out, k) {
+				continue
+			}
+			if _, ok := goja.AssertFunction(o.Get(k)); ok {
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// invoke calls fn with args. ok is false when the module has no such
+// function. A returned Promise is settled first (hooks run synchronously;
+// an async function without real waiting settles at once).
+func (c *call) invoke(fn string, args ...goja.Value) (v goja.Value, ok bool, err error) {
+	f := c.lookup(fn)
+	if f == nil {
+		return nil, false, nil
+	}
+	defer c.recoverTo(&err)
+	v, err = f(goja.Undefined(), args...)
+	if err != nil {
+		return nil, true, c.hookError(err)
+	}
+	if o, isObj := v.(*goja.Object); isObj {
+		if p, isPromise := o.Export().(*goja.Promise); isPromise {
+			switch p.State() {
+			case goja.PromiseStateFulfilled:
+				v = p.Result()
+			case goja.PromiseStateRejected:
+				e := &Error{Hook: c.hook, Name: "Error", Code: CodeHookError}
+				c.describe(e, p.Result())
+				if o := objectOf(p.Result()); o != nil {
+					e.Stack = stringProp(o, "stack")
+				}
+				return nil, true, e
+			default:
+				return nil, true, &Error{Hook: c.hook, Name: "Error", Code: CodeInvalidResult,
+					Message: fmt.Sprintf("%s returned a Promise that did not settle: hooks run synchronously, so nothing can be awaited", fn)}
+			}
+		}
+	}
+	return v, true, nil
+}
+
+// Create runs the Create hook. A nil result (and nil error) means go on
+// unchanged: the hooks define no Create, or it returned null/undefined. A
+// thrown error, a timeout or a wrong shape is an *Error; messages the hook
+// left streaming are ended then.
+func (h *Hooks) Create(ctx context.Context, hc *Context, messages []chat.Message, options map[string]any) (*CreateResult, error) {
+	if h == nil || !h.Has("Create") {
+		return nil, nil
+	}
+	c, err := h.start(ctx, hc, "Create")
+	defer c.finish()
+	if err == nil {
+		var v goja.Value
+		var ok bool
+		v, ok, err = c.invoke("Create", c.ctxObject(), c.messagesJS(messages), c.toJS(options))
+		if err == nil && ok {
+			var res *CreateResult
+			if res, err = c.createResult(v); err == nil {
+				return res, nil
+			}
+		}
+		if err == nil {
+			return nil, nil
+		}
+	}
+	c.hc.EndOpen()
+	return nil, err
+}
+
+// Next runs the Next hook. A nil result means keep the response; {data}
+// gives a NextResult. Messages the hook (or Create) left streaming are
+// ended when it returns.
+func (h *Hooks) Next(ctx context.Context, hc *Context, p NextPayload, options map[string]any) (*NextResult, error) {
+	if h == nil || !h.Has("Next") {
+		if hc != nil {
+			hc.EndOpen()
+		}
+		return nil, nil
+	}
+	c, err := h.start(ctx, hc, "Next")
+	defer c.finish()
+	defer c.hc.EndOpen()
+	if err != nil {
+		return nil, err
+	}
+	v, ok, err := c.invoke("Next", c.ctxObject(), c.nextPayloadJS(p), c.toJS(options))
+	if err != nil || !ok {
+		return nil, err
+	}
+	return c.nextResult(v)
+}
+
+// Call runs the hook function fn(ctx, args) and returns its JSON-decoded
+// result (nil for null/undefined). It is how host tools defined in hook
+// code are run. An unknown fn is an *Error with code NO_FUNCTION wrapping
+// ErrNoFunction.
+func (h *Hooks) Call(ctx context.Context, hc *Context, fn string, args any) (any, error) {
+	if h == nil || !h.Has(fn) {
+		return nil, &Error{Hook: fn, Name: "Error", Code: CodeNoFunction, Message: fmt.Sprintf("the hooks define no function %q", fn), Err: ErrNoFunction}
+	}
+	c, err := h.start(ctx, hc, fn)
+	defer c.finish()
+	if err != nil {
+		return nil, err
+	}
+	v, ok, err := c.invoke(fn, c.ctxObject(), c.toJS(args))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &Error{Hook: fn, Name: "Error", Code: CodeNoFunction, Message: fmt.Sprintf("the hooks define no function %q", fn), Err: ErrNoFunction}
+	}
+	out, err := c.exportJSON(v)
+	if err != nil {
+		return nil, c.resultErr("%s returned a value that is not JSON: %v", fn, err)
+	}
+	return out, nil
+}
+
+func (c *call) resultErr(format string, args ...any) *Error {
+	return &Error{Hook: c.hook, Name: "TypeError", Code: CodeInvalidResult, Message: fmt.Sprintf(format, args...)}
+}
+
+// createResult checks and converts Create's return value.
+func (c *call) createResult(v goja.Value) (*CreateResult, error) {
+	if isNullish(v) {
+		return nil, nil
+	}
+	o, ok := v.(*goja.Object)
+	if !ok || o.ClassName() == "Array" || isFunction(v) {
+		return nil, c.resultErr("Create must return null or {messages, options}, got %s", typeName(v))
+	}
+	res := &CreateResult{}
+	for _, k := range o.Keys() {
+		val := o.Get(k)
+		switch k {
+		case "messages":
+			if isNullish(val) {
+				continue
+			}
+			msgs, err := c.messagesFromJS(val)
+			if err != nil {
+				return nil, c.resultErr("Create returned %v", err)
+			}
+			res.Messages = msgs
+		case "options":
+			if isNullish(val) {
+				continue
+			}
+			if !isPlainObject(val) {
+				return nil, c.resultErr("Create returned options: want an object, got %s", typeName(val))
+			}
+			opts, err := c.exportJSON(val)
+			if err != nil {
+				return nil, c.resultErr("Create returned options that are not JSON: %v", err)
+			}
+			res.Options, _ = opts.(map[string]any)
+		default:
+			return nil, c.resultErr("Create returned an unknown field %q: it must return null or {messages, options}", k)
+		}
+	}
+	return res, nil
+}
+
+// nextResult checks and converts Next's return value.
+func (c *call) nextResult(v goja.Value) (*NextResult, error) {
+	if isNullish(v) {
+		return nil, nil
+	}
+	o, ok := v.(*goja.Object)
+	if !ok || o.ClassName() == "Array" || isFunction(v) {
+		return nil, c.resultErr("Next must return null or {data}, got %s", typeName(v))
+	}
+	keys := o.Keys()
+	if !slices.Contains(keys, "data") {
+		return nil, c.resultErr("Next must return null or {data}, got an object without data")
+	}
+	for _, k := range keys {
+		if k != "data" {
+			return nil, c.resultErr("Next returned an unknown field %q: it must return null or {data}", k)
+		}
+	}
+	data, err := c.exportJSON(o.Get("data"))
+	if err != nil {
+		return nil, c.resultErr("Next returned data that is not JSON: %v", err)
+	}
+	return &NextResult{Data: data}, nil
+}

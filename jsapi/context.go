@@ -1,0 +1,126 @@
+package jsapi
+
+import (
+	"encoding/json"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Context is what one request gives its hooks: the pipeline fills the
+// exported fields and passes the same Context to Create, Next and any Call
+// of that request, so the context memory namespace and the messages a hook
+// streams carry over between them. A Context is safe for concurrent use, but
+// belongs to one request.
+type Context struct {
+	ChatID      string
+	AssistantID string
+	// UserID is the authenticated user.
+	UserID   string
+	Locale   string
+	Metadata map[string]any
+	// Sandbox is the request's live sandbox; nil for a direct assistant,
+	// where ctx.sandbox is undefined.
+	Sandbox sandbox.Sandbox
+	// Emit receives the messages hooks send (nil drops them).
+	Emit chat.EmitFunc
+	// Memory backs the user and chat namespaces (nil: they throw
+	// MEMORY_ERROR).
+	Memory MemoryStore
+	// Logger receives log.* and console.* output; it should carry the
+	// request's ids (nil: slog.Default with the ids added).
+	Logger *slog.Logger
+
+	mu      sync.Mutex
+	scratch map[string]json.RawMessage // the context namespace
+	seq     int
+	msgs    map[string]*hookMsg // messages sent by hooks, by id
+	open    []string            // streamed messages not yet ended, in order
+}
+
+// hookMsg is a message a hook sent.
+type hookMsg struct {
+	typ  string
+	open bool
+}
+
+// nextID returns a message id unique within the request.
+func (c *Context) nextID() string {
+	c.seq++
+	return "hook_" + strconv.Itoa(c.seq)
+}
+
+// emit sends e to the client, if anyone listens.
+func (c *Context) emit(e chat.Event) {
+	if c.Emit != nil {
+		c.Emit(e)
+	}
+}
+
+// EndOpen ends every message a hook streamed with SendStream and did not
+// End, in the order they were started. The hooks call it themselves after
+// Next and after a Create that threw; a pipeline that skips Next calls it
+// before done so clients never see a dangling stream. It is idempotent.
+func (c *Context) EndOpen() {
+	c.mu.Lock()
+	open := c.open
+	c.open = nil
+	var ends []chat.Event
+	for _, id := range open {
+		m := c.msgs[id]
+		if m == nil || !m.open {
+			continue
+		}
+		m.open = false
+		ends = append(ends, chat.Event{Event: chat.End, ID: id, Type: m.typ})
+	}
+	c.mu.Unlock()
+	for _, e := range ends {
+		c.emit(e)
+	}
+}
+
+// Scratch returns a copy of the context memory namespace (what hooks stored
+// with ctx.memory.context), for the pipeline and tests.
+func (c *Context) Scratch() map[string]json.RawMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]json.RawMessage, len(c.scratch))
+	for k, v := range c.scratch {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+func (c *Context) scratchGet(key string) (json.RawMessage, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.scratch[key]
+	return v, ok
+}
+
+func (c *Context) scratchSet(key string, v json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.scratch == nil {
+		c.scratch = map[string]json.RawMessage{}
+	}
+	c.scratch[key] = v
+}
+
+func (c *Context) scratchDel(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.scratch, key)
+}
+
+func (c *Context) scratchKeys() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.scratch))
+}

@@ -1,0 +1,261 @@
+package jsapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dop251/goja"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+)
+
+func decodeBase64(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
+
+func isNullish(v goja.Value) bool { return v == nil || goja.IsUndefined(v) || goja.IsNull(v) }
+
+func isFunction(v goja.Value) bool {
+	_, ok := goja.AssertFunction(v)
+	return ok
+}
+
+// isPlainObject reports an object that is not an array or a function.
+func isPlainObject(v goja.Value) bool {
+	o, ok := v.(*goja.Object)
+	return ok && o.ClassName() == "Object" && !isFunction(v)
+}
+
+// typeName describes a JS value for error messages.
+func typeName(v goja.Value) string {
+	switch {
+	case v == nil || goja.IsUndefined(v):
+		return "undefined"
+	case goja.IsNull(v):
+		return "null"
+	case isFunction(v):
+		return "a function"
+	}
+	if o, ok := v.(*goja.Object); ok {
+		if o.ClassName() == "Array" {
+			return "an array"
+		}
+		return "an object"
+	}
+	switch v.Export().(type) {
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case int64, float64:
+		return "a number"
+	}
+	return v.ExportType().String()
+}
+
+// parseJSON turns JSON text into a JS value with the runtime's JSON.parse.
+func (c *call) parseJSON(raw []byte) goja.Value {
+	if c.jsonParse == nil {
+		c.jsonParse, _ = goja.AssertFunction(c.vm.Get("JSON").ToObject(c.vm).Get("parse"))
+	}
+	v, err := c.jsonParse(goja.Undefined(), c.vm.ToValue(string(raw)))
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// stringify is JSON.stringify(v); ok is false for values JSON cannot hold
+// (undefined, functions, symbols).
+func (c *call) stringify(v goja.Value) (s string, ok bool, err error) {
+	if c.jsonString == nil {
+		c.jsonString, _ = goja.AssertFunction(c.vm.Get("JSON").ToObject(c.vm).Get("stringify"))
+	}
+	out, err := c.jsonString(goja.Undefined(), v)
+	if err != nil {
+		var ex *goja.Exception
+		if errors.As(err, &ex) {
+			if o := objectOf(ex.Value()); o != nil {
+				if m := stringProp(o, "message"); m != "" {
+					return "", false, errors.New(m)
+				}
+			}
+		}
+		return "", false, err
+	}
+	if goja.IsUndefined(out) {
+		return "", false, nil
+	}
+	return out.String(), true, nil
+}
+
+// exportJSON converts a JS value to its JSON-decoded Go form (maps, slices,
+// float64, string, bool, nil), the way JSON.stringify sees it.
+func (c *call) exportJSON(v goja.Value) (any, error) {
+	if isNullish(v) {
+		return nil, nil
+	}
+	s, ok, err := c.stringify(v)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s cannot be represented in JSON", typeName(v))
+	}
+	var out any
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// toJS copies a Go value into native JS values, so a hook that changes what
+// it was given never changes the caller's maps.
+func (c *call) toJS(v any) goja.Value {
+	vm := c.vm
+	switch x := v.(type) {
+	case nil:
+		return goja.Null()
+	case string, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+		return vm.ToValue(x)
+	case json.RawMessage:
+		if len(x) == 0 {
+			return goja.Null()
+		}
+		return c.parseJSON(x)
+	case time.Time:
+		return vm.ToValue(x.UTC().Format(time.RFC3339Nano))
+	case map[string]any:
+		o := vm.NewObject()
+		for k, e := range x {
+			_ = o.Set(k, c.toJS(e))
+		}
+		return o
+	case map[string]string:
+		o := vm.NewObject()
+		for k, e := range x {
+			_ = o.Set(k, e)
+		}
+		return o
+	case []any:
+		items := make([]any, len(x))
+		for i, e := range x {
+			items[i] = c.toJS(e)
+		}
+		return vm.NewArray(items...)
+	case []string:
+		items := make([]any, len(x))
+		for i, e := range x {
+			items[i] = e
+		}
+		return vm.NewArray(items...)
+	case goja.Value:
+		return x
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return goja.Undefined()
+	}
+	return c.parseJSON(b)
+}
+
+func (c *call) messagesJS(msgs []chat.Message) goja.Value {
+	items := make([]any, len(msgs))
+	for i, m := range msgs {
+		o := c.vm.NewObject()
+		_ = o.Set("role", m.Role)
+		_ = o.Set("content", m.Content)
+		if m.Name != "" {
+			_ = o.Set("name", m.Name)
+		}
+		if m.ToolCallID != "" {
+			_ = o.Set("tool_call_id", m.ToolCallID)
+		}
+		items[i] = o
+	}
+	return c.vm.NewArray(items...)
+}
+
+// messagesFromJS checks and converts a messages array a hook returned.
+func (c *call) messagesFromJS(v goja.Value) ([]chat.Message, error) {
+	o, ok := v.(*goja.Object)
+	if !ok || o.ClassName() != "Array" {
+		return nil, fmt.Errorf("messages: want an array, got %s", typeName(v))
+	}
+	n := int(o.Get("length").ToInteger())
+	out := make([]chat.Message, 0, n)
+	for i := range n {
+		e := o.Get(fmt.Sprint(i))
+		if !isPlainObject(e) {
+			return nil, fmt.Errorf("messages[%d]: want an object {role, content}, got %s", i, typeName(e))
+		}
+		eo := e.(*goja.Object)
+		var m chat.Message
+		for _, k := range eo.Keys() {
+			val := eo.Get(k)
+			var dst *string
+			switch k {
+			case "role":
+				dst = &m.Role
+			case "content":
+				dst = &m.Content
+			case "name":
+				dst = &m.Name
+			case "tool_call_id":
+				dst = &m.ToolCallID
+			default:
+				return nil, fmt.Errorf("messages[%d]: unknown field %q (want role, content, name, tool_call_id)", i, k)
+			}
+			if isNullish(val) && k != "role" && k != "content" {
+				continue
+			}
+			s, isStr := val.Export().(string)
+			if !isStr {
+				return nil, fmt.Errorf("messages[%d].%s: want a string, got %s", i, k, typeName(val))
+			}
+			*dst = s
+		}
+		switch m.Role {
+		case chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
+		case "":
+			return nil, fmt.Errorf("messages[%d]: role is missing", i)
+		default:
+			return nil, fmt.Errorf("messages[%d].role: %q is not one of system, user, assistant, tool", i, m.Role)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (c *call) nextPayloadJS(p NextPayload) goja.Value {
+	o := c.vm.NewObject()
+	_ = o.Set("messages", c.messagesJS(p.Messages))
+	_ = o.Set("completion", p.Completion)
+	_ = o.Set("tools", c.toolsJS(p.Tools))
+	if p.Error != "" {
+		_ = o.Set("error", p.Error)
+	} else {
+		_ = o.Set("error", goja.Null())
+	}
+	return o
+}
+
+func (c *call) toolsJS(tools []executor.ToolCall) goja.Value {
+	items := make([]any, len(tools))
+	for i, t := range tools {
+		o := c.vm.NewObject()
+		_ = o.Set("id", t.ID)
+		_ = o.Set("name", t.Name)
+		if len(t.Input) > 0 && json.Valid(t.Input) {
+			_ = o.Set("input", c.parseJSON(t.Input))
+		} else {
+			_ = o.Set("input", goja.Null())
+		}
+		_ = o.Set("result", t.Result)
+		_ = o.Set("is_error", t.IsError)
+		items[i] = o
+	}
+	return c.vm.NewArray(items...)
+}

@@ -1,0 +1,324 @@
+package jsapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/dop251/goja"
+
+	"github.com/agentbox/agentbox/chat"
+)
+
+// Members of the objects the ctx API builds. agentbox.d.ts declares the
+// same members; TestDeclarationsMatch keeps the two in sync.
+var (
+	ctxFields       = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox"}
+	ctxMethods      = []string{"Send", "SendStream", "Append", "Replace", "End"}
+	memoryMethods   = []string{"Get", "Set", "Del", "Has", "Keys"}
+	memorySpaces    = []Namespace{NamespaceUser, NamespaceChat, NamespaceContext}
+	messageFields   = []string{"type", "props", "id"}
+	fileInfoFields  = []string{"name", "size", "is_dir", "mod_time"}
+	sandboxMembers  = []string{"workdir", "ReadFile", "WriteFile", "ListDir", "Exec"}
+	execOptionKeys  = []string{"cwd", "env", "timeout", "stdin", "shell"}
+	execErrorFields = []string{"exit_code", "stdout", "stderr"}
+)
+
+type nativeFn = func(goja.FunctionCall) goja.Value
+
+// ctxObject builds the ctx argument: a fresh object every call.
+func (c *call) ctxObject() *goja.Object {
+	vm, hc := c.vm, c.hc
+	o := vm.NewObject()
+	_ = o.Set("chat_id", hc.ChatID)
+	_ = o.Set("assistant_id", hc.AssistantID)
+	_ = o.Set("user_id", hc.UserID)
+	_ = o.Set("locale", hc.Locale)
+	if hc.Metadata != nil {
+		_ = o.Set("metadata", c.toJS(hc.Metadata))
+	} else {
+		_ = o.Set("metadata", vm.NewObject())
+	}
+	_ = o.Set("Send", nativeFn(func(fc goja.FunctionCall) goja.Value { return c.send("Send", fc, false) }))
+	_ = o.Set("SendStream", nativeFn(func(fc goja.FunctionCall) goja.Value { return c.send("SendStream", fc, true) }))
+	_ = o.Set("Append", nativeFn(c.appendMsg))
+	_ = o.Set("Replace", nativeFn(c.replaceMsg))
+	_ = o.Set("End", nativeFn(c.endMsg))
+	mem := vm.NewObject()
+	for _, ns := range memorySpaces {
+		_ = mem.Set(string(ns), c.memoryObject(ns))
+	}
+	_ = o.Set("memory", mem)
+	if hc.Sandbox != nil {
+		_ = o.Set("sandbox", c.sandboxObject())
+	} else {
+		_ = o.Set("sandbox", goja.Undefined())
+	}
+	return o
+}
+
+// outMsg is a client message as a hook gives it.
+type outMsg struct {
+	id, typ, text string
+	props         map[string]any
+}
+
+// message parses Send/SendStream/Replace's message argument: {type, props,
+// id?} or a string (a text message).
+func (c *call) message(fn string, v goja.Value, allowID bool) outMsg {
+	if s, ok := v.Export().(string); ok {
+		return outMsg{typ: chat.TypeText, text: s, props: map[string]any{"content": s}}
+	}
+	if !isPlainObject(v) {
+		c.throw(argErr("%s: want a message {type, props} or a string, got %s", fn, typeName(v)), "")
+	}
+	o := v.(*goja.Object)
+	m := outMsg{typ: chat.TypeText}
+	for _, k := range o.Keys() {
+		val := o.Get(k)
+		switch k {
+		case "type":
+			s, ok := val.Export().(string)
+			if !ok || s == "" {
+				c.throw(argErr("%s: message type: want a non-empty string, got %s", fn, typeName(val)), "")
+			}
+			m.typ = s
+		case "props":
+			if isNullish(val) {
+				continue
+			}
+			if !isPlainObject(val) {
+				c.throw(argErr("%s: message props: want an object, got %s", fn, typeName(val)), "")
+			}
+			p, err := c.exportJSON(val)
+			if err != nil {
+				c.throw(argErr("%s: message props are not JSON: %v", fn, err), "")
+			}
+			m.props, _ = p.(map[string]any)
+		case "id":
+			s, ok := val.Export().(string)
+			if !allowID || !ok || s == "" {
+				if !allowID {
+					c.throw(argErr("%s: the message id is the first argument, not a field", fn), "")
+				}
+				c.throw(argErr("%s: message id: want a non-empty string, got %s", fn, typeName(val)), "")
+			}
+			m.id = s
+		default:
+			c.throw(argErr("%s: unknown message field %q (want %v)", fn, k, messageFields), "")
+		}
+	}
+	// The text clients show: content for text-like messages, message for
+	// loading and notices.
+	for _, k := range []string{"content", "message", "text"} {
+		if s, ok := m.props[k].(string); ok {
+			m.text = s
+			break
+		}
+	}
+	return m
+}
+
+func (c *call) send(fn string, fc goja.FunctionCall, stream bool) goja.Value {
+	m := c.message(fn, fc.Argument(0), true)
+	hc := c.hc
+	hc.mu.Lock()
+	if m.id == "" {
+		m.id = hc.nextID()
+	}
+	if _, dup := hc.msgs[m.id]; dup {
+		hc.mu.Unlock()
+		c.throw(argErr("%s: message id %q is already used", fn, m.id), "")
+	}
+	if hc.msgs == nil {
+		hc.msgs = map[string]*hookMsg{}
+	}
+	hc.msgs[m.id] = &hookMsg{typ: m.typ, open: stream}
+	if stream {
+		hc.open = append(hc.open, m.id)
+	}
+	hc.mu.Unlock()
+	if stream {
+		hc.emit(chat.Event{Event: chat.Start, ID: m.id, Type: m.typ, Text: m.text, Props: m.props})
+	} else {
+		chat.Whole(hc.emit, m.id, m.typ, m.text, m.props)
+	}
+	return c.vm.ToValue(m.id)
+}
+
+// msgID checks a message id argument and returns the message's state.
+func (c *call) msgID(fn string, v goja.Value) (string, hookMsg) {
+	id, ok := v.Export().(string)
+	if !ok || id == "" {
+		c.throw(argErr("%s: want a message id (what Send or SendStream returned), got %s", fn, typeName(v)), "")
+	}
+	c.hc.mu.Lock()
+	m := c.hc.msgs[id]
+	var st hookMsg
+	if m != nil {
+		st = *m
+	}
+	c.hc.mu.Unlock()
+	if m == nil {
+		c.throw(argErr("%s: no message %q was sent by this request's hooks", fn, id), "")
+	}
+	return id, st
+}
+
+func (c *call) appendMsg(fc goja.FunctionCall) goja.Value {
+	id, st := c.msgID("Append", fc.Argument(0))
+	if !st.open {
+		c.throw(argErr("Append: message %q is not streaming (start it with SendStream; End closes it)", id), "")
+	}
+	v := fc.Argument(1)
+	text, ok := v.Export().(string)
+	if !ok {
+		c.throw(argErr("Append: want text as a string, got %s", typeName(v)), "")
+	}
+	c.hc.emit(chat.Event{Event: chat.Delta, ID: id, Type: st.typ, Text: text})
+	return goja.Undefined()
+}
+
+func (c *call) replaceMsg(fc goja.FunctionCall) goja.Value {
+	id, _ := c.msgID("Replace", fc.Argument(0))
+	m := c.message("Replace", fc.Argument(1), false)
+	c.hc.mu.Lock()
+	if st := c.hc.msgs[id]; st != nil {
+		st.typ = m.typ
+	}
+	c.hc.mu.Unlock()
+	c.hc.emit(chat.Event{Event: chat.Replace, ID: id, Type: m.typ, Text: m.text, Props: m.props})
+	return goja.Undefined()
+}
+
+func (c *call) endMsg(fc goja.FunctionCall) goja.Value {
+	id, _ := c.msgID("End", fc.Argument(0))
+	hc := c.hc
+	hc.mu.Lock()
+	st := hc.msgs[id]
+	wasOpen := st.open
+	st.open = false
+	typ := st.typ
+	if i := slices.Index(hc.open, id); i >= 0 {
+		hc.open = slices.Delete(hc.open, i, i+1)
+	}
+	hc.mu.Unlock()
+	// Ending twice (or ending a whole message) is harmless.
+	if wasOpen {
+		hc.emit(chat.Event{Event: chat.End, ID: id, Type: typ})
+	}
+	return goja.Undefined()
+}
+
+// memoryObject builds ctx.memory.<ns>.
+func (c *call) memoryObject(ns Namespace) *goja.Object {
+	o := c.vm.NewObject()
+	_ = o.Set("Get", nativeFn(func(fc goja.FunctionCall) goja.Value {
+		key := c.memKey(ns, "Get", fc.Argument(0))
+		raw, ok := c.memGet(ns, key)
+		if !ok {
+			return goja.Undefined()
+		}
+		return c.parseJSON(raw)
+	}))
+	_ = o.Set("Has", nativeFn(func(fc goja.FunctionCall) goja.Value {
+		key := c.memKey(ns, "Has", fc.Argument(0))
+		_, ok := c.memGet(ns, key)
+		return c.vm.ToValue(ok)
+	}))
+	_ = o.Set("Set", nativeFn(func(fc goja.FunctionCall) goja.Value {
+		key := c.memKey(ns, "Set", fc.Argument(0))
+		v := fc.Argument(1)
+		s, ok, err := c.stringify(v)
+		switch {
+		case err != nil:
+			c.throw(argErr("memory.%s.Set(%q): value is not JSON-serialisable: %v", ns, key, err), "")
+		case !ok:
+			c.throw(argErr("memory.%s.Set(%q): %s cannot be stored (values must be JSON-serialisable; use Del to remove a key)", ns, key, typeName(v)), "")
+		case len(s) > MaxValueSize:
+			c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.%s.Set(%q): value is %d bytes as JSON, over the limit of %d", ns, key, len(s), MaxValueSize)}, "")
+		}
+		if ns == NamespaceContext {
+			c.hc.scratchSet(key, json.RawMessage(s))
+			return goja.Undefined()
+		}
+		store, owner := c.memStore(ns, "Set")
+		if err := store.Set(c.ctx, ns, owner, key, json.RawMessage(s)); err != nil {
+			c.throw(fmt.Errorf("memory.%s.Set(%q): %w", ns, key, err), CodeMemory)
+		}
+		return goja.Undefined()
+	}))
+	_ = o.Set("Del", nativeFn(func(fc goja.FunctionCall) goja.Value {
+		key := c.memKey(ns, "Del", fc.Argument(0))
+		if ns == NamespaceContext {
+			c.hc.scratchDel(key)
+			return goja.Undefined()
+		}
+		store, owner := c.memStore(ns, "Del")
+		if err := store.Del(c.ctx, ns, owner, key); err != nil {
+			c.throw(fmt.Errorf("memory.%s.Del(%q): %w", ns, key, err), CodeMemory)
+		}
+		return goja.Undefined()
+	}))
+	_ = o.Set("Keys", nativeFn(func(fc goja.FunctionCall) goja.Value {
+		var keys []string
+		if ns == NamespaceContext {
+			keys = c.hc.scratchKeys()
+		} else {
+			store, owner := c.memStore(ns, "Keys")
+			var err error
+			if keys, err = store.Keys(c.ctx, ns, owner); err != nil {
+				c.throw(fmt.Errorf("memory.%s.Keys(): %w", ns, err), CodeMemory)
+			}
+		}
+		return c.toJS(keys)
+	}))
+	return o
+}
+
+func (c *call) memKey(ns Namespace, fn string, v goja.Value) string {
+	key, ok := v.Export().(string)
+	switch {
+	case !ok:
+		c.throw(argErr("memory.%s.%s: want a string key, got %s", ns, fn, typeName(v)), "")
+	case key == "":
+		c.throw(argErr("memory.%s.%s: the key is empty", ns, fn), "")
+	case len(key) > MaxKeyLen:
+		c.throw(argErr("memory.%s.%s: the key is %d bytes, over the limit of %d", ns, fn, len(key), MaxKeyLen), "")
+	}
+	return key
+}
+
+// memStore returns the store and owner for a persistent namespace, or
+// throws when there is none.
+func (c *call) memStore(ns Namespace, fn string) (MemoryStore, string) {
+	hc := c.hc
+	if hc.Memory == nil {
+		c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.%s.%s: no memory store is configured", ns, fn)}, "")
+	}
+	if hc.UserID == "" {
+		c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.%s.%s: the request has no user", ns, fn)}, "")
+	}
+	if ns == NamespaceChat {
+		if hc.ChatID == "" {
+			c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.chat.%s: the request has no chat", fn)}, "")
+		}
+		return hc.Memory, ChatOwner(hc.UserID, hc.ChatID)
+	}
+	return hc.Memory, hc.UserID
+}
+
+func (c *call) memGet(ns Namespace, key string) (json.RawMessage, bool) {
+	if ns == NamespaceContext {
+		return c.hc.scratchGet(key)
+	}
+	store, owner := c.memStore(ns, "Get")
+	raw, ok, err := store.Get(c.ctx, ns, owner, key)
+	if err != nil {
+		c.throw(fmt.Errorf("memory.%s.Get(%q): %w", ns, key, err), CodeMemory)
+	}
+	if ok && !json.Valid(raw) {
+		c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.%s.Get(%q): the stored value is not valid JSON", ns, key)}, "")
+	}
+	return raw, ok
+}

@@ -1,0 +1,270 @@
+package jsapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dop251/goja"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Stable error codes. Errors thrown into JS carry one as their code
+// property, so hooks can branch on them; a failed hook call returns an
+// *Error with one (or with the code the script's own error carried).
+const (
+	// CodePathOutside: a sandbox path resolves outside the workspace
+	// (sandbox.ErrPathOutside).
+	CodePathOutside = "SANDBOX_PATH_OUTSIDE"
+	// CodeNotFound: a file or folder does not exist (sandbox.ErrNotFound).
+	CodeNotFound = "NOT_FOUND"
+	// CodeExecTimeout: a command ran past its timeout (sandbox.ErrExecTimeout).
+	CodeExecTimeout = "EXEC_TIMEOUT"
+	// CodeExecFailed: a command exited with a non-zero code; the error
+	// carries exit_code, stdout and stderr.
+	CodeExecFailed = "EXEC_FAILED"
+	// CodeInvalidArgument: a ctx function was called with a wrong argument.
+	CodeInvalidArgument = "INVALID_ARGUMENT"
+	// CodeMemory: the memory store failed or a value cannot be stored.
+	CodeMemory = "MEMORY_ERROR"
+	// CodeSandboxUnavailable: the sandbox engine is not answering
+	// (sandbox.ErrEngineUnavailable).
+	CodeSandboxUnavailable = "SANDBOX_UNAVAILABLE"
+	// CodeSandboxRemoved: the sandbox is gone (sandbox.ErrRemoved).
+	CodeSandboxRemoved = "SANDBOX_REMOVED"
+	// CodeFileTooLarge: ReadFile on a file larger than MaxReadFile.
+	CodeFileTooLarge = "FILE_TOO_LARGE"
+	// CodeIO: any other file or command failure.
+	CodeIO = "IO_ERROR"
+	// CodeHookTimeout: the hook ran past its timeout.
+	CodeHookTimeout = "HOOK_TIMEOUT"
+	// CodeCanceled: the request ended (client gone) while the hook ran.
+	CodeCanceled = "CANCELED"
+	// CodeHookError: the hook threw something that carries no code of its
+	// own (a plain Error, a string).
+	CodeHookError = "HOOK_ERROR"
+	// CodeInvalidResult: the hook returned a value of the wrong shape.
+	CodeInvalidResult = "INVALID_RESULT"
+	// CodeNoFunction: Call named a function the hooks do not define.
+	CodeNoFunction = "NO_FUNCTION"
+)
+
+// jsCodes are the codes that can be thrown into JS by ctx functions, with
+// the error name each gets. agentbox.d.ts declares the same set.
+var jsCodes = map[string]string{
+	CodePathOutside:        "SandboxError",
+	CodeNotFound:           "NotFoundError",
+	CodeExecTimeout:        "TimeoutError",
+	CodeExecFailed:         "ExecError",
+	CodeInvalidArgument:    "TypeError",
+	CodeMemory:             "MemoryError",
+	CodeSandboxUnavailable: "SandboxError",
+	CodeSandboxRemoved:     "SandboxError",
+	CodeFileTooLarge:       "SandboxError",
+	CodeIO:                 "SandboxError",
+	CodeHookTimeout:        "TimeoutError",
+	CodeCanceled:           "AbortError",
+}
+
+// ErrNoFunction is returned (wrapped in an *Error) by Call for a function
+// the hooks do not define.
+var ErrNoFunction = errors.New("no such hook function")
+
+// Error is a failed hook call: the script threw, ran past its timeout, was
+// cancelled, or returned the wrong shape. It is what the pipeline turns into
+// a rejection (Create) or a notice (Next).
+type Error struct {
+	// Hook is the function that failed ("Create", "Next", a tool name).
+	Hook string
+	// Name is the JS error's name ("Error", "TypeError", "ExecError", ...).
+	Name string
+	// Message is the error's message, as the script gave it.
+	Message string
+	// Code is the error's code property when it has one, else one of
+	// CodeHookError, CodeHookTimeout, CodeCanceled, CodeInvalidResult.
+	Code string
+	// File, Line and Column locate the throw in the hook source (relative
+	// to the assistant folder), when known.
+	File         string
+	Line, Column int
+	// Stack is the JS stack trace, mapped to the hook source.
+	Stack string
+	// Err is the underlying cause (context.DeadlineExceeded on a timeout,
+	// context.Canceled when the request ended, ErrNoFunction).
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Hook != "" {
+		b.WriteString(e.Hook)
+		b.WriteString(" hook: ")
+	}
+	if e.Name != "" && e.Name != "Error" {
+		b.WriteString(e.Name)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Message)
+	if e.File != "" {
+		fmt.Fprintf(&b, " (at %s:%d:%d)", e.File, e.Line, e.Column)
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause (a context error on timeout or cancellation).
+func (e *Error) Unwrap() error { return e.Err }
+
+// hostError is a Go-side failure that a ctx function throws into JS as an
+// error object with a code and extra properties.
+type hostError struct {
+	code  string
+	msg   string
+	props map[string]any
+}
+
+func (e *hostError) Error() string { return e.msg }
+
+func argErr(format string, args ...any) *hostError {
+	return &hostError{code: CodeInvalidArgument, msg: fmt.Sprintf(format, args...)}
+}
+
+// codeFor maps a Go error from the sandbox, workspace or memory store to
+// its stable code.
+func codeFor(err error, fallback string) string {
+	var he *hostError
+	switch {
+	case errors.As(err, &he):
+		return he.code
+	case errors.Is(err, sandbox.ErrPathOutside):
+		return CodePathOutside
+	case errors.Is(err, sandbox.ErrNotFound):
+		return CodeNotFound
+	case errors.Is(err, sandbox.ErrExecTimeout):
+		return CodeExecTimeout
+	case errors.Is(err, sandbox.ErrEngineUnavailable):
+		return CodeSandboxUnavailable
+	case errors.Is(err, sandbox.ErrRemoved):
+		return CodeSandboxRemoved
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeHookTimeout
+	case errors.Is(err, context.Canceled):
+		return CodeCanceled
+	}
+	return fallback
+}
+
+// throw raises err inside JS as an Error object with name, message and a
+// stable code (plus the hostError's extra properties). It never returns.
+func (c *call) throw(err error, fallback string) {
+	code := codeFor(err, fallback)
+	name := jsCodes[code]
+	if name == "" {
+		name = "Error"
+	}
+	obj, nerr := c.vm.New(c.errorCtor, c.vm.ToValue(err.Error()))
+	if nerr != nil {
+		panic(c.vm.NewGoError(err))
+	}
+	_ = obj.Set("name", name)
+	_ = obj.Set("code", code)
+	var he *hostError
+	if errors.As(err, &he) {
+		for k, v := range he.props {
+			_ = obj.Set(k, v)
+		}
+	}
+	panic(obj)
+}
+
+// hookError turns what a hook call returned as an error (a JS exception, an
+// interrupt, a Go panic) into an *Error.
+func (c *call) hookError(err error) *Error {
+	e := &Error{Hook: c.hook}
+	var ie *goja.InterruptedError
+	if errors.As(err, &ie) {
+		cause, _ := ie.Value().(error)
+		e.Err = cause
+		e.Stack = ie.String()
+		switch {
+		case errors.Is(cause, context.DeadlineExceeded) && c.timedOut():
+			e.Name, e.Code = "TimeoutError", CodeHookTimeout
+			e.Message = fmt.Sprintf("%s ran past its timeout of %s and was stopped", c.hook, c.h.timeout)
+		case errors.Is(cause, context.DeadlineExceeded):
+			e.Name, e.Code = "TimeoutError", CodeHookTimeout
+			e.Message = fmt.Sprintf("%s was stopped: the request's deadline passed", c.hook)
+		default:
+			e.Name, e.Code = "AbortError", CodeCanceled
+			e.Message = fmt.Sprintf("%s was stopped: the request was cancelled", c.hook)
+		}
+		c.position(e, ie.Stack())
+		return e
+	}
+	var ex *goja.Exception
+	if errors.As(err, &ex) {
+		e.Err = err
+		e.Name, e.Code = "Error", CodeHookError
+		e.Stack = ex.String()
+		c.describe(e, ex.Value())
+		// A host error the hook let through keeps its cause for errors.Is.
+		if e.Code == CodeHookTimeout && c.ctx.Err() != nil {
+			e.Err = c.ctx.Err()
+		}
+		c.position(e, ex.Stack())
+		return e
+	}
+	var he *Error
+	if errors.As(err, &he) {
+		return he
+	}
+	e.Name, e.Code, e.Message, e.Err = "Error", CodeHookError, err.Error(), err
+	return e
+}
+
+// describe fills name, message and code from a thrown JS value.
+func (c *call) describe(e *Error, v goja.Value) {
+	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
+		e.Message = "threw " + fmt.Sprint(v)
+		return
+	}
+	obj, ok := v.(*goja.Object)
+	if !ok {
+		e.Message = v.String()
+		return
+	}
+	if s := stringProp(obj, "message"); s != "" {
+		e.Message = s
+	} else {
+		e.Message = v.String()
+	}
+	if s := stringProp(obj, "name"); s != "" {
+		e.Name = s
+	}
+	if s := stringProp(obj, "code"); s != "" {
+		e.Code = s
+	}
+}
+
+func stringProp(obj *goja.Object, name string) string {
+	v := obj.Get(name)
+	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
+		return ""
+	}
+	if _, ok := v.Export().(string); !ok {
+		return ""
+	}
+	return v.String()
+}
+
+// position takes the innermost frame that lies in the hook source.
+func (c *call) position(e *Error, frames []goja.StackFrame) {
+	for _, f := range frames {
+		p := f.Position()
+		if p.Filename == "" || p.Line == 0 || p.Filename == bundleName {
+			continue
+		}
+		e.File, e.Line, e.Column = p.Filename, p.Line, p.Column
+		return
+	}
+}

@@ -1,0 +1,322 @@
+package jsapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dop251/goja"
+	"github.com/evanw/esbuild/pkg/api"
+	"github.com/go-sourcemap/sourcemap"
+
+	"github.com/agentbox/agentbox/assistant"
+)
+
+// DefaultTimeout bounds a hook call when the assistant sets no hook timeout.
+const DefaultTimeout = 5 * time.Second
+
+// maxCallStack bounds JS recursion, so runaway recursion is a RangeError
+// rather than unbounded memory.
+const maxCallStack = 4096
+
+// Names inside the bundle.
+const (
+	// bundleName is the compiled program's name; the source map points its
+	// frames back to the files under src/.
+	bundleName = "__agentbox_hooks.js"
+	// nsGlobal holds the entry module's exports.
+	nsGlobal = "__agentbox_exports__"
+	// topGlobal holds the entry module's top-level functions.
+	topGlobal = "__agentbox_toplevel__"
+)
+
+// Hooks is an assistant's compiled hook code. It is immutable and safe for
+// concurrent use by any number of requests; each call runs in a runtime of
+// its own (see the package doc).
+type Hooks struct {
+	assistantID string
+	// file is the entry file relative to the assistant folder.
+	file    string
+	prog    *goja.Program
+	timeout time.Duration
+	// funcs are the callable hook names, sorted.
+	funcs []string
+}
+
+// Load compiles a's hooks. It returns nil Hooks and a nil error when the
+// assistant has no hook source. Errors name file:line:col relative to the
+// assistant folder; a module whose top-level code throws or never finishes
+// is an error too.
+func Load(a *assistant.Assistant) (*Hooks, error) {
+	if a == nil || a.Hooks == "" {
+		return nil, nil
+	}
+	h, err := compile(a)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.discover(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Compile checks that a's hooks compile and load, for `agentbox check`. It
+// returns the error Load would return (nil when there are no hooks).
+func Compile(a *assistant.Assistant) error {
+	_, err := Load(a)
+	return err
+}
+
+// File is the hook entry file, relative to the assistant folder.
+func (h *Hooks) File() string { return h.file }
+
+// Timeout is the bound on each hook call.
+func (h *Hooks) Timeout() time.Duration { return h.timeout }
+
+// Has reports whether the hooks define fn (exported or top-level).
+func (h *Hooks) Has(fn string) bool {
+	if h == nil {
+		return false
+	}
+	_, ok := slices.BinarySearch(h.funcs, fn)
+	return ok
+}
+
+// Exports lists the functions the hooks define, sorted: Create, Next and
+// any other exported or top-level function (host tools).
+func (h *Hooks) Exports() []string {
+	if h == nil {
+		return nil
+	}
+	return slices.Clone(h.funcs)
+}
+
+func compile(a *assistant.Assistant) (*Hooks, error) {
+	entry := a.Hooks
+	if !filepath.IsAbs(entry) {
+		entry = filepath.Join(a.Dir, entry)
+	}
+	entry = filepath.Clean(entry)
+	dir := a.Dir
+	if dir == "" {
+		dir = filepath.Dir(entry)
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("hooks: %w", err)
+	}
+	if entry, err = filepath.Abs(entry); err != nil {
+		return nil, fmt.Errorf("hooks: %w", err)
+	}
+	rel := relTo(dir, entry)
+	src, err := os.ReadFile(entry)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("hooks: %s does not exist", rel)
+		}
+		return nil, fmt.Errorf("hooks: read %s: %w", rel, err)
+	}
+	loader, ok := loaderFor(entry)
+	if !ok {
+		return nil, fmt.Errorf("hooks: %s: want a .ts or .js file", rel)
+	}
+	code, err := bundle(dir, entry, string(src), loader)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := goja.Compile(bundleName, code, false)
+	if err != nil {
+		return nil, compileError(rel, code, err)
+	}
+	timeout := a.HookTimeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Hooks{assistantID: a.ID, file: rel, prog: prog, timeout: timeout}, nil
+}
+
+func loaderFor(path string) (api.Loader, bool) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".ts", ".mts", ".cts":
+		return api.LoaderTS, true
+	case ".js", ".mjs", ".cjs":
+		return api.LoaderJS, true
+	}
+	return api.LoaderNone, false
+}
+
+// bundle turns the entry file and everything it imports into one ES2017
+// script that leaves the entry's exports in nsGlobal and its top-level
+// functions in topGlobal.
+func bundle(dir, entry, src string, loader api.Loader) (string, error) {
+	// Plain top-level functions (the seed's style) are not exports, and a
+	// bundle scopes them away. The entry gets a trailing statement that
+	// collects every top-level name it might declare; typeof keeps a name
+	// that is not a function (or not declared at all) out, so a name found
+	// in a comment or string does no harm. It goes after the user's code,
+	// so positions in messages are unchanged.
+	tail := topLevelCollector(src)
+	entryFilter := "^" + regexp.QuoteMeta(entry) + "$"
+	plugin := api.Plugin{
+		Name: "agentbox-hooks",
+		Setup: func(b api.PluginBuild) {
+			b.OnLoad(api.OnLoadOptions{Filter: entryFilter, Namespace: "file"},
+				func(api.OnLoadArgs) (api.OnLoadResult, error) {
+					contents := src + tail
+					return api.OnLoadResult{Contents: &contents, Loader: loader, ResolveDir: filepath.Dir(entry)}, nil
+				})
+		},
+	}
+	res := api.Build(api.BuildOptions{
+		EntryPoints:    []string{entry},
+		AbsWorkingDir:  dir,
+		Outfile:        filepath.Join(dir, bundleName),
+		Bundle:         true,
+		Write:          false,
+		Format:         api.FormatIIFE,
+		GlobalName:     nsGlobal,
+		Target:         api.ES2017,
+		Platform:       api.PlatformNeutral,
+		MainFields:     []string{"module", "main"},
+		Sourcemap:      api.SourceMapInline,
+		SourcesContent: api.SourcesContentExclude,
+		TreeShaking:    api.TreeShakingFalse,
+		Charset:        api.CharsetUTF8,
+		LogLevel:       api.LogLevelSilent,
+		Plugins:        []api.Plugin{plugin},
+	})
+	if len(res.Errors) > 0 {
+		return "", buildError(dir, res.Errors)
+	}
+	for _, f := range res.OutputFiles {
+		if strings.HasSuffix(f.Path, ".js") {
+			return string(f.Contents), nil
+		}
+	}
+	return "", errors.New("hooks: bundle produced no output")
+}
+
+// topDecl finds names that may be top-level functions.
+var topDecl = regexp.MustCompile(`\b(?:function\s*\*?\s*|(?:const|let|var)\s+)([A-Za-z_$][\w$]*)`)
+
+// reserved words cannot follow typeof in strict code.
+var reserved = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`break case catch class const continue debugger default delete do else
+		enum export extends false finally for function if import in instanceof new null return super
+		switch this throw true try typeof var void while with yield let static implements interface
+		package private protected public await arguments eval undefined NaN Infinity`) {
+		reserved[w] = true
+	}
+}
+
+func topLevelCollector(src string) string {
+	seen := map[string]bool{}
+	var b strings.Builder
+	b.WriteString("\n;globalThis[")
+	b.WriteString(strconv.Quote(topGlobal))
+	b.WriteString("] = {")
+	for _, m := range topDecl.FindAllStringSubmatch(src, 10000) {
+		name := m[1]
+		if seen[name] || reserved[name] {
+			continue
+		}
+		seen[name] = true
+		fmt.Fprintf(&b, "%q: typeof %s === \"function\" ? %s : void 0, ", name, name, name)
+	}
+	b.WriteString("};\n")
+	return b.String()
+}
+
+// buildError reports esbuild's messages as file:line:col: text, one a line.
+func buildError(dir string, msgs []api.Message) error {
+	lines := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		text := m.Text
+		if m.Location != nil {
+			f := m.Location.File
+			if filepath.IsAbs(f) {
+				f = relTo(dir, f)
+			}
+			text = fmt.Sprintf("%s:%d:%d: %s", filepath.ToSlash(f), m.Location.Line, m.Location.Column+1, text)
+			if m.Location.LineText != "" {
+				text += "\n    " + strings.TrimRight(m.Location.LineText, " \t")
+			}
+		}
+		for _, n := range m.Notes {
+			if n.Text != "" {
+				text += "\n    note: " + n.Text
+			}
+		}
+		lines = append(lines, text)
+	}
+	return fmt.Errorf("hooks: %s", strings.Join(lines, "\n"))
+}
+
+// compileError maps a goja syntax error in the bundle (syntax esbuild
+// accepts but goja does not) back to the hook source.
+func compileError(rel, code string, err error) error {
+	var se *goja.CompilerSyntaxError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("hooks: %s: %w", rel, err)
+	}
+	pos := se.File.Position(se.Offset)
+	if sm := inlineSourceMap(code); sm != nil {
+		if file, _, line, col, ok := sm.Source(pos.Line, pos.Column-1); ok {
+			return fmt.Errorf("hooks: %s:%d:%d: %s (not supported by the hook engine)", file, line, col+1, se.Message)
+		}
+	}
+	return fmt.Errorf("hooks: %s (bundled, line %d col %d): %s", rel, pos.Line, pos.Column, se.Message)
+}
+
+func inlineSourceMap(code string) *sourcemap.Consumer {
+	const prefix = "//# sourceMappingURL=data:application/json;base64,"
+	i := strings.LastIndex(code, prefix)
+	if i < 0 {
+		return nil
+	}
+	b64 := strings.TrimSpace(code[i+len(prefix):])
+	data, err := decodeBase64(b64)
+	if err != nil {
+		return nil
+	}
+	sm, err := sourcemap.Parse(bundleName, data)
+	if err != nil {
+		return nil
+	}
+	return sm
+}
+
+func relTo(dir, p string) string {
+	r, err := filepath.Rel(dir, p)
+	if err != nil {
+		return filepath.ToSlash(p)
+	}
+	return filepath.ToSlash(r)
+}
+
+// discover runs the module once to learn which functions it defines; a
+// module that throws or hangs at load is reported now rather than on the
+// first request.
+func (h *Hooks) discover() error {
+	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+	defer cancel()
+	c, err := h.start(ctx, nil, "load")
+	if c != nil {
+		defer c.finish()
+	}
+	if err != nil {
+		return fmt.Errorf("hooks: %s: %w", h.file, err)
+	}
+	h.funcs = c.funcNames()
+	return nil
+}

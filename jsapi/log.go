@@ -1,0 +1,99 @@
+package jsapi
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/dop251/goja"
+)
+
+// maxLogLine bounds one log message from a hook, in bytes.
+const maxLogLine = 16 << 10
+
+// Members of the log and console globals (agentbox.d.ts declares them).
+var (
+	logLevels = map[string]slog.Level{
+		"Debug": slog.LevelDebug,
+		"Info":  slog.LevelInfo,
+		"Warn":  slog.LevelWarn,
+		"Error": slog.LevelError,
+	}
+	consoleLevels = map[string]slog.Level{
+		"log":   slog.LevelInfo,
+		"info":  slog.LevelInfo,
+		"debug": slog.LevelDebug,
+		"warn":  slog.LevelWarn,
+		"error": slog.LevelError,
+	}
+)
+
+// logger is the Logger the hooks of this request write to.
+func (c *Context) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default().With("assistant", c.AssistantID, "user", c.UserID, "chat", c.ChatID)
+}
+
+// installLog defines the log and console globals.
+func (c *call) installLog() {
+	for name, levels := range map[string]map[string]slog.Level{"log": logLevels, "console": consoleLevels} {
+		o := c.vm.NewObject()
+		for fn, level := range levels {
+			_ = o.Set(fn, nativeFn(func(fc goja.FunctionCall) goja.Value {
+				c.log(level, fc.Arguments)
+				return goja.Undefined()
+			}))
+		}
+		_ = c.vm.Set(name, o)
+	}
+}
+
+// log writes one line: the arguments joined by spaces, strings as they are
+// and other values as JSON (console.log's habit).
+func (c *call) log(level slog.Level, args []goja.Value) {
+	// The log's own context, not the hook's: a line logged just before the
+	// deadline is still written.
+	ctx := context.WithoutCancel(c.ctx)
+	if !c.logger.Enabled(ctx, level) {
+		return
+	}
+	var b strings.Builder
+	for i, a := range args {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(c.logString(a))
+		if b.Len() > maxLogLine {
+			break
+		}
+	}
+	msg := b.String()
+	if len(msg) > maxLogLine {
+		msg = msg[:maxLogLine] + "...(truncated)"
+	}
+	c.logger.Log(ctx, level, msg, "source", "js")
+}
+
+func (c *call) logString(v goja.Value) string {
+	if v == nil || goja.IsUndefined(v) {
+		return "undefined"
+	}
+	if _, ok := v.(*goja.Object); !ok {
+		return v.String()
+	}
+	if isFunction(v) {
+		return "[Function]"
+	}
+	if o := v.(*goja.Object); o.ClassName() == "Error" {
+		if s := stringProp(o, "stack"); s != "" {
+			return s
+		}
+		return v.String()
+	}
+	if s, ok, err := c.stringify(v); err == nil && ok {
+		return s
+	}
+	return v.String()
+}
