@@ -1,0 +1,68 @@
+# agentbox: `make demo` runs the product on the example app, `make test`
+# runs the whole test suite with its real parts (Docker engine, sandbox
+# image, Claude Code CLI). Every target installs what it needs when missing
+# and is cheap the second time.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+export DEBIAN_FRONTEND := noninteractive
+export PATH := $(PATH):/usr/local/go/bin
+
+GO        ?= go
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
+BIN       := bin/agentbox
+IMAGE     ?= agentbox/sandbox-claude:latest
+APP       ?= examples/app
+TEST_P    ?= 2
+TEST_PKGS ?= ./...
+
+# What the tests find through internal/testenv.
+export AGENTBOX_CLAUDE_BIN   := $(CURDIR)/.cache/bin/claude
+export AGENTBOX_CLAUDE_IMAGE := $(IMAGE)
+export NODE_PATH             := $(CURDIR)/.cache/npm/node_modules
+
+.PHONY: build cli docker image setup test bench demo check clean
+
+## build: the static agentbox binary at bin/agentbox
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentbox
+
+## cli: Claude Code CLI (pinned) and the openai npm package in .cache
+cli:
+	scripts/ensure-cli.sh
+
+## docker: a Docker engine that answers (installed and started when missing)
+docker:
+	scripts/ensure-docker.sh
+
+## image: the sandbox image, built offline; skipped when its inputs are unchanged
+image: docker cli
+	AGENTBOX_CLAUDE_IMAGE=$(IMAGE) scripts/build-image.sh
+
+## setup: everything the integration tests and the demo need
+setup: docker cli image
+
+## test: the whole suite with real Docker and CLI; fails if a container is left behind
+test: setup
+	$(GO) test -p $(TEST_P) -timeout 30m $(TEST_PKGS)
+	scripts/check-leftovers.sh
+
+## bench: the benchmarks, with the same set-up as test
+bench: setup
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem $(TEST_PKGS)
+
+## demo: build and run agentbox on the example app
+demo: build
+	$(BIN) check $(APP)
+
+## check: go vet and gofmt
+check:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## clean: remove build outputs (keeps the cached CLI, rootfs and image)
+clean:
+	rm -rf bin .cache/image-build .cache/rootfs.tmp
