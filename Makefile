@@ -56,7 +56,7 @@ bench: setup
 
 ## demo: build and run agentbox on the example app
 demo: build
-	$(BIN) check $(APP)
+	$(BIN) check --app $(APP)
 
 ## check: go vet and gofmt
 check:
