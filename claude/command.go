@@ -102,7 +102,10 @@ func (e *Executor) buildCommand(req *executor.Request, p *prepared, maxTurns int
 	}
 	env["CLAUDE_CONFIG_DIR"] = sandbox.Workdir + "/" + ConfigDir
 	env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
-	env["CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"] = "1"
+	// CLAUDE_CODE_SUBPROCESS_ENV_SCRUB is deliberately not set: in 2.1.197
+	// it forces the permission mode to "default" and makes Bash require the
+	// CLI's own bubblewrap+socat sandbox, so no tool could run unattended
+	// inside our container. The env filter removes it when inherited.
 	env["DISABLE_AUTOUPDATER"] = "1"
 	env["DISABLE_TELEMETRY"] = "1"
 	env["DISABLE_ERROR_REPORTING"] = "1"

@@ -73,29 +73,30 @@ type ParserOptions struct {
 // Outcome is what a parsed stream amounts to.
 type Outcome struct {
 	// SessionID and Model come from the init message (or the result).
-	SessionID string
-	Model     string
+	SessionID string `json:"session_id"`
+	Model     string `json:"model"`
 	// Content is the main agent's answer text as streamed to the client
 	// (the result's text when nothing was streamed).
-	Content string
+	Content string `json:"content"`
 	// Usage is the result's usage, cost, turns and duration.
-	Usage     chat.Usage
-	ToolCalls []executor.ToolCall
+	Usage     chat.Usage          `json:"usage"`
+	ToolCalls []executor.ToolCall `json:"tool_calls"`
 	// Notices lists the notice codes raised, in order.
-	Notices []string
+	Notices []string `json:"notices"`
 	// GotResult reports whether a result line was seen.
-	GotResult bool
+	GotResult bool `json:"got_result"`
 	// Subtype is the result's subtype ("success", "error_max_turns", ...).
-	Subtype string
+	Subtype string `json:"subtype"`
 	// Err is set when the result reported a failure; its error event has
 	// already been emitted.
-	Err *executor.Error
+	Err *executor.Error `json:"error,omitempty"`
 	// APIErrorStatus is the last HTTP status the CLI reported for a failed
 	// model API call (api_retry or result), 0 if none.
-	APIErrorStatus int
+	APIErrorStatus int `json:"api_error_status,omitempty"`
 	// Lines counts the lines read; Skipped those that were not JSON
 	// objects (never shown to the client).
-	Lines, Skipped int
+	Lines   int `json:"lines"`
+	Skipped int `json:"skipped"`
 }
 
 // blockKey identifies a content block being streamed: subagent messages
@@ -219,6 +220,13 @@ func (p *Parser) Close() *Outcome {
 	return &p.out
 }
 
+// startText separates the answer's text messages in Outcome.Content.
+func (p *Parser) startText() {
+	if p.text.Len() > 0 {
+		p.text.WriteString("\n\n")
+	}
+}
+
 func (p *Parser) newID() string {
 	p.next++
 	return p.opts.IDPrefix + "-" + strconv.Itoa(p.next)
@@ -256,6 +264,8 @@ func (p *Parser) streamEvent(line []byte) {
 			b.typ = chat.TypeText
 			if parent != "" {
 				b.typ = chat.TypeThinking // a subagent's text is not the answer
+			} else {
+				p.startText()
 			}
 		case "thinking", "redacted_thinking":
 			b.typ = chat.TypeThinking
@@ -386,7 +396,8 @@ func (p *Parser) assistant(line []byte) {
 			typ := chat.TypeText
 			if parent != "" {
 				typ = chat.TypeThinking
-			} else {
+			} else if t != "" {
+				p.startText()
 				p.text.WriteString(t)
 			}
 			if t != "" {

@@ -1,0 +1,252 @@
+package claude
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/chat"
+)
+
+func collect(opts ParserOptions, input string) ([]chat.Event, *Outcome) {
+	var evs []chat.Event
+	p := NewParser(func(e chat.Event) { evs = append(evs, e) }, opts)
+	_ = p.Parse(strings.NewReader(input))
+	return evs, p.Close()
+}
+
+func TestLineReader(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("x", 3<<20)
+	tests := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"empty", "", nil},
+		{"one unterminated", "abc", []string{"abc"}},
+		{"crlf", "a\r\nb\r\n", []string{"a", "b"}},
+		{"blank lines", "\n\na\n", []string{"", "", "a"}},
+		{"huge then small", huge + "\nsmall\n" + huge, []string{huge, "small", huge}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// A reader that returns tiny chunks exercises accumulation.
+			lr := newLineReader(&chunkReader{s: tc.in, n: 7000})
+			var got []string
+			for {
+				l, err := lr.next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, string(l))
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d lines, want %d", len(got), len(tc.want))
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("line %d: got %d bytes, want %d", i, len(got[i]), len(tc.want[i]))
+				}
+			}
+		})
+	}
+}
+
+type chunkReader struct {
+	s string
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if c.s == "" {
+		return 0, io.EOF
+	}
+	n := min(len(p), c.n, len(c.s))
+	copy(p, c.s[:n])
+	c.s = c.s[n:]
+	return n, nil
+}
+
+// TestHugeToolResult: a 20 MB tool result line neither breaks the stream
+// nor reaches the client whole.
+func TestHugeToolResult(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("0123456789abcdef", 20<<16) // 20 MiB
+	line, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []any{
+		map[string]any{"type": "tool_result", "tool_use_id": "t1", "content": big},
+	}}})
+	in := `{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Read","input":{}}]}}` + "\n" +
+		string(line) + "\n" +
+		`{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"after"}]}}` + "\n" +
+		`{"type":"result","subtype":"success","is_error":false,"num_turns":2,"usage":{"input_tokens":1,"output_tokens":2}}` + "\n"
+	evs, out := collect(ParserOptions{}, in)
+	var res *chat.Event
+	for i := range evs {
+		if evs[i].Type == chat.TypeToolResult && evs[i].Event == chat.Start {
+			res = &evs[i]
+		}
+	}
+	if res == nil {
+		t.Fatal("no tool_result event")
+	}
+	content := res.Props["content"].(string)
+	if len(content) != DefaultMaxEventContent || res.Props["truncated"] != true || res.Props["content_bytes"] != len(big) {
+		t.Errorf("content %d bytes, truncated=%v, content_bytes=%v", len(content), res.Props["truncated"], res.Props["content_bytes"])
+	}
+	if out.Content != "after" || !out.GotResult || out.Usage.OutputTokens != 2 {
+		t.Errorf("outcome %+v", out)
+	}
+}
+
+// TestNoDuplicateText: with partial messages, the whole assistant message
+// repeating them adds nothing.
+func TestNoDuplicateText(t *testing.T) {
+	t.Parallel()
+	evs, out := collect(ParserOptions{}, readTestdata(t, "write_bash.jsonl"))
+	var c chat.Collector
+	for _, e := range evs {
+		c.Add(e)
+	}
+	if c.Text() != out.Content {
+		t.Errorf("collector %q != outcome %q", c.Text(), out.Content)
+	}
+	if strings.Count(c.Text(), "I'll create hello.txt.") != 1 {
+		t.Errorf("text duplicated: %q", c.Text())
+	}
+}
+
+func TestErrorResults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		line string
+		code string
+	}{
+		{`{"type":"result","subtype":"error_max_turns","is_error":true,"errors":["Reached maximum number of turns (2)"]}`, chat.ErrMaxTurns},
+		{`{"type":"result","subtype":"error_during_execution","is_error":true}`, chat.ErrExecutor},
+		{`{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"rate limited"}`, chat.ErrRateLimit},
+		{`{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"bad key"}`, chat.ErrAuth},
+		{`{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"result":"overloaded"}`, chat.ErrUpstream},
+		{`{"type":"result","subtype":"error_max_budget_usd","is_error":true}`, chat.ErrExecutor},
+	}
+	for _, tc := range tests {
+		evs, out := collect(ParserOptions{}, tc.line+"\n")
+		if out.Err == nil || out.Err.Code != tc.code {
+			t.Errorf("%s: err %+v, want code %s", tc.line, out.Err, tc.code)
+			continue
+		}
+		if len(evs) != 2 || evs[0].Type != chat.TypeError || evs[0].Props["code"] != tc.code || evs[0].Text == "" {
+			t.Errorf("%s: events %+v", tc.line, evs)
+		}
+	}
+}
+
+func readTestdata(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(testdataDir + "/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// FuzzParser: no input makes the parser panic, emit an unbalanced stream
+// or show a non-JSON line as text.
+func FuzzParser(f *testing.F) {
+	for _, name := range []string{"write_bash.jsonl", "edge_noise.jsonl", "edge_truncated.jsonl", "edge_subagent.jsonl", "edge_no_partial.jsonl"} {
+		if b, err := os.ReadFile(testdataDir + "/" + name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("not json\n{\"type\":\"stream_event\"}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var evs []chat.Event
+		p := NewParser(func(e chat.Event) { evs = append(evs, e) }, ParserOptions{MaxTurns: 3, Skills: []string{"s"}})
+		if err := p.Parse(bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+		checkInvariants(t, evs)
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			tl := bytes.TrimSpace(line)
+			if len(tl) < 8 || json.Valid(tl) {
+				continue
+			}
+			for _, e := range evs {
+				if e.Type == chat.TypeText && strings.Contains(e.Text, string(tl)) {
+					t.Fatalf("non-JSON line leaked into text: %q", tl)
+				}
+			}
+		}
+	})
+}
+
+// benchTranscript builds a transcript of about size bytes from the shapes
+// the CLI prints: streamed text deltas, tool calls, tool results.
+func benchTranscript(size int) []byte {
+	var b bytes.Buffer
+	S := `"session_id":"11111111-2222-4333-8444-555555555555","parent_tool_use_id":null,"uuid":"4a95a8d7-f58a-4463-a27d-fae430ec2a5c"`
+	b.WriteString(`{"type":"system","subtype":"init","cwd":"/workspace","session_id":"s","tools":["Bash","Read","Write"],"mcp_servers":[],"model":"m","skills":[]}` + "\n")
+	out := strings.Repeat("drwxr-xr-x 2 agent agent 4096 Nov 22 02:39 some-file-name.go\\n", 60)
+	for i := 0; b.Len() < size; i++ {
+		fmt.Fprintf(&b, `{"type":"stream_event","event":{"message":{"content":[],"id":"msg_%d","model":"m","role":"assistant","type":"message","usage":{"input_tokens":10,"output_tokens":1}},"type":"message_start"},%s}`+"\n", i, S)
+		fmt.Fprintf(&b, `{"type":"stream_event","event":{"content_block":{"text":"","type":"text"},"index":0,"type":"content_block_start"},%s}`+"\n", S)
+		for j := 0; j < 20; j++ {
+			fmt.Fprintf(&b, `{"type":"stream_event","event":{"delta":{"text":"word %d of the answer, ","type":"text_delta"},"index":0,"type":"content_block_delta"},%s}`+"\n", j, S)
+		}
+		fmt.Fprintf(&b, `{"type":"stream_event","event":{"index":0,"type":"content_block_stop"},%s}`+"\n", S)
+		fmt.Fprintf(&b, `{"type":"stream_event","event":{"content_block":{"id":"toolu_%d","input":{},"name":"Bash","type":"tool_use"},"index":1,"type":"content_block_start"},%s}`+"\n", i, S)
+		fmt.Fprintf(&b, `{"type":"stream_event","event":{"delta":{"partial_json":"{\"command\":\"ls -la\"}","type":"input_json_delta"},"index":1,"type":"content_block_delta"},%s}`+"\n", S)
+		fmt.Fprintf(&b, `{"type":"assistant","message":{"content":[{"id":"toolu_%d","input":{"command":"ls -la"},"name":"Bash","type":"tool_use"}],"id":"msg_%d","model":"m","role":"assistant","type":"message"},%s}`+"\n", i, i, S)
+		fmt.Fprintf(&b, `{"type":"stream_event","event":{"index":1,"type":"content_block_stop"},%s}`+"\n", S)
+		fmt.Fprintf(&b, `{"type":"stream_event","event":{"type":"message_stop"},%s}`+"\n", S)
+		fmt.Fprintf(&b, `{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_%d","type":"tool_result","content":"%s","is_error":false}]},%s,"tool_use_result":{"stdout":"%s","stderr":""}}`+"\n", i, out, S, out)
+	}
+	b.WriteString(`{"type":"result","subtype":"success","is_error":false,"num_turns":3,"usage":{"input_tokens":1,"output_tokens":2}}` + "\n")
+	return b.Bytes()
+}
+
+func benchParse(b *testing.B, size int) {
+	data := benchTranscript(size)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p := NewParser(func(chat.Event) {}, ParserOptions{MaxTurns: 1 << 30})
+		if err := p.Parse(bytes.NewReader(data)); err != nil {
+			b.Fatal(err)
+		}
+		p.Close()
+	}
+}
+
+func BenchmarkParser2MB(b *testing.B)  { benchParse(b, 2<<20) }
+func BenchmarkParser20MB(b *testing.B) { benchParse(b, 20<<20) }
+
+// BenchmarkEncodingJSON20MB decodes the same lines with encoding/json into
+// generic values, the baseline the parser is compared to.
+func BenchmarkEncodingJSON20MB(b *testing.B) {
+	data := benchTranscript(20 << 20)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		lr := newLineReader(bytes.NewReader(data))
+		for {
+			l, err := lr.next()
+			if err != nil {
+				break
+			}
+			var v any
+			_ = json.Unmarshal(l, &v)
+		}
+	}
+}
