@@ -118,7 +118,7 @@ var testTokens = map[string]string{tokenAlice: "alice", tokenBob: "bob"}
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // startServer serves a Server over the fake on a test HTTP server.
-func startServer(t *testing.T, fb *fakeBackend, mod func(*Config)) *httptest.Server {
+func startServer(t testing.TB, fb *fakeBackend, mod func(*Config)) *httptest.Server {
 	t.Helper()
 	cfg := Config{Backend: fb, Tokens: testTokens, Logger: quietLogger()}
 	if mod != nil {
