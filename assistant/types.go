@@ -73,7 +73,9 @@ type CleanupConfig struct {
 type Connector struct {
 	ID   string
 	Type string // openai | anthropic | scripted
-	// File is the source file, for messages.
+	// Label is an optional display name ("label" in the file).
+	Label string
+	// File is the source file relative to the app root, for messages.
 	File    string
 	Options ConnectorOptions
 }
@@ -149,7 +151,8 @@ type MCPRef struct {
 
 // MCPServer is a mcps/**/*.mcp.{yao,json,jsonc} definition.
 type MCPServer struct {
-	ID   string
+	ID string
+	// File is the source file relative to the app root, for messages.
 	File string
 	// Transport is "stdio", "http" or "sse".
 	Transport string

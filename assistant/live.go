@@ -1,0 +1,232 @@
+package assistant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Live serves the current version of an app folder and reloads it when
+// its files change. A reload that fails keeps the last good App serving and
+// reports the error; the next good edit replaces it. Current is lock-free
+// and safe for concurrent use with reloads.
+type Live struct {
+	dir    string
+	logger *slog.Logger
+	check  func(*App) error
+	notify func(*App)
+
+	cur     atomic.Pointer[App]
+	lastErr atomic.Pointer[error]
+
+	mu    sync.Mutex // serializes reloads and guards print, watching
+	print uint64     // fingerprint of the files at the last (attempted) load
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	watching bool
+}
+
+// LiveOption configures a Live.
+type LiveOption func(*Live)
+
+// WithCheck adds a validation run on every newly loaded App before it is
+// served (compiling hooks, for instance); its error rejects the App like a
+// load error.
+func WithCheck(check func(*App) error) LiveOption {
+	return func(l *Live) { l.check = check }
+}
+
+// WithNotify calls fn with each newly served App after a reload (not for
+// the initial load). fn runs on the reloading goroutine and must be quick.
+func WithNotify(fn func(*App)) LiveOption {
+	return func(l *Live) { l.notify = fn }
+}
+
+// NewLive loads the app folder dir; the initial load must succeed. Call
+// Watch to follow changes, or Reload on demand.
+func NewLive(dir string, logger *slog.Logger, opts ...LiveOption) (*Live, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Live{dir: dir, logger: logger, ctx: ctx, cancel: cancel}
+	for _, o := range opts {
+		o(l)
+	}
+	l.print = fingerprint(dir)
+	app, err := l.load()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	l.cur.Store(app)
+	return l, nil
+}
+
+// Current returns the App being served. It never returns nil.
+func (l *Live) Current() *App { return l.cur.Load() }
+
+// LastError returns the error of the most recent reload, nil when it
+// succeeded.
+func (l *Live) LastError() error {
+	if p := l.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (l *Live) load() (*App, error) {
+	app, err := Load(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	if l.check != nil {
+		if err := l.check(app); err != nil {
+			return nil, err
+		}
+	}
+	return app, nil
+}
+
+// Reload loads the app folder now. On success the new App is served; on
+// failure the last good App keeps serving and the error is returned,
+// logged and kept for LastError.
+func (l *Live) Reload() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.print = fingerprint(l.dir)
+	return l.reloadLocked()
+}
+
+func (l *Live) reloadLocked() error {
+	app, err := l.load()
+	if err != nil {
+		l.lastErr.Store(&err)
+		l.logger.Error("app reload failed; still serving the last good version", "dir", l.dir, "error", err)
+		return fmt.Errorf("reload: %w", err)
+	}
+	l.cur.Store(app)
+	l.lastErr.Store(nil)
+	l.logger.Info("app reloaded", "dir", l.dir, "assistants", len(app.Assistants), "connectors", len(app.Connectors))
+	if l.notify != nil {
+		l.notify(app)
+	}
+	return nil
+}
+
+// Watch starts a goroutine that checks the app's files every interval
+// (a stat walk of app.jsonc, connectors/ and assistants/: sizes, times and
+// names) and reloads when they changed. It stops when ctx is done or Close
+// is called. Calling Watch again while watching does nothing.
+func (l *Live) Watch(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.watching || l.ctx.Err() != nil {
+		return
+	}
+	l.watching = true
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.ctx.Done():
+				return
+			case <-t.C:
+				l.poll()
+			}
+		}
+	}()
+}
+
+// poll reloads when the fingerprint changed since the last attempt, so a
+// broken edit is reported once, not on every tick.
+func (l *Live) poll() {
+	p := fingerprint(l.dir)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p == l.print {
+		return
+	}
+	l.print = p
+	_ = l.reloadLocked() // logged and kept for LastError
+}
+
+// Close stops watching and waits for the watcher to finish, or for ctx.
+// It is idempotent.
+func (l *Live) Close(ctx context.Context) error {
+	l.cancel()
+	done := make(chan struct{})
+	go func() {
+		l.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("live close: %w", ctx.Err())
+	}
+}
+
+// fingerprint hashes the names, sizes, modes and modification times of
+// the files an app is loaded from. It reads no file content. Hidden
+// entries and node_modules folders are skipped.
+func fingerprint(dir string) uint64 {
+	h := fnv.New64a()
+	add := func(p string, st fs.FileInfo) {
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%o\n", p, st.Size(), st.ModTime().UnixNano(), st.Mode())
+	}
+	if st, err := os.Stat(filepath.Join(dir, AppFile)); err == nil {
+		add(AppFile, st)
+	}
+	for _, sub := range []string{ConnectorsDir, AssistantsDir} {
+		root := filepath.Join(dir, sub)
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				fmt.Fprintf(h, "%s\x00error\n", p)
+				return nil
+			}
+			name := d.Name()
+			if p != root && (strings.HasPrefix(name, ".") || name == "node_modules") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			st, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			if d.Type()&fs.ModeSymlink != 0 {
+				if t, err := os.Stat(p); err == nil {
+					st = t
+				}
+			}
+			add(p, st)
+			return nil
+		})
+	}
+	return h.Sum64()
+}

@@ -1,0 +1,100 @@
+package assistant
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Problem is one thing wrong with an app folder, positioned in its file.
+// File is relative to the app root with forward slashes; Line and Col are
+// 1-based (Col counts bytes). Line 0 means the problem concerns a file or
+// folder as a whole (a missing file).
+type Problem struct {
+	File string
+	Line int
+	Col  int
+	Msg  string
+}
+
+// String formats the problem as "file:line:col: msg", or "file: msg" when
+// it has no position.
+func (p Problem) String() string {
+	if p.Line <= 0 {
+		return fmt.Sprintf("%s: %s", p.File, p.Msg)
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Msg)
+}
+
+// LoadError is what Load returns when an app folder has problems. It lists
+// all of them, sorted by file and position, not just the first.
+type LoadError struct {
+	// Root is the app folder's absolute path.
+	Root     string
+	Problems []Problem
+}
+
+// maxErrorLines bounds Error's text; Problems always has every problem.
+const maxErrorLines = 10
+
+// Error lists the problems, one a line (at most 10, then a count).
+func (e *LoadError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "app %s: %d problem", e.Root, len(e.Problems))
+	if len(e.Problems) != 1 {
+		b.WriteString("s")
+	}
+	for i, p := range e.Problems {
+		if i == maxErrorLines {
+			fmt.Fprintf(&b, "\n\t... and %d more (run agentbox check)", len(e.Problems)-i)
+			break
+		}
+		b.WriteString("\n\t")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// SortProblems orders problems by file, line, column and message, and drops
+// exact duplicates.
+func SortProblems(ps []Problem) []Problem {
+	sort.Slice(ps, func(i, j int) bool {
+		a, b := ps[i], ps[j]
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Col != b.Col {
+			return a.Col < b.Col
+		}
+		return a.Msg < b.Msg
+	})
+	out := ps[:0]
+	for i, p := range ps {
+		if i > 0 && p == ps[i-1] {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// lineCol converts a byte offset in src to a 1-based line and byte column.
+func lineCol(src []byte, off int) (line, col int) {
+	if off > len(src) {
+		off = len(src)
+	}
+	if off < 0 {
+		off = 0
+	}
+	line, start := 1, 0
+	for i := 0; i < off; i++ {
+		if src[i] == '\n' {
+			line++
+			start = i + 1
+		}
+	}
+	return line, off - start + 1
+}

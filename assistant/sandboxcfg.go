@@ -1,0 +1,195 @@
+package assistant
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sandbox defaults and limits.
+const (
+	DefaultTimeout = 10 * time.Minute
+	DefaultMemory  = 4 << 30
+	DefaultCPUs    = 2.0
+	minMemory      = 64 << 20
+	maxMemory      = 64 << 30
+	minCPUs        = 0.1
+	maxCPUs        = 64
+	minTimeout     = 10 * time.Second
+	maxTimeout     = 24 * time.Hour
+	maxTurnsLimit  = 1000
+)
+
+// defaultImages are the sandbox images per command, unless app.jsonc's
+// sandbox.images or the assistant's sandbox.image says otherwise.
+var defaultImages = map[string]string{
+	"claude": "agentbox/sandbox-claude:latest",
+	"cursor": "agentbox/sandbox-cursor:latest",
+}
+
+// DefaultImage returns the built-in sandbox image for command ("" when the
+// command is unknown).
+func DefaultImage(command string) string { return defaultImages[command] }
+
+// PermissionModes are the values sandbox.arguments.permission_mode accepts
+// (Claude Code's --permission-mode).
+var PermissionModes = []string{"acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"}
+
+type rawSandbox struct {
+	Command   string     `json:"command"`
+	Image     string     `json:"image"`
+	Runtime   string     `json:"runtime"`
+	MaxMemory string     `json:"max_memory"`
+	MaxCPU    *float64   `json:"max_cpu"`
+	Timeout   string     `json:"timeout"`
+	Network   string     `json:"network"`
+	Arguments *Arguments `json:"arguments"`
+}
+
+// HasSandbox reports whether the assistant runs a coding-agent CLI in a
+// sandbox (it has a sandbox block) rather than calling its connector
+// directly.
+func (a *Assistant) HasSandbox() bool { return a != nil && a.Sandbox != nil }
+
+// parseSandbox validates the sandbox block and fills defaults from the app
+// settings and the built-in values.
+func parseSandbox(d *doc, r *rawSandbox, cfg *AppConfig) *Sandbox {
+	s := &Sandbox{
+		Command:     r.Command,
+		Image:       r.Image,
+		Runtime:     r.Runtime,
+		Network:     r.Network,
+		MemoryBytes: DefaultMemory,
+		CPUs:        DefaultCPUs,
+		Timeout:     DefaultTimeout,
+	}
+	switch {
+	case r.Command == "":
+		d.errPath("sandbox", "sandbox.command is required: claude or cursor")
+	case defaultImages[r.Command] == "":
+		d.errPath("sandbox.command", "sandbox.command: unknown command %q (known: claude, cursor)", r.Command)
+	}
+	if s.Image == "" {
+		s.Image = cfg.Sandbox.Images[r.Command]
+	}
+	if s.Image == "" {
+		s.Image = defaultImages[r.Command]
+	}
+	if d.has("sandbox.image") && strings.TrimSpace(r.Image) == "" {
+		d.errPath("sandbox.image", "sandbox.image is empty (leave it out for the default image)")
+	}
+	if !oneOf(r.Runtime, "", "docker", "local") {
+		d.errPath("sandbox.runtime", "sandbox.runtime: want docker or local, got %q", r.Runtime)
+	}
+	if s.Runtime == "" {
+		s.Runtime = cfg.Sandbox.Runtime
+	}
+	if !oneOf(r.Network, "", "none", "host") {
+		d.errPath("sandbox.network", "sandbox.network: want none or host, got %q", r.Network)
+	}
+	if s.Network == "" {
+		s.Network = cfg.Sandbox.Network
+	}
+	if d.has("sandbox.max_memory") {
+		n, err := ParseMemory(r.MaxMemory)
+		if err != nil {
+			d.errPath("sandbox.max_memory", "sandbox.max_memory: %v", err)
+		} else {
+			s.MemoryBytes = n
+		}
+	}
+	if r.MaxCPU != nil {
+		c := *r.MaxCPU
+		if c < minCPUs || c > maxCPUs || math.IsNaN(c) {
+			d.errPath("sandbox.max_cpu", "sandbox.max_cpu %v is out of range: want %v to %v CPUs", c, minCPUs, maxCPUs)
+		} else {
+			s.CPUs = c
+		}
+	}
+	if d.has("sandbox.timeout") {
+		s.Timeout = parseDurationIn(d, "sandbox.timeout", r.Timeout, minTimeout, maxTimeout)
+	}
+	if r.Arguments != nil {
+		s.Arguments = *r.Arguments
+		checkArguments(d, s.Arguments)
+	}
+	return s
+}
+
+func checkArguments(d *doc, a Arguments) {
+	const p = "sandbox.arguments."
+	if d.has(p+"max_turns") && (a.MaxTurns < 1 || a.MaxTurns > maxTurnsLimit) {
+		d.errPath(p+"max_turns", "sandbox.arguments.max_turns %d is out of range: want 1 to %d", a.MaxTurns, maxTurnsLimit)
+	}
+	if d.has(p+"permission_mode") && !oneOf(a.PermissionMode, PermissionModes...) {
+		d.errPath(p+"permission_mode", "sandbox.arguments.permission_mode: unknown mode %q (known: %s)", a.PermissionMode, strings.Join(PermissionModes, ", "))
+	}
+	for _, list := range []struct {
+		name  string
+		tools []string
+	}{{"allowed_tools", a.AllowedTools}, {"disallowed_tools", a.DisallowedTools}} {
+		for i, t := range list.tools {
+			if strings.TrimSpace(t) == "" {
+				d.errPath(fmt.Sprintf("%s%s[%d]", p, list.name, i), "sandbox.arguments.%s[%d] is empty", list.name, i)
+			}
+		}
+	}
+	if d.has(p+"model") && strings.TrimSpace(a.Model) == "" {
+		d.errPath(p+"model", "sandbox.arguments.model is empty (leave it out to use the connector's model)")
+	}
+}
+
+// parseDurationIn parses a Go duration at path and checks it lies in
+// [lo, hi]; on a problem it returns 0 after recording it.
+func parseDurationIn(d *doc, path, s string, lo, hi time.Duration) time.Duration {
+	v, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		d.errPath(path, "%s: invalid duration %q: use a number with a unit, like \"30s\", \"10m\" or \"1h\"", path, s)
+	case v <= 0:
+		d.errPath(path, "%s %q must be positive", path, s)
+	case v < lo || v > hi:
+		d.errPath(path, "%s %q is out of range: want %s to %s", path, s, fmtDuration(lo), fmtDuration(hi))
+	default:
+		return v
+	}
+	return 0
+}
+
+// fmtDuration prints 10s, 24h, 100ms rather than 24h0m0s.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}
+
+var memPattern = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(?:([kmgKMG])[bB]?|[bB])?$`)
+
+// ParseMemory parses a memory size with a unit b, k, m or g ("512m", "4g",
+// "1.5g"; "4gb" also works) into bytes and checks it lies between 64m and
+// 64g.
+func ParseMemory(s string) (int64, error) {
+	m := memPattern.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("invalid size %q: use a number with a unit b, k, m or g, like \"512m\" or \"4g\"", s)
+	}
+	f, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	mult := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[strings.ToLower(m[2])]
+	n := f * mult
+	if n < minMemory || n > maxMemory {
+		return 0, fmt.Errorf("size %q is out of range: want 64m to 64g", s)
+	}
+	return int64(n), nil
+}
