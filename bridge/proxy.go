@@ -142,6 +142,12 @@ func allowedPath(path string) bool {
 // ServeHTTP checks the token, the deadline and the path, then forwards.
 func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if r.URL.Path == "/" && (r.Method == http.MethodHead || r.Method == http.MethodGet) {
+		// Claude Code probes its base URL before the first request; the
+		// answer reveals nothing and needs no upstream.
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	if m.revoked.Load() || !m.validToken(r) {
 		m.s.log.Warn("bridge model proxy: refused", "path", r.URL.Path, "reason", "bad or stale token")
 		apiError(w, http.StatusUnauthorized, "authentication_error", "agentbox bridge: invalid or expired token for this request")
