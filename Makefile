@@ -24,10 +24,14 @@ export AGENTBOX_CLAUDE_BIN   := $(CURDIR)/.cache/bin/claude
 export AGENTBOX_CLAUDE_IMAGE := $(IMAGE)
 export NODE_PATH             := $(CURDIR)/.cache/npm/node_modules
 
-.PHONY: build cli docker image setup test bench demo check clean
+.PHONY: build cli docker image setup test bench demo check clean go
+
+## go: Go itself is not installed here; say so clearly when it is missing
+go:
+	@command -v $(GO) >/dev/null || { echo "error: Go 1.26 not found (looked in PATH and /usr/local/go/bin); install it from https://go.dev/dl" >&2; exit 1; }
 
 ## build: the static agentbox binary at bin/agentbox
-build:
+build: go
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentbox
 
 ## cli: Claude Code CLI (pinned) and the openai npm package in .cache
@@ -46,12 +50,12 @@ image: docker cli
 setup: docker cli image
 
 ## test: the whole suite with real Docker and CLI; fails if a container is left behind
-test: setup
+test: go setup
 	$(GO) test -p $(TEST_P) -timeout 30m $(TEST_PKGS)
 	scripts/check-leftovers.sh
 
 ## bench: the benchmarks, with the same set-up as test
-bench: setup
+bench: go setup
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem $(TEST_PKGS)
 
 ## demo: build and run agentbox on the example app
@@ -59,7 +63,7 @@ demo: build
 	$(BIN) check --app $(APP)
 
 ## check: go vet and gofmt
-check:
+check: go
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
