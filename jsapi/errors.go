@@ -264,7 +264,8 @@ func (c *call) position(e *Error, frames []goja.StackFrame) {
 		if p.Filename == "" || p.Line == 0 || p.Filename == bundleName {
 			continue
 		}
-		e.File, e.Line, e.Column = p.Filename, p.Line, p.Column
+		// goja reports source-mapped columns 0-based.
+		e.File, e.Line, e.Column = p.Filename, p.Line, p.Column+1
 		return
 	}
 }

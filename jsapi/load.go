@@ -308,9 +308,7 @@ func relTo(dir, p string) string {
 // module that throws or hangs at load is reported now rather than on the
 // first request.
 func (h *Hooks) discover() error {
-	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
-	defer cancel()
-	c, err := h.start(ctx, nil, "load")
+	c, err := h.start(context.Background(), nil, "load")
 	if c != nil {
 		defer c.finish()
 	}

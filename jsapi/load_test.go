@@ -1,0 +1,210 @@
+package jsapi
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evanw/esbuild/pkg/api"
+
+	"github.com/agentbox/agentbox/assistant"
+)
+
+func TestLoadNoHooks(t *testing.T) {
+	t.Parallel()
+	h, err := Load(&assistant.Assistant{ID: "plain", Dir: t.TempDir()})
+	if h != nil || err != nil {
+		t.Fatalf("Load = %v, %v; want nil, nil", h, err)
+	}
+	if err := Compile(&assistant.Assistant{ID: "plain"}); err != nil {
+		t.Fatal(err)
+	}
+	// A nil *Hooks is a no-op for the pipeline.
+	if res, err := h.Create(context.Background(), nil, nil, nil); res != nil || err != nil {
+		t.Fatalf("nil Hooks Create = %v, %v", res, err)
+	}
+	if h.Has("Create") || h.Exports() != nil {
+		t.Fatal("nil Hooks has functions")
+	}
+}
+
+func TestLoadStyles(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{"top-level functions", map[string]string{"src/index.ts": `
+function Create(ctx: any, messages: any[], options: any) { return null; }
+function Next(ctx, payload, options) { return null; }
+function helper() {}
+const notAFunction = 42;
+let Other = (ctx: any) => 1;
+class Klass {}
+// function InComment() {}
+`}, []string{"Create", "Next", "Other", "helper"}},
+		{"exported functions", map[string]string{"src/index.ts": `
+export function Create(ctx, messages, options) { return null; }
+export const Next = (ctx, payload) => null;
+export const version = "1";
+export function search_docs(ctx, args) { return []; }
+`}, []string{"Create", "Next", "search_docs"}},
+		{"javascript", map[string]string{"src/index.js": `function Create(ctx, m, o) { return { messages: m }; }`}, []string{"Create"}},
+		{"imports under src", map[string]string{
+			"src/index.ts":     `import { greet } from "./lib/greet"; import data from "./data.json"; export function Create(ctx) { ctx.Send(greet(ctx.user_id) + data.n); return null; }`,
+			"src/lib/greet.ts": `export function greet(who: string): string { return "hi " + who; } export function Create() { throw new Error("shadowed") }`,
+			"src/data.json":    `{"n": 1}`,
+		}, []string{"Create"}},
+		{"commonjs", map[string]string{"src/index.js": `module.exports = { Create(ctx) { return null }, Next: function () { return null } };`}, []string{"Create", "Next"}},
+		{"async and generator", map[string]string{"src/index.ts": `async function Create() { return null } function* gen() {}`}, []string{"Create", "gen"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h, err := Load(writeAssistant(t, tc.files))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.Exports(); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Exports = %v, want %v", got, tc.want)
+			}
+			for _, fn := range tc.want {
+				if !h.Has(fn) {
+					t.Errorf("Has(%q) = false", fn)
+				}
+			}
+			if h.Has("nope") {
+				t.Error(`Has("nope") = true`)
+			}
+		})
+	}
+}
+
+func TestLoadImportedModuleRuns(t *testing.T) {
+	t.Parallel()
+	h, err := Load(writeAssistant(t, map[string]string{
+		"src/index.ts":     `import { greet } from "./lib/greet"; import data from "./data.json"; function Create(ctx) { ctx.Send(greet(ctx.user_id) + data.n); return null; }`,
+		"src/lib/greet.ts": `export function greet(who: string): string { return "hi " + who; }`,
+		"src/data.json":    `{"n": 1}`,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	if _, err := h.Create(context.Background(), &Context{UserID: "ann", Emit: rec.emit}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ev := rec.all(); len(ev) != 2 || ev[0].Text != "hi ann1" {
+		t.Fatalf("events = %+v", ev)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		files   map[string]string
+		hooks   string
+		timeout time.Duration
+		want    []string
+	}{
+		{"syntax", map[string]string{"src/index.ts": "function Create(ctx) {\n  return {messages: [}\n}\n"}, "", 0,
+			[]string{"src/index.ts:2:"}},
+		{"type syntax", map[string]string{"src/index.ts": "function Create(ctx: ) {}\n"}, "", 0,
+			[]string{"src/index.ts:1:22:"}},
+		{"imported file", map[string]string{
+			"src/index.ts":  `import { x } from "./util";` + "\nfunction Create() { return x }\n",
+			"src/util.ts": "export const x = ;\n",
+		}, "", 0, []string{"src/util.ts:1:18:"}},
+		{"missing import", map[string]string{"src/index.ts": `import { x } from "./nope"; export const y = x;`}, "", 0,
+			[]string{"src/index.ts:1:19:", `Could not resolve "./nope"`}},
+		{"node builtin", map[string]string{"src/index.ts": `import * as fs from "fs";` + "\nexport function Create() { fs.readFileSync('x') }"}, "", 0,
+			[]string{"src/index.ts:1:21:", `Could not resolve "fs"`}},
+		{"missing entry", map[string]string{"README": "x"}, "src/index.ts", 0,
+			[]string{"src/index.ts does not exist"}},
+		{"wrong extension", map[string]string{"src/index.py": "x"}, "src/index.py", 0,
+			[]string{"src/index.py: want a .ts or .js file"}},
+		{"throws at load", map[string]string{"src/index.ts": "const cfg = JSON.parse('{');\nfunction Create() {}\n"}, "", 0,
+			[]string{"src/index.ts:", "SyntaxError"}},
+		{"hangs at load", map[string]string{"src/index.ts": "while (true) {}\nfunction Create() {}\n"}, "", 50 * time.Millisecond,
+			[]string{"src/index.ts:", "ran past its timeout of 50ms"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := writeAssistant(t, tc.files)
+			if tc.hooks != "" {
+				a.Hooks = tc.hooks
+			}
+			a.HookTimeout = tc.timeout
+			h, err := Load(a)
+			if err == nil {
+				t.Fatalf("Load succeeded (%v)", h.Exports())
+			}
+			if cerr := Compile(a); cerr == nil || cerr.Error() != err.Error() {
+				t.Errorf("Compile = %v, want the Load error", cerr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), a.Dir) {
+				t.Errorf("error %q names the host path", err)
+			}
+		})
+	}
+}
+
+// TestRuntimeErrorPosition checks that stack positions map to the TS source.
+func TestRuntimeErrorPosition(t *testing.T) {
+	t.Parallel()
+	h, err := Load(writeAssistant(t, map[string]string{
+		"src/index.ts": "import { check } from \"./lib/check\";\ninterface Opts { n: number }\nexport function Create(ctx: any, m: any[], o: Opts) {\n  check(o.n);\n  return null;\n}\n",
+		"src/lib/check.ts": "type N = number;\n\nexport function check(n: N): void {\n  if (n > 1) {\n    throw new RangeError(`too big: ${n}`);\n  }\n}\n",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Create(context.Background(), nil, nil, map[string]any{"n": 2})
+	var je *Error
+	if !asError(err, &je) {
+		t.Fatalf("err = %v", err)
+	}
+	if je.Name != "RangeError" || je.Message != "too big: 2" || je.File != "src/lib/check.ts" || je.Line != 5 || je.Column != 11 {
+		t.Fatalf("error = %+v", je)
+	}
+	if !strings.Contains(je.Stack, "src/index.ts:4") {
+		t.Errorf("stack lacks the caller:\n%s", je.Stack)
+	}
+	if got := je.Error(); got != "Create hook: RangeError: too big: 2 (at src/lib/check.ts:5:11)" {
+		t.Errorf("Error() = %q", got)
+	}
+}
+
+// FuzzTopLevelCollector checks that the statement appended to the entry
+// file never breaks source that compiles on its own.
+func FuzzTopLevelCollector(f *testing.F) {
+	for _, s := range []string{
+		"function Create(ctx) { return null }",
+		"const Next = () => null; let x = 1; var y",
+		"// function interface() {}\nfunction yield_() {}",
+		"`\nfunction Create(){}\n`",
+		"class A { static function() {} }",
+		"export function Create(ctx: Context): null { return null }",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		opts := api.TransformOptions{Loader: api.LoaderTS, Format: api.FormatESModule, LogLevel: api.LogLevelSilent}
+		if r := api.Transform(src, opts); len(r.Errors) > 0 {
+			t.Skip()
+		}
+		if r := api.Transform(src+topLevelCollector(src), opts); len(r.Errors) > 0 {
+			t.Fatalf("collector broke the source: %v\nsource: %q", r.Errors[0].Text, src)
+		}
+	})
+}
