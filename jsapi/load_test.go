@@ -116,8 +116,8 @@ func TestLoadErrors(t *testing.T) {
 		{"type syntax", map[string]string{"src/index.ts": "function Create(ctx: ) {}\n"}, "", 0,
 			[]string{"src/index.ts:1:22:"}},
 		{"imported file", map[string]string{
-			"src/index.ts":  `import { x } from "./util";` + "\nfunction Create() { return x }\n",
-			"src/util.ts": "export const x = ;\n",
+			"src/index.ts": `import { x } from "./util";` + "\nfunction Create() { return x }\n",
+			"src/util.ts":  "export const x = ;\n",
 		}, "", 0, []string{"src/util.ts:1:18:"}},
 		{"missing import", map[string]string{"src/index.ts": `import { x } from "./nope"; export const y = x;`}, "", 0,
 			[]string{"src/index.ts:1:19:", `Could not resolve "./nope"`}},
@@ -163,7 +163,7 @@ func TestLoadErrors(t *testing.T) {
 func TestRuntimeErrorPosition(t *testing.T) {
 	t.Parallel()
 	h, err := Load(writeAssistant(t, map[string]string{
-		"src/index.ts": "import { check } from \"./lib/check\";\ninterface Opts { n: number }\nexport function Create(ctx: any, m: any[], o: Opts) {\n  check(o.n);\n  return null;\n}\n",
+		"src/index.ts":     "import { check } from \"./lib/check\";\ninterface Opts { n: number }\nexport function Create(ctx: any, m: any[], o: Opts) {\n  check(o.n);\n  return null;\n}\n",
 		"src/lib/check.ts": "type N = number;\n\nexport function check(n: N): void {\n  if (n > 1) {\n    throw new RangeError(`too big: ${n}`);\n  }\n}\n",
 	}))
 	if err != nil {
