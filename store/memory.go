@@ -133,7 +133,13 @@ func checkOwner(ns, owner string) error {
 	if err := checkID("memory namespace", ns); err != nil {
 		return err
 	}
-	return checkID("memory owner", owner)
+	switch {
+	case owner == "":
+		return fmt.Errorf("%w: memory owner is empty", ErrInvalid)
+	case len(owner) > MaxOwnerLen:
+		return fmt.Errorf("%w: memory owner is %d bytes long (at most %d)", ErrInvalid, len(owner), MaxOwnerLen)
+	}
+	return nil
 }
 
 func checkMem(ns, owner, key string) error {

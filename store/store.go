@@ -30,6 +30,9 @@ import (
 const (
 	// MaxIDLen bounds user, chat, assistant ids, namespaces and owners.
 	MaxIDLen = 256
+	// MaxOwnerLen bounds a memory owner, which may combine ids
+	// ("user/chat").
+	MaxOwnerLen = 4*MaxIDLen + 3
 	// MaxKeyLen bounds a memory key.
 	MaxKeyLen = 512
 	// MaxValueBytes bounds one memory value (encoded JSON).

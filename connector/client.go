@@ -1,0 +1,401 @@
+package connector
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+)
+
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 64 << 10
+
+// provider is one wire format: how to build the request and read the answer.
+type provider interface {
+	// header sets the provider's request headers (auth, version).
+	header(h http.Header)
+	// body encodes req for model and returns the max_tokens it sends (0
+	// when none); an error is the caller's fault.
+	body(req *Request, model string) ([]byte, int, error)
+	// stream reads an SSE answer into out. It returns nil only when the
+	// stream completed (its end marker arrived); errStreamCut when the body
+	// ended early; a *Error for an error event.
+	stream(r *sseReader, out *output) error
+	// whole reads a non-streamed JSON answer into out.
+	whole(body []byte, out *output) error
+}
+
+// client is the provider-independent part: timeouts, retries, errors.
+type client struct {
+	typ   string // connector type, for messages
+	cfg   Config
+	url   string
+	host  string // scheme://host, for messages
+	p     provider
+	sleep func(context.Context, time.Duration) error
+}
+
+func newClient(typ string, cfg Config, url string, p provider) *client {
+	return &client{typ: typ, cfg: cfg.withDefaults(), url: url, host: hostOf(url), p: p, sleep: sleep}
+}
+
+func (c *client) Type() string  { return c.typ }
+func (c *client) Model() string { return c.cfg.Model }
+
+// Stream implements Client.
+func (c *client) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (*Response, error) {
+	if req == nil {
+		return nil, c.invalid("no request given")
+	}
+	if emit == nil {
+		emit = func(chat.Event) {}
+	}
+	model := req.Model
+	if model == "" {
+		model = c.cfg.Model
+	}
+	if model == "" {
+		return nil, c.invalid("no model is set; set the connector's model option (or the request's model)")
+	}
+	if len(req.Messages) == 0 {
+		return nil, c.invalid("the request has no messages; send at least one user message")
+	}
+	if req.MaxTokens < 0 {
+		return nil, c.invalid(fmt.Sprintf("max_tokens is negative (%d)", req.MaxTokens))
+	}
+	body, maxTokens, err := c.p.body(req, model)
+	if err != nil {
+		return nil, c.invalid(err.Error())
+	}
+
+	if err := ctx.Err(); err != nil {
+		return nil, contextError(c.typ, ctx, &c.cfg)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errTotalTimeout)
+	defer cancel()
+	start := time.Now()
+	ids := newIDs()
+	for attempt := 1; ; attempt++ {
+		out := &output{emit: emit, ids: ids, provider: c.typ, key: c.cfg.Key, maxTokens: maxTokens}
+		resp, e := c.attempt(ctx, body, out)
+		out.closeOpen()
+		if e == nil {
+			resp.Attempts = attempt
+			resp.Usage.Turns = 1
+			resp.Usage.DurationMS = time.Since(start).Milliseconds()
+			return resp, nil
+		}
+		if out.emitted {
+			e.Retryable = false
+		}
+		if !e.Retryable || attempt >= c.cfg.Retry.MaxAttempts {
+			return nil, gaveUp(e, attempt)
+		}
+		wait := c.cfg.Retry.delay(attempt, e.RetryAfter)
+		if time.Since(start)+wait > c.cfg.Retry.MaxElapsed {
+			return nil, gaveUp(e, attempt)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
+			return nil, gaveUp(e, attempt)
+		}
+		if err := c.sleep(ctx, wait); err != nil {
+			return nil, contextError(c.typ, ctx, &c.cfg)
+		}
+	}
+}
+
+// gaveUp notes the number of attempts in a final error.
+func gaveUp(e *Error, attempts int) *Error {
+	if attempts > 1 {
+		e.Message += fmt.Sprintf(" (gave up after %d attempts)", attempts)
+	}
+	return e
+}
+
+func (c *client) invalid(msg string) *Error {
+	return &Error{Class: chat.ErrInvalidRequest, Message: c.typ + " connector: " + msg}
+}
+
+// attempt sends one request and reads its answer.
+func (c *client) attempt(ctx context.Context, body []byte, out *output) (*Response, *Error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	wd := startWatchdog(c.cfg.FirstByteTimeout, c.cfg.IdleTimeout, cancel)
+	defer wd.stop()
+	out.kick = wd.kick
+
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, &Error{Class: chat.ErrInvalidRequest, Err: err, Message: fmt.Sprintf("%s connector: build request: %v", c.typ, err)}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	hreq.Header.Set("User-Agent", "agentbox")
+	c.p.header(hreq.Header)
+	hresp, err := c.cfg.HTTPClient.Do(hreq)
+	if err != nil {
+		return nil, transportError(c.typ, c.host, ctx, actx, err, &c.cfg)
+	}
+	defer hresp.Body.Close()
+	out.reqID = requestID(hresp.Header)
+
+	if hresp.StatusCode != http.StatusOK {
+		b, err := io.ReadAll(io.LimitReader(hresp.Body, maxErrorBody))
+		if err != nil && ctx.Err() != nil {
+			return nil, contextError(c.typ, ctx, &c.cfg)
+		}
+		return nil, statusError(c.typ, hresp.StatusCode, hresp.Header, b, c.cfg.Key)
+	}
+	if ct := hresp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		b, err := io.ReadAll(io.LimitReader(hresp.Body, maxEventBytes))
+		if err != nil {
+			return nil, transportError(c.typ, c.host, ctx, actx, err, &c.cfg)
+		}
+		if !strings.Contains(ct, "json") {
+			return nil, &Error{Class: chat.ErrUpstream, Status: hresp.StatusCode, RequestID: out.reqID, Message: fmt.Sprintf(
+				"%s API answered with content type %q instead of an event stream; check that the host is the API's base URL", c.typ, ct)}
+		}
+		if err := c.p.whole(b, out); err != nil {
+			return nil, c.readError(ctx, actx, err)
+		}
+		return &out.resp, nil
+	}
+	if err := c.p.stream(newSSEReader(hresp.Body), out); err != nil {
+		return nil, c.readError(ctx, actx, err)
+	}
+	return &out.resp, nil
+}
+
+func (c *client) readError(ctx, actx context.Context, err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, errEventTooLarge) {
+		return &Error{Class: chat.ErrUpstream, Err: err, Message: fmt.Sprintf("%s API sent an event over the size limit (%v)", c.typ, err)}
+	}
+	if ctx.Err() != nil || context.Cause(actx) != nil || errors.Is(err, errStreamCut) {
+		return transportError(c.typ, c.host, ctx, actx, err, &c.cfg)
+	}
+	// The connection broke while the answer was streaming.
+	return &Error{Class: chat.ErrUpstream, Retryable: true, Err: errors.Join(errStreamCut, err), Message: fmt.Sprintf(
+		"%s API stream ended before completion (%s); the answer is incomplete: retry", c.typ, rootCause(err))}
+}
+
+// badData is the error for an answer the client cannot read.
+func (o *output) badData(what string, data []byte) *Error {
+	s := string(data)
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return &Error{Class: chat.ErrUpstream, RequestID: o.reqID, Message: fmt.Sprintf(
+		"%s API sent %s that is not valid (%q); check that the host speaks the %s API", o.provider, what, redact(s, o.key), o.provider)}
+}
+
+// output turns provider deltas into chat events and the Response. At most
+// one message (text or thinking) is open at a time; a change of type ends
+// it and starts a new one with a new id.
+type output struct {
+	emit      chat.EmitFunc
+	ids       *ids
+	kick      func()
+	provider  string
+	key       string
+	reqID     string
+	maxTokens int
+
+	emitted  bool
+	openID   string
+	openType string
+	text     strings.Builder
+	thinking strings.Builder
+	resp     Response
+}
+
+// progress tells the watchdog that the answer moves.
+func (o *output) progress() {
+	if o.kick != nil {
+		o.kick()
+	}
+}
+
+// delta appends s to the open message of type typ, starting one if needed.
+func (o *output) delta(typ, s string) {
+	if s == "" {
+		return
+	}
+	o.progress()
+	if o.openType != typ {
+		o.closeOpen()
+		o.openID, o.openType = o.ids.next(), typ
+		o.send(chat.Event{Event: chat.Start, ID: o.openID, Type: typ})
+	}
+	o.send(chat.Event{Event: chat.Delta, ID: o.openID, Type: typ, Text: s})
+	if typ == chat.TypeThinking {
+		o.thinking.WriteString(s)
+	} else {
+		o.text.WriteString(s)
+	}
+	o.resp.Content = o.text.String()
+	o.resp.Thinking = o.thinking.String()
+}
+
+// closeOpen ends the open message, if any.
+func (o *output) closeOpen() {
+	if o.openID == "" {
+		return
+	}
+	o.send(chat.Event{Event: chat.End, ID: o.openID, Type: o.openType})
+	o.openID, o.openType = "", ""
+}
+
+// toolCall emits a whole tool_call message.
+func (o *output) toolCall(tc ToolCall) {
+	o.progress()
+	o.closeOpen()
+	if len(tc.Input) == 0 {
+		tc.Input = chat.RawJSON("{}")
+	} else if !json.Valid(tc.Input) {
+		b, _ := json.Marshal(string(tc.Input)) // keep what the model sent
+		tc.Input = b
+	}
+	o.resp.ToolCalls = append(o.resp.ToolCalls, tc)
+	o.emitted = true
+	chat.Whole(o.emit, o.ids.next(), chat.TypeToolCall, "", map[string]any{
+		"name": tc.Name, "id": tc.ID, "input": tc.Input,
+	})
+}
+
+// finish records the stop reason and emits a notice for an answer that was
+// cut short.
+func (o *output) finish(reason string) {
+	o.closeOpen()
+	o.resp.FinishReason = reason
+	switch reason {
+	case "length", "max_tokens":
+		limit := "the max_tokens limit"
+		if o.maxTokens > 0 {
+			limit += " (" + strconv.Itoa(o.maxTokens) + ")"
+		}
+		o.emitted = true
+		chat.Notice(o.emit, o.ids.next(), "max_tokens",
+			"the answer reached "+limit+" and was cut; raise max_tokens in the assistant's options")
+	case "content_filter", "refusal":
+		o.emitted = true
+		chat.Notice(o.emit, o.ids.next(), reason, "the provider stopped the answer ("+reason+")")
+	}
+}
+
+func (o *output) send(e chat.Event) {
+	o.emitted = true
+	o.emit(e)
+}
+
+// ids hands out event message ids unique across streams: a random prefix
+// per Stream call and a counter.
+type ids struct {
+	prefix string
+	n      int
+}
+
+func newIDs() *ids {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &ids{prefix: "m" + hex.EncodeToString(b[:])}
+}
+
+func (i *ids) next() string {
+	i.n++
+	return i.prefix + "-" + strconv.Itoa(i.n)
+}
+
+// mergeOptions returns extra overlaid with options (nil values delete),
+// refusing keys the client sets itself.
+func mergeOptions(extra, options map[string]any, reserved ...string) (map[string]any, error) {
+	out := maps.Clone(extra)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range options {
+		if v == nil {
+			delete(out, k)
+			continue
+		}
+		out[k] = v
+	}
+	for _, k := range reserved {
+		if _, ok := out[k]; ok {
+			return nil, fmt.Errorf("option %q is set by agentbox and cannot be given in the options", k)
+		}
+	}
+	return out, nil
+}
+
+// intOption reads an integer option (JSON numbers decode as float64).
+func intOption(m map[string]any, k string) (int, bool, error) {
+	v, ok := m[k]
+	if !ok {
+		return 0, false, nil
+	}
+	switch n := v.(type) {
+	case int:
+		return n, true, nil
+	case int64:
+		return int(n), true, nil
+	case float64:
+		if n == float64(int(n)) {
+			return int(n), true, nil
+		}
+	case json.Number:
+		if i, err := n.Int64(); err == nil {
+			return int(i), true, nil
+		}
+	}
+	return 0, false, fmt.Errorf("option %q must be a whole number, not %v", k, v)
+}
+
+// hostOf returns scheme://host of a URL, for messages.
+func hostOf(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return s
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// flatten converts the conversation for providers without tool messages in
+// this version: tool results become user text so no history is lost.
+func flatten(m chat.Message) chat.Message {
+	if m.Role != chat.RoleTool {
+		return m
+	}
+	label := "Tool result"
+	if m.Name != "" {
+		label += " (" + m.Name + ")"
+	}
+	return chat.Message{Role: chat.RoleUser, Content: label + ":\n" + m.Content}
+}
+
+// checkRoles rejects messages with unknown roles.
+func checkRoles(msgs []chat.Message) error {
+	for i, m := range msgs {
+		switch m.Role {
+		case chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
+		default:
+			return fmt.Errorf("message %d has role %q (want system, user, assistant or tool)", i, m.Role)
+		}
+	}
+	return nil
+}

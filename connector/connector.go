@@ -1,0 +1,266 @@
+// Package connector holds agentbox's direct, streaming LLM clients: OpenAI
+// Chat Completions (and compatible servers), Anthropic Messages, and a
+// scripted model backed by llmtest for offline use. They speak plain
+// net/http with an SSE parser; no provider SDK is involved.
+//
+// # Streaming
+//
+// Client.Stream sends one request and emits chat events as the answer
+// arrives: text and thinking messages go through start, deltas and end,
+// each message with a fresh id. Thinking is OpenAI's reasoning_content (or
+// reasoning) and Anthropic's thinking blocks. Direct assistants do not run
+// tools in this version: when the model asks for tool calls, each one is
+// emitted whole as a tool_call event (props name, id, input), returned in
+// Response.ToolCalls, and the turn finishes there. An answer cut by the
+// max_tokens limit or a content filter also gets a notice event.
+//
+// # Failures and retries
+//
+// Every failure is a *Error whose Class is one of the chat.Err* codes
+// (timeout, rate_limit, auth, network, invalid_request, upstream, canceled)
+// and whose Message says what happened and what to do. HTTP 408, 409, 429,
+// 5xx and 529 answers, connection errors, a stalled start and a stream cut
+// before any output are retried with exponential backoff and jitter,
+// honouring Retry-After, within RetryPolicy's bounds; nothing is retried once
+// output has been emitted, so a client never sees a duplicated answer. The
+// API key never appears in errors, events or logs.
+package connector
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+)
+
+// Connector types.
+const (
+	TypeOpenAI    = "openai"
+	TypeAnthropic = "anthropic"
+	TypeScripted  = "scripted"
+)
+
+// Defaults applied to zero Config fields.
+const (
+	// DefaultTimeout bounds a whole Stream call, retries included.
+	DefaultTimeout = 10 * time.Minute
+	// DefaultFirstByteTimeout bounds the wait for the first output after a
+	// request is sent.
+	DefaultFirstByteTimeout = 2 * time.Minute
+	// DefaultIdleTimeout bounds a silence in the middle of an answer.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultAnthropicMaxTokens is sent when neither the request nor the
+	// options set max_tokens (the Anthropic API requires it).
+	DefaultAnthropicMaxTokens = 4096
+)
+
+// Config configures one client. Zero durations take the package defaults.
+type Config struct {
+	// Type is "openai", "anthropic" or "scripted" (see Types).
+	Type string
+	// Host is the API base URL, with or without a trailing /v1
+	// ("https://api.openai.com", "http://127.0.0.1:11434/v1"). Empty means
+	// the provider's public API.
+	Host string
+	// Key is the API key. It is sent in a header only and never printed.
+	// Empty sends no key (local servers).
+	Key string
+	// Model is the default model; Request.Model overrides it.
+	Model string
+	// Extra holds provider request fields sent with every request
+	// (connector-level options); Request.Options override them, and a nil
+	// value removes a field.
+	Extra map[string]any
+	// Script is the scripted connector's llmtest script file.
+	Script string
+	// HTTPClient sends the requests (nil: a shared client with sane
+	// transport timeouts). Its Timeout should be zero: Timeout,
+	// FirstByteTimeout and IdleTimeout bound streaming instead.
+	HTTPClient *http.Client
+	// Retry bounds retries of failed requests.
+	Retry RetryPolicy
+	// Timeout bounds a whole Stream call, retries included.
+	Timeout time.Duration
+	// FirstByteTimeout bounds the time from sending a request to the first
+	// output (text, thinking or tool call). A stalled start is retried.
+	FirstByteTimeout time.Duration
+	// IdleTimeout bounds a silence between outputs once the answer started.
+	IdleTimeout time.Duration
+}
+
+// String describes the configuration without the key.
+func (c Config) String() string {
+	k := ""
+	if c.Key != "" {
+		k = " key=[redacted]"
+	}
+	return fmt.Sprintf("%s %s model=%s%s", c.Type, c.Host, c.Model, k)
+}
+
+// Request is one chat completion to stream.
+type Request struct {
+	// Model overrides the connector's model when set.
+	Model string
+	// System is the system prompt (may be empty).
+	System string
+	// Messages is the conversation, oldest first. System messages inside it
+	// are added to the system prompt for providers that take it apart.
+	Messages []chat.Message
+	// Options are provider request fields (temperature, top_p, stop,
+	// thinking, ...) sent as they are, over the connector's Extra.
+	Options map[string]any
+	// MaxTokens bounds the answer; zero leaves it to Options, then to the
+	// provider (Anthropic: DefaultAnthropicMaxTokens).
+	MaxTokens int
+}
+
+// Response is a finished answer.
+type Response struct {
+	// Content is the answer text; Thinking the reasoning text, if any.
+	Content  string
+	Thinking string
+	// ToolCalls are the tools the model asked for (not executed).
+	ToolCalls []ToolCall
+	Usage     chat.Usage
+	// FinishReason is the provider's stop reason as sent ("stop",
+	// "end_turn", "length", "max_tokens", "tool_calls", "tool_use", ...).
+	FinishReason string
+	// Model is the model that answered, as the provider reports it.
+	Model string
+	// Attempts is how many HTTP requests the answer took (1 without
+	// retries).
+	Attempts int
+}
+
+// ToolCall is a tool call the model asked for.
+type ToolCall struct {
+	ID    string
+	Name  string
+	Input chat.RawJSON
+}
+
+// Client streams chat completions. Implementations are safe for concurrent
+// use.
+type Client interface {
+	// Type is the connector type ("openai", ...).
+	Type() string
+	// Model is the default model.
+	Model() string
+	// Stream sends req and emits events as the answer arrives. On failure
+	// it returns a *Error (and emits no error event: the caller decides how
+	// to report it). Events already emitted stay valid: a message started
+	// before a failure is always ended.
+	Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (*Response, error)
+}
+
+// constructors is the registry of connector types.
+var constructors = map[string]func(Config) (Client, error){
+	TypeAnthropic: newAnthropic,
+	TypeOpenAI:    newOpenAI,
+	TypeScripted:  newScripted,
+}
+
+// Types lists the connector types, sorted.
+func Types() []string {
+	out := make([]string, 0, len(constructors))
+	for k := range constructors {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// New returns a client for cfg. It checks the configuration and starts
+// nothing: no connection is made until Stream.
+func New(cfg Config) (Client, error) {
+	ctor, ok := constructors[cfg.Type]
+	if !ok {
+		return nil, fmt.Errorf("connector type %q is unknown (want one of %s)", cfg.Type, strings.Join(Types(), ", "))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"timeout", cfg.Timeout}, {"first byte timeout", cfg.FirstByteTimeout}, {"idle timeout", cfg.IdleTimeout},
+		{"retry base delay", cfg.Retry.BaseDelay}, {"retry max delay", cfg.Retry.MaxDelay}, {"retry max elapsed", cfg.Retry.MaxElapsed},
+	} {
+		if d.v < 0 {
+			return nil, fmt.Errorf("%s connector: %s is negative (%v)", cfg.Type, d.name, d.v)
+		}
+	}
+	if cfg.Retry.MaxAttempts < 0 {
+		return nil, fmt.Errorf("%s connector: retry max attempts is negative (%d)", cfg.Type, cfg.Retry.MaxAttempts)
+	}
+	return ctor(cfg)
+}
+
+// withDefaults fills zero fields of cfg.
+func (c Config) withDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.FirstByteTimeout == 0 {
+		c.FirstByteTimeout = DefaultFirstByteTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = defaultHTTPClient()
+	}
+	c.Retry = c.Retry.withDefaults()
+	return c
+}
+
+// defaultHTTPClient is shared by clients without their own, so connections
+// to a provider are pooled across assistants.
+var defaultHTTPClient = sync.OnceValue(func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSHandshakeTimeout = 15 * time.Second
+	t.MaxIdleConnsPerHost = 32
+	t.IdleConnTimeout = 90 * time.Second
+	return &http.Client{Transport: t}
+})
+
+// endpoint joins host and the API path, accepting a host with or without a
+// trailing /v1 (and a host that already is the full endpoint).
+func endpoint(typ, host, def, path string) (string, error) {
+	if host == "" {
+		host = def
+	}
+	u, err := url.Parse(host)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("%s connector: host %q is not an http(s) URL (want for example %q)", typ, redactURL(host), def)
+	}
+	if u.User != nil {
+		return "", fmt.Errorf("%s connector: host %q carries credentials; put the key in the connector's key option", typ, redactURL(host))
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%s connector: host %q has a query or fragment; give only the base URL", typ, host)
+	}
+	p := strings.TrimRight(u.Path, "/")
+	switch {
+	case strings.HasSuffix(p, path):
+	case strings.HasSuffix(p, "/v1"):
+		p += path
+	default:
+		p += "/v1" + path
+	}
+	u.Path = p
+	return u.String(), nil
+}
+
+// redactURL hides a userinfo part of a URL-ish string.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		u.User = url.User("redacted")
+		return u.String()
+	}
+	return s
+}

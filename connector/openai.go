@@ -1,0 +1,229 @@
+package connector
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/agentbox/agentbox/chat"
+)
+
+// openAIDefaultHost is used when the connector has no host.
+const openAIDefaultHost = "https://api.openai.com"
+
+// openAI speaks Chat Completions (POST {host}/v1/chat/completions, stream
+// true, Authorization: Bearer).
+type openAI struct {
+	cfg Config
+}
+
+func newOpenAI(cfg Config) (Client, error) {
+	u, err := endpoint(TypeOpenAI, cfg.Host, openAIDefaultHost, "/chat/completions")
+	if err != nil {
+		return nil, err
+	}
+	return newClient(TypeOpenAI, cfg, u, &openAI{cfg: cfg}), nil
+}
+
+func (p *openAI) header(h http.Header) {
+	if p.cfg.Key != "" {
+		h.Set("Authorization", "Bearer "+p.cfg.Key)
+	}
+}
+
+type openAIMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	Name    string `json:"name,omitempty"`
+}
+
+func (p *openAI) body(req *Request, model string) ([]byte, int, error) {
+	if err := checkRoles(req.Messages); err != nil {
+		return nil, 0, err
+	}
+	body, err := mergeOptions(p.cfg.Extra, req.Options, "model", "messages", "stream")
+	if err != nil {
+		return nil, 0, err
+	}
+	if req.MaxTokens > 0 {
+		// max_completion_tokens is the newer name; keep whichever the
+		// options chose.
+		if _, ok := body["max_completion_tokens"]; ok {
+			body["max_completion_tokens"] = req.MaxTokens
+		} else {
+			body["max_tokens"] = req.MaxTokens
+		}
+	}
+	maxTokens := 0
+	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+		n, ok, err := intOption(body, k)
+		if err != nil {
+			return nil, 0, err
+		}
+		if ok {
+			maxTokens = n
+		}
+	}
+	msgs := make([]openAIMessage, 0, len(req.Messages)+1)
+	if req.System != "" {
+		msgs = append(msgs, openAIMessage{Role: chat.RoleSystem, Content: req.System})
+	}
+	for _, m := range req.Messages {
+		m = flatten(m)
+		msgs = append(msgs, openAIMessage{Role: m.Role, Content: m.Content, Name: m.Name})
+	}
+	body["model"] = model
+	body["messages"] = msgs
+	body["stream"] = true
+	if _, ok := body["stream_options"]; !ok {
+		body["stream_options"] = map[string]any{"include_usage": true}
+	}
+	b, err := json.Marshal(body)
+	return b, maxTokens, err
+}
+
+// openAICall accumulates one streamed tool call.
+type openAICall struct {
+	id, name string
+	args     []byte
+}
+
+func (p *openAI) stream(r *sseReader, out *output) error {
+	calls := map[int64]*openAICall{}
+	finish := ""
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			if finish != "" {
+				// Some compatible servers end without [DONE] after the
+				// finish reason; the answer is complete.
+				p.end(out, calls, finish)
+				return nil
+			}
+			return errStreamCut
+		}
+		if err != nil {
+			return err
+		}
+		data := ev.Data
+		if string(data) == "[DONE]" {
+			if finish == "" && len(calls) == 0 && out.text.Len() == 0 && out.thinking.Len() == 0 {
+				return errStreamCut // [DONE] with no answer at all
+			}
+			p.end(out, calls, finish)
+			return nil
+		}
+		if len(data) == 0 {
+			continue
+		}
+		if !gjson.ValidBytes(data) {
+			return out.badData("a stream chunk", data)
+		}
+		c := gjson.ParseBytes(data)
+		if e := c.Get("error"); e.Exists() {
+			return streamError(TypeOpenAI, data, out.reqID, out.key)
+		}
+		if m := c.Get("model").String(); m != "" {
+			out.resp.Model = m
+		}
+		if u := c.Get("usage"); u.IsObject() {
+			out.resp.Usage = openAIUsage(u)
+		}
+		ch := c.Get("choices.0")
+		if !ch.Exists() {
+			continue
+		}
+		d := ch.Get("delta")
+		reasoning := d.Get("reasoning_content")
+		if !reasoning.Exists() {
+			reasoning = d.Get("reasoning") // OpenRouter and others
+		}
+		out.delta(chat.TypeThinking, reasoning.String())
+		out.delta(chat.TypeText, d.Get("content").String())
+		for _, tc := range d.Get("tool_calls").Array() {
+			out.progress()
+			i := tc.Get("index").Int()
+			call := calls[i]
+			if call == nil {
+				call = &openAICall{}
+				calls[i] = call
+			}
+			if id := tc.Get("id").String(); id != "" {
+				call.id = id
+			}
+			if n := tc.Get("function.name").String(); n != "" {
+				call.name += n
+			}
+			call.args = append(call.args, tc.Get("function.arguments").String()...)
+		}
+		if f := ch.Get("finish_reason").String(); f != "" {
+			finish = f
+		}
+	}
+}
+
+// end emits the accumulated tool calls (in index order) and the finish.
+func (p *openAI) end(out *output, calls map[int64]*openAICall, finish string) {
+	idx := make([]int64, 0, len(calls))
+	for i := range calls {
+		idx = append(idx, i)
+	}
+	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
+	out.closeOpen()
+	for _, i := range idx {
+		c := calls[i]
+		out.toolCall(ToolCall{ID: c.id, Name: c.name, Input: c.args})
+	}
+	out.finish(finish)
+}
+
+func (p *openAI) whole(body []byte, out *output) error {
+	if !gjson.ValidBytes(body) {
+		return out.badData("an answer", body)
+	}
+	r := gjson.ParseBytes(body)
+	if r.Get("error").Exists() {
+		return streamError(TypeOpenAI, body, out.reqID, out.key)
+	}
+	ch := r.Get("choices.0")
+	if !ch.Exists() {
+		return out.badData("an answer without choices", body)
+	}
+	out.resp.Model = r.Get("model").String()
+	if u := r.Get("usage"); u.IsObject() {
+		out.resp.Usage = openAIUsage(u)
+	}
+	m := ch.Get("message")
+	reasoning := m.Get("reasoning_content")
+	if !reasoning.Exists() {
+		reasoning = m.Get("reasoning")
+	}
+	out.delta(chat.TypeThinking, reasoning.String())
+	out.delta(chat.TypeText, m.Get("content").String())
+	out.closeOpen()
+	for _, tc := range m.Get("tool_calls").Array() {
+		out.toolCall(ToolCall{ID: tc.Get("id").String(), Name: tc.Get("function.name").String(),
+			Input: chat.RawJSON(tc.Get("function.arguments").String())})
+	}
+	out.finish(ch.Get("finish_reason").String())
+	return nil
+}
+
+// openAIUsage maps usage to chat.Usage with Anthropic's meaning:
+// InputTokens excludes cached prompt tokens, which go to CacheReadTokens.
+func openAIUsage(u gjson.Result) chat.Usage {
+	cached := u.Get("prompt_tokens_details.cached_tokens").Int()
+	in := u.Get("prompt_tokens").Int() - cached
+	if in < 0 {
+		in = 0
+	}
+	return chat.Usage{
+		InputTokens:     in,
+		OutputTokens:    u.Get("completion_tokens").Int(),
+		CacheReadTokens: cached,
+	}
+}
