@@ -132,15 +132,15 @@ func TestOpenAIStream(t *testing.T) {
 			toolInputs: []string{`{"q":"x"}`, `{}`},
 		},
 		{
-			name:   "length gets a notice",
-			events: concat(oaText("cut"), oaFinish("length"), "[DONE]"),
-			want:   []string{"start 1 text", "delta 1 text cut", "end 1 text", "start 2 notice max_tokens", "end 2 notice"},
+			name:    "length gets a notice",
+			events:  concat(oaText("cut"), oaFinish("length"), "[DONE]"),
+			want:    []string{"start 1 text", "delta 1 text cut", "end 1 text", "start 2 notice max_tokens", "end 2 notice"},
 			content: "cut", finish: "length", usage: chat.Usage{Turns: 1},
 		},
 		{
-			name:   "reasoning field of other servers, no DONE after finish",
-			events: concat(`{"choices":[{"index":0,"delta":{"reasoning":"hmm"}}]}`, oaText("ok"), oaFinish("stop")),
-			want:   []string{"start 1 thinking", "delta 1 thinking hmm", "end 1 thinking", "start 2 text", "delta 2 text ok", "end 2 text"},
+			name:    "reasoning field of other servers, no DONE after finish",
+			events:  concat(`{"choices":[{"index":0,"delta":{"reasoning":"hmm"}}]}`, oaText("ok"), oaFinish("stop")),
+			want:    []string{"start 1 thinking", "delta 1 thinking hmm", "end 1 thinking", "start 2 text", "delta 2 text ok", "end 2 text"},
 			content: "ok", thinking: "hmm", finish: "stop", usage: chat.Usage{Turns: 1},
 		},
 	}
@@ -619,7 +619,9 @@ func TestTimeouts(t *testing.T) {
 		{
 			name:  "caller deadline",
 			reply: reply{events: []string{oaText("late")}, stall: 5 * time.Second},
-			ctx:   func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 60*time.Millisecond) },
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 60*time.Millisecond)
+			},
 			class: chat.ErrTimeout, contains: "request's deadline passed", attempts: 1,
 		},
 		{
