@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -44,6 +45,10 @@ const (
 	// full size is reported in the content_bytes prop.
 	DefaultMaxEventContent = 1 << 20
 )
+
+// maxKeptResult caps each tool result kept in Outcome.ToolCalls, so a long
+// run's outcome stays small.
+const maxKeptResult = 4 << 10
 
 // ParserOptions configure a Parser. The zero value is usable.
 type ParserOptions struct {
@@ -192,11 +197,26 @@ func (p *Parser) Line(line []byte) {
 	if len(line) == 0 {
 		return
 	}
-	if line[0] != '{' || !gjson.ValidBytes(line) {
+	// A cheap shape check instead of full validation (which would cost a
+	// third of the parser's time): stdout noise (warnings, stack traces)
+	// and lines cut short never start with '{' and end with '}', and a
+	// line without a string "type" is ignored.
+	if line[0] != '{' || line[len(line)-1] != '}' {
 		p.out.Skipped++
 		return
 	}
-	switch gjson.GetBytes(line, "type").String() {
+	p.line(unsafe.String(&line[0], len(line)))
+}
+
+// line handles a JSON line. line aliases the reader's buffer: every string
+// that outlives the call (emitted or stored) is copied with str.
+func (p *Parser) line(line string) {
+	typ := gjson.Get(line, "type")
+	if typ.Type != gjson.String {
+		p.out.Skipped++
+		return
+	}
+	switch typ.Str {
 	case "stream_event":
 		p.streamEvent(line)
 	case "assistant":
@@ -233,12 +253,12 @@ func (p *Parser) newID() string {
 }
 
 // isSub reports a message from a subagent (the Task tool).
-func parentOf(line []byte) string {
-	return gjson.GetBytes(line, "parent_tool_use_id").String()
+func parentOf(line string) string {
+	return str(gjson.Get(line, "parent_tool_use_id"))
 }
 
-func (p *Parser) streamEvent(line []byte) {
-	ev := gjson.GetBytes(line, "event")
+func (p *Parser) streamEvent(line string) {
+	ev := gjson.Get(line, "event")
 	if !ev.IsObject() {
 		return
 	}
@@ -271,8 +291,8 @@ func (p *Parser) streamEvent(line []byte) {
 			b.typ = chat.TypeThinking
 		case "tool_use", "server_tool_use", "mcp_tool_use":
 			b.typ = chat.TypeToolCall
-			b.toolID = cb.Get("id").String()
-			b.name = cb.Get("name").String()
+			b.toolID = str(cb.Get("id"))
+			b.name = str(cb.Get("name"))
 			props["name"] = b.name
 			props["id"] = b.toolID
 			p.addToolCall(b.toolID, b.name)
@@ -296,14 +316,14 @@ func (p *Parser) streamEvent(line []byte) {
 		var text string
 		switch d.Get("type").String() {
 		case "text_delta":
-			text = d.Get("text").String()
+			text = str(d.Get("text"))
 			if b.typ == chat.TypeText && parent == "" {
 				p.text.WriteString(text)
 			}
 		case "thinking_delta":
-			text = d.Get("thinking").String()
+			text = str(d.Get("thinking"))
 		case "input_json_delta":
-			text = d.Get("partial_json").String()
+			text = str(d.Get("partial_json"))
 			b.input = append(b.input, text...)
 		default:
 			return // signature_delta, citations_delta
@@ -369,15 +389,15 @@ func (p *Parser) countTurn(msgID string) {
 	if msgID == "" || p.turns[msgID] {
 		return
 	}
-	p.turns[msgID] = true
+	p.turns[strings.Clone(msgID)] = true
 }
 
 // assistant handles a whole assistant message. With partial messages on it
 // repeats what the stream events already showed, so it only fills gaps: a
 // message that never streamed is emitted whole.
-func (p *Parser) assistant(line []byte) {
+func (p *Parser) assistant(line string) {
 	parent := parentOf(line)
-	msg := gjson.GetBytes(line, "message")
+	msg := gjson.Get(line, "message")
 	msgID := msg.Get("id").String()
 	if parent == "" {
 		p.countTurn(msgID)
@@ -392,7 +412,7 @@ func (p *Parser) assistant(line []byte) {
 	msg.Get("content").ForEach(func(_, c gjson.Result) bool {
 		switch c.Get("type").String() {
 		case "text":
-			t := c.Get("text").String()
+			t := str(c.Get("text"))
 			typ := chat.TypeText
 			if parent != "" {
 				typ = chat.TypeThinking
@@ -404,18 +424,18 @@ func (p *Parser) assistant(line []byte) {
 				chat.Whole(p.emit, p.newID(), typ, t, props)
 			}
 		case "thinking":
-			if t := c.Get("thinking").String(); t != "" {
+			if t := str(c.Get("thinking")); t != "" {
 				chat.Whole(p.emit, p.newID(), chat.TypeThinking, t, props)
 			}
 		case "tool_use", "server_tool_use", "mcp_tool_use":
-			id := c.Get("id").String()
-			name := c.Get("name").String()
+			id := str(c.Get("id"))
+			name := str(c.Get("name"))
 			p.addToolCall(id, name)
 			start := map[string]any{"name": name, "id": id}
 			if parent != "" {
 				start["parent_tool_use_id"] = parent
 			}
-			input := []byte(c.Get("input").Raw)
+			input := []byte(c.Get("input").Raw) // a copy
 			if len(input) == 0 {
 				input = []byte("{}")
 			}
@@ -432,9 +452,9 @@ func (p *Parser) assistant(line []byte) {
 }
 
 // user handles tool results (the CLI reports them as user messages).
-func (p *Parser) user(line []byte) {
+func (p *Parser) user(line string) {
 	parent := parentOf(line)
-	content := gjson.GetBytes(line, "message.content")
+	content := gjson.Get(line, "message.content")
 	if !content.IsArray() {
 		return
 	}
@@ -442,7 +462,7 @@ func (p *Parser) user(line []byte) {
 		if c.Get("type").String() != "tool_result" {
 			return true
 		}
-		id := c.Get("tool_use_id").String()
+		id := str(c.Get("tool_use_id"))
 		isErr := c.Get("is_error").Bool()
 		text, size, truncated := resultText(c.Get("content"), p.opts.MaxEventContent)
 		name := p.toolName[id]
@@ -458,7 +478,12 @@ func (p *Parser) user(line []byte) {
 			props["parent_tool_use_id"] = parent
 		}
 		if i, ok := p.toolIdx[id]; ok {
-			p.out.ToolCalls[i].Result = text
+			if len(text) > maxKeptResult {
+				// Outcome keeps a summary; the event carried the content.
+				p.out.ToolCalls[i].Result = strings.Clone(capUTF8(text, maxKeptResult))
+			} else {
+				p.out.ToolCalls[i].Result = text
+			}
 			p.out.ToolCalls[i].IsError = isErr
 		}
 		chat.Whole(p.emit, p.newID(), chat.TypeToolResult, "", props)
@@ -481,7 +506,7 @@ func resultText(c gjson.Result, max int) (text string, size int, truncated bool)
 			// Unescape only what can survive the cap.
 			text = gjson.Parse(c.Raw[:2*max] + `"`).String()
 			size = len(c.Raw) - 2
-			return capUTF8(text, max), size, true
+			return strings.Clone(capUTF8(text, max)), size, true
 		}
 		text = c.String()
 	case c.IsArray():
@@ -506,9 +531,9 @@ func resultText(c gjson.Result, max int) (text string, size int, truncated bool)
 	}
 	size = len(text)
 	if len(text) > max {
-		return capUTF8(text, max), size, true
+		return strings.Clone(capUTF8(text, max)), size, true
 	}
-	return text, size, false
+	return strings.Clone(text), size, false
 }
 
 func capUTF8(s string, max int) string {
@@ -569,15 +594,15 @@ func (p *Parser) notice(code, message string, extra map[string]any) {
 	chat.Whole(p.emit, p.newID(), chat.TypeNotice, message, props)
 }
 
-func (p *Parser) system(line []byte) {
-	switch gjson.GetBytes(line, "subtype").String() {
+func (p *Parser) system(line string) {
+	switch gjson.Get(line, "subtype").String() {
 	case "init":
 		p.init(line)
 	case "permission_denied":
-		r := gjson.GetManyBytes(line, "tool_name", "tool_use_id", "message", "decision_reason")
-		p.denial(r[0].String(), r[1].String(), firstNonEmpty(r[2].String(), r[3].String()))
+		r := gjson.GetMany(line, "tool_name", "tool_use_id", "message", "decision_reason")
+		p.denial(str(r[0]), str(r[1]), firstNonEmpty(str(r[2]), str(r[3])))
 	case "api_retry":
-		r := gjson.GetManyBytes(line, "attempt", "max_retries", "error_status", "error")
+		r := gjson.GetMany(line, "attempt", "max_retries", "error_status", "error")
 		status := int(r[2].Int())
 		if status != 0 {
 			p.out.APIErrorStatus = status
@@ -603,18 +628,18 @@ func describeAPIError(status int, kind string) string {
 	return "unknown error"
 }
 
-func (p *Parser) init(line []byte) {
-	r := gjson.GetManyBytes(line, "session_id", "model", "tools", "mcp_servers", "skills", "cwd", "permissionMode", "claude_code_version")
-	p.out.SessionID = r[0].String()
-	p.out.Model = r[1].String()
+func (p *Parser) init(line string) {
+	r := gjson.GetMany(line, "session_id", "model", "tools", "mcp_servers", "skills", "cwd", "permissionMode", "claude_code_version")
+	p.out.SessionID = str(r[0])
+	p.out.Model = str(r[1])
 	var tools, skillNames []string
-	r[2].ForEach(func(_, v gjson.Result) bool { tools = append(tools, v.String()); return true })
-	r[4].ForEach(func(_, v gjson.Result) bool { skillNames = append(skillNames, v.String()); return true })
+	r[2].ForEach(func(_, v gjson.Result) bool { tools = append(tools, str(v)); return true })
+	r[4].ForEach(func(_, v gjson.Result) bool { skillNames = append(skillNames, str(v)); return true })
 	type server struct{ name, status string }
 	var servers []server
 	mcp := []map[string]any{}
 	r[3].ForEach(func(_, v gjson.Result) bool {
-		s := server{v.Get("name").String(), v.Get("status").String()}
+		s := server{str(v.Get("name")), str(v.Get("status"))}
 		servers = append(servers, s)
 		mcp = append(mcp, map[string]any{"name": s.name, "status": s.status})
 		return true
@@ -631,12 +656,12 @@ func (p *Parser) init(line []byte) {
 		"tools":       tools,
 		"mcp_servers": mcp,
 		"skills":      skillNames,
-		"cwd":         r[5].String(),
+		"cwd":         str(r[5]),
 	}
-	if v := r[6].String(); v != "" {
+	if v := str(r[6]); v != "" {
 		props["permission_mode"] = v
 	}
-	if v := r[7].String(); v != "" {
+	if v := str(r[7]); v != "" {
 		props["version"] = v
 	}
 	chat.Whole(p.emit, p.newID(), chat.TypeSession, "", props)
@@ -676,12 +701,12 @@ func (p *Parser) denial(tool, id, reason string) {
 	p.notice(NoticePermissionDenied, msg, map[string]any{"tool": tool, "tool_use_id": id})
 }
 
-func (p *Parser) result(line []byte) {
+func (p *Parser) result(line string) {
 	p.out.GotResult = true
-	r := gjson.GetManyBytes(line, "subtype", "is_error", "session_id", "usage", "total_cost_usd",
+	r := gjson.GetMany(line, "subtype", "is_error", "session_id", "usage", "total_cost_usd",
 		"num_turns", "duration_ms", "result", "errors", "permission_denials", "api_error_status")
-	p.out.Subtype = r[0].String()
-	if s := r[2].String(); s != "" {
+	p.out.Subtype = str(r[0])
+	if s := str(r[2]); s != "" {
 		p.out.SessionID = s
 	}
 	u := r[3]
@@ -698,10 +723,10 @@ func (p *Parser) result(line []byte) {
 		p.out.APIErrorStatus = st
 	}
 	r[9].ForEach(func(_, d gjson.Result) bool {
-		p.denial(d.Get("tool_name").String(), d.Get("tool_use_id").String(), "")
+		p.denial(str(d.Get("tool_name")), str(d.Get("tool_use_id")), "")
 		return true
 	})
-	text := r[7].String()
+	text := str(r[7])
 	if p.text.Len() == 0 && !r[1].Bool() && text != "" {
 		// Nothing streamed (an old CLI, partial messages off): the result
 		// text is the answer.
@@ -711,7 +736,7 @@ func (p *Parser) result(line []byte) {
 	if r[1].Bool() || strings.HasPrefix(p.out.Subtype, "error") {
 		var msgs []string
 		r[8].ForEach(func(_, v gjson.Result) bool { msgs = append(msgs, v.String()); return true })
-		msg := strings.Join(msgs, "; ")
+		msg := strings.Clone(strings.Join(msgs, "; "))
 		if msg == "" {
 			msg = text
 		}
@@ -744,6 +769,14 @@ func errorCode(subtype string, status int) string {
 		return chat.ErrUpstream
 	}
 	return chat.ErrExecutor
+}
+
+// str copies a string out of the line buffer.
+func str(r gjson.Result) string {
+	if r.Type == gjson.String && strings.IndexByte(r.Raw, '\\') >= 0 {
+		return r.Str // unescaped into a fresh buffer already
+	}
+	return strings.Clone(r.String())
 }
 
 func firstNonEmpty(s ...string) string {
