@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -136,4 +137,47 @@ func lastResult(t *testing.T, out []byte) map[string]any {
 		t.Fatalf("no result event in output:\n%s", out)
 	}
 	return result
+}
+
+// TestClaudeInSandboxImage runs the CLI inside the sandbox image (as the
+// image's non-root user, host networking to reach the scripted server on
+// 127.0.0.1) and checks that a Write lands in the mounted /workspace.
+func TestClaudeInSandboxImage(t *testing.T) {
+	img := testenv.Image(t)
+	t.Parallel()
+	ws := t.TempDir()
+	if err := os.Chown(ws, 1000, 1000); err != nil {
+		testenv.Missing(t, "permission to give the workspace to uid 1000 ("+err.Error()+")")
+	}
+	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/hello.txt", "content": "from the sandbox\n"}}}},
+		{When: &llmtest.Match{AfterToolResult: "Write"}, Text: "written"},
+	}})
+	t.Cleanup(srv.Close)
+	name := "llmtest-" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = exec.CommandContext(ctx, "docker", "rm", "-f", name).Run()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "docker", "run", "--rm", "--name", name, "--network", "host",
+		"--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"-v", ws+":/workspace",
+		"-e", "ANTHROPIC_BASE_URL="+srv.URL, "-e", "ANTHROPIC_API_KEY", "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		img, "claude", "-p", "write hello", "--output-format", "stream-json", "--verbose", "--allowedTools", "Write")
+	// The key is passed by name so it never appears in argv.
+	cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY=sk-llmtest")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker run: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(filepath.Join(ws, "hello.txt"))
+	if err != nil || string(got) != "from the sandbox\n" {
+		t.Fatalf("hello.txt = %q, %v\n%s", got, err, out)
+	}
+	if r := lastResult(t, out); r["result"] != "written" {
+		t.Errorf("result = %v", r)
+	}
 }

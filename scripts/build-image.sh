@@ -101,7 +101,10 @@ LABEL $label="$inputs" \\
       dev.agentbox.claude-version="$CLAUDE_VERSION"
 DOCKERFILE
 log "docker build $image"
-DOCKER_BUILDKIT=0 docker build --quiet --network none -t "$image" "$stage" >/dev/null
+if ! out=$(DOCKER_BUILDKIT=0 docker build --quiet --network none -t "$image" "$stage" 2>&1); then
+	printf '%s\n' "$out" >&2
+	die "docker build of $image failed"
+fi
 rm -rf "$stage"
 
 # 4. Smoke test: the CLI runs as the non-root user.
