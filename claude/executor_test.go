@@ -1,0 +1,369 @@
+package claude
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/llmtest"
+)
+
+const testKey = "sk-ant-test-SECRET-7f3a9c"
+
+type eventLog struct {
+	mu  sync.Mutex
+	evs []chat.Event
+}
+
+func (l *eventLog) emit(e chat.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.evs = append(l.evs, e)
+}
+
+func (l *eventLog) starts(typ string) []chat.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []chat.Event
+	for _, e := range l.evs {
+		if e.Event == chat.Start && e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func newRequest(sb *hostSandbox, srv *llmtest.Server, chatID, input string, log *eventLog) *executor.Request {
+	return &executor.Request{
+		Assistant: &assistant.Assistant{ID: "coder"},
+		UserID:    "alice", ChatID: chatID,
+		System:    "You are a careful coding assistant.",
+		Input:     []chat.Message{{Role: chat.RoleUser, Content: input}},
+		Connector: executor.Connection{Type: "anthropic", Host: srv.URL, Key: testKey, Model: "claude-test"},
+		Sandbox:   sb, Timeout: time.Minute, Emit: log.emit,
+	}
+}
+
+// TestRunWriteBashResume: a Write then a Bash call change the workspace;
+// the next request resumes the session and the model sees the first
+// turn's tool history.
+func TestRunWriteBashResume(t *testing.T) {
+	bin := testenv.ClaudeBin(t)
+	t.Parallel()
+	sb := newHostSandbox(t)
+	ws := sb.ws.Dir()
+	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
+		{Text: "Creating it.", ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{
+			"file_path": filepath.Join(ws, "notes.txt"), "content": "first\n"}}}},
+		{When: &llmtest.Match{AfterToolResult: "Write"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{
+			"command": "echo second >> notes.txt && wc -l < notes.txt", "description": "append"}}}},
+		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "notes.txt has two lines."},
+		{When: &llmtest.Match{Contains: "what did you do"}, Text: "I wrote notes.txt."},
+	}})
+	t.Cleanup(srv.Close)
+	e := New(Options{Binary: bin})
+
+	log1 := &eventLog{}
+	res, err := e.Run(context.Background(), newRequest(sb, srv, "chat-1", "make notes", log1))
+	if err != nil {
+		t.Fatalf("run 1: %v", err)
+	}
+	got, _ := os.ReadFile(filepath.Join(ws, "notes.txt"))
+	if string(got) != "first\nsecond\n" {
+		t.Errorf("notes.txt = %q", got)
+	}
+	if len(res.ToolCalls) != 2 || res.ToolCalls[0].Name != "Write" || res.ToolCalls[1].Name != "Bash" ||
+		!strings.Contains(res.ToolCalls[1].Result, "2") {
+		t.Errorf("tool calls %+v", res.ToolCalls)
+	}
+	if want := SessionID("coder", "alice", "chat-1"); res.SessionID != want {
+		t.Errorf("session %s, want %s", res.SessionID, want)
+	}
+	if res.Usage.Turns != 3 || res.Usage.InputTokens == 0 {
+		t.Errorf("usage %+v", res.Usage)
+	}
+	if s := log1.starts(chat.TypeSession); len(s) != 1 || s[0].Props["session_id"] != res.SessionID {
+		t.Errorf("session events %+v", s)
+	}
+	if n := len(log1.starts(chat.TypeToolResult)); n != 2 {
+		t.Errorf("%d tool results", n)
+	}
+
+	log2 := &eventLog{}
+	res2, err := e.Run(context.Background(), newRequest(sb, srv, "chat-1", "what did you do?", log2))
+	if err != nil {
+		t.Fatalf("run 2: %v", err)
+	}
+	if res2.Content != "I wrote notes.txt." || res2.SessionID != res.SessionID {
+		t.Errorf("run 2: %q session %s", res2.Content, res2.SessionID)
+	}
+	reqs := srv.TurnRequests()
+	last := string(reqs[len(reqs)-1].Body)
+	for _, want := range []string{`"name":"Write"`, `"name":"Bash"`, "make notes", "tool_result"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("resumed request lacks %s", want)
+		}
+	}
+	checkNoSecret(t, sb, log1, log2)
+}
+
+// checkNoSecret: the key is in no event and no workspace file.
+func checkNoSecret(t *testing.T, sb *hostSandbox, logs ...*eventLog) {
+	t.Helper()
+	for _, l := range logs {
+		b, _ := json.Marshal(l.evs)
+		if strings.Contains(string(b), testKey) {
+			t.Error("API key found in events")
+		}
+	}
+	_ = filepath.WalkDir(sb.ws.Dir(), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		if strings.Contains(string(b), testKey) {
+			t.Errorf("API key found in workspace file %s", p)
+		}
+		return nil
+	})
+}
+
+// TestRunLargeInputAndHistory: a 2 MB message and a 200-turn, 5 MB history
+// reach the model (history through the system prompt file, as no session
+// exists yet), and none of it goes through argv.
+func TestRunLargeInputAndHistory(t *testing.T) {
+	bin := testenv.ClaudeBin(t)
+	if testing.Short() {
+		t.Skip("large payloads")
+	}
+	t.Parallel()
+	sb := newHostSandbox(t)
+	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Text: "Read it all."}}})
+	t.Cleanup(srv.Close)
+	log := &eventLog{}
+	big := "BEGIN-" + strings.Repeat("lorem ipsum ", 2<<20/12) + "-END"
+	req := newRequest(sb, srv, "chat-big", big, log)
+	for i := 0; i < 200; i++ {
+		req.History = append(req.History,
+			chat.Message{Role: chat.RoleUser, Content: "question " + strings.Repeat("q", 12<<10)},
+			chat.Message{Role: chat.RoleAssistant, Content: "answer " + strings.Repeat("a", 12<<10)})
+	}
+	req.History[0].Content = "FIRST-HISTORY-MARKER"
+	res, err := New(Options{Binary: bin}).Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Content != "Read it all." {
+		t.Errorf("content %q", res.Content)
+	}
+	reqs := srv.TurnRequests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d turn requests", len(reqs))
+	}
+	body := reqs[0]
+	if !strings.Contains(string(body.Body), "-END") || !strings.Contains(string(body.Body), "BEGIN-") {
+		t.Error("the 2 MB message did not arrive whole")
+	}
+	if sys := body.System(); !strings.Contains(sys, "FIRST-HISTORY-MARKER") || !strings.Contains(sys, "careful coding assistant") {
+		t.Error("history or system prompt missing from the system prompt")
+	}
+}
+
+// TestRunTimeout: a model that stalls is stopped at the sandbox timeout.
+func TestRunTimeout(t *testing.T) {
+	bin := testenv.ClaudeBin(t)
+	t.Parallel()
+	sb := newHostSandbox(t)
+	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Stall: true}}})
+	t.Cleanup(srv.Close)
+	log := &eventLog{}
+	req := newRequest(sb, srv, "chat-slow", "hi", log)
+	req.Timeout = 3 * time.Second
+	start := time.Now()
+	_, err := New(Options{Binary: bin}).Run(context.Background(), req)
+	var xe *executor.Error
+	if !errors.As(err, &xe) || xe.Code != chat.ErrTimeout {
+		t.Fatalf("err %v, want a timeout", err)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("took %s", d)
+	}
+	if ev := log.starts(chat.TypeError); len(ev) != 1 || ev[0].Props["code"] != chat.ErrTimeout {
+		t.Errorf("error events %+v", ev)
+	}
+}
+
+// fakeCLI writes a shell script standing in for the CLI.
+func fakeCLI(t *testing.T, script string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "claude")
+	writeHostFile(t, p, "#!/bin/sh\n"+script)
+	if err := os.Chmod(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const fakeResult = `{"type":"result","subtype":"success","is_error":false,"num_turns":1,"result":"ok","session_id":"s","usage":{"input_tokens":1,"output_tokens":1}}`
+
+func TestRunProcessFailures(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(nil)
+	t.Cleanup(srv.Close)
+	tests := []struct {
+		name   string
+		script string
+		code   string // "" for success
+		msg    string
+		maxDur time.Duration
+	}{
+		{"no result", "echo 'not json at all'; echo 'boom: cannot start' >&2; exit 3", chat.ErrExecutor, "boom: cannot start", 5 * time.Second},
+		{"exit after result", "echo '" + fakeResult + "'; echo 'crashed late' >&2; exit 2", chat.ErrExecutor, "crashed late", 5 * time.Second},
+		{"lingers after result", "echo '" + fakeResult + "'; sleep 60", "", "", 10 * time.Second},
+		{"killed mid-stream", `echo '{"type":"system","subtype":"init","session_id":"s","tools":[],"mcp_servers":[],"skills":[]}'; kill -9 $$`, chat.ErrExecutor, "without a result", 5 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sb := newHostSandbox(t)
+			log := &eventLog{}
+			start := time.Now()
+			_, err := New(Options{Binary: fakeCLI(t, tc.script), GracePeriod: time.Second}).
+				Run(context.Background(), newRequest(sb, srv, "c", "hi", log))
+			if d := time.Since(start); d > tc.maxDur {
+				t.Errorf("took %s", d)
+			}
+			if tc.code == "" {
+				if err != nil {
+					t.Fatalf("err %v", err)
+				}
+				return
+			}
+			var xe *executor.Error
+			if !errors.As(err, &xe) || xe.Code != tc.code || !strings.Contains(xe.Error(), tc.msg) {
+				t.Fatalf("err %v, want %s containing %q", err, tc.code, tc.msg)
+			}
+			ev := log.starts(chat.TypeError)
+			if len(ev) != 1 {
+				t.Fatalf("error events %+v", ev)
+			}
+			for _, e := range log.starts(chat.TypeText) {
+				if strings.Contains(e.Text, "not json") {
+					t.Error("non-JSON output leaked into text")
+				}
+			}
+		})
+	}
+}
+
+// TestRunEnvAndArgv checks the command line and environment the CLI gets:
+// secrets only in env, parent-session variables removed, every flag set.
+func TestRunEnvAndArgv(t *testing.T) {
+	t.Parallel()
+	sb := newHostSandbox(t)
+	srv := llmtest.NewServer(nil)
+	t.Cleanup(srv.Close)
+	bin := fakeCLI(t, `printf '%s\n' "$@" > argv.txt; env > env.txt; echo '`+fakeResult+`'`)
+	req := newRequest(sb, srv, "c", "hi", &eventLog{})
+	req.Assistant.MCP = []assistant.MCPRef{{ServerID: "gh", Tools: []string{"list_issues"}}}
+	req.Assistant.MCPServers = map[string]*assistant.MCPServer{"gh": {ID: "gh", Transport: "stdio", Command: "gh-mcp",
+		Env: map[string]string{"GITHUB_TOKEN": "$ENV.TEST_GH_TOKEN"}}}
+	req.Arguments = assistant.Arguments{MaxTurns: 7, AllowedTools: []string{"Read"}, DisallowedTools: []string{"WebFetch"}}
+	e := New(Options{Binary: bin, LookupEnv: func(k string) (string, bool) {
+		if k == "TEST_GH_TOKEN" {
+			return "ghp_SECRETTOKEN123", true
+		}
+		return "", false
+	}})
+	if _, err := e.Run(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	argv, _ := os.ReadFile(filepath.Join(sb.ws.Dir(), "argv.txt"))
+	env, _ := os.ReadFile(filepath.Join(sb.ws.Dir(), "env.txt"))
+	a := string(argv)
+	for _, want := range []string{"-p\n", "--input-format\nstream-json\n", "--output-format\nstream-json\n", "--verbose\n",
+		"--include-partial-messages\n", "--max-turns\n7\n", "--permission-mode\nbypassPermissions\n", "--model\nclaude-test\n",
+		"--session-id\n" + SessionID("coder", "alice", "c") + "\n", "--append-system-prompt-file\n",
+		"--allowedTools\nRead,mcp__gh__list_issues\n", "--disallowedTools\nWebFetch\n", "--mcp-config\n", "--strict-mcp-config\n"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("argv lacks %q:\n%s", want, a)
+		}
+	}
+	for _, secret := range []string{testKey, "ghp_SECRETTOKEN123", "careful coding"} {
+		if strings.Contains(a, secret) {
+			t.Errorf("argv contains %q", secret)
+		}
+	}
+	en := "\n" + string(env)
+	for _, want := range []string{"\nANTHROPIC_API_KEY=" + testKey + "\n", "\nANTHROPIC_BASE_URL=" + srv.URL + "\n",
+		"\nANTHROPIC_MODEL=claude-test\n", "\nCLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1\n", "\nDISABLE_AUTOUPDATER=1\n",
+		"\nIS_SANDBOX=1\n", "\nCLAUDE_CONFIG_DIR=" + sb.ws.Dir() + "/" + ConfigDir + "\n",
+		"\nAGENTBOX_MCP_GH_ENV_GITHUB_TOKEN=ghp_SECRETTOKEN123\n"} {
+		if !strings.Contains(en, want) {
+			t.Errorf("env lacks %q", strings.TrimSpace(want))
+		}
+	}
+	for _, bad := range []string{"\nCLAUDECODE=", "\nCLAUDE_CODE_ENTRYPOINT=", "\nAGENTBOX_KEEP_ENV="} {
+		if strings.Contains(en, bad) {
+			t.Errorf("env still has %s", strings.TrimSpace(bad))
+		}
+	}
+	mcp, _ := os.ReadFile(filepath.Join(sb.ws.Dir(), ".mcp.json"))
+	if strings.Contains(string(mcp), "ghp_") || !strings.Contains(string(mcp), "${AGENTBOX_MCP_GH_ENV_GITHUB_TOKEN}") {
+		t.Errorf(".mcp.json:\n%s", mcp)
+	}
+	if _, err := os.Stat(filepath.Join(sb.ws.Dir(), SystemPromptFile)); !os.IsNotExist(err) {
+		t.Errorf("system prompt file left behind: %v", err)
+	}
+}
+
+// TestPrepareRewrites: whatever the agent left in .mcp.json and
+// .claude/skills is replaced on the next run.
+func TestPrepareRewrites(t *testing.T) {
+	t.Parallel()
+	sb := newHostSandbox(t)
+	ws := sb.ws.Dir()
+	os.MkdirAll(filepath.Join(ws, ".claude/skills/evil"), 0o755)
+	writeHostFile(t, filepath.Join(ws, ".claude/skills/evil/SKILL.md"), "---\nname: evil\ndescription: x\n---\n")
+	writeHostFile(t, filepath.Join(ws, ".mcp.json"), `{"mcpServers":{"evil":{"command":"curl"}}}`)
+	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, sessionID: SessionID("a", "u", "c")}
+	p, err := prepare(sb.ws, in, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".claude/skills/evil")); !os.IsNotExist(err) {
+		t.Error("stale skill kept")
+	}
+	b, _ := os.ReadFile(filepath.Join(ws, ".mcp.json"))
+	if strings.Contains(string(b), "evil") || p.resume {
+		t.Errorf(".mcp.json %s, resume %v", b, p.resume)
+	}
+	// A transcript on disk switches to --resume.
+	dir := filepath.Join(ws, ConfigDir, "projects", "-workspace")
+	os.MkdirAll(dir, 0o700)
+	writeHostFile(t, filepath.Join(dir, in.sessionID+".jsonl"), "{}\n")
+	if p, _ = prepare(sb.ws, in, nil); !p.resume {
+		t.Error("transcript on disk not resumed")
+	}
+	// Bad MCP definitions are clear errors.
+	in.assistant.MCP = []assistant.MCPRef{{ServerID: "missing"}}
+	if _, err := prepare(sb.ws, in, nil); err == nil || !strings.Contains(err.Error(), `"missing"`) {
+		t.Errorf("err %v", err)
+	}
+	in.assistant.MCP = []assistant.MCPRef{{ServerID: "x"}}
+	in.assistant.MCPServers = map[string]*assistant.MCPServer{"x": {Transport: "stdio", Command: "x", Env: map[string]string{"K": "$ENV.NOPE_NOT_SET"}}}
+	if _, err := prepare(sb.ws, in, func(string) (string, bool) { return "", false }); err == nil || !strings.Contains(err.Error(), "NOPE_NOT_SET") {
+		t.Errorf("err %v", err)
+	}
+}
