@@ -24,7 +24,7 @@ export AGENTBOX_CLAUDE_BIN   := $(CURDIR)/.cache/bin/claude
 export AGENTBOX_CLAUDE_IMAGE := $(IMAGE)
 export NODE_PATH             := $(CURDIR)/.cache/npm/node_modules
 
-.PHONY: build cli docker image setup test bench demo check clean go
+.PHONY: build cli docker tools image setup test bench demo check clean go
 
 ## go: Go itself is not installed here; say so clearly when it is missing
 go:
@@ -42,12 +42,16 @@ cli:
 docker:
 	scripts/ensure-docker.sh
 
+## tools: host tools (bubblewrap, git) installed when missing
+tools:
+	scripts/ensure-tools.sh
+
 ## image: the sandbox image, built offline; skipped when its inputs are unchanged
 image: docker cli
 	AGENTBOX_CLAUDE_IMAGE=$(IMAGE) scripts/build-image.sh
 
 ## setup: everything the integration tests and the demo need
-setup: docker cli image
+setup: tools docker cli image
 
 ## test: the whole suite with real Docker and CLI; fails if a container is left behind
 test: go setup

@@ -25,7 +25,7 @@ fi
 if answers; then # the package may have started the service itself
 	exit 0
 fi
-if pgrep -x dockerd >/dev/null 2>&1; then
+if command -v pgrep >/dev/null 2>&1 && pgrep -x dockerd >/dev/null 2>&1; then
 	log "dockerd is running but not answering yet; waiting"
 else
 	[ "$(id -u)" = 0 ] || die "no Docker engine answers and starting dockerd needs root"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install the host tools the tests and the local runtime use when missing:
+# bubblewrap (the "local" sandbox runtime) and git (workspace history).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/common.sh
+
+missing=()
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v git >/dev/null 2>&1 || missing+=(git)
+if [ ${#missing[@]} -gt 0 ]; then
+	apt_install "${missing[@]}"
+fi
+log "host tools present (bwrap, git)"
