@@ -111,7 +111,7 @@ func (b *meterBody) feedSSE(data []byte) {
 			}
 			return
 		}
-		if !b.skip {
+		if !b.skip && len(b.line)+i <= maxMeterLine {
 			if len(b.line) > 0 {
 				b.line = append(b.line, data[:i]...)
 				b.sseLine(b.line)
@@ -120,7 +120,7 @@ func (b *meterBody) feedSSE(data []byte) {
 				b.sseLine(data[:i])
 			}
 		}
-		b.skip = false
+		b.skip, b.line = false, b.line[:0]
 		data = data[i+1:]
 	}
 }

@@ -1,0 +1,111 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// median returns the median of ds.
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkProxyOverhead measures what the bridge adds to one model
+// request: each iteration makes the same request straight to the upstream
+// and through the in-sandbox relay, the model socket and the host proxy
+// (token check, key swap, metering), and reports both medians and their
+// difference (target: overhead-median under 2 ms).
+func BenchmarkProxyOverhead(b *testing.B) {
+	for _, stream := range []bool{false, true} {
+		name := "json"
+		body := `{"model":"x"}`
+		if stream {
+			name, body = "sse", `{"model":"x","stream":true}`
+		}
+		b.Run(name, func(b *testing.B) {
+			up := httptest.NewServer(&fakeAnthropic{})
+			defer up.Close()
+			s := startSession(b, Options{Upstream: testUpstream(up.URL), Transport: up.Client().Transport})
+			base := startGuestProxy(b, s)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+			defer client.CloseIdleConnections()
+			call := func(url, token string) time.Duration {
+				start := time.Now()
+				req, _ := http.NewRequest("POST", url+"/v1/messages", strings.NewReader(body))
+				req.Header.Set("X-Api-Key", token)
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+				return time.Since(start)
+			}
+			// Warm both paths' connections.
+			call(up.URL, realKey)
+			call(base, s.Token())
+			direct := make([]time.Duration, 0, b.N)
+			bridged := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				direct = append(direct, call(up.URL, realKey))
+				bridged = append(bridged, call(base, s.Token()))
+			}
+			b.StopTimer()
+			md, mb := median(direct), median(bridged)
+			b.ReportMetric(float64(md.Microseconds()), "direct-median-µs")
+			b.ReportMetric(float64(mb.Microseconds()), "bridge-median-µs")
+			b.ReportMetric(float64((mb - md).Microseconds()), "overhead-median-µs")
+		})
+	}
+}
+
+// BenchmarkToolRoundTrip measures one host tool call the way the agent
+// makes it: an MCP client, the in-sandbox `bridge mcp` relay (its own
+// process), the tools socket, the host MCP server with argument validation,
+// the Go handler, and back (target: median under 5 ms).
+func BenchmarkToolRoundTrip(b *testing.B) {
+	var calls atomic.Int32
+	s := startSession(b, Options{Tools: testTools(&calls)})
+	cs := connectGuest(b, s)
+	ctx := context.Background()
+	args := map[string]any{"order_id": "A-17"}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: args}); err != nil {
+		b.Fatal(err)
+	}
+	ds := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatalf("call: %v %+v", err, res)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(median(ds).Microseconds()), "median-µs")
+	var out map[string]any
+	res, _ := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: args})
+	if err := json.Unmarshal([]byte(text(b, res)), &out); err != nil || out["status"] != "shipped" {
+		b.Fatalf("result %v %v", out, err)
+	}
+}

@@ -1,0 +1,94 @@
+package bridge
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+const sampleSSE = "event: message_start\n" +
+	`data: {"type":"message_start","message":{"id":"m","usage":{"input_tokens":12,"output_tokens":1,"cache_read_input_tokens":5,"cache_creation_input_tokens":2}}}` + "\n\n" +
+	"event: content_block_delta\n" +
+	`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"usage: {\"output_tokens\": 999}"}}` + "\n\n" +
+	"event: message_delta\r\n" +
+	`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":30}}` + "\r\n\r\n" +
+	"event: message_stop\n" +
+	`data: {"type":"message_stop"}` + "\n\n"
+
+// readChunked reads body through a meterBody in chunks of the given sizes
+// (cycled) and returns the metered usage.
+func readChunked(body string, sse bool, sizes []int) usageFields {
+	var m meter
+	mb := &meterBody{rc: io.NopCloser(&chunkReader{s: body, sizes: sizes}), m: &m, sse: sse, metered: true}
+	_, _ = io.Copy(io.Discard, mb)
+	_ = mb.Close()
+	return m.u
+}
+
+type chunkReader struct {
+	s     string
+	sizes []int
+	i     int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if r.s == "" {
+		return 0, io.EOF
+	}
+	n := 1
+	if len(r.sizes) > 0 {
+		n = max(1, r.sizes[r.i%len(r.sizes)])
+		r.i++
+	}
+	n = min(n, len(p), len(r.s))
+	copy(p, r.s[:n])
+	r.s = r.s[n:]
+	return n, nil
+}
+
+func TestMeterBody(t *testing.T) {
+	t.Parallel()
+	want := usageFields{input: 12, output: 30, cacheRead: 5, cacheCreation: 2}
+	tests := []struct {
+		name  string
+		body  string
+		sse   bool
+		sizes []int
+		want  usageFields
+	}{
+		{"sse whole", sampleSSE, true, []int{1 << 20}, want},
+		{"sse bytewise", sampleSSE, true, []int{1}, want},
+		{"sse odd chunks", sampleSSE, true, []int{7, 3, 50}, want},
+		{"sse cut before message_delta", sampleSSE[:strings.Index(sampleSSE, "event: message_delta")], true, nil, usageFields{input: 12, output: 1, cacheRead: 5, cacheCreation: 2}},
+		{"json", `{"type":"message","usage":{"input_tokens":4,"output_tokens":6}}`, false, []int{5}, usageFields{input: 4, output: 6}},
+		{"json invalid", `{"usage":{"input_tokens":4`, false, nil, usageFields{}},
+		{"sse garbage", "data: {not json\n\ndata: [DONE]\n", true, nil, usageFields{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := readChunked(tc.body, tc.sse, tc.sizes); got != tc.want {
+				t.Fatalf("usage %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzMeterSSE checks that metering never panics and does not depend on
+// how the stream is split into reads.
+func FuzzMeterSSE(f *testing.F) {
+	f.Add(sampleSSE, 3)
+	f.Add("data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":1}}\n", 1)
+	f.Add("data:"+strings.Repeat("x", maxMeterLine+10)+"\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":2}}}\n", 4096)
+	f.Add(`data: {"type":"message_start","message":{"usage":{"input_tokens":2},"pad":"`+strings.Repeat("x", maxMeterLine)+`"}}`+"\n", 4096)
+	f.Fuzz(func(t *testing.T, body string, size int) {
+		if size < 0 {
+			size = -size
+		}
+		whole := readChunked(body, true, []int{1 << 30})
+		split := readChunked(body, true, []int{size%97 + 1, size%13 + 1})
+		if whole != split {
+			t.Fatalf("usage depends on read sizes: whole %+v, split %+v", whole, split)
+		}
+	})
+}
