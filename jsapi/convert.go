@@ -57,9 +57,6 @@ func typeName(v goja.Value) string {
 
 // parseJSON turns JSON text into a JS value with the runtime's JSON.parse.
 func (c *call) parseJSON(raw []byte) goja.Value {
-	if c.jsonParse == nil {
-		c.jsonParse, _ = goja.AssertFunction(c.vm.Get("JSON").ToObject(c.vm).Get("parse"))
-	}
 	v, err := c.jsonParse(goja.Undefined(), c.vm.ToValue(string(raw)))
 	if err != nil {
 		panic(err)
@@ -70,9 +67,6 @@ func (c *call) parseJSON(raw []byte) goja.Value {
 // stringify is JSON.stringify(v); ok is false for values JSON cannot hold
 // (undefined, functions, symbols).
 func (c *call) stringify(v goja.Value) (s string, ok bool, err error) {
-	if c.jsonString == nil {
-		c.jsonString, _ = goja.AssertFunction(c.vm.Get("JSON").ToObject(c.vm).Get("stringify"))
-	}
 	out, err := c.jsonString(goja.Undefined(), v)
 	if err != nil {
 		var ex *goja.Exception

@@ -201,6 +201,15 @@ func (c *call) hookError(err error) *Error {
 		c.position(e, ie.Stack())
 		return e
 	}
+	var so *goja.StackOverflowError
+	if errors.As(err, &so) {
+		e.Err = err
+		e.Name, e.Code = "RangeError", CodeHookError
+		e.Message = "Maximum call stack size exceeded"
+		e.Stack = so.String()
+		c.position(e, so.Stack())
+		return e
+	}
 	var ex *goja.Exception
 	if errors.As(err, &ex) {
 		e.Err = err

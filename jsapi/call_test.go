@@ -1,0 +1,320 @@
+package jsapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+)
+
+func TestCreateResult(t *testing.T) {
+	t.Parallel()
+	in := []chat.Message{{Role: "system", Content: "sys"}, {Role: "user", Content: "hi"}}
+	cases := []struct {
+		name    string
+		body    string
+		want    *CreateResult
+		wantErr string
+	}{
+		{"null", `return null`, nil, ""},
+		{"undefined", `return`, nil, ""},
+		{"messages", `return {messages: [...messages, {role: "assistant", content: "ok", name: "bot"}]}`,
+			&CreateResult{Messages: append(append([]chat.Message(nil), in...), chat.Message{Role: "assistant", Content: "ok", Name: "bot"})}, ""},
+		{"options", `return {options: {temperature: 0.5, connector: "deepseek.v3", sandbox: {arguments: {max_turns: 3}}}}`,
+			&CreateResult{Options: map[string]any{"temperature": 0.5, "connector": "deepseek.v3", "sandbox": map[string]any{"arguments": map[string]any{"max_turns": 3.0}}}}, ""},
+		{"null fields", `return {messages: null, options: undefined}`, &CreateResult{}, ""},
+		{"sees options", `return {options: {seen: options.temperature}}`, &CreateResult{Options: map[string]any{"seen": 0.2}}, ""},
+		{"async", `return (async () => ({messages: [{role: "user", content: "x"}]}))()`,
+			&CreateResult{Messages: []chat.Message{{Role: "user", Content: "x"}}}, ""},
+		{"number", `return 42`, nil, "Create must return null or {messages, options}, got a number"},
+		{"string", `return "messages"`, nil, "Create must return null or {messages, options}, got a string"},
+		{"array", `return messages`, nil, "Create must return null or {messages, options}, got an array"},
+		{"unknown field", `return {message: messages}`, nil, `Create returned an unknown field "message"`},
+		{"messages not array", `return {messages: "hi"}`, nil, "Create returned messages: want an array, got a string"},
+		{"bad role", `return {messages: [{role: "robot", content: "x"}]}`, nil, `messages[0].role: "robot" is not one of system, user, assistant, tool`},
+		{"no role", `return {messages: [{content: "x"}]}`, nil, `messages[0]: role is missing`},
+		{"content not string", `return {messages: [{role: "user", content: [{type: "text"}]}]}`, nil, "messages[0].content: want a string, got an array"},
+		{"unknown message field", `return {messages: [{role: "user", content: "x", meta: 1}]}`, nil, `messages[0]: unknown field "meta"`},
+		{"options not object", `return {options: [1]}`, nil, "Create returned options: want an object, got an array"},
+		{"options not json", `const o: any = {}; o.self = o; return {options: o}`, nil, "Create returned options that are not JSON"},
+		{"rejected", `return Promise.reject(new TypeError("nope"))`, nil, "Create hook: TypeError: nope"},
+		{"pending", `return new Promise(() => {})`, nil, "returned a Promise that did not settle"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := load(t, "export function Create(ctx: any, messages: any[], options: any) {\n"+tc.body+"\n}\n")
+			got, err := h.Create(context.Background(), &Context{}, in, map[string]any{"temperature": 0.2})
+			if tc.wantErr != "" {
+				var je *Error
+				if !errors.As(err, &je) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNextResult(t *testing.T) {
+	t.Parallel()
+	payload := NextPayload{
+		Messages:   []chat.Message{{Role: "user", Content: "q"}},
+		Completion: "answer",
+		Tools:      []executor.ToolCall{{ID: "t1", Name: "Bash", Input: chat.RawJSON(`{"command":"ls"}`), Result: "a.txt", IsError: false}},
+	}
+	cases := []struct {
+		name    string
+		body    string
+		p       NextPayload
+		want    *NextResult
+		wantErr string
+	}{
+		{"null", `return null`, payload, nil, ""},
+		{"data", `return {data: {text: payload.completion.toUpperCase(), n: payload.messages.length}}`, payload,
+			&NextResult{Data: map[string]any{"text": "ANSWER", "n": 1.0}}, ""},
+		{"data null", `return {data: null}`, payload, &NextResult{}, ""},
+		{"tools", `return {data: payload.tools.map(t => [t.id, t.name, t.input.command, t.result, t.is_error])}`, payload,
+			&NextResult{Data: []any{[]any{"t1", "Bash", "ls", "a.txt", false}}}, ""},
+		{"no error", `return {data: payload.error}`, payload, &NextResult{}, ""},
+		{"error", `return {data: payload.error}`, NextPayload{Error: "boom"}, &NextResult{Data: "boom"}, ""},
+		{"no data", `return {}`, payload, nil, "Next must return null or {data}, got an object without data"},
+		{"extra field", `return {data: 1, content: "x"}`, payload, nil, `Next returned an unknown field "content"`},
+		{"number", `return 1`, payload, nil, "Next must return null or {data}, got a number"},
+		{"function data", `return {data: () => 1}`, payload, nil, "Next returned data that is not JSON: a function cannot be represented in JSON"},
+		{"throws", `throw new Error("bad")`, payload, nil, "Next hook: bad"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := load(t, "export function Next(ctx, payload, options) {\n"+tc.body+"\n}\n")
+			got, err := h.Next(context.Background(), &Context{}, tc.p, nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMissingHooksAreNoOps(t *testing.T) {
+	t.Parallel()
+	h := load(t, `export function tool(ctx, args) { return {sum: args.a + args.b} }`)
+	if res, err := h.Create(context.Background(), &Context{}, nil, nil); res != nil || err != nil {
+		t.Fatalf("Create = %v, %v", res, err)
+	}
+	if res, err := h.Next(context.Background(), &Context{}, NextPayload{}, nil); res != nil || err != nil {
+		t.Fatalf("Next = %v, %v", res, err)
+	}
+	got, err := h.Call(context.Background(), &Context{}, "tool", map[string]any{"a": 1, "b": 2})
+	if err != nil || !reflect.DeepEqual(got, map[string]any{"sum": 3.0}) {
+		t.Fatalf("Call = %v, %v", got, err)
+	}
+	_, err = h.Call(context.Background(), &Context{}, "nope", nil)
+	var je *Error
+	if !errors.Is(err, ErrNoFunction) || !errors.As(err, &je) || je.Code != CodeNoFunction {
+		t.Fatalf("Call(nope) = %v", err)
+	}
+}
+
+func TestThrownErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, body               string
+		wantName, wantMsg, wantC string
+	}{
+		{"Error", `throw new Error("no")`, "Error", "no", CodeHookError},
+		{"custom code", `const e: any = new Error("quota"); e.code = "QUOTA"; throw e`, "Error", "quota", "QUOTA"},
+		{"subclass", `class MyErr extends Error { constructor(m) { super(m); this.name = "MyErr" } } throw new MyErr("mine")`, "MyErr", "mine", CodeHookError},
+		{"string", `throw "plain"`, "Error", "plain", CodeHookError},
+		{"host error let through", `ctx.memory.context.Set("", 1)`, "TypeError", "memory.context.Set: the key is empty", CodeInvalidArgument},
+		{"reference", `return undefinedThing.x`, "ReferenceError", "undefinedThing is not defined", CodeHookError},
+		{"recursion", `const f = (n) => f(n + 1) + 1; return f(0)`, "RangeError", "Maximum call stack size exceeded", CodeHookError},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := load(t, "export function Create(ctx: any) {\n"+tc.body+"\n}\n")
+			_, err := h.Create(context.Background(), &Context{}, nil, nil)
+			var je *Error
+			if !errors.As(err, &je) {
+				t.Fatalf("err = %v", err)
+			}
+			if je.Hook != "Create" || je.Name != tc.wantName || je.Message != tc.wantMsg || je.Code != tc.wantC {
+				t.Fatalf("error = %+v", je)
+			}
+		})
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	a := writeAssistant(t, map[string]string{"src/index.ts": `
+let calls = 0;
+export function Create(ctx: any, messages: any[], options: any) {
+  if (options.spin) { while (true) {} }
+  return {options: {ok: true}};
+}
+export function Next(ctx: any) {
+  ctx.sandbox.Exec(["sleep", "10"]);
+  return null;
+}
+`})
+	a.HookTimeout = 100 * time.Millisecond
+	h, err := Load(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Timeout() != 100*time.Millisecond {
+		t.Fatalf("Timeout = %v", h.Timeout())
+	}
+
+	t.Run("busy loop", func(t *testing.T) {
+		var rec recorder
+		start := time.Now()
+		_, err := h.Create(context.Background(), &Context{Emit: rec.emit}, nil, map[string]any{"spin": true})
+		took := time.Since(start)
+		var je *Error
+		if !errors.As(err, &je) || je.Code != CodeHookTimeout || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v", err)
+		}
+		if want := "Create hook: TimeoutError: Create ran past its timeout of 100ms and was stopped"; !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("message %q, want %q", err, want)
+		}
+		if je.File != "src/index.ts" || je.Line != 4 {
+			t.Errorf("position = %s:%d", je.File, je.Line)
+		}
+		if took > 2*time.Second {
+			t.Errorf("took %v to stop", took)
+		}
+		// The next call runs normally.
+		res, err := h.Create(context.Background(), &Context{}, nil, map[string]any{})
+		if err != nil || res == nil || res.Options["ok"] != true {
+			t.Fatalf("after a timeout: %+v, %v", res, err)
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(30*time.Millisecond, cancel)
+		a2 := *a
+		a2.HookTimeout = time.Minute
+		h2, err := Load(&a2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = h2.Create(ctx, &Context{}, nil, map[string]any{"spin": true})
+		var je *Error
+		if !errors.As(err, &je) || je.Code != CodeCanceled || !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v", err)
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Errorf("cancel took %v", time.Since(start))
+		}
+	})
+
+	t.Run("sandbox call shares the deadline", func(t *testing.T) {
+		start := time.Now()
+		_, err := h.Next(context.Background(), &Context{Sandbox: newFakeSandbox(t)}, NextPayload{}, nil)
+		var je *Error
+		if !errors.As(err, &je) || je.Code != CodeHookTimeout {
+			t.Fatalf("err = %v", err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("Exec outlived the hook deadline: %v", took)
+		}
+	})
+}
+
+// TestIsolation checks that nothing one call leaves behind is seen by the
+// next, whoever makes it.
+func TestIsolation(t *testing.T) {
+	t.Parallel()
+	h := load(t, `
+let counter = 0;
+export function Create(ctx: any) {
+  counter++;
+  const seen = {
+    counter,
+    global: (globalThis as any).leaked,
+    sloppy: typeof (globalThis as any).implicitGlobal,
+    proto: typeof ([] as any).evil,
+    json: JSON.stringify({a: 1}),
+    user: (globalThis as any).lastUser,
+  };
+  (globalThis as any).leaked = ctx.user_id;
+  (globalThis as any).lastUser = ctx.user_id;
+  (Array.prototype as any).evil = () => "pwned";
+  (JSON as any).stringify = () => "patched";
+  Object.defineProperty(globalThis, "sticky", {value: 1, configurable: false});
+  return {options: seen};
+}
+`)
+	want := map[string]any{"counter": 1.0, "sloppy": "undefined", "proto": "undefined", "json": `{"a":1}`}
+	for i := range 3 {
+		res, err := h.Create(context.Background(), &Context{UserID: fmt.Sprintf("user%d", i)}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(res.Options, want) {
+			t.Fatalf("call %d saw %v, want %v", i, res.Options, want)
+		}
+	}
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	h := load(t, `
+export function Create(ctx: any, messages: any[]) {
+  ctx.memory.user.Set("name", ctx.user_id);
+  let x = 0;
+  for (let i = 0; i < 1000; i++) x += i;
+  return {messages: [{role: "user", content: ctx.user_id + ":" + ctx.memory.user.Get("name") + ":" + x}]};
+}
+`)
+	store := NewMemStore()
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := fmt.Sprintf("u%d", i)
+			res, err := h.Create(context.Background(), &Context{UserID: user, Memory: store}, nil, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if want := user + ":" + user + ":499500"; res.Messages[0].Content != want {
+				errs <- fmt.Errorf("got %q, want %q", res.Messages[0].Content, want)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
