@@ -1,0 +1,135 @@
+package claude
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/skills"
+)
+
+// TestDockerEndToEnd runs the real CLI in the real sandbox image against a
+// scripted model: a Write and a Bash call change the persistent workspace,
+// a second request in a fresh container resumes the session with the
+// first turn's tool history, the assistant's skill shows up in the init
+// event and an MCP server that cannot start yields a notice.
+func TestDockerEndToEnd(t *testing.T) {
+	img := testenv.Image(t)
+	if testing.Short() {
+		t.Skip("starts containers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rt, err := docker.New(ctx, docker.Options{Instance: "claude-e2e-test", Image: img, Network: sandbox.NetworkHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	wss, err := sandbox.NewWorkspaces(t.TempDir(), 1000, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	skillDir := filepath.Join(t.TempDir(), "code-check")
+	if err := os.MkdirAll(skillDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeHostFile(t, filepath.Join(skillDir, "SKILL.md"), "---\nname: code-check\ndescription: Check code for bugs.\n---\n# Code check\n")
+	a := &assistant.Assistant{
+		ID:         "coder",
+		Skills:     []*skills.Skill{{Name: "code-check", Description: "Check code for bugs.", Dir: skillDir}},
+		MCP:        []assistant.MCPRef{{ServerID: "broken"}},
+		MCPServers: map[string]*assistant.MCPServer{"broken": {ID: "broken", Transport: "stdio", Command: "/nonexistent/mcp"}},
+	}
+	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
+		{Text: "Writing.", ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{
+			"file_path": "/workspace/src/notes.txt", "content": "first\n"}}}},
+		{When: &llmtest.Match{AfterToolResult: "Write"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{
+			"command": "echo second >> src/notes.txt && id -un", "description": "append"}}}},
+		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Done."},
+		{When: &llmtest.Match{Contains: "what changed"}, Text: "notes.txt has two lines."},
+	}})
+	t.Cleanup(srv.Close)
+	e := New(Options{})
+
+	turn := func(input string) (*executor.Result, *eventLog, *sandbox.Workspace) {
+		ws, release, err := wss.Acquire(ctx, "alice", "chat-e2e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(release)
+		sb, err := rt.Create(ctx, sandbox.Spec{UserID: "alice", ChatID: "chat-e2e", Workspace: ws, Image: img, Network: sandbox.NetworkHost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Remove(context.Background())
+		log := &eventLog{}
+		res, err := e.Run(ctx, &executor.Request{
+			Assistant: a, UserID: "alice", ChatID: "chat-e2e",
+			System:    "You are a careful coding assistant.",
+			Input:     []chat.Message{{Role: chat.RoleUser, Content: input}},
+			Connector: executor.Connection{Type: "anthropic", Host: srv.URL, Key: testKey, Model: "claude-test"},
+			Sandbox:   sb, Timeout: 2 * time.Minute, Emit: log.emit,
+		})
+		if err != nil {
+			t.Fatalf("run %q: %v", input, err)
+		}
+		return res, log, ws
+	}
+
+	res, log1, ws := turn("make notes")
+	got, err := os.ReadFile(filepath.Join(ws.Dir(), "src", "notes.txt"))
+	if err != nil || string(got) != "first\nsecond\n" {
+		t.Fatalf("notes.txt = %q, %v", got, err)
+	}
+	if len(res.ToolCalls) != 2 || !strings.Contains(res.ToolCalls[1].Result, "agent") {
+		t.Errorf("tool calls %+v", res.ToolCalls)
+	}
+	sess := log1.starts(chat.TypeSession)
+	if len(sess) != 1 {
+		t.Fatalf("session events %+v", sess)
+	}
+	if sk, _ := sess[0].Props["skills"].([]string); !contains(sk, "code-check") {
+		t.Errorf("skill missing from init: %v", sess[0].Props["skills"])
+	}
+	var mcpNotice bool
+	for _, n := range log1.starts(chat.TypeNotice) {
+		if n.Props["code"] == NoticeMCPFailed && n.Props["server"] == "broken" {
+			mcpNotice = true
+		}
+	}
+	if !mcpNotice {
+		t.Errorf("no mcp_server_failed notice; notices %v", res.Notices)
+	}
+
+	res2, _, _ := turn("what changed?")
+	if res2.Content != "notes.txt has two lines." || res2.SessionID != res.SessionID {
+		t.Errorf("second turn: %q session %s vs %s", res2.Content, res2.SessionID, res.SessionID)
+	}
+	reqs := srv.TurnRequests()
+	last := string(reqs[len(reqs)-1].Body)
+	for _, want := range []string{`"name":"Write"`, `"name":"Bash"`, "make notes"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("resumed request lacks %s", want)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
