@@ -48,6 +48,11 @@ type Request struct {
 	// MCPServers are extra MCP servers (for example the host-tools bridge)
 	// to add to the assistant's own, by name.
 	MCPServers map[string]assistant.MCPServer
+	// WrapArgv, when set, is applied to the CLI's argv just before it is
+	// started: the model bridge prefixes it with `agentbox bridge run ...
+	// --`, which serves the model proxy on the sandbox's loopback for the
+	// CLI's lifetime (bridge.Session.WrapCommand).
+	WrapArgv func(argv []string) []string
 	// Emit receives the run's events.
 	Emit chat.EmitFunc
 }
