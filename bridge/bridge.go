@@ -320,6 +320,23 @@ func (s *Session) Env() map[string]string {
 	}
 }
 
+// Connection is the connector the CLI inside the sandbox must be given in
+// place of the real one: the loopback proxy as host and the per-request
+// token as key, with the real connector's model. An executor that puts the
+// connector into the CLI's environment then leaks nothing. Without a model
+// proxy it is the zero value.
+func (s *Session) Connection() executor.Connection {
+	if s.model == nil {
+		return executor.Connection{}
+	}
+	return executor.Connection{
+		Type:  "anthropic",
+		Host:  "http://" + GuestProxyAddr,
+		Key:   s.model.token,
+		Model: s.opts.Upstream.Model,
+	}
+}
+
 // Token is the per-request token the sandbox presents to the model proxy
 // ("" without a model proxy).
 func (s *Session) Token() string {

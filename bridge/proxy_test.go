@@ -373,6 +373,9 @@ func TestSessionEnvAndWrap(t *testing.T) {
 			t.Fatalf("env %s holds the real key", k)
 		}
 	}
+	if c := s.Connection(); c.Key != s.Token() || c.Host != "http://"+GuestProxyAddr || c.Model != "claude-test" || c.Type != "anthropic" {
+		t.Fatalf("Connection = %v", c)
+	}
 	argv := s.WrapCommand([]string{"claude", "-p"})
 	want := []string{GuestBinary, "bridge", "run", "--socket", GuestModelSocket, "--listen", GuestProxyAddr, "--", "claude", "-p"}
 	if strings.Join(argv, " ") != strings.Join(want, " ") {
