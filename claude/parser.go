@@ -257,26 +257,69 @@ func parentOf(line string) string {
 	return str(gjson.Get(line, "parent_tool_use_id"))
 }
 
-func (p *Parser) streamEvent(line string) {
-	ev := gjson.Get(line, "event")
+// eventFields are the parts of a stream_event line, found in one pass.
+type eventFields struct {
+	typ, index, delta, block, message gjson.Result
+	parent                            string
+}
+
+// scanEvent walks the line's top-level keys once, stopping as soon as the
+// event and parent_tool_use_id are found (the CLI prints the event first),
+// and the event's keys once: far cheaper than one gjson.Get per field.
+func scanEvent(line string) (f eventFields, ok bool) {
+	var ev gjson.Result
+	gotParent := false
+	gjson.Parse(line).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "event":
+			ev = v
+		case "parent_tool_use_id":
+			f.parent = str(v)
+			gotParent = true
+		}
+		return !(gotParent && ev.Exists())
+	})
 	if !ev.IsObject() {
+		return f, false
+	}
+	ev.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			f.typ = v
+		case "index":
+			f.index = v
+		case "delta":
+			f.delta = v
+		case "content_block":
+			f.block = v
+		case "message":
+			f.message = v
+		}
+		return true
+	})
+	return f, true
+}
+
+func (p *Parser) streamEvent(line string) {
+	f, ok := scanEvent(line)
+	if !ok {
 		return
 	}
-	parent := parentOf(line)
-	switch ev.Get("type").String() {
+	parent := f.parent
+	switch f.typ.String() {
 	case "message_start":
-		id := ev.Get("message.id").String()
+		id := f.message.Get("id").String()
 		p.streamed[parent+"\x00"+id] = true
 		if parent == "" {
 			p.countTurn(id)
 		}
 	case "content_block_start":
-		key := blockKey{parent, ev.Get("index").Int()}
+		key := blockKey{parent, f.index.Int()}
 		if old := p.blocks[key]; old != nil {
 			p.endBlock(old)
 			delete(p.blocks, key)
 		}
-		cb := ev.Get("content_block")
+		cb := f.block
 		b := &block{id: p.newID(), seq: p.next}
 		props := map[string]any{}
 		switch cb.Get("type").String() {
@@ -308,11 +351,11 @@ func (p *Parser) streamEvent(line string) {
 		p.blocks[key] = b
 		p.emit(chat.Event{Event: chat.Start, ID: b.id, Type: b.typ, Props: props})
 	case "content_block_delta":
-		b := p.blocks[blockKey{parent, ev.Get("index").Int()}]
+		b := p.blocks[blockKey{parent, f.index.Int()}]
 		if b == nil {
 			return
 		}
-		d := ev.Get("delta")
+		d := f.delta
 		var text string
 		switch d.Get("type").String() {
 		case "text_delta":
@@ -332,7 +375,7 @@ func (p *Parser) streamEvent(line string) {
 			p.emit(chat.Event{Event: chat.Delta, ID: b.id, Type: b.typ, Text: text})
 		}
 	case "content_block_stop":
-		key := blockKey{parent, ev.Get("index").Int()}
+		key := blockKey{parent, f.index.Int()}
 		if b := p.blocks[key]; b != nil {
 			p.endBlock(b)
 			delete(p.blocks, key)
