@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -167,3 +168,8 @@ func (f *fakeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandb
 }
 
 func asError(err error, target **Error) bool { return errors.As(err, target) }
+
+type (
+	chatMessage = chat.Message
+	toolCall    = executor.ToolCall
+)

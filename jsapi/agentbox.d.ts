@@ -1,0 +1,227 @@
+// Type declarations for agentbox hooks: the ctx object, the log and console
+// globals, and the shapes Create and Next take and return.
+//
+// Copy this file into an assistant's src/ folder (or point tsconfig.json's
+// "files" at it) and editors complete and check hook code:
+//
+//   function Create(ctx: Context, messages: Message[], options: CreateOptions): CreateResult | null { ... }
+//   function Next(ctx: Context, payload: NextPayload, options: CreateOptions): NextResult | null { ... }
+//
+// Hooks run synchronously in an embedded engine (ES2017 after transpiling):
+// there is no event loop, no timers, no fetch and no Node.js modules. A
+// returned Promise must already be settled. Every call has a timeout (5 s
+// unless the assistant sets hooks.timeout) and starts from a fresh global
+// scope: keep state in ctx.memory, not in variables.
+//
+// The Go side (package jsapi) registers exactly what is declared here; a
+// test compares the two.
+
+/** A conversation message. */
+interface Message {
+  role: "system" | "user" | "assistant" | "tool";
+  content: string;
+  name?: string;
+  tool_call_id?: string;
+}
+
+/**
+ * A message for the client. type is "text", "loading", "notice", ... or any
+ * type of your own; props.content (or props.message) is the text clients
+ * show. A plain string is short for {type: "text", props: {content}}.
+ */
+interface ClientMessage {
+  type: string;
+  props?: Record<string, any>;
+  /** Your own id for the message (default: one is generated). Send and SendStream only. */
+  id?: string;
+}
+
+/** The request a hook runs for. */
+interface Context {
+  readonly chat_id: string;
+  readonly assistant_id: string;
+  /** The authenticated user. */
+  readonly user_id: string;
+  readonly locale: string;
+  /** The request's metadata (a copy: changing it changes nothing else). */
+  readonly metadata: Record<string, any>;
+  readonly memory: Memory;
+  /** The chat's sandbox; undefined for assistants without a sandbox block. */
+  readonly sandbox?: Sandbox;
+
+  /** Sends a whole message and returns its id. */
+  Send(message: ClientMessage | string): string;
+  /** Starts a streamed message and returns its id; Append to it, End it. */
+  SendStream(message: ClientMessage | string): string;
+  /** Appends text to a streamed message. */
+  Append(id: string, text: string): void;
+  /** Replaces a message's type, text and props. */
+  Replace(id: string, message: ClientMessage | string): void;
+  /** Ends a streamed message (ending twice is harmless). Streams left open end after Next. */
+  End(id: string): void;
+}
+
+/** Key-value memory; values are anything JSON can hold. */
+interface Memory {
+  /** Shared by all of the user's chats; persists. */
+  readonly user: MemoryNamespace;
+  /** This chat's; persists. */
+  readonly chat: MemoryNamespace;
+  /** This request's: Create, Next and tools of one request share it. */
+  readonly context: MemoryNamespace;
+}
+
+/** One memory namespace. Keys are 1 to 256 bytes; values at most 1 MiB as JSON. */
+interface MemoryNamespace {
+  /** The stored value, or undefined when there is none. */
+  Get<T = any>(key: string): T | undefined;
+  /** Stores a JSON-serialisable value (undefined and functions throw INVALID_ARGUMENT). */
+  Set(key: string, value: any): void;
+  /** Removes key; a missing key is fine. */
+  Del(key: string): void;
+  Has(key: string): boolean;
+  /** All keys, sorted. */
+  Keys(): string[];
+}
+
+/**
+ * The chat's workspace and commands in its sandbox. Paths are relative to
+ * workdir or absolute under it; anything that leaves the workspace (also
+ * through a symlink) throws SANDBOX_PATH_OUTSIDE.
+ */
+interface Sandbox {
+  /** Where the workspace is inside the sandbox: "/workspace". */
+  readonly workdir: string;
+  /** A file's content as text (at most 32 MiB). */
+  ReadFile(path: string): string;
+  /** Writes a file atomically, creating missing folders. */
+  WriteFile(path: string, content: string | ArrayBuffer): void;
+  /** A folder's entries, sorted by name (default: the workspace root). */
+  ListDir(path?: string): FileInfo[];
+  /**
+   * Runs a command to completion and returns its stdout. A non-zero exit
+   * throws an ExecError (code EXEC_FAILED); running past options.timeout
+   * throws EXEC_TIMEOUT. A string argv is a shell script and needs
+   * {shell: true}.
+   */
+  Exec(argv: string[] | string, options?: ExecOptions): string;
+}
+
+interface ExecOptions {
+  /** Working directory, relative to workdir (created when missing). */
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Milliseconds (the hook's own timeout bounds it too). */
+  timeout?: number;
+  stdin?: string;
+  /** Run argv (one script) with /bin/sh -c. */
+  shell?: boolean;
+}
+
+/** A ListDir entry. */
+interface FileInfo {
+  name: string;
+  size: number;
+  is_dir: boolean;
+  /** RFC 3339, UTC. */
+  mod_time: string;
+}
+
+/** Codes of the errors ctx functions throw. */
+type ErrorCode =
+  | "SANDBOX_PATH_OUTSIDE"
+  | "NOT_FOUND"
+  | "EXEC_TIMEOUT"
+  | "EXEC_FAILED"
+  | "INVALID_ARGUMENT"
+  | "MEMORY_ERROR"
+  | "SANDBOX_UNAVAILABLE"
+  | "SANDBOX_REMOVED"
+  | "FILE_TOO_LARGE"
+  | "IO_ERROR"
+  | "HOOK_TIMEOUT"
+  | "CANCELED";
+
+/** What ctx functions throw: an Error with a stable code to branch on. */
+interface AgentboxError extends Error {
+  code: ErrorCode;
+}
+
+/** What Exec throws when the command exits with a non-zero code. */
+interface ExecError extends AgentboxError {
+  code: "EXEC_FAILED";
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** The sandbox arguments a Create hook may override. */
+interface SandboxArguments {
+  max_turns?: number;
+  permission_mode?: string;
+  allowed_tools?: string[];
+  disallowed_tools?: string[];
+  model?: string;
+}
+
+/** Model options, the connector and sandbox arguments of the request. */
+interface CreateOptions {
+  connector?: string;
+  sandbox?: { arguments?: SandboxArguments };
+  [option: string]: any;
+}
+
+/** What Create may return instead of null. */
+interface CreateResult {
+  /** Replaces the conversation. */
+  messages?: Message[] | null;
+  /** Overrides options (model options, connector, sandbox.arguments). */
+  options?: CreateOptions | null;
+}
+
+/** A tool the agent called during the turn. */
+interface ToolCall {
+  id: string;
+  name: string;
+  input: any;
+  result: string;
+  is_error: boolean;
+}
+
+/** What Next is told about the finished turn. */
+interface NextPayload {
+  messages: Message[];
+  /** The answer text. */
+  completion: string;
+  tools: ToolCall[];
+  /** The turn's error message, null when it succeeded. */
+  error: string | null;
+}
+
+/** What Next may return instead of null: data replaces the response. */
+interface NextResult {
+  data: any;
+}
+
+type CreateHook = (ctx: Context, messages: Message[], options: CreateOptions) => CreateResult | null | undefined | void;
+type NextHook = (ctx: Context, payload: NextPayload, options: CreateOptions) => NextResult | null | undefined | void;
+
+/** Structured log lines with the request's ids; arguments are joined by spaces, objects as JSON. */
+interface Log {
+  Debug(...args: any[]): void;
+  Info(...args: any[]): void;
+  Warn(...args: any[]): void;
+  Error(...args: any[]): void;
+}
+
+/** console.* goes to the same log (log and info at info level). */
+interface Console {
+  log(...args: any[]): void;
+  info(...args: any[]): void;
+  debug(...args: any[]): void;
+  warn(...args: any[]): void;
+  error(...args: any[]): void;
+}
+
+declare var log: Log;
+declare var console: Console;

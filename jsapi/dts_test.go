@@ -1,0 +1,159 @@
+package jsapi
+
+import (
+	"context"
+	"maps"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// parseDeclarations reads agentbox.d.ts: members per interface, the
+// ErrorCode union, and the declared globals.
+func parseDeclarations(t *testing.T) (ifaces map[string][]string, codes, globals []string) {
+	t.Helper()
+	ifaces = map[string][]string{}
+	head := regexp.MustCompile(`^interface (\w+)(?: extends [\w, ]+)? \{$`)
+	member := regexp.MustCompile(`^  (?:readonly )?([A-Za-z_$][\w$]*)\??(?:<[^>]*>)?[(:]`)
+	var cur string
+	for _, line := range strings.Split(Declarations, "\n") {
+		switch {
+		case head.MatchString(line):
+			cur = head.FindStringSubmatch(line)[1]
+			ifaces[cur] = []string{}
+		case line == "}":
+			cur = ""
+		case cur != "":
+			if m := member.FindStringSubmatch(line); m != nil {
+				ifaces[cur] = append(ifaces[cur], m[1])
+			}
+		}
+	}
+	union := regexp.MustCompile(`(?s)type ErrorCode =(.*?);`).FindStringSubmatch(Declarations)
+	if union == nil {
+		t.Fatal("agentbox.d.ts declares no ErrorCode")
+	}
+	for _, m := range regexp.MustCompile(`"([A-Z_]+)"`).FindAllStringSubmatch(union[1], -1) {
+		codes = append(codes, m[1])
+	}
+	for _, m := range regexp.MustCompile(`(?m)^declare var (\w+):`).FindAllStringSubmatch(Declarations, -1) {
+		globals = append(globals, m[1])
+	}
+	return ifaces, codes, globals
+}
+
+// TestDeclarationsMatch walks the objects the Go side builds (from inside a
+// hook) and checks every member is declared in agentbox.d.ts, and every
+// declared member exists.
+func TestDeclarationsMatch(t *testing.T) {
+	t.Parallel()
+	ifaces, codes, globals := parseDeclarations(t)
+	sb := newFakeSandbox(t)
+	if err := sb.ws.WriteFile("f.txt", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := load(t, `
+const own = (o: any) => Object.keys(o).sort();
+export function test(ctx: any, args: any) {
+  let execErr: any;
+  try { ctx.sandbox.Exec(["false"]) } catch (e) { execErr = e }
+  return {
+    Context: own(ctx),
+    Memory: own(ctx.memory),
+    MemoryNamespace: own(ctx.memory.user),
+    MemoryNamespace_chat: own(ctx.memory.chat),
+    MemoryNamespace_context: own(ctx.memory.context),
+    Sandbox: own(ctx.sandbox),
+    FileInfo: own(ctx.sandbox.ListDir()[0]),
+    ExecError: own(execErr).filter((k: string) => k !== "message" && k !== "name" && k !== "stack"),
+    Log: own(log),
+    Console: own(console),
+    globals: ["log", "console"].filter(g => g in globalThis),
+  };
+}
+export function Next(ctx: any, payload: any) {
+  return {data: {NextPayload: own(payload), ToolCall: own(payload.tools[0]), Message: own(payload.messages[0])}};
+}`)
+	got, err := h.Call(context.Background(), &Context{Sandbox: sb}, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string][]string{}
+	for k, v := range got.(map[string]any) {
+		for _, s := range v.([]any) {
+			live[k] = append(live[k], s.(string))
+		}
+	}
+	res, err := h.Next(context.Background(), &Context{}, NextPayload{
+		Messages: []chatMessage{{Role: "tool", Content: "c", Name: "n", ToolCallID: "t"}},
+		Tools:    []toolCall{{ID: "1", Name: "Bash"}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range res.Data.(map[string]any) {
+		for _, s := range v.([]any) {
+			live[k] = append(live[k], s.(string))
+		}
+	}
+	// Registered by Go: what the ctx API builds at run time, and the lists
+	// the Go code checks input against.
+	live["ClientMessage"] = slices.Clone(messageFields)
+	live["ExecOptions"] = slices.Clone(execOptionKeys)
+	live["CreateResult"] = []string{"messages", "options"}
+	live["NextResult"] = []string{"data"}
+	live["AgentboxError"] = []string{"code"}
+	if !reflect.DeepEqual(live["MemoryNamespace_chat"], live["MemoryNamespace"]) || !reflect.DeepEqual(live["MemoryNamespace_context"], live["MemoryNamespace"]) {
+		t.Errorf("memory namespaces differ: %v", live)
+	}
+	delete(live, "MemoryNamespace_chat")
+	delete(live, "MemoryNamespace_context")
+	if g := live["globals"]; !equalSets(g, globals) {
+		t.Errorf("globals: Go installs %v, agentbox.d.ts declares %v", g, globals)
+	}
+	delete(live, "globals")
+
+	for name, members := range live {
+		declared, ok := ifaces[name]
+		if !ok {
+			t.Errorf("agentbox.d.ts lacks interface %s (Go has %v)", name, members)
+			continue
+		}
+		if name == "ExecError" {
+			declared = append(slices.Clone(declared), "code")
+		}
+		for _, m := range members {
+			if !slices.Contains(declared, m) {
+				t.Errorf("%s.%s is registered in Go but not declared in agentbox.d.ts", name, m)
+			}
+		}
+		for _, m := range declared {
+			if !slices.Contains(members, m) {
+				t.Errorf("%s.%s is declared in agentbox.d.ts but Go does not register it", name, m)
+			}
+		}
+	}
+	// Interfaces that only type hook signatures or options.
+	for name := range ifaces {
+		switch name {
+		case "CreateOptions", "SandboxArguments":
+			continue
+		}
+		if _, ok := live[name]; !ok {
+			t.Errorf("agentbox.d.ts declares %s, which nothing on the Go side checks", name)
+		}
+	}
+	goCodes := slices.Sorted(maps.Keys(jsCodes))
+	if !equalSets(goCodes, codes) {
+		t.Errorf("ErrorCode: Go throws %v, agentbox.d.ts declares %v", goCodes, codes)
+	}
+}
+
+func equalSets(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
