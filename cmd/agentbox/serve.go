@@ -2,11 +2,344 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/jsapi"
+	"github.com/agentbox/agentbox/pipeline"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/runtimes"
+	"github.com/agentbox/agentbox/server"
+	"github.com/agentbox/agentbox/store"
 )
 
+const serveUsage = `usage: agentbox serve [--app DIR] [--addr ADDR]
+
+Serves the chat API of an app folder: the OpenAI-compatible
+/v1/chat/completions, the native event stream /api/assistants/{id}/chat,
+assistant listings and chat workspace files. The app is reloaded when its
+files change. Bearer tokens come from auth.tokens in app.jsonc; without
+them the server only listens on a loopback address (development mode).
+SIGTERM or Ctrl-C stops accepting, lets running chats finish (30s), then
+exits.
+
+flags:
+`
+
+// appReloadInterval is how often serve checks the app folder for changes.
+const appReloadInterval = 2 * time.Second
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "agentbox serve: not built yet")
-	return 1
+	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	appDir := fl.String("app", ".", "the app folder")
+	addr := fl.String("addr", "", "the listen address (default: listen in app.jsonc, else "+server.DefaultAddr+")")
+	fl.Usage = func() {
+		fmt.Fprint(stderr, serveUsage)
+		fl.PrintDefaults()
+	}
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "agentbox serve: unexpected argument %q (the app folder goes in --app)\n", fl.Arg(0))
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: logger, Serve: true})
+	if err != nil {
+		fmt.Fprintf(stderr, "agentbox serve: %v\n", err)
+		return 1
+	}
+	app := env.Live.Current()
+	listen := *addr
+	if listen == "" {
+		listen = app.Config.Listen
+	}
+	tokens, err := server.ResolveTokens(app.Config.Auth.Tokens)
+	if err == nil {
+		var srv *server.Server
+		srv, err = server.New(server.Config{Backend: env.Pipeline, Tokens: tokens, Addr: listen, Logger: logger})
+		if err == nil {
+			err = srv.ListenAndServe(ctx)
+		}
+	}
+	// The server drained its requests; now stop the rest.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if cerr := env.Close(cctx); cerr != nil {
+		logger.Error("shutdown", "err", cerr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "agentbox serve: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// envOptions say what openEnv builds.
+type envOptions struct {
+	AppDir string
+	Logger *slog.Logger
+	// Serve: watch the app for changes, start the workspace retention job
+	// and the container reaper, and set up every runtime the app uses
+	// (a missing engine is a warning). Otherwise only what Assistant needs
+	// is set up, and a missing engine is an error.
+	Serve     bool
+	Assistant string
+}
+
+// appEnv is everything a pipeline runs on: the (live) app, the store,
+// workspaces and sandbox runtimes. Close releases it all.
+type appEnv struct {
+	Live     *assistant.Live
+	Pipeline *pipeline.Pipeline
+	closers  []func(context.Context) error
+}
+
+// openEnv loads the app and builds the pipeline with persistent history,
+// hook memory and usage (SQLite under the data root), the chat
+// workspaces, and the sandbox runtimes.
+func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
+	env := &appEnv{}
+	defer func() {
+		if err != nil {
+			env.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	dir, err := filepath.Abs(opts.AppDir)
+	if err != nil {
+		return nil, fmt.Errorf("app folder: %w", err)
+	}
+	var liveOpts []assistant.LiveOption
+	if compileHooks != nil {
+		liveOpts = append(liveOpts, assistant.WithCheck(func(app *assistant.App) error {
+			for _, a := range app.Assistants {
+				if err := compileHooks(a); err != nil {
+					return fmt.Errorf("assistant %s: hooks: %w", a.ID, err)
+				}
+			}
+			return nil
+		}))
+	}
+	live, err := assistant.NewLive(dir, opts.Logger, liveOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("load app (run `agentbox check --app %s` for every problem): %w", opts.AppDir, err)
+	}
+	env.Live = live
+	env.closers = append(env.closers, live.Close)
+	app := live.Current()
+	if opts.Assistant != "" {
+		if _, ok := app.Assistants[opts.Assistant]; !ok {
+			return nil, fmt.Errorf("unknown assistant %q (have: %s)", opts.Assistant, strings.Join(assistantIDs(app), ", "))
+		}
+	}
+	if opts.Serve {
+		live.Watch(ctx, appReloadInterval)
+	}
+
+	dataRoot := app.Config.DataRoot
+	st, err := store.Open(ctx, filepath.Join(dataRoot, "agentbox.db"))
+	if err != nil {
+		return nil, err
+	}
+	env.closers = append(env.closers, func(context.Context) error { return st.Close() })
+
+	// Workspace folders belong to the sandbox user when we can chown.
+	uid, gid := -1, -1
+	if os.Geteuid() == 0 {
+		uid, gid = 1000, 1000
+	}
+	ws, err := sandbox.NewWorkspaces(dataRoot, uid, gid)
+	if err != nil {
+		return nil, err
+	}
+
+	rts, def, err := env.openRuntimes(ctx, app, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Serve {
+		ret, err := sandbox.NewRetention(ws, app.Config.Cleanup.Schedule, app.Config.Cleanup.Retention, opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		ret.Start()
+		env.closers = append(env.closers, ret.Close)
+	}
+
+	p, err := pipeline.New(pipeline.Config{
+		App:            live,
+		Runtimes:       rts,
+		DefaultRuntime: def,
+		Workspaces:     ws,
+		History:        st,
+		Memory:         storeMemory{st},
+		Usage:          storeUsage{st},
+		Logger:         opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	env.Pipeline = p
+	// Closed first (closers run in reverse): running turns end before the
+	// runtimes and the store go away.
+	env.closers = append(env.closers, p.Close)
+	return env, nil
+}
+
+// openRuntimes sets up the sandbox runtimes the app's sandboxed
+// assistants name. "" (no runtime named anywhere) means docker when an
+// engine answers, else local, and says which.
+func (env *appEnv) openRuntimes(ctx context.Context, app *assistant.App, opts envOptions) (map[string]sandbox.Runtime, string, error) {
+	want := map[string]bool{}
+	for id, a := range app.Assistants {
+		if a.Sandbox == nil || opts.Assistant != "" && id != opts.Assistant {
+			continue
+		}
+		name := a.Sandbox.Runtime
+		if name == "" {
+			name = app.Config.Sandbox.Runtime
+		}
+		want[name] = true
+	}
+	if opts.Serve && app.Config.Sandbox.Runtime == "" {
+		want[""] = true // a reload may add sandboxed assistants
+	}
+	rts := map[string]sandbox.Runtime{}
+	def := app.Config.Sandbox.Runtime
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		rt, err := env.openRuntime(ctx, name, opts.Logger)
+		if err != nil {
+			if opts.Serve {
+				opts.Logger.Warn("sandbox runtime unavailable: sandboxed assistants will fail until it is", "runtime", name, "err", err)
+				continue
+			}
+			return nil, "", err
+		}
+		rts[rt.Name()] = rt
+		if name == "" {
+			def = rt.Name()
+		}
+	}
+	if len(rts) == 0 {
+		return nil, "", nil
+	}
+	if _, ok := rts[def]; !ok {
+		def = ""
+		for n := range rts {
+			def = n
+			break
+		}
+	}
+	return rts, def, nil
+}
+
+func (env *appEnv) openRuntime(ctx context.Context, name string, logger *slog.Logger) (sandbox.Runtime, error) {
+	auto := name == ""
+	if auto {
+		name = "docker"
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rt, err := runtimes.New(cctx, name, runtimes.Options{})
+	cancel()
+	if err != nil && auto && errors.Is(err, sandbox.ErrEngineUnavailable) {
+		logger.Warn("no Docker engine answers; using the local runtime (bubblewrap) instead", "docker", err)
+		name = "local"
+		rt, err = runtimes.New(ctx, name, runtimes.Options{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox runtime %s: %w", name, err)
+	}
+	logger.Info("sandbox runtime ready", "runtime", rt.Name())
+	env.closers = append(env.closers, rt.Close)
+	if r, ok := rt.(interface{ StartReaper(time.Duration) }); ok {
+		r.StartReaper(0)
+	}
+	return rt, nil
+}
+
+// Close stops everything openEnv started, newest first, and returns the
+// errors joined. It is safe on a partly built env.
+func (env *appEnv) Close(ctx context.Context) error {
+	var errs []error
+	for i := len(env.closers) - 1; i >= 0; i-- {
+		if err := env.closers[i](ctx); err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, err)
+		}
+	}
+	env.closers = nil
+	return errors.Join(errs...)
+}
+
+func assistantIDs(app *assistant.App) []string {
+	ids := make([]string, 0, len(app.Assistants))
+	for id := range app.Assistants {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// cliLogger logs warnings and errors to stderr for one-shot commands
+// (silent with --json, where stderr is for the human and stdout is data,
+// apart from errors).
+func cliLogger(w io.Writer, quiet bool) *slog.Logger {
+	level := slog.LevelWarn
+	if quiet {
+		level = slog.LevelError
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// storeMemory is the store as the hooks' memory.
+type storeMemory struct{ s *store.Store }
+
+var _ jsapi.MemoryStore = storeMemory{}
+
+func (m storeMemory) Get(ctx context.Context, ns jsapi.Namespace, owner, key string) (json.RawMessage, bool, error) {
+	return m.s.MemGet(ctx, string(ns), owner, key)
+}
+
+func (m storeMemory) Set(ctx context.Context, ns jsapi.Namespace, owner, key string, val json.RawMessage) error {
+	return m.s.MemSet(ctx, string(ns), owner, key, val)
+}
+
+func (m storeMemory) Del(ctx context.Context, ns jsapi.Namespace, owner, key string) error {
+	return m.s.MemDel(ctx, string(ns), owner, key)
+}
+
+func (m storeMemory) Keys(ctx context.Context, ns jsapi.Namespace, owner string) ([]string, error) {
+	return m.s.MemKeys(ctx, string(ns), owner)
+}
+
+// storeUsage records the pipeline's usage lines in the store.
+type storeUsage struct{ s *store.Store }
+
+var _ pipeline.UsageRecorder = storeUsage{}
+
+func (u storeUsage) RecordUsage(ctx context.Context, r pipeline.UsageRecord) error {
+	return u.s.RecordUsage(ctx, store.UsageRecord{
+		Time: r.Time, UserID: r.UserID, ChatID: r.ChatID, AssistantID: r.AssistantID,
+		Connector: r.Connector, Model: r.Model, Usage: r.Usage, Error: r.Error, DurationMS: r.DurationMS,
+	})
 }
