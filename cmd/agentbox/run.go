@@ -147,8 +147,8 @@ type renderer struct {
 	tools    map[string]string // tool call id -> tool name
 	calls    map[string]map[string]any
 	printed  map[string]bool // tool calls already shown
-	block    string // the message id whose text is being written
-	midLine  bool   // the last write did not end with a newline
+	block    string          // the message id whose text is being written
+	midLine  bool            // the last write did not end with a newline
 	sawError bool
 }
 
