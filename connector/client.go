@@ -99,6 +99,9 @@ func (c *client) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (
 		}
 		if out.emitted {
 			e.Retryable = false
+			if !errors.Is(e, errStreamCut) {
+				e.Message += " (the answer was cut off after output started)"
+			}
 		}
 		if !e.Retryable || attempt >= c.cfg.Retry.MaxAttempts {
 			return nil, gaveUp(e, attempt)

@@ -123,26 +123,26 @@ type Request struct {
 // Response is a finished answer.
 type Response struct {
 	// Content is the answer text; Thinking the reasoning text, if any.
-	Content  string
-	Thinking string
+	Content  string `json:"content"`
+	Thinking string `json:"thinking,omitempty"`
 	// ToolCalls are the tools the model asked for (not executed).
-	ToolCalls []ToolCall
-	Usage     chat.Usage
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Usage     chat.Usage `json:"usage"`
 	// FinishReason is the provider's stop reason as sent ("stop",
 	// "end_turn", "length", "max_tokens", "tool_calls", "tool_use", ...).
-	FinishReason string
+	FinishReason string `json:"finish_reason,omitempty"`
 	// Model is the model that answered, as the provider reports it.
-	Model string
+	Model string `json:"model,omitempty"`
 	// Attempts is how many HTTP requests the answer took (1 without
 	// retries).
-	Attempts int
+	Attempts int `json:"attempts"`
 }
 
 // ToolCall is a tool call the model asked for.
 type ToolCall struct {
-	ID    string
-	Name  string
-	Input chat.RawJSON
+	ID    string       `json:"id"`
+	Name  string       `json:"name"`
+	Input chat.RawJSON `json:"input"`
 }
 
 // Client streams chat completions. Implementations are safe for concurrent
