@@ -457,11 +457,10 @@ func (w *Workspaces) pruneOne(c pruneCandidate, cutoff time.Time, dryRun bool) (
 	}
 
 	created := false
-	f, err := os.OpenFile(marker, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err == nil {
-		created = true
-	} else if errors.Is(err, fs.ErrExist) {
-		f, err = os.Open(marker)
+	f, err := os.Open(marker)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = os.OpenFile(marker, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		created = err == nil
 	}
 	if err != nil {
 		return p, 0, fmt.Errorf("prune %s/%s: last-use marker: %w", c.user, c.chat, err)
@@ -500,11 +499,45 @@ func (w *Workspaces) pruneOne(c pruneCandidate, cutoff time.Time, dryRun bool) (
 	if err := os.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return p, 0, fmt.Errorf("prune %s/%s: marker: %w", c.user, c.chat, err)
 	}
-	p.Bytes = dirSize(trash)
-	if err := os.RemoveAll(trash); err != nil {
-		return p, 0, fmt.Errorf("prune %s/%s: %w", c.user, c.chat, err)
+	n, err := removeTree(trash)
+	p.Bytes = n
+	if err != nil {
+		if err := os.RemoveAll(trash); err != nil {
+			return p, 0, fmt.Errorf("prune %s/%s: %w", c.user, c.chat, err)
+		}
 	}
 	return p, outcomeRemoved, nil
+}
+
+// removeTree removes dir and everything under it, never following
+// symlinks, and returns the bytes of the regular files it removed: sizing
+// and removal in one pass.
+func removeTree(dir string) (int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if e.IsDir() {
+			k, err := removeTree(p)
+			n += k
+			if err != nil {
+				return n, err
+			}
+			continue
+		}
+		if e.Type().IsRegular() {
+			if st, err := e.Info(); err == nil {
+				n += st.Size()
+			}
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, err
+		}
+	}
+	return n, os.Remove(dir)
 }
 
 // dirSize sums the sizes of the regular files under dir, without following

@@ -1,0 +1,307 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const secret = "TOP-SECRET-OUTSIDE"
+
+// escapeFixture builds {tmp}/outside (a secret file and folder) next to a
+// workspace {tmp}/ws whose agent planted symlinks pointing out.
+func escapeFixture(t testing.TB) (*Workspace, string) {
+	t.Helper()
+	tmp := t.TempDir()
+	outside := filepath.Join(tmp, "outside")
+	must(t, os.MkdirAll(filepath.Join(outside, "dir"), 0o755))
+	must(t, os.WriteFile(filepath.Join(outside, "secret"), []byte(secret), 0o644))
+	must(t, os.WriteFile(filepath.Join(outside, "dir", "secret"), []byte(secret), 0o644))
+	ws, err := OpenWorkspace(filepath.Join(tmp, "ws"), -1, -1)
+	must(t, err)
+	t.Cleanup(func() { ws.Close() })
+	d := ws.Dir()
+	must(t, os.MkdirAll(filepath.Join(d, "sub", "deep"), 0o755))
+	must(t, os.WriteFile(filepath.Join(d, "sub", "file"), []byte("inside"), 0o644))
+	links := map[string]string{
+		"link_out":         outside,
+		"link_secret":      filepath.Join(outside, "secret"),
+		"link_up":          "../outside",
+		"link_up_secret":   "../outside/secret",
+		"chain1":           "chain2",
+		"chain2":           "chain3",
+		"chain3":           "link_up",
+		"dangling":         filepath.Join(outside, "new-abs"),
+		"dangling_rel":     "../outside/new-rel",
+		"sub/up":           "../../outside",
+		"sub/deep/up2":     "../../../outside/dir",
+		"selfloop":         "selfloop",
+		"ok_link":          "sub",
+		"link_root":        "/",
+		"link_real_etc":    "/etc",
+		"link_real_passwd": "/etc/passwd",
+		"link_proc":        "/proc/self/root",
+		"link_ws_abs":      d + "/../outside",
+	}
+	for name, target := range links {
+		must(t, os.Symlink(target, filepath.Join(d, name)))
+	}
+	return ws, outside
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshot lists every path and content under dir.
+func snapshot(t testing.TB, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		b.WriteString(p)
+		if d.Type().IsRegular() {
+			c, _ := os.ReadFile(p)
+			b.Write(c)
+		}
+		b.WriteByte('\n')
+		return nil
+	})
+	return b.String()
+}
+
+// escapes is the corpus of paths that must never reach outside the
+// workspace, through any operation.
+var escapes = []string{
+	"../outside/secret",
+	"..",
+	"../",
+	"./../outside",
+	"a/../../outside/secret",
+	"sub/../../outside/secret",
+	"sub/deep/../../../outside",
+	"/etc/passwd",
+	"//etc/passwd",
+	"/",
+	"/workspace/../outside/secret",
+	"/workspace/../../etc/passwd",
+	"/workspace2/secret",
+	"/workspacex",
+	"/workspace../x",
+	"/work/space",
+	"x\x00y",
+	"/workspace/\x00",
+	"link_out/secret",
+	"link_out",
+	"link_secret",
+	"link_up/secret",
+	"link_up",
+	"link_up_secret",
+	"chain1/secret",
+	"chain1",
+	"sub/up/secret",
+	"sub/up/dir/secret",
+	"sub/deep/up2/secret",
+	"/workspace/link_out/secret",
+	"/workspace/sub/up/secret",
+	"ok_link/up/secret",
+	"ok_link/../link_up/secret",
+	"selfloop",
+	"selfloop/x",
+	"link_root/etc/passwd",
+	"link_real_etc/passwd",
+	"link_real_passwd",
+	"link_proc/etc/passwd",
+	"link_ws_abs/secret",
+	"dangling/x",
+	"dangling_rel/x",
+}
+
+// harmless are odd-looking names that stay inside (encoded dots are just
+// names).
+var harmless = []string{"%2e%2e/outside/secret", "..%2foutside", "\\..\\outside", "~/x", "...", "sub/./file", "/workspace/sub/file", "/workspace", ""}
+
+func TestConfinementCorpus(t *testing.T) {
+	t.Parallel()
+	ws, outside := escapeFixture(t)
+	before := snapshot(t, outside)
+	passwd, _ := os.ReadFile("/etc/passwd")
+	realOnly := func(p string) bool { return strings.Contains(p, "real") || strings.Contains(p, "proc") || strings.Contains(p, "link_root") || strings.HasPrefix(p, "/etc") || strings.HasPrefix(p, "//etc") }
+	leaks := func(b []byte) bool {
+		return bytes.Contains(b, []byte(secret)) || len(passwd) > 0 && bytes.Contains(b, passwd[:min(len(passwd), 20)])
+	}
+	for _, p := range escapes {
+		t.Run(strings.ReplaceAll(p, "\x00", "NUL"), func(t *testing.T) {
+			if b, err := ws.ReadFile(p); err == nil || leaks(b) {
+				t.Errorf("ReadFile(%q) = %q, %v", p, b, err)
+			} else if _, rerr := Rel(p); rerr != nil && !errors.Is(err, ErrPathOutside) {
+				t.Errorf("ReadFile(%q): err = %v, want ErrPathOutside", p, err)
+			}
+			if st, err := ws.Stat(p); err == nil && (st.Name == "secret" || st.Name == "passwd" || st.Name == "outside") {
+				t.Errorf("Stat(%q) saw %+v", p, st)
+			}
+			if list, err := ws.ListDir(p); err == nil {
+				for _, e := range list {
+					if e.Name == "secret" || e.Name == "passwd" || e.Name == "dir" && p != "." {
+						t.Errorf("ListDir(%q) saw outside entry %q", p, e.Name)
+					}
+				}
+			}
+			if realOnly(p) {
+				return // never point mutating operations at the real /etc
+			}
+			_ = ws.WriteFile(p, []byte("pwned"), 0o644)
+			_ = ws.WriteFile(path.Join(p, "pwned"), []byte("pwned"), 0o644)
+			_ = ws.MkdirAll(path.Join(p, "newdir"))
+			_ = ws.MkdirAll(p)
+			_ = ws.Chown(p)
+			_ = ws.RemoveAll(path.Join(p, "secret"))
+			_ = ws.RemoveAll(p)
+			if after := snapshot(t, outside); after != before {
+				t.Fatalf("%q changed the outside:\nbefore:\n%s\nafter:\n%s", p, before, after)
+			}
+		})
+	}
+	for _, p := range harmless {
+		if _, err := Rel(p); err != nil {
+			t.Errorf("Rel(%q) = %v, want inside", p, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(outside, "new-abs")); err == nil {
+		t.Error("a dangling symlink created a file outside")
+	}
+	if b, _ := os.ReadFile("/etc/passwd"); !bytes.Equal(b, passwd) {
+		t.Fatal("/etc/passwd changed")
+	}
+}
+
+func TestWorkspaceFileOps(t *testing.T) {
+	t.Parallel()
+	ws, _ := escapeFixture(t)
+	must(t, ws.WriteFile("/workspace/new/dir/f.txt", []byte("hello"), 0))
+	b, err := ws.ReadFile("new/dir/f.txt")
+	if err != nil || string(b) != "hello" {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+	must(t, ws.WriteFile("new/dir/f.txt", []byte("again"), 0o600)) // atomic replace
+	b, _ = ws.ReadFile("new/dir/f.txt")
+	if string(b) != "again" {
+		t.Fatalf("replace: %q", b)
+	}
+	list, err := ws.ListDir("new/dir")
+	if err != nil || len(list) != 1 || list[0].Name != "f.txt" || list[0].Size != 5 || list[0].IsDir {
+		t.Fatalf("list = %+v, %v (temp files must not linger)", list, err)
+	}
+	if b, err := ws.ReadFile("ok_link/file"); err != nil || string(b) != "inside" {
+		t.Errorf("symlink inside the workspace: %q, %v", b, err)
+	}
+	if _, err := ws.ReadFile("missing"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing: %v", err)
+	}
+	if err := ws.WriteFile("sub/file/x", []byte("x"), 0); err == nil {
+		t.Error("write under a file: no error")
+	}
+	if err := ws.RemoveAll("/workspace"); err == nil {
+		t.Error("removing the root: no error")
+	}
+	if err := ws.WriteFile("", []byte("x"), 0); err == nil {
+		t.Error("writing the root: no error")
+	}
+	must(t, ws.RemoveAll("new"))
+	if _, err := ws.Stat("new"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after RemoveAll: %v", err)
+	}
+	must(t, ws.RemoveAll("never-existed"))
+	root, err := ws.ListDir("/workspace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(root))
+	for _, e := range root {
+		names = append(names, e.Name)
+	}
+	if !sort.StringsAreSorted(names) {
+		t.Errorf("unsorted: %v", names)
+	}
+}
+
+func TestWorkspaceChownsForSandboxUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root") // a unit test, not an integration test
+	}
+	ws, err := OpenWorkspace(filepath.Join(t.TempDir(), "ws"), 1000, 1000)
+	must(t, err)
+	defer ws.Close()
+	must(t, ws.WriteFile("a/b/c.txt", []byte("x"), 0))
+	for _, p := range []string{"", "a", "a/b", "a/b/c.txt"} {
+		st, err := os.Stat(filepath.Join(ws.Dir(), p))
+		must(t, err)
+		if uid := fileUID(st); uid != 1000 {
+			t.Errorf("%q owned by %d, want 1000", p, uid)
+		}
+	}
+}
+
+func FuzzRel(f *testing.F) {
+	for _, p := range append(append([]string{}, escapes...), harmless...) {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		r, err := Rel(p)
+		if err != nil {
+			if !errors.Is(err, ErrPathOutside) {
+				t.Fatalf("Rel(%q) error %v does not wrap ErrPathOutside", p, err)
+			}
+			return
+		}
+		if r == "" || strings.HasPrefix(r, "/") || r == ".." || strings.HasPrefix(r, "../") || path.Clean(r) != r || strings.IndexByte(r, 0) >= 0 {
+			t.Fatalf("Rel(%q) = %q: not a clean relative path inside", p, r)
+		}
+		if j := path.Join(Workdir, r); j != Workdir && !strings.HasPrefix(j, Workdir+"/") {
+			t.Fatalf("Rel(%q) = %q joins to %q", p, r, j)
+		}
+	})
+}
+
+// FuzzResolve feeds arbitrary paths to the file operations of a workspace
+// full of escaping symlinks: nothing outside may be read or changed.
+func FuzzResolve(f *testing.F) {
+	for _, p := range append(append([]string{}, escapes...), harmless...) {
+		f.Add(p)
+	}
+	ws, outside := escapeFixture(f)
+	before := snapshot(f, outside)
+	f.Fuzz(func(t *testing.T, p string) {
+		if b, err := ws.ReadFile(p); err == nil && bytes.Contains(b, []byte(secret)) {
+			t.Fatalf("ReadFile(%q) read the secret", p)
+		}
+		if list, err := ws.ListDir(p); err == nil {
+			for _, e := range list {
+				if e.Name == "secret" {
+					t.Fatalf("ListDir(%q) listed outside", p)
+				}
+			}
+		}
+		if strings.Contains(p, "real") || strings.Contains(p, "proc") || strings.Contains(p, "root") {
+			return
+		}
+		_ = ws.WriteFile(path.Join(p, "fz"), []byte("x"), 0)
+		_ = ws.MkdirAll(path.Join(p, "fzd"))
+		_ = ws.RemoveAll(path.Join(p, "secret"))
+		if after := snapshot(t, outside); after != before {
+			t.Fatalf("%q changed the outside", p)
+		}
+	})
+}
