@@ -137,7 +137,9 @@ func TestConfinementCorpus(t *testing.T) {
 	ws, outside := escapeFixture(t)
 	before := snapshot(t, outside)
 	passwd, _ := os.ReadFile("/etc/passwd")
-	realOnly := func(p string) bool { return strings.Contains(p, "real") || strings.Contains(p, "proc") || strings.Contains(p, "link_root") || strings.HasPrefix(p, "/etc") || strings.HasPrefix(p, "//etc") }
+	realOnly := func(p string) bool {
+		return strings.Contains(p, "real") || strings.Contains(p, "proc") || strings.Contains(p, "link_root") || strings.HasPrefix(p, "/etc") || strings.HasPrefix(p, "//etc")
+	}
 	leaks := func(b []byte) bool {
 		return bytes.Contains(b, []byte(secret)) || len(passwd) > 0 && bytes.Contains(b, passwd[:min(len(passwd), 20)])
 	}
