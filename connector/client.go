@@ -63,6 +63,13 @@ func (c *client) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (
 		emit = func(chat.Event) {}
 	}
 	model := req.Model
+	if m, ok := req.Options["model"]; ok && model == "" {
+		s, isString := m.(string)
+		if !isString {
+			return nil, c.invalid(fmt.Sprintf("option \"model\" must be a string, not %v", m))
+		}
+		model = s
+	}
 	if model == "" {
 		model = c.cfg.Model
 	}
@@ -325,7 +332,8 @@ func (i *ids) next() string {
 }
 
 // mergeOptions returns extra overlaid with options (nil values delete),
-// refusing keys the client sets itself.
+// refusing keys the client sets itself. A "model" option is not a request
+// field: Stream has already chosen the model from it.
 func mergeOptions(extra, options map[string]any, reserved ...string) (map[string]any, error) {
 	out := maps.Clone(extra)
 	if out == nil {
@@ -338,6 +346,7 @@ func mergeOptions(extra, options map[string]any, reserved ...string) (map[string
 		}
 		out[k] = v
 	}
+	delete(out, "model")
 	for _, k := range reserved {
 		if _, ok := out[k]; ok {
 			return nil, fmt.Errorf("option %q is set by agentbox and cannot be given in the options", k)

@@ -113,7 +113,9 @@ type Request struct {
 	// are added to the system prompt for providers that take it apart.
 	Messages []chat.Message
 	// Options are provider request fields (temperature, top_p, stop,
-	// thinking, ...) sent as they are, over the connector's Extra.
+	// thinking, ...) sent as they are, over the connector's Extra. A
+	// "model" option chooses the model when Model is empty; "messages",
+	// "stream" (and for Anthropic "system") are refused.
 	Options map[string]any
 	// MaxTokens bounds the answer; zero leaves it to Options, then to the
 	// provider (Anthropic: DefaultAnthropicMaxTokens).

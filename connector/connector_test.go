@@ -769,3 +769,42 @@ func TestConcurrentStreams(t *testing.T) {
 		t.Errorf("message ids are not unique across streams: %v", all)
 	}
 }
+
+func TestModelChoice(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		cfg     string
+		req     Request
+		want    string
+		wantErr string
+	}{
+		{"connector model", "conn", Request{}, "conn", ""},
+		{"request model wins", "conn", Request{Model: "req", Options: map[string]any{"model": "opt"}}, "req", ""},
+		{"options model", "conn", Request{Options: map[string]any{"model": "opt"}}, "opt", ""},
+		{"options model not a string", "conn", Request{Options: map[string]any{"model": 4}}, "", `option "model" must be a string`},
+		{"no model anywhere", "", Request{}, "", "no model is set"},
+		{"stream option refused", "conn", Request{Options: map[string]any{"stream": false}}, "", `option "stream" is set by agentbox`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, reply{events: concat(oaText("x"), oaFinish("stop"), "[DONE]")})
+			c, _ := newTestClient(t, TypeOpenAI, f, func(c *Config) { c.Model = tt.cfg })
+			tt.req.Messages = userMsg("hi")
+			_, err := c.Stream(context.Background(), &tt.req, nil)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.requests()[0].body["model"]; got != tt.want {
+				t.Errorf("model sent = %v, want %q", got, tt.want)
+			}
+		})
+	}
+}
