@@ -1,0 +1,167 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/connector"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/jsapi"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// resolve finds and resolves the turn's connector. A missing $ENV
+// variable is a configuration error that names it (never the key).
+func (t *turn) resolve(app *assistant.App) (assistant.Resolved, error) {
+	c, ok := app.Connectors[t.connID]
+	if !ok {
+		return assistant.Resolved{}, Errorf(http.StatusInternalServerError, chat.ErrInternal, "assistant %q uses connector %q, which does not exist", t.asst.ID, t.connID)
+	}
+	r, err := c.Resolve()
+	if err != nil {
+		return assistant.Resolved{}, &Error{Status: http.StatusInternalServerError, Code: chat.ErrAuth, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
+	}
+	return r, nil
+}
+
+// execDirect answers with a direct, streaming connector call.
+func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversation, options map[string]any) (*connector.Response, error) {
+	r, err := t.resolve(app)
+	if err != nil {
+		return nil, err
+	}
+	model := r.Model
+	if m, ok := options["model"].(string); ok && m != "" {
+		model = m
+	}
+	t.model = model
+	cl, err := connector.New(connector.Config{Type: r.Type, Host: r.Host, Key: r.Key, Model: model, Extra: r.Extra, Script: r.Script})
+	if err != nil {
+		return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
+	}
+	msgs := make([]chat.Message, 0, len(conv.history)+len(conv.input))
+	msgs = append(append(msgs, conv.history...), conv.input...)
+	return cl.Stream(ctx, &connector.Request{Model: model, System: conv.systemPrompt(), Messages: msgs, Options: modelOptions(options)}, t.emit)
+}
+
+// execSandboxed runs the assistant's coding-agent CLI in the sandbox.
+func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assistant.Assistant, sb sandbox.Sandbox, conv conversation, options map[string]any) (*executor.Result, error) {
+	ex, ok := t.p.executors[a.Sandbox.Command]
+	if !ok {
+		return nil, Errorf(http.StatusInternalServerError, chat.ErrExecutor, "no executor for sandbox command %q", a.Sandbox.Command)
+	}
+	r, err := t.resolve(app)
+	if err != nil {
+		return nil, err
+	}
+	args := arguments(options, a.Sandbox.Arguments)
+	conn := executor.Connection{Type: r.Type, Host: r.Host, Key: r.Key, Model: firstNonEmpty(args.Model, r.Model)}
+	if r.Type == "scripted" {
+		srv, err := connector.StartScripted(r.Script)
+		if err != nil {
+			return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "scripted connector " + t.connID + ": " + err.Error(), Err: err}
+		}
+		defer srv.Close()
+		conn.Host, conn.Key = srv.URL, "scripted"
+	}
+	t.model = conn.Model
+	return ex.Run(ctx, &executor.Request{
+		Assistant: a,
+		UserID:    t.req.UserID,
+		ChatID:    t.req.ChatID,
+		System:    conv.systemPrompt(),
+		History:   conv.history,
+		Input:     conv.input,
+		Connector: conn,
+		Arguments: args,
+		Sandbox:   sb,
+		Timeout:   a.Sandbox.Timeout,
+		Emit:      t.emit,
+	})
+}
+
+// hookCache compiles each assistant's hooks once. Entries are keyed by the
+// loaded *Assistant, so a reload (new pointers) compiles afresh.
+type hookCache struct {
+	mu    sync.Mutex
+	app   *assistant.App
+	hooks map[*assistant.Assistant]*hookEntry
+}
+
+type hookEntry struct {
+	once  sync.Once
+	hooks *jsapi.Hooks
+	err   error
+}
+
+func (c *hookCache) get(a *assistant.Assistant) (*jsapi.Hooks, error) {
+	if a.Hooks == "" {
+		return nil, nil
+	}
+	c.mu.Lock()
+	if c.hooks == nil {
+		c.hooks = map[*assistant.Assistant]*hookEntry{}
+	}
+	e, ok := c.hooks[a]
+	if !ok {
+		e = &hookEntry{}
+		c.hooks[a] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() { e.hooks, e.err = jsapi.Load(a) })
+	return e.hooks, e.err
+}
+
+// prune drops entries of assistants that are no longer in app.
+func (c *hookCache) prune(app *assistant.App) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.app == app {
+		return
+	}
+	c.app = app
+	live := make(map[*assistant.Assistant]bool, len(app.Assistants))
+	for _, a := range app.Assistants {
+		live[a] = true
+	}
+	for a := range c.hooks {
+		if !live[a] {
+			delete(c.hooks, a)
+		}
+	}
+}
+
+// memHistory is the in-memory History used when none is configured.
+type memHistory struct {
+	mu    sync.Mutex
+	chats map[string][]chat.Message
+}
+
+func newMemHistory() *memHistory { return &memHistory{chats: map[string][]chat.Message{}} }
+
+func (h *memHistory) key(user, chatID string) string { return fmt.Sprintf("%s\x00%s", user, chatID) }
+
+func (h *memHistory) History(_ context.Context, user, chatID string) ([]chat.Message, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]chat.Message(nil), h.chats[h.key(user, chatID)]...), nil
+}
+
+func (h *memHistory) AppendMessages(_ context.Context, user, chatID, _ string, msgs ...chat.Message) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := h.key(user, chatID)
+	h.chats[k] = append(h.chats[k], msgs...)
+	return nil
+}
+
+func (h *memHistory) ReplaceHistory(_ context.Context, user, chatID, _ string, msgs []chat.Message) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.chats[h.key(user, chatID)] = append([]chat.Message(nil), msgs...)
+	return nil
+}

@@ -1,0 +1,232 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+)
+
+// maxMessages bounds how many messages one request may carry.
+const maxMessages = 10000
+
+// conversation is a turn's messages, split the way executors need them.
+type conversation struct {
+	// system is every system message, joined (assistant prompts first).
+	system []string
+	// history is what came before this turn (prompt examples, stored or
+	// client-sent history), oldest first.
+	history []chat.Message
+	// input is this turn's trailing user message(s).
+	input []chat.Message
+	// replace is set when the client sent the whole conversation, which
+	// then replaces the stored history.
+	replace bool
+}
+
+func (c conversation) systemPrompt() string { return strings.Join(c.system, "\n\n") }
+
+// all is the conversation as one list, system first: what hooks see.
+func (c conversation) all() []chat.Message {
+	out := make([]chat.Message, 0, len(c.system)+len(c.history)+len(c.input))
+	for _, s := range c.system {
+		out = append(out, chat.Message{Role: chat.RoleSystem, Content: s})
+	}
+	out = append(out, c.history...)
+	return append(out, c.input...)
+}
+
+// split turns a flat message list back into a conversation.
+func split(msgs []chat.Message) conversation {
+	var c conversation
+	rest := make([]chat.Message, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Role == chat.RoleSystem {
+			c.system = append(c.system, m.Content)
+			continue
+		}
+		rest = append(rest, m)
+	}
+	i := len(rest)
+	for i > 0 && rest[i-1].Role == chat.RoleUser {
+		i--
+	}
+	c.history, c.input = rest[:i], rest[i:]
+	return c
+}
+
+func checkMessages(msgs []chat.Message) error {
+	if len(msgs) == 0 {
+		return BadRequest("messages: at least one message is required")
+	}
+	if len(msgs) > maxMessages {
+		return BadRequest("messages: %d messages, at most %d are allowed", len(msgs), maxMessages)
+	}
+	for i, m := range msgs {
+		switch m.Role {
+		case chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
+		default:
+			return BadRequest("messages[%d].role: %q is not one of system, user, assistant, tool", i, m.Role)
+		}
+	}
+	if last := msgs[len(msgs)-1]; last.Role != chat.RoleUser {
+		return BadRequest("messages: the last message must be from the user, got %q", last.Role)
+	}
+	return nil
+}
+
+// assemble builds the turn's conversation: assistant prompts, then either
+// the stored history (when the client sent only the new message) or the
+// client's whole conversation.
+func (t *turn) assemble(ctx context.Context, a *assistant.Assistant) (conversation, error) {
+	var c conversation
+	var examples []chat.Message
+	for _, p := range a.Prompts {
+		if p.Role == chat.RoleSystem {
+			c.system = append(c.system, p.Content)
+		} else {
+			examples = append(examples, p)
+		}
+	}
+	client := split(t.req.Messages)
+	c.system = append(c.system, client.system...)
+	c.input = client.input
+	if len(client.history) > 0 {
+		c.replace = true
+		c.history = append(examples, client.history...)
+		return c, nil
+	}
+	stored, err := t.p.cfg.History.History(ctx, t.req.UserID, t.req.ChatID)
+	if err != nil {
+		return c, &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "chat history unavailable", Err: err}
+	}
+	c.history = append(examples, stored...)
+	return c, nil
+}
+
+// saveHistory stores this turn (input and answer) in the chat history.
+func (t *turn) saveHistory(ctx context.Context, c conversation) error {
+	answer := chat.Message{Role: chat.RoleAssistant, Content: t.content}
+	h := t.p.cfg.History
+	if c.replace {
+		msgs := append(append(withoutExamples(c.history, t.asst), c.input...), answer)
+		return h.ReplaceHistory(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs)
+	}
+	return h.AppendMessages(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, append(append([]chat.Message{}, c.input...), answer)...)
+}
+
+// withoutExamples drops the assistant's prompt examples from the front of
+// a history before it is stored.
+func withoutExamples(h []chat.Message, a *assistant.Assistant) []chat.Message {
+	n := 0
+	for _, p := range a.Prompts {
+		if p.Role != chat.RoleSystem {
+			n++
+		}
+	}
+	if n > len(h) {
+		n = len(h)
+	}
+	return h[n:]
+}
+
+func argumentsMap(a assistant.Arguments) map[string]any {
+	b, _ := json.Marshal(a)
+	m := map[string]any{}
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// mergeOptions applies a Create hook's option overrides. sandbox.arguments
+// is decoded strictly: a hook may change only the whitelisted arguments.
+func mergeOptions(dst, src map[string]any) error {
+	for k, v := range src {
+		if k != "sandbox" {
+			dst[k] = v
+			continue
+		}
+		cur, _ := dst["sandbox"].(map[string]any)
+		if cur == nil {
+			return fmt.Errorf("sandbox: this assistant has no sandbox")
+		}
+		sm, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("sandbox: want an object, got %T", v)
+		}
+		for sk, sv := range sm {
+			if sk != "arguments" {
+				return fmt.Errorf("sandbox.%s: only sandbox.arguments may be changed by a hook", sk)
+			}
+			args, err := decodeArguments(cur["arguments"], sv)
+			if err != nil {
+				return err
+			}
+			cur["arguments"] = args
+		}
+	}
+	return nil
+}
+
+// decodeArguments overlays override on base and checks the result against
+// assistant.Arguments.
+func decodeArguments(base, override any) (map[string]any, error) {
+	merged := map[string]any{}
+	if bm, ok := base.(map[string]any); ok {
+		for k, v := range bm {
+			merged[k] = v
+		}
+	}
+	om, ok := override.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("sandbox.arguments: want an object, got %T", override)
+	}
+	for k, v := range om {
+		merged[k] = v
+	}
+	var args assistant.Arguments
+	if err := strictDecode(merged, &args); err != nil {
+		return nil, fmt.Errorf("sandbox.arguments: %w", err)
+	}
+	return argumentsMap(args), nil
+}
+
+// arguments returns the sandbox arguments after hook overrides.
+func arguments(options map[string]any, def assistant.Arguments) assistant.Arguments {
+	sm, _ := options["sandbox"].(map[string]any)
+	if sm == nil {
+		return def
+	}
+	var args assistant.Arguments
+	if err := strictDecode(sm["arguments"], &args); err != nil {
+		return def
+	}
+	return args
+}
+
+func strictDecode(v any, out any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(out)
+}
+
+// modelOptions are the options passed to a direct connector: everything
+// but the pipeline's own keys.
+func modelOptions(options map[string]any) map[string]any {
+	out := make(map[string]any, len(options))
+	for k, v := range options {
+		if k == "connector" || k == "sandbox" {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}

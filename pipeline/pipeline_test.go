@@ -1,0 +1,433 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// fakeRuntime creates fakeSandboxes and counts live ones, so tests can
+// assert every sandbox is removed on every path.
+type fakeRuntime struct {
+	live    atomic.Int64
+	created atomic.Int64
+	failing bool
+}
+
+func (r *fakeRuntime) Name() string                    { return "fake" }
+func (r *fakeRuntime) Close(ctx context.Context) error { return nil }
+func (r *fakeRuntime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if r.failing {
+		return nil, errors.New("engine is down")
+	}
+	r.created.Add(1)
+	r.live.Add(1)
+	return &fakeSandbox{rt: r, ws: spec.Workspace}, nil
+}
+
+type fakeSandbox struct {
+	rt      *fakeRuntime
+	ws      *sandbox.Workspace
+	removed atomic.Bool
+}
+
+func (s *fakeSandbox) ID() string                       { return "fake" }
+func (s *fakeSandbox) Workspace() *sandbox.Workspace     { return s.ws }
+func (s *fakeSandbox) Start(context.Context, sandbox.ExecRequest) (sandbox.Process, error) {
+	return nil, errors.New("not supported by the fake")
+}
+func (s *fakeSandbox) Exec(_ context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+	return &sandbox.ExecResult{Stdout: strings.Join(req.Argv, " ") + "\n", Cwd: sandbox.Workdir}, nil
+}
+func (s *fakeSandbox) Remove(context.Context) error {
+	if s.removed.CompareAndSwap(false, true) {
+		s.rt.live.Add(-1)
+	}
+	return nil
+}
+
+// fakeExecutor records its request and plays a scripted behaviour.
+type fakeExecutor struct {
+	mu   sync.Mutex
+	reqs []*executor.Request
+	run  func(ctx context.Context, req *executor.Request) (*executor.Result, error)
+}
+
+func (e *fakeExecutor) Name() string { return "claude" }
+func (e *fakeExecutor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
+	e.mu.Lock()
+	e.reqs = append(e.reqs, req)
+	e.mu.Unlock()
+	if e.run != nil {
+		return e.run(ctx, req)
+	}
+	req.Emit(chat.Event{Event: chat.Start, ID: "t1", Type: chat.TypeText})
+	req.Emit(chat.Event{Event: chat.Delta, ID: "t1", Type: chat.TypeText, Text: "done in sandbox"})
+	req.Emit(chat.Event{Event: chat.End, ID: "t1", Type: chat.TypeText})
+	return &executor.Result{Content: "done in sandbox", SessionID: "s-1", Usage: chat.Usage{InputTokens: 3, OutputTokens: 4, Turns: 1}}, nil
+}
+
+type env struct {
+	p   *Pipeline
+	rt  *fakeRuntime
+	ex  *fakeExecutor
+	llm *llmtest.Server
+	app *assistant.App
+}
+
+// newEnv builds an app with a direct assistant "qa" (OpenAI connector on a
+// scripted server) and a sandboxed assistant "coder" (fake executor and
+// runtime); hooks is the coder's index.js source ("" for none).
+func newEnv(t *testing.T, script *llmtest.Script, hooks string) *env {
+	t.Helper()
+	srv := llmtest.NewServer(script)
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	coder := &assistant.Assistant{
+		ID: "coder", Dir: filepath.Join(dir, "coder"), Name: "Coder", Connector: "test.llm",
+		Prompts: []chat.Message{{Role: chat.RoleSystem, Content: "You write code."}},
+		Sandbox: &assistant.Sandbox{Command: "claude", Image: "img", Timeout: time.Minute,
+			Arguments: assistant.Arguments{MaxTurns: 5, PermissionMode: "acceptEdits"}},
+		HookTimeout: 2 * time.Second,
+	}
+	if hooks != "" {
+		src := filepath.Join(coder.Dir, "src", "index.js")
+		if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(src, []byte(hooks), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		coder.Hooks = src
+	}
+	app := &assistant.App{
+		Root:   dir,
+		Config: &assistant.AppConfig{},
+		Connectors: map[string]*assistant.Connector{
+			"test.llm": {ID: "test.llm", Type: "openai", Options: assistant.ConnectorOptions{Host: srv.URL, Key: "sk-test", Model: "m1"}},
+		},
+		Assistants: map[string]*assistant.Assistant{
+			"qa": {ID: "qa", Name: "QA", Connector: "test.llm", Prompts: []chat.Message{{Role: chat.RoleSystem, Content: "Be brief."}}},
+			"coder": coder,
+		},
+	}
+	ws, err := sandbox.NewWorkspaces(filepath.Join(dir, "data"), -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &fakeRuntime{}
+	ex := &fakeExecutor{}
+	p, err := New(Config{
+		App:            Static{App: app},
+		Runtimes:       map[string]sandbox.Runtime{"fake": rt},
+		DefaultRuntime: "fake",
+		Workspaces:     ws,
+		Executors:      map[string]executor.Executor{"claude": ex},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{p: p, rt: rt, ex: ex, llm: srv, app: app}
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	events []chat.Event
+}
+
+func (r *recorder) emit(e chat.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) last() chat.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.events[len(r.events)-1]
+}
+
+func (r *recorder) types(phase string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		if e.Event == phase {
+			out = append(out, e.Type)
+		}
+	}
+	return out
+}
+
+func user(text string) []chat.Message { return []chat.Message{{Role: chat.RoleUser, Content: text}} }
+
+func TestDirectTurnStreamsAndKeepsHistory(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "Paris."}, {Text: "About 2 million."}}}, "")
+	ctx := context.Background()
+	var rec recorder
+	resp, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "qa", Messages: user("Capital of France?")}, rec.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Content != "Paris." {
+		t.Fatalf("content = %q", resp.Content)
+	}
+	done := rec.last()
+	if done.Event != chat.Done || done.Final == nil || done.Final.Error != "" {
+		t.Fatalf("last event = %+v, want a successful done", done)
+	}
+	// A follow-up with only the new message carries the stored history.
+	if _, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "qa", Messages: user("Population?")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reqs := e.llm.TurnRequests()
+	if len(reqs) != 2 {
+		t.Fatalf("model got %d requests, want 2", len(reqs))
+	}
+	body := string(reqs[1].Body)
+	for _, want := range []string{"Be brief.", "Capital of France?", "Paris.", "Population?"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("second request lacks %q: %s", want, body)
+		}
+	}
+	// Another user's chat with the same id sees none of it.
+	h, err := e.p.cfg.History.History(ctx, "u2", "c1")
+	if err != nil || len(h) != 0 {
+		t.Fatalf("u2 history = %v, %v; want empty", h, err)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{}, "")
+	cases := []struct {
+		name string
+		req  Request
+		code string
+		http int
+	}{
+		{"unknown assistant", Request{UserID: "u", ChatID: "c", AssistantID: "nope", Messages: user("hi")}, chat.ErrInvalidRequest, 404},
+		{"traversal chat id", Request{UserID: "u", ChatID: "../x", AssistantID: "qa", Messages: user("hi")}, chat.ErrInvalidRequest, 400},
+		{"empty user", Request{UserID: "", ChatID: "c", AssistantID: "qa", Messages: user("hi")}, chat.ErrInvalidRequest, 400},
+		{"no messages", Request{UserID: "u", ChatID: "c", AssistantID: "qa"}, chat.ErrInvalidRequest, 400},
+		{"bad role", Request{UserID: "u", ChatID: "c", AssistantID: "qa", Messages: []chat.Message{{Role: "robot", Content: "x"}}}, chat.ErrInvalidRequest, 400},
+		{"last not user", Request{UserID: "u", ChatID: "c", AssistantID: "qa", Messages: []chat.Message{{Role: "user", Content: "x"}, {Role: "assistant", Content: "y"}}}, chat.ErrInvalidRequest, 400},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var rec recorder
+			_, err := e.p.Chat(context.Background(), &tc.req, rec.emit)
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Code != tc.code || pe.Status != tc.http {
+				t.Fatalf("err = %v, want %s/%d", err, tc.code, tc.http)
+			}
+			if d := rec.last(); d.Event != chat.Done || d.Final.Error != tc.code {
+				t.Fatalf("last event = %+v, want done with error %s", d, tc.code)
+			}
+			if got := rec.types(chat.Start); len(got) != 1 || got[0] != chat.TypeError {
+				t.Fatalf("started messages = %v, want one error", got)
+			}
+		})
+	}
+}
+
+func TestSandboxedTurn(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{}, "")
+	var rec recorder
+	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "c1", AssistantID: "coder",
+		Messages: []chat.Message{{Role: "system", Content: "Extra rule."}, {Role: "user", Content: "earlier"}, {Role: "assistant", Content: "ok"}, {Role: "user", Content: "write code"}}}, rec.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Content != "done in sandbox" || resp.SessionID != "s-1" || resp.Usage.OutputTokens != 4 {
+		t.Fatalf("resp = %+v", resp)
+	}
+	if e.rt.live.Load() != 0 || e.rt.created.Load() != 1 {
+		t.Fatalf("live sandboxes = %d, created = %d; want 0, 1", e.rt.live.Load(), e.rt.created.Load())
+	}
+	req := e.ex.reqs[0]
+	if req.System != "You write code.\n\nExtra rule." {
+		t.Errorf("system = %q", req.System)
+	}
+	if len(req.History) != 2 || len(req.Input) != 1 || req.Input[0].Content != "write code" {
+		t.Errorf("history = %v, input = %v", req.History, req.Input)
+	}
+	if req.Arguments.MaxTurns != 5 || req.Connector.Key != "sk-test" || req.Connector.Model != "m1" {
+		t.Errorf("arguments = %+v, connector = %v", req.Arguments, req.Connector)
+	}
+	if got := rec.types(chat.Start); got[0] != chat.TypeLoading {
+		t.Errorf("first message = %v, want loading while the sandbox starts", got)
+	}
+}
+
+func TestSandboxRemovedOnEveryPath(t *testing.T) {
+	cases := []struct {
+		name  string
+		run   func(ctx context.Context, req *executor.Request) (*executor.Result, error)
+		hooks string
+		code  string
+	}{
+		{"executor error", func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
+			chat.ErrorEvent(req.Emit, "e1", chat.ErrMaxTurns, "max turns reached")
+			return nil, &executor.Error{Code: chat.ErrMaxTurns, Message: "max turns reached"}
+		}, "", chat.ErrMaxTurns},
+		{"panic", func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
+			panic("boom")
+		}, "", chat.ErrInternal},
+		{"cancel", func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}, "", chat.ErrCanceled},
+		{"create hook throws", nil, `function Create(ctx, messages) { throw new Error("not today") }`, chat.ErrHook},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, &llmtest.Script{}, tc.hooks)
+			e.ex.run = tc.run
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.name == "cancel" {
+				time.AfterFunc(50*time.Millisecond, cancel)
+			}
+			var rec recorder
+			_, err := e.p.Chat(ctx, &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.emit)
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Code != tc.code {
+				t.Fatalf("err = %v, want code %s", err, tc.code)
+			}
+			if e.rt.live.Load() != 0 {
+				t.Fatal("sandbox left behind")
+			}
+			errs := 0
+			for _, typ := range rec.types(chat.Start) {
+				if typ == chat.TypeError {
+					errs++
+				}
+			}
+			if errs != 1 {
+				t.Fatalf("%d error messages, want exactly 1", errs)
+			}
+			if d := rec.last(); d.Event != chat.Done || d.Final.Error != tc.code {
+				t.Fatalf("last = %+v", d)
+			}
+		})
+	}
+}
+
+func TestSandboxCreateFailure(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{}, "")
+	e.rt.failing = true
+	_, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Code != chat.ErrSandbox || !strings.Contains(pe.Message, "engine is down") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+const hookSource = `
+function Create(ctx, messages, options) {
+  ctx.Send({type: "notice", props: {message: "hello " + ctx.user_id}});
+  ctx.sandbox.WriteFile("note.txt", "from Create");
+  ctx.memory.chat.Set("seen", (ctx.memory.chat.Get("seen") || 0) + 1);
+  messages.push({role: "user", content: "and add tests"});
+  return {messages: messages, options: {sandbox: {arguments: {max_turns: 9}}}};
+}
+function Next(ctx, payload, options) {
+  return {data: "replaced: " + payload.completion + " / seen " + ctx.memory.chat.Get("seen") + " / " + ctx.sandbox.ReadFile("note.txt")};
+}
+`
+
+func TestHooksRunAroundTheExecutor(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{}, hookSource)
+	var rec recorder
+	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "c1", AssistantID: "coder", Messages: user("write code")}, rec.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := e.ex.reqs[0]
+	if req.Arguments.MaxTurns != 9 || req.Arguments.PermissionMode != "acceptEdits" {
+		t.Errorf("arguments after Create = %+v", req.Arguments)
+	}
+	if n := len(req.Input); n != 2 || req.Input[1].Content != "and add tests" {
+		t.Errorf("input after Create = %v", req.Input)
+	}
+	want := "replaced: done in sandbox / seen 1 / from Create"
+	if resp.Content != want || resp.Data != want || rec.last().Final.Data != want {
+		t.Errorf("content = %q, data = %v", resp.Content, resp.Data)
+	}
+	if got := rec.types(chat.Start); got[1] != chat.TypeNotice {
+		t.Errorf("messages = %v, want the hook's notice after loading", got)
+	}
+}
+
+func TestCreateHookMayNotChangeOtherSandboxSettings(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{}, `function Create() { return {options: {sandbox: {image: "evil"}}} }`)
+	_, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
+	if err == nil || !strings.Contains(err.Error(), "only sandbox.arguments") {
+		t.Fatalf("err = %v", err)
+	}
+	e2 := newEnv(t, &llmtest.Script{}, `function Create() { return {options: {sandbox: {arguments: {max_turns: "x"}}}} }`)
+	_, err = e2.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
+	if err == nil || !strings.Contains(err.Error(), "max_turns") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestNextHookErrorIsANotice(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{}, `function Next() { throw new Error("oops") }`)
+	var rec recorder
+	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.emit)
+	if err != nil || resp.Content != "done in sandbox" {
+		t.Fatalf("resp = %+v, err = %v", resp, err)
+	}
+	found := false
+	for _, ev := range rec.events {
+		if ev.Type == chat.TypeNotice && strings.Contains(ev.Text, "oops") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no notice for the failed Next hook")
+	}
+}
+
+func TestCloseDrainsAndRefuses(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{}, "")
+	started := make(chan struct{})
+	e.ex.run = func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
+		errc <- err
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := e.p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want the drain deadline", err)
+	}
+	if err := <-errc; err == nil {
+		t.Fatal("running turn was not cancelled")
+	}
+	if e.rt.live.Load() != 0 {
+		t.Fatal("sandbox left behind")
+	}
+	if _, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "qa", Messages: user("hi")}, nil); err == nil {
+		t.Fatal("closed pipeline accepted a turn")
+	}
+}

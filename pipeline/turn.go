@@ -1,0 +1,366 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/connector"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/jsapi"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// removeTimeout bounds sandbox removal, which runs even after the request's
+// context ended.
+const removeTimeout = 30 * time.Second
+
+// turn is one running Chat call.
+type turn struct {
+	p      *Pipeline
+	req    *Request
+	cancel context.CancelFunc
+	start  time.Time
+
+	emitMu     sync.Mutex
+	emit       chat.EmitFunc
+	errEmitted bool
+	msgSeq     int
+
+	asst      *assistant.Assistant
+	connID    string
+	model     string
+	usage     chat.Usage
+	sessionID string
+	content   string
+	data      any
+	doneSent  bool
+}
+
+// serialize makes emit safe to call from executor and hook goroutines and
+// notes whether an error event went out.
+func (t *turn) serialize(emit chat.EmitFunc) chat.EmitFunc {
+	if emit == nil {
+		emit = func(chat.Event) {}
+	}
+	return func(e chat.Event) {
+		t.emitMu.Lock()
+		defer t.emitMu.Unlock()
+		if t.doneSent {
+			return
+		}
+		if e.Type == chat.TypeError && e.Event == chat.Start {
+			t.errEmitted = true
+		}
+		if e.Event == chat.Done {
+			t.doneSent = true
+		}
+		emit(e)
+	}
+}
+
+// nextID returns a message id for events the pipeline itself sends.
+func (t *turn) nextID(prefix string) string {
+	t.emitMu.Lock()
+	defer t.emitMu.Unlock()
+	t.msgSeq++
+	return prefix + "-" + strconv.Itoa(t.msgSeq)
+}
+
+func (t *turn) run(ctx context.Context) (*Response, error) {
+	req := t.req
+	if err := validateIDs(req.UserID, req.ChatID); err != nil {
+		return nil, err
+	}
+	app := t.p.App()
+	t.p.hooks.prune(app)
+	a, ok := app.Assistants[req.AssistantID]
+	if !ok {
+		return nil, Errorf(http.StatusNotFound, chat.ErrInvalidRequest, "unknown assistant %q (have: %s)", req.AssistantID, strings.Join(sortedKeys(app.Assistants), ", "))
+	}
+	t.asst = a
+	t.connID = a.Connector
+	if err := checkMessages(req.Messages); err != nil {
+		return nil, err
+	}
+	conv, err := t.assemble(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	options := t.options(a)
+
+	// Sandbox first: the Create hook may use it. Removal is deferred so it
+	// runs on every path out of here, panics included.
+	var sb sandbox.Sandbox
+	if a.Sandbox != nil {
+		s, cleanup, err := t.createSandbox(ctx, app, a)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		sb = s
+	}
+
+	hooks, err := t.p.hooks.get(a)
+	if err != nil {
+		return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
+	}
+	hc := t.hookContext(a, sb)
+	if hooks != nil {
+		res, err := hooks.Create(ctx, hc, conv.all(), options)
+		if err != nil {
+			return nil, hookError("Create", err)
+		}
+		if res != nil {
+			if res.Messages != nil {
+				conv = split(res.Messages)
+				if len(conv.input) == 0 {
+					return nil, &Error{Status: http.StatusBadRequest, Code: chat.ErrHook, Message: "Create hook returned messages without a trailing user message"}
+				}
+			}
+			if err := mergeOptions(options, res.Options); err != nil {
+				return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrHook, Message: "Create hook options: " + err.Error(), Err: err}
+			}
+		}
+	}
+	if c, ok := options["connector"].(string); ok && c != "" {
+		if _, ok := app.Connectors[c]; !ok {
+			return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrHook, Message: fmt.Sprintf("Create hook chose unknown connector %q", c)}
+		}
+		t.connID = c
+	}
+
+	var execErr error
+	var tools []executor.ToolCall
+	if sb != nil {
+		var res *executor.Result
+		res, execErr = t.execSandboxed(ctx, app, a, sb, conv, options)
+		if res != nil {
+			t.content, t.sessionID = res.Content, res.SessionID
+			t.usage.Add(res.Usage)
+			tools = res.ToolCalls
+		}
+	} else {
+		var res *connector.Response
+		res, execErr = t.execDirect(ctx, app, conv, options)
+		if res != nil {
+			t.content = res.Content
+			t.usage.Add(res.Usage)
+		}
+	}
+
+	if hooks != nil && hooks.Has("Next") {
+		payload := jsapi.NextPayload{Messages: conv.all(), Completion: t.content, Tools: tools}
+		if execErr != nil {
+			payload.Error = execErr.Error()
+		}
+		res, err := hooks.Next(ctx, hc, payload, options)
+		switch {
+		case err != nil:
+			t.p.log.Warn("Next hook failed", "assistant", a.ID, "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
+			chat.Notice(t.emit, t.nextID("notice"), "next_hook_failed", "Next hook failed: "+err.Error())
+		case res != nil:
+			t.data = res.Data
+			if s, ok := res.Data.(string); ok {
+				t.content = s
+			}
+		}
+	}
+	if execErr != nil {
+		return nil, t.classify(execErr)
+	}
+	if err := t.saveHistory(ctx, conv); err != nil {
+		t.p.log.Error("history not saved", "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
+		chat.Notice(t.emit, t.nextID("notice"), "history_not_saved", "the answer was not saved to the chat history: "+err.Error())
+	}
+	return &Response{Content: t.content, SessionID: t.sessionID, Usage: t.usage, Data: t.data}, nil
+}
+
+// finish emits the error (when not yet emitted) and the done event, and
+// records usage and the audit line. It runs on every path out of Chat.
+func (t *turn) finish(ctx context.Context, resp *Response, err error) {
+	t.usage.DurationMS = time.Since(t.start).Milliseconds()
+	final := &chat.Final{Usage: t.usage, SessionID: t.sessionID, Content: t.content, Data: t.data}
+	if resp != nil {
+		resp.Usage.DurationMS = t.usage.DurationMS
+	}
+	code := ""
+	if err != nil {
+		var pe *Error
+		if !errors.As(err, &pe) {
+			pe = &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: err.Error(), Err: err}
+		}
+		code = pe.Code
+		final.Error = code
+		if !t.errEmitted {
+			chat.ErrorEvent(t.emit, t.nextID("error"), pe.Code, pe.Message)
+		}
+	}
+	t.emit(chat.Event{Event: chat.Done, Final: final})
+
+	rec := UsageRecord{Time: t.start, UserID: t.req.UserID, ChatID: t.req.ChatID, AssistantID: t.req.AssistantID,
+		Connector: t.connID, Model: t.model, Usage: t.usage, Error: code, DurationMS: t.usage.DurationMS}
+	if t.p.cfg.Usage != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if uerr := t.p.cfg.Usage.RecordUsage(rctx, rec); uerr != nil {
+			t.p.log.Error("usage not recorded", "error", uerr)
+		}
+		cancel()
+	}
+	t.p.log.Info("turn",
+		"user", rec.UserID, "chat", rec.ChatID, "assistant", rec.AssistantID, "connector", rec.Connector,
+		"model", rec.Model, "input_tokens", t.usage.InputTokens, "output_tokens", t.usage.OutputTokens,
+		"cost_usd", t.usage.CostUSD, "turns", t.usage.Turns, "duration_ms", rec.DurationMS, "error", code)
+}
+
+// createSandbox acquires the chat's workspace and creates the sandbox. The
+// returned cleanup removes the sandbox and releases the workspace; it runs
+// with its own timeout even when ctx has ended.
+func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assistant.Assistant) (sandbox.Sandbox, func(), error) {
+	p := t.p
+	if p.cfg.Workspaces == nil || len(p.cfg.Runtimes) == 0 {
+		return nil, nil, Errorf(http.StatusServiceUnavailable, chat.ErrSandbox, "assistant %q needs a sandbox, but this server has no sandbox runtime configured", a.ID)
+	}
+	name := firstNonEmpty(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, p.cfg.DefaultRuntime)
+	rt, ok := p.cfg.Runtimes[name]
+	if !ok {
+		return nil, nil, Errorf(http.StatusServiceUnavailable, chat.ErrSandbox, "assistant %q wants sandbox runtime %q, which is not available on this server (have: %s)", a.ID, name, strings.Join(sortedKeys(p.cfg.Runtimes), ", "))
+	}
+	ws, release, err := p.cfg.Workspaces.Acquire(ctx, t.req.UserID, t.req.ChatID)
+	if err != nil {
+		return nil, nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrSandbox, Message: "workspace unavailable: " + err.Error(), Err: err}
+	}
+	loading := t.nextID("loading")
+	msg := "Starting sandbox (" + name + ")…"
+	t.emit(chat.Event{Event: chat.Start, ID: loading, Type: chat.TypeLoading, Text: msg, Props: map[string]any{"message": msg, "runtime": name}})
+	spec := sandbox.Spec{
+		UserID:      t.req.UserID,
+		ChatID:      t.req.ChatID,
+		Workspace:   ws,
+		Image:       a.Sandbox.Image,
+		MemoryBytes: a.Sandbox.MemoryBytes,
+		CPUs:        a.Sandbox.CPUs,
+		Network:     firstNonEmpty(a.Sandbox.Network, app.Config.Sandbox.Network, t.defaultNetwork()),
+		Mounts:      p.cfg.RuntimeMounts[name],
+		Labels:      map[string]string{"dev.agentbox.assistant": a.ID},
+	}
+	sb, err := rt.Create(ctx, spec)
+	t.emit(chat.Event{Event: chat.End, ID: loading, Type: chat.TypeLoading})
+	if err != nil {
+		release()
+		code, status := chat.ErrSandbox, http.StatusServiceUnavailable
+		if ctx.Err() != nil {
+			code, status = chat.ErrCanceled, 499
+		}
+		return nil, nil, &Error{Status: status, Code: code, Message: "sandbox not created: " + err.Error(), Err: err}
+	}
+	cleanup := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		defer cancel()
+		if err := sb.Remove(rctx); err != nil {
+			p.log.Error("sandbox not removed", "sandbox", sb.ID(), "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
+		}
+		release()
+	}
+	return sb, cleanup, nil
+}
+
+// defaultNetwork is "host": the CLI must reach the model API itself.
+func (t *turn) defaultNetwork() string {
+	return sandbox.NetworkHost
+}
+
+func (t *turn) hookContext(a *assistant.Assistant, sb sandbox.Sandbox) *jsapi.Context {
+	return &jsapi.Context{
+		ChatID:      t.req.ChatID,
+		AssistantID: a.ID,
+		UserID:      t.req.UserID,
+		Locale:      t.req.Locale,
+		Metadata:    t.req.Metadata,
+		Sandbox:     sb,
+		Emit:        t.emit,
+		Memory:      t.p.cfg.Memory,
+		Logger:      t.p.log.With("assistant", a.ID, "user", t.req.UserID, "chat", t.req.ChatID),
+	}
+}
+
+// options are the model options a hook sees and may override: the
+// assistant's options, the request's, the connector, and for sandboxed
+// assistants sandbox.arguments.
+func (t *turn) options(a *assistant.Assistant) map[string]any {
+	o := map[string]any{}
+	maps.Copy(o, a.Options)
+	maps.Copy(o, t.req.Options)
+	o["connector"] = a.Connector
+	if a.Sandbox != nil {
+		o["sandbox"] = map[string]any{"arguments": argumentsMap(a.Sandbox.Arguments)}
+	}
+	return o
+}
+
+func (t *turn) classify(err error) error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	var ee *executor.Error
+	if errors.As(err, &ee) {
+		return &Error{Status: statusFor(ee.Code), Code: ee.Code, Message: ee.Message, Err: err}
+	}
+	var ce *connector.Error
+	if errors.As(err, &ce) {
+		return &Error{Status: statusFor(ce.Class), Code: ce.Class, Message: ce.Message, Err: err}
+	}
+	if errors.Is(err, context.Canceled) {
+		return &Error{Status: 499, Code: chat.ErrCanceled, Message: "the request was cancelled", Err: err}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Status: http.StatusGatewayTimeout, Code: chat.ErrTimeout, Message: "the request timed out", Err: err}
+	}
+	return &Error{Status: http.StatusBadGateway, Code: chat.ErrInternal, Message: err.Error(), Err: err}
+}
+
+func statusFor(code string) int {
+	switch code {
+	case chat.ErrTimeout:
+		return http.StatusGatewayTimeout
+	case chat.ErrRateLimit:
+		return http.StatusTooManyRequests
+	case chat.ErrInvalidRequest:
+		return http.StatusBadRequest
+	case chat.ErrCanceled:
+		return 499
+	case chat.ErrSandbox:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusBadGateway
+	}
+}
+
+func hookError(name string, err error) error {
+	var je *jsapi.Error
+	if errors.As(err, &je) {
+		return &Error{Status: http.StatusBadRequest, Code: chat.ErrHook, Message: name + " hook: " + je.Message, Err: err}
+	}
+	if errors.Is(err, context.Canceled) {
+		return &Error{Status: 499, Code: chat.ErrCanceled, Message: "the request was cancelled", Err: err}
+	}
+	return &Error{Status: http.StatusBadRequest, Code: chat.ErrHook, Message: name + " hook: " + err.Error(), Err: err}
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
