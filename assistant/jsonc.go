@@ -29,6 +29,12 @@ type doc struct {
 	src   []byte
 	pos   map[string]int
 	probs []Problem
+	// broken is set when the file could not be parsed at all: later
+	// validation would only add noise.
+	broken bool
+	// bad holds the paths whose values had the wrong type, so range checks
+	// do not also complain about the zero value left there.
+	bad map[string]bool
 }
 
 // errAt records a problem at byte offset off.
@@ -43,10 +49,17 @@ func (d *doc) errPath(path string, format string, args ...any) {
 	d.errAt(d.offset(path), format, args...)
 }
 
-// has reports whether path was present in the file.
+// has reports whether path was present in the file with a value of the
+// right type.
 func (d *doc) has(path string) bool {
 	_, ok := d.pos[path]
-	return ok
+	return ok && !d.bad[path]
+}
+
+// typeErr records a problem with the value at path and marks the path bad.
+func (d *doc) typeErr(off int, path, format string, args ...any) {
+	d.bad[path] = true
+	d.errAt(off, format, args...)
 }
 
 func (d *doc) offset(path string) int {
@@ -80,7 +93,7 @@ var hujsonPos = regexp.MustCompile(`^hujson: line (\d+), column (\d+): (.*)$`)
 // bools, integers, float64 and any (objects become map[string]any, numbers
 // float64). A JSON null leaves the target at its zero value.
 func decodeJSONC(file string, src []byte, v any) *doc {
-	d := &doc{file: file, src: src, pos: map[string]int{}}
+	d := &doc{file: file, src: src, pos: map[string]int{}, bad: map[string]bool{}, broken: true}
 	if len(src) > maxConfigFile {
 		d.errAt(0, "file is %d bytes; the limit for a configuration file is %d", len(src), maxConfigFile)
 		return d
@@ -99,14 +112,23 @@ func decodeJSONC(file string, src []byte, v any) *doc {
 		if m := hujsonPos.FindStringSubmatch(msg); m != nil {
 			line, _ := strconv.Atoi(m[1])
 			col, _ := strconv.Atoi(m[2])
-			d.probs = append(d.probs, Problem{File: file, Line: line, Col: col, Msg: "syntax error: " + m[3]})
+			d.probs = append(d.probs, Problem{File: file, Line: line, Col: col, Msg: "syntax error: " + syntaxMsg(m[3])})
 		} else {
-			d.errAt(0, "syntax error: %s", strings.TrimPrefix(msg, "hujson: "))
+			d.errAt(0, "syntax error: %s", syntaxMsg(strings.TrimPrefix(msg, "hujson: ")))
 		}
 		return d
 	}
+	d.broken = false
 	d.decode(&root, reflect.ValueOf(v).Elem(), "")
 	return d
+}
+
+// syntaxMsg rewords hujson's end-of-input errors for people.
+func syntaxMsg(m string) string {
+	if strings.HasSuffix(m, "unexpected EOF") {
+		return "unexpected end of file (a missing } or ], or an unclosed string?)"
+	}
+	return m
 }
 
 // tooDeep returns the offset where nesting exceeds maxDepth, or -1. It
@@ -239,7 +261,7 @@ func (d *doc) decode(v *hujson.Value, rv reflect.Value, path string) {
 		}
 		n, err := strconv.ParseInt(string(lit), 10, 64)
 		if err != nil || rv.OverflowInt(n) {
-			d.errAt(v.StartOffset, "%s: want an integer, got %s", label(path), lit)
+			d.typeErr(v.StartOffset, path, "%s: want an integer, got %s", label(path), lit)
 			return
 		}
 		rv.SetInt(n)
@@ -251,7 +273,7 @@ func (d *doc) decode(v *hujson.Value, rv reflect.Value, path string) {
 		}
 		f, err := strconv.ParseFloat(string(lit), 64)
 		if err != nil {
-			d.errAt(v.StartOffset, "%s: number %s is out of range", label(path), lit)
+			d.typeErr(v.StartOffset, path, "%s: number %s is out of range", label(path), lit)
 			return
 		}
 		rv.SetFloat(f)
@@ -309,7 +331,7 @@ func (d *doc) generic(v *hujson.Value, path string) (any, bool) {
 }
 
 func (d *doc) wrongType(v *hujson.Value, want reflect.Type, path string) {
-	d.errAt(v.StartOffset, "%s: want %s, got %s", label(path), typeName(want), kindName(v))
+	d.typeErr(v.StartOffset, path, "%s: want %s, got %s", label(path), typeName(want), kindName(v))
 }
 
 func typeName(t reflect.Type) string {

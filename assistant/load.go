@@ -3,14 +3,17 @@ package assistant
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -108,21 +111,38 @@ func (l *loader) fileProblem(abs string, format string, args ...any) {
 
 // read returns a file's content, recording a problem when it cannot.
 func (l *loader) read(abs string) ([]byte, bool) {
-	st, err := os.Stat(abs)
-	if err == nil && !st.Mode().IsRegular() {
-		l.fileProblem(abs, "not a regular file")
-		return nil, false
-	}
-	if err == nil && st.Size() > maxConfigFile {
-		l.fileProblem(abs, "file is %d bytes; the limit for a configuration file is %d", st.Size(), maxConfigFile)
-		return nil, false
-	}
-	b, err := os.ReadFile(abs)
+	b, err := readConfig(abs)
 	if err != nil {
 		l.fileProblem(abs, "%v", unwrapPath(err))
 		return nil, false
 	}
 	return b, true
+}
+
+// readConfig reads a configuration file with one open: it must be a
+// regular file of at most maxConfigFile bytes.
+func readConfig(abs string) ([]byte, error) {
+	f, err := os.Open(abs)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if st.Size() > maxConfigFile {
+		return nil, fmt.Errorf("file is %d bytes; the limit for a configuration file is %d", st.Size(), maxConfigFile)
+	}
+	b := make([]byte, st.Size())
+	n, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, err
+	}
+	return b[:n], nil
 }
 
 // decode reads and decodes a JSONC file, returning its doc for positioned
@@ -181,6 +201,9 @@ func (l *loader) loadConfig() *AppConfig {
 		return cfg
 	}
 	defer l.done(d)
+	if d.broken {
+		return cfg
+	}
 	if raw.DataRoot != "" {
 		p := raw.DataRoot
 		if !filepath.IsAbs(p) {
@@ -205,7 +228,7 @@ func (l *loader) loadConfig() *AppConfig {
 			d.errPath(p+".token", "%s", checkEnvRef(t.Token))
 		default:
 			if j, dup := seen[t.Token]; dup {
-				d.errPath(p+".token", "the same token as auth.tokens[%d]", j)
+				d.errPath(p+".token", "%s.token: the same token as auth.tokens[%d]", p, j)
 			}
 			seen[t.Token] = i
 		}
@@ -366,11 +389,13 @@ func (l *loader) loadConnectors() map[string]*Connector {
 func (l *loader) loadConnector(id, abs string) *Connector {
 	var raw rawConnector
 	d := l.decode(abs, &raw)
-	if d == nil {
+	if d == nil || d.broken {
+		l.done(d)
 		return nil
 	}
 	c := &Connector{ID: id, Type: raw.Type, Label: raw.Label, File: l.rel(abs)}
 	switch {
+	case d.bad["type"]:
 	case raw.Type == "":
 		d.errPath("type", "type is required (%s)", strings.Join(connectorTypes, ", "))
 	case !oneOf(raw.Type, connectorTypes...):
@@ -495,7 +520,8 @@ func (l *loader) loadAssistants(cfg *AppConfig, conns map[string]*Connector) map
 		}
 		return nil
 	}
-	out := map[string]*Assistant{}
+	type job struct{ id, dir string }
+	var jobs []job
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") {
@@ -511,24 +537,61 @@ func (l *loader) loadAssistants(cfg *AppConfig, conns map[string]*Connector) map
 			l.fileProblem(abs, "invalid assistant id %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit", name)
 			continue
 		}
-		if a := l.loadAssistant(name, abs, cfg, conns); a != nil {
-			out[name] = a
+		jobs = append(jobs, job{name, abs})
+	}
+	// Assistants are independent: load them on every CPU, each with its
+	// own problem list, merged afterwards (Load sorts problems).
+	type result struct {
+		a     *Assistant
+		probs []Problem
+	}
+	results := make([]result, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				sub := &loader{root: l.root, connIDs: l.connIDs}
+				a := sub.loadAssistant(jobs[i].id, jobs[i].dir, cfg, conns)
+				results[i] = result{a, sub.probs}
+			}
+		}()
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	out := make(map[string]*Assistant, len(jobs))
+	for i, r := range results {
+		l.probs = append(l.probs, r.probs...)
+		if r.a != nil {
+			out[jobs[i].id] = r.a
 		}
 	}
 	return out
 }
 
 func (l *loader) loadAssistant(id, dir string, cfg *AppConfig, conns map[string]*Connector) *Assistant {
-	before := len(l.probs)
-	pkg := filepath.Join(dir, PackageFile)
-	if _, err := os.Stat(pkg); errors.Is(err, fs.ErrNotExist) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		l.fileProblem(dir, "%v", unwrapPath(err))
+		return nil
+	}
+	has := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		has[e.Name()] = true
+	}
+	if !has[PackageFile] {
 		l.fileProblem(dir, "no %s: every assistant folder needs one (name, connector, ...)", PackageFile)
 		return nil
 	}
 	var raw rawPackage
-	d := l.decode(pkg, &raw)
+	d := l.decode(filepath.Join(dir, PackageFile), &raw)
 	a := &Assistant{ID: id, Dir: dir, HookTimeout: defaultHookTTL}
-	if d != nil {
+	if d != nil && !d.broken {
 		a.Name = raw.Name
 		if a.Name == "" {
 			a.Name = id
@@ -546,25 +609,39 @@ func (l *loader) loadAssistant(id, dir string, cfg *AppConfig, conns map[string]
 	}
 	// Definitions are loaded even when package.yao is broken, so that
 	// every problem of the assistant shows at once.
-	a.MCPServers = l.loadMCPServers(filepath.Join(dir, MCPsDir))
-	if d != nil && raw.MCP != nil {
+	if has[MCPsDir] {
+		a.MCPServers = l.loadMCPServers(filepath.Join(dir, MCPsDir))
+	}
+	if d != nil && !d.broken && raw.MCP != nil {
 		a.MCP = l.checkMCPRefs(d, raw.MCP, a.MCPServers, filepath.Join(dir, MCPsDir))
 	}
 	l.done(d)
-	a.Prompts = l.loadPrompts(filepath.Join(dir, PromptsFile))
-	list, probs := skills.Discover(filepath.Join(dir, SkillsDir))
-	for _, p := range probs {
-		l.probs = append(l.probs, Problem{File: l.rel(filepath.Join(dir, SkillsDir)) + "/" + p.File, Line: p.Line, Col: p.Col, Msg: p.Msg})
+	switch {
+	case has[PromptsFile]:
+		a.Prompts = l.loadPrompts(filepath.Join(dir, PromptsFile))
+	case has["prompts.yaml"]:
+		l.fileProblem(filepath.Join(dir, "prompts.yaml"), "prompts are read from %s: rename this file", PromptsFile)
 	}
-	a.Skills = list
-	a.Hooks = l.findHooks(dir)
-	if len(l.probs) > before {
+	if has[SkillsDir] {
+		list, probs := skills.Discover(filepath.Join(dir, SkillsDir))
+		for _, p := range probs {
+			l.probs = append(l.probs, Problem{File: l.rel(filepath.Join(dir, SkillsDir)) + "/" + p.File, Line: p.Line, Col: p.Col, Msg: p.Msg})
+		}
+		a.Skills = list
+	}
+	if has["src"] {
+		a.Hooks = l.findHooks(dir)
+	}
+	if len(l.probs) > 0 {
 		return nil
 	}
 	return a
 }
 
 func (l *loader) checkConnector(d *doc, id string, conns map[string]*Connector, sb *rawSandbox) {
+	if d.bad["connector"] {
+		return
+	}
 	if id == "" {
 		d.errPath("", "connector is required: the id of a connector in %s/ (\"anthropic.sonnet\" for %s/anthropic/sonnet.conn.yao)", ConnectorsDir, ConnectorsDir)
 		return
@@ -598,8 +675,9 @@ func (l *loader) loadMCPServers(dir string) map[string]*MCPServer {
 	for id, abs := range files {
 		var raw rawMCPServer
 		d := l.decode(abs, &raw)
-		if d == nil {
-			out[id] = nil
+		if d == nil || d.broken {
+			l.done(d)
+			out[id] = nil // defined but broken: references to it are fine
 			continue
 		}
 		s := &MCPServer{ID: id, File: l.rel(abs), Transport: raw.Transport, Command: raw.Command,

@@ -2,10 +2,7 @@ package assistant
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,14 +15,8 @@ import (
 // yamlLine matches yaml.v3's "yaml: line N: msg" errors.
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// loadPrompts reads prompts.yml (a missing file means no prompts).
+// loadPrompts reads prompts.yml.
 func (l *loader) loadPrompts(abs string) []chat.Message {
-	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
-		if _, err := os.Stat(strings.TrimSuffix(abs, ".yml") + ".yaml"); err == nil {
-			l.fileProblem(strings.TrimSuffix(abs, ".yml")+".yaml", "prompts are read from %s: rename this file", PromptsFile)
-		}
-		return nil
-	}
 	b, ok := l.read(abs)
 	if !ok {
 		return nil

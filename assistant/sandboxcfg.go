@@ -67,6 +67,7 @@ func parseSandbox(d *doc, r *rawSandbox, cfg *AppConfig) *Sandbox {
 		Timeout:     DefaultTimeout,
 	}
 	switch {
+	case d.bad["sandbox.command"]:
 	case r.Command == "":
 		d.errPath("sandbox", "sandbox.command is required: claude or cursor")
 	case defaultImages[r.Command] == "":
@@ -101,7 +102,7 @@ func parseSandbox(d *doc, r *rawSandbox, cfg *AppConfig) *Sandbox {
 			s.MemoryBytes = n
 		}
 	}
-	if r.MaxCPU != nil {
+	if r.MaxCPU != nil && d.has("sandbox.max_cpu") {
 		c := *r.MaxCPU
 		if c < minCPUs || c > maxCPUs || math.IsNaN(c) {
 			d.errPath("sandbox.max_cpu", "sandbox.max_cpu %v is out of range: want %v to %v CPUs", c, minCPUs, maxCPUs)

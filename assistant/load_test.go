@@ -1,0 +1,350 @@
+package assistant
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+)
+
+const (
+	exampleApp = "../examples/app"
+	appsDir    = "../testdata/apps"
+)
+
+func TestLoadExample(t *testing.T) {
+	t.Parallel()
+	app, err := Load(exampleApp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := filepath.Abs(exampleApp)
+	if app.Root != root || app.Config.DataRoot != filepath.Join(root, "data") || app.Config.Listen != "127.0.0.1:8080" {
+		t.Errorf("config: root %s data %s listen %s", app.Root, app.Config.DataRoot, app.Config.Listen)
+	}
+	if app.Config.Cleanup.Schedule != "0 3 * * *" || app.Config.Cleanup.Retention != 7*24*time.Hour {
+		t.Errorf("cleanup: %+v", app.Config.Cleanup)
+	}
+	if got := keys(app.Connectors); got != "anthropic.sonnet openai.gpt scripted.demo scripted.qa" {
+		t.Errorf("connectors: %s", got)
+	}
+	demo := app.Connectors["scripted.demo"]
+	if demo.Type != TypeScripted || demo.Options.Script != filepath.Join(root, "connectors/scripted/demo.yaml") ||
+		demo.File != "connectors/scripted/demo.conn.yao" || demo.Label != "Scripted demo model" {
+		t.Errorf("demo connector: %+v", demo)
+	}
+	if gpt := app.Connectors["openai.gpt"]; gpt.Options.Extra["temperature"] != 0.2 {
+		t.Errorf("openai extra options: %v", gpt.Options.Extra)
+	}
+
+	coder := app.Assistants["coder"]
+	if coder == nil || !coder.HasSandbox() {
+		t.Fatalf("coder: %+v", coder)
+	}
+	sb := coder.Sandbox
+	want := Sandbox{Command: "claude", Image: "agentbox/sandbox-claude:latest", MemoryBytes: 2 << 30, CPUs: 2, Timeout: 10 * time.Minute,
+		Arguments: Arguments{MaxTurns: 20, PermissionMode: "acceptEdits", AllowedTools: []string{"Bash", "Read", "Write", "Edit", "Glob", "Grep"}}}
+	if fmt.Sprint(*sb) != fmt.Sprint(want) {
+		t.Errorf("sandbox:\n got %+v\nwant %+v", *sb, want)
+	}
+	if coder.HookTimeout != 10*time.Second || coder.Hooks != filepath.Join(root, "assistants/coder/src/index.ts") {
+		t.Errorf("hooks: %s %s", coder.Hooks, coder.HookTimeout)
+	}
+	if len(coder.MCP) != 1 || coder.MCP[0].ServerID != "clock" || coder.MCPServers["clock"].Transport != "stdio" ||
+		coder.MCPServers["clock"].Command != "node" || coder.MCPServers["clock"].Env["TZ"] != "UTC" {
+		t.Errorf("mcp: %+v %+v", coder.MCP, coder.MCPServers)
+	}
+	if len(coder.Skills) != 1 || coder.Skills[0].Name != "code-review" || coder.Skills[0].AllowedTools == "" {
+		t.Errorf("skills: %+v", coder.Skills)
+	}
+	if len(coder.Prompts) != 1 || coder.Prompts[0].Role != chat.RoleSystem || !strings.Contains(coder.Prompts[0].Content, "/workspace") {
+		t.Errorf("prompts: %+v", coder.Prompts)
+	}
+
+	qa := app.Assistants["qa"]
+	if qa == nil || qa.HasSandbox() || qa.Hooks != "" || qa.HookTimeout != 5*time.Second || qa.Name != "Q&A" || qa.Options["max_tokens"] != 1024.0 {
+		t.Errorf("qa: %+v", qa)
+	}
+}
+
+func TestLoadMinimalDefaults(t *testing.T) {
+	t.Parallel()
+	app, err := Load(filepath.Join(appsDir, "minimal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := app.Assistants["hello"]
+	if a.Name != "hello" || a.Connector != "claude" || a.Sandbox != nil || a.Prompts != nil || a.Skills != nil {
+		t.Errorf("assistant: %+v", a)
+	}
+	if app.Config.Listen != defaultListen || app.Config.Cleanup.Retention != defaultRetain {
+		t.Errorf("config: %+v", app.Config)
+	}
+}
+
+// TestLoadBrokenApps: every broken app fails with problems that name an
+// existing file, positioned unless they are about a whole file or folder.
+func TestLoadBrokenApps(t *testing.T) {
+	t.Parallel()
+	entries, err := os.ReadDir(appsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "bad-") {
+			continue
+		}
+		n++
+		dir := filepath.Join(appsDir, e.Name())
+		_, err := Load(dir)
+		var le *LoadError
+		if !errors.As(err, &le) || len(le.Problems) == 0 {
+			t.Errorf("%s: want a LoadError, got %v", e.Name(), err)
+			continue
+		}
+		for _, p := range le.Problems {
+			if _, err := os.Stat(filepath.Join(dir, p.File)); err != nil {
+				t.Errorf("%s: problem names no existing file: %s", e.Name(), p)
+			}
+			if p.Line == 0 && !fileLevel(p.Msg) {
+				t.Errorf("%s: problem without a position: %s", e.Name(), p)
+			}
+		}
+	}
+	if n < 8 {
+		t.Fatalf("only %d broken apps", n)
+	}
+}
+
+// fileLevel reports problems that concern a whole file or folder.
+func fileLevel(msg string) bool {
+	for _, s := range []string{"rename", "no package.yao", "invalid assistant id", "no SKILL.md", "also defined by", "cannot derive an id", "missing:"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestLoadErrorText(t *testing.T) {
+	t.Parallel()
+	var ps []Problem
+	for i := range 12 {
+		ps = append(ps, Problem{File: "a", Line: i + 1, Col: 1, Msg: "m"})
+	}
+	e := &LoadError{Root: "/app", Problems: ps}
+	s := e.Error()
+	if !strings.HasPrefix(s, "app /app: 12 problems\n\ta:1:1: m") || !strings.HasSuffix(s, "... and 2 more (run agentbox check)") {
+		t.Fatalf("Error() = %q", s)
+	}
+	if (Problem{File: "f", Msg: "m"}).String() != "f: m" {
+		t.Fatal("file-level problem format")
+	}
+	if _, err := Load("/does/not/exist"); err == nil || errors.As(err, new(*LoadError)) {
+		t.Fatalf("missing folder: %v", err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	const secret = "sk-test-NEVER-SHOWN-42"
+	t.Setenv("AB_TEST_KEY", secret)
+	t.Setenv("AB_TEST_HOST", "https://llm.example")
+	c := &Connector{ID: "x.y", Type: TypeAnthropic, File: "connectors/x/y.conn.yao",
+		Options: ConnectorOptions{Host: "$ENV.AB_TEST_HOST", Key: "$ENV.AB_TEST_KEY", Model: "m", Extra: map[string]any{"a": 1.0}}}
+	r, err := c.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Key != secret || r.Host != "https://llm.example" || r.Model != "m" || r.Extra["a"] != 1.0 {
+		t.Fatalf("resolved: %s", r)
+	}
+	r.Extra["a"] = 2.0
+	if c.Options.Extra["a"] != 1.0 {
+		t.Fatal("Extra is shared with the connector")
+	}
+	var logBuf bytes.Buffer
+	slog.New(slog.NewTextHandler(&logBuf, nil)).Info("conn", "resolved", r, "options", c.Options)
+	lit := &Connector{ID: "lit", Options: ConnectorOptions{Key: secret}}
+	for _, s := range []string{r.String(), fmt.Sprintf("%v %+v %#v", r, r, r), fmt.Sprintf("%v %+v %#v", c, *c, c.Options), fmt.Sprint(*lit), logBuf.String()} {
+		if strings.Contains(s, secret) {
+			t.Fatalf("key shown: %s", s)
+		}
+	}
+
+	c.Options.Key = "$ENV.AB_TEST_MISSING"
+	c.Options.Model = "$ENV.AB_TEST_EMPTY"
+	t.Setenv("AB_TEST_EMPTY", "")
+	_, err = c.Resolve()
+	if err == nil || !errors.Is(err, ErrEnvNotSet) {
+		t.Fatalf("missing variable: %v", err)
+	}
+	for _, want := range []string{"AB_TEST_MISSING", "AB_TEST_EMPTY", "connectors/x/y.conn.yao", "x.y"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+
+	s := &MCPServer{ID: "fs", File: "assistants/a/mcps/fs.mcp.yao", Env: map[string]string{"TOKEN": "$ENV.AB_TEST_KEY", "PLAIN": "v"},
+		Headers: map[string]string{"Authorization": "$ENV.AB_TEST_NOPE"}}
+	env, err := s.ResolveEnv()
+	if err != nil || env["TOKEN"] != secret || env["PLAIN"] != "v" {
+		t.Fatalf("env: %v %v", env, err)
+	}
+	if _, err := s.ResolveHeaders(); err == nil || !strings.Contains(err.Error(), "AB_TEST_NOPE") || !strings.Contains(err.Error(), s.File) {
+		t.Fatalf("headers: %v", err)
+	}
+
+	cfg := &AppConfig{Auth: AuthConfig{Tokens: []TokenConfig{{Token: "$ENV.AB_TEST_KEY", User: "alice"}, {Token: "plain", User: "bob"}}}}
+	toks, err := cfg.ResolveTokens()
+	if err != nil || toks[secret] != "alice" || toks["plain"] != "bob" {
+		t.Fatalf("tokens: %v %v", toks, err)
+	}
+}
+
+func TestParseMemory(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"4g", 4 << 30, ""}, {"512m", 512 << 20, ""}, {"512M", 512 << 20, ""}, {"4gb", 4 << 30, ""}, {"1.5g", 3 << 29, ""},
+		{"65536k", 64 << 20, ""}, {"64g", 64 << 30, ""},
+		{"4x", 0, "invalid size"}, {"", 0, "invalid size"}, {"g", 0, "invalid size"}, {"-1g", 0, "invalid size"},
+		{"63m", 0, "out of range"}, {"65g", 0, "out of range"}, {"4096", 0, "out of range"},
+	}
+	for _, tt := range tests {
+		got, err := ParseMemory(tt.in)
+		if got != tt.want || (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("ParseMemory(%q) = %d, %v; want %d, %q", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestParseRetention(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"7d", 7 * 24 * time.Hour, true}, {"36h", 36 * time.Hour, true}, {"1d12h", 36 * time.Hour, true},
+		{"90m", 90 * time.Minute, true}, {"7x", 0, false}, {"d", 0, false}, {"1d1x", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := parseRetention(tt.in)
+		if got != tt.want || (err == nil) != tt.ok {
+			t.Errorf("parseRetention(%q) = %s, %v", tt.in, got, err)
+		}
+	}
+}
+
+func TestDecodeJSONC(t *testing.T) {
+	t.Parallel()
+	type inner struct {
+		N int     `json:"n"`
+		F float64 `json:"f"`
+	}
+	type target struct {
+		S    string            `json:"s"`
+		B    bool              `json:"b"`
+		L    []string          `json:"l"`
+		M    map[string]string `json:"m"`
+		In   *inner            `json:"in"`
+		Any  any               `json:"any"`
+		skip int
+	}
+	tests := []struct {
+		src  string
+		want string
+	}{
+		{`{"s": "x", "b": true, "l": ["a"], "m": {"k": "v"}, "in": {"n": 3, "f": 1.5}, "any": [1, {"a": null}],}`, ""},
+		{"// c\n{/* c */ \"s\": null}", ""},
+		{`{"s": 1}`, "f:1:7: s: want a string, got a number"},
+		{`{"in": {"n": "3"}}`, "f:1:14: in.n: want an integer, got a string"},
+		{`{"in": {"n": 1e400}}`, "f:1:14: in.n: want an integer, got 1e400"},
+		{`{"in": {"f": 1e400}}`, "f:1:14: in.f: number 1e400 is out of range"},
+		{`{"l": [1, "a", true]}`, "f:1:8: l[0]: want a string, got a number\nf:1:16: l[2]: want a string, got a boolean"},
+		{`{"m": {"k": 1}}`, "f:1:13: m.k: want a string, got a number"},
+		{`{"in": {"nn": 1}}`, `f:1:9: unknown field "nn" in in (did you mean "n"?)`},
+		{`{"zzzzzz": 1}`, `f:1:2: unknown field "zzzzzz" (known: any, b, in, l, m, s)`},
+		{`[]`, "f:1:1: file: want an object, got a list"},
+		{`{"s": "a", "s": "b"}`, `f:1:12: duplicate field "s"`},
+		{"{\n  \"s\": \"a\"\n  \"b\": true\n}", "f:3:3: syntax error: invalid character '\"' after object value (expecting ',' or '}')"},
+		{"{\"s\": \"abc", "f:1:11: syntax error: unexpected end of file (a missing } or ], or an unclosed string?)"},
+		{"  \n", "f:1:1: file is empty: want a JSON object"},
+		{strings.Repeat("[", 200), "f:1:101: nesting is deeper than 100 levels"},
+	}
+	for _, tt := range tests {
+		var v target
+		d := decodeJSONC("f", []byte(tt.src), &v)
+		var got []string
+		for _, p := range d.probs {
+			got = append(got, p.String())
+		}
+		if g := strings.Join(got, "\n"); g != tt.want {
+			t.Errorf("decode %q:\n got %s\nwant %s", tt.src, g, tt.want)
+		}
+	}
+}
+
+// FuzzDecodeJSONC: the JSONC loader never panics, and every problem it
+// reports is positioned inside the input.
+func FuzzDecodeJSONC(f *testing.F) {
+	for _, s := range []string{
+		`{"name": "x", "connector": "c", "sandbox": {"command": "claude", "max_cpu": 2, "arguments": {"max_turns": 3}}}`,
+		"// c\n{\"mcp\": {\"servers\": [{\"server_id\": \"a\", \"tools\": [\"t\"]}]},}",
+		`{"options": {"a": [1, {"b": null}], "c": 1e999}}`,
+		`{"sandbox": "x"`, `[[[`, `{"a"`, "/* unterminated",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var raw rawPackage
+		d := decodeJSONC("f", data, &raw)
+		lines := bytes.Count(data, []byte("\n")) + 1
+		for _, p := range d.probs {
+			if p.Line < 1 || p.Col < 1 || p.Line > lines || p.File != "f" || p.Msg == "" {
+				t.Fatalf("bad problem %+v for %q", p, data)
+			}
+		}
+		// Validation on top of a decode must not panic either.
+		if !d.broken && raw.Sandbox != nil {
+			parseSandbox(d, raw.Sandbox, &AppConfig{})
+		}
+	})
+}
+
+// FuzzParsePrompts: prompts.yml parsing never panics and positions every
+// problem.
+func FuzzParsePrompts(f *testing.F) {
+	for _, s := range []string{"- role: system\n  content: hi\n", "- role: x\n", "a: [", "- &a [*a]", "- {role: user, content: {a: b}}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, probs := parsePrompts("p.yml", data)
+		for _, p := range probs {
+			if p.Line < 1 || p.Col < 1 || p.File != "p.yml" {
+				t.Fatalf("bad problem %+v", p)
+			}
+		}
+	})
+}
+
+func keys[V any](m map[string]V) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, " ")
+}

@@ -1,0 +1,1 @@
+function Create(ctx, messages) { return { messages }; }
