@@ -194,6 +194,7 @@ func TestEndToEndClaudeInNetworklessSandbox(t *testing.T) {
 	if res, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"sh", "-c", "command -v claude"}}); err != nil || res.ExitCode != 0 {
 		claude = "/opt/claude-host/claude"
 	}
+	t.Logf("CLI in the sandbox: %s", claude)
 	mcpConfig, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
 		bridge.ServerName: map[string]any{"type": "stdio", "command": sess.MCPServer().Command, "args": sess.MCPServer().Args},
 	}})

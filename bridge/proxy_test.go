@@ -390,3 +390,38 @@ func TestSessionEnvAndWrap(t *testing.T) {
 		t.Fatalf("mounts %+v", mounts)
 	}
 }
+
+func TestGuestRunStatusAndSignals(t *testing.T) {
+	s := startSession(t, Options{Upstream: testUpstream("http://127.0.0.1:1")})
+	sock := filepath.Join(s.Dir(), "model.sock")
+	tests := []struct {
+		name   string
+		script string
+		cancel bool
+		want   int
+	}{
+		{"exit status", "exit 5", false, 5},
+		{"killed by signal", "kill -KILL $$", false, 128 + 9},
+		{"ctx end forwards SIGTERM", `trap 'exit 7' TERM; echo ready; while :; do sleep 0.05; done`, true, 7},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			pr, pw := io.Pipe()
+			go func() {
+				if tc.cancel {
+					// Cancel once the trap is installed.
+					_, _ = bufio.NewReader(pr).ReadString('\n')
+					cancel()
+				}
+				_, _ = io.Copy(io.Discard, pr)
+			}()
+			code, err := GuestRun(ctx, RunConfig{Socket: sock, Listen: "127.0.0.1:0", Argv: []string{"sh", "-c", tc.script}, Stdout: pw, Stderr: io.Discard})
+			pw.Close()
+			if err != nil || code != tc.want {
+				t.Fatalf("GuestRun = %d, %v; want %d", code, err, tc.want)
+			}
+		})
+	}
+}

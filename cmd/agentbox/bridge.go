@@ -82,7 +82,10 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return runBridgeProxy(ctx, *socket, *listen, stderr)
 	default: // run
-		code, err := bridge.GuestRun(ctx, bridge.RunConfig{
+		// Signals reach the command through GuestRun's own forwarding; the
+		// dispatcher's signal context would turn a SIGINT into a second,
+		// harsher SIGTERM.
+		code, err := bridge.GuestRun(context.WithoutCancel(ctx), bridge.RunConfig{
 			Socket: *socket,
 			Listen: *listen,
 			Argv:   fs.Args(),
