@@ -55,8 +55,9 @@ setup: tools docker cli image
 
 ## test: the whole suite with real Docker and CLI; fails if a container is left behind
 test: go setup
+	scripts/check-leftovers.sh snapshot .cache/containers-before
 	$(GO) test -p $(TEST_P) -timeout 30m $(TEST_PKGS)
-	scripts/check-leftovers.sh
+	scripts/check-leftovers.sh check .cache/containers-before
 
 ## bench: the benchmarks, with the same set-up as test
 bench: go setup
