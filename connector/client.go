@@ -311,6 +311,8 @@ func (o *output) finish(reason string) {
 func (o *output) send(e chat.Event) {
 	o.emitted = true
 	o.emit(e)
+	// A slow consumer (back pressure) must not count as provider silence.
+	o.progress()
 }
 
 // ids hands out event message ids unique across streams: a random prefix

@@ -104,3 +104,39 @@ func stableIDs(evs []chat.Event) []chat.Event {
 	}
 	return out
 }
+
+// BenchmarkStreamParse measures parsing and emitting a 1000-chunk answer
+// per provider (no network: the SSE body is in memory).
+func BenchmarkStreamParse(b *testing.B) {
+	var oa, an strings.Builder
+	an.WriteString("event: message_start\ndata: " + strings.SplitN(anStart(), "|", 2)[1] + "\n\n")
+	an.WriteString("event: content_block_start\ndata: " + strings.SplitN(anBlock(0, "text"), "|", 2)[1] + "\n\n")
+	for range 1000 {
+		oa.WriteString("data: " + oaText("token ") + "\n\n")
+		an.WriteString("event: content_block_delta\ndata: " + strings.SplitN(anDelta(0, "text_delta", "token "), "|", 2)[1] + "\n\n")
+	}
+	oa.WriteString("data: " + oaFinish("stop") + "\n\ndata: [DONE]\n\n")
+	an.WriteString("event: content_block_stop\ndata: " + strings.SplitN(anStop(0), "|", 2)[1] + "\n\n")
+	for _, e := range anEnd("end_turn") {
+		an.WriteString("data: " + strings.SplitN(e, "|", 2)[1] + "\n\n")
+	}
+	for _, bc := range []struct {
+		name string
+		p    provider
+		body string
+	}{{"openai", &openAI{}, oa.String()}, {"anthropic", &anthropic{}, an.String()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				out := &output{emit: func(chat.Event) {}, ids: newIDs()}
+				if err := bc.p.stream(newSSEReader(strings.NewReader(bc.body)), out); err != nil {
+					b.Fatal(err)
+				}
+				if len(out.resp.Content) != 6000 {
+					b.Fatalf("content %d bytes", len(out.resp.Content))
+				}
+			}
+		})
+	}
+}

@@ -135,7 +135,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	return errors.Join(s.stmts.close(), s.db.Close())
+	// Let SQLite refresh its query planner statistics; cheap, bounded.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, optErr := s.db.ExecContext(ctx, "PRAGMA optimize")
+	return errors.Join(optErr, s.stmts.close(), s.db.Close())
 }
 
 // enter guards one call against a concurrent Close; the caller defers the
