@@ -12,12 +12,14 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
 )
@@ -408,6 +410,7 @@ func (l *loader) loadConnector(id, abs string) *Connector {
 		}
 		s, ok := v.(string)
 		if !ok {
+			d.bad["options."+name] = true
 			d.errPath("options."+name, "options.%s: want a string, got %s", name, goKind(v))
 			return ""
 		}
@@ -440,6 +443,9 @@ func (l *loader) loadConnector(id, abs string) *Connector {
 	}
 	switch raw.Type {
 	case TypeScripted:
+		if d.bad["options.script"] {
+			break
+		}
 		if o.Script == "" {
 			d.errPath("options", "options.script is required for a scripted connector: the path of an llmtest script, relative to this file")
 			break
@@ -454,16 +460,18 @@ func (l *loader) loadConnector(id, abs string) *Connector {
 		}
 		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
 			d.errPath("options.script", "options.script: no script file %s", l.rel(p))
+		} else {
+			l.checkScript(p)
 		}
 		o.Script = filepath.Clean(p)
 	case TypeAnthropic, TypeOpenAI:
 		if o.Script != "" {
 			d.errPath("options.script", "options.script is only for scripted connectors")
 		}
-		if o.Model == "" {
+		if o.Model == "" && !d.bad["options.model"] {
 			d.errPath("options", "options.model is required for an %s connector", raw.Type)
 		}
-		if raw.Type == TypeAnthropic && o.Key == "" {
+		if raw.Type == TypeAnthropic && o.Key == "" && !d.bad["options.key"] {
 			d.errPath("options", "options.key is required for an anthropic connector (use \"$ENV.ANTHROPIC_API_KEY\")")
 		}
 	}
@@ -472,6 +480,33 @@ func (l *loader) loadConnector(id, abs string) *Connector {
 		return nil
 	}
 	return c
+}
+
+// scriptPos matches the "LINE:COL: msg" errors of llmtest.ParseScript.
+var scriptPos = regexp.MustCompile(`^(\d+):(\d+):\s*(.*)$`)
+
+// checkScript validates a scripted connector's llmtest script, so a broken
+// demo script is found at load time like any other file.
+func (l *loader) checkScript(abs string) {
+	b, err := readConfig(abs)
+	if err != nil {
+		l.fileProblem(abs, "%v", unwrapPath(err))
+		return
+	}
+	_, err = llmtest.ParseScript(b, filepath.Ext(abs))
+	if err == nil {
+		return
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		p := Problem{File: l.rel(abs), Line: 1, Col: 1, Msg: line}
+		if m := scriptPos.FindStringSubmatch(line); m != nil {
+			p.Line, _ = strconv.Atoi(m[1])
+			p.Col, _ = strconv.Atoi(m[2])
+			p.Msg = m[3]
+		}
+		p.Msg = "script: " + p.Msg
+		l.probs = append(l.probs, p)
+	}
 }
 
 // ---- assistants ----
