@@ -37,6 +37,7 @@ if [ "$current" = "$inputs" ]; then
 	exit 0
 fi
 start=$(date +%s)
+previous=$(timeout 20 docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 
 # 1. Root filesystem (the slow part, cached across builds).
 if [ "$(cat "$rootfs/.agentbox-rootfs" 2>/dev/null)" != "$rootfs_key" ]; then
@@ -114,4 +115,8 @@ case "$out" in
 1000*"$CLAUDE_VERSION"*git*) ;;
 *) die "unexpected smoke test output from $image: $out" ;;
 esac
+# The replaced image is dangling now; remove it unless a container uses it.
+if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect --format '{{.Id}}' "$image")" ]; then
+	timeout 20 docker rmi "$previous" >/dev/null 2>&1 || true
+fi
 log "built $image (inputs $inputs) in $(($(date +%s) - start))s"
