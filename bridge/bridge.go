@@ -337,6 +337,23 @@ func (s *Session) Connection() executor.Connection {
 	}
 }
 
+// SetUpstream points the model proxy at another connector for the rest of
+// the session (a Create hook may switch connectors after the sandbox
+// exists). Requests already in flight keep their upstream. It fails when
+// the session has no model proxy.
+func (s *Session) SetUpstream(c executor.Connection, auth string) error {
+	if s.model == nil {
+		return errors.New("bridge: this session has no model proxy")
+	}
+	up, err := newUpstream(c, auth)
+	if err != nil {
+		return err
+	}
+	s.model.up.Store(up)
+	s.opts.Upstream.Model = c.Model
+	return nil
+}
+
 // Token is the per-request token the sandbox presents to the model proxy
 // ("" without a model proxy).
 func (s *Session) Token() string {

@@ -79,7 +79,7 @@ func newUpstream(c executor.Connection, auth string) (*upstreamTarget, error) {
 // model socket.
 type modelServer struct {
 	s       *Session
-	up      *upstreamTarget
+	up      atomic.Pointer[upstreamTarget]
 	ln      net.Listener
 	srv     *http.Server
 	proxy   *httputil.ReverseProxy
@@ -89,7 +89,8 @@ type modelServer struct {
 }
 
 func newModelServer(s *Session, up *upstreamTarget, ln net.Listener) *modelServer {
-	m := &modelServer{s: s, up: up, ln: ln, token: "agentbox-bridge-" + randomName(24)}
+	m := &modelServer{s: s, ln: ln, token: "agentbox-bridge-" + randomName(24)}
+	m.up.Store(up)
 	tr := s.opts.Transport
 	if tr == nil {
 		tr = sharedTransport
@@ -195,7 +196,8 @@ func (m *modelServer) validToken(r *http.Request) bool {
 // rewrite points the request at the upstream and swaps the token for the
 // real key.
 func (m *modelServer) rewrite(pr *httputil.ProxyRequest) {
-	pr.SetURL(m.up.url)
+	up := m.up.Load()
+	pr.SetURL(up.url)
 	h := pr.Out.Header
 	h.Del("X-Api-Key")
 	h.Del("Authorization")
@@ -203,11 +205,11 @@ func (m *modelServer) rewrite(pr *httputil.ProxyRequest) {
 	// Let the transport negotiate compression and decompress, so the meter
 	// reads plain JSON and SSE.
 	h.Del("Accept-Encoding")
-	if m.up.key != "" {
-		if m.up.auth == AuthBearer {
-			h.Set("Authorization", "Bearer "+m.up.key)
+	if up.key != "" {
+		if up.auth == AuthBearer {
+			h.Set("Authorization", "Bearer "+up.key)
 		} else {
-			h.Set("X-Api-Key", m.up.key)
+			h.Set("X-Api-Key", up.key)
 		}
 	}
 }

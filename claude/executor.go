@@ -163,9 +163,13 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		runCtx, cancel = context.WithTimeout(ctx, req.Timeout)
 		defer cancel()
 	}
+	argv := cmd.argv
+	if req.WrapArgv != nil {
+		argv = req.WrapArgv(argv)
+	}
 	started := time.Now()
 	proc, err := req.Sandbox.Start(runCtx, sandbox.ExecRequest{
-		Argv:  cmd.argv,
+		Argv:  argv,
 		Env:   cmd.env,
 		Stdin: bytes.NewReader(cmd.stdin),
 	})
