@@ -117,6 +117,9 @@ type Assistant struct {
 	Hooks string
 	// HookTimeout bounds each hook call (default 5s).
 	HookTimeout time.Duration
+	// Tools are the host tools the assistant's agent may call through the
+	// bridge (package.yao "tools"); only these are visible to it.
+	Tools []Tool
 }
 
 // Sandbox is an assistant's sandbox block, parsed and range-checked.
@@ -162,4 +165,20 @@ type MCPServer struct {
 	Env     map[string]string
 	URL     string
 	Headers map[string]string
+}
+
+// Tool is one host tool an assistant declares. It runs on the host, with
+// the request's user, chat and deadline, when the agent calls
+// mcp__agentbox__<Name>.
+type Tool struct {
+	// Name is what the agent sees: 1-48 of [A-Za-z0-9_-].
+	Name string
+	// Function is the hook function implementing the tool; "" means a Go
+	// tool the embedder registered on the pipeline under Name.
+	Function    string
+	Description string
+	// Parameters is the JSON Schema of the tool's arguments.
+	Parameters []byte
+	// Timeout bounds one call (0: the bridge default, 30s).
+	Timeout time.Duration
 }
