@@ -431,7 +431,11 @@ func (r *renderer) done(f *chat.Final) {
 	}
 	summary := "— " + strings.Join(parts, " · ")
 	if f.Error != "" {
-		r.line(r.style(styleRed, "— failed ("+f.Error+")") + r.dim(strings.TrimPrefix(summary, "—")))
+		failed := r.style(styleRed, "— failed ("+f.Error+")")
+		if len(parts) > 0 {
+			failed += " " + r.dim(strings.Join(parts, " · "))
+		}
+		r.line(failed)
 		return
 	}
 	if len(parts) > 0 {

@@ -153,21 +153,23 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	}
 
 	dataRoot := app.Config.DataRoot
-	st, err := store.Open(ctx, filepath.Join(dataRoot, "agentbox.db"))
-	if err != nil {
-		return nil, err
-	}
-	env.closers = append(env.closers, func(context.Context) error { return st.Close() })
-
 	// Workspace folders belong to the sandbox user when we can chown.
 	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
 		uid, gid = 1000, 1000
 	}
+	// Workspaces first: they create the data root world-traversable
+	// (0755), which the local runtime's sandbox user needs; the store
+	// would create it 0700.
 	ws, err := sandbox.NewWorkspaces(dataRoot, uid, gid)
 	if err != nil {
 		return nil, err
 	}
+	st, err := store.Open(ctx, filepath.Join(dataRoot, "agentbox.db"))
+	if err != nil {
+		return nil, err
+	}
+	env.closers = append(env.closers, func(context.Context) error { return st.Close() })
 
 	rts, def, err := env.openRuntimes(ctx, app, opts)
 	if err != nil {
@@ -228,7 +230,7 @@ func (env *appEnv) openRuntimes(ctx context.Context, app *assistant.App, opts en
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		rt, err := env.openRuntime(ctx, name, opts.Logger)
+		rt, err := env.openRuntime(ctx, name, opts)
 		if err != nil {
 			if opts.Serve {
 				opts.Logger.Warn("sandbox runtime unavailable: sandboxed assistants will fail until it is", "runtime", name, "err", err)
@@ -254,26 +256,37 @@ func (env *appEnv) openRuntimes(ctx context.Context, app *assistant.App, opts en
 	return rts, def, nil
 }
 
-func (env *appEnv) openRuntime(ctx context.Context, name string, logger *slog.Logger) (sandbox.Runtime, error) {
+func (env *appEnv) openRuntime(ctx context.Context, name string, opts envOptions) (sandbox.Runtime, error) {
+	logger := opts.Logger
 	auto := name == ""
 	if auto {
 		name = "docker"
 	}
+	var ro runtimes.Options
+	if !opts.Serve {
+		// A one-shot run is its own instance: a server's reaper on this
+		// host (instance = host name) then leaves its sandbox alone for
+		// the reaper's grace period instead of taking it for a leftover of
+		// its own earlier run.
+		inst := fmt.Sprintf("agentbox-run-%d", os.Getpid())
+		ro.Docker.Instance, ro.Local.Instance = inst, inst
+	}
+	ro.Docker.Logger = logger
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	rt, err := runtimes.New(cctx, name, runtimes.Options{})
+	rt, err := runtimes.New(cctx, name, ro)
 	cancel()
 	if err != nil && auto && errors.Is(err, sandbox.ErrEngineUnavailable) {
 		logger.Warn("no Docker engine answers; using the local runtime (bubblewrap) instead", "docker", err)
 		name = "local"
-		rt, err = runtimes.New(ctx, name, runtimes.Options{})
+		rt, err = runtimes.New(ctx, name, ro)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox runtime %s: %w", name, err)
 	}
 	logger.Info("sandbox runtime ready", "runtime", rt.Name())
 	env.closers = append(env.closers, rt.Close)
-	if r, ok := rt.(interface{ StartReaper(time.Duration) }); ok {
-		r.StartReaper(0)
+	if r, ok := rt.(interface{ StartReaper(time.Duration) }); ok && opts.Serve {
+		r.StartReaper(0) // orphaned containers: at start, then every minute
 	}
 	return rt, nil
 }

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freeAddr returns a loopback address with a port nobody listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// localApp is the example app set to the local runtime, so the test
+// needs no Docker engine and touches no containers.
+func localApp(t *testing.T, extra string) string {
+	t.Helper()
+	app := exampleApp(t)
+	cfg := `{"data_root": "./data", "sandbox": {"runtime": "local"}` + extra + `}`
+	if err := os.WriteFile(filepath.Join(app, "app.jsonc"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// TestServe serves the example app, answers on every kind of endpoint,
+// and exits 0 when the context ends (SIGTERM).
+func TestServe(t *testing.T) {
+	app := localApp(t, "")
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr lockedBuffer
+	exited := make(chan int, 1)
+	go func() { exited <- runServe(ctx, []string{"--app", app, "--addr", addr}, &stdout, &stderr) }()
+
+	base := "http://" + addr
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		select {
+		case code := <-exited:
+			t.Fatalf("serve exited %d:\n%s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not up: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	get := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("GET", "/v1/models", ""); code != 200 || !strings.Contains(body, `"id":"qa"`) || !strings.Contains(body, `"id":"coder"`) {
+		t.Errorf("models = %d %s", code, body)
+	}
+	if code, body := get("POST", "/v1/chat/completions", `{"model":"qa","messages":[{"role":"user","content":"hi"}]}`); code != 200 || !strings.Contains(body, `"object":"chat.completion"`) {
+		t.Errorf("completion = %d %s", code, body)
+	}
+	if code, body := get("POST", "/api/assistants/qa/chat", `{"chat_id":"c1","message":"hi"}`); code != 200 || !strings.Contains(body, "event: done") {
+		t.Errorf("native = %d %s", code, body)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Errorf("serve exited %d:\n%s", code, stderr.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	log := stderr.String()
+	for _, want := range []string{"development mode", "serving", "stopped"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+func TestServeRefuses(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra string
+		args  []string
+		code  int
+		want  string
+	}{
+		{"public without tokens", "", []string{"--addr", "0.0.0.0:0"}, 1, "auth.tokens"},
+		{"token variable unset", `, "auth": {"tokens": [{"token": "$ENV.AGENTBOX_TEST_UNSET_TOKEN", "user": "alice"}]}`, nil, 1, "AGENTBOX_TEST_UNSET_TOKEN is not set"},
+		{"stray argument", "", []string{"extra"}, 2, "unexpected argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			app := localApp(t, tt.extra)
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"--app", app}, tt.args...)
+			if tt.args == nil {
+				args = append(args, "--addr", freeAddr(t))
+			}
+			code := runServe(context.Background(), args, &stdout, &stderr)
+			if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("serve = %d, stderr:\n%s\nwant %d and %q", code, stderr.String(), tt.code, tt.want)
+			}
+		})
+	}
+}
