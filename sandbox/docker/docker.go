@@ -43,6 +43,7 @@ const ProductLabelValue = "agentbox"
 
 // Defaults applied when Options and Spec leave a limit at zero.
 const (
+	DefaultImage       = "agentbox/sandbox-claude:latest"
 	DefaultPidsLimit   = 512
 	DefaultMemoryBytes = 2 << 30
 	DefaultCPUs        = 2.0
@@ -64,7 +65,7 @@ type Options struct {
 	// Host is the engine address (default: DOCKER_HOST, else the local
 	// socket).
 	Host string
-	// Image is used when Spec.Image is empty.
+	// Image is used when Spec.Image is empty (default DefaultImage).
 	Image string
 	// PidsLimit, MemoryBytes and CPUs are the limits used when the Spec
 	// leaves them at zero.
@@ -115,6 +116,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 			h = "agentbox"
 		}
 		opts.Instance = h
+	}
+	if opts.Image == "" {
+		opts.Image = DefaultImage
 	}
 	if opts.PidsLimit == 0 {
 		opts.PidsLimit = DefaultPidsLimit

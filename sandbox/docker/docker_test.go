@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -435,4 +436,41 @@ func fileUID(st os.FileInfo) int {
 		return int(s.Uid)
 	}
 	return -1
+}
+
+// TestWedgedEngine: an engine that accepts connections but never answers
+// yields ErrEngineUnavailable after the call timeout, not a hang.
+func TestWedgedEngine(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(t.TempDir(), "wedged.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { l.Close(); <-done })
+	go func() {
+		defer close(done)
+		var held []net.Conn // never answered
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	start := time.Now()
+	_, err = docker.New(context.Background(), docker.Options{Host: "unix://" + sock, CallTimeout: 300 * time.Millisecond})
+	if !errors.Is(err, sandbox.ErrEngineUnavailable) {
+		t.Fatalf("err = %v, want ErrEngineUnavailable", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %s", d)
+	}
 }
