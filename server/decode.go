@@ -21,12 +21,14 @@ const bodyReadTimeout = 30 * time.Second
 
 // readBody reads the whole request body, at most limit bytes.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	// The body is parsed as JSON whatever its Content-Type says (curl -d
+	// sends form encoding); only uploads are refused outright.
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, _ := strings.Cut(ct, ";")
 		mt = strings.TrimSpace(strings.ToLower(mt))
-		if mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+		if strings.HasPrefix(mt, "multipart/") {
 			return nil, pipeline.Errorf(http.StatusUnsupportedMediaType, "invalid_request",
-				"unsupported content type %q: send application/json", mt)
+				"unsupported content type %q: send a JSON body", mt)
 		}
 	}
 	rc := http.NewResponseController(w)

@@ -306,7 +306,8 @@ func TestCompletionRequestErrors(t *testing.T) {
 		{"bad chat id", `{"model":"qa","chat_id":"../x","messages":[{"role":"user","content":"hi"}]}`, nil, 400, "chat id"},
 		{"bad chat header", `{"model":"qa","messages":[{"role":"user","content":"hi"}]}`, []string{"X-Chat-ID", ".hidden"}, 400, "chat id"},
 		{"chat id conflict", `{"model":"qa","chat_id":"a","messages":[{"role":"user","content":"hi"}]}`, []string{"X-Chat-ID", "b"}, 400, "differ"},
-		{"content type", `{"model":"qa"}`, []string{"Content-Type", "text/plain"}, 415, `unsupported content type \"text/plain\"`},
+		{"multipart", `{"model":"qa"}`, []string{"Content-Type", "multipart/form-data; boundary=x"}, 415, `unsupported content type \"multipart/form-data\"`},
+		{"form encoded is parsed as JSON", `{"model":"qa"}`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 400, "messages is missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
