@@ -36,7 +36,9 @@ function Create(ctx: any, messages: any[], options: any) {
   const files: FileInfo[] = ctx.sandbox.ListDir(".");
   if (!files.some((f) => f.name === ".git")) {
     ctx.sandbox.Exec(["git", "init", "--quiet"]);
-    ctx.sandbox.WriteFile(".gitignore", ".claude/\n.agentbox/\ntmp/\n");
+    // Keep agentbox's per-run files (CLI config, MCP config, skills) out of
+    // the history.
+    ctx.sandbox.WriteFile(".gitignore", ".agentbox/\n.claude/\n.mcp.json\ntmp/\n");
     log.Info("Initialized a git repository in the workspace");
   }
   log.Debug(`Workspace files: ${files.map((f) => f.name).join(", ")}`);
@@ -61,7 +63,13 @@ function Next(ctx: any, payload: any, options: any) {
     return null;
   }
 
-  const status = ctx.sandbox.Exec(["git", "status", "--porcelain"]);
+  let status: string;
+  try {
+    status = ctx.sandbox.Exec(["git", "status", "--porcelain"]);
+  } catch (e: any) {
+    log.Warn(`not a git repository, nothing committed: ${e.message}`);
+    return null;
+  }
   if (status.trim() === "") {
     log.Debug("No changes to commit");
     return null;
