@@ -24,7 +24,7 @@ export AGENTBOX_CLAUDE_BIN   := $(CURDIR)/.cache/bin/claude
 export AGENTBOX_CLAUDE_IMAGE := $(IMAGE)
 export NODE_PATH             := $(CURDIR)/.cache/npm/node_modules
 
-.PHONY: build cli docker tools image setup test bench demo check clean go
+.PHONY: build cli docker tools image setup test bench demo check clean distclean go
 
 ## go: Go itself is not installed here; say so clearly when it is missing
 go:
@@ -75,3 +75,7 @@ check: go
 ## clean: remove build outputs (keeps the cached CLI, rootfs and image)
 clean:
 	rm -rf bin .cache/image-build .cache/rootfs.tmp
+
+## distclean: also remove .cache (CLI, root filesystem); images stay in Docker
+distclean: clean
+	rm -rf .cache
