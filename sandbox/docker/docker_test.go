@@ -474,3 +474,33 @@ func TestWedgedEngine(t *testing.T) {
 		t.Errorf("took %s", d)
 	}
 }
+
+func TestStartReaper(t *testing.T) {
+	t.Parallel()
+	rt, img := newRuntime(t)
+	cli := rt.Client()
+	ctx := context.Background()
+	name := "agentbox-test-prevrun-" + randID()
+	_, err := cli.ContainerCreate(ctx, &container.Config{
+		Image:      img,
+		Entrypoint: []string{"sleep", "infinity"},
+		Labels: map[string]string{
+			sandbox.LabelProduct:  "agentbox",
+			sandbox.LabelInstance: rt.Instance(),
+			docker.LabelRun:       "an-earlier-run",
+		},
+	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+	t.Cleanup(func() { _ = cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.StartReaper(time.Hour) // reaps right away
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := cli.ContainerInspect(ctx, name); errdefs.IsNotFound(err) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the reaper did not remove the container of an earlier run")
+}

@@ -66,6 +66,7 @@ type Runtime struct {
 	cred     *syscall.Credential // nil: run as ourselves
 	uid, gid int                 // who runs inside
 	sysArgs  []string
+	idPrefix string
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)
@@ -105,6 +106,10 @@ func New(opts Options) (*Runtime, error) {
 		r.uid, r.gid = opts.UID, opts.GID
 	}
 	r.sysArgs = systemArgs(opts.SystemDirs)
+	r.idPrefix = "local-"
+	if opts.Instance != "" {
+		r.idPrefix += opts.Instance + "-"
+	}
 
 	// One empty sandbox proves that namespaces work here.
 	cmd := exec.Command(bw, append(r.baseArgs(sandbox.NetworkNone), "--", "true")...)
@@ -203,7 +208,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if _, err := sandbox.MergeEnv(env); err != nil {
 		return nil, fmt.Errorf("local create: %w", err)
 	}
-	return &Sandbox{rt: r, id: "local-" + randHex(6), ws: spec.Workspace, args: args, env: env, procs: map[*process]struct{}{}}, nil
+	return &Sandbox{rt: r, id: r.idPrefix + randHex(6), ws: spec.Workspace, args: args, env: env, procs: map[*process]struct{}{}}, nil
 }
 
 // mountArgs binds the extra mounts. A target that does not exist inside a
@@ -314,7 +319,7 @@ type Sandbox struct {
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
 
-// ID identifies the sandbox ("local-" and a random suffix).
+// ID identifies the sandbox ("local-", the instance, a random suffix).
 func (s *Sandbox) ID() string { return s.id }
 
 // Workspace returns the mounted workspace.

@@ -294,3 +294,20 @@ func BenchmarkCreateToFirstExec(b *testing.B) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "ms-median")
 }
+
+// TestHostCLIMount puts the host's Claude Code CLI at /usr/local/bin/claude,
+// inside the read-only /usr, as the pipeline does.
+func TestHostCLIMount(t *testing.T) {
+	t.Parallel()
+	bin := testenv.ClaudeBin(t)
+	sb, _ := newSandbox(t, func(s *sandbox.Spec) {
+		s.Mounts = []sandbox.Mount{{Source: bin, Target: "/usr/local/bin/claude"}}
+	})
+	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Argv: []string{"claude", "--version"}, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "Claude Code") {
+		t.Errorf("claude --version: %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
