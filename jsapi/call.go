@@ -51,9 +51,9 @@ type call struct {
 	stop   func() bool
 	hc     *Context
 	hook   string
+	// logger is made on the first log line.
 	logger *slog.Logger
 
-	errorCtor  goja.Value
 	jsonParse  goja.Callable
 	jsonString goja.Callable
 	ns, top    *goja.Object
@@ -74,13 +74,10 @@ func (h *Hooks) start(parent context.Context, hc *Context, hook string) (c *call
 	c.stop = context.AfterFunc(ctx, func() { vm.Interrupt(ctx.Err()) })
 	defer c.recoverTo(&err)
 
-	// Host code uses the pristine JSON and Error, not what a hook may have
-	// patched.
-	c.errorCtor = vm.Get("Error")
+	// Host code uses the pristine JSON, not what a hook may have patched.
 	jsonObj := vm.Get("JSON").ToObject(vm)
 	c.jsonParse, _ = goja.AssertFunction(jsonObj.Get("parse"))
 	c.jsonString, _ = goja.AssertFunction(jsonObj.Get("stringify"))
-	c.logger = hc.logger().With("hook", hook)
 	c.installLog()
 	if _, err := vm.RunProgram(h.prog); err != nil {
 		return c, c.hookError(err)

@@ -16,7 +16,7 @@ var (
 	ctxFields       = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox"}
 	ctxMethods      = []string{"Send", "SendStream", "Append", "Replace", "End"}
 	memoryMethods   = []string{"Get", "Set", "Del", "Has", "Keys"}
-	memorySpaces    = []Namespace{NamespaceUser, NamespaceChat, NamespaceContext}
+	memoryKeys      = []string{string(NamespaceUser), string(NamespaceChat), string(NamespaceContext)}
 	messageFields   = []string{"type", "props", "id"}
 	fileInfoFields  = []string{"name", "size", "is_dir", "mod_time"}
 	sandboxMembers  = []string{"workdir", "ReadFile", "WriteFile", "ListDir", "Exec"}
@@ -26,35 +26,48 @@ var (
 
 type nativeFn = func(goja.FunctionCall) goja.Value
 
-// ctxObject builds the ctx argument: a fresh object every call.
+// ctxKeys are the members of ctx, in the order Object.keys lists them.
+var ctxKeys = append(slices.Clone(ctxFields), ctxMethods...)
+
+// ctxObject builds the ctx argument: a fresh object every call, whose
+// members are made when the hook first touches them.
 func (c *call) ctxObject() *goja.Object {
-	vm, hc := c.vm, c.hc
-	o := vm.NewObject()
-	_ = o.Set("chat_id", hc.ChatID)
-	_ = o.Set("assistant_id", hc.AssistantID)
-	_ = o.Set("user_id", hc.UserID)
-	_ = o.Set("locale", hc.Locale)
-	if hc.Metadata != nil {
-		_ = o.Set("metadata", c.toJS(hc.Metadata))
-	} else {
-		_ = o.Set("metadata", vm.NewObject())
-	}
-	_ = o.Set("Send", nativeFn(func(fc goja.FunctionCall) goja.Value { return c.send("Send", fc, false) }))
-	_ = o.Set("SendStream", nativeFn(func(fc goja.FunctionCall) goja.Value { return c.send("SendStream", fc, true) }))
-	_ = o.Set("Append", nativeFn(c.appendMsg))
-	_ = o.Set("Replace", nativeFn(c.replaceMsg))
-	_ = o.Set("End", nativeFn(c.endMsg))
-	mem := vm.NewObject()
-	for _, ns := range memorySpaces {
-		_ = mem.Set(string(ns), c.memoryObject(ns))
-	}
-	_ = o.Set("memory", mem)
-	if hc.Sandbox != nil {
-		_ = o.Set("sandbox", c.sandboxObject())
-	} else {
-		_ = o.Set("sandbox", goja.Undefined())
-	}
-	return o
+	hc := c.hc
+	return c.newLazy(ctxKeys, func(key string) goja.Value {
+		switch key {
+		case "chat_id":
+			return c.vm.ToValue(hc.ChatID)
+		case "assistant_id":
+			return c.vm.ToValue(hc.AssistantID)
+		case "user_id":
+			return c.vm.ToValue(hc.UserID)
+		case "locale":
+			return c.vm.ToValue(hc.Locale)
+		case "metadata":
+			if hc.Metadata == nil {
+				return c.vm.NewObject()
+			}
+			return c.toJS(hc.Metadata)
+		case "memory":
+			return c.newLazy(memoryKeys, func(ns string) goja.Value { return c.memoryObject(Namespace(ns)) })
+		case "sandbox":
+			if hc.Sandbox == nil {
+				return goja.Undefined()
+			}
+			return c.sandboxObject()
+		case "Send":
+			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value { return c.send("Send", fc, false) }))
+		case "SendStream":
+			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value { return c.send("SendStream", fc, true) }))
+		case "Append":
+			return c.vm.ToValue(nativeFn(c.appendMsg))
+		case "Replace":
+			return c.vm.ToValue(nativeFn(c.replaceMsg))
+		case "End":
+			return c.vm.ToValue(nativeFn(c.endMsg))
+		}
+		return goja.Undefined()
+	})
 }
 
 // outMsg is a client message as a hook gives it.
@@ -212,68 +225,80 @@ func (c *call) endMsg(fc goja.FunctionCall) goja.Value {
 
 // memoryObject builds ctx.memory.<ns>.
 func (c *call) memoryObject(ns Namespace) *goja.Object {
-	o := c.vm.NewObject()
-	_ = o.Set("Get", nativeFn(func(fc goja.FunctionCall) goja.Value {
-		key := c.memKey(ns, "Get", fc.Argument(0))
-		raw, ok := c.memGet(ns, key)
-		if !ok {
-			return goja.Undefined()
-		}
-		return c.parseJSON(raw)
-	}))
-	_ = o.Set("Has", nativeFn(func(fc goja.FunctionCall) goja.Value {
-		key := c.memKey(ns, "Has", fc.Argument(0))
-		_, ok := c.memGet(ns, key)
-		return c.vm.ToValue(ok)
-	}))
-	_ = o.Set("Set", nativeFn(func(fc goja.FunctionCall) goja.Value {
-		key := c.memKey(ns, "Set", fc.Argument(0))
-		v := fc.Argument(1)
-		s, ok, err := c.stringify(v)
-		switch {
-		case err != nil:
-			c.throw(argErr("memory.%s.Set(%q): value is not JSON-serialisable: %v", ns, key, err), "")
-		case !ok:
-			c.throw(argErr("memory.%s.Set(%q): %s cannot be stored (values must be JSON-serialisable; use Del to remove a key)", ns, key, typeName(v)), "")
-		case len(s) > MaxValueSize:
-			c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.%s.Set(%q): value is %d bytes as JSON, over the limit of %d", ns, key, len(s), MaxValueSize)}, "")
-		}
-		if ns == NamespaceContext {
-			c.hc.scratchSet(key, json.RawMessage(s))
-			return goja.Undefined()
-		}
-		store, owner := c.memStore(ns, "Set")
-		if err := store.Set(c.ctx, ns, owner, key, json.RawMessage(s)); err != nil {
-			c.throw(fmt.Errorf("memory.%s.Set(%q): %w", ns, key, err), CodeMemory)
-		}
-		return goja.Undefined()
-	}))
-	_ = o.Set("Del", nativeFn(func(fc goja.FunctionCall) goja.Value {
-		key := c.memKey(ns, "Del", fc.Argument(0))
-		if ns == NamespaceContext {
-			c.hc.scratchDel(key)
-			return goja.Undefined()
-		}
-		store, owner := c.memStore(ns, "Del")
-		if err := store.Del(c.ctx, ns, owner, key); err != nil {
-			c.throw(fmt.Errorf("memory.%s.Del(%q): %w", ns, key, err), CodeMemory)
-		}
-		return goja.Undefined()
-	}))
-	_ = o.Set("Keys", nativeFn(func(fc goja.FunctionCall) goja.Value {
-		var keys []string
-		if ns == NamespaceContext {
-			keys = c.hc.scratchKeys()
-		} else {
-			store, owner := c.memStore(ns, "Keys")
-			var err error
-			if keys, err = store.Keys(c.ctx, ns, owner); err != nil {
-				c.throw(fmt.Errorf("memory.%s.Keys(): %w", ns, err), CodeMemory)
+	return c.newLazy(memoryMethods, func(key string) goja.Value {
+		return c.vm.ToValue(c.memoryMethod(ns, key))
+	})
+}
+
+func (c *call) memoryMethod(ns Namespace, name string) nativeFn {
+	switch name {
+	case "Get":
+		return func(fc goja.FunctionCall) goja.Value {
+			key := c.memKey(ns, "Get", fc.Argument(0))
+			raw, ok := c.memGet(ns, key)
+			if !ok {
+				return goja.Undefined()
 			}
+			return c.parseJSON(raw)
 		}
-		return c.toJS(keys)
-	}))
-	return o
+	case "Has":
+		return func(fc goja.FunctionCall) goja.Value {
+			key := c.memKey(ns, "Has", fc.Argument(0))
+			_, ok := c.memGet(ns, key)
+			return c.vm.ToValue(ok)
+		}
+	case "Set":
+		return func(fc goja.FunctionCall) goja.Value {
+			key := c.memKey(ns, "Set", fc.Argument(0))
+			v := fc.Argument(1)
+			s, ok, err := c.stringify(v)
+			switch {
+			case err != nil:
+				c.throw(argErr("memory.%s.Set(%q): value is not JSON-serialisable: %v", ns, key, err), "")
+			case !ok:
+				c.throw(argErr("memory.%s.Set(%q): %s cannot be stored (values must be JSON-serialisable; use Del to remove a key)", ns, key, typeName(v)), "")
+			case len(s) > MaxValueSize:
+				c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.%s.Set(%q): value is %d bytes as JSON, over the limit of %d", ns, key, len(s), MaxValueSize)}, "")
+			}
+			if ns == NamespaceContext {
+				c.hc.scratchSet(key, json.RawMessage(s))
+				return goja.Undefined()
+			}
+			store, owner := c.memStore(ns, "Set")
+			if err := store.Set(c.ctx, ns, owner, key, json.RawMessage(s)); err != nil {
+				c.throw(fmt.Errorf("memory.%s.Set(%q): %w", ns, key, err), CodeMemory)
+			}
+			return goja.Undefined()
+		}
+	case "Del":
+		return func(fc goja.FunctionCall) goja.Value {
+			key := c.memKey(ns, "Del", fc.Argument(0))
+			if ns == NamespaceContext {
+				c.hc.scratchDel(key)
+				return goja.Undefined()
+			}
+			store, owner := c.memStore(ns, "Del")
+			if err := store.Del(c.ctx, ns, owner, key); err != nil {
+				c.throw(fmt.Errorf("memory.%s.Del(%q): %w", ns, key, err), CodeMemory)
+			}
+			return goja.Undefined()
+		}
+	case "Keys":
+		return func(fc goja.FunctionCall) goja.Value {
+			var keys []string
+			if ns == NamespaceContext {
+				keys = c.hc.scratchKeys()
+			} else {
+				store, owner := c.memStore(ns, "Keys")
+				var err error
+				if keys, err = store.Keys(c.ctx, ns, owner); err != nil {
+					c.throw(fmt.Errorf("memory.%s.Keys(): %w", ns, err), CodeMemory)
+				}
+			}
+			return c.toJS(keys)
+		}
+	}
+	return nil
 }
 
 func (c *call) memKey(ns Namespace, fn string, v goja.Value) string {

@@ -163,10 +163,10 @@ func (c *call) throw(err error, fallback string) {
 	if name == "" {
 		name = "Error"
 	}
-	obj, nerr := c.vm.New(c.errorCtor, c.vm.ToValue(err.Error()))
-	if nerr != nil {
-		panic(c.vm.NewGoError(err))
-	}
+	// NewGoError builds on the runtime's own Error intrinsics, whatever a
+	// hook did to the Error global; its "value" (the Go error) stays private.
+	obj := c.vm.NewGoError(err)
+	_ = obj.Delete("value")
 	_ = obj.Set("name", name)
 	_ = obj.Set("code", code)
 	var he *hostError

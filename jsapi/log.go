@@ -3,6 +3,8 @@ package jsapi
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -26,6 +28,11 @@ var (
 		"warn":  slog.LevelWarn,
 		"error": slog.LevelError,
 	}
+	logGlobals = map[string]map[string]slog.Level{"log": logLevels, "console": consoleLevels}
+	logKeys    = map[string][]string{
+		"log":     slices.Sorted(maps.Keys(logLevels)),
+		"console": slices.Sorted(maps.Keys(consoleLevels)),
+	}
 )
 
 // logger is the Logger the hooks of this request write to.
@@ -38,14 +45,14 @@ func (c *Context) logger() *slog.Logger {
 
 // installLog defines the log and console globals.
 func (c *call) installLog() {
-	for name, levels := range map[string]map[string]slog.Level{"log": logLevels, "console": consoleLevels} {
-		o := c.vm.NewObject()
-		for fn, level := range levels {
-			_ = o.Set(fn, nativeFn(func(fc goja.FunctionCall) goja.Value {
+	for name, levels := range logGlobals {
+		o := c.newLazy(logKeys[name], func(fn string) goja.Value {
+			level := levels[fn]
+			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value {
 				c.log(level, fc.Arguments)
 				return goja.Undefined()
 			}))
-		}
+		})
 		_ = c.vm.Set(name, o)
 	}
 }
@@ -56,6 +63,9 @@ func (c *call) log(level slog.Level, args []goja.Value) {
 	// The log's own context, not the hook's: a line logged just before the
 	// deadline is still written.
 	ctx := context.WithoutCancel(c.ctx)
+	if c.logger == nil {
+		c.logger = c.hc.logger().With("hook", c.hook)
+	}
 	if !c.logger.Enabled(ctx, level) {
 		return
 	}

@@ -19,13 +19,21 @@ const MaxReadFile = 32 << 20
 // through its confined Workspace; Exec runs in the sandbox with the hook's
 // context, so the hook's deadline bounds it.
 func (c *call) sandboxObject() *goja.Object {
-	o := c.vm.NewObject()
-	_ = o.Set("workdir", sandbox.Workdir)
-	_ = o.Set("ReadFile", nativeFn(c.readFile))
-	_ = o.Set("WriteFile", nativeFn(c.writeFile))
-	_ = o.Set("ListDir", nativeFn(c.listDir))
-	_ = o.Set("Exec", nativeFn(c.exec))
-	return o
+	return c.newLazy(sandboxMembers, func(key string) goja.Value {
+		switch key {
+		case "workdir":
+			return c.vm.ToValue(sandbox.Workdir)
+		case "ReadFile":
+			return c.vm.ToValue(nativeFn(c.readFile))
+		case "WriteFile":
+			return c.vm.ToValue(nativeFn(c.writeFile))
+		case "ListDir":
+			return c.vm.ToValue(nativeFn(c.listDir))
+		case "Exec":
+			return c.vm.ToValue(nativeFn(c.exec))
+		}
+		return goja.Undefined()
+	})
 }
 
 func (c *call) workspace(fn string) *sandbox.Workspace {
