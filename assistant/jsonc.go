@@ -201,7 +201,11 @@ func (d *doc) decode(v *hujson.Value, rv reflect.Value, path string) {
 			seen[name] = true
 			idx, ok := info.byName[name]
 			if !ok {
-				d.errAt(m.Name.StartOffset, "unknown field %q%s%s", name, in(path), suggest(name, info.names))
+				hint := suggest(name, info.names)
+				if h, ok := rv.Addr().Interface().(fieldHinter); ok && h.fieldHint(name) != "" {
+					hint = " (" + h.fieldHint(name) + ")"
+				}
+				d.errAt(m.Name.StartOffset, "unknown field %q%s%s", name, in(path), hint)
 				continue
 			}
 			d.decode(&m.Value, rv.Field(idx), sub)
@@ -387,6 +391,12 @@ func join(path, name string) string {
 		return name
 	}
 	return path + "." + name
+}
+
+// fieldHinter is implemented by targets that know where a misplaced
+// field belongs.
+type fieldHinter interface {
+	fieldHint(name string) string
 }
 
 // structInfo maps a struct's json names to field indexes.

@@ -521,6 +521,22 @@ type rawPackage struct {
 	Hooks       *rawHooks      `json:"hooks"`
 }
 
+func (*rawPackage) fieldHint(name string) string {
+	switch name {
+	case "prompts":
+		return "prompts live in prompts.yml next to package.yao"
+	case "skills":
+		return "skills are found in the skills/ folder next to package.yao"
+	case "mcps", "servers":
+		return "MCP servers are defined in mcps/ and listed in mcp.servers"
+	case "command", "image", "max_memory", "max_cpu", "timeout", "arguments":
+		return "it belongs in the sandbox block"
+	case "type", "key", "host", "model":
+		return "connection settings belong in a connector file under connectors/; name it in \"connector\""
+	}
+	return ""
+}
+
 type rawMCP struct {
 	Servers []rawMCPRef `json:"servers"`
 }
