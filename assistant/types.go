@@ -65,6 +65,8 @@ type CleanupConfig struct {
 	// Schedule is a cron spec (default "0 3 * * *").
 	Schedule string `json:"schedule,omitempty"`
 	// Retention is how long an unused workspace is kept (default 7 days).
+	// In app.jsonc it is "retention": a duration that may start with
+	// whole days ("7d", "36h", "1d12h"), at least 1h.
 	Retention time.Duration `json:"-"`
 }
 
@@ -115,7 +117,8 @@ type Assistant struct {
 	Skills []*skills.Skill
 	// Hooks is the hook entry file (src/index.ts or src/index.js), "" if none.
 	Hooks string
-	// HookTimeout bounds each hook call (default 5s).
+	// HookTimeout bounds each hook call: package.yao "hooks": {"timeout":
+	// "5s"}, 100ms to 10m (default 5s).
 	HookTimeout time.Duration
 	// Tools are the host tools the assistant's agent may call through the
 	// bridge (package.yao "tools"); only these are visible to it.
@@ -126,11 +129,11 @@ type Assistant struct {
 type Sandbox struct {
 	Command     string // claude | cursor
 	Image       string
-	Runtime     string // docker | local ("" = app default)
+	Runtime     string // docker | local; app.jsonc's default is applied at load ("" = the server's default)
 	MemoryBytes int64
 	CPUs        float64
 	Timeout     time.Duration
-	Network     string // none | host ("" = app default)
+	Network     string // none | host; app.jsonc's default is applied at load ("" = the server's default)
 	Arguments   Arguments
 }
 
