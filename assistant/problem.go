@@ -8,8 +8,9 @@ import (
 
 // Problem is one thing wrong with an app folder, positioned in its file.
 // File is relative to the app root with forward slashes; Line and Col are
-// 1-based (Col counts bytes). Line 0 means the problem concerns a file or
-// folder as a whole (a missing file).
+// 1-based (Col counts bytes in JSONC files and characters in YAML, as
+// yaml.v3 reports them). Line 0 means the problem concerns a file or
+// folder as a whole (a missing file, a bad folder name).
 type Problem struct {
 	File string
 	Line int
