@@ -54,34 +54,42 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 	if !ok {
 		return nil, Errorf(http.StatusInternalServerError, chat.ErrExecutor, "no executor for sandbox command %q", a.Sandbox.Command)
 	}
-	r, err := t.resolve(app)
-	if err != nil {
-		return nil, err
-	}
 	args := arguments(options, a.Sandbox.Arguments)
-	conn := executor.Connection{Type: r.Type, Host: r.Host, Key: r.Key, Model: firstNonEmpty(args.Model, r.Model)}
-	if r.Type == "scripted" {
-		srv, err := connector.StartScripted(r.Script)
-		if err != nil {
-			return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "scripted connector " + t.connID + ": " + err.Error(), Err: err}
-		}
-		defer srv.Close()
-		conn.Host, conn.Key = srv.URL, "scripted"
-	}
-	t.model = conn.Model
-	return ex.Run(ctx, &executor.Request{
+	req := &executor.Request{
 		Assistant: a,
 		UserID:    t.req.UserID,
 		ChatID:    t.req.ChatID,
 		System:    conv.systemPrompt(),
 		History:   conv.history,
 		Input:     conv.input,
-		Connector: conn,
 		Arguments: args,
 		Sandbox:   sb,
 		Timeout:   a.Sandbox.Timeout,
 		Emit:      t.emit,
-	})
+	}
+	if t.bridge != nil {
+		if err := t.wireBridge(app, req); err != nil {
+			return nil, err
+		}
+	}
+	if req.Connector.Host == "" && req.Connector.Key == "" {
+		conn, err := t.connection(app)
+		if err != nil {
+			return nil, err
+		}
+		conn.Model = firstNonEmpty(args.Model, conn.Model)
+		req.Connector = conn
+	}
+	t.model = req.Connector.Model
+	res, err := ex.Run(ctx, req)
+	if t.bridge != nil && res != nil {
+		// Tokens metered on the host cannot be under-reported by the sandbox.
+		if m := t.bridge.Usage(); m.InputTokens+m.OutputTokens > 0 {
+			res.Usage.InputTokens, res.Usage.OutputTokens = m.InputTokens, m.OutputTokens
+			res.Usage.CacheReadTokens, res.Usage.CacheCreationTokens = m.CacheReadTokens, m.CacheCreationTokens
+		}
+	}
+	return res, err
 }
 
 // hookCache compiles each assistant's hooks once. Entries are keyed by the

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -77,6 +79,11 @@ type Config struct {
 	History History
 	Memory  jsapi.MemoryStore
 	Usage   UsageRecorder
+	// Bridge, when set, gives every sandbox its host tools and (for
+	// claude) a model proxy; sandboxes then default to network "none" and
+	// hold no real key. Nil: sandboxes reach the model API themselves
+	// (network "host") and get the connector's key.
+	Bridge *BridgeConfig
 	// Logger receives the audit line of every turn and hook logs.
 	Logger *slog.Logger
 }
@@ -136,6 +143,14 @@ func (p *Pipeline) Workspace(ctx context.Context, user, chatID string) (*sandbox
 	}
 	if err := validateIDs(user, chatID); err != nil {
 		return nil, nil, err
+	}
+	// Reading a chat's files must not create its workspace.
+	dir, err := p.cfg.Workspaces.Path(user, chatID)
+	if err != nil {
+		return nil, nil, &Error{Status: http.StatusBadRequest, Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
+	}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, &Error{Status: http.StatusNotFound, Code: chat.ErrInvalidRequest, Message: fmt.Sprintf("chat %q has no workspace", chatID), Err: sandbox.ErrNotFound}
 	}
 	ws, release, err := p.cfg.Workspaces.Acquire(ctx, user, chatID)
 	if err != nil {

@@ -43,8 +43,8 @@ type fakeSandbox struct {
 	removed atomic.Bool
 }
 
-func (s *fakeSandbox) ID() string                       { return "fake" }
-func (s *fakeSandbox) Workspace() *sandbox.Workspace     { return s.ws }
+func (s *fakeSandbox) ID() string                    { return "fake" }
+func (s *fakeSandbox) Workspace() *sandbox.Workspace { return s.ws }
 func (s *fakeSandbox) Start(context.Context, sandbox.ExecRequest) (sandbox.Process, error) {
 	return nil, errors.New("not supported by the fake")
 }
@@ -119,7 +119,7 @@ func newEnv(t *testing.T, script *llmtest.Script, hooks string) *env {
 			"test.llm": {ID: "test.llm", Type: "openai", Options: assistant.ConnectorOptions{Host: srv.URL, Key: "sk-test", Model: "m1"}},
 		},
 		Assistants: map[string]*assistant.Assistant{
-			"qa": {ID: "qa", Name: "QA", Connector: "test.llm", Prompts: []chat.Message{{Role: chat.RoleSystem, Content: "Be brief."}}},
+			"qa":    {ID: "qa", Name: "QA", Connector: "test.llm", Prompts: []chat.Message{{Role: chat.RoleSystem, Content: "Be brief."}}},
 			"coder": coder,
 		},
 	}
@@ -430,4 +430,35 @@ func TestCloseDrainsAndRefuses(t *testing.T) {
 	if _, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "qa", Messages: user("hi")}, nil); err == nil {
 		t.Fatal("closed pipeline accepted a turn")
 	}
+}
+
+func TestWorkspaceForFilesIsNotCreated(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{}, "")
+	_, _, err := e.p.Workspace(context.Background(), "u1", "never-used")
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Status != 404 || !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("err = %v, want a 404 wrapping sandbox.ErrNotFound", err)
+	}
+	if dir, _ := e.p.cfg.Workspaces.Path("u1", "never-used"); dirExists(dir) {
+		t.Fatal("looking created the workspace")
+	}
+	if _, _, err := e.p.Workspace(context.Background(), "u1", "../etc"); !errors.As(err, &pe) || pe.Status != 400 {
+		t.Fatalf("bad chat id: err = %v, want 400", err)
+	}
+	if _, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "used", AssistantID: "coder", Messages: user("go")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ws, release, err := e.p.Workspace(context.Background(), "u1", "used")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if ws == nil {
+		t.Fatal("no workspace")
+	}
+}
+
+func dirExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }

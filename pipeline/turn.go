@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/connector"
 	"github.com/agentbox/agentbox/executor"
@@ -43,6 +44,13 @@ type turn struct {
 	content   string
 	data      any
 	doneSent  bool
+
+	// bridge is the request's bridge session (nil without one);
+	// upstreamConn is the connector id its model proxy forwards to.
+	bridge       *bridge.Session
+	upstreamConn string
+	// closers run when the turn ends (per-turn scripted servers).
+	closers []func()
 }
 
 // serialize makes emit safe to call from executor and hook goroutines and
@@ -97,23 +105,24 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	}
 	options := t.options(a)
 
+	hooks, err := t.p.hooks.get(a)
+	if err != nil {
+		return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
+	}
+	hc := t.hookContext(a)
+
 	// Sandbox first: the Create hook may use it. Removal is deferred so it
 	// runs on every path out of here, panics included.
 	var sb sandbox.Sandbox
 	if a.Sandbox != nil {
-		s, cleanup, err := t.createSandbox(ctx, app, a)
+		s, cleanup, err := t.createSandbox(ctx, app, a, hooks, hc)
 		if err != nil {
 			return nil, err
 		}
 		defer cleanup()
 		sb = s
+		hc.Sandbox = s
 	}
-
-	hooks, err := t.p.hooks.get(a)
-	if err != nil {
-		return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
-	}
-	hc := t.hookContext(a, sb)
 	if hooks != nil {
 		res, err := hooks.Create(ctx, hc, conv.all(), options)
 		if err != nil {
@@ -187,6 +196,9 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 // finish emits the error (when not yet emitted) and the done event, and
 // records usage and the audit line. It runs on every path out of Chat.
 func (t *turn) finish(ctx context.Context, resp *Response, err error) {
+	for _, c := range t.closers {
+		c()
+	}
 	t.usage.DurationMS = time.Since(t.start).Milliseconds()
 	final := &chat.Final{Usage: t.usage, SessionID: t.sessionID, Content: t.content, Data: t.data}
 	if resp != nil {
@@ -224,7 +236,7 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 // createSandbox acquires the chat's workspace and creates the sandbox. The
 // returned cleanup removes the sandbox and releases the workspace; it runs
 // with its own timeout even when ctx has ended.
-func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assistant.Assistant) (sandbox.Sandbox, func(), error) {
+func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) (sandbox.Sandbox, func(), error) {
 	p := t.p
 	if p.cfg.Workspaces == nil || len(p.cfg.Runtimes) == 0 {
 		return nil, nil, Errorf(http.StatusServiceUnavailable, chat.ErrSandbox, "assistant %q needs a sandbox, but this server has no sandbox runtime configured", a.ID)
@@ -234,9 +246,29 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	if !ok {
 		return nil, nil, Errorf(http.StatusServiceUnavailable, chat.ErrSandbox, "assistant %q wants sandbox runtime %q, which is not available on this server (have: %s)", a.ID, name, strings.Join(sortedKeys(p.cfg.Runtimes), ", "))
 	}
-	ws, release, err := p.cfg.Workspaces.Acquire(ctx, t.req.UserID, t.req.ChatID)
+	ws, releaseWS, err := p.cfg.Workspaces.Acquire(ctx, t.req.UserID, t.req.ChatID)
 	if err != nil {
 		return nil, nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrSandbox, Message: "workspace unavailable: " + err.Error(), Err: err}
+	}
+	release := releaseWS
+	var mounts []sandbox.Mount
+	mounts = append(mounts, p.cfg.RuntimeMounts[name]...)
+	if p.cfg.Bridge != nil {
+		sess, err := t.startBridge(ctx, app, a, hooks, hc)
+		if err != nil {
+			releaseWS()
+			return nil, nil, err
+		}
+		t.bridge = sess
+		mounts = append(mounts, sess.Mounts()...)
+		release = func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+			defer cancel()
+			if err := sess.Close(cctx); err != nil {
+				p.log.Error("bridge not closed", "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
+			}
+			releaseWS()
+		}
 	}
 	loading := t.nextID("loading")
 	msg := "Starting sandbox (" + name + ")…"
@@ -248,8 +280,8 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		Image:       a.Sandbox.Image,
 		MemoryBytes: a.Sandbox.MemoryBytes,
 		CPUs:        a.Sandbox.CPUs,
-		Network:     firstNonEmpty(a.Sandbox.Network, app.Config.Sandbox.Network, t.defaultNetwork()),
-		Mounts:      p.cfg.RuntimeMounts[name],
+		Network:     firstNonEmpty(a.Sandbox.Network, app.Config.Sandbox.Network, t.defaultNetwork(a)),
+		Mounts:      mounts,
 		Labels:      map[string]string{"dev.agentbox.assistant": a.ID},
 	}
 	sb, err := rt.Create(ctx, spec)
@@ -273,19 +305,22 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	return sb, cleanup, nil
 }
 
-// defaultNetwork is "host": the CLI must reach the model API itself.
-func (t *turn) defaultNetwork() string {
+// defaultNetwork is "none" when the bridge carries the CLI's model traffic,
+// and "host" otherwise: the CLI must then reach the model API itself.
+func (t *turn) defaultNetwork(a *assistant.Assistant) string {
+	if t.proxied(a) {
+		return sandbox.NetworkNone
+	}
 	return sandbox.NetworkHost
 }
 
-func (t *turn) hookContext(a *assistant.Assistant, sb sandbox.Sandbox) *jsapi.Context {
+func (t *turn) hookContext(a *assistant.Assistant) *jsapi.Context {
 	return &jsapi.Context{
 		ChatID:      t.req.ChatID,
 		AssistantID: a.ID,
 		UserID:      t.req.UserID,
 		Locale:      t.req.Locale,
 		Metadata:    t.req.Metadata,
-		Sandbox:     sb,
 		Emit:        t.emit,
 		Memory:      t.p.cfg.Memory,
 		Logger:      t.p.log.With("assistant", a.ID, "user", t.req.UserID, "chat", t.req.ChatID),

@@ -1,0 +1,172 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/bridge"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/connector"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/jsapi"
+)
+
+// BridgeConfig turns on the per-request bridge: the assistant's host tools
+// over MCP and, for the claude command, a model proxy, so sandboxes run
+// with network "none" and never hold a real API key.
+type BridgeConfig struct {
+	// Dir is the parent of the per-request socket folders; it must be
+	// short (Unix socket paths hold 107 bytes). "" = $TMPDIR/agentbox-bridge.
+	Dir string
+	// Binary is the static agentbox binary mounted into sandboxes
+	// ("" = the running executable, which must then be static).
+	Binary string
+	// Tools are Go host tools registered by an embedder, by name. An
+	// assistant's agent sees one only when package.yao lists it.
+	Tools map[string]bridge.Tool
+	// UID and GID own the sockets: the sandbox user (0 = 1000).
+	UID, GID int
+}
+
+// proxied reports whether the model traffic of a's CLI goes through the
+// bridge's model proxy (it speaks the Anthropic Messages API, which is what
+// Claude Code uses; other CLIs talk to their own services).
+func (t *turn) proxied(a *assistant.Assistant) bool {
+	return t.p.cfg.Bridge != nil && a.Sandbox != nil && a.Sandbox.Command == "claude"
+}
+
+// connection resolves the turn's connector for a CLI. A scripted connector
+// gets a fresh scripted server for this turn, closed when the turn ends.
+func (t *turn) connection(app *assistant.App) (executor.Connection, error) {
+	r, err := t.resolve(app)
+	if err != nil {
+		return executor.Connection{}, err
+	}
+	conn := executor.Connection{Type: r.Type, Host: r.Host, Key: r.Key, Model: r.Model}
+	if r.Type == "scripted" {
+		srv, err := connector.StartScripted(r.Script)
+		if err != nil {
+			return conn, &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "scripted connector " + t.connID + ": " + err.Error(), Err: err}
+		}
+		t.closers = append(t.closers, srv.Close)
+		conn.Type, conn.Host, conn.Key = "anthropic", srv.URL, "scripted"
+	}
+	return conn, nil
+}
+
+// upstreamAuth is how the model proxy presents the connector's key.
+func upstreamAuth(connType string) string {
+	if connType == "anthropic" || connType == "scripted" || connType == "" {
+		return bridge.AuthAPIKey
+	}
+	return bridge.AuthBearer
+}
+
+// startBridge starts the request's bridge session before the sandbox is
+// created (its sockets are mounted into it).
+func (t *turn) startBridge(ctx context.Context, app *assistant.App, a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) (*bridge.Session, error) {
+	cfg := t.p.cfg.Bridge
+	tools, err := t.hostTools(a, hooks, hc)
+	if err != nil {
+		return nil, err
+	}
+	opts := bridge.Options{
+		Dir: cfg.Dir, Binary: cfg.Binary, UID: cfg.UID, GID: cfg.GID,
+		UserID: t.req.UserID, ChatID: t.req.ChatID, Tools: tools,
+		Logger: t.p.log.With("user", t.req.UserID, "chat", t.req.ChatID),
+	}
+	if a.Sandbox.Timeout > 0 {
+		// Hooks run before and after the CLI within the same request.
+		opts.Deadline = time.Now().Add(a.Sandbox.Timeout + 2*a.HookTimeout + time.Minute)
+	}
+	if t.proxied(a) {
+		conn, err := t.connection(app)
+		if err != nil {
+			return nil, err
+		}
+		opts.Upstream, opts.UpstreamAuth = conn, upstreamAuth(conn.Type)
+		t.upstreamConn = t.connID
+	}
+	sess, err := bridge.Start(ctx, opts)
+	if err != nil {
+		return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrSandbox, Message: "bridge not started: " + err.Error(), Err: err}
+	}
+	return sess, nil
+}
+
+// hostTools turns the assistant's declared tools into bridge tools: hook
+// functions run in the assistant's JS runtime with the request's context;
+// the rest must be Go tools registered on the pipeline.
+func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) ([]bridge.Tool, error) {
+	var out []bridge.Tool
+	for _, d := range a.Tools {
+		if d.Function == "" {
+			gt, ok := t.p.cfg.Bridge.Tools[d.Name]
+			if !ok {
+				return nil, Errorf(http.StatusInternalServerError, chat.ErrInternal, "assistant %q lists host tool %q, which has no function and is not registered on this server", a.ID, d.Name)
+			}
+			if d.Description != "" {
+				gt.Description = d.Description
+			}
+			if d.Timeout > 0 {
+				gt.Timeout = d.Timeout
+			}
+			out = append(out, gt)
+			continue
+		}
+		if !hooks.Has(d.Function) {
+			return nil, Errorf(http.StatusInternalServerError, chat.ErrHook, "assistant %q: host tool %q calls hook function %q, which the hooks do not define", a.ID, d.Name, d.Function)
+		}
+		fn := d.Function
+		out = append(out, bridge.Tool{
+			Name:        d.Name,
+			Description: d.Description,
+			InputSchema: json.RawMessage(d.Parameters),
+			Timeout:     d.Timeout,
+			Handler: func(ctx context.Context, args json.RawMessage) (any, error) {
+				var v any
+				if len(args) > 0 {
+					if err := json.Unmarshal(args, &v); err != nil {
+						return nil, fmt.Errorf("arguments: %w", err)
+					}
+				}
+				return hooks.Call(ctx, hc, fn, v)
+			},
+		})
+	}
+	return out, nil
+}
+
+// wireBridge points the executor request at the bridge: the keyless
+// loopback connection, the host-tools MCP server and the argv wrapper that
+// serves the model proxy inside the sandbox.
+func (t *turn) wireBridge(app *assistant.App, req *executor.Request) error {
+	sess := t.bridge
+	if t.proxied(t.asst) {
+		if t.upstreamConn != t.connID { // a Create hook switched connectors
+			conn, err := t.connection(app)
+			if err != nil {
+				return err
+			}
+			if err := sess.SetUpstream(conn, upstreamAuth(conn.Type)); err != nil {
+				return &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
+			}
+			t.upstreamConn = t.connID
+		}
+		c := sess.Connection()
+		c.Model = firstNonEmpty(req.Arguments.Model, c.Model)
+		req.Connector = c
+		req.WrapArgv = sess.WrapCommand
+	}
+	if m := sess.MCPServer(); m.Command != "" {
+		if req.MCPServers == nil {
+			req.MCPServers = map[string]assistant.MCPServer{}
+		}
+		req.MCPServers[bridge.ServerName] = m
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package pipeline
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/docker"
+)
+
+var (
+	staticOnce sync.Once
+	staticBin  string
+	staticErr  error
+)
+
+// staticAgentbox builds the static agentbox binary that the bridge mounts
+// into sandboxes.
+func staticAgentbox(t *testing.T) string {
+	t.Helper()
+	staticOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "agentbox-pipeline-bin-")
+		if err != nil {
+			staticErr = err
+			return
+		}
+		staticBin = filepath.Join(dir, "agentbox")
+		cmd := exec.Command("go", "build", "-o", staticBin, "./cmd/agentbox")
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			staticErr = err
+			t.Logf("go build: %s", out)
+		}
+	})
+	if staticErr != nil {
+		t.Fatalf("build static agentbox: %v", staticErr)
+	}
+	return staticBin
+}
+
+const toolHooks = `
+function Create(ctx, messages, options) {
+  ctx.sandbox.WriteFile("order.txt", "A-17");
+  return null;
+}
+function LookupOrder(ctx, args) {
+  return {order_id: args.order_id, status: "shipped", for: ctx.user_id, note: ctx.sandbox.ReadFile("order.txt")};
+}
+function Next(ctx, payload) {
+  // What the sandbox's processes could see: their environment.
+  return {data: ctx.sandbox.Exec(["sh", "-c", "env; cat /proc/net/dev"])};
+}
+`
+
+// TestBridgedTurnInDocker runs a whole sandboxed turn the way a server
+// does: the real Claude Code CLI in a network-less Docker sandbox, its
+// model traffic through the bridge's proxy, and a host tool implemented by
+// a JS hook function.
+func TestBridgedTurnInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	image := testenv.Image(t)
+	bin := staticAgentbox(t)
+	const realKey = "sk-ant-real-key-never-in-sandbox"
+
+	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__lookup_order", Input: map[string]any{"order_id": "A-17"}}}},
+		{When: &llmtest.Match{AfterToolResult: "mcp__agentbox__lookup_order"}, Text: "Order A-17 has shipped."},
+	}})
+	t.Cleanup(srv.Close)
+
+	dir := t.TempDir()
+	coder := &assistant.Assistant{
+		ID: "coder", Dir: filepath.Join(dir, "coder"), Connector: "real",
+		Sandbox: &assistant.Sandbox{Command: "claude", Image: image, Timeout: 2 * time.Minute, MemoryBytes: 1 << 30, CPUs: 1,
+			Arguments: assistant.Arguments{MaxTurns: 5, PermissionMode: "bypassPermissions"}},
+		Tools: []assistant.Tool{{Name: "lookup_order", Function: "LookupOrder", Description: "Look up an order",
+			Parameters: []byte(`{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}`)}},
+		HookTimeout: 10 * time.Second,
+	}
+	src := filepath.Join(coder.Dir, "src", "index.js")
+	if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, []byte(toolHooks), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	coder.Hooks = src
+	app := &assistant.App{Root: dir, Config: &assistant.AppConfig{},
+		Connectors: map[string]*assistant.Connector{"real": {ID: "real", Type: "anthropic", Options: assistant.ConnectorOptions{Host: srv.URL, Key: realKey, Model: "claude-sonnet-4-5"}}},
+		Assistants: map[string]*assistant.Assistant{"coder": coder},
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt, err := docker.New(ctx, docker.Options{Instance: "pipeline-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	uid, gid := -1, -1
+	if os.Geteuid() == 0 {
+		uid, gid = 1000, 1000
+	}
+	ws, err := sandbox.NewWorkspaces(filepath.Join(dir, "data"), uid, gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{
+		App: Static{App: app}, Runtimes: map[string]sandbox.Runtime{"docker": rt}, DefaultRuntime: "docker",
+		Workspaces: ws, Bridge: &BridgeConfig{Binary: bin, Dir: filepath.Join(os.TempDir(), "abp")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	resp, err := p.Chat(ctx, &Request{UserID: "alice", ChatID: "orders", AssistantID: "coder", Messages: user("Where is order A-17?")}, rec.emit)
+	if err != nil {
+		t.Fatalf("turn: %v (events %+v)", err, rec.events)
+	}
+
+	// The host tool ran in the hooks with the request's user and sandbox.
+	var toolResult string
+	for _, e := range rec.events {
+		if e.Type == chat.TypeToolResult && e.Event == chat.Start {
+			toolResult, _ = e.Props["content"].(string)
+		}
+	}
+	for _, want := range []string{`"status":"shipped"`, `"for":"alice"`, `"note":"A-17"`} {
+		if !strings.Contains(toolResult, want) {
+			t.Errorf("tool result %q lacks %s", toolResult, want)
+		}
+	}
+	// The model got the result; upstream saw the real key, never the token.
+	reqs := srv.TurnRequests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "shipped") {
+		t.Fatalf("model requests = %d; the second must carry the tool result", len(reqs))
+	}
+	for _, r := range reqs {
+		if got := r.Header.Get("X-Api-Key"); got != realKey {
+			t.Errorf("upstream x-api-key = %q, want the real key", got)
+		}
+	}
+	// Inside the sandbox: no real key, and no network but loopback.
+	inside, _ := resp.Data.(string)
+	if inside == "" {
+		t.Fatal("Next hook returned nothing")
+	}
+	if strings.Contains(inside, realKey) {
+		t.Error("the real key is visible inside the sandbox")
+	}
+	if strings.Contains(inside, "eth0") {
+		t.Errorf("sandbox has a network interface besides loopback:\n%s", inside)
+	}
+	var streamed chat.Collector
+	for _, e := range rec.events {
+		streamed.Add(e)
+	}
+	if resp.Usage.InputTokens == 0 || !strings.Contains(streamed.Text(), "Order A-17 has shipped.") {
+		t.Errorf("usage = %+v, streamed text = %q", resp.Usage, streamed.Text())
+	}
+	if resp.Content != inside {
+		t.Error("the Next hook's data did not replace the response")
+	}
+}
