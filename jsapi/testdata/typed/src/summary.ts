@@ -1,0 +1,3 @@
+export function summarize(visits: number, notes: string[]): string {
+  return `Visit ${visits}; notes: ${notes.join(", ") || "none"}`;
+}
