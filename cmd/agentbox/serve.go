@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -184,10 +185,18 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		env.closers = append(env.closers, ret.Close)
 	}
 
+	bridgeCfg := &pipeline.BridgeConfig{}
+	if exe, err := os.Executable(); err == nil {
+		// The sandbox runs this very binary as its MCP server and model
+		// proxy (`agentbox bridge`), mounted read-only.
+		bridgeCfg.Binary = exe
+	}
 	p, err := pipeline.New(pipeline.Config{
 		App:            live,
 		Runtimes:       rts,
 		DefaultRuntime: def,
+		RuntimeMounts:  localMounts(opts.Logger),
+		Bridge:         bridgeCfg,
 		Workspaces:     ws,
 		History:        st,
 		Memory:         storeMemory{st},
@@ -289,6 +298,32 @@ func (env *appEnv) openRuntime(ctx context.Context, name string, opts envOptions
 		r.StartReaper(0) // orphaned containers: at start, then every minute
 	}
 	return rt, nil
+}
+
+// localMounts makes the host's coding-agent CLIs visible inside local
+// (bubblewrap) sandboxes, where the image's binaries do not exist:
+// AGENTBOX_CLAUDE_BIN, or claude on PATH.
+func localMounts(logger *slog.Logger) map[string][]sandbox.Mount {
+	var mounts []sandbox.Mount
+	for _, c := range []struct{ env, name, target string }{
+		{"AGENTBOX_CLAUDE_BIN", "claude", "/usr/local/bin/claude"},
+		{"AGENTBOX_CURSOR_BIN", "cursor-agent", "/usr/local/bin/cursor-agent"},
+	} {
+		p := os.Getenv(c.env)
+		if p == "" {
+			p, _ = exec.LookPath(c.name)
+		}
+		if p == "" {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			logger.Warn("coding-agent CLI not usable by the local runtime", "cli", c.name, "path", p, "err", err)
+			continue
+		}
+		mounts = append(mounts, sandbox.Mount{Source: real, Target: c.target})
+	}
+	return map[string][]sandbox.Mount{"local": mounts}
 }
 
 // Close stops everything openEnv started, newest first, and returns the
