@@ -1,0 +1,572 @@
+package cursor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+)
+
+// Notice codes raised by the parser. They appear as the code prop of notice
+// events and in executor.Result.Notices. The codes are the same as the
+// claude executor's, so clients handle both CLIs alike.
+const (
+	// NoticeMCPFailed: an MCP server did not connect (only when the CLI
+	// reports servers in its init event, which the documentation announces
+	// as a future field).
+	NoticeMCPFailed = "mcp_server_failed"
+	// NoticeRepeatedToolFailure: the same tool failed several times in a
+	// row (seed 004 "repeated-tool-error").
+	NoticeRepeatedToolFailure = "repeated_tool_failure"
+)
+
+// Defaults for ParserOptions.
+const (
+	DefaultFailureThreshold = 3
+	// DefaultMaxEventContent caps a tool result's content in events; the
+	// full size is reported in the content_bytes prop.
+	DefaultMaxEventContent = 1 << 20
+)
+
+// maxKeptResult caps each tool result kept in Outcome.ToolCalls, so a long
+// run's outcome stays small.
+const maxKeptResult = 4 << 10
+
+// cumulativeMin is the shortest streamed text for which a delta that
+// starts with everything streamed so far is taken as a cumulative repeat
+// (and only its new suffix shown). Below it, a delta that merely happens
+// to begin like the text before it ("I" then "I think") is ordinary text.
+const cumulativeMin = 16
+
+// ParserOptions configure a Parser. The zero value is usable.
+type ParserOptions struct {
+	// IDPrefix starts every event id ("cu" when empty): ids are
+	// IDPrefix-1, IDPrefix-2, ... in the order messages start.
+	IDPrefix string
+	// FailureThreshold is how many consecutive failures of one tool raise
+	// repeated_tool_failure (DefaultFailureThreshold when 0).
+	FailureThreshold int
+	// Skills are the skill names delivered to the workspace; the CLI does
+	// not list what it loaded, so the session event reports these.
+	Skills []string
+	// MCPServers are the configured MCP server names, reported in the
+	// session event when the CLI does not list servers itself.
+	MCPServers []string
+	// MaxEventContent caps tool result content in events
+	// (DefaultMaxEventContent when 0).
+	MaxEventContent int
+	// OnResult, when set, is called as soon as the result line is parsed
+	// (from the parsing goroutine), so a runner can start its grace timer.
+	OnResult func()
+}
+
+// Outcome is what a parsed stream amounts to.
+type Outcome struct {
+	// SessionID (the chat id --resume takes) and Model come from the init
+	// event or the result.
+	SessionID string `json:"session_id"`
+	Model     string `json:"model"`
+	// Content is the answer text as streamed to the client (the result's
+	// text when nothing was streamed).
+	Content   string              `json:"content"`
+	Usage     chat.Usage          `json:"usage"`
+	ToolCalls []executor.ToolCall `json:"tool_calls"`
+	// Notices lists the notice codes raised, in order.
+	Notices []string `json:"notices"`
+	// GotResult reports whether a result line was seen.
+	GotResult bool `json:"got_result"`
+	// Subtype is the result's subtype ("success", ...).
+	Subtype string `json:"subtype"`
+	// Err is set when the result reported a failure; its error event has
+	// already been emitted.
+	Err *executor.Error `json:"error,omitempty"`
+	// RepeatedBytes counts assistant text dropped as a repeat of text
+	// already shown (partial-output flushes, cumulative deltas).
+	RepeatedBytes int `json:"repeated_bytes"`
+	// Lines counts the lines read; Skipped those that were not JSON
+	// objects with a string type (never shown to the client).
+	Lines   int `json:"lines"`
+	Skipped int `json:"skipped"`
+}
+
+// tool is one tool call seen in the stream.
+type tool struct {
+	name string
+	idx  int // index in out.ToolCalls
+	done bool
+}
+
+// Parser turns cursor-agent's stream-json output into chat events. Feed it
+// lines with Line (or a whole stream with Parse) and call Close at the
+// end. It is not safe for concurrent use; events are emitted from the
+// calling goroutine, in order.
+type Parser struct {
+	emit chat.EmitFunc
+	opts ParserOptions
+
+	next int // last event id number
+
+	textID  string          // open text message ("" when none)
+	seg     strings.Builder // text shown in the open segment
+	turn    strings.Builder // text shown since the user message
+	thinkID string          // open thinking message
+
+	tools map[string]*tool
+
+	failTool  string
+	failCount int
+
+	answer strings.Builder
+	out    Outcome
+}
+
+// NewParser returns a parser that sends events to emit.
+func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
+	if opts.IDPrefix == "" {
+		opts.IDPrefix = "cu"
+	}
+	if opts.FailureThreshold <= 0 {
+		opts.FailureThreshold = DefaultFailureThreshold
+	}
+	if opts.MaxEventContent <= 0 {
+		opts.MaxEventContent = DefaultMaxEventContent
+	}
+	return &Parser{emit: emit, opts: opts, tools: map[string]*tool{}}
+}
+
+// Parse reads r to its end, line by line, with no limit on line length.
+// It returns nil at EOF and the read error otherwise. It does not call
+// Close.
+func (p *Parser) Parse(r io.Reader) error {
+	lr := newLineReader(r)
+	for {
+		line, err := lr.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read stream: %w", err)
+		}
+		p.Line(line)
+	}
+}
+
+// Line handles one line of output (without its newline). Lines that are
+// not JSON objects are counted and dropped; unknown event types are
+// ignored (the documentation allows new fields and events). The parser
+// does not retain line.
+func (p *Parser) Line(line []byte) {
+	p.out.Lines++
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	// A cheap shape check instead of full validation: stdout noise and
+	// lines cut short never start with '{' and end with '}'.
+	if line[0] != '{' || line[len(line)-1] != '}' {
+		p.out.Skipped++
+		return
+	}
+	p.line(unsafe.String(&line[0], len(line)))
+}
+
+// line handles a JSON line. line aliases the reader's buffer: every string
+// that outlives the call is copied with str.
+func (p *Parser) line(line string) {
+	typ := gjson.Get(line, "type")
+	if typ.Type != gjson.String {
+		p.out.Skipped++
+		return
+	}
+	switch typ.Str {
+	case "system":
+		if gjson.Get(line, "subtype").String() == "init" {
+			p.init(line)
+		}
+	case "user":
+		// The CLI echoes the prompt: a new turn starts; nothing to show.
+		p.endText()
+		p.endThinking()
+		p.turn.Reset()
+	case "assistant":
+		p.assistant(line)
+	case "thinking":
+		p.thinking(line)
+	case "tool_call":
+		p.toolCall(line)
+	case "result":
+		p.result(line)
+	}
+}
+
+// Close ends every message still open (output cut short) and returns the
+// outcome. Further lines are not expected after Close.
+func (p *Parser) Close() *Outcome {
+	p.endText()
+	p.endThinking()
+	if p.out.Content == "" {
+		p.out.Content = p.answer.String()
+	}
+	return &p.out
+}
+
+func (p *Parser) newID() string {
+	p.next++
+	return p.opts.IDPrefix + "-" + strconv.Itoa(p.next)
+}
+
+func (p *Parser) init(line string) {
+	r := gjson.GetMany(line, "session_id", "model", "cwd", "apiKeySource", "permissionMode", "tools", "mcp_servers")
+	if s := str(r[0]); s != "" {
+		p.out.SessionID = s
+	}
+	p.out.Model = str(r[1])
+	tools := []string{}
+	r[5].ForEach(func(_, v gjson.Result) bool { tools = append(tools, str(v)); return true })
+	type server struct{ name, status string }
+	var failed []server
+	mcp := []map[string]any{}
+	if r[6].IsArray() {
+		r[6].ForEach(func(_, v gjson.Result) bool {
+			s := server{str(v.Get("name")), str(v.Get("status"))}
+			mcp = append(mcp, map[string]any{"name": s.name, "status": s.status})
+			st := strings.ToLower(s.status)
+			if strings.Contains(st, "fail") || strings.Contains(st, "error") || st == "disconnected" {
+				failed = append(failed, s)
+			}
+			return true
+		})
+	} else {
+		for _, n := range p.opts.MCPServers {
+			mcp = append(mcp, map[string]any{"name": n, "status": "configured"})
+		}
+	}
+	skills := append([]string{}, p.opts.Skills...)
+	props := map[string]any{
+		"session_id":  p.out.SessionID,
+		"model":       p.out.Model,
+		"tools":       tools,
+		"mcp_servers": mcp,
+		"skills":      skills,
+		"cwd":         str(r[2]),
+	}
+	if v := str(r[3]); v != "" {
+		props["api_key_source"] = v
+	}
+	if v := str(r[4]); v != "" {
+		props["permission_mode"] = v
+	}
+	chat.Whole(p.emit, p.newID(), chat.TypeSession, "", props)
+	for _, s := range failed {
+		p.notice(NoticeMCPFailed,
+			fmt.Sprintf("MCP server %q is not available (status %s); its tools are missing from this run", s.name, s.status),
+			map[string]any{"server": s.name, "status": s.status})
+	}
+}
+
+// messageText flattens an assistant or user message's content: a string,
+// or the text of its text blocks.
+func messageText(c gjson.Result) string {
+	if c.Type == gjson.String {
+		return str(c)
+	}
+	var sb strings.Builder
+	c.ForEach(func(_, b gjson.Result) bool {
+		if t := b.Get("type").String(); t == "text" || t == "" {
+			if v := b.Get("text"); v.Type == gjson.String {
+				sb.WriteString(v.String())
+			}
+		}
+		return true
+	})
+	return sb.String()
+}
+
+// assistant handles an assistant event. With --stream-partial-output the
+// CLI prints three kinds (output-format documentation): deltas with new
+// text (timestamp_ms, no model_call_id), a flush of the segment before a
+// tool call (timestamp_ms and model_call_id) and a final flush at the end
+// of the turn (neither). Without partial output every event is a whole
+// segment. Flushes only add what was not streamed; a message that does
+// not extend what was shown starts a new text message.
+func (p *Parser) assistant(line string) {
+	r := gjson.GetMany(line, "message.content", "timestamp_ms", "model_call_id")
+	text := messageText(r[0])
+	isDelta := r[1].Exists() && r[1].Type != gjson.Null && (!r[2].Exists() || r[2].Type == gjson.Null || r[2].String() == "")
+	if isDelta {
+		p.delta(text)
+		return
+	}
+	p.flush(text)
+	p.endText()
+}
+
+// delta appends streamed text, dropping a repeat of the open segment when
+// the CLI re-sends it cumulatively.
+func (p *Parser) delta(text string) {
+	if text == "" {
+		return
+	}
+	if seg := p.seg.Len(); seg >= cumulativeMin && len(text) > seg && text[:seg] == p.seg.String() {
+		p.out.RepeatedBytes += seg
+		text = text[seg:]
+	} else if seg >= cumulativeMin && text == p.seg.String() {
+		p.out.RepeatedBytes += seg
+		return
+	}
+	p.appendText(text)
+}
+
+// flush handles a whole segment's text.
+func (p *Parser) flush(text string) {
+	if text == "" {
+		return
+	}
+	seg, turn := p.seg.String(), p.turn.String()
+	switch {
+	case seg != "" && strings.HasPrefix(text, seg):
+		p.out.RepeatedBytes += len(seg)
+		p.appendText(text[len(seg):])
+	case seg != "" && strings.HasPrefix(seg, text):
+		p.out.RepeatedBytes += len(text)
+	case turn != "" && strings.Contains(turn, text):
+		p.out.RepeatedBytes += len(text)
+	case turn != "" && strings.HasPrefix(text, turn):
+		p.out.RepeatedBytes += len(turn)
+		p.appendText(text[len(turn):])
+	default:
+		// New text, or text that does not extend what was shown: it cannot
+		// be taken back, so it becomes a message of its own.
+		p.endText()
+		p.appendText(text)
+	}
+}
+
+func (p *Parser) appendText(text string) {
+	if text == "" {
+		return
+	}
+	text = strings.Clone(text)
+	if p.textID == "" {
+		p.endThinking()
+		p.textID = p.newID()
+		if p.answer.Len() > 0 {
+			p.answer.WriteString("\n\n")
+		}
+		p.emit(chat.Event{Event: chat.Start, ID: p.textID, Type: chat.TypeText})
+	}
+	p.emit(chat.Event{Event: chat.Delta, ID: p.textID, Type: chat.TypeText, Text: text})
+	p.seg.WriteString(text)
+	p.turn.WriteString(text)
+	p.answer.WriteString(text)
+}
+
+// endText ends the open text message and its segment.
+func (p *Parser) endText() {
+	if p.textID != "" {
+		p.emit(chat.Event{Event: chat.End, ID: p.textID, Type: chat.TypeText})
+		p.textID = ""
+	}
+	p.seg.Reset()
+}
+
+// thinking handles thinking events (documented as suppressed in print
+// mode; CLI versions that print them send delta and completed subtypes).
+func (p *Parser) thinking(line string) {
+	r := gjson.GetMany(line, "subtype", "text")
+	switch r[0].String() {
+	case "delta":
+		t := str(r[1])
+		if t == "" {
+			return
+		}
+		if p.thinkID == "" {
+			p.endText()
+			p.thinkID = p.newID()
+			p.emit(chat.Event{Event: chat.Start, ID: p.thinkID, Type: chat.TypeThinking})
+		}
+		p.emit(chat.Event{Event: chat.Delta, ID: p.thinkID, Type: chat.TypeThinking, Text: t})
+	case "completed":
+		p.endThinking()
+	}
+}
+
+func (p *Parser) endThinking() {
+	if p.thinkID != "" {
+		p.emit(chat.Event{Event: chat.End, ID: p.thinkID, Type: chat.TypeThinking})
+		p.thinkID = ""
+	}
+}
+
+// toolCall handles tool_call started and completed events: the tool is
+// the single key of tool_call (readToolCall, shellToolCall, ..., or a
+// function object), its args and, on completion, its result.
+func (p *Parser) toolCall(line string) {
+	r := gjson.GetMany(line, "subtype", "call_id", "tool_call")
+	sub := r[0].String()
+	if sub != "started" && sub != "completed" {
+		return
+	}
+	kind, body := toolBody(r[2])
+	if kind == "" {
+		return
+	}
+	id := str(r[1])
+	p.endText()
+	p.endThinking()
+	t := p.tools[id]
+	if t == nil || id == "" {
+		name, input := describeTool(kind, body)
+		t = &tool{name: name, idx: len(p.out.ToolCalls)}
+		if id != "" {
+			p.tools[id] = t
+		}
+		p.out.ToolCalls = append(p.out.ToolCalls, executor.ToolCall{ID: id, Name: name, Input: input})
+		eid := p.newID()
+		p.emit(chat.Event{Event: chat.Start, ID: eid, Type: chat.TypeToolCall,
+			Props: map[string]any{"name": name, "id": id, "kind": kind}})
+		p.emit(chat.Event{Event: chat.End, ID: eid, Type: chat.TypeToolCall,
+			Props: map[string]any{"input": input}})
+	}
+	if sub != "completed" || t.done {
+		return
+	}
+	t.done = true
+	res := toolResult(kind, body, p.opts.MaxEventContent)
+	props := map[string]any{"tool_call_id": id, "name": t.name, "content": res.content, "is_error": res.isErr}
+	if res.truncated {
+		props["truncated"] = true
+		props["content_bytes"] = res.size
+	}
+	tc := &p.out.ToolCalls[t.idx]
+	tc.Result = res.content
+	if len(tc.Result) > maxKeptResult {
+		tc.Result = strings.Clone(capUTF8(tc.Result, maxKeptResult))
+	}
+	tc.IsError = res.isErr
+	chat.Whole(p.emit, p.newID(), chat.TypeToolResult, "", props)
+	p.trackFailure(t.name, res.isErr)
+}
+
+// trackFailure raises repeated_tool_failure when one tool fails
+// FailureThreshold times in a row (seed 004): a sign the agent is stuck.
+func (p *Parser) trackFailure(name string, isErr bool) {
+	if !isErr {
+		p.failTool, p.failCount = "", 0
+		return
+	}
+	if name != p.failTool {
+		p.failTool, p.failCount = name, 0
+	}
+	p.failCount++
+	if p.failCount == p.opts.FailureThreshold {
+		p.notice(NoticeRepeatedToolFailure,
+			fmt.Sprintf("%s failed %d times in a row; the agent may be stuck", name, p.failCount),
+			map[string]any{"tool": name, "count": p.failCount})
+	}
+}
+
+func (p *Parser) notice(code, message string, extra map[string]any) {
+	props := map[string]any{"code": code, "message": message}
+	for k, v := range extra {
+		props[k] = v
+	}
+	p.out.Notices = append(p.out.Notices, code)
+	chat.Whole(p.emit, p.newID(), chat.TypeNotice, message, props)
+}
+
+func (p *Parser) result(line string) {
+	p.endText()
+	p.endThinking()
+	p.out.GotResult = true
+	r := gjson.GetMany(line, "subtype", "is_error", "session_id", "usage", "duration_ms", "result", "error", "num_turns")
+	p.out.Subtype = str(r[0])
+	if s := str(r[2]); s != "" {
+		p.out.SessionID = s
+	}
+	u := r[3]
+	p.out.Usage = chat.Usage{
+		InputTokens:         firstInt(u, "inputTokens", "input_tokens"),
+		OutputTokens:        firstInt(u, "outputTokens", "output_tokens"),
+		CacheReadTokens:     firstInt(u, "cacheReadTokens", "cache_read_input_tokens", "cache_read_tokens"),
+		CacheCreationTokens: firstInt(u, "cacheWriteTokens", "cache_creation_input_tokens", "cache_write_tokens"),
+		Turns:               int(r[7].Int()),
+		DurationMS:          r[4].Int(),
+	}
+	text := str(r[5])
+	failed := r[1].Bool() || (p.out.Subtype != "" && p.out.Subtype != "success")
+	if !failed && p.answer.Len() == 0 && text != "" {
+		// Nothing streamed: the result text is the answer.
+		p.appendText(text)
+		p.endText()
+	}
+	if failed {
+		msg := text
+		if e := r[6]; msg == "" && e.Exists() {
+			msg = firstNonEmpty(str(e.Get("message")), str(e))
+		}
+		if msg == "" {
+			msg = "the CLI reported " + firstNonEmpty(p.out.Subtype, "an error")
+		}
+		code := classify(msg)
+		p.out.Err = &executor.Error{Code: code, Message: msg}
+		chat.ErrorEvent(p.emit, p.newID(), code, msg)
+	}
+	if p.opts.OnResult != nil {
+		p.opts.OnResult()
+	}
+}
+
+func firstInt(obj gjson.Result, keys ...string) int64 {
+	for _, k := range keys {
+		if v := obj.Get(k); v.Exists() {
+			return v.Int()
+		}
+	}
+	return 0
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// classify maps a failure message (a failed result's text, the CLI's
+// stderr) to a chat error code. The CLI reports no status codes, so this
+// reads the words it uses.
+func classify(msg string) string {
+	m := strings.ToLower(msg)
+	has := func(words ...string) bool {
+		for _, w := range words {
+			if strings.Contains(m, w) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("unauthorized", "unauthenticated", "authentication", "invalid api key", "api key is invalid",
+		"not logged in", "login required", "forbidden", " 401", " 403"):
+		return chat.ErrAuth
+	case has("rate limit", "rate-limit", "too many requests", "usage limit", "quota", " 429"):
+		return chat.ErrRateLimit
+	case has("enotfound", "econnrefused", "econnreset", "etimedout", "getaddrinfo", "network error",
+		"could not connect", "connection refused", "unable to connect"):
+		return chat.ErrNetwork
+	case has("model") && has("not found", "not available", "unknown", "invalid"):
+		return chat.ErrInvalidRequest
+	}
+	return chat.ErrExecutor
+}
