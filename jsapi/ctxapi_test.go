@@ -371,3 +371,40 @@ func TestLog(t *testing.T) {
 		}
 	}
 }
+
+// TestCtxIsAnOrdinaryObject checks that the lazily built ctx behaves like a
+// plain object to scripts.
+func TestCtxIsAnOrdinaryObject(t *testing.T) {
+	t.Parallel()
+	got := run(t, `export function test(ctx: any) {
+  const before = Object.keys(ctx);
+  ctx.extra = 1;
+  ctx.user_id = "changed";
+  delete ctx.Send;
+  const {user_id, extra, ...rest} = ctx;
+  return {
+    before,
+    after: Object.keys(ctx),
+    user_id, extra,
+    send: typeof ctx.Send, hasSend: "Send" in ctx, hasEnd: "End" in ctx,
+    same: ctx.memory === ctx.memory && ctx.memory.user === ctx.memory.user && ctx.End === ctx.End,
+    json: JSON.parse(JSON.stringify({u: ctx.user_id, m: ctx.memory.context})),
+    rest: Object.keys(rest).length,
+    str: String(ctx.memory.user.Get),
+  };
+}`, &Context{UserID: "u1"}, nil).(map[string]any)
+	before := []any{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "Send", "SendStream", "Append", "Replace", "End"}
+	if !reflect.DeepEqual(got["before"], before) {
+		t.Errorf("keys = %v", got["before"])
+	}
+	after := []any{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "SendStream", "Append", "Replace", "End", "extra"}
+	if !reflect.DeepEqual(got["after"], after) {
+		t.Errorf("keys after changes = %v", got["after"])
+	}
+	if got["user_id"] != "changed" || got["extra"] != 1.0 || got["send"] != "undefined" || got["hasSend"] != false || got["hasEnd"] != true || got["same"] != true || got["rest"] != 10.0 {
+		t.Errorf("got %v", got)
+	}
+	if !reflect.DeepEqual(got["json"], map[string]any{"u": "changed", "m": map[string]any{}}) {
+		t.Errorf("json = %v", got["json"])
+	}
+}

@@ -221,13 +221,9 @@ func rewriteExports(code string) (string, error) {
 		body, tail = code[:i+1], code[i+1:]
 	}
 	trimmed := strings.TrimRight(body, "\n")
-	start := strings.LastIndex(trimmed, "\nexport ")
-	if start < 0 {
-		if !strings.HasPrefix(trimmed, "export ") {
-			return code, nil // no exports
-		}
-	} else {
-		start++
+	start := strings.LastIndex(trimmed, "\nexport ") + 1
+	if start == 0 && !strings.HasPrefix(trimmed, "export ") {
+		return code, nil // no exports
 	}
 	stmt := trimmed[start:]
 	var assign string

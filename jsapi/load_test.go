@@ -208,3 +208,91 @@ func FuzzTopLevelCollector(f *testing.F) {
 		}
 	})
 }
+
+func TestExportForms(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, src string
+		want      []string
+		call      string
+	}{
+		{"alias", "function create() { return {options: {via: \"alias\"}} }\nexport { create as Create };", []string{"Create", "create"}, "alias"},
+		{"default is not a hook", "export default function () { return 1 }\nexport function Create() { return {options: {via: \"named\"}} }", []string{"Create"}, "named"},
+		{"re-export", "export { Create } from \"./impl\";", []string{"Create"}, "impl"},
+		{"star re-export", "export * from \"./impl\";", []string{"Create"}, "impl"},
+		{"no exports", "const x = 1;", nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h, err := Load(writeAssistant(t, map[string]string{
+				"src/index.ts": tc.src,
+				"src/impl.ts":  `export function Create() { return {options: {via: "impl"}} }`,
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.Exports(); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Exports = %v, want %v", got, tc.want)
+			}
+			res, err := h.Create(context.Background(), nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.call == "" {
+				if res != nil {
+					t.Fatalf("Create = %+v", res)
+				}
+				return
+			}
+			if res == nil || res.Options["via"] != tc.call {
+				t.Fatalf("Create = %+v, want via %s", res, tc.call)
+			}
+		})
+	}
+}
+
+func TestRewriteExports(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, want, err string }{
+		{"var a = 1;\n", "var a = 1;\n", ""},
+		{"function a() {}\nexport {\n  a,\n  a as b,\n  a as \"c d\"\n};\n", "function a() {}\nglobalThis[\"__agentbox_exports__\"] = {\"a\": a, \"b\": a, \"c d\": a, };\n", ""},
+		{"var r = 1;\nexport default r;\n//# sourceMappingURL=data:x\n", "var r = 1;\nglobalThis[\"__agentbox_exports__\"] = r;\n//# sourceMappingURL=data:x\n", ""},
+		{"export {};\n", "globalThis[\"__agentbox_exports__\"] = {};\n", ""},
+		{"export { a-b };\n", "", "unsupported export"},
+		{"export * from \"x\";\n", "", "unsupported export statement"},
+	}
+	for _, tc := range cases {
+		got, err := rewriteExports(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("rewriteExports(%q) = %q, %v; want error %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("rewriteExports(%q) =\n%q, %v\nwant\n%q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// FuzzRewriteExports checks that the export rewrite never panics and, when
+// it accepts input, leaves everything before the export statement alone.
+func FuzzRewriteExports(f *testing.F) {
+	for _, s := range []string{"export {\n  a,\n  b as c\n};\n", "export default x;\n//# sourceMappingURL=y", "a\nexport ", "export {"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, code string) {
+		out, err := rewriteExports(code)
+		if err != nil {
+			return
+		}
+		i := strings.LastIndex(code, "\nexport ")
+		if i < 0 {
+			return
+		}
+		if !strings.HasPrefix(out, code[:i+1]) {
+			t.Fatalf("rewrite changed code before the export statement:\n%q\n->\n%q", code, out)
+		}
+	})
+}
