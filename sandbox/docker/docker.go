@@ -10,6 +10,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -171,7 +173,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("docker: engine at %s does not answer (is the Docker daemon installed and running? try `docker version`; set DOCKER_HOST for a remote engine): %w: %w",
 			cli.DaemonHost(), sandbox.ErrEngineUnavailable, err)
 	}
-	r := &Runtime{cli: cli, opts: opts, run: randHex(8), log: opts.Logger, tracked: map[string]struct{}{}}
+	r := &Runtime{cli: cli, opts: opts, run: newRunID(), log: opts.Logger, tracked: map[string]struct{}{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -452,8 +454,16 @@ func (r *Runtime) Reap(ctx context.Context, opts ReapOptions) ([]string, error) 
 		}
 		var reason string
 		switch inst := c.Labels[sandbox.LabelInstance]; {
-		case inst == r.opts.Instance && c.Labels[LabelRun] != r.run:
+		case inst == r.opts.Instance && c.Labels[LabelRun] != r.run && !runAlive(c.Labels[LabelRun]):
 			reason = "left by an earlier run of this instance"
+		case inst == r.opts.Instance && c.Labels[LabelRun] != r.run:
+			// Another live process shares the instance name (a server
+			// and a one-shot run, parallel tests): its sandboxes are in
+			// use, so only the grace period applies.
+			if now.Sub(created) <= grace {
+				continue
+			}
+			reason = fmt.Sprintf("of a live run of this instance, older than %s", grace)
 		case inst == r.opts.Instance:
 			reason = "not owned by any request of this run"
 		case now.Sub(created) > grace:
@@ -538,4 +548,58 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// RunID is the run id r labels its containers with.
+func RunID(r *Runtime) string { return r.run }
+
+// newRunID names this process: host, pid and the process's start time
+// (from /proc, so a reused pid does not pass for it), plus a random part
+// for runtimes created within one process.
+func newRunID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s/%s", host, os.Getpid(), procStart(os.Getpid()), randHex(4))
+}
+
+// procStart is the start time of process pid in clock ticks since boot
+// (field 22 of /proc/PID/stat), or "" when it cannot be read.
+func procStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) may hold spaces; fields count from after
+	// its closing parenthesis.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// runAlive reports whether the process that made a run id may still be
+// running. Ids of other hosts, of an older format, or unreadable ones
+// count as alive: only the grace period may reap those.
+func runAlive(run string) bool {
+	parts := strings.Split(run, "/")
+	if len(parts) != 4 {
+		return true
+	}
+	if host, _ := os.Hostname(); parts[0] != host {
+		return true
+	}
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil || pid <= 0 {
+		return true
+	}
+	start := procStart(pid)
+	if start == "" {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return err == nil // no such process: dead
+	}
+	return parts[2] == "" || start == parts[2]
 }

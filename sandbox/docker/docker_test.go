@@ -6,8 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -357,7 +359,7 @@ func TestReaperRemovesOrphan(t *testing.T) {
 	live, _ := newSandbox(t, rt, nil)
 	cli := rt.Client()
 	ctx := context.Background()
-	mk := func(instance string, age time.Duration) string {
+	mk := func(instance string, age time.Duration, run string) string {
 		name := "agentbox-test-orphan-" + randID()
 		_, err := cli.ContainerCreate(ctx, &container.Config{
 			Image:      img,
@@ -366,6 +368,7 @@ func TestReaperRemovesOrphan(t *testing.T) {
 				sandbox.LabelProduct:  "agentbox",
 				sandbox.LabelInstance: instance,
 				sandbox.LabelCreated:  time.Now().Add(-age).UTC().Format(time.RFC3339),
+				docker.LabelRun:       run,
 			},
 		}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
 		t.Cleanup(func() { _ = cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}) })
@@ -374,9 +377,9 @@ func TestReaperRemovesOrphan(t *testing.T) {
 		}
 		return name
 	}
-	dead := mk("dead-"+randID(), 3*time.Hour)
-	young := mk("other-"+randID(), time.Minute)
-	previousRun := mk(rt.Instance(), time.Minute)
+	dead := mk("dead-"+randID(), 3*time.Hour, "")
+	young := mk("other-"+randID(), time.Minute, "")
+	previousRun := mk(rt.Instance(), time.Minute, deadRun(t))
 
 	got, err := rt.Reap(ctx, docker.ReapOptions{DryRun: true, Grace: time.Hour})
 	if err != nil {
@@ -487,7 +490,7 @@ func TestStartReaper(t *testing.T) {
 		Labels: map[string]string{
 			sandbox.LabelProduct:  "agentbox",
 			sandbox.LabelInstance: rt.Instance(),
-			docker.LabelRun:       "an-earlier-run",
+			docker.LabelRun:       deadRun(t),
 		},
 	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
 	t.Cleanup(func() { _ = cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}) })
@@ -503,4 +506,58 @@ func TestStartReaper(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("the reaper did not remove the container of an earlier run")
+}
+
+// deadRun is the run id of a process of this host that no longer exists.
+func deadRun(t testing.TB) string {
+	t.Helper()
+	host, _ := os.Hostname()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%s/%d/123/abcd", host, cmd.Process.Pid)
+}
+
+// TestReaperSparesLiveRunOfSameInstance: two live processes may share an
+// instance name (a server and a one-shot `agentbox run` on one host);
+// neither may take the other's sandboxes for leftovers.
+func TestReaperSparesLiveRunOfSameInstance(t *testing.T) {
+	t.Parallel()
+	rt, img := newRuntime(t)
+	cli := rt.Client()
+	ctx := context.Background()
+	// This test process is alive: a run id naming it with another random
+	// part stands for a second runtime in a live process.
+	other, err := docker.New(ctx, docker.Options{Instance: rt.Instance()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	name := "agentbox-test-liverun-" + randID()
+	_, err = cli.ContainerCreate(ctx, &container.Config{
+		Image:      img,
+		Entrypoint: []string{"sleep", "infinity"},
+		Labels: map[string]string{
+			sandbox.LabelProduct:  "agentbox",
+			sandbox.LabelInstance: rt.Instance(),
+			docker.LabelRun:       docker.RunID(other),
+		},
+	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+	t.Cleanup(func() { _ = cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	reaped, err := rt.Reap(ctx, docker.ReapOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reaped {
+		if r == name {
+			t.Fatal("the reaper removed a live process's sandbox of the same instance")
+		}
+	}
+	if _, err := cli.ContainerInspect(ctx, name); err != nil {
+		t.Fatalf("container gone: %v", err)
+	}
 }
