@@ -91,7 +91,9 @@ func TestHook500(t *testing.T) {
 	if n := strings.Count(src, "\n"); n < 495 || n > 510 {
 		t.Fatalf("hook500 has %d lines", n)
 	}
+	start := time.Now()
 	h := load(t, src)
+	t.Logf("load of a %d-line hook (first in this process if run alone): %v", strings.Count(src, "\n"), time.Since(start))
 	if !h.Has("Create") || !h.Has("helper10") {
 		t.Fatalf("exports = %v", h.Exports())
 	}

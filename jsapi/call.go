@@ -191,22 +191,24 @@ func (h *Hooks) Create(ctx context.Context, hc *Context, messages []chat.Message
 	}
 	c, err := h.start(ctx, hc, "Create")
 	defer c.finish()
+	var res *CreateResult
 	if err == nil {
-		var v goja.Value
-		var ok bool
-		v, ok, err = c.invoke("Create", c.ctxObject(), c.messagesJS(messages), c.toJS(options))
-		if err == nil && ok {
-			var res *CreateResult
-			if res, err = c.createResult(v); err == nil {
-				return res, nil
-			}
-		}
-		if err == nil {
-			return nil, nil
-		}
+		res, err = c.create(messages, options)
 	}
-	c.hc.EndOpen()
-	return nil, err
+	if err != nil {
+		// The request is rejected: nothing will end what the hook streamed.
+		c.hc.EndOpen()
+		return nil, err
+	}
+	return res, nil
+}
+
+func (c *call) create(messages []chat.Message, options map[string]any) (*CreateResult, error) {
+	v, ok, err := c.invoke("Create", c.ctxObject(), c.messagesJS(messages), c.toJS(options))
+	if err != nil || !ok {
+		return nil, err
+	}
+	return c.createResult(v)
 }
 
 // Next runs the Next hook. A nil result means keep the response; {data}
