@@ -186,7 +186,6 @@ func (c *call) hookError(err error) *Error {
 	if errors.As(err, &ie) {
 		cause, _ := ie.Value().(error)
 		e.Err = cause
-		e.Stack = ie.String()
 		switch {
 		case errors.Is(cause, context.DeadlineExceeded) && c.timedOut():
 			e.Name, e.Code = "TimeoutError", CodeHookTimeout
@@ -198,6 +197,7 @@ func (c *call) hookError(err error) *Error {
 			e.Name, e.Code = "AbortError", CodeCanceled
 			e.Message = fmt.Sprintf("%s was stopped: the request was cancelled", c.hook)
 		}
+		e.Stack = formatStack(e, ie.Stack())
 		c.position(e, ie.Stack())
 		return e
 	}
@@ -206,7 +206,7 @@ func (c *call) hookError(err error) *Error {
 		e.Err = err
 		e.Name, e.Code = "RangeError", CodeHookError
 		e.Message = "Maximum call stack size exceeded"
-		e.Stack = so.String()
+		e.Stack = formatStack(e, so.Stack())
 		c.position(e, so.Stack())
 		return e
 	}
@@ -214,8 +214,8 @@ func (c *call) hookError(err error) *Error {
 	if errors.As(err, &ex) {
 		e.Err = err
 		e.Name, e.Code = "Error", CodeHookError
-		e.Stack = ex.String()
 		c.describe(e, ex.Value())
+		e.Stack = formatStack(e, ex.Stack())
 		// A host error the hook let through keeps its cause for errors.Is.
 		if e.Code == CodeHookTimeout && c.ctx.Err() != nil {
 			e.Err = c.ctx.Err()
@@ -264,6 +264,40 @@ func stringProp(obj *goja.Object, name string) string {
 		return ""
 	}
 	return v.String()
+}
+
+// formatStack renders a stack trace like V8 does ("Name: message" then
+// "    at fn (file:line:col)"), with the source-mapped positions 1-based.
+func formatStack(e *Error, frames []goja.StackFrame) string {
+	var b strings.Builder
+	b.WriteString(e.Name)
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	for _, f := range frames {
+		p := f.Position()
+		b.WriteString("\n    at ")
+		fn := f.FuncName()
+		switch {
+		case p.Filename == "":
+			if fn == "" {
+				fn = "<anonymous>"
+			}
+			b.WriteString(fn + " (native)")
+			continue
+		case fn != "":
+			b.WriteString(fn + " (")
+		default:
+			b.WriteString("(")
+		}
+		col := p.Column
+		if p.Filename != bundleName {
+			col++
+		}
+		fmt.Fprintf(&b, "%s:%d:%d)", p.Filename, p.Line, col)
+	}
+	return b.String()
 }
 
 // position takes the innermost frame that lies in the hook source.

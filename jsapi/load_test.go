@@ -177,7 +177,7 @@ func TestRuntimeErrorPosition(t *testing.T) {
 	if je.Name != "RangeError" || je.Message != "too big: 2" || je.File != "src/lib/check.ts" || je.Line != 5 || je.Column != 11 {
 		t.Fatalf("error = %+v", je)
 	}
-	if !strings.Contains(je.Stack, "src/index.ts:4") {
+	if !strings.HasPrefix(je.Stack, "RangeError: too big: 2\n    at check (src/lib/check.ts:5:11)\n    at Create (src/index.ts:4:") {
 		t.Errorf("stack lacks the caller:\n%s", je.Stack)
 	}
 	if got := je.Error(); got != "Create hook: RangeError: too big: 2 (at src/lib/check.ts:5:11)" {
