@@ -1,0 +1,456 @@
+package cursor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/skills"
+)
+
+// Workspace paths the executor owns, relative to the workspace root. Each
+// is rewritten on every run from the assistant's definition, so nothing
+// the agent left there outlives the run.
+const (
+	// MCPConfigFile is the project MCP configuration the CLI reads
+	// (https://cursor.com/docs/mcp: "Create .cursor/mcp.json in your
+	// project").
+	MCPConfigFile = ".cursor/mcp.json"
+	// SkillsDir holds the assistant's Agent Skills, where Cursor discovers
+	// project skills (https://cursor.com/docs/context/skills).
+	SkillsDir = ".cursor/skills"
+	// RulesDir holds the project rules the executor writes: the system
+	// prompt and the list of skills, as .mdc rules with alwaysApply
+	// (https://cursor.com/docs/context/rules). Other rules under
+	// .cursor/rules belong to the project and are left alone.
+	RulesDir = ".cursor/rules/agentbox"
+	// PermissionsFile is the project CLI permissions file
+	// (https://cursor.com/docs/cli/reference/permissions), written from
+	// the assistant's allowed_tools and disallowed_tools.
+	PermissionsFile = ".cursor/cli.json"
+	// StateDir is the chat's CLI state: the config dir, the session file
+	// and the run's prompt file.
+	StateDir = ".agentbox/cursor"
+	// ConfigDir is the CLI's CURSOR_CONFIG_DIR, kept with the chat so the
+	// CLI's own state outlives the container.
+	ConfigDir = StateDir + "/config"
+	// SessionFile records the chat id of the last successful run, so the
+	// next run resumes it.
+	SessionFile = StateDir + "/session.json"
+	// PromptFile holds the run's input when it is too large (or needs the
+	// history) to go on the command line; it is removed after the run.
+	PromptFile = StateDir + "/prompt.md"
+)
+
+// mcpEnvPrefix names the environment variables that carry MCP secrets:
+// mcp.json holds only ${env:AGENTBOX_MCP_...} references, which the CLI
+// resolves from its own environment ("Config interpolation",
+// https://cursor.com/docs/mcp).
+const mcpEnvPrefix = "AGENTBOX_MCP_"
+
+var envNameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_]`)
+
+// mcpConfig is the result of building mcp.json.
+type mcpConfig struct {
+	JSON []byte
+	// Env holds the values the ${env:...} references in JSON point to.
+	Env map[string]string
+	// Servers are the configured server names, sorted.
+	Servers []string
+	// Limited lists servers whose MCP reference names tools: the CLI has
+	// no way to expose only some of a server's tools.
+	Limited []string
+}
+
+type mcpEntry struct {
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// buildMCPConfig resolves the assistant's MCP references against its
+// server definitions, adds the request's extra servers, and returns the
+// mcp.json content with every env and header value moved into the process
+// environment. Stdio servers have a command, remote ones (http, sse) a
+// url: Cursor tells the transports apart itself.
+func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool)) (*mcpConfig, error) {
+	out := &mcpConfig{Env: map[string]string{}}
+	servers := map[string]mcpEntry{}
+	add := func(name string, s *assistant.MCPServer) error {
+		if name == "" {
+			return errors.New("mcp server with an empty name")
+		}
+		if _, dup := servers[name]; dup {
+			return fmt.Errorf("mcp server %q configured twice", name)
+		}
+		transport := s.Transport
+		if transport == "" {
+			transport = "stdio"
+			if s.URL != "" {
+				transport = "http"
+			}
+		}
+		var e mcpEntry
+		switch transport {
+		case "stdio":
+			if s.Command == "" {
+				return fmt.Errorf("mcp server %q: stdio server without a command", name)
+			}
+			e.Command, e.Args = s.Command, s.Args
+		case "http", "sse":
+			if s.URL == "" {
+				return fmt.Errorf("mcp server %q: %s server without a url", name, transport)
+			}
+			e.URL = s.URL
+		default:
+			return fmt.Errorf("mcp server %q: unknown transport %q (want stdio, http or sse)", name, transport)
+		}
+		var err error
+		if e.Env, err = indirect(name, "ENV", s.Env, lookup, out.Env); err != nil {
+			return err
+		}
+		if e.Headers, err = indirect(name, "HDR", s.Headers, lookup, out.Env); err != nil {
+			return err
+		}
+		servers[name] = e
+		return nil
+	}
+	if a != nil {
+		for _, ref := range a.MCP {
+			def := a.MCPServers[ref.ServerID]
+			if def == nil {
+				return nil, fmt.Errorf("mcp server %q: no definition in mcps/", ref.ServerID)
+			}
+			if err := add(ref.ServerID, def); err != nil {
+				return nil, err
+			}
+			if len(ref.Tools) > 0 {
+				out.Limited = append(out.Limited, ref.ServerID)
+			}
+		}
+	}
+	names := make([]string, 0, len(extra))
+	for n := range extra {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := extra[n]
+		if err := add(n, &s); err != nil {
+			return nil, err
+		}
+	}
+	for n := range servers {
+		out.Servers = append(out.Servers, n)
+	}
+	sort.Strings(out.Servers)
+	b, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode mcp config: %w", err)
+	}
+	out.JSON = append(b, '\n')
+	return out, nil
+}
+
+// indirect resolves $ENV.NAME values and replaces each value with a
+// ${env:AGENTBOX_MCP_...} reference, storing the value in env.
+func indirect(server, kind string, in map[string]string, lookup func(string) (string, bool), env map[string]string) (map[string]string, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		if name, ok := strings.CutPrefix(v, "$ENV."); ok {
+			val, found := lookup(name)
+			if !found {
+				return nil, fmt.Errorf("mcp server %q: %s %s: environment variable %s is not set", server, strings.ToLower(kind), k, name)
+			}
+			v = val
+		}
+		ref := mcpEnvPrefix + strings.ToUpper(envNameUnsafe.ReplaceAllString(server, "_")+"_"+kind+"_"+envNameUnsafe.ReplaceAllString(k, "_"))
+		if old, dup := env[ref]; dup && old != v {
+			return nil, fmt.Errorf("mcp server %q: %s %s collides with another setting after name normalization", server, strings.ToLower(kind), k)
+		}
+		env[ref] = v
+		out[k] = "${env:" + ref + "}"
+	}
+	return out, nil
+}
+
+// permissionPattern is the CLI's permission syntax: Shell(cmd),
+// Read(glob), Write(glob), WebFetch(domain), Mcp(server:tool).
+var permissionPattern = regexp.MustCompile(`^(Shell|Read|Write|WebFetch|Mcp)\(.+\)$`)
+
+// buildPermissions returns the cli.json content for the assistant's
+// allowed and disallowed tools, nil when it sets none.
+func buildPermissions(args assistant.Arguments) ([]byte, error) {
+	check := func(field string, list []string) ([]string, error) {
+		out := []string{}
+		for _, s := range list {
+			s = strings.TrimSpace(s)
+			if s == "" {
+				continue
+			}
+			if !permissionPattern.MatchString(s) {
+				return nil, &argError{fmt.Errorf("%s %q: the cursor command takes Cursor CLI permissions: Shell(cmd), Read(glob), Write(glob), WebFetch(domain) or Mcp(server:tool)", field, s)}
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	allow, err := check("allowed_tools", args.AllowedTools)
+	if err != nil {
+		return nil, err
+	}
+	deny, err := check("disallowed_tools", args.DisallowedTools)
+	if err != nil {
+		return nil, err
+	}
+	if len(allow) == 0 && len(deny) == 0 {
+		return nil, nil
+	}
+	b, err := json.MarshalIndent(map[string]any{"permissions": map[string]any{"allow": allow, "deny": deny}}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode permissions: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// argError is a sandbox argument the cursor command cannot take: the
+// request is invalid, not the sandbox broken.
+type argError struct{ error }
+
+func (e *argError) Unwrap() error { return e.error }
+
+// session is the content of SessionFile.
+type session struct {
+	AssistantID string `json:"assistant_id"`
+	ChatID      string `json:"chat_id"`
+	SessionID   string `json:"session_id"`
+}
+
+// sessionIDPattern is what a chat id read back from the workspace must
+// look like before it goes on the command line (the agent can write the
+// file).
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// readSession returns the chat id to resume, "" when there is none for
+// this assistant and chat.
+func readSession(ws *sandbox.Workspace, assistantID, chatID string) string {
+	b, err := ws.ReadFile(SessionFile)
+	if err != nil || len(b) > 4096 {
+		return ""
+	}
+	var s session
+	if json.Unmarshal(b, &s) != nil || s.AssistantID != assistantID || s.ChatID != chatID || !sessionIDPattern.MatchString(s.SessionID) {
+		return ""
+	}
+	return s.SessionID
+}
+
+func writeSession(ws *sandbox.Workspace, s session) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return ws.WriteFile(SessionFile, append(b, '\n'), 0o600)
+}
+
+// runInput is the part of a request preparation needs.
+type runInput struct {
+	assistant *assistant.Assistant
+	chatID    string
+	extraMCP  map[string]assistant.MCPServer
+	args      assistant.Arguments
+	system    string
+	history   []chat.Message
+	input     []chat.Message
+	// inlineMax is the largest input passed on the command line.
+	inlineMax int
+}
+
+// prepared is what preparation leaves for the command.
+type prepared struct {
+	mcp *mcpConfig
+	// resume is the chat id to resume ("" for a new chat).
+	resume string
+	// prompt is the command line's prompt.
+	prompt string
+	// promptFile is set when the input went to PromptFile.
+	promptFile bool
+}
+
+// prepare rewrites the workspace's CLI configuration for this run and
+// decides how the input reaches the CLI.
+func prepare(ws *sandbox.Workspace, in *runInput, lookup func(string) (string, bool)) (*prepared, error) {
+	mcp, err := buildMCPConfig(in.assistant, in.extraMCP, lookup)
+	if err != nil {
+		return nil, err
+	}
+	perms, err := buildPermissions(in.args)
+	if err != nil {
+		return nil, err
+	}
+	// Skills first: Sync also replaces a .cursor that is not a real folder.
+	if err := skills.Sync(ws, SkillsDir, in.assistant.Skills); err != nil {
+		return nil, err
+	}
+	for _, f := range []string{MCPConfigFile, PermissionsFile} {
+		if err := ws.RemoveAll(f); err != nil {
+			return nil, fmt.Errorf("reset %s: %w", f, err)
+		}
+	}
+	if err := ws.WriteFile(MCPConfigFile, mcp.JSON, 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", MCPConfigFile, err)
+	}
+	if perms != nil {
+		if err := ws.WriteFile(PermissionsFile, perms, 0o644); err != nil {
+			return nil, fmt.Errorf("write %s: %w", PermissionsFile, err)
+		}
+	}
+	if err := writeRules(ws, in.system, in.assistant.Skills); err != nil {
+		return nil, err
+	}
+	if err := ws.MkdirAll(ConfigDir); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	// Only the sandbox user (the owner) may read the chat's CLI state.
+	for _, d := range []string{".agentbox", StateDir, ConfigDir} {
+		if err := ws.Root().Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("state dir: %w", err)
+		}
+	}
+	// A config left in the config dir could change what the CLI may do;
+	// the run's settings come from the assistant only.
+	if err := ws.RemoveAll(ConfigDir + "/cli-config.json"); err != nil {
+		return nil, fmt.Errorf("reset cli-config.json: %w", err)
+	}
+	if err := ws.RemoveAll(PromptFile); err != nil {
+		return nil, fmt.Errorf("reset prompt: %w", err)
+	}
+	p := &prepared{mcp: mcp, resume: readSession(ws, in.assistant.ID, in.chatID)}
+	var history []chat.Message
+	if p.resume == "" {
+		history = in.history
+	}
+	text := inputText(in.input)
+	if len(history) == 0 && len(text) <= in.inlineMax && inlineSafe(text) {
+		p.prompt = text
+		return p, nil
+	}
+	body := promptFileBody(history, text)
+	if err := ws.WriteFile(PromptFile, []byte(body), 0o600); err != nil {
+		return nil, fmt.Errorf("write prompt: %w", err)
+	}
+	p.promptFile = true
+	p.prompt = fmt.Sprintf("Your input for this turn is in the file %s/%s (%d bytes). Read all of it first, then respond to the user's new message at its end as if it had been written here.",
+		sandbox.Workdir, PromptFile, len(body))
+	return p, nil
+}
+
+// inlineSafe reports whether text can be the command line's prompt: it
+// must not read as an option and must hold no NUL.
+func inlineSafe(text string) bool {
+	return text != "" && !strings.HasPrefix(text, "-") && !strings.ContainsRune(text, 0)
+}
+
+// inputText joins the turn's new messages; messages from other roles are
+// labelled.
+func inputText(input []chat.Message) string {
+	var sb strings.Builder
+	for i, m := range input {
+		if i > 0 {
+			sb.WriteString("\n\n")
+		}
+		if m.Role != "" && m.Role != chat.RoleUser {
+			sb.WriteString("[" + m.Role + "]: ")
+		}
+		sb.WriteString(m.Content)
+	}
+	return sb.String()
+}
+
+// promptFileBody is PromptFile's content: the conversation so far (for a
+// chat with no session to resume) and the new message.
+func promptFileBody(history []chat.Message, text string) string {
+	var sb strings.Builder
+	n := len(text) + 512
+	for _, m := range history {
+		n += len(m.Content) + 64
+	}
+	sb.Grow(n)
+	if len(history) > 0 {
+		sb.WriteString("# Conversation so far\n\nThe messages below were exchanged earlier in this conversation, oldest first. Continue from them.\n")
+		for _, m := range history {
+			role := m.Role
+			if role == "" {
+				role = chat.RoleUser
+			}
+			sb.WriteString("\n<message role=\"" + role)
+			if m.Name != "" {
+				sb.WriteString("\" name=\"" + m.Name)
+			}
+			sb.WriteString("\">\n")
+			sb.WriteString(m.Content)
+			sb.WriteString("\n</message>\n")
+		}
+		sb.WriteString("\n")
+	}
+	sb.WriteString("# The user's new message\n\n")
+	sb.WriteString(text)
+	sb.WriteString("\n")
+	return sb.String()
+}
+
+// writeRules replaces RulesDir with the run's rules: system.mdc with the
+// system prompt and skills.mdc listing the skills, both always applied.
+func writeRules(ws *sandbox.Workspace, system string, list []*skills.Skill) error {
+	// .cursor/rules must be a real folder: a link the agent planted would
+	// send the rules elsewhere.
+	if st, err := ws.Root().Lstat(".cursor/rules"); err == nil && !st.IsDir() {
+		if err := ws.RemoveAll(".cursor/rules"); err != nil {
+			return fmt.Errorf("reset rules: %w", err)
+		}
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("inspect rules: %w", err)
+	}
+	if err := ws.RemoveAll(RulesDir); err != nil {
+		return fmt.Errorf("reset rules: %w", err)
+	}
+	if strings.TrimSpace(system) != "" {
+		body := "---\ndescription: Instructions for this assistant, set by its operator\nalwaysApply: true\n---\n\n" + system + "\n"
+		if err := ws.WriteFile(path.Join(RulesDir, "system.mdc"), []byte(body), 0o644); err != nil {
+			return fmt.Errorf("write rules: %w", err)
+		}
+	}
+	if len(list) > 0 {
+		var sb strings.Builder
+		sb.WriteString("---\ndescription: Agent Skills installed in this workspace\nalwaysApply: true\n---\n\n")
+		sb.WriteString("These skills are installed under " + SkillsDir + "/. When a task matches a skill's description, read its SKILL.md first and follow it.\n\n")
+		for _, s := range list {
+			fmt.Fprintf(&sb, "- %s: %s (%s/%s/SKILL.md)\n", s.Name, oneLine(s.Description), SkillsDir, s.Name)
+		}
+		if err := ws.WriteFile(path.Join(RulesDir, "skills.mdc"), []byte(sb.String()), 0o644); err != nil {
+			return fmt.Errorf("write rules: %w", err)
+		}
+	}
+	return nil
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// osLookup is the default lookup for $ENV references.
+var osLookup = os.LookupEnv
