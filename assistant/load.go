@@ -519,6 +519,17 @@ type rawPackage struct {
 	Sandbox     *rawSandbox    `json:"sandbox"`
 	MCP         *rawMCP        `json:"mcp"`
 	Hooks       *rawHooks      `json:"hooks"`
+	Tools       []rawTool      `json:"tools"`
+}
+
+// rawTool is one entry of package.yao "tools": a host tool the agent may
+// call through the bridge.
+type rawTool struct {
+	Name        string         `json:"name"`
+	Function    string         `json:"function"`
+	Description string         `json:"description"`
+	Parameters  map[string]any `json:"parameters"`
+	Timeout     string         `json:"timeout"`
 }
 
 func (*rawPackage) fieldHint(name string) string {
@@ -656,6 +667,9 @@ func (l *loader) loadAssistant(id, dir string, cfg *AppConfig, conns map[string]
 		}
 		if raw.Hooks != nil && raw.Hooks.Timeout != "" {
 			a.HookTimeout = parseDurationIn(d, "hooks.timeout", raw.Hooks.Timeout, 100*time.Millisecond, 10*time.Minute)
+		}
+		if len(raw.Tools) > 0 {
+			a.Tools = parseTools(d, raw.Tools, raw.Sandbox != nil)
 		}
 	}
 	// Definitions are loaded even when package.yao is broken, so that

@@ -100,7 +100,9 @@ func TestLoadBrokenApps(t *testing.T) {
 	}
 	n := 0
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "bad-") {
+		if !strings.HasPrefix(e.Name(), "bad-") || e.Name() == "bad-hook-code" {
+			// bad-hook-code loads: its problems are in the hook source,
+			// found by the hook engine (agentbox check).
 			continue
 		}
 		n++

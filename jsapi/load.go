@@ -293,29 +293,55 @@ func topLevelCollector(src string) string {
 	return b.String()
 }
 
-// buildError reports esbuild's messages as file:line:col: text, one a line.
+// SourceError is hook source that does not build, with every problem at
+// its position in the source.
+type SourceError struct {
+	Problems []SourceProblem
+}
+
+// SourceProblem is one problem of hook source. File is relative to the
+// assistant folder ("src/index.ts"); Line and Col start at 1 (0: unknown).
+type SourceProblem struct {
+	File      string
+	Line, Col int
+	Msg       string
+}
+
+func (e *SourceError) Error() string {
+	lines := make([]string, 0, len(e.Problems))
+	for _, p := range e.Problems {
+		if p.Line > 0 {
+			lines = append(lines, fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Msg))
+		} else {
+			lines = append(lines, p.File+": "+p.Msg)
+		}
+	}
+	return "hooks: " + strings.Join(lines, "\n")
+}
+
+// buildError reports esbuild's messages with their positions.
 func buildError(dir string, msgs []api.Message) error {
-	lines := make([]string, 0, len(msgs))
+	e := &SourceError{Problems: make([]SourceProblem, 0, len(msgs))}
 	for _, m := range msgs {
-		text := m.Text
+		p := SourceProblem{Msg: m.Text}
 		if m.Location != nil {
 			f := m.Location.File
 			if filepath.IsAbs(f) {
 				f = relTo(dir, f)
 			}
-			text = fmt.Sprintf("%s:%d:%d: %s", filepath.ToSlash(f), m.Location.Line, m.Location.Column+1, text)
+			p.File, p.Line, p.Col = filepath.ToSlash(f), m.Location.Line, m.Location.Column+1
 			if m.Location.LineText != "" {
-				text += "\n    " + strings.TrimRight(m.Location.LineText, " \t")
+				p.Msg += "\n    " + strings.TrimRight(m.Location.LineText, " \t")
 			}
 		}
 		for _, n := range m.Notes {
 			if n.Text != "" {
-				text += "\n    note: " + n.Text
+				p.Msg += "\n    note: " + n.Text
 			}
 		}
-		lines = append(lines, text)
+		e.Problems = append(e.Problems, p)
 	}
-	return fmt.Errorf("hooks: %s", strings.Join(lines, "\n"))
+	return e
 }
 
 // compileError maps a goja syntax error in the bundle (syntax esbuild
@@ -328,7 +354,7 @@ func compileError(rel, code string, err error) error {
 	pos := se.File.Position(se.Offset)
 	if sm := inlineSourceMap(code); sm != nil {
 		if file, _, line, col, ok := sm.Source(pos.Line, pos.Column-1); ok {
-			return fmt.Errorf("hooks: %s:%d:%d: %s (not supported by the hook engine)", file, line, col+1, se.Message)
+			return &SourceError{Problems: []SourceProblem{{File: file, Line: line, Col: col + 1, Msg: se.Message + " (not supported by the hook engine)"}}}
 		}
 	}
 	return fmt.Errorf("hooks: %s (bundled, line %d col %d): %s", rel, pos.Line, pos.Column, se.Message)

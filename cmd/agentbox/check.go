@@ -8,16 +8,42 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/jsapi"
 )
 
 // compileHooks compiles an assistant's hook source (a.Hooks) so that check
-// reports hook errors too. The hook engine sets it; nil means hooks are
-// only located, not compiled. An error wrapping *assistant.LoadError
-// contributes its positioned problems as they are; any other error becomes
-// one problem at the hook file.
-var compileHooks func(a *assistant.Assistant) error
+// (and a live reload) reports hook errors too; nil means hooks are only
+// located, not compiled. An error wrapping *assistant.LoadError contributes
+// its positioned problems as they are; any other error becomes one problem
+// at the hook file.
+var compileHooks = checkHooks
+
+// checkHooks compiles a's hooks once and checks that every host tool
+// implemented by a hook function finds it.
+func checkHooks(a *assistant.Assistant) error {
+	h, err := jsapi.Load(a)
+	if err != nil {
+		return err
+	}
+	var probs []assistant.Problem
+	pkg := filepath.ToSlash(filepath.Join(assistant.AssistantsDir, a.ID, assistant.PackageFile))
+	for _, t := range a.Tools {
+		switch {
+		case t.Function == "":
+		case h == nil:
+			probs = append(probs, assistant.Problem{File: pkg, Msg: fmt.Sprintf("tool %q calls hook function %q, but the assistant has no src/index.ts or src/index.js", t.Name, t.Function)})
+		case !h.Has(t.Function):
+			probs = append(probs, assistant.Problem{File: pkg, Msg: fmt.Sprintf("tool %q calls hook function %q, which %s does not define (have: %s)", t.Name, t.Function, h.File(), strings.Join(h.Exports(), ", "))})
+		}
+	}
+	if len(probs) > 0 {
+		return &assistant.LoadError{Problems: probs}
+	}
+	return nil
+}
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("check", flag.ContinueOnError)
@@ -84,7 +110,7 @@ func check(dir string) ([]assistant.Problem, *assistant.App, error) {
 	}
 	ids := make([]string, 0, len(app.Assistants))
 	for id, a := range app.Assistants {
-		if a.Hooks != "" {
+		if a.Hooks != "" || len(a.Tools) > 0 {
 			ids = append(ids, id)
 		}
 	}
@@ -99,6 +125,17 @@ func check(dir string) ([]assistant.Problem, *assistant.App, error) {
 		var le *assistant.LoadError
 		if errors.As(err, &le) {
 			problems = append(problems, le.Problems...)
+			continue
+		}
+		var se *jsapi.SourceError
+		if errors.As(err, &se) {
+			dir, rerr := filepath.Rel(app.Root, a.Dir)
+			if rerr != nil {
+				dir = a.Dir
+			}
+			for _, p := range se.Problems {
+				problems = append(problems, assistant.Problem{File: filepath.ToSlash(filepath.Join(dir, p.File)), Line: p.Line, Col: p.Col, Msg: p.Msg})
+			}
 			continue
 		}
 		rel, rerr := filepath.Rel(app.Root, a.Hooks)

@@ -77,6 +77,9 @@ func assertPositioned(t *testing.T, out string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	for _, l := range lines[:len(lines)-1] { // the last line is the summary
+		if strings.HasPrefix(l, "    ") {
+			continue // context of the problem above: the source line, a note
+		}
 		file, rest, ok := strings.Cut(l, ":")
 		if !ok || file == "" || rest == "" {
 			t.Errorf("problem without a file: %q", l)
