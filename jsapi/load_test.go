@@ -296,3 +296,23 @@ func FuzzRewriteExports(f *testing.F) {
 		}
 	})
 }
+
+// TestShadowGlobals checks that hook code may declare names the engine
+// also defines as globals (log, console).
+func TestShadowGlobals(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{
+		"const log = {Info() { return 1 }}; export function Create() { return {options: {ok: log.Info()}} }",
+		"import { log } from './util'; export function Create() { return {options: {ok: log()}} }",
+		"function console() { return 1 }; export function Create() { return {options: {ok: console()}} }",
+	} {
+		h, err := Load(writeAssistant(t, map[string]string{"src/index.ts": src, "src/util.ts": "export function log() { return 1 }"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := h.Create(context.Background(), nil, nil, nil)
+		if err != nil || res == nil || res.Options["ok"] != 1.0 {
+			t.Fatalf("%s: Create = %+v, %v", src, res, err)
+		}
+	}
+}
