@@ -97,3 +97,16 @@ function Next(ctx: any, payload: any, options: any) {
   }
   return null; // keep the agent's response
 }
+
+/**
+ * Remember is the host tool "remember" (see package.yao): the agent calls
+ * it from the sandbox, and it runs here on the host with the request's
+ * ctx. Notes live in the chat's memory, so later turns can read them.
+ */
+function Remember(ctx: any, args: { note: string }) {
+  const notes: string[] = ctx.memory.chat.Get("notes") || [];
+  notes.push(args.note);
+  ctx.memory.chat.Set("notes", notes);
+  log.Info(`remembered a note for chat ${ctx.chat_id}`);
+  return { saved: true, notes };
+}
