@@ -13,15 +13,13 @@ import (
 // Members of the objects the ctx API builds. agentbox.d.ts declares the
 // same members; TestDeclarationsMatch keeps the two in sync.
 var (
-	ctxFields       = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox"}
-	ctxMethods      = []string{"Send", "SendStream", "Append", "Replace", "End"}
-	memoryMethods   = []string{"Get", "Set", "Del", "Has", "Keys"}
-	memoryKeys      = []string{string(NamespaceUser), string(NamespaceChat), string(NamespaceContext)}
-	messageFields   = []string{"type", "props", "id"}
-	fileInfoFields  = []string{"name", "size", "is_dir", "mod_time"}
-	sandboxMembers  = []string{"workdir", "ReadFile", "WriteFile", "ListDir", "Exec"}
-	execOptionKeys  = []string{"cwd", "env", "timeout", "stdin", "shell"}
-	execErrorFields = []string{"exit_code", "stdout", "stderr"}
+	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox"}
+	ctxMethods     = []string{"Send", "SendStream", "Append", "Replace", "End"}
+	memoryMethods  = []string{"Get", "Set", "Del", "Has", "Keys"}
+	memoryKeys     = []string{string(NamespaceUser), string(NamespaceChat), string(NamespaceContext)}
+	messageFields  = []string{"type", "props", "id"}
+	sandboxMembers = []string{"workdir", "ReadFile", "WriteFile", "ListDir", "Exec"}
+	execOptionKeys = []string{"cwd", "env", "timeout", "stdin", "shell"}
 )
 
 type nativeFn = func(goja.FunctionCall) goja.Value

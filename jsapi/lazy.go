@@ -13,7 +13,7 @@ import (
 // overwrite or delete properties.
 type lazyObject struct {
 	keys  []string
-	make  func(key string) goja.Value
+	build func(key string) goja.Value
 	vals  map[string]goja.Value
 	added []string
 	gone  map[string]bool
@@ -21,8 +21,8 @@ type lazyObject struct {
 
 var _ goja.DynamicObject = (*lazyObject)(nil)
 
-func (c *call) newLazy(keys []string, make func(key string) goja.Value) *goja.Object {
-	return c.vm.NewDynamicObject(&lazyObject{keys: keys, make: make})
+func (c *call) newLazy(keys []string, build func(key string) goja.Value) *goja.Object {
+	return c.vm.NewDynamicObject(&lazyObject{keys: keys, build: build})
 }
 
 func (l *lazyObject) declared(key string) bool {
@@ -37,7 +37,7 @@ func (l *lazyObject) Get(key string) goja.Value {
 	if !l.declared(key) {
 		return nil
 	}
-	v := l.make(key)
+	v := l.build(key)
 	if l.vals == nil {
 		l.vals = make(map[string]goja.Value, 4)
 	}
