@@ -96,6 +96,7 @@ type Error struct {
 	Err error
 }
 
+// Error renders "Hook hook: Name: message (at file:line:col)".
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Hook != "" {

@@ -307,6 +307,7 @@ type SourceProblem struct {
 	Msg       string
 }
 
+// Error lists the problems, one a line, as file:line:col: message.
 func (e *SourceError) Error() string {
 	lines := make([]string, 0, len(e.Problems))
 	for _, p := range e.Problems {
@@ -357,7 +358,7 @@ func compileError(rel, code string, err error) error {
 			return &SourceError{Problems: []SourceProblem{{File: file, Line: line, Col: col + 1, Msg: se.Message + " (not supported by the hook engine)"}}}
 		}
 	}
-	return fmt.Errorf("hooks: %s (bundled, line %d col %d): %s", rel, pos.Line, pos.Column, se.Message)
+	return &SourceError{Problems: []SourceProblem{{File: rel, Msg: fmt.Sprintf("%s (in the bundle at line %d col %d; not supported by the hook engine)", se.Message, pos.Line, pos.Column)}}}
 }
 
 func inlineSourceMap(code string) *sourcemap.Consumer {
@@ -395,7 +396,16 @@ func (h *Hooks) discover() error {
 		defer c.finish()
 	}
 	if err != nil {
-		return fmt.Errorf("hooks: %s: %w", h.file, err)
+		// The module's top-level code failed: report where.
+		p := SourceProblem{File: h.file, Msg: "loading the module: " + err.Error()}
+		var je *Error
+		if errors.As(err, &je) {
+			p.Msg = "loading the module: " + je.Name + ": " + je.Message
+			if je.File != "" {
+				p.File, p.Line, p.Col = je.File, je.Line, je.Column
+			}
+		}
+		return &SourceError{Problems: []SourceProblem{p}}
 	}
 	h.funcs = c.funcNames()
 	return nil

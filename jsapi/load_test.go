@@ -2,6 +2,7 @@ package jsapi
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -128,9 +129,9 @@ func TestLoadErrors(t *testing.T) {
 		{"wrong extension", map[string]string{"src/index.py": "x"}, "src/index.py", 0,
 			[]string{"src/index.py: want a .ts or .js file"}},
 		{"throws at load", map[string]string{"src/index.ts": "const cfg = JSON.parse('{');\nfunction Create() {}\n"}, "", 0,
-			[]string{"src/index.ts:", "SyntaxError"}},
+			[]string{"src/index.ts:1:", "loading the module: SyntaxError"}},
 		{"hangs at load", map[string]string{"src/index.ts": "while (true) {}\nfunction Create() {}\n"}, "", 50 * time.Millisecond,
-			[]string{"src/index.ts:", "ran past its timeout of 50ms"}},
+			[]string{"src/index.ts: loading the module: TimeoutError: load ran past its timeout of 50ms"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,6 +152,10 @@ func TestLoadErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
+			}
+			var se *SourceError
+			if strings.Contains(tc.want[0], ".ts:") && (!errors.As(err, &se) || se.Problems[0].Line == 0) {
+				t.Errorf("error %#v is not a positioned *SourceError", err)
 			}
 			if strings.Contains(err.Error(), a.Dir) {
 				t.Errorf("error %q names the host path", err)
