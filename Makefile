@@ -63,9 +63,10 @@ test: go setup
 bench: go setup
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem $(TEST_PKGS)
 
-## demo: build and run agentbox on the example app
-demo: build
-	$(BIN) check --app $(APP)
+## demo: the coding assistant end to end on the example app (offline, scripted
+## model, real Claude Code CLI in a sandbox), then the Q&A assistant over HTTP
+demo: build tools cli
+	BIN=$(BIN) APP=$(APP) scripts/demo.sh
 
 ## check: go vet and gofmt
 check: go

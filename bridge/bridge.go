@@ -187,15 +187,28 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 	if parent == "" {
 		parent = filepath.Join(os.TempDir(), "agentbox-bridge")
 	}
-	if err := os.MkdirAll(parent, 0o700); err != nil {
+	// The parent may be traversed but not listed (0711): a runtime that
+	// binds as the sandbox user (local, bubblewrap) must reach the
+	// per-request directory below it, whose random name it is given.
+	if err := os.MkdirAll(parent, 0o711); err != nil {
 		return nil, fmt.Errorf("bridge dir: %w", err)
 	}
-	// The per-request directory has a random name and stays 0700 owned by
-	// the host user: the sandbox never traverses it, it sees only the
-	// socket files bind-mounted into it.
+	if err := os.Chmod(parent, 0o711); err != nil {
+		return nil, fmt.Errorf("bridge dir: %w", err)
+	}
+	// The per-request directory has a random name and mode 0700, owned by
+	// the sandbox user when we may chown (only that user and the host can
+	// enter it). Sandboxes never see it: they get only the socket files
+	// bind-mounted into them.
 	dir, err := os.MkdirTemp(parent, randomName(6)+"-")
 	if err != nil {
 		return nil, fmt.Errorf("bridge dir: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, opts.UID, opts.GID); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("bridge dir: %w", err)
+		}
 	}
 	if len(filepath.Join(dir, "model.sock")) > 107 {
 		_ = os.RemoveAll(dir)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the host tools the tests and the local runtime use when missing:
-# bubblewrap (the "local" sandbox runtime) and git (workspace history).
+# bubblewrap (the "local" sandbox runtime), git (workspace history) and
+# curl (the demo's HTTP calls).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/common.sh
@@ -8,7 +9,8 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v git >/dev/null 2>&1 || missing+=(git)
+command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
 if [ ${#missing[@]} -gt 0 ]; then
 	apt_install "${missing[@]}"
 fi
-log "host tools present (bwrap, git)"
+log "host tools present (bwrap, git, curl)"

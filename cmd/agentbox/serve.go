@@ -45,6 +45,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fl.SetOutput(stderr)
 	appDir := fl.String("app", ".", "the app folder")
 	addr := fl.String("addr", "", "the listen address (default: listen in app.jsonc, else "+server.DefaultAddr+")")
+	runtimeName := fl.String("runtime", "", "sandbox runtime when the app names none: docker or local (default: docker when an engine answers, else local)")
 	fl.Usage = func() {
 		fmt.Fprint(stderr, serveUsage)
 		fl.PrintDefaults()
@@ -61,7 +62,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: logger, Serve: true})
+	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: logger, Serve: true, Runtime: *runtimeName})
 	if err != nil {
 		fmt.Fprintf(stderr, "agentbox serve: %v\n", err)
 		return 1
@@ -102,6 +103,9 @@ type envOptions struct {
 	// is set up, and a missing engine is an error.
 	Serve     bool
 	Assistant string
+	// Runtime is the sandbox runtime for assistants and apps that name
+	// none ("" = docker when an engine answers, else local).
+	Runtime string
 }
 
 // appEnv is everything a pipeline runs on: the (live) app, the store,
@@ -222,17 +226,14 @@ func (env *appEnv) openRuntimes(ctx context.Context, app *assistant.App, opts en
 		if a.Sandbox == nil || opts.Assistant != "" && id != opts.Assistant {
 			continue
 		}
-		name := a.Sandbox.Runtime
-		if name == "" {
-			name = app.Config.Sandbox.Runtime
-		}
+		name := firstNonEmpty(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, opts.Runtime)
 		want[name] = true
 	}
 	if opts.Serve && app.Config.Sandbox.Runtime == "" {
-		want[""] = true // a reload may add sandboxed assistants
+		want[opts.Runtime] = true // a reload may add sandboxed assistants
 	}
 	rts := map[string]sandbox.Runtime{}
-	def := app.Config.Sandbox.Runtime
+	def := firstNonEmpty(app.Config.Sandbox.Runtime, opts.Runtime)
 	names := make([]string, 0, len(want))
 	for n := range want {
 		names = append(names, n)
@@ -390,4 +391,13 @@ func (u storeUsage) RecordUsage(ctx context.Context, r pipeline.UsageRecord) err
 		Time: r.Time, UserID: r.UserID, ChatID: r.ChatID, AssistantID: r.AssistantID,
 		Connector: r.Connector, Model: r.Model, Usage: r.Usage, Error: r.Error, DurationMS: r.DurationMS,
 	})
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

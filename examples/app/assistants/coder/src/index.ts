@@ -77,7 +77,7 @@ function Next(ctx: any, payload: any, options: any) {
   const changed = status.trim().split("\n").length;
   try {
     ctx.sandbox.Exec(["git", "add", "--all"]);
-    ctx.sandbox.Exec(["git", "commit", "--quiet", "-m", `agentbox: turn changes (${changed} files)`]);
+    ctx.sandbox.Exec(["git", "-c", "user.name=agentbox", "-c", "user.email=agentbox@localhost", "commit", "--quiet", "-m", `agentbox: turn changes (${changed} files)`]);
     const head = ctx.sandbox.Exec(["git", "rev-parse", "--short", "HEAD"]).trim();
     ctx.memory.chat.Set("last_commit", head);
     ctx.Send({
