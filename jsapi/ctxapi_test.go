@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 // run calls fn(ctx, args) from src and returns its JSON-decoded result.
@@ -406,5 +408,37 @@ func TestCtxIsAnOrdinaryObject(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got["json"], map[string]any{"u": "changed", "m": map[string]any{}}) {
 		t.Errorf("json = %v", got["json"])
+	}
+}
+
+// brokenSandbox fails every Exec with err.
+type brokenSandbox struct {
+	*fakeSandbox
+	err error
+}
+
+func (b brokenSandbox) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+	return nil, b.err
+}
+
+func TestSandboxFailureCodes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		err        error
+		code, name string
+	}{
+		{fmt.Errorf("exec: %w", sandbox.ErrRemoved), CodeSandboxRemoved, "SandboxError"},
+		{fmt.Errorf("exec: %w", sandbox.ErrEngineUnavailable), CodeSandboxUnavailable, "SandboxError"},
+		{sandbox.ErrExecTimeout, CodeExecTimeout, "TimeoutError"},
+		{errors.New("container exec create: boom"), CodeIO, "SandboxError"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.code, func(t *testing.T) {
+			t.Parallel()
+			got := run(t, catchJS(`ctx.sandbox.Exec(["true"])`), &Context{Sandbox: brokenSandbox{newFakeSandbox(t), tc.err}}, nil).(map[string]any)
+			if got["code"] != tc.code || got["name"] != tc.name || !strings.Contains(got["message"].(string), "exec true: ") {
+				t.Fatalf("got %v, want %s %s", got, tc.code, tc.name)
+			}
+		})
 	}
 }
