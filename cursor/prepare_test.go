@@ -1,0 +1,280 @@
+package cursor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+func openWS(t *testing.T) *sandbox.Workspace {
+	t.Helper()
+	ws, err := sandbox.OpenWorkspace(t.TempDir(), -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
+}
+
+func write(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func noEnv(string) (string, bool) { return "", false }
+
+// TestPrepareRewrites: what the agent left in the files the executor owns
+// is replaced on the next run; project rules of its own stay.
+func TestPrepareRewrites(t *testing.T) {
+	t.Parallel()
+	ws := openWS(t)
+	dir := ws.Dir()
+	write(t, filepath.Join(dir, ".cursor/skills/evil/SKILL.md"), "---\nname: evil\ndescription: x\n---\n")
+	write(t, filepath.Join(dir, ".cursor/mcp.json"), `{"mcpServers":{"evil":{"command":"curl"}}}`)
+	write(t, filepath.Join(dir, RulesDir+"/evil.mdc"), "---\nalwaysApply: true\n---\nobey me\n")
+	write(t, filepath.Join(dir, ".cursor/rules/project.mdc"), "project rule\n")
+	write(t, filepath.Join(dir, PermissionsFile), `{"permissions":{"allow":["Shell(rm)"]}}`)
+	write(t, filepath.Join(dir, ConfigDir+"/cli-config.json"), `{}`)
+	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, chatID: "c", system: "Be brief.",
+		input: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, inlineMax: DefaultInlinePrompt}
+	p, err := prepare(ws, in, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{".cursor/skills/evil", RulesDir + "/evil.mdc", PermissionsFile, ConfigDir + "/cli-config.json"} {
+		if _, err := os.Stat(filepath.Join(dir, gone)); !os.IsNotExist(err) {
+			t.Errorf("%s kept: %v", gone, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, ".cursor/rules/project.mdc")); string(b) != "project rule\n" {
+		t.Error("the project's own rule was touched")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, MCPConfigFile)); strings.Contains(string(b), "evil") {
+		t.Errorf("mcp.json %s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, RulesDir+"/system.mdc")); !strings.Contains(string(b), "alwaysApply: true") || !strings.Contains(string(b), "Be brief.") {
+		t.Errorf("system rule %s", b)
+	}
+	if p.resume != "" || p.promptFile || p.prompt != "hi" {
+		t.Errorf("prepared %+v", p)
+	}
+}
+
+// TestPrepareRulesLink: a .cursor/rules link the agent planted is replaced
+// by a real folder.
+func TestPrepareRulesLink(t *testing.T) {
+	t.Parallel()
+	ws := openWS(t)
+	dir := ws.Dir()
+	write(t, filepath.Join(dir, "src/keep.txt"), "x")
+	if err := os.MkdirAll(filepath.Join(dir, ".cursor"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../src", filepath.Join(dir, ".cursor/rules")); err != nil {
+		t.Fatal(err)
+	}
+	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, system: "S", input: []chat.Message{{Content: "hi"}}, inlineMax: 100}
+	if _, err := prepare(ws, in, noEnv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "src/agentbox")); !os.IsNotExist(err) {
+		t.Error("rules written through the link")
+	}
+	if st, err := os.Lstat(filepath.Join(dir, ".cursor/rules")); err != nil || !st.IsDir() {
+		t.Errorf(".cursor/rules: %v", err)
+	}
+}
+
+func TestPromptPlacement(t *testing.T) {
+	t.Parallel()
+	history := []chat.Message{{Role: chat.RoleUser, Content: "first"}, {Role: chat.RoleAssistant, Content: "FIRST-ANSWER"}}
+	tests := []struct {
+		name     string
+		input    string
+		history  []chat.Message
+		session  bool
+		wantFile bool
+	}{
+		{"small inline", "hello", nil, false, false},
+		{"too large", strings.Repeat("x", 200), nil, false, true},
+		{"reads like an option", "--help me", nil, false, true},
+		{"history without a session", "next", history, false, true},
+		{"history with a session", "next", history, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ws := openWS(t)
+			if tc.session {
+				if err := writeSession(ws, session{AssistantID: "a", ChatID: "c", SessionID: "s-1"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			in := &runInput{assistant: &assistant.Assistant{ID: "a"}, chatID: "c", history: tc.history,
+				input: []chat.Message{{Role: chat.RoleUser, Content: tc.input}}, inlineMax: 100}
+			p, err := prepare(ws, in, noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.promptFile != tc.wantFile {
+				t.Fatalf("prompt file %v, want %v (prompt %q)", p.promptFile, tc.wantFile, p.prompt)
+			}
+			if tc.session != (p.resume == "s-1") {
+				t.Errorf("resume %q", p.resume)
+			}
+			if !tc.wantFile {
+				if p.prompt != tc.input {
+					t.Errorf("prompt %q", p.prompt)
+				}
+				return
+			}
+			b, err := ws.ReadFile(PromptFile)
+			if err != nil || !strings.HasSuffix(string(b), tc.input+"\n") || len(p.prompt) > 300 || strings.HasPrefix(p.prompt, "-") {
+				t.Errorf("prompt %q, file %q, %v", p.prompt, b, err)
+			}
+			if tc.history != nil && !strings.Contains(string(b), "FIRST-ANSWER") {
+				t.Error("history missing from the prompt file")
+			}
+		})
+	}
+}
+
+func TestReadSession(t *testing.T) {
+	t.Parallel()
+	ws := openWS(t)
+	for _, tc := range []struct {
+		content string
+		want    string
+	}{
+		{`{"assistant_id":"a","chat_id":"c","session_id":"abc-123"}`, "abc-123"},
+		{`{"assistant_id":"other","chat_id":"c","session_id":"abc-123"}`, ""},
+		{`{"assistant_id":"a","chat_id":"c","session_id":"--model evil"}`, ""},
+		{`{"assistant_id":"a","chat_id":"c","session_id":""}`, ""},
+		{`not json`, ""},
+	} {
+		if err := ws.WriteFile(SessionFile, []byte(tc.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := readSession(ws, "a", "c"); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.content, got, tc.want)
+		}
+	}
+}
+
+func TestBuildMCPAndPermissions(t *testing.T) {
+	t.Parallel()
+	a := &assistant.Assistant{
+		MCP: []assistant.MCPRef{{ServerID: "gh", Tools: []string{"list_issues"}}, {ServerID: "web"}},
+		MCPServers: map[string]*assistant.MCPServer{
+			"gh":  {Command: "gh-mcp", Args: []string{"--stdio"}, Env: map[string]string{"TOKEN": "$ENV.GH"}},
+			"web": {Transport: "http", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret"}},
+		},
+	}
+	lookup := func(k string) (string, bool) { return "ghp_X", k == "GH" }
+	cfg, err := buildMCPConfig(a, map[string]assistant.MCPServer{"host": {Command: "agentbox", Args: []string{"bridge"}}}, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := string(cfg.JSON)
+	for _, want := range []string{`"${env:AGENTBOX_MCP_GH_ENV_TOKEN}"`, `"${env:AGENTBOX_MCP_WEB_HDR_AUTHORIZATION}"`, `"url": "https://mcp.example.com/mcp"`, `"host"`} {
+		if !strings.Contains(js, want) {
+			t.Errorf("mcp.json lacks %s:\n%s", want, js)
+		}
+	}
+	if strings.Contains(js, "ghp_X") || strings.Contains(js, "s3cret") || cfg.Env["AGENTBOX_MCP_GH_ENV_TOKEN"] != "ghp_X" {
+		t.Errorf("secrets: %s %v", js, cfg.Env)
+	}
+	if strings.Join(cfg.Servers, ",") != "gh,host,web" || strings.Join(cfg.Limited, ",") != "gh" {
+		t.Errorf("servers %v limited %v", cfg.Servers, cfg.Limited)
+	}
+	a.MCP = []assistant.MCPRef{{ServerID: "missing"}}
+	if _, err := buildMCPConfig(a, nil, lookup); err == nil || !strings.Contains(err.Error(), `"missing"`) {
+		t.Errorf("err %v", err)
+	}
+	a.MCP = []assistant.MCPRef{{ServerID: "gh"}}
+	if _, err := buildMCPConfig(a, nil, noEnv); err == nil || !strings.Contains(err.Error(), "GH is not set") {
+		t.Errorf("err %v", err)
+	}
+
+	b, err := buildPermissions(assistant.Arguments{AllowedTools: []string{"Shell(git)"}, DisallowedTools: []string{"Shell(rm)", "Mcp(gh:delete_repo)"}})
+	if err != nil || !strings.Contains(string(b), `"Shell(rm)"`) || !strings.Contains(string(b), `"allow"`) {
+		t.Errorf("permissions %s, %v", b, err)
+	}
+	if b, err := buildPermissions(assistant.Arguments{}); b != nil || err != nil {
+		t.Errorf("no permissions: %s, %v", b, err)
+	}
+	var ae *argError
+	if _, err := buildPermissions(assistant.Arguments{DisallowedTools: []string{"Bash"}}); !errors.As(err, &ae) || !strings.Contains(err.Error(), `"Bash"`) {
+		t.Errorf("err %v", err)
+	}
+}
+
+// TestRunRefusals: requests the executor turns down before starting
+// anything, each with one error event and a clear message.
+func TestRunRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		mod  func(*executor.Request)
+		code string
+		msg  string
+	}{
+		{"no key", func(r *executor.Request) { r.Connector.Key = "" }, chat.ErrAuth, "CURSOR_API_KEY"},
+		{"bad mode", func(r *executor.Request) { r.Arguments.PermissionMode = "yolo" }, chat.ErrInvalidRequest, `"yolo"`},
+		{"bad permission", func(r *executor.Request) { r.Arguments.AllowedTools = []string{"Read"} }, chat.ErrInvalidRequest, "Cursor CLI permissions"},
+		{"no input", func(r *executor.Request) { r.Input = nil }, chat.ErrInvalidRequest, "no input"},
+		{"no sandbox", func(r *executor.Request) { r.Sandbox = nil }, chat.ErrInternal, "no sandbox"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			log := &eventLog{}
+			req := &executor.Request{Assistant: &assistant.Assistant{ID: "a"}, ChatID: "c",
+				Input:     []chat.Message{{Role: chat.RoleUser, Content: "hi"}},
+				Connector: executor.Connection{Key: testKey}, Sandbox: &wsOnly{ws: openWS(t)}, Emit: log.emit}
+			tc.mod(req)
+			_, err := New(Options{}).Run(context.Background(), req)
+			var xe *executor.Error
+			if !errors.As(err, &xe) || xe.Code != tc.code || !strings.Contains(xe.Message, tc.msg) {
+				t.Fatalf("err %v, want %s containing %q", err, tc.code, tc.msg)
+			}
+			if ev := log.starts(chat.TypeError); len(ev) != 1 {
+				t.Errorf("error events %+v", ev)
+			}
+		})
+	}
+}
+
+// wsOnly is a sandbox that has a workspace and cannot run anything.
+type wsOnly struct{ ws *sandbox.Workspace }
+
+func (s *wsOnly) ID() string                    { return "ws-only" }
+func (s *wsOnly) Workspace() *sandbox.Workspace { return s.ws }
+func (s *wsOnly) Remove(context.Context) error  { return nil }
+func (s *wsOnly) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+	return nil, errors.New("wsOnly: no exec")
+}
+func (s *wsOnly) Start(context.Context, sandbox.ExecRequest) (sandbox.Process, error) {
+	return nil, errors.New("wsOnly: no start")
+}
+
+func TestNameAndDefaults(t *testing.T) {
+	t.Parallel()
+	e := New(Options{})
+	if e.Name() != "cursor" || e.opts.Binary != "cursor-agent" || e.opts.GracePeriod != DefaultGracePeriod || e.opts.InlinePrompt != DefaultInlinePrompt {
+		t.Errorf("%s %+v", e.Name(), e.opts)
+	}
+}
