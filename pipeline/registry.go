@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/cursor"
 	"github.com/agentbox/agentbox/executor"
 )
 
@@ -11,5 +12,6 @@ import (
 func DefaultExecutors() map[string]executor.Executor {
 	return map[string]executor.Executor{
 		"claude": claude.New(claude.Options{}),
+		"cursor": cursor.New(cursor.Options{}),
 	}
 }
