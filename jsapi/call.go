@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 
 	"github.com/dop251/goja"
@@ -54,7 +55,6 @@ type call struct {
 	// logger is made on the first log line.
 	logger *slog.Logger
 
-	jsonParse  goja.Callable
 	jsonString goja.Callable
 	ns, top    *goja.Object
 }
@@ -74,10 +74,9 @@ func (h *Hooks) start(parent context.Context, hc *Context, hook string) (c *call
 	c.stop = context.AfterFunc(ctx, func() { vm.Interrupt(ctx.Err()) })
 	defer c.recoverTo(&err)
 
-	// Host code uses the pristine JSON, not what a hook may have patched.
-	jsonObj := vm.Get("JSON").ToObject(vm)
-	c.jsonParse, _ = goja.AssertFunction(jsonObj.Get("parse"))
-	c.jsonString, _ = goja.AssertFunction(jsonObj.Get("stringify"))
+	// Host code uses the pristine JSON.stringify, not what a hook may have
+	// patched.
+	c.jsonString, _ = goja.AssertFunction(vm.Get("JSON").ToObject(vm).Get("stringify"))
 	c.installLog()
 	if _, err := vm.RunProgram(h.prog); err != nil {
 		return c, c.hookError(err)
@@ -147,6 +146,8 @@ func (c *call) funcNames() []string {
 	return out
 }
 
+var promiseType = reflect.TypeOf((*goja.Promise)(nil))
+
 // invoke calls fn with args. ok is false when the module has no such
 // function. A returned Promise is settled first (hooks run synchronously;
 // an async function without real waiting settles at once).
@@ -160,7 +161,7 @@ func (c *call) invoke(fn string, args ...goja.Value) (v goja.Value, ok bool, err
 	if err != nil {
 		return nil, true, c.hookError(err)
 	}
-	if o, isObj := v.(*goja.Object); isObj {
+	if o, isObj := v.(*goja.Object); isObj && o.ExportType() == promiseType {
 		if p, isPromise := o.Export().(*goja.Promise); isPromise {
 			switch p.State() {
 			case goja.PromiseStateFulfilled:

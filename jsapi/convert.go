@@ -8,12 +8,38 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
 )
 
 func decodeBase64(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
+
+// asString returns v when it is a string primitive (never exporting an
+// object just to look at its type).
+func asString(v goja.Value) (string, bool) {
+	if v == nil {
+		return "", false
+	}
+	if _, isObj := v.(*goja.Object); isObj {
+		return "", false
+	}
+	s, ok := v.Export().(string)
+	return s, ok
+}
+
+// asBool returns v when it is a boolean primitive.
+func asBool(v goja.Value) (bool, bool) {
+	if v == nil {
+		return false, false
+	}
+	if _, isObj := v.(*goja.Object); isObj {
+		return false, false
+	}
+	b, ok := v.Export().(bool)
+	return b, ok
+}
 
 func isNullish(v goja.Value) bool { return v == nil || goja.IsUndefined(v) || goja.IsNull(v) }
 
@@ -55,13 +81,53 @@ func typeName(v goja.Value) string {
 	return v.ExportType().String()
 }
 
-// parseJSON turns JSON text into a JS value with the runtime's JSON.parse.
+// parseJSON turns JSON text into native JS values like JSON.parse, keeping
+// object key order, without the allocations of goja's JSON.parse decoder.
+// Invalid JSON gives null.
 func (c *call) parseJSON(raw []byte) goja.Value {
-	v, err := c.jsonParse(goja.Undefined(), c.vm.ToValue(string(raw)))
-	if err != nil {
-		panic(err)
+	if !gjson.ValidBytes(raw) {
+		return goja.Null()
 	}
-	return v
+	return c.fromGJSON(gjson.ParseBytes(raw))
+}
+
+func (c *call) fromGJSON(r gjson.Result) goja.Value {
+	switch r.Type {
+	case gjson.False:
+		return c.vm.ToValue(false)
+	case gjson.True:
+		return c.vm.ToValue(true)
+	case gjson.Number:
+		return c.vm.ToValue(r.Num)
+	case gjson.String:
+		return c.vm.ToValue(r.Str)
+	case gjson.JSON:
+		if r.IsArray() {
+			var items []any
+			r.ForEach(func(_, v gjson.Result) bool {
+				items = append(items, c.fromGJSON(v))
+				return true
+			})
+			return c.vm.NewArray(items...)
+		}
+		o := c.vm.NewObject()
+		r.ForEach(func(k, v gjson.Result) bool {
+			setProp(o, k.Str, c.fromGJSON(v))
+			return true
+		})
+		return o
+	}
+	return goja.Null()
+}
+
+// setProp defines an own data property, as JSON.parse does: a key named
+// "__proto__" becomes a property, not a new prototype.
+func setProp(o *goja.Object, key string, v goja.Value) {
+	if key == "__proto__" {
+		_ = o.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
+		return
+	}
+	_ = o.Set(key, v)
 }
 
 // stringify is JSON.stringify(v); ok is false for values JSON cannot hold
@@ -124,13 +190,13 @@ func (c *call) toJS(v any) goja.Value {
 	case map[string]any:
 		o := vm.NewObject()
 		for k, e := range x {
-			_ = o.Set(k, c.toJS(e))
+			setProp(o, k, c.toJS(e))
 		}
 		return o
 	case map[string]string:
 		o := vm.NewObject()
 		for k, e := range x {
-			_ = o.Set(k, e)
+			setProp(o, k, vm.ToValue(e))
 		}
 		return o
 	case []any:
@@ -205,7 +271,7 @@ func (c *call) messagesFromJS(v goja.Value) ([]chat.Message, error) {
 			if isNullish(val) && k != "role" && k != "content" {
 				continue
 			}
-			s, isStr := val.Export().(string)
+			s, isStr := asString(val)
 			if !isStr {
 				return nil, fmt.Errorf("messages[%d].%s: want a string, got %s", i, k, typeName(val))
 			}

@@ -77,7 +77,7 @@ type outMsg struct {
 // message parses Send/SendStream/Replace's message argument: {type, props,
 // id?} or a string (a text message).
 func (c *call) message(fn string, v goja.Value, allowID bool) outMsg {
-	if s, ok := v.Export().(string); ok {
+	if s, ok := asString(v); ok {
 		return outMsg{typ: chat.TypeText, text: s, props: map[string]any{"content": s}}
 	}
 	if !isPlainObject(v) {
@@ -89,7 +89,7 @@ func (c *call) message(fn string, v goja.Value, allowID bool) outMsg {
 		val := o.Get(k)
 		switch k {
 		case "type":
-			s, ok := val.Export().(string)
+			s, ok := asString(val)
 			if !ok || s == "" {
 				c.throw(argErr("%s: message type: want a non-empty string, got %s", fn, typeName(val)), "")
 			}
@@ -107,7 +107,7 @@ func (c *call) message(fn string, v goja.Value, allowID bool) outMsg {
 			}
 			m.props, _ = p.(map[string]any)
 		case "id":
-			s, ok := val.Export().(string)
+			s, ok := asString(val)
 			if !allowID || !ok || s == "" {
 				if !allowID {
 					c.throw(argErr("%s: the message id is the first argument, not a field", fn), "")
@@ -159,7 +159,7 @@ func (c *call) send(fn string, fc goja.FunctionCall, stream bool) goja.Value {
 
 // msgID checks a message id argument and returns the message's state.
 func (c *call) msgID(fn string, v goja.Value) (string, hookMsg) {
-	id, ok := v.Export().(string)
+	id, ok := asString(v)
 	if !ok || id == "" {
 		c.throw(argErr("%s: want a message id (what Send or SendStream returned), got %s", fn, typeName(v)), "")
 	}
@@ -182,7 +182,7 @@ func (c *call) appendMsg(fc goja.FunctionCall) goja.Value {
 		c.throw(argErr("Append: message %q is not streaming (start it with SendStream; End closes it)", id), "")
 	}
 	v := fc.Argument(1)
-	text, ok := v.Export().(string)
+	text, ok := asString(v)
 	if !ok {
 		c.throw(argErr("Append: want text as a string, got %s", typeName(v)), "")
 	}
@@ -300,7 +300,7 @@ func (c *call) memoryMethod(ns Namespace, name string) nativeFn {
 }
 
 func (c *call) memKey(ns Namespace, fn string, v goja.Value) string {
-	key, ok := v.Export().(string)
+	key, ok := asString(v)
 	switch {
 	case !ok:
 		c.throw(argErr("memory.%s.%s: want a string key, got %s", ns, fn, typeName(v)), "")

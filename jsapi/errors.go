@@ -261,7 +261,7 @@ func stringProp(obj *goja.Object, name string) string {
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
 		return ""
 	}
-	if _, ok := v.Export().(string); !ok {
+	if _, ok := asString(v); !ok {
 		return ""
 	}
 	return v.String()

@@ -51,7 +51,7 @@ func (c *call) pathArg(fn string, v goja.Value, optional bool) string {
 	if optional && isNullish(v) {
 		return "."
 	}
-	p, ok := v.Export().(string)
+	p, ok := asString(v)
 	if !ok {
 		c.throw(argErr("sandbox.%s: want a path string, got %s", fn, typeName(v)), "")
 	}
@@ -127,13 +127,12 @@ func (c *call) exec(fc goja.FunctionCall) goja.Value {
 		c.execOptions(&req, optsV.(*goja.Object))
 	}
 	argvV := fc.Argument(0)
-	switch x := argvV.Export().(type) {
-	case string:
+	if script, ok := asString(argvV); ok {
 		if !req.Shell {
 			c.throw(argErr("sandbox.Exec: want argv as an array of strings (a string is a shell script only with {shell: true})"), "")
 		}
-		req.Argv = []string{x}
-	default:
+		req.Argv = []string{script}
+	} else {
 		o, ok := argvV.(*goja.Object)
 		if !ok || o.ClassName() != "Array" {
 			c.throw(argErr("sandbox.Exec: want argv as an array of strings, got %s", typeName(argvV)), "")
@@ -141,7 +140,7 @@ func (c *call) exec(fc goja.FunctionCall) goja.Value {
 		n := int(o.Get("length").ToInteger())
 		for i := range n {
 			e := o.Get(fmt.Sprint(i))
-			s, ok := e.Export().(string)
+			s, ok := asString(e)
 			if !ok {
 				c.throw(argErr("sandbox.Exec: argv[%d]: want a string, got %s", i, typeName(e)), "")
 			}
@@ -186,7 +185,7 @@ func (c *call) execOptions(req *sandbox.ExecRequest, o *goja.Object) {
 		}
 		switch k {
 		case "cwd":
-			s, ok := v.Export().(string)
+			s, ok := asString(v)
 			if !ok {
 				c.throw(argErr("sandbox.Exec: cwd: want a string, got %s", typeName(v)), "")
 			}
@@ -202,7 +201,7 @@ func (c *call) execOptions(req *sandbox.ExecRequest, o *goja.Object) {
 			req.Env = map[string]string{}
 			for _, name := range eo.Keys() {
 				ev := eo.Get(name)
-				s, ok := ev.Export().(string)
+				s, ok := asString(ev)
 				if !ok {
 					c.throw(argErr("sandbox.Exec: env.%s: want a string, got %s", name, typeName(ev)), "")
 				}
@@ -213,18 +212,18 @@ func (c *call) execOptions(req *sandbox.ExecRequest, o *goja.Object) {
 			}
 		case "timeout":
 			f := v.ToFloat()
-			if _, ok := v.Export().(string); ok || math.IsNaN(f) || f <= 0 || math.IsInf(f, 0) {
+			if _, ok := asString(v); ok || math.IsNaN(f) || f <= 0 || math.IsInf(f, 0) {
 				c.throw(argErr("sandbox.Exec: timeout: want a positive number of milliseconds, got %s", v.String()), "")
 			}
 			req.Timeout = time.Duration(f * float64(time.Millisecond))
 		case "stdin":
-			s, ok := v.Export().(string)
+			s, ok := asString(v)
 			if !ok {
 				c.throw(argErr("sandbox.Exec: stdin: want a string, got %s", typeName(v)), "")
 			}
 			req.Stdin = strings.NewReader(s)
 		case "shell":
-			b, ok := v.Export().(bool)
+			b, ok := asBool(v)
 			if !ok {
 				c.throw(argErr("sandbox.Exec: shell: want a boolean, got %s", typeName(v)), "")
 			}

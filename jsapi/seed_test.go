@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
@@ -23,7 +24,9 @@ func seedAssistant(t testing.TB) *assistant.Assistant {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &assistant.Assistant{ID: "coder", Dir: dir, Hooks: "src/index.ts"}
+	// The seed's behaviour does not depend on the hook timeout; a generous
+	// one keeps git and node runs on a loaded machine from failing it.
+	return &assistant.Assistant{ID: "coder", Dir: dir, Hooks: "src/index.ts", HookTimeout: 2 * time.Minute}
 }
 
 // failingExec is a sandbox where every command fails like a missing binary.
