@@ -442,3 +442,22 @@ func TestSandboxFailureCodes(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONProtoKey checks that a stored "__proto__" key comes back as data,
+// the way JSON.parse treats it, and never as a prototype.
+func TestJSONProtoKey(t *testing.T) {
+	t.Parallel()
+	store := NewMemStore()
+	if err := store.Set(context.Background(), NamespaceUser, "u", "k", json.RawMessage(`{"__proto__": {"polluted": true}, "a": [1, "x", null, false, 2.5]}`)); err != nil {
+		t.Fatal(err)
+	}
+	got := run(t, `export function test(ctx: any) {
+  const v = ctx.memory.user.Get("k");
+  return {own: Object.keys(v), polluted: v.polluted === undefined && ({} as any).polluted === undefined,
+    proto: Object.getPrototypeOf(v) === Object.prototype, a: v.a, meta: ctx.metadata.__proto__};
+}`, &Context{UserID: "u", Memory: store, Metadata: map[string]any{"__proto__": "meta"}}, nil)
+	want := map[string]any{"own": []any{"__proto__", "a"}, "polluted": true, "proto": true, "a": []any{1.0, "x", nil, false, 2.5}, "meta": "meta"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
