@@ -337,7 +337,9 @@ func (p *Parser) flush(text string) {
 		p.appendText(text[len(seg):])
 	case seg != "" && strings.HasPrefix(seg, text):
 		p.out.RepeatedBytes += len(text)
-	case turn != "" && strings.Contains(turn, text):
+	case turn != "" && (strings.HasSuffix(turn, text) || strings.HasPrefix(turn, text)):
+		// A repeat of the last segment(s) or of the turn so far. Both
+		// checks cost the length of text, not of the turn.
 		p.out.RepeatedBytes += len(text)
 	case turn != "" && strings.HasPrefix(text, turn):
 		p.out.RepeatedBytes += len(turn)
