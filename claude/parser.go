@@ -131,10 +131,10 @@ type Parser struct {
 	next int // last event id number
 
 	blocks   map[blockKey]*block
-	streamed map[string]bool // message ids seen through stream events
+	streamed map[msgKey]bool // messages seen through stream events
 	turns    map[string]bool // main-agent message ids
-	toolName map[string]string
-	toolIdx  map[string]int // tool id -> index in out.ToolCalls
+	toolIdx  map[string]int  // tool id -> index in out.ToolCalls
+	toolName []string        // by index: the name the tool id last had
 	denied   map[string]bool
 
 	failTool  string
@@ -163,9 +163,8 @@ func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 		emit:     emit,
 		opts:     opts,
 		blocks:   map[blockKey]*block{},
-		streamed: map[string]bool{},
+		streamed: map[msgKey]bool{},
 		turns:    map[string]bool{},
-		toolName: map[string]string{},
 		toolIdx:  map[string]int{},
 		denied:   map[string]bool{},
 	}
@@ -208,21 +207,65 @@ func (p *Parser) Line(line []byte) {
 	p.line(unsafe.String(&line[0], len(line)))
 }
 
+// lineFields are the top-level members the parser dispatches on, as raw
+// JSON ("" when absent).
+type lineFields struct {
+	typ, event, message, parent string
+}
+
+// complete reports whether every member the line's type needs is found.
+func (f *lineFields) complete() bool {
+	switch f.typ {
+	case "":
+		return false
+	case `"stream_event"`:
+		return f.event != "" && f.parent != ""
+	case `"assistant"`, `"user"`:
+		return f.message != "" && f.parent != ""
+	}
+	return true
+}
+
 // line handles a JSON line. line aliases the reader's buffer: every string
-// that outlives the call (emitted or stored) is copied with str.
+// that outlives the call (emitted or stored) is copied.
+//
+// The top-level members are walked once, stopping as soon as the ones the
+// line's type needs are found: the CLI prints type, event or message and
+// parent_tool_use_id first, so the bulky tool_use_result that follows a
+// tool result is never read.
 func (p *Parser) line(line string) {
-	typ := gjson.Get(line, "type")
-	if typ.Type != gjson.String {
+	var f lineFields
+	it := newObjIter(line)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "type":
+			f.typ = first(f.typ, v)
+		case "event":
+			f.event = first(f.event, v)
+		case "message":
+			f.message = first(f.message, v)
+		case "parent_tool_use_id":
+			f.parent = first(f.parent, v)
+		}
+		if f.complete() {
+			break
+		}
+	}
+	if len(f.typ) == 0 || f.typ[0] != '"' {
 		p.out.Skipped++
 		return
 	}
-	switch typ.Str {
+	switch text(f.typ) {
 	case "stream_event":
-		p.streamEvent(line)
+		p.streamEvent(f)
 	case "assistant":
-		p.assistant(line)
+		p.assistant(f)
 	case "user":
-		p.user(line)
+		p.user(f)
 	case "system":
 		p.system(line)
 	case "result":
@@ -252,77 +295,63 @@ func (p *Parser) newID() string {
 	return p.opts.IDPrefix + "-" + strconv.Itoa(p.next)
 }
 
-// isSub reports a message from a subagent (the Task tool).
-func parentOf(line string) string {
-	return str(gjson.Get(line, "parent_tool_use_id"))
+// msgKey identifies a message seen through stream events: subagent
+// messages (parent_tool_use_id set) are kept apart.
+type msgKey struct {
+	parent, id string
 }
 
-// eventFields are the parts of a stream_event line, found in one pass.
-type eventFields struct {
-	typ, index, delta, block, message gjson.Result
-	parent                            string
-}
-
-// scanEvent walks the line's top-level keys once, stopping as soon as the
-// event and parent_tool_use_id are found (the CLI prints the event first),
-// and the event's keys once: far cheaper than one gjson.Get per field.
-func scanEvent(line string) (f eventFields, ok bool) {
-	var ev gjson.Result
-	gotParent := false
-	gjson.Parse(line).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "event":
-			ev = v
-		case "parent_tool_use_id":
-			f.parent = str(v)
-			gotParent = true
-		}
-		return !(gotParent && ev.Exists())
-	})
-	if !ev.IsObject() {
-		return f, false
-	}
-	ev.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "type":
-			f.typ = v
-		case "index":
-			f.index = v
-		case "delta":
-			f.delta = v
-		case "content_block":
-			f.block = v
-		case "message":
-			f.message = v
-		}
-		return true
-	})
-	return f, true
-}
-
-func (p *Parser) streamEvent(line string) {
-	f, ok := scanEvent(line)
-	if !ok {
+func (p *Parser) streamEvent(f lineFields) {
+	var typ, index, delta, cb, message string
+	if len(f.event) == 0 || f.event[0] != '{' {
 		return
 	}
-	parent := f.parent
-	switch f.typ.String() {
+	it := newObjIter(f.event)
+	for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+		switch k {
+		case "type":
+			typ = first(typ, v)
+		case "index":
+			index = first(index, v)
+		case "delta":
+			delta = first(delta, v)
+		case "content_block":
+			cb = first(cb, v)
+		case "message":
+			message = first(message, v)
+		}
+	}
+	parent := text(f.parent) // aliases the line: cloned where kept
+	switch text(typ) {
 	case "message_start":
-		id := f.message.Get("id").String()
-		p.streamed[parent+"\x00"+id] = true
+		id := text(member(message, "id"))
+		if id != "" {
+			p.streamed[msgKey{strings.Clone(parent), strings.Clone(id)}] = true
+		}
 		if parent == "" {
 			p.countTurn(id)
 		}
 	case "content_block_start":
-		key := blockKey{parent, f.index.Int()}
+		key := blockKey{parent, intVal(index)}
 		if old := p.blocks[key]; old != nil {
 			p.endBlock(old)
 			delete(p.blocks, key)
 		}
-		cb := f.block
+		var cbType, cbID, cbName string
+		it := newObjIter(cb)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			switch k {
+			case "type":
+				cbType = first(cbType, v)
+			case "id":
+				cbID = first(cbID, v)
+			case "name":
+				cbName = first(cbName, v)
+			}
+		}
 		b := &block{id: p.newID(), seq: p.next}
 		props := map[string]any{}
-		switch cb.Get("type").String() {
+		switch text(cbType) {
 		case "text":
 			b.typ = chat.TypeText
 			if parent != "" {
@@ -334,8 +363,8 @@ func (p *Parser) streamEvent(line string) {
 			b.typ = chat.TypeThinking
 		case "tool_use", "server_tool_use", "mcp_tool_use":
 			b.typ = chat.TypeToolCall
-			b.toolID = str(cb.Get("id"))
-			b.name = str(cb.Get("name"))
+			b.toolID = owned(cbID)
+			b.name = owned(cbName)
 			props["name"] = b.name
 			props["id"] = b.toolID
 			p.addToolCall(b.toolID, b.name)
@@ -343,6 +372,8 @@ func (p *Parser) streamEvent(line string) {
 			return // images, citations, ...: nothing to show
 		}
 		if parent != "" {
+			parent = strings.Clone(parent)
+			key.parent = parent
 			props["parent_tool_use_id"] = parent
 		}
 		if len(props) == 0 {
@@ -351,31 +382,44 @@ func (p *Parser) streamEvent(line string) {
 		p.blocks[key] = b
 		p.emit(chat.Event{Event: chat.Start, ID: b.id, Type: b.typ, Props: props})
 	case "content_block_delta":
-		b := p.blocks[blockKey{parent, f.index.Int()}]
+		b := p.blocks[blockKey{parent, intVal(index)}]
 		if b == nil {
 			return
 		}
-		d := f.delta
-		var text string
-		switch d.Get("type").String() {
+		var dType, dText, dThinking, dJSON string
+		it := newObjIter(delta)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			switch k {
+			case "type":
+				dType = first(dType, v)
+			case "text":
+				dText = first(dText, v)
+			case "thinking":
+				dThinking = first(dThinking, v)
+			case "partial_json":
+				dJSON = first(dJSON, v)
+			}
+		}
+		var t string
+		switch text(dType) {
 		case "text_delta":
-			text = str(d.Get("text"))
+			t = owned(dText)
 			if b.typ == chat.TypeText && parent == "" {
-				p.text.WriteString(text)
+				p.text.WriteString(t)
 			}
 		case "thinking_delta":
-			text = str(d.Get("thinking"))
+			t = owned(dThinking)
 		case "input_json_delta":
-			text = str(d.Get("partial_json"))
-			b.input = append(b.input, text...)
+			t = owned(dJSON)
+			b.input = append(b.input, t...)
 		default:
 			return // signature_delta, citations_delta
 		}
-		if text != "" {
-			p.emit(chat.Event{Event: chat.Delta, ID: b.id, Type: b.typ, Text: text})
+		if t != "" {
+			p.emit(chat.Event{Event: chat.Delta, ID: b.id, Type: b.typ, Text: t})
 		}
 	case "content_block_stop":
-		key := blockKey{parent, f.index.Int()}
+		key := blockKey{parent, intVal(index)}
 		if b := p.blocks[key]; b != nil {
 			p.endBlock(b)
 			delete(p.blocks, key)
@@ -384,6 +428,26 @@ func (p *Parser) streamEvent(line string) {
 		// Blocks are closed by their own stop events; close stragglers.
 		p.closeBlocks(func(k blockKey) bool { return k.parent == parent })
 	}
+}
+
+// first keeps the first occurrence of a member (gjson's Get semantics).
+func first(have, v string) string {
+	if have != "" {
+		return have
+	}
+	return v
+}
+
+// member returns the raw value of an object's member ("" when absent or
+// when raw is not an object).
+func member(raw, key string) string {
+	it := newObjIter(raw)
+	for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+		if k == key {
+			return v
+		}
+	}
+	return ""
 }
 
 // closeBlocks ends the open blocks that match, in the order they started.
@@ -421,11 +485,13 @@ func (p *Parser) addToolCall(id, name string) {
 	if id == "" {
 		return
 	}
-	p.toolName[id] = name
-	if _, ok := p.toolIdx[id]; !ok {
-		p.toolIdx[id] = len(p.out.ToolCalls)
-		p.out.ToolCalls = append(p.out.ToolCalls, executor.ToolCall{ID: id, Name: name})
+	if i, ok := p.toolIdx[id]; ok {
+		p.toolName[i] = name
+		return
 	}
+	p.toolIdx[id] = len(p.out.ToolCalls)
+	p.out.ToolCalls = append(p.out.ToolCalls, executor.ToolCall{ID: id, Name: name})
+	p.toolName = append(p.toolName, name)
 }
 
 func (p *Parser) countTurn(msgID string) {
@@ -438,24 +504,53 @@ func (p *Parser) countTurn(msgID string) {
 // assistant handles a whole assistant message. With partial messages on it
 // repeats what the stream events already showed, so it only fills gaps: a
 // message that never streamed is emitted whole.
-func (p *Parser) assistant(line string) {
-	parent := parentOf(line)
-	msg := gjson.Get(line, "message")
-	msgID := msg.Get("id").String()
+func (p *Parser) assistant(f lineFields) {
+	parent := text(f.parent)
+	var msgIDRaw, content string
+	it := newObjIter(f.message)
+	for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+		switch k {
+		case "id":
+			msgIDRaw = first(msgIDRaw, v)
+		case "content":
+			content = first(content, v)
+		}
+	}
+	msgID := text(msgIDRaw)
 	if parent == "" {
 		p.countTurn(msgID)
 	}
-	if msgID != "" && p.streamed[parent+"\x00"+msgID] {
+	if msgID != "" && p.streamed[msgKey{parent, msgID}] {
 		return
 	}
 	var props map[string]any
 	if parent != "" {
+		parent = strings.Clone(parent)
 		props = map[string]any{"parent_tool_use_id": parent}
 	}
-	msg.Get("content").ForEach(func(_, c gjson.Result) bool {
-		switch c.Get("type").String() {
+	items := newArrIter(content)
+	for c, ok := items.next(); ok; c, ok = items.next() {
+		var typ, txt, thinking, id, name, input string
+		it := newObjIter(c)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			switch k {
+			case "type":
+				typ = first(typ, v)
+			case "text":
+				txt = first(txt, v)
+			case "thinking":
+				thinking = first(thinking, v)
+			case "id":
+				id = first(id, v)
+			case "name":
+				name = first(name, v)
+			case "input":
+				input = first(input, v)
+			}
+		}
+		switch text(typ) {
 		case "text":
-			t := str(c.Get("text"))
+			t := owned(txt)
 			typ := chat.TypeText
 			if parent != "" {
 				typ = chat.TypeThinking
@@ -467,22 +562,21 @@ func (p *Parser) assistant(line string) {
 				chat.Whole(p.emit, p.newID(), typ, t, props)
 			}
 		case "thinking":
-			if t := str(c.Get("thinking")); t != "" {
+			if t := owned(thinking); t != "" {
 				chat.Whole(p.emit, p.newID(), chat.TypeThinking, t, props)
 			}
 		case "tool_use", "server_tool_use", "mcp_tool_use":
-			id := str(c.Get("id"))
-			name := str(c.Get("name"))
+			id := owned(id)
+			name := owned(name)
 			p.addToolCall(id, name)
 			start := map[string]any{"name": name, "id": id}
 			if parent != "" {
 				start["parent_tool_use_id"] = parent
 			}
-			input := []byte(c.Get("input").Raw) // a copy
-			if len(input) == 0 {
-				input = []byte("{}")
+			if input == "" {
+				input = "{}"
 			}
-			raw := chat.RawJSON(append([]byte(nil), input...))
+			raw := chat.RawJSON(input) // a copy
 			if i, ok := p.toolIdx[id]; ok {
 				p.out.ToolCalls[i].Input = raw
 			}
@@ -490,26 +584,47 @@ func (p *Parser) assistant(line string) {
 			p.emit(chat.Event{Event: chat.Start, ID: eid, Type: chat.TypeToolCall, Props: start})
 			p.emit(chat.Event{Event: chat.End, ID: eid, Type: chat.TypeToolCall, Props: map[string]any{"input": raw}})
 		}
-		return true
-	})
+	}
 }
 
 // user handles tool results (the CLI reports them as user messages).
-func (p *Parser) user(line string) {
-	parent := parentOf(line)
-	content := gjson.Get(line, "message.content")
-	if !content.IsArray() {
+func (p *Parser) user(f lineFields) {
+	parent := text(f.parent)
+	content := member(f.message, "content")
+	if len(content) == 0 || content[0] != '[' {
 		return
 	}
-	content.ForEach(func(_, c gjson.Result) bool {
-		if c.Get("type").String() != "tool_result" {
-			return true
+	if parent != "" {
+		parent = strings.Clone(parent)
+	}
+	items := newArrIter(content)
+	for c, ok := items.next(); ok; c, ok = items.next() {
+		var typ, idRaw, isErrRaw, body string
+		it := newObjIter(c)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			switch k {
+			case "type":
+				typ = first(typ, v)
+			case "tool_use_id":
+				idRaw = first(idRaw, v)
+			case "is_error":
+				isErrRaw = first(isErrRaw, v)
+			case "content":
+				body = first(body, v)
+			}
 		}
-		id := str(c.Get("tool_use_id"))
-		isErr := c.Get("is_error").Bool()
-		text, size, truncated := resultText(c.Get("content"), p.opts.MaxEventContent)
-		name := p.toolName[id]
-		props := map[string]any{"tool_call_id": id, "content": text, "is_error": isErr}
+		if text(typ) != "tool_result" {
+			continue
+		}
+		id := owned(idRaw)
+		isErr := boolVal(isErrRaw)
+		res, size, truncated := resultText(body, p.opts.MaxEventContent)
+		idx, known := p.toolIdx[id]
+		name := ""
+		if known {
+			name = p.toolName[idx]
+		}
+		props := map[string]any{"tool_call_id": id, "content": res, "is_error": isErr}
 		if name != "" {
 			props["name"] = name
 		}
@@ -520,63 +635,102 @@ func (p *Parser) user(line string) {
 		if parent != "" {
 			props["parent_tool_use_id"] = parent
 		}
-		if i, ok := p.toolIdx[id]; ok {
-			if len(text) > maxKeptResult {
+		if known {
+			if len(res) > maxKeptResult {
 				// Outcome keeps a summary; the event carried the content.
-				p.out.ToolCalls[i].Result = strings.Clone(capUTF8(text, maxKeptResult))
+				p.out.ToolCalls[idx].Result = strings.Clone(capUTF8(res, maxKeptResult))
 			} else {
-				p.out.ToolCalls[i].Result = text
+				p.out.ToolCalls[idx].Result = res
 			}
-			p.out.ToolCalls[i].IsError = isErr
+			p.out.ToolCalls[idx].IsError = isErr
 		}
 		chat.Whole(p.emit, p.newID(), chat.TypeToolResult, "", props)
 		if parent == "" {
 			p.trackFailure(name, isErr)
 		}
-		return true
-	})
+	}
 	if parent == "" {
 		p.checkNearMaxTurns()
 	}
 }
 
 // resultText flattens a tool_result content (a string, or blocks of which
-// the text ones count) and caps it at max bytes on a UTF-8 boundary.
-func resultText(c gjson.Result, max int) (text string, size int, truncated bool) {
+// the text ones count) and caps it at max bytes on a UTF-8 boundary. size
+// is the length of the whole flattened content; only the part that
+// survives the cap is decoded into memory.
+func resultText(raw string, max int) (content string, size int, truncated bool) {
+	// One byte more than the cap shows whether the cut splits a rune.
+	limit := max + 1
+	var buf []byte
 	switch {
-	case c.Type == gjson.String:
-		if len(c.Raw) > 2*max+2 {
-			// Unescape only what can survive the cap.
-			text = gjson.Parse(c.Raw[:2*max] + `"`).String()
-			size = len(c.Raw) - 2
-			return strings.Clone(capUTF8(text, max)), size, true
-		}
-		text = c.String()
-	case c.IsArray():
-		var sb strings.Builder
-		c.ForEach(func(_, b gjson.Result) bool {
-			var part string
-			switch b.Get("type").String() {
+	case isString(raw):
+		buf, size = appendText(nil, raw, limit)
+	case len(raw) > 0 && raw[0] == '[':
+		items := newArrIter(raw)
+		for b, ok := items.next(); ok; b, ok = items.next() {
+			var typ, txt string
+			it := newObjIter(b)
+			for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+				switch k {
+				case "type":
+					typ = first(typ, v)
+				case "text":
+					txt = first(txt, v)
+				}
+			}
+			var n int
+			switch text(typ) {
 			case "text":
-				part = b.Get("text").String()
+				if size > 0 {
+					buf, n = appendCapped(buf, "\n", limit-size)
+					size += n
+				}
+				buf, n = appendText(buf, txt, limit-size)
 			case "image":
-				part = "[image]"
+				if size > 0 {
+					buf, n = appendCapped(buf, "\n", limit-size)
+					size += n
+				}
+				buf, n = appendCapped(buf, "[image]", limit-size)
 			default:
-				return true
+				continue
 			}
-			if sb.Len() > 0 {
-				sb.WriteByte('\n')
-			}
-			sb.WriteString(part)
-			return sb.Len() <= max
-		})
-		text = sb.String()
+			size += n
+		}
 	}
-	size = len(text)
-	if len(text) > max {
-		return strings.Clone(capUTF8(text, max)), size, true
+	content = unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is ours
+	if size > max {
+		return capUTF8(content, max), size, true
 	}
-	return strings.Clone(text), size, false
+	return content, size, false
+}
+
+// appendText appends up to limit bytes of the text of the raw JSON value
+// (see text) to dst and returns the whole text's length.
+func appendText(dst []byte, raw string, limit int) ([]byte, int) {
+	if !isString(raw) {
+		return appendCapped(dst, text(raw), limit)
+	}
+	inner := raw[1 : len(raw)-1]
+	if strings.IndexByte(inner, '\\') < 0 {
+		return appendCapped(dst, inner, limit)
+	}
+	if dst == nil {
+		dst = make([]byte, 0, min(len(inner), max(limit, 0)))
+	}
+	return appendUnescaped(dst, inner, limit)
+}
+
+// appendCapped appends up to limit bytes of s to dst and returns len(s).
+func appendCapped(dst []byte, s string, limit int) ([]byte, int) {
+	if limit > 0 {
+		if dst == nil {
+			// The first and usually only part: allocate it exactly.
+			dst = make([]byte, 0, min(len(s), limit))
+		}
+		dst = append(dst, s[:min(len(s), limit)]...)
+	}
+	return dst, len(s)
 }
 
 func capUTF8(s string, max int) string {
