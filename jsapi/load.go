@@ -41,7 +41,6 @@ const (
 // concurrent use by any number of requests; each call runs in a runtime of
 // its own (see the package doc).
 type Hooks struct {
-	assistantID string
 	// file is the entry file relative to the assistant folder.
 	file    string
 	prog    *goja.Program
@@ -140,7 +139,7 @@ func compile(a *assistant.Assistant) (*Hooks, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &Hooks{assistantID: a.ID, file: rel, prog: prog, timeout: timeout}, nil
+	return &Hooks{file: rel, prog: prog, timeout: timeout}, nil
 }
 
 func loaderFor(path string) (api.Loader, bool) {
@@ -162,8 +161,9 @@ func loaderFor(path string) (api.Loader, bool) {
 // its CommonJS interop helpers (for-in over the exports, getters) run on
 // every call and double a call's cost, since each call starts a runtime.
 func bundle(dir, entry, src string, loader api.Loader) (string, error) {
-	// Plain top-level functions (the seed's style) are not exports, and a
-	// bundle scopes them away. The entry gets a trailing statement that
+	// Plain top-level functions (the seed's style) are not exports, and
+	// bundling may rename them (scope hoisting gives a name two modules
+	// declare a suffix). The entry gets a trailing statement that
 	// collects every top-level name it might declare; typeof keeps a name
 	// that is not a function (or not declared at all) out, so a name found
 	// in a comment or string does no harm. It goes after the user's code,

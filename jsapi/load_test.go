@@ -324,3 +324,24 @@ func TestShadowGlobals(t *testing.T) {
 		}
 	}
 }
+
+// TestTopLevelNameCollision checks that the entry's plain Create is found
+// when an imported module declares a Create of its own (the bundle renames
+// one of them).
+func TestTopLevelNameCollision(t *testing.T) {
+	t.Parallel()
+	h, err := Load(writeAssistant(t, map[string]string{
+		"src/index.ts": "import { helper } from \"./util\";\nfunction Create() { return {options: {from: \"entry\", helper: helper()}} }\n",
+		"src/util.ts":  "function Create() { return {options: {from: \"util\"}} }\nexport function helper() { return Create().options.from }\n",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Create(context.Background(), nil, nil, nil)
+	if err != nil || res == nil || res.Options["from"] != "entry" || res.Options["helper"] != "util" {
+		t.Fatalf("Create = %+v, %v", res, err)
+	}
+	if got := h.Exports(); !reflect.DeepEqual(got, []string{"Create"}) {
+		t.Fatalf("Exports = %v", got)
+	}
+}
