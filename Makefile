@@ -24,7 +24,7 @@ export AGENTBOX_CLAUDE_BIN   := $(CURDIR)/.cache/bin/claude
 export AGENTBOX_CLAUDE_IMAGE := $(IMAGE)
 export NODE_PATH             := $(CURDIR)/.cache/npm/node_modules
 
-.PHONY: build cli docker tools image setup test bench demo check clean distclean go
+.PHONY: build cli docker tools image image-cursor setup test bench demo check clean distclean go
 
 ## go: Go itself is not installed here; say so clearly when it is missing
 go:
@@ -49,6 +49,11 @@ tools:
 ## image: the sandbox image, built offline; skipped when its inputs are unchanged
 image: docker cli
 	AGENTBOX_CLAUDE_IMAGE=$(IMAGE) scripts/build-image.sh
+
+## image-cursor: the Cursor sandbox image (needs the Cursor CLI's distribution,
+## or CURSOR_AGENT_TARBALL pointing at its tarball); not part of setup
+image-cursor: docker
+	images/cursor/build.sh
 
 ## setup: everything the integration tests and the demo need
 setup: tools docker cli image

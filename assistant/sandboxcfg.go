@@ -34,9 +34,14 @@ var defaultImages = map[string]string{
 // command is unknown).
 func DefaultImage(command string) string { return defaultImages[command] }
 
-// PermissionModes are the values sandbox.arguments.permission_mode accepts
-// (Claude Code's --permission-mode).
-var PermissionModes = []string{"acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"}
+// PermissionModes are the values sandbox.arguments.permission_mode accepts,
+// per sandbox command: Claude Code's --permission-mode, and for Cursor its
+// --mode values (plan, ask) plus the unattended modes, which run Cursor's
+// default agent mode.
+var PermissionModes = map[string][]string{
+	"claude": {"acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"},
+	"cursor": {"acceptEdits", "ask", "bypassPermissions", "default", "dontAsk", "plan"},
+}
 
 type rawSandbox struct {
 	Command   string     `json:"command"`
@@ -115,18 +120,18 @@ func parseSandbox(d *doc, r *rawSandbox, cfg *AppConfig) *Sandbox {
 	}
 	if r.Arguments != nil {
 		s.Arguments = *r.Arguments
-		checkArguments(d, s.Arguments)
+		checkArguments(d, s.Command, s.Arguments)
 	}
 	return s
 }
 
-func checkArguments(d *doc, a Arguments) {
+func checkArguments(d *doc, command string, a Arguments) {
 	const p = "sandbox.arguments."
 	if d.has(p+"max_turns") && (a.MaxTurns < 1 || a.MaxTurns > maxTurnsLimit) {
 		d.errPath(p+"max_turns", "sandbox.arguments.max_turns %d is out of range: want 1 to %d", a.MaxTurns, maxTurnsLimit)
 	}
-	if d.has(p+"permission_mode") && !oneOf(a.PermissionMode, PermissionModes...) {
-		d.errPath(p+"permission_mode", "sandbox.arguments.permission_mode: unknown mode %q (known: %s)", a.PermissionMode, strings.Join(PermissionModes, ", "))
+	if modes, ok := PermissionModes[command]; ok && d.has(p+"permission_mode") && !oneOf(a.PermissionMode, modes...) {
+		d.errPath(p+"permission_mode", "sandbox.arguments.permission_mode: unknown mode %q for %s (known: %s)", a.PermissionMode, command, strings.Join(modes, ", "))
 	}
 	for _, list := range []struct {
 		name  string
