@@ -461,3 +461,20 @@ func TestJSONProtoKey(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }
+
+// truncatingSandbox reports every command's output as truncated.
+type truncatingSandbox struct{ *fakeSandbox }
+
+func (s truncatingSandbox) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+	return &sandbox.ExecResult{Stdout: "partial", Truncated: true}, nil
+}
+
+func TestExecTruncatedIsLogged(t *testing.T) {
+	t.Parallel()
+	var logs logBuffer
+	got := run(t, `export function test(ctx: any) { return ctx.sandbox.Exec(["cat", "big.log"]) }`,
+		&Context{Sandbox: truncatingSandbox{newFakeSandbox(t)}, Logger: logs.logger()}, nil)
+	if got != "partial" || !strings.Contains(logs.String(), `level=WARN msg="sandbox.Exec output was truncated" hook=test command=cat`) {
+		t.Fatalf("got %v; log:\n%s", got, logs.String())
+	}
+}

@@ -49,7 +49,7 @@ func (c *call) installLog() {
 		o := c.newLazy(logKeys[name], func(fn string) goja.Value {
 			level := levels[fn]
 			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value {
-				c.log(level, fc.Arguments)
+				c.logLine(level, fc.Arguments)
 				return goja.Undefined()
 			}))
 		})
@@ -57,16 +57,26 @@ func (c *call) installLog() {
 	}
 }
 
-// log writes one line: the arguments joined by spaces, strings as they are
-// and other values as JSON (console.log's habit).
-func (c *call) log(level slog.Level, args []goja.Value) {
-	// The log's own context, not the hook's: a line logged just before the
-	// deadline is still written.
-	ctx := context.WithoutCancel(c.ctx)
+// log returns the call's logger, made on first use.
+func (c *call) log() *slog.Logger {
 	if c.logger == nil {
 		c.logger = c.hc.logger().With("hook", c.hook)
 	}
-	if !c.logger.Enabled(ctx, level) {
+	return c.logger
+}
+
+// hostLog writes a line of the engine's own about the hook.
+func (c *call) hostLog(level slog.Level, msg string, args ...any) {
+	c.log().Log(context.WithoutCancel(c.ctx), level, msg, args...)
+}
+
+// logLine writes one line: the arguments joined by spaces, strings as they are
+// and other values as JSON (console.log's habit).
+func (c *call) logLine(level slog.Level, args []goja.Value) {
+	// The log's own context, not the hook's: a line logged just before the
+	// deadline is still written.
+	ctx := context.WithoutCancel(c.ctx)
+	if !c.log().Enabled(ctx, level) {
 		return
 	}
 	var b strings.Builder

@@ -2,6 +2,7 @@ package jsapi
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -164,6 +165,9 @@ func (c *call) exec(fc goja.FunctionCall) goja.Value {
 	res, err := c.hc.Sandbox.Exec(c.ctx, req)
 	if err != nil {
 		c.throw(fmt.Errorf("exec %s: %w", cmdline(req.Argv), err), CodeIO)
+	}
+	if res.Truncated {
+		c.hostLog(slog.LevelWarn, "sandbox.Exec output was truncated", "command", req.Argv[0])
 	}
 	if res.ExitCode != 0 {
 		msg := fmt.Sprintf("command %s exited with code %d", cmdline(req.Argv), res.ExitCode)
