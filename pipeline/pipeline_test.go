@@ -462,3 +462,38 @@ func dirExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
 }
+
+func TestOpenHookMessagesEndBeforeDone(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{}, `function Create(ctx) { ctx.SendStream({type: "loading", props: {message: "working"}}); return null }`)
+	var rec recorder
+	if _, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.emit); err != nil {
+		t.Fatal(err)
+	}
+	open := map[string]bool{}
+	for _, ev := range rec.events {
+		switch ev.Event {
+		case chat.Start:
+			open[ev.ID] = true
+		case chat.End:
+			delete(open, ev.ID)
+		case chat.Done:
+			if len(open) > 0 {
+				t.Fatalf("done with messages still open: %v", open)
+			}
+		}
+	}
+}
+
+func TestCancelledHookIsCancelled(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{}, `function Create(ctx) { while (true) {} }`)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err := e.p.Chat(ctx, &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Code != chat.ErrCanceled || pe.Status != 499 {
+		t.Fatalf("err = %v, want canceled/499", err)
+	}
+	if e.rt.live.Load() != 0 {
+		t.Fatal("sandbox left behind")
+	}
+}

@@ -110,6 +110,9 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
 	}
 	hc := t.hookContext(a)
+	// Messages a hook left streaming are ended before done, whatever path
+	// the turn takes (Next ends them itself when it runs).
+	defer hc.EndOpen()
 
 	// Sandbox first: the Create hook may use it. Removal is deferred so it
 	// runs on every path out of here, panics included.
@@ -381,12 +384,12 @@ func statusFor(code string) int {
 }
 
 func hookError(name string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return &Error{Status: 499, Code: chat.ErrCanceled, Message: "the request was cancelled", Err: err}
+	}
 	var je *jsapi.Error
 	if errors.As(err, &je) {
 		return &Error{Status: http.StatusBadRequest, Code: chat.ErrHook, Message: name + " hook: " + je.Message, Err: err}
-	}
-	if errors.Is(err, context.Canceled) {
-		return &Error{Status: 499, Code: chat.ErrCanceled, Message: "the request was cancelled", Err: err}
 	}
 	return &Error{Status: http.StatusBadRequest, Code: chat.ErrHook, Message: name + " hook: " + err.Error(), Err: err}
 }
