@@ -2,6 +2,7 @@ package claude
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -24,8 +25,9 @@ import (
 
 // objIter walks the members of a JSON object.
 type objIter struct {
-	s string
-	i int
+	s   string
+	i   int // where the walk goes on; -1 once it is over
+	end int // just past the closing brace, once the walk reached it
 }
 
 // newObjIter starts a walk over raw, which should be an object; a walk
@@ -41,9 +43,19 @@ func newObjIter(raw string) objIter {
 // otherwise aliasing the input) and raw value; ok is false at the end of
 // the object or at the first malformed member.
 func (it *objIter) next() (key, val string, ok bool) {
+	if key, ok = it.key(); !ok {
+		return "", "", false
+	}
+	val, ok = it.value()
+	return key, val, ok
+}
+
+// key moves to the next member and returns its key, leaving the walk at
+// the member's value: read it with value, or walk it with enter.
+func (it *objIter) key() (string, bool) {
 	s, i := it.s, it.i
 	if i < 0 {
-		return "", "", false
+		return "", false
 	}
 	it.i = -1 // until proven otherwise
 	i = skipWS(s, i)
@@ -51,27 +63,70 @@ func (it *objIter) next() (key, val string, ok bool) {
 		i = skipWS(s, i+1)
 	}
 	if i >= len(s) || s[i] != '"' {
-		return "", "", false
+		if i < len(s) && s[i] == '}' {
+			it.end = i + 1
+		}
+		return "", false
 	}
 	ke := stringEnd(s, i)
 	if ke < 0 {
-		return "", "", false
+		return "", false
 	}
-	key = s[i+1 : ke-1]
+	key := s[i+1 : ke-1]
 	if strings.IndexByte(key, '\\') >= 0 {
 		key = unescape(key)
 	}
 	i = skipWS(s, ke)
 	if i >= len(s) || s[i] != ':' {
-		return "", "", false
+		return "", false
 	}
 	i = skipWS(s, i+1)
-	ve := valueEnd(s, i)
+	if i >= len(s) {
+		return "", false
+	}
+	it.i = i
+	return key, true
+}
+
+// value returns the raw value of the member whose key was just read.
+func (it *objIter) value() (string, bool) {
+	i := it.i
+	ve := valueEnd(it.s, i)
 	if ve < 0 {
-		return "", "", false
+		it.i = -1
+		return "", false
 	}
 	it.i = ve
-	return key, s[i:ve], true
+	return it.s[i:ve], true
+}
+
+// peek returns the first byte of the value of the member whose key was
+// just read.
+func (it *objIter) peek() byte {
+	if it.i < 0 || it.i >= len(it.s) {
+		return 0
+	}
+	return it.s[it.i]
+}
+
+// enter starts a walk over the value of the member whose key was just
+// read, an object (see peek); once that walk is over, leave returns to
+// this one. Walking a member in place saves skipping it first.
+func (it *objIter) enter() objIter {
+	return objIter{s: it.s, i: it.i + 1}
+}
+
+// leave moves past the object walked with enter and returns its raw text;
+// ok is false (and this walk is over) when that walk stopped short of its
+// closing brace.
+func (it *objIter) leave(child *objIter) (raw string, ok bool) {
+	if it.i < 0 || child.end <= it.i {
+		it.i = -1
+		return "", false
+	}
+	raw = it.s[it.i:child.end]
+	it.i = child.end
+	return raw, true
 }
 
 // arrIter walks the elements of a JSON array.
@@ -150,7 +205,45 @@ func valueEnd(s string, i int) int {
 // whose opening quote is s[i], or -1 when it is not closed.
 func stringEnd(s string, i int) int {
 	i++
+	// Most strings (keys, ids, types) are short: look at them eight bytes
+	// at a time before paying for a vectorised search.
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	for n := 0; n < 4 && i+8 <= len(b); n++ {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q := x ^ (lows * '"')
+		bs := x ^ (lows * '\\')
+		// The lowest flagged byte is the first quote or backslash.
+		m := ((q-lows)&^q | (bs-lows)&^bs) & highs
+		if m == 0 {
+			i += 8
+			continue
+		}
+		j := i + bits.TrailingZeros64(m)/8
+		if b[j] == '"' {
+			return j + 1
+		}
+		i = j + 2 // past a backslash and the byte it escapes
+	}
+	if i+8 > len(b) {
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				return i + 1
+			case '\\':
+				i++
+			}
+		}
+		return -1
+	}
+	return stringEndSlow(s, i)
+}
+
+// stringEndSlow is stringEnd from s[i] on, outside an escape.
+func stringEndSlow(s string, i int) int {
 	for {
+		if i > len(s) {
+			return -1
+		}
 		j := strings.IndexByte(s[i:], '"')
 		if j < 0 {
 			return -1

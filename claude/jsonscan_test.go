@@ -126,3 +126,33 @@ func FuzzScan(f *testing.F) {
 		}
 	})
 }
+
+// TestStringEnd puts escapes at every offset around the eight-byte steps
+// and checks the end against a byte-by-byte reading.
+func TestStringEnd(t *testing.T) {
+	t.Parallel()
+	ref := func(s string, i int) int {
+		for i++; i < len(s); i++ {
+			switch s[i] {
+			case '"':
+				return i + 1
+			case '\\':
+				i++
+			}
+		}
+		return -1
+	}
+	for n := 0; n < 48; n++ {
+		for pos := 0; pos <= n; pos++ {
+			for _, esc := range []string{`\"`, `\\`, `\\\"`, `\n`, `\`} {
+				body := strings.Repeat("a", pos) + esc + strings.Repeat("b", n-pos)
+				for _, s := range []string{`"` + body + `"`, `"` + body, `"` + body + `"tail"`, `x"` + body + `" `} {
+					i := strings.IndexByte(s, '"')
+					if got, want := stringEnd(s, i), ref(s, i); got != want {
+						t.Fatalf("stringEnd(%q) = %d, want %d", s, got, want)
+					}
+				}
+			}
+		}
+	}
+}

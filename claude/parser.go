@@ -207,10 +207,12 @@ func (p *Parser) Line(line []byte) {
 	p.line(unsafe.String(&line[0], len(line)))
 }
 
-// lineFields are the top-level members the parser dispatches on, as raw
-// JSON ("" when absent).
+// lineFields are the top-level members the parser dispatches on, and the
+// members of a stream event, as raw JSON ("" when absent).
 type lineFields struct {
 	typ, event, message, parent string
+	// In event:
+	evType, evIndex, evDelta, evBlock, evMessage string
 }
 
 // complete reports whether every member the line's type needs is found.
@@ -232,12 +234,37 @@ func (f *lineFields) complete() bool {
 // The top-level members are walked once, stopping as soon as the ones the
 // line's type needs are found: the CLI prints type, event or message and
 // parent_tool_use_id first, so the bulky tool_use_result that follows a
-// tool result is never read.
+// tool result is never read. A stream event's members are read on the way.
 func (p *Parser) line(line string) {
 	var f lineFields
 	it := newObjIter(line)
-	for {
-		k, v, ok := it.next()
+	for !f.complete() {
+		k, ok := it.key()
+		if !ok {
+			break
+		}
+		if k == "event" && f.event == "" && it.peek() == '{' {
+			ev := it.enter()
+			for k, v, ok := ev.next(); ok; k, v, ok = ev.next() {
+				switch k {
+				case "type":
+					f.evType = first(f.evType, v)
+				case "index":
+					f.evIndex = first(f.evIndex, v)
+				case "delta":
+					f.evDelta = first(f.evDelta, v)
+				case "content_block":
+					f.evBlock = first(f.evBlock, v)
+				case "message":
+					f.evMessage = first(f.evMessage, v)
+				}
+			}
+			if f.event, ok = it.leave(&ev); !ok {
+				break
+			}
+			continue
+		}
+		v, ok := it.value()
 		if !ok {
 			break
 		}
@@ -250,9 +277,6 @@ func (p *Parser) line(line string) {
 			f.message = first(f.message, v)
 		case "parent_tool_use_id":
 			f.parent = first(f.parent, v)
-		}
-		if f.complete() {
-			break
 		}
 	}
 	if len(f.typ) == 0 || f.typ[0] != '"' {
@@ -302,25 +326,10 @@ type msgKey struct {
 }
 
 func (p *Parser) streamEvent(f lineFields) {
-	var typ, index, delta, cb, message string
 	if len(f.event) == 0 || f.event[0] != '{' {
 		return
 	}
-	it := newObjIter(f.event)
-	for k, v, ok := it.next(); ok; k, v, ok = it.next() {
-		switch k {
-		case "type":
-			typ = first(typ, v)
-		case "index":
-			index = first(index, v)
-		case "delta":
-			delta = first(delta, v)
-		case "content_block":
-			cb = first(cb, v)
-		case "message":
-			message = first(message, v)
-		}
-	}
+	typ, index, delta, cb, message := f.evType, f.evIndex, f.evDelta, f.evBlock, f.evMessage
 	parent := text(f.parent) // aliases the line: cloned where kept
 	switch text(typ) {
 	case "message_start":
