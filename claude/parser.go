@@ -143,6 +143,8 @@ type Parser struct {
 
 	text strings.Builder
 	out  Outcome
+
+	cuts cutIndex // strings the line reader shortened in the current line
 }
 
 // NewParser returns a parser that sends events to emit.
@@ -172,9 +174,18 @@ func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 
 // Parse reads r to its end, line by line, with no limit on line length.
 // It returns nil at EOF and the read error otherwise. It does not call
-// Close.
+// Close. Its memory does not grow with the stream: a huge tool result
+// line is not held whole (only what survives MaxEventContent is).
 func (p *Parser) Parse(r io.Reader) error {
 	lr := newLineReader(r)
+	// Strings of a huge user line (tool results) are kept up to a little
+	// more than the content cap.
+	lr.keep = p.opts.MaxEventContent + 16
+	lr.elide = isUserLine
+	return p.parse(lr)
+}
+
+func (p *Parser) parse(lr *lineReader) error {
 	for {
 		line, err := lr.next()
 		if err != nil {
@@ -183,8 +194,46 @@ func (p *Parser) Parse(r io.Reader) error {
 			}
 			return fmt.Errorf("read stream: %w", err)
 		}
+		if cuts := lr.cuts(); len(cuts) > 0 && len(line) > 0 {
+			p.cuts = cutIndex{base: uintptrOf(line), cuts: cuts}
+		}
 		p.Line(line)
+		p.cuts = cutIndex{}
 	}
+}
+
+// isUserLine reports a line that starts as a user message, judging from
+// its first member (the CLI prints type first). Only the tool results of
+// user lines are read, capped, so only their strings may be shortened.
+func isUserLine(start []byte) bool {
+	it := newObjIter(unsafe.String(unsafe.SliceData(start), len(start)))
+	k, v, ok := it.next()
+	return ok && k == "type" && v == `"user"`
+}
+
+func uintptrOf(b []byte) uintptr {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
+// cutIndex finds the strings of a line that the line reader shortened.
+type cutIndex struct {
+	base uintptr // the line's first byte
+	cuts []cut
+}
+
+// dropped returns how many decoded bytes were dropped from the end of a
+// string value of the line (0 when it is whole).
+func (c cutIndex) dropped(raw string) int {
+	if len(c.cuts) == 0 || raw == "" {
+		return 0
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.StringData(raw))) - c.base)
+	for _, k := range c.cuts {
+		if k.at == off {
+			return k.dropped
+		}
+	}
+	return 0
 }
 
 // Line handles one line of output (without its newline). Lines that are
@@ -627,7 +676,7 @@ func (p *Parser) user(f lineFields) {
 		}
 		id := owned(idRaw)
 		isErr := boolVal(isErrRaw)
-		res, size, truncated := resultText(body, p.opts.MaxEventContent)
+		res, size, truncated := resultText(body, p.opts.MaxEventContent, p.cuts)
 		idx, known := p.toolIdx[id]
 		name := ""
 		if known {
@@ -667,13 +716,13 @@ func (p *Parser) user(f lineFields) {
 // the text ones count) and caps it at max bytes on a UTF-8 boundary. size
 // is the length of the whole flattened content; only the part that
 // survives the cap is decoded into memory.
-func resultText(raw string, max int) (content string, size int, truncated bool) {
+func resultText(raw string, max int, cuts cutIndex) (content string, size int, truncated bool) {
 	// One byte more than the cap shows whether the cut splits a rune.
 	limit := max + 1
 	var buf []byte
 	switch {
 	case isString(raw):
-		buf, size = appendText(nil, raw, limit)
+		buf, size = appendText(nil, raw, limit, cuts)
 	case len(raw) > 0 && raw[0] == '[':
 		items := newArrIter(raw)
 		for b, ok := items.next(); ok; b, ok = items.next() {
@@ -694,7 +743,7 @@ func resultText(raw string, max int) (content string, size int, truncated bool) 
 					buf, n = appendCapped(buf, "\n", limit-size)
 					size += n
 				}
-				buf, n = appendText(buf, txt, limit-size)
+				buf, n = appendText(buf, txt, limit-size, cuts)
 			case "image":
 				if size > 0 {
 					buf, n = appendCapped(buf, "\n", limit-size)
@@ -715,19 +764,24 @@ func resultText(raw string, max int) (content string, size int, truncated bool) 
 }
 
 // appendText appends up to limit bytes of the text of the raw JSON value
-// (see text) to dst and returns the whole text's length.
-func appendText(dst []byte, raw string, limit int) ([]byte, int) {
+// (see text) to dst and returns the whole text's length, counting what
+// the line reader dropped from it.
+func appendText(dst []byte, raw string, limit int, cuts cutIndex) ([]byte, int) {
 	if !isString(raw) {
 		return appendCapped(dst, text(raw), limit)
 	}
+	dropped := cuts.dropped(raw)
 	inner := raw[1 : len(raw)-1]
+	var n int
 	if strings.IndexByte(inner, '\\') < 0 {
-		return appendCapped(dst, inner, limit)
+		dst, n = appendCapped(dst, inner, limit)
+	} else {
+		if dst == nil {
+			dst = make([]byte, 0, min(len(inner), max(limit, 0)))
+		}
+		dst, n = appendUnescaped(dst, inner, limit)
 	}
-	if dst == nil {
-		dst = make([]byte, 0, min(len(inner), max(limit, 0)))
-	}
-	return appendUnescaped(dst, inner, limit)
+	return dst, n + dropped
 }
 
 // appendCapped appends up to limit bytes of s to dst and returns len(s).

@@ -253,6 +253,25 @@ func benchParse(b *testing.B, size int) {
 func BenchmarkParser2MB(b *testing.B)  { benchParse(b, 2<<20) }
 func BenchmarkParser20MB(b *testing.B) { benchParse(b, 20<<20) }
 
+// benchHugeResult parses one tool result of size bytes (a command's
+// output, printed twice by the CLI as it is): memory must stay near the
+// content cap whatever the size.
+func benchHugeResult(b *testing.B, size int) {
+	out := strings.Repeat("drwxr-xr-x 2 agent agent 4096 Nov 22 02:39 some-file-name.go\\n", size/128)
+	data := []byte(`{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]}}` + "\n" +
+		`{"type":"user","message":{"role":"user","content":[{"tool_use_id":"t1","type":"tool_result","content":"` + out +
+		`","is_error":false}]},"parent_tool_use_id":null,"tool_use_result":{"stdout":"` + out + `","stderr":""}}` + "\n")
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		parseAll(b, data)
+	}
+}
+
+func BenchmarkParserHugeResult2MB(b *testing.B)  { benchHugeResult(b, 2<<20) }
+func BenchmarkParserHugeResult20MB(b *testing.B) { benchHugeResult(b, 20<<20) }
+
 // BenchmarkEncodingJSON20MB decodes the same lines with encoding/json into
 // generic values, the baseline the parser is compared to.
 func BenchmarkEncodingJSON20MB(b *testing.B) {
