@@ -359,8 +359,18 @@ func (p *Parser) Close() *Outcome {
 // startText separates the answer's text messages in Outcome.Content.
 func (p *Parser) startText() {
 	if p.text.Len() > 0 {
-		p.text.WriteString("\n\n")
+		p.addText("\n\n")
 	}
+}
+
+// addText appends to the answer text, doubling its buffer when full
+// (strings.Builder grows a big buffer by a quarter at a time, which costs
+// a long answer several times its size in copies).
+func (p *Parser) addText(s string) {
+	if p.text.Cap()-p.text.Len() < len(s) {
+		p.text.Grow(max(p.text.Cap(), len(s)))
+	}
+	p.text.WriteString(s)
 }
 
 func (p *Parser) newID() string {
@@ -463,7 +473,7 @@ func (p *Parser) streamEvent(f lineFields) {
 		case "text_delta":
 			t = owned(dText)
 			if b.typ == chat.TypeText && parent == "" {
-				p.text.WriteString(t)
+				p.addText(t)
 			}
 		case "thinking_delta":
 			t = owned(dThinking)
@@ -614,7 +624,7 @@ func (p *Parser) assistant(f lineFields) {
 				typ = chat.TypeThinking
 			} else if t != "" {
 				p.startText()
-				p.text.WriteString(t)
+				p.addText(t)
 			}
 			if t != "" {
 				chat.Whole(p.emit, p.newID(), typ, t, props)
@@ -991,7 +1001,7 @@ func (p *Parser) result(line string) {
 		// Nothing streamed (an old CLI, partial messages off): the result
 		// text is the answer.
 		chat.Whole(p.emit, p.newID(), chat.TypeText, text, nil)
-		p.text.WriteString(text)
+		p.addText(text)
 	}
 	if r[1].Bool() || strings.HasPrefix(p.out.Subtype, "error") {
 		var msgs []string
