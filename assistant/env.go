@@ -3,6 +3,7 @@ package assistant
 import (
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/sandbox"
 	"log/slog"
 	"maps"
 	"os"
@@ -171,17 +172,29 @@ func (s *MCPServer) resolveMap(what string, m map[string]string) (map[string]str
 // with $ENV references resolved. A missing variable is an error naming it.
 func (c *AppConfig) ResolveTokens() (map[string]string, error) {
 	out := make(map[string]string, len(c.Auth.Tokens))
+	first := make(map[string]int, len(c.Auth.Tokens))
 	var errs []error
 	for i, t := range c.Auth.Tokens {
+		where := fmt.Sprintf("auth.tokens[%d]", i)
+		if err := sandbox.ValidateID("user", t.User); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			continue
+		}
 		v, err := ResolveValue(t.Token)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("auth.tokens[%d] (user %s): %w", i, t.User, err))
+			errs = append(errs, fmt.Errorf("%s (user %s): %w", where, t.User, err))
 			continue
 		}
-		if u, dup := out[v]; dup && u != t.User {
-			errs = append(errs, fmt.Errorf("auth.tokens[%d]: the same token is given to users %s and %s", i, u, t.User))
+		v = strings.TrimSpace(v)
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s (user %s): token is empty", where, t.User))
 			continue
 		}
+		if j, dup := first[v]; dup {
+			errs = append(errs, fmt.Errorf("%s: same token as auth.tokens[%d]: every token must be unique", where, j))
+			continue
+		}
+		first[v] = i
 		out[v] = t.User
 	}
 	if err := errors.Join(errs...); err != nil {

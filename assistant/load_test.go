@@ -350,3 +350,43 @@ func keys[V any](m map[string]V) string {
 	sort.Strings(ks)
 	return strings.Join(ks, " ")
 }
+
+func TestResolveTokens(t *testing.T) {
+	t.Setenv("AGENTBOX_TEST_TOKEN", "  s3cret-from-env  ")
+	t.Setenv("AGENTBOX_TEST_EMPTY", "")
+	cfg := &AppConfig{Auth: AuthConfig{Tokens: []TokenConfig{
+		{Token: "$ENV.AGENTBOX_TEST_TOKEN", User: "alice"},
+		{Token: "literal-token", User: "bob"},
+	}}}
+	got, err := cfg.ResolveTokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["s3cret-from-env"] != "alice" || got["literal-token"] != "bob" || len(got) != 2 {
+		t.Errorf("ResolveTokens = %v", got)
+	}
+	bad := []struct {
+		name   string
+		tokens []TokenConfig
+		want   string
+	}{
+		{"unset var", []TokenConfig{{Token: "$ENV.AGENTBOX_TEST_UNSET_VAR", User: "a"}}, "auth.tokens[0] (user a): AGENTBOX_TEST_UNSET_VAR"},
+		{"empty var", []TokenConfig{{Token: "$ENV.AGENTBOX_TEST_EMPTY", User: "a"}}, "AGENTBOX_TEST_EMPTY"},
+		{"no var name", []TokenConfig{{Token: "$ENV.", User: "a"}}, "invalid environment reference"},
+		{"empty token", []TokenConfig{{Token: " ", User: "a"}}, "auth.tokens[0] (user a): token is empty"},
+		{"bad user", []TokenConfig{{Token: "literal-token", User: "a/b"}}, "auth.tokens[0]: "},
+		{"no user", []TokenConfig{{Token: "literal-token"}}, "auth.tokens[0]: "},
+		{"duplicate", []TokenConfig{{Token: "literal-token", User: "a"}, {Token: "$ENV.AGENTBOX_TEST_TOKEN", User: "b"}, {Token: "literal-token", User: "c"}}, "auth.tokens[2]: same token as auth.tokens[0]"},
+	}
+	for _, tt := range bad {
+		cfg := &AppConfig{Auth: AuthConfig{Tokens: tt.tokens}}
+		_, err := cfg.ResolveTokens()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error = %v, want %q", tt.name, err, tt.want)
+			continue
+		}
+		if strings.Contains(err.Error(), "literal-token") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: error leaks the token: %v", tt.name, err)
+		}
+	}
+}

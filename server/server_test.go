@@ -17,7 +17,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
 )
@@ -161,44 +160,6 @@ func TestDevModeUsers(t *testing.T) {
 	resp, out = do(t, ts, "POST", "/v1/chat/completions", "", body, "X-User-ID", "../root")
 	if resp.StatusCode != 400 || !strings.Contains(out, "X-User-ID") {
 		t.Errorf("bad X-User-ID = %d %s", resp.StatusCode, out)
-	}
-}
-
-func TestResolveTokens(t *testing.T) {
-	t.Setenv("AGENTBOX_TEST_TOKEN", "  s3cret-from-env  ")
-	t.Setenv("AGENTBOX_TEST_EMPTY", "")
-	got, err := ResolveTokens([]assistant.TokenConfig{
-		{Token: "$ENV.AGENTBOX_TEST_TOKEN", User: "alice"},
-		{Token: "literal-token", User: "bob"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got["s3cret-from-env"] != "alice" || got["literal-token"] != "bob" || len(got) != 2 {
-		t.Errorf("ResolveTokens = %v", got)
-	}
-	bad := []struct {
-		name   string
-		tokens []assistant.TokenConfig
-		want   string
-	}{
-		{"unset var", []assistant.TokenConfig{{Token: "$ENV.AGENTBOX_TEST_UNSET_VAR", User: "a"}}, "auth.tokens[0]: environment variable AGENTBOX_TEST_UNSET_VAR is not set"},
-		{"empty var", []assistant.TokenConfig{{Token: "$ENV.AGENTBOX_TEST_EMPTY", User: "a"}}, "AGENTBOX_TEST_EMPTY is empty"},
-		{"no var name", []assistant.TokenConfig{{Token: "$ENV.", User: "a"}}, "names no environment variable"},
-		{"empty token", []assistant.TokenConfig{{Token: " ", User: "a"}}, "auth.tokens[0]: token is empty"},
-		{"bad user", []assistant.TokenConfig{{Token: "literal-token", User: "a/b"}}, "auth.tokens[0]: user id"},
-		{"no user", []assistant.TokenConfig{{Token: "literal-token"}}, "user id is empty"},
-		{"duplicate", []assistant.TokenConfig{{Token: "literal-token", User: "a"}, {Token: "$ENV.AGENTBOX_TEST_TOKEN", User: "b"}, {Token: "literal-token", User: "c"}}, "auth.tokens[2]: same token as auth.tokens[0]"},
-	}
-	for _, tt := range bad {
-		_, err := ResolveTokens(tt.tokens)
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: error = %v, want %q", tt.name, err, tt.want)
-			continue
-		}
-		if strings.Contains(err.Error(), "literal-token") || strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("%s: error leaks the token: %v", tt.name, err)
-		}
 	}
 }
 

@@ -72,7 +72,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if listen == "" {
 		listen = app.Config.Listen
 	}
-	tokens, err := server.ResolveTokens(app.Config.Auth.Tokens)
+	tokens, err := app.Config.ResolveTokens()
 	if err == nil {
 		var srv *server.Server
 		srv, err = server.New(server.Config{Backend: env.Pipeline, Tokens: tokens, Addr: listen, Logger: logger})
