@@ -114,7 +114,7 @@ func TestServeRefuses(t *testing.T) {
 		want  string
 	}{
 		{"public without tokens", "", []string{"--addr", "0.0.0.0:0"}, 1, "auth.tokens"},
-		{"token variable unset", `, "auth": {"tokens": [{"token": "$ENV.AGENTBOX_TEST_UNSET_TOKEN", "user": "alice"}]}`, nil, 1, "AGENTBOX_TEST_UNSET_TOKEN is not set"},
+		{"token variable unset", `, "auth": {"tokens": [{"token": "$ENV.AGENTBOX_TEST_UNSET_TOKEN", "user": "alice"}]}`, nil, 1, "AGENTBOX_TEST_UNSET_TOKEN: environment variable is not set"},
 		{"stray argument", "", []string{"extra"}, 2, "unexpected argument"},
 	}
 	for _, tt := range tests {
