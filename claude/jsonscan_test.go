@@ -105,7 +105,7 @@ func FuzzScan(f *testing.F) {
 		for v, ok := ai.next(); ok; v, ok = ai.next() {
 			_ = text(v)
 		}
-		_, _, _ = resultText(s, 8)
+		_, _, _ = resultText(s, 8, cutIndex{})
 		if !json.Valid(data) {
 			return
 		}
