@@ -11,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -29,36 +28,6 @@ import (
 // realKey is the connector's key; it must never reach the sandbox.
 const realKey = "sk-ant-e2e-REALKEY-7f3a9c"
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// agentboxBinary builds the static agentbox binary the sandbox runs, once
-// per test binary.
-func agentboxBinary(t testing.TB) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentbox-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "agentbox")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/agentbox")
-		cmd.Dir = testenv.RepoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/agentbox: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
 func randID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -75,7 +44,7 @@ func TestEndToEndClaudeInNetworklessSandbox(t *testing.T) {
 	}
 	img := testenv.Image(t)
 	claudeBin := testenv.ClaudeBin(t)
-	bin := agentboxBinary(t)
+	bin := testenv.Agentbox(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

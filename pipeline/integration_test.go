@@ -3,10 +3,8 @@ package pipeline
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,37 +15,6 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
 )
-
-var (
-	staticOnce sync.Once
-	staticBin  string
-	staticErr  error
-)
-
-// staticAgentbox builds the static agentbox binary that the bridge mounts
-// into sandboxes.
-func staticAgentbox(t *testing.T) string {
-	t.Helper()
-	staticOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentbox-pipeline-bin-")
-		if err != nil {
-			staticErr = err
-			return
-		}
-		staticBin = filepath.Join(dir, "agentbox")
-		cmd := exec.Command("go", "build", "-o", staticBin, "./cmd/agentbox")
-		cmd.Dir = testenv.RepoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			staticErr = err
-			t.Logf("go build: %s", out)
-		}
-	})
-	if staticErr != nil {
-		t.Fatalf("build static agentbox: %v", staticErr)
-	}
-	return staticBin
-}
 
 const toolHooks = `
 function Create(ctx, messages, options) {
@@ -72,7 +39,7 @@ func TestBridgedTurnInDocker(t *testing.T) {
 		t.Skip("integration test")
 	}
 	image := testenv.Image(t)
-	bin := staticAgentbox(t)
+	bin := testenv.Agentbox(t)
 	const realKey = "sk-ant-real-key-never-in-sandbox"
 
 	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{

@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/store"
 )
 
 // AppSource gives the current app. *assistant.Live implements it; so does
@@ -46,18 +47,9 @@ type UsageRecorder interface {
 	RecordUsage(ctx context.Context, rec UsageRecord) error
 }
 
-// UsageRecord is one turn's usage line.
-type UsageRecord struct {
-	Time        time.Time
-	UserID      string
-	ChatID      string
-	AssistantID string
-	Connector   string
-	Model       string
-	Usage       chat.Usage
-	Error       string
-	DurationMS  int64
-}
+// UsageRecord is one turn's usage line (the store's record, so a
+// *store.Store is a UsageRecorder as it is).
+type UsageRecord = store.UsageRecord
 
 // Config wires a Pipeline. App is required; everything else has a usable
 // default for direct (non-sandboxed) assistants. Sandboxed assistants need

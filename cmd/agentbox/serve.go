@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
-	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/runtimes"
@@ -203,8 +201,8 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		Bridge:         bridgeCfg,
 		Workspaces:     ws,
 		History:        st,
-		Memory:         storeMemory{st},
-		Usage:          storeUsage{st},
+		Memory:         pipeline.StoreMemory(st),
+		Usage:          st,
 		Logger:         opts.Logger,
 	})
 	if err != nil {
@@ -358,39 +356,6 @@ func cliLogger(w io.Writer, quiet bool) *slog.Logger {
 		level = slog.LevelError
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
-}
-
-// storeMemory is the store as the hooks' memory.
-type storeMemory struct{ s *store.Store }
-
-var _ jsapi.MemoryStore = storeMemory{}
-
-func (m storeMemory) Get(ctx context.Context, ns jsapi.Namespace, owner, key string) (json.RawMessage, bool, error) {
-	return m.s.MemGet(ctx, string(ns), owner, key)
-}
-
-func (m storeMemory) Set(ctx context.Context, ns jsapi.Namespace, owner, key string, val json.RawMessage) error {
-	return m.s.MemSet(ctx, string(ns), owner, key, val)
-}
-
-func (m storeMemory) Del(ctx context.Context, ns jsapi.Namespace, owner, key string) error {
-	return m.s.MemDel(ctx, string(ns), owner, key)
-}
-
-func (m storeMemory) Keys(ctx context.Context, ns jsapi.Namespace, owner string) ([]string, error) {
-	return m.s.MemKeys(ctx, string(ns), owner)
-}
-
-// storeUsage records the pipeline's usage lines in the store.
-type storeUsage struct{ s *store.Store }
-
-var _ pipeline.UsageRecorder = storeUsage{}
-
-func (u storeUsage) RecordUsage(ctx context.Context, r pipeline.UsageRecord) error {
-	return u.s.RecordUsage(ctx, store.UsageRecord{
-		Time: r.Time, UserID: r.UserID, ChatID: r.ChatID, AssistantID: r.AssistantID,
-		Connector: r.Connector, Model: r.Model, Usage: r.Usage, Error: r.Error, DurationMS: r.DurationMS,
-	})
 }
 
 func firstNonEmpty(s ...string) string {

@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,4 +105,35 @@ func Bwrap(t testing.TB) string {
 func fileExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir()
+}
+
+var (
+	agentboxOnce sync.Once
+	agentboxBin  string
+	agentboxErr  error
+)
+
+// Agentbox builds the static agentbox binary (CGO_ENABLED=0, as `make
+// build` does) once per test binary and returns its path. Sandboxes run it
+// as the bridge.
+func Agentbox(t testing.TB) string {
+	t.Helper()
+	agentboxOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "agentbox-bin-")
+		if err != nil {
+			agentboxErr = err
+			return
+		}
+		agentboxBin = filepath.Join(dir, "agentbox")
+		cmd := exec.Command("go", "build", "-o", agentboxBin, "./cmd/agentbox")
+		cmd.Dir = RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			agentboxErr = fmt.Errorf("go build ./cmd/agentbox: %v\n%s", err, out)
+		}
+	})
+	if agentboxErr != nil {
+		t.Fatal(agentboxErr)
+	}
+	return agentboxBin
 }

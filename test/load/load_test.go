@@ -39,13 +39,7 @@ func startServer(tb testing.TB) *server {
 	testenv.Image(tb)
 	root := testenv.RepoRoot()
 	dir := tb.TempDir()
-	bin := filepath.Join(dir, "agentbox")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/agentbox")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testenv.Agentbox(tb)
 	app := filepath.Join(dir, "app")
 	if out, err := exec.Command("cp", "-r", filepath.Join(root, "examples", "app"), app).CombinedOutput(); err != nil {
 		tb.Fatalf("copy the example app: %v\n%s", err, out)
