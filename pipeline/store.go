@@ -1,0 +1,39 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/agentbox/agentbox/jsapi"
+	"github.com/agentbox/agentbox/store"
+)
+
+// Compile-time checks: the store persists history and usage as it is, and
+// hook memory through StoreMemory.
+var (
+	_ History           = (*store.Store)(nil)
+	_ UsageRecorder     = (*store.Store)(nil)
+	_ jsapi.MemoryStore = storeMemory{}
+)
+
+// StoreMemory makes the store the hooks' persistent memory (the user and
+// chat namespaces).
+func StoreMemory(s *store.Store) jsapi.MemoryStore { return storeMemory{s} }
+
+type storeMemory struct{ s *store.Store }
+
+func (m storeMemory) Get(ctx context.Context, ns jsapi.Namespace, owner, key string) (json.RawMessage, bool, error) {
+	return m.s.MemGet(ctx, string(ns), owner, key)
+}
+
+func (m storeMemory) Set(ctx context.Context, ns jsapi.Namespace, owner, key string, val json.RawMessage) error {
+	return m.s.MemSet(ctx, string(ns), owner, key, val)
+}
+
+func (m storeMemory) Del(ctx context.Context, ns jsapi.Namespace, owner, key string) error {
+	return m.s.MemDel(ctx, string(ns), owner, key)
+}
+
+func (m storeMemory) Keys(ctx context.Context, ns jsapi.Namespace, owner string) ([]string, error) {
+	return m.s.MemKeys(ctx, string(ns), owner)
+}
