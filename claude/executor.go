@@ -14,13 +14,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
 )
@@ -30,8 +30,6 @@ const (
 	DefaultBinary      = "claude"
 	DefaultMaxTurns    = 30
 	DefaultGracePeriod = 3 * time.Second
-	// stderrTail is how much of the CLI's stderr is kept for errors.
-	stderrTail = 8 << 10
 	// drainWait bounds how long the run waits for the output streams to end
 	// after the process exited or was killed.
 	drainWait = 5 * time.Second
@@ -104,7 +102,7 @@ type runInput struct {
 // Run executes one turn (see executor.Executor). Events go to req.Emit from
 // the calling goroutine's run only: Run never emits after it returns.
 func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
-	emit, closeEmit := serialEmit(req.Emit)
+	emit, closeEmit := agentcli.SerialEmit(req.Emit)
 	defer closeEmit()
 	fail := func(code, msg string, err error) (*executor.Result, error) {
 		chat.ErrorEvent(emit, "cc-error", code, msg)
@@ -193,7 +191,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	})
 	parseDone := make(chan error, 1)
 	go func() { parseDone <- parser.Parse(proc.Stdout()) }()
-	stderr := newRing(stderrTail)
+	stderr := agentcli.NewRing(agentcli.StderrTail)
 	stderrDone := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(stderr, proc.Stderr())
@@ -264,7 +262,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	log.Debug("claude done", "exit", wr.code, "result", out.GotResult, "subtype", out.Subtype,
 		"turns", res.Usage.Turns, "lines", out.Lines, "skipped", out.Skipped, "killed", killed)
 
-	tail := redact(stderr.String(), secretsOf(req, prep))
+	tail := agentcli.Redact(stderr.String(), secretsOf(req, prep))
 	switch {
 	case out.Err != nil:
 		// The CLI reported the failure itself; its error event is out.
@@ -294,14 +292,14 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 			msg += fmt.Sprintf("; the model API last answered HTTP %d", out.APIErrorStatus)
 		}
 		if tail != "" {
-			msg += ": " + lastLine(tail)
+			msg += ": " + agentcli.LastLine(tail)
 		}
 		chat.ErrorEvent(emit, "cc-error", code, msg)
 		return res, &executor.Error{Code: code, Message: msg, StderrTail: tail}
 	case wr.code != 0 && !killed:
 		msg := fmt.Sprintf("claude exited with code %d after its result", wr.code)
 		if tail != "" {
-			msg += ": " + lastLine(tail)
+			msg += ": " + agentcli.LastLine(tail)
 		}
 		chat.ErrorEvent(emit, "cc-error", chat.ErrExecutor, msg)
 		return res, &executor.Error{Code: chat.ErrExecutor, Message: msg, StderrTail: tail}
@@ -335,70 +333,4 @@ func secretsOf(req *executor.Request, p *prepared) []string {
 		}
 	}
 	return out
-}
-
-func redact(s string, secrets []string) string {
-	for _, sec := range secrets {
-		s = strings.ReplaceAll(s, sec, "[redacted]")
-	}
-	return s
-}
-
-func lastLine(s string) string {
-	s = string(bytes.TrimSpace([]byte(s)))
-	if i := bytes.LastIndexByte([]byte(s), '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	if len(s) > 500 {
-		s = s[len(s)-500:]
-	}
-	return s
-}
-
-// serialEmit wraps emit so events from the parser goroutine and the run
-// are serialized and nothing is emitted after the run returned.
-func serialEmit(emit chat.EmitFunc) (chat.EmitFunc, func()) {
-	var mu sync.Mutex
-	closed := false
-	return func(e chat.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			if closed || emit == nil {
-				return
-			}
-			emit(e)
-		}, func() {
-			mu.Lock()
-			closed = true
-			mu.Unlock()
-		}
-}
-
-// ring keeps the last n bytes written to it.
-type ring struct {
-	mu  sync.Mutex
-	buf []byte
-	n   int
-}
-
-func newRing(n int) *ring { return &ring{n: n} }
-
-func (r *ring) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(p) >= r.n {
-		r.buf = append(r.buf[:0], p[len(p)-r.n:]...)
-		return len(p), nil
-	}
-	r.buf = append(r.buf, p...)
-	if over := len(r.buf) - r.n; over > 0 {
-		r.buf = append(r.buf[:0], r.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (r *ring) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return string(bytes.TrimSpace(r.buf))
 }

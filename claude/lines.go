@@ -1,28 +1,27 @@
 package claude
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"io"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/agentbox/agentbox/executor/agentcli"
 )
 
-// lineReader splits a stream into lines of any length. bufio.Scanner has a
-// maximum token size and fails the whole stream on a longer line; a single
-// tool result (a file the agent read, a command's output) can be tens of
-// megabytes, so lines are accumulated from ReadSlice chunks instead.
-//
-// A huge line need not be held whole: when elide approves it (from its
-// first bytes), every JSON string in it past its first keep decoded bytes
-// is dropped as it is read, and only the decoded length of what was
-// dropped is remembered (see cuts). The parser needs no more than a capped
-// prefix of a tool result, so its memory stays bounded by the cap, not by
-// the line.
+// lineReader is the stream's line reader (agentcli.LineReader: lines of
+// any length) with one addition for Claude Code's stream: a huge line need
+// not be held whole. When elide approves it (from its first bytes), every
+// JSON string in it past its first keep decoded bytes is dropped as it is
+// read, and only the decoded length of what was dropped is remembered (see
+// cuts). The parser needs no more than a capped prefix of a tool result,
+// so its memory stays bounded by the cap, not by the line. The elision
+// runs as the shared reader's grow hook, which only lines longer than the
+// read buffer reach: the others cost nothing more than with no elision.
 type lineReader struct {
-	br  *bufio.Reader
-	buf []byte // accumulation for lines longer than the bufio buffer
+	agentcli.LineReader
+
+	buf []byte // the line being accumulated, while grow runs
 
 	keep  int               // decoded bytes kept of each string of an elided line (0: none)
 	elide func([]byte) bool // whether a huge line may be elided, from its start
@@ -42,22 +41,18 @@ type cut struct {
 	dropped int // decoded bytes dropped from its end
 }
 
-// keepLineBuf is the largest accumulation buffer kept between lines; a
-// bigger one (left by a huge line) is dropped so memory stays flat.
-const keepLineBuf = 1 << 20
-
 // elideLines is the length past which a line may be elided: lexing it
 // from there on costs little and keeps the line buffer near the kept
 // strings' size.
 const elideLines = 64 << 10
 
 func newLineReader(r io.Reader) *lineReader {
-	return newLineReaderSize(r, 64<<10)
+	return newLineReaderSize(r, agentcli.DefaultLineBuffer)
 }
 
 // newLineReaderSize reads in chunks of up to size bytes.
 func newLineReaderSize(r io.Reader, size int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, size)}
+	return &lineReader{LineReader: *agentcli.NewLineReaderSize(r, size)}
 }
 
 // cuts returns the strings shortened in the line last returned by next.
@@ -69,34 +64,17 @@ func (l *lineReader) cuts() []cut {
 // slice is valid until the following call. At the end of the stream it
 // returns the last unterminated line, if any, and then io.EOF.
 func (l *lineReader) next() ([]byte, error) {
-	if cap(l.buf) > keepLineBuf {
-		l.buf = nil
-	}
-	l.buf = l.buf[:0]
 	l.cutList = l.cutList[:0]
 	l.checked, l.eliding = false, false
-	for {
-		chunk, err := l.br.ReadSlice('\n')
-		switch {
-		case err == nil:
-			if len(l.buf) == 0 {
-				return trimEOL(chunk), nil
-			}
-			l.add(chunk)
-			return trimEOL(l.buf), nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			l.add(chunk)
-		default:
-			// EOF or a read error: hand out what is left first.
-			l.add(chunk)
-			if len(l.buf) > 0 {
-				line := l.buf
-				l.buf = l.buf[len(l.buf):]
-				return trimEOL(line), nil
-			}
-			return nil, err
-		}
-	}
+	return l.NextGrow(l.grow)
+}
+
+// grow adds chunk to line (the shared reader's grow hook).
+func (l *lineReader) grow(line, chunk []byte) []byte {
+	l.buf = line
+	l.add(chunk)
+	line, l.buf = l.buf, nil
+	return line
 }
 
 // add appends a chunk of the current line, eliding long strings once the
@@ -303,14 +281,4 @@ func appendDoubling(dst, p []byte) []byte {
 		dst = grown
 	}
 	return append(dst, p...)
-}
-
-func trimEOL(b []byte) []byte {
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		b = b[:n-1]
-	}
-	if n := len(b); n > 0 && b[n-1] == '\r' {
-		b = b[:n-1]
-	}
-	return b
 }

@@ -2,6 +2,7 @@ package claude
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
 )
 
 // Notice codes raised by the parser. They appear as the code prop of notice
@@ -706,7 +708,7 @@ func (p *Parser) user(f lineFields) {
 		if known {
 			if len(res) > maxKeptResult {
 				// Outcome keeps a summary; the event carried the content.
-				p.out.ToolCalls[idx].Result = strings.Clone(capUTF8(res, maxKeptResult))
+				p.out.ToolCalls[idx].Result = strings.Clone(agentcli.CapUTF8(res, maxKeptResult))
 			} else {
 				p.out.ToolCalls[idx].Result = res
 			}
@@ -768,7 +770,7 @@ func resultText(raw string, max int, cuts cutIndex) (content string, size int, t
 	}
 	content = unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is ours
 	if size > max {
-		return capUTF8(content, max), size, true
+		return agentcli.CapUTF8(content, max), size, true
 	}
 	return content, size, false
 }
@@ -804,17 +806,6 @@ func appendCapped(dst []byte, s string, limit int) ([]byte, int) {
 		dst = append(dst, s[:min(len(s), limit)]...)
 	}
 	return dst, len(s)
-}
-
-func capUTF8(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	i := max
-	for i > 0 && i > max-4 && s[i]&0xC0 == 0x80 {
-		i--
-	}
-	return s[:i]
 }
 
 // trackFailure raises repeated_tool_failure when one tool fails
@@ -870,7 +861,7 @@ func (p *Parser) system(line string) {
 		p.init(line)
 	case "permission_denied":
 		r := gjson.GetMany(line, "tool_name", "tool_use_id", "message", "decision_reason")
-		p.denial(str(r[0]), str(r[1]), firstNonEmpty(str(r[2]), str(r[3])))
+		p.denial(agentcli.String(r[0]), agentcli.String(r[1]), cmp.Or(agentcli.String(r[2]), agentcli.String(r[3])))
 	case "api_retry":
 		r := gjson.GetMany(line, "attempt", "max_retries", "error_status", "error")
 		status := int(r[2].Int())
@@ -900,16 +891,16 @@ func describeAPIError(status int, kind string) string {
 
 func (p *Parser) init(line string) {
 	r := gjson.GetMany(line, "session_id", "model", "tools", "mcp_servers", "skills", "cwd", "permissionMode", "claude_code_version")
-	p.out.SessionID = str(r[0])
-	p.out.Model = str(r[1])
+	p.out.SessionID = agentcli.String(r[0])
+	p.out.Model = agentcli.String(r[1])
 	var tools, skillNames []string
-	r[2].ForEach(func(_, v gjson.Result) bool { tools = append(tools, str(v)); return true })
-	r[4].ForEach(func(_, v gjson.Result) bool { skillNames = append(skillNames, str(v)); return true })
+	r[2].ForEach(func(_, v gjson.Result) bool { tools = append(tools, agentcli.String(v)); return true })
+	r[4].ForEach(func(_, v gjson.Result) bool { skillNames = append(skillNames, agentcli.String(v)); return true })
 	type server struct{ name, status string }
 	var servers []server
 	mcp := []map[string]any{}
 	r[3].ForEach(func(_, v gjson.Result) bool {
-		s := server{str(v.Get("name")), str(v.Get("status"))}
+		s := server{agentcli.String(v.Get("name")), agentcli.String(v.Get("status"))}
 		servers = append(servers, s)
 		mcp = append(mcp, map[string]any{"name": s.name, "status": s.status})
 		return true
@@ -926,12 +917,12 @@ func (p *Parser) init(line string) {
 		"tools":       tools,
 		"mcp_servers": mcp,
 		"skills":      skillNames,
-		"cwd":         str(r[5]),
+		"cwd":         agentcli.String(r[5]),
 	}
-	if v := str(r[6]); v != "" {
+	if v := agentcli.String(r[6]); v != "" {
 		props["permission_mode"] = v
 	}
-	if v := str(r[7]); v != "" {
+	if v := agentcli.String(r[7]); v != "" {
 		props["version"] = v
 	}
 	chat.Whole(p.emit, p.newID(), chat.TypeSession, "", props)
@@ -975,8 +966,8 @@ func (p *Parser) result(line string) {
 	p.out.GotResult = true
 	r := gjson.GetMany(line, "subtype", "is_error", "session_id", "usage", "total_cost_usd",
 		"num_turns", "duration_ms", "result", "errors", "permission_denials", "api_error_status")
-	p.out.Subtype = str(r[0])
-	if s := str(r[2]); s != "" {
+	p.out.Subtype = agentcli.String(r[0])
+	if s := agentcli.String(r[2]); s != "" {
 		p.out.SessionID = s
 	}
 	u := r[3]
@@ -993,10 +984,10 @@ func (p *Parser) result(line string) {
 		p.out.APIErrorStatus = st
 	}
 	r[9].ForEach(func(_, d gjson.Result) bool {
-		p.denial(str(d.Get("tool_name")), str(d.Get("tool_use_id")), "")
+		p.denial(agentcli.String(d.Get("tool_name")), agentcli.String(d.Get("tool_use_id")), "")
 		return true
 	})
-	text := str(r[7])
+	text := agentcli.String(r[7])
 	if p.text.Len() == 0 && !r[1].Bool() && text != "" {
 		// Nothing streamed (an old CLI, partial messages off): the result
 		// text is the answer.
@@ -1039,21 +1030,4 @@ func errorCode(subtype string, status int) string {
 		return chat.ErrUpstream
 	}
 	return chat.ErrExecutor
-}
-
-// str copies a string out of the line buffer.
-func str(r gjson.Result) string {
-	if r.Type == gjson.String && strings.IndexByte(r.Raw, '\\') >= 0 {
-		return r.Str // unescaped into a fresh buffer already
-	}
-	return strings.Clone(r.String())
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

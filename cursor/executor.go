@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -30,8 +31,6 @@ const (
 	// DefaultInlinePrompt is the largest input passed on the command line;
 	// larger input goes to PromptFile (Linux caps one argument at 128 KiB).
 	DefaultInlinePrompt = 32 << 10
-	// stderrTail is how much of the CLI's stderr is kept for errors.
-	stderrTail = 8 << 10
 	// drainWait bounds how long the run waits for the output streams to end
 	// after the process exited or was killed.
 	drainWait = 5 * time.Second
@@ -93,7 +92,7 @@ func (e *Executor) Name() string { return "cursor" }
 // Run executes one turn (see executor.Executor). Events go to req.Emit
 // from the run only: Run never emits after it returns.
 func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
-	emit, closeEmit := serialEmit(req.Emit)
+	emit, closeEmit := agentcli.SerialEmit(req.Emit)
 	defer closeEmit()
 	fail := func(code, msg string, err error) (*executor.Result, error) {
 		chat.ErrorEvent(emit, "cu-error", code, msg)
@@ -181,7 +180,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	})
 	parseDone := make(chan error, 1)
 	go func() { parseDone <- parser.Parse(proc.Stdout()) }()
-	stderr := newRing(stderrTail)
+	stderr := agentcli.NewRing(agentcli.StderrTail)
 	stderrDone := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(stderr, proc.Stderr())
@@ -251,7 +250,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	log.Debug("cursor done", "exit", wr.code, "result", out.GotResult, "subtype", out.Subtype,
 		"lines", out.Lines, "skipped", out.Skipped, "repeated_bytes", out.RepeatedBytes, "killed", killed)
 
-	tail := redact(stderr.String(), secretsOf(req, prep))
+	tail := agentcli.Redact(stderr.String(), secretsOf(req, prep))
 	var runErr *executor.Error
 	switch {
 	case out.Err != nil:
@@ -275,14 +274,14 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		}
 		code := chat.ErrExecutor
 		if tail != "" {
-			msg += ": " + lastLine(tail)
+			msg += ": " + agentcli.LastLine(tail)
 			code = classify(tail)
 		}
 		runErr = &executor.Error{Code: code, Message: msg, StderrTail: tail}
 	case wr.code != 0 && !killed:
 		msg := fmt.Sprintf("cursor-agent exited with code %d after its result", wr.code)
 		if tail != "" {
-			msg += ": " + lastLine(tail)
+			msg += ": " + agentcli.LastLine(tail)
 		}
 		runErr = &executor.Error{Code: chat.ErrExecutor, Message: msg, StderrTail: tail}
 	}

@@ -2,6 +2,7 @@ package cursor
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
 )
 
 // Notice codes raised by the parser. They appear as the code prop of notice
@@ -146,9 +148,9 @@ func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 // It returns nil at EOF and the read error otherwise. It does not call
 // Close.
 func (p *Parser) Parse(r io.Reader) error {
-	lr := newLineReader(r)
+	lr := agentcli.NewLineReader(r)
 	for {
-		line, err := lr.next()
+		line, err := lr.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -225,18 +227,18 @@ func (p *Parser) newID() string {
 
 func (p *Parser) init(line string) {
 	r := gjson.GetMany(line, "session_id", "model", "cwd", "apiKeySource", "permissionMode", "tools", "mcp_servers")
-	if s := str(r[0]); s != "" {
+	if s := agentcli.String(r[0]); s != "" {
 		p.out.SessionID = s
 	}
-	p.out.Model = str(r[1])
+	p.out.Model = agentcli.String(r[1])
 	tools := []string{}
-	r[5].ForEach(func(_, v gjson.Result) bool { tools = append(tools, str(v)); return true })
+	r[5].ForEach(func(_, v gjson.Result) bool { tools = append(tools, agentcli.String(v)); return true })
 	type server struct{ name, status string }
 	var failed []server
 	mcp := []map[string]any{}
 	if r[6].IsArray() {
 		r[6].ForEach(func(_, v gjson.Result) bool {
-			s := server{str(v.Get("name")), str(v.Get("status"))}
+			s := server{agentcli.String(v.Get("name")), agentcli.String(v.Get("status"))}
 			mcp = append(mcp, map[string]any{"name": s.name, "status": s.status})
 			st := strings.ToLower(s.status)
 			if strings.Contains(st, "fail") || strings.Contains(st, "error") || st == "disconnected" {
@@ -256,12 +258,12 @@ func (p *Parser) init(line string) {
 		"tools":       tools,
 		"mcp_servers": mcp,
 		"skills":      skills,
-		"cwd":         str(r[2]),
+		"cwd":         agentcli.String(r[2]),
 	}
-	if v := str(r[3]); v != "" {
+	if v := agentcli.String(r[3]); v != "" {
 		props["api_key_source"] = v
 	}
-	if v := str(r[4]); v != "" {
+	if v := agentcli.String(r[4]); v != "" {
 		props["permission_mode"] = v
 	}
 	chat.Whole(p.emit, p.newID(), chat.TypeSession, "", props)
@@ -276,7 +278,7 @@ func (p *Parser) init(line string) {
 // or the text of its text blocks.
 func messageText(c gjson.Result) string {
 	if c.Type == gjson.String {
-		return str(c)
+		return agentcli.String(c)
 	}
 	var sb strings.Builder
 	c.ForEach(func(_, b gjson.Result) bool {
@@ -386,7 +388,7 @@ func (p *Parser) thinking(line string) {
 	r := gjson.GetMany(line, "subtype", "text")
 	switch r[0].String() {
 	case "delta":
-		t := str(r[1])
+		t := agentcli.String(r[1])
 		if t == "" {
 			return
 		}
@@ -421,7 +423,7 @@ func (p *Parser) toolCall(line string) {
 	if kind == "" {
 		return
 	}
-	id := str(r[1])
+	id := agentcli.String(r[1])
 	p.endText()
 	p.endThinking()
 	t := p.tools[id]
@@ -451,7 +453,7 @@ func (p *Parser) toolCall(line string) {
 	tc := &p.out.ToolCalls[t.idx]
 	tc.Result = res.content
 	if len(tc.Result) > maxKeptResult {
-		tc.Result = strings.Clone(capUTF8(tc.Result, maxKeptResult))
+		tc.Result = strings.Clone(agentcli.CapUTF8(tc.Result, maxKeptResult))
 	}
 	tc.IsError = res.isErr
 	chat.Whole(p.emit, p.newID(), chat.TypeToolResult, "", props)
@@ -490,8 +492,8 @@ func (p *Parser) result(line string) {
 	p.endThinking()
 	p.out.GotResult = true
 	r := gjson.GetMany(line, "subtype", "is_error", "session_id", "usage", "duration_ms", "result", "error", "num_turns")
-	p.out.Subtype = str(r[0])
-	if s := str(r[2]); s != "" {
+	p.out.Subtype = agentcli.String(r[0])
+	if s := agentcli.String(r[2]); s != "" {
 		p.out.SessionID = s
 	}
 	u := r[3]
@@ -503,7 +505,7 @@ func (p *Parser) result(line string) {
 		Turns:               int(r[7].Int()),
 		DurationMS:          r[4].Int(),
 	}
-	text := str(r[5])
+	text := agentcli.String(r[5])
 	failed := r[1].Bool() || (p.out.Subtype != "" && p.out.Subtype != "success")
 	if !failed && p.answer.Len() == 0 && text != "" {
 		// Nothing streamed: the result text is the answer.
@@ -513,10 +515,10 @@ func (p *Parser) result(line string) {
 	if failed {
 		msg := text
 		if e := r[6]; msg == "" && e.Exists() {
-			msg = firstNonEmpty(str(e.Get("message")), str(e))
+			msg = cmp.Or(agentcli.String(e.Get("message")), agentcli.String(e))
 		}
 		if msg == "" {
-			msg = "the CLI reported " + firstNonEmpty(p.out.Subtype, "an error")
+			msg = "the CLI reported " + cmp.Or(p.out.Subtype, "an error")
 		}
 		code := classify(msg)
 		p.out.Err = &executor.Error{Code: code, Message: msg}
@@ -534,15 +536,6 @@ func firstInt(obj gjson.Result, keys ...string) int64 {
 		}
 	}
 	return 0
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // classify maps a failure message (a failed result's text, the CLI's

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli"
 )
 
 func collect(opts ParserOptions, input string) ([]chat.Event, *Outcome) {
@@ -164,61 +164,6 @@ func TestHugeLines(t *testing.T) {
 	}
 }
 
-func TestLineReader(t *testing.T) {
-	t.Parallel()
-	huge := strings.Repeat("x", 3<<20)
-	tests := []struct {
-		name string
-		in   string
-		want []string
-	}{
-		{"empty", "", nil},
-		{"one unterminated", "abc", []string{"abc"}},
-		{"crlf", "a\r\nb\r\n", []string{"a", "b"}},
-		{"huge then small", huge + "\nsmall\n" + huge, []string{huge, "small", huge}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			lr := newLineReader(&chunkReader{s: tc.in, n: 7000})
-			var got []string
-			for {
-				l, err := lr.next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, string(l))
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %d lines, want %d", len(got), len(tc.want))
-			}
-			for i := range got {
-				if got[i] != tc.want[i] {
-					t.Errorf("line %d: got %d bytes, want %d", i, len(got[i]), len(tc.want[i]))
-				}
-			}
-		})
-	}
-}
-
-type chunkReader struct {
-	s string
-	n int
-}
-
-func (c *chunkReader) Read(p []byte) (int, error) {
-	if c.s == "" {
-		return 0, io.EOF
-	}
-	n := min(len(p), c.n, len(c.s))
-	copy(p, c.s[:n])
-	c.s = c.s[n:]
-	return n, nil
-}
-
 func TestErrorResults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -330,9 +275,9 @@ func BenchmarkEncodingJSON20MB(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		lr := newLineReader(bytes.NewReader(data))
+		lr := agentcli.NewLineReader(bytes.NewReader(data))
 		for {
-			l, err := lr.next()
+			l, err := lr.Next()
 			if err != nil {
 				break
 			}

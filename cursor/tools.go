@@ -1,12 +1,14 @@
 package cursor
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli"
 )
 
 // toolNames are the chat names of the tool kinds the CLI reports as
@@ -52,7 +54,7 @@ func toolBody(tc gjson.Result) (kind string, body gjson.Result) {
 func describeTool(kind string, body gjson.Result) (string, chat.RawJSON) {
 	if kind == "function" {
 		// Documented alternative: {"name": ..., "arguments": "<json>"}.
-		name := firstNonEmpty(str(body.Get("name")), "function")
+		name := cmp.Or(agentcli.String(body.Get("name")), "function")
 		args := body.Get("arguments")
 		switch {
 		case args.Type == gjson.String && gjson.Valid(args.Str) && strings.HasPrefix(strings.TrimSpace(args.Str), "{"):
@@ -74,8 +76,8 @@ func describeTool(kind string, body gjson.Result) (string, chat.RawJSON) {
 		name = kind
 	}
 	if kind == "mcpToolCall" {
-		server := firstNonEmpty(str(args.Get("providerIdentifier")), str(args.Get("serverName")), str(args.Get("server")))
-		tool := firstNonEmpty(str(args.Get("toolName")), str(args.Get("name")))
+		server := cmp.Or(agentcli.String(args.Get("providerIdentifier")), agentcli.String(args.Get("serverName")), agentcli.String(args.Get("server")))
+		tool := cmp.Or(agentcli.String(args.Get("toolName")), agentcli.String(args.Get("name")))
 		switch {
 		case server != "" && tool != "":
 			name = "mcp__" + server + "__" + tool
@@ -210,16 +212,16 @@ func failureContent(kind, key string, v gjson.Result, max int) outcomeOf {
 func capped(r gjson.Result, max int, isErr bool) outcomeOf {
 	if r.Type == gjson.String && len(r.Raw) > 2*max+2 {
 		text := gjson.Parse(r.Raw[:2*max] + `"`).String()
-		return outcomeOf{content: strings.Clone(capUTF8(text, max)), size: len(r.Raw) - 2, truncated: true, isErr: isErr}
+		return outcomeOf{content: strings.Clone(agentcli.CapUTF8(text, max)), size: len(r.Raw) - 2, truncated: true, isErr: isErr}
 	}
-	o := capString(str(r), max)
+	o := capString(agentcli.String(r), max)
 	o.isErr = isErr
 	return o
 }
 
 func capString(s string, max int) outcomeOf {
 	if len(s) > max {
-		return outcomeOf{content: strings.Clone(capUTF8(s, max)), size: len(s), truncated: true}
+		return outcomeOf{content: strings.Clone(agentcli.CapUTF8(s, max)), size: len(s), truncated: true}
 	}
 	return outcomeOf{content: s, size: len(s)}
 }

@@ -1,0 +1,261 @@
+// Package clitest holds the test helpers of coding-agent CLI executors
+// (see package agentcli): an event recorder, the invariants every event
+// stream satisfies, golden transcript tests, and checks that secrets stay
+// out of events and workspace files.
+package clitest
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentbox/agentbox/chat"
+)
+
+// EventLog records the events a run emits. It is safe for concurrent use;
+// the zero value is ready.
+type EventLog struct {
+	mu  sync.Mutex
+	evs []chat.Event
+}
+
+// Emit records e (a chat.EmitFunc).
+func (l *EventLog) Emit(e chat.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.evs = append(l.evs, e)
+}
+
+// Events returns a copy of the events recorded so far.
+func (l *EventLog) Events() []chat.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]chat.Event(nil), l.evs...)
+}
+
+// Starts returns the start events of messages of type typ, in order.
+func (l *EventLog) Starts(typ string) []chat.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []chat.Event
+	for _, e := range l.evs {
+		if e.Event == chat.Start && e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// CheckInvariants verifies what every event stream must satisfy: ids are
+// unique per message, every start has one end, deltas come between them.
+func CheckInvariants(t testing.TB, events []chat.Event) {
+	t.Helper()
+	state := map[string]string{}
+	for i, e := range events {
+		switch e.Event {
+		case chat.Start:
+			if _, dup := state[e.ID]; dup {
+				t.Fatalf("event %d: id %s started twice", i, e.ID)
+			}
+			state[e.ID] = "open"
+		case chat.Delta:
+			if state[e.ID] != "open" {
+				t.Fatalf("event %d: delta for %s which is not open", i, e.ID)
+			}
+		case chat.End:
+			if state[e.ID] != "open" {
+				t.Fatalf("event %d: end for %s which is not open", i, e.ID)
+			}
+			state[e.ID] = "closed"
+		}
+	}
+	for id, s := range state {
+		if s != "closed" {
+			t.Errorf("message %s never ended", id)
+		}
+	}
+}
+
+// CheckFuzzed is what a parser fuzz target checks of the events it made
+// of input: the invariants hold, and no line of input that is not JSON
+// shows up in a text message.
+func CheckFuzzed(t testing.TB, input []byte, events []chat.Event) {
+	t.Helper()
+	CheckInvariants(t, events)
+	for _, line := range bytes.Split(input, []byte("\n")) {
+		tl := bytes.TrimSpace(line)
+		if len(tl) < 8 || json.Valid(tl) {
+			continue
+		}
+		for _, e := range events {
+			if e.Type == chat.TypeText && strings.Contains(e.Text, string(tl)) {
+				t.Fatalf("non-JSON line leaked into text: %q", tl)
+			}
+		}
+	}
+}
+
+// CheckNoSecret fails t when secret is in any recorded event or in any
+// file under dir (a workspace).
+func CheckNoSecret(t testing.TB, secret, dir string, logs ...*EventLog) {
+	t.Helper()
+	for _, l := range logs {
+		b, _ := json.Marshal(l.Events())
+		if strings.Contains(string(b), secret) {
+			t.Error("API key found in events")
+		}
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		if strings.Contains(string(b), secret) {
+			t.Errorf("API key found in workspace file %s", p)
+		}
+		return nil
+	})
+}
+
+// ChunkReader returns a reader of s that returns at most n bytes a read:
+// it makes a line reader accumulate lines from several chunks.
+func ChunkReader(s string, n int) io.Reader {
+	return &chunkReader{s: s, n: n}
+}
+
+type chunkReader struct {
+	s string
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if c.s == "" {
+		return 0, io.EOF
+	}
+	n := min(len(p), c.n, len(c.s))
+	copy(p, c.s[:n])
+	c.s = c.s[n:]
+	return n, nil
+}
+
+// CheckLineReader runs the cases every unlimited line reader passes
+// (empty input, an unterminated line, CRLF, blank lines, lines of several
+// megabytes) through the reader open returns; next is its Next method.
+// The input arrives in small reads, so long lines are accumulated.
+func CheckLineReader(t *testing.T, open func(r io.Reader) (next func() ([]byte, error))) {
+	t.Helper()
+	huge := strings.Repeat("x", 3<<20)
+	tests := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"empty", "", nil},
+		{"one unterminated", "abc", []string{"abc"}},
+		{"crlf", "a\r\nb\r\n", []string{"a", "b"}},
+		{"blank lines", "\n\na\n", []string{"", "", "a"}},
+		{"huge then small", huge + "\nsmall\n" + huge, []string{huge, "small", huge}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			next := open(ChunkReader(tc.in, 7000))
+			var got []string
+			for {
+				l, err := next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, string(l))
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d lines, want %d", len(got), len(tc.want))
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("line %d: got %d bytes, want %d", i, len(got[i]), len(tc.want[i]))
+				}
+			}
+		})
+	}
+}
+
+// Transcript is what a parser made of a transcript: its golden file
+// content.
+type Transcript[O any] struct {
+	Events  []chat.Event `json:"events"`
+	Outcome O            `json:"outcome"`
+}
+
+// GoldenOptions configure Golden.
+type GoldenOptions[O any] struct {
+	// Dir holds the transcripts (NAME.jsonl) and their golden files
+	// (NAME.golden.json).
+	Dir string
+	// Package is the package's path for the hint in failures ("./claude").
+	Package string
+	// Update rewrites the golden files instead of comparing (the test's
+	// -update flag).
+	Update bool
+	// Parse parses the transcript called name (failing t on an error).
+	Parse func(t *testing.T, name string, transcript io.Reader) Transcript[O]
+	// Check, when set, checks more of each result; the event invariants
+	// are always checked.
+	Check func(t *testing.T, got Transcript[O])
+}
+
+// Golden runs a parallel subtest per transcript in opts.Dir: the parsed
+// events and outcome, as indented JSON, must equal the golden file.
+func Golden[O any](t *testing.T, opts GoldenOptions[O]) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(opts.Dir, "*.jsonl"))
+	if len(files) == 0 {
+		t.Fatal("no transcripts in " + opts.Dir)
+	}
+	sort.Strings(files)
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f, err := os.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			g := opts.Parse(t, name, f)
+			got, err := json.MarshalIndent(g, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			goldenPath := filepath.Join(opts.Dir, name+".golden.json")
+			if opts.Update {
+				if err := os.WriteFile(goldenPath, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(goldenPath)
+			if err != nil {
+				t.Fatalf("%v (run go test %s -update)", err, opts.Package)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("events differ from %s (run go test %s -update and review the diff)\ngot:\n%s", goldenPath, opts.Package, got)
+			}
+			CheckInvariants(t, g.Events)
+			if opts.Check != nil {
+				opts.Check(t, g)
+			}
+		})
+	}
+}
