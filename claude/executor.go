@@ -10,11 +10,8 @@ package claude
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -30,9 +27,6 @@ const (
 	DefaultBinary      = "claude"
 	DefaultMaxTurns    = 30
 	DefaultGracePeriod = 3 * time.Second
-	// drainWait bounds how long the run waits for the output streams to end
-	// after the process exited or was killed.
-	drainWait = 5 * time.Second
 )
 
 // Options configure an Executor. The zero value is usable.
@@ -155,94 +149,31 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	log.Debug("claude run", "resume", prep.resume, "max_turns", maxTurns, "permission_mode", permMode,
 		"model", model, "mcp_servers", prep.mcp.Servers, "input_bytes", len(cmd.stdin))
 
-	runCtx := ctx
-	if req.Timeout > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, req.Timeout)
-		defer cancel()
-	}
 	argv := cmd.argv
 	if req.WrapArgv != nil {
 		argv = req.WrapArgv(argv)
 	}
-	started := time.Now()
-	proc, err := req.Sandbox.Start(runCtx, sandbox.ExecRequest{
-		Argv:  argv,
-		Env:   cmd.env,
-		Stdin: bytes.NewReader(cmd.stdin),
+	run, xe := agentcli.Start(ctx, agentcli.Spec{
+		CLI: "claude", ErrorID: "cc-error", Emit: emit,
+		Sandbox: req.Sandbox,
+		Exec:    sandbox.ExecRequest{Argv: argv, Env: cmd.env, Stdin: bytes.NewReader(cmd.stdin)},
+		Timeout: req.Timeout, GracePeriod: e.opts.GracePeriod,
+		Secrets: secretsOf(req, prep), Logger: log,
 	})
-	if err != nil {
-		if code, msg, ok := ctxFailure(ctx, runCtx, req.Timeout); ok {
-			return fail(code, msg, err)
-		}
-		return fail(chat.ErrSandbox, "start claude: "+err.Error(), err)
+	if xe != nil {
+		return fail(xe.Code, xe.Message, xe.Err)
 	}
 
 	skillNames := make([]string, 0, len(in.skills))
 	for _, s := range in.skills {
 		skillNames = append(skillNames, s.Name)
 	}
-	resultSeen := make(chan struct{})
-	var resultOnce sync.Once
 	parser := NewParser(emit, ParserOptions{
 		MaxTurns: maxTurns,
 		Skills:   skillNames,
-		OnResult: func() { resultOnce.Do(func() { close(resultSeen) }) },
+		OnResult: run.ResultSeen,
 	})
-	parseDone := make(chan error, 1)
-	go func() { parseDone <- parser.Parse(proc.Stdout()) }()
-	stderr := agentcli.NewRing(agentcli.StderrTail)
-	stderrDone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(stderr, proc.Stderr())
-		close(stderrDone)
-	}()
-	type waitRes struct {
-		code int
-		err  error
-	}
-	waitDone := make(chan waitRes, 1)
-	go func() {
-		c, err := proc.Wait(runCtx)
-		waitDone <- waitRes{c, err}
-	}()
-
-	var (
-		wr     waitRes
-		killed bool
-	)
-	grace := (<-chan time.Time)(nil)
-	for done := false; !done; {
-		select {
-		case wr = <-waitDone:
-			done = true
-		case <-resultSeen:
-			resultSeen = nil
-			t := time.NewTimer(e.opts.GracePeriod)
-			defer t.Stop()
-			grace = t.C
-		case <-grace:
-			// The answer is complete; a CLI that lingers (an MCP server that
-			// will not exit, a stuck hook) must not hold the request.
-			log.Debug("claude still running after its result; stopping it")
-			killed = true
-			_ = proc.Kill()
-			grace = nil
-		}
-	}
-	// Wait for the parser to see the end of the output, bounded: a process
-	// left behind by the CLI could hold the pipe open.
-	parseErr := error(nil)
-	select {
-	case parseErr = <-parseDone:
-	case <-time.After(drainWait):
-		_ = proc.Kill()
-		parseErr = errors.New("output did not end after the process exited")
-	}
-	select {
-	case <-stderrDone:
-	case <-time.After(200 * time.Millisecond):
-	}
+	exit := run.Wait(parser.Parse)
 	out := parser.Close()
 	_ = ws.RemoveAll(SystemPromptFile)
 
@@ -257,68 +188,22 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		res.SessionID = prep.sessionID
 	}
 	if res.Usage.DurationMS == 0 {
-		res.Usage.DurationMS = time.Since(started).Milliseconds()
+		res.Usage.DurationMS = time.Since(exit.Started).Milliseconds()
 	}
-	log.Debug("claude done", "exit", wr.code, "result", out.GotResult, "subtype", out.Subtype,
-		"turns", res.Usage.Turns, "lines", out.Lines, "skipped", out.Skipped, "killed", killed)
+	log.Debug("claude done", "exit", exit.Code, "result", out.GotResult, "subtype", out.Subtype,
+		"turns", res.Usage.Turns, "lines", out.Lines, "skipped", out.Skipped, "killed", exit.Killed)
 
-	tail := agentcli.Redact(stderr.String(), secretsOf(req, prep))
-	switch {
-	case out.Err != nil:
-		// The CLI reported the failure itself; its error event is out.
-		out.Err.StderrTail = tail
-		return res, out.Err
-	case wr.err != nil && !(killed && out.GotResult):
-		if code, msg, ok := ctxFailure(ctx, runCtx, req.Timeout); ok {
-			chat.ErrorEvent(emit, "cc-error", code, msg)
-			return res, &executor.Error{Code: code, Message: msg, StderrTail: tail, Err: wr.err}
+	if xe := exit.Failure(agentcli.Parsed{GotResult: out.GotResult, Err: out.Err, NoResult: func(string) (string, string) {
+		// The CLI reports the model API's last failure; without a result
+		// it is the likeliest reason.
+		if out.APIErrorStatus == 0 {
+			return chat.ErrExecutor, ""
 		}
-		if errors.Is(wr.err, sandbox.ErrExecTimeout) {
-			msg := fmt.Sprintf("claude ran longer than its timeout (%s) and was stopped", req.Timeout)
-			chat.ErrorEvent(emit, "cc-error", chat.ErrTimeout, msg)
-			return res, &executor.Error{Code: chat.ErrTimeout, Message: msg, StderrTail: tail, Err: wr.err}
-		}
-		msg := "claude: " + wr.err.Error()
-		chat.ErrorEvent(emit, "cc-error", chat.ErrSandbox, msg)
-		return res, &executor.Error{Code: chat.ErrSandbox, Message: msg, StderrTail: tail, Err: wr.err}
-	case !out.GotResult:
-		msg := fmt.Sprintf("claude exited with code %d without a result", wr.code)
-		if parseErr != nil {
-			msg += " (" + parseErr.Error() + ")"
-		}
-		code := chat.ErrExecutor
-		if out.APIErrorStatus != 0 {
-			code = errorCode("", out.APIErrorStatus)
-			msg += fmt.Sprintf("; the model API last answered HTTP %d", out.APIErrorStatus)
-		}
-		if tail != "" {
-			msg += ": " + agentcli.LastLine(tail)
-		}
-		chat.ErrorEvent(emit, "cc-error", code, msg)
-		return res, &executor.Error{Code: code, Message: msg, StderrTail: tail}
-	case wr.code != 0 && !killed:
-		msg := fmt.Sprintf("claude exited with code %d after its result", wr.code)
-		if tail != "" {
-			msg += ": " + agentcli.LastLine(tail)
-		}
-		chat.ErrorEvent(emit, "cc-error", chat.ErrExecutor, msg)
-		return res, &executor.Error{Code: chat.ErrExecutor, Message: msg, StderrTail: tail}
+		return errorCode("", out.APIErrorStatus), fmt.Sprintf("the model API last answered HTTP %d", out.APIErrorStatus)
+	}}); xe != nil {
+		return res, xe
 	}
 	return res, nil
-}
-
-// ctxFailure classifies a run stopped by its contexts.
-func ctxFailure(parent, run context.Context, timeout time.Duration) (code, msg string, ok bool) {
-	switch {
-	case parent.Err() != nil:
-		if errors.Is(parent.Err(), context.DeadlineExceeded) {
-			return chat.ErrTimeout, "the request deadline passed; claude was stopped", true
-		}
-		return chat.ErrCanceled, "the request was canceled; claude was stopped", true
-	case run.Err() != nil:
-		return chat.ErrTimeout, fmt.Sprintf("claude ran longer than the sandbox timeout (%s) and was stopped", timeout), true
-	}
-	return "", "", false
 }
 
 // secretsOf lists the values that must never appear in events or errors.

@@ -13,9 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
@@ -31,9 +29,6 @@ const (
 	// DefaultInlinePrompt is the largest input passed on the command line;
 	// larger input goes to PromptFile (Linux caps one argument at 128 KiB).
 	DefaultInlinePrompt = 32 << 10
-	// drainWait bounds how long the run waits for the output streams to end
-	// after the process exited or was killed.
-	drainWait = 5 * time.Second
 )
 
 // Options configure an Executor. The zero value is usable.
@@ -152,86 +147,27 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		log.Warn("cursor-agent exposes every tool of an MCP server; the tool lists of these servers are not enforced", "servers", prep.mcp.Limited)
 	}
 
-	runCtx := ctx
-	if req.Timeout > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, req.Timeout)
-		defer cancel()
-	}
-	started := time.Now()
-	proc, err := req.Sandbox.Start(runCtx, sandbox.ExecRequest{Argv: argv, Env: cmd.env})
-	if err != nil {
-		if code, msg, ok := ctxFailure(ctx, runCtx, req.Timeout); ok {
-			return fail(code, msg, err)
-		}
-		return fail(chat.ErrSandbox, "start cursor-agent: "+err.Error(), err)
+	run, xe := agentcli.Start(ctx, agentcli.Spec{
+		CLI: "cursor-agent", ErrorID: "cu-error", Emit: emit,
+		Sandbox: req.Sandbox,
+		Exec:    sandbox.ExecRequest{Argv: argv, Env: cmd.env},
+		Timeout: req.Timeout, GracePeriod: e.opts.GracePeriod,
+		Secrets: secretsOf(req, prep), Logger: log,
+	})
+	if xe != nil {
+		return fail(xe.Code, xe.Message, xe.Err)
 	}
 
 	skillNames := make([]string, 0, len(req.Assistant.Skills))
 	for _, s := range req.Assistant.Skills {
 		skillNames = append(skillNames, s.Name)
 	}
-	resultSeen := make(chan struct{})
-	var resultOnce sync.Once
 	parser := NewParser(emit, ParserOptions{
 		Skills:     skillNames,
 		MCPServers: prep.mcp.Servers,
-		OnResult:   func() { resultOnce.Do(func() { close(resultSeen) }) },
+		OnResult:   run.ResultSeen,
 	})
-	parseDone := make(chan error, 1)
-	go func() { parseDone <- parser.Parse(proc.Stdout()) }()
-	stderr := agentcli.NewRing(agentcli.StderrTail)
-	stderrDone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(stderr, proc.Stderr())
-		close(stderrDone)
-	}()
-	type waitRes struct {
-		code int
-		err  error
-	}
-	waitDone := make(chan waitRes, 1)
-	go func() {
-		c, err := proc.Wait(runCtx)
-		waitDone <- waitRes{c, err}
-	}()
-
-	var (
-		wr     waitRes
-		killed bool
-	)
-	grace := (<-chan time.Time)(nil)
-	for done := false; !done; {
-		select {
-		case wr = <-waitDone:
-			done = true
-		case <-resultSeen:
-			resultSeen = nil
-			t := time.NewTimer(e.opts.GracePeriod)
-			defer t.Stop()
-			grace = t.C
-		case <-grace:
-			// The answer is complete; a CLI that lingers (an MCP server that
-			// will not exit, a background command) must not hold the request.
-			log.Debug("cursor-agent still running after its result; stopping it")
-			killed = true
-			_ = proc.Kill()
-			grace = nil
-		}
-	}
-	// Wait for the parser to see the end of the output, bounded: a process
-	// left behind by the CLI could hold the pipe open.
-	parseErr := error(nil)
-	select {
-	case parseErr = <-parseDone:
-	case <-time.After(drainWait):
-		_ = proc.Kill()
-		parseErr = errors.New("output did not end after the process exited")
-	}
-	select {
-	case <-stderrDone:
-	case <-time.After(200 * time.Millisecond):
-	}
+	exit := run.Wait(parser.Parse)
 	out := parser.Close()
 
 	res := &executor.Result{
@@ -245,51 +181,21 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		res.SessionID = prep.resume
 	}
 	if res.Usage.DurationMS == 0 {
-		res.Usage.DurationMS = time.Since(started).Milliseconds()
+		res.Usage.DurationMS = time.Since(exit.Started).Milliseconds()
 	}
-	log.Debug("cursor done", "exit", wr.code, "result", out.GotResult, "subtype", out.Subtype,
-		"lines", out.Lines, "skipped", out.Skipped, "repeated_bytes", out.RepeatedBytes, "killed", killed)
+	log.Debug("cursor done", "exit", exit.Code, "result", out.GotResult, "subtype", out.Subtype,
+		"lines", out.Lines, "skipped", out.Skipped, "repeated_bytes", out.RepeatedBytes, "killed", exit.Killed)
 
-	tail := agentcli.Redact(stderr.String(), secretsOf(req, prep))
-	var runErr *executor.Error
-	switch {
-	case out.Err != nil:
-		// The CLI reported the failure itself; its error event is out.
-		out.Err.StderrTail = tail
-		runErr = out.Err
-	case wr.err != nil && !(killed && out.GotResult):
-		code, msg := chat.ErrSandbox, "cursor-agent: "+wr.err.Error()
-		if c, m, ok := ctxFailure(ctx, runCtx, req.Timeout); ok {
-			code, msg = c, m
-		} else if errors.Is(wr.err, sandbox.ErrExecTimeout) {
-			code, msg = chat.ErrTimeout, fmt.Sprintf("cursor-agent ran longer than its timeout (%s) and was stopped", req.Timeout)
-		}
-		runErr = &executor.Error{Code: code, Message: msg, StderrTail: tail, Err: wr.err}
-	case !out.GotResult:
+	if xe := exit.Failure(agentcli.Parsed{GotResult: out.GotResult, Err: out.Err, NoResult: func(tail string) (string, string) {
 		// The documented failure shape: a non-zero exit, the stream cut
-		// short without a result, the reason on stderr.
-		msg := fmt.Sprintf("cursor-agent exited with code %d without a result", wr.code)
-		if parseErr != nil {
-			msg += " (" + parseErr.Error() + ")"
+		// short without a result, the reason on stderr. The CLI reports
+		// no status codes, so the words on stderr give the code.
+		if tail == "" {
+			return chat.ErrExecutor, ""
 		}
-		code := chat.ErrExecutor
-		if tail != "" {
-			msg += ": " + agentcli.LastLine(tail)
-			code = classify(tail)
-		}
-		runErr = &executor.Error{Code: code, Message: msg, StderrTail: tail}
-	case wr.code != 0 && !killed:
-		msg := fmt.Sprintf("cursor-agent exited with code %d after its result", wr.code)
-		if tail != "" {
-			msg += ": " + agentcli.LastLine(tail)
-		}
-		runErr = &executor.Error{Code: chat.ErrExecutor, Message: msg, StderrTail: tail}
-	}
-	if runErr != nil {
-		if runErr != out.Err {
-			chat.ErrorEvent(emit, "cu-error", runErr.Code, runErr.Message)
-		}
-		return res, runErr
+		return classify(tail), ""
+	}}); xe != nil {
+		return res, xe
 	}
 	if out.SessionID != "" {
 		if err := writeSession(ws, session{AssistantID: req.Assistant.ID, ChatID: req.ChatID, SessionID: out.SessionID}); err != nil {
@@ -299,20 +205,6 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		}
 	}
 	return res, nil
-}
-
-// ctxFailure classifies a run stopped by its contexts.
-func ctxFailure(parent, run context.Context, timeout time.Duration) (code, msg string, ok bool) {
-	switch {
-	case parent.Err() != nil:
-		if errors.Is(parent.Err(), context.DeadlineExceeded) {
-			return chat.ErrTimeout, "the request deadline passed; cursor-agent was stopped", true
-		}
-		return chat.ErrCanceled, "the request was canceled; cursor-agent was stopped", true
-	case run.Err() != nil:
-		return chat.ErrTimeout, fmt.Sprintf("cursor-agent ran longer than the sandbox timeout (%s) and was stopped", timeout), true
-	}
-	return "", "", false
 }
 
 // secretsOf lists the values that must never appear in events or errors.

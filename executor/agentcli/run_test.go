@@ -1,0 +1,247 @@
+package agentcli_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// TestMain fails the package when a run leaves a goroutine behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// script is what the fake process does: print stdout and stderr, then
+// exit with code (or waitErr), or hang until it is killed.
+type script struct {
+	stdout, stderr string
+	code           int
+	waitErr        error
+	hang           bool
+	startErr       error
+}
+
+// fakeSandbox starts scripted processes; nothing else.
+type fakeSandbox struct{ s script }
+
+func (f *fakeSandbox) ID() string                    { return "fake" }
+func (f *fakeSandbox) Workspace() *sandbox.Workspace { return nil }
+func (f *fakeSandbox) Remove(context.Context) error  { return nil }
+func (f *fakeSandbox) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+	return nil, errors.New("fake: no exec")
+}
+
+func (f *fakeSandbox) Start(ctx context.Context, _ sandbox.ExecRequest) (sandbox.Process, error) {
+	if f.s.startErr != nil {
+		return nil, f.s.startErr
+	}
+	or, ow := io.Pipe()
+	er, ew := io.Pipe()
+	p := &fakeProc{s: f.s, stdout: or, stderr: er, killed: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		_, _ = io.WriteString(ew, f.s.stderr)
+		_, _ = io.WriteString(ow, f.s.stdout)
+		if f.s.hang {
+			<-p.killed
+		}
+		ow.Close()
+		ew.Close()
+	}()
+	return p, nil
+}
+
+type fakeProc struct {
+	s              script
+	stdout, stderr io.Reader
+	killOnce       sync.Once
+	killed, done   chan struct{}
+}
+
+func (p *fakeProc) Stdout() io.Reader { return p.stdout }
+func (p *fakeProc) Stderr() io.Reader { return p.stderr }
+
+func (p *fakeProc) Kill() error {
+	p.killOnce.Do(func() { close(p.killed) })
+	return nil
+}
+
+func (p *fakeProc) Wait(ctx context.Context) (int, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		_ = p.Kill()
+		<-p.done
+		return -1, ctx.Err()
+	}
+	select {
+	case <-p.killed:
+		return 137, nil
+	default:
+	}
+	return p.s.code, p.s.waitErr
+}
+
+// runScript runs s through Start, Wait and Failure with a parser that
+// takes a "RESULT" line as the CLI's result.
+func runScript(t *testing.T, ctx context.Context, s script, timeout time.Duration, noResult func(string) (string, string)) (*agentcli.Exit, *executor.Error, *clitest.EventLog) {
+	t.Helper()
+	log := &clitest.EventLog{}
+	run, xe := agentcli.Start(ctx, agentcli.Spec{
+		CLI: "fake-cli", ErrorID: "fk-error", Emit: log.Emit, Sandbox: &fakeSandbox{s},
+		Timeout: timeout, GracePeriod: 50 * time.Millisecond, Secrets: []string{"sk-SECRET"},
+	})
+	if xe != nil {
+		return nil, xe, log
+	}
+	got := false
+	exit := run.Wait(func(r io.Reader) error {
+		lr := agentcli.NewLineReader(r)
+		for {
+			l, err := lr.Next()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
+			}
+			if string(l) == "RESULT" {
+				got = true
+				run.ResultSeen()
+				run.ResultSeen() // more than once is fine
+			}
+		}
+	})
+	return exit, exit.Failure(agentcli.Parsed{GotResult: got, NoResult: noResult}), log
+}
+
+func TestRunFailures(t *testing.T) {
+	t.Parallel()
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		s        script
+		timeout  time.Duration
+		noResult func(string) (string, string)
+		code     string // "" for success
+		msg      string
+		killed   bool
+	}{
+		{name: "result, exit 0", s: script{stdout: "RESULT\n"}},
+		{name: "lingers after its result", s: script{stdout: "RESULT\n", hang: true}, killed: true},
+		{name: "no result", s: script{stdout: "noise\n", stderr: "warming up\nboom: no key sk-SECRET\n", code: 3},
+			code: chat.ErrExecutor, msg: "fake-cli exited with code 3 without a result: boom: no key [redacted]"},
+		{name: "no result, classified", s: script{stderr: "rate limited", code: 1},
+			noResult: func(tail string) (string, string) { return chat.ErrRateLimit, "upstream said " + tail },
+			code:     chat.ErrRateLimit, msg: "without a result; upstream said rate limited: rate limited"},
+		{name: "exit after result", s: script{stdout: "RESULT\n", stderr: "crashed late", code: 2},
+			code: chat.ErrExecutor, msg: "fake-cli exited with code 2 after its result: crashed late"},
+		{name: "sandbox timeout", s: script{hang: true}, timeout: 50 * time.Millisecond,
+			code: chat.ErrTimeout, msg: "fake-cli ran longer than the sandbox timeout (50ms) and was stopped"},
+		{name: "exec timeout", s: script{waitErr: sandbox.ErrExecTimeout}, timeout: time.Minute,
+			code: chat.ErrTimeout, msg: "fake-cli ran longer than its timeout (1m0s) and was stopped"},
+		{name: "lost sandbox", s: script{waitErr: errors.New("container gone")},
+			code: chat.ErrSandbox, msg: "fake-cli: container gone"},
+		{name: "cannot start", s: script{startErr: errors.New("no such image")},
+			code: chat.ErrSandbox, msg: "start fake-cli: no such image"},
+		{name: "canceled before start", ctx: canceled, s: script{startErr: context.Canceled},
+			code: chat.ErrCanceled, msg: "the request was canceled; fake-cli was stopped"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := tc.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			exit, xe, log := runScript(t, ctx, tc.s, tc.timeout, tc.noResult)
+			if tc.code == "" {
+				if xe != nil {
+					t.Fatalf("err %v", xe)
+				}
+				if exit.Killed != tc.killed {
+					t.Errorf("killed %v", exit.Killed)
+				}
+				if n := len(log.Events()); n != 0 {
+					t.Errorf("%d events", n)
+				}
+				return
+			}
+			if xe == nil || xe.Code != tc.code || !strings.Contains(xe.Message, tc.msg) {
+				t.Fatalf("err %v, want %s containing %q", xe, tc.code, tc.msg)
+			}
+			if strings.Contains(xe.Error(), "sk-SECRET") {
+				t.Errorf("secret in %v", xe)
+			}
+			// Failure emits its error; a start failure is the caller's to
+			// report.
+			want := 1
+			if exit == nil {
+				want = 0
+			}
+			if ev := log.Starts(chat.TypeError); len(ev) != want || (want == 1 && (ev[0].ID != "fk-error" || ev[0].Props["code"] != tc.code)) {
+				t.Errorf("error events %+v", ev)
+			}
+		})
+	}
+}
+
+// TestRunReportedFailure: a failure the CLI reported keeps its code and
+// gets the stderr tail; its event was the parser's, so none is added.
+func TestRunReportedFailure(t *testing.T) {
+	t.Parallel()
+	log := &clitest.EventLog{}
+	run, xe := agentcli.Start(context.Background(), agentcli.Spec{CLI: "fake-cli", Emit: log.Emit,
+		Sandbox: &fakeSandbox{script{stdout: "RESULT\n", stderr: "details", code: 1}}})
+	if xe != nil {
+		t.Fatal(xe)
+	}
+	exit := run.Wait(func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err })
+	if exit.Stderr != "details" || exit.Code != 1 || exit.Started.IsZero() {
+		t.Errorf("exit %+v", exit)
+	}
+	reported := &executor.Error{Code: chat.ErrMaxTurns, Message: "too many turns"}
+	if got := exit.Failure(agentcli.Parsed{GotResult: true, Err: reported}); got != reported || got.StderrTail != "details" {
+		t.Errorf("err %+v", got)
+	}
+	if n := len(log.Events()); n != 0 {
+		t.Errorf("%d events", n)
+	}
+}
+
+func TestSerialEmit(t *testing.T) {
+	t.Parallel()
+	log := &clitest.EventLog{}
+	emit, stop := agentcli.SerialEmit(log.Emit)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			emit(chat.Event{Event: chat.Delta})
+		}()
+	}
+	wg.Wait()
+	stop()
+	emit(chat.Event{Event: chat.Delta})
+	if n := len(log.Events()); n != 8 {
+		t.Errorf("%d events, want 8", n)
+	}
+	nilEmit, stopNil := agentcli.SerialEmit(nil)
+	nilEmit(chat.Event{}) // dropped
+	stopNil()
+}
