@@ -177,19 +177,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	out := parser.Close()
 	_ = ws.RemoveAll(SystemPromptFile)
 
-	res := &executor.Result{
-		Content:   out.Content,
-		SessionID: out.SessionID,
-		Usage:     out.Usage,
-		ToolCalls: out.ToolCalls,
-		Notices:   out.Notices,
-	}
-	if res.SessionID == "" {
-		res.SessionID = prep.sessionID
-	}
-	if res.Usage.DurationMS == 0 {
-		res.Usage.DurationMS = time.Since(exit.Started).Milliseconds()
-	}
+	res := out.Result(prep.sessionID, exit.Started)
 	log.Debug("claude done", "exit", exit.Code, "result", out.GotResult, "subtype", out.Subtype,
 		"turns", res.Usage.Turns, "lines", out.Lines, "skipped", out.Skipped, "killed", exit.Killed)
 

@@ -23,7 +23,7 @@ import (
 const (
 	// NoticeMCPFailed: an MCP server did not connect (init reports a status
 	// other than connected or pending).
-	NoticeMCPFailed = "mcp_server_failed"
+	NoticeMCPFailed = agentcli.NoticeMCPFailed
 	// NoticeSkillMissing: a skill the assistant defines is not among the
 	// skills the CLI loaded.
 	NoticeSkillMissing = "skill_missing"
@@ -31,7 +31,7 @@ const (
 	NoticePermissionDenied = "permission_denied"
 	// NoticeRepeatedToolFailure: the same tool failed several times in a
 	// row (seed 004 "repeated-tool-error").
-	NoticeRepeatedToolFailure = "repeated_tool_failure"
+	NoticeRepeatedToolFailure = agentcli.NoticeRepeatedToolFailure
 	// NoticeMaxTurnsNear: the agent keeps calling tools with only a few of
 	// its max_turns left (seed 004 "max-steps-approaching").
 	NoticeMaxTurnsNear = "max_turns_near"
@@ -41,7 +41,7 @@ const (
 
 // Defaults for ParserOptions.
 const (
-	DefaultFailureThreshold = 3
+	DefaultFailureThreshold = agentcli.DefaultFailureThreshold
 	DefaultNearMaxTurns     = 2
 	// DefaultMaxEventContent caps a tool result's content in events; the
 	// full size is reported in the content_bytes prop.
@@ -79,31 +79,11 @@ type ParserOptions struct {
 
 // Outcome is what a parsed stream amounts to.
 type Outcome struct {
-	// SessionID and Model come from the init message (or the result).
-	SessionID string `json:"session_id"`
-	Model     string `json:"model"`
-	// Content is the main agent's answer text as streamed to the client
-	// (the result's text when nothing was streamed).
-	Content string `json:"content"`
-	// Usage is the result's usage, cost, turns and duration.
-	Usage     chat.Usage          `json:"usage"`
-	ToolCalls []executor.ToolCall `json:"tool_calls"`
-	// Notices lists the notice codes raised, in order.
-	Notices []string `json:"notices"`
-	// GotResult reports whether a result line was seen.
-	GotResult bool `json:"got_result"`
-	// Subtype is the result's subtype ("success", "error_max_turns", ...).
-	Subtype string `json:"subtype"`
-	// Err is set when the result reported a failure; its error event has
-	// already been emitted.
-	Err *executor.Error `json:"error,omitempty"`
+	agentcli.Outcome
 	// APIErrorStatus is the last HTTP status the CLI reported for a failed
 	// model API call (api_retry or result), 0 if none.
 	APIErrorStatus int `json:"api_error_status,omitempty"`
-	// Lines counts the lines read; Skipped those that were not JSON
-	// objects (never shown to the client).
-	Lines   int `json:"lines"`
-	Skipped int `json:"skipped"`
+	agentcli.LineStats
 }
 
 // blockKey identifies a content block being streamed: subagent messages
@@ -129,8 +109,7 @@ type block struct {
 type Parser struct {
 	emit chat.EmitFunc
 	opts ParserOptions
-
-	next int // last event id number
+	ev   agentcli.Events // event ids, notices
 
 	blocks   map[blockKey]*block
 	streamed map[msgKey]bool // messages seen through stream events
@@ -139,9 +118,7 @@ type Parser struct {
 	toolName []string        // by index: the name the tool id last had
 	denied   map[string]bool
 
-	failTool  string
-	failCount int
-	nearSent  bool
+	nearSent bool
 
 	text strings.Builder
 	out  Outcome
@@ -166,6 +143,7 @@ func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 	return &Parser{
 		emit:     emit,
 		opts:     opts,
+		ev:       agentcli.NewEvents(emit, opts.IDPrefix, opts.FailureThreshold),
 		blocks:   map[blockKey]*block{},
 		streamed: map[msgKey]bool{},
 		turns:    map[string]bool{},
@@ -239,23 +217,13 @@ func (c cutIndex) dropped(raw string) int {
 }
 
 // Line handles one line of output (without its newline). Lines that are
-// not JSON objects are counted and dropped; unknown message types are
+// not JSON objects are counted and dropped (see agentcli.LineStats; a
+// line without a string "type" is dropped too); unknown message types are
 // ignored. The parser does not retain line.
 func (p *Parser) Line(line []byte) {
-	p.out.Lines++
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
-		return
+	if s, ok := p.out.Object(line); ok {
+		p.line(s)
 	}
-	// A cheap shape check instead of full validation (which would cost a
-	// third of the parser's time): stdout noise (warnings, stack traces)
-	// and lines cut short never start with '{' and end with '}', and a
-	// line without a string "type" is ignored.
-	if line[0] != '{' || line[len(line)-1] != '}' {
-		p.out.Skipped++
-		return
-	}
-	p.line(unsafe.String(&line[0], len(line)))
 }
 
 // lineFields are the top-level members the parser dispatches on, and the
@@ -352,6 +320,7 @@ func (p *Parser) line(line string) {
 // outcome. Further lines are not expected after Close.
 func (p *Parser) Close() *Outcome {
 	p.closeBlocks(func(blockKey) bool { return true })
+	p.out.Notices = p.ev.Notices()
 	if p.out.Content == "" {
 		p.out.Content = p.text.String()
 	}
@@ -373,11 +342,6 @@ func (p *Parser) addText(s string) {
 		p.text.Grow(max(p.text.Cap(), len(s)))
 	}
 	p.text.WriteString(s)
-}
-
-func (p *Parser) newID() string {
-	p.next++
-	return p.opts.IDPrefix + "-" + strconv.Itoa(p.next)
 }
 
 // msgKey identifies a message seen through stream events: subagent
@@ -419,7 +383,7 @@ func (p *Parser) streamEvent(f lineFields) {
 				cbName = first(cbName, v)
 			}
 		}
-		b := &block{id: p.newID(), seq: p.next}
+		b := &block{id: p.ev.NewID(), seq: p.ev.Seq()}
 		props := map[string]any{}
 		switch text(cbType) {
 		case "text":
@@ -629,11 +593,11 @@ func (p *Parser) assistant(f lineFields) {
 				p.addText(t)
 			}
 			if t != "" {
-				chat.Whole(p.emit, p.newID(), typ, t, props)
+				chat.Whole(p.emit, p.ev.NewID(), typ, t, props)
 			}
 		case "thinking":
 			if t := owned(thinking); t != "" {
-				chat.Whole(p.emit, p.newID(), chat.TypeThinking, t, props)
+				chat.Whole(p.emit, p.ev.NewID(), chat.TypeThinking, t, props)
 			}
 		case "tool_use", "server_tool_use", "mcp_tool_use":
 			id := owned(id)
@@ -650,7 +614,7 @@ func (p *Parser) assistant(f lineFields) {
 			if i, ok := p.toolIdx[id]; ok {
 				p.out.ToolCalls[i].Input = raw
 			}
-			eid := p.newID()
+			eid := p.ev.NewID()
 			p.emit(chat.Event{Event: chat.Start, ID: eid, Type: chat.TypeToolCall, Props: start})
 			p.emit(chat.Event{Event: chat.End, ID: eid, Type: chat.TypeToolCall, Props: map[string]any{"input": raw}})
 		}
@@ -714,9 +678,9 @@ func (p *Parser) user(f lineFields) {
 			}
 			p.out.ToolCalls[idx].IsError = isErr
 		}
-		chat.Whole(p.emit, p.newID(), chat.TypeToolResult, "", props)
+		chat.Whole(p.emit, p.ev.NewID(), chat.TypeToolResult, "", props)
 		if parent == "" {
-			p.trackFailure(name, isErr)
+			p.ev.ToolResult(name, isErr)
 		}
 	}
 	if parent == "" {
@@ -808,28 +772,6 @@ func appendCapped(dst []byte, s string, limit int) ([]byte, int) {
 	return dst, len(s)
 }
 
-// trackFailure raises repeated_tool_failure when one tool fails
-// FailureThreshold times in a row (seed 004): a sign the agent is stuck.
-func (p *Parser) trackFailure(name string, isErr bool) {
-	if !isErr {
-		p.failTool, p.failCount = "", 0
-		return
-	}
-	if name != p.failTool {
-		p.failTool, p.failCount = name, 0
-	}
-	p.failCount++
-	if p.failCount == p.opts.FailureThreshold {
-		tool := name
-		if tool == "" {
-			tool = "a tool"
-		}
-		p.notice(NoticeRepeatedToolFailure,
-			fmt.Sprintf("%s failed %d times in a row; the agent may be stuck", tool, p.failCount),
-			map[string]any{"tool": name, "count": p.failCount})
-	}
-}
-
 // checkNearMaxTurns raises max_turns_near once when tool results keep the
 // agent going with NearMaxTurns or fewer turns left.
 func (p *Parser) checkNearMaxTurns() {
@@ -841,18 +783,9 @@ func (p *Parser) checkNearMaxTurns() {
 		return
 	}
 	p.nearSent = true
-	p.notice(NoticeMaxTurnsNear,
+	p.ev.Notice(NoticeMaxTurnsNear,
 		fmt.Sprintf("the agent has used %d of its %d turns and is still calling tools", used, p.opts.MaxTurns),
 		map[string]any{"turns": used, "max_turns": p.opts.MaxTurns})
-}
-
-func (p *Parser) notice(code, message string, extra map[string]any) {
-	props := map[string]any{"code": code, "message": message}
-	for k, v := range extra {
-		props[k] = v
-	}
-	p.out.Notices = append(p.out.Notices, code)
-	chat.Whole(p.emit, p.newID(), chat.TypeNotice, message, props)
 }
 
 func (p *Parser) system(line string) {
@@ -872,7 +805,7 @@ func (p *Parser) system(line string) {
 			describeAPIError(status, r[3].String()), r[0].Int(), r[1].Int())
 		// A loading message: the retry is progress information, not a
 		// finding about the run.
-		chat.Whole(p.emit, p.newID(), chat.TypeLoading, msg, map[string]any{
+		chat.Whole(p.emit, p.ev.NewID(), chat.TypeLoading, msg, map[string]any{
 			"message": msg, "code": NoticeAPIRetry, "attempt": r[0].Int(), "status": status})
 	}
 }
@@ -925,15 +858,13 @@ func (p *Parser) init(line string) {
 	if v := agentcli.String(r[7]); v != "" {
 		props["version"] = v
 	}
-	chat.Whole(p.emit, p.newID(), chat.TypeSession, "", props)
+	chat.Whole(p.emit, p.ev.NewID(), chat.TypeSession, "", props)
 	for _, s := range servers {
 		switch s.status {
 		case "connected", "pending":
 			continue
 		}
-		p.notice(NoticeMCPFailed,
-			fmt.Sprintf("MCP server %q is not available (status %s); its tools are missing from this run", s.name, s.status),
-			map[string]any{"server": s.name, "status": s.status})
+		p.ev.MCPFailed(s.name, s.status)
 	}
 	have := make(map[string]bool, len(skillNames))
 	for _, s := range skillNames {
@@ -941,7 +872,7 @@ func (p *Parser) init(line string) {
 	}
 	for _, s := range p.opts.Skills {
 		if !have[s] {
-			p.notice(NoticeSkillMissing,
+			p.ev.Notice(NoticeSkillMissing,
 				fmt.Sprintf("skill %q was not loaded by the CLI", s),
 				map[string]any{"skill": s})
 		}
@@ -959,7 +890,7 @@ func (p *Parser) denial(tool, id, reason string) {
 	if reason != "" {
 		msg += ": " + reason
 	}
-	p.notice(NoticePermissionDenied, msg, map[string]any{"tool": tool, "tool_use_id": id})
+	p.ev.Notice(NoticePermissionDenied, msg, map[string]any{"tool": tool, "tool_use_id": id})
 }
 
 func (p *Parser) result(line string) {
@@ -991,7 +922,7 @@ func (p *Parser) result(line string) {
 	if p.text.Len() == 0 && !r[1].Bool() && text != "" {
 		// Nothing streamed (an old CLI, partial messages off): the result
 		// text is the answer.
-		chat.Whole(p.emit, p.newID(), chat.TypeText, text, nil)
+		chat.Whole(p.emit, p.ev.NewID(), chat.TypeText, text, nil)
 		p.addText(text)
 	}
 	if r[1].Bool() || strings.HasPrefix(p.out.Subtype, "error") {
@@ -1006,7 +937,7 @@ func (p *Parser) result(line string) {
 		}
 		code := errorCode(p.out.Subtype, p.out.APIErrorStatus)
 		p.out.Err = &executor.Error{Code: code, Message: msg}
-		chat.ErrorEvent(p.emit, p.newID(), code, msg)
+		chat.ErrorEvent(p.emit, p.ev.NewID(), code, msg)
 	}
 	if p.opts.OnResult != nil {
 		p.opts.OnResult()

@@ -170,19 +170,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	exit := run.Wait(parser.Parse)
 	out := parser.Close()
 
-	res := &executor.Result{
-		Content:   out.Content,
-		SessionID: out.SessionID,
-		Usage:     out.Usage,
-		ToolCalls: out.ToolCalls,
-		Notices:   out.Notices,
-	}
-	if res.SessionID == "" {
-		res.SessionID = prep.resume
-	}
-	if res.Usage.DurationMS == 0 {
-		res.Usage.DurationMS = time.Since(exit.Started).Milliseconds()
-	}
+	res := out.Result(prep.resume, exit.Started)
 	log.Debug("cursor done", "exit", exit.Code, "result", out.GotResult, "subtype", out.Subtype,
 		"lines", out.Lines, "skipped", out.Skipped, "repeated_bytes", out.RepeatedBytes, "killed", exit.Killed)
 

@@ -1,14 +1,11 @@
 package cursor
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -24,15 +21,15 @@ const (
 	// NoticeMCPFailed: an MCP server did not connect (only when the CLI
 	// reports servers in its init event, which the documentation announces
 	// as a future field).
-	NoticeMCPFailed = "mcp_server_failed"
+	NoticeMCPFailed = agentcli.NoticeMCPFailed
 	// NoticeRepeatedToolFailure: the same tool failed several times in a
 	// row (seed 004 "repeated-tool-error").
-	NoticeRepeatedToolFailure = "repeated_tool_failure"
+	NoticeRepeatedToolFailure = agentcli.NoticeRepeatedToolFailure
 )
 
 // Defaults for ParserOptions.
 const (
-	DefaultFailureThreshold = 3
+	DefaultFailureThreshold = agentcli.DefaultFailureThreshold
 	// DefaultMaxEventContent caps a tool result's content in events; the
 	// full size is reported in the content_bytes prop.
 	DefaultMaxEventContent = 1 << 20
@@ -70,33 +67,14 @@ type ParserOptions struct {
 	OnResult func()
 }
 
-// Outcome is what a parsed stream amounts to.
+// Outcome is what a parsed stream amounts to. Its SessionID is the chat
+// id --resume takes.
 type Outcome struct {
-	// SessionID (the chat id --resume takes) and Model come from the init
-	// event or the result.
-	SessionID string `json:"session_id"`
-	Model     string `json:"model"`
-	// Content is the answer text as streamed to the client (the result's
-	// text when nothing was streamed).
-	Content   string              `json:"content"`
-	Usage     chat.Usage          `json:"usage"`
-	ToolCalls []executor.ToolCall `json:"tool_calls"`
-	// Notices lists the notice codes raised, in order.
-	Notices []string `json:"notices"`
-	// GotResult reports whether a result line was seen.
-	GotResult bool `json:"got_result"`
-	// Subtype is the result's subtype ("success", ...).
-	Subtype string `json:"subtype"`
-	// Err is set when the result reported a failure; its error event has
-	// already been emitted.
-	Err *executor.Error `json:"error,omitempty"`
+	agentcli.Outcome
 	// RepeatedBytes counts assistant text dropped as a repeat of text
 	// already shown (partial-output flushes, cumulative deltas).
 	RepeatedBytes int `json:"repeated_bytes"`
-	// Lines counts the lines read; Skipped those that were not JSON
-	// objects with a string type (never shown to the client).
-	Lines   int `json:"lines"`
-	Skipped int `json:"skipped"`
+	agentcli.LineStats
 }
 
 // tool is one tool call seen in the stream.
@@ -113,8 +91,7 @@ type tool struct {
 type Parser struct {
 	emit chat.EmitFunc
 	opts ParserOptions
-
-	next int // last event id number
+	ev   agentcli.Events // event ids, notices
 
 	textID  string          // open text message ("" when none)
 	seg     strings.Builder // text shown in the open segment
@@ -122,9 +99,6 @@ type Parser struct {
 	thinkID string          // open thinking message
 
 	tools map[string]*tool
-
-	failTool  string
-	failCount int
 
 	answer strings.Builder
 	out    Outcome
@@ -141,7 +115,8 @@ func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 	if opts.MaxEventContent <= 0 {
 		opts.MaxEventContent = DefaultMaxEventContent
 	}
-	return &Parser{emit: emit, opts: opts, tools: map[string]*tool{}}
+	return &Parser{emit: emit, opts: opts, tools: map[string]*tool{},
+		ev: agentcli.NewEvents(emit, opts.IDPrefix, opts.FailureThreshold)}
 }
 
 // Parse reads r to its end, line by line, with no limit on line length.
@@ -162,22 +137,14 @@ func (p *Parser) Parse(r io.Reader) error {
 }
 
 // Line handles one line of output (without its newline). Lines that are
-// not JSON objects are counted and dropped; unknown event types are
+// not JSON objects are counted and dropped (see agentcli.LineStats; a
+// line without a string "type" is dropped too); unknown event types are
 // ignored (the documentation allows new fields and events). The parser
 // does not retain line.
 func (p *Parser) Line(line []byte) {
-	p.out.Lines++
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
-		return
+	if s, ok := p.out.Object(line); ok {
+		p.line(s)
 	}
-	// A cheap shape check instead of full validation: stdout noise and
-	// lines cut short never start with '{' and end with '}'.
-	if line[0] != '{' || line[len(line)-1] != '}' {
-		p.out.Skipped++
-		return
-	}
-	p.line(unsafe.String(&line[0], len(line)))
 }
 
 // line handles a JSON line. line aliases the reader's buffer: every string
@@ -214,15 +181,11 @@ func (p *Parser) line(line string) {
 func (p *Parser) Close() *Outcome {
 	p.endText()
 	p.endThinking()
+	p.out.Notices = p.ev.Notices()
 	if p.out.Content == "" {
 		p.out.Content = p.answer.String()
 	}
 	return &p.out
-}
-
-func (p *Parser) newID() string {
-	p.next++
-	return p.opts.IDPrefix + "-" + strconv.Itoa(p.next)
 }
 
 func (p *Parser) init(line string) {
@@ -266,11 +229,9 @@ func (p *Parser) init(line string) {
 	if v := agentcli.String(r[4]); v != "" {
 		props["permission_mode"] = v
 	}
-	chat.Whole(p.emit, p.newID(), chat.TypeSession, "", props)
+	chat.Whole(p.emit, p.ev.NewID(), chat.TypeSession, "", props)
 	for _, s := range failed {
-		p.notice(NoticeMCPFailed,
-			fmt.Sprintf("MCP server %q is not available (status %s); its tools are missing from this run", s.name, s.status),
-			map[string]any{"server": s.name, "status": s.status})
+		p.ev.MCPFailed(s.name, s.status)
 	}
 }
 
@@ -361,7 +322,7 @@ func (p *Parser) appendText(text string) {
 	text = strings.Clone(text)
 	if p.textID == "" {
 		p.endThinking()
-		p.textID = p.newID()
+		p.textID = p.ev.NewID()
 		if p.answer.Len() > 0 {
 			p.answer.WriteString("\n\n")
 		}
@@ -394,7 +355,7 @@ func (p *Parser) thinking(line string) {
 		}
 		if p.thinkID == "" {
 			p.endText()
-			p.thinkID = p.newID()
+			p.thinkID = p.ev.NewID()
 			p.emit(chat.Event{Event: chat.Start, ID: p.thinkID, Type: chat.TypeThinking})
 		}
 		p.emit(chat.Event{Event: chat.Delta, ID: p.thinkID, Type: chat.TypeThinking, Text: t})
@@ -434,7 +395,7 @@ func (p *Parser) toolCall(line string) {
 			p.tools[id] = t
 		}
 		p.out.ToolCalls = append(p.out.ToolCalls, executor.ToolCall{ID: id, Name: name, Input: input})
-		eid := p.newID()
+		eid := p.ev.NewID()
 		p.emit(chat.Event{Event: chat.Start, ID: eid, Type: chat.TypeToolCall,
 			Props: map[string]any{"name": name, "id": id, "kind": kind}})
 		p.emit(chat.Event{Event: chat.End, ID: eid, Type: chat.TypeToolCall,
@@ -456,35 +417,8 @@ func (p *Parser) toolCall(line string) {
 		tc.Result = strings.Clone(agentcli.CapUTF8(tc.Result, maxKeptResult))
 	}
 	tc.IsError = res.isErr
-	chat.Whole(p.emit, p.newID(), chat.TypeToolResult, "", props)
-	p.trackFailure(t.name, res.isErr)
-}
-
-// trackFailure raises repeated_tool_failure when one tool fails
-// FailureThreshold times in a row (seed 004): a sign the agent is stuck.
-func (p *Parser) trackFailure(name string, isErr bool) {
-	if !isErr {
-		p.failTool, p.failCount = "", 0
-		return
-	}
-	if name != p.failTool {
-		p.failTool, p.failCount = name, 0
-	}
-	p.failCount++
-	if p.failCount == p.opts.FailureThreshold {
-		p.notice(NoticeRepeatedToolFailure,
-			fmt.Sprintf("%s failed %d times in a row; the agent may be stuck", name, p.failCount),
-			map[string]any{"tool": name, "count": p.failCount})
-	}
-}
-
-func (p *Parser) notice(code, message string, extra map[string]any) {
-	props := map[string]any{"code": code, "message": message}
-	for k, v := range extra {
-		props[k] = v
-	}
-	p.out.Notices = append(p.out.Notices, code)
-	chat.Whole(p.emit, p.newID(), chat.TypeNotice, message, props)
+	chat.Whole(p.emit, p.ev.NewID(), chat.TypeToolResult, "", props)
+	p.ev.ToolResult(t.name, res.isErr)
 }
 
 func (p *Parser) result(line string) {
@@ -522,7 +456,7 @@ func (p *Parser) result(line string) {
 		}
 		code := classify(msg)
 		p.out.Err = &executor.Error{Code: code, Message: msg}
-		chat.ErrorEvent(p.emit, p.newID(), code, msg)
+		chat.ErrorEvent(p.emit, p.ev.NewID(), code, msg)
 	}
 	if p.opts.OnResult != nil {
 		p.opts.OnResult()

@@ -1,0 +1,106 @@
+package agentcli
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/agentbox/agentbox/chat"
+)
+
+// Notice codes every stream parser may raise. They appear as the code prop
+// of notice events and in executor.Result.Notices; the executors share
+// them so clients handle every CLI alike.
+const (
+	// NoticeMCPFailed: an MCP server did not connect.
+	NoticeMCPFailed = "mcp_server_failed"
+	// NoticeRepeatedToolFailure: the same tool failed several times in a
+	// row (seed 004 "repeated-tool-error").
+	NoticeRepeatedToolFailure = "repeated_tool_failure"
+)
+
+// DefaultFailureThreshold is how many consecutive failures of one tool
+// raise NoticeRepeatedToolFailure when EventsOptions sets none.
+const DefaultFailureThreshold = 3
+
+// Events is the part of a stream parser that numbers the events it emits
+// and raises the notices every CLI's stream shares. The zero value is not
+// usable: make one with NewEvents. It is not safe for concurrent use (a
+// parser emits from one goroutine).
+type Events struct {
+	emit      chat.EmitFunc
+	prefix    string
+	threshold int
+	notices   []string
+
+	next      int // last id number
+	failTool  string
+	failCount int
+}
+
+// NewEvents returns an Events that emits through emit. Event ids are
+// prefix-1, prefix-2, ...; failureThreshold is how many consecutive
+// failures of one tool raise NoticeRepeatedToolFailure
+// (DefaultFailureThreshold when 0).
+func NewEvents(emit chat.EmitFunc, prefix string, failureThreshold int) Events {
+	if failureThreshold <= 0 {
+		failureThreshold = DefaultFailureThreshold
+	}
+	return Events{emit: emit, prefix: prefix, threshold: failureThreshold}
+}
+
+// NewID returns the next event id.
+func (e *Events) NewID() string {
+	e.next++
+	return e.prefix + "-" + strconv.Itoa(e.next)
+}
+
+// Seq is the number of the id NewID returned last (0 before the first):
+// it orders the messages a parser started.
+func (e *Events) Seq() int { return e.next }
+
+// Notices returns the codes of the notices raised so far, in order (nil
+// when none).
+func (e *Events) Notices() []string { return e.notices }
+
+// Notice emits a notice message with a new id: its text is message and
+// its props code, message and extra's members.
+func (e *Events) Notice(code, message string, extra map[string]any) {
+	props := map[string]any{"code": code, "message": message}
+	for k, v := range extra {
+		props[k] = v
+	}
+	e.notices = append(e.notices, code)
+	chat.Whole(e.emit, e.NewID(), chat.TypeNotice, message, props)
+}
+
+// ToolResult tracks the outcome of a tool call of the main agent: when
+// one tool fails FailureThreshold times in a row it raises
+// NoticeRepeatedToolFailure (seed 004), a sign the agent is stuck. Any
+// success, or a failure of another tool, starts the count anew.
+func (e *Events) ToolResult(name string, isErr bool) {
+	if !isErr {
+		e.failTool, e.failCount = "", 0
+		return
+	}
+	if name != e.failTool {
+		e.failTool, e.failCount = name, 0
+	}
+	e.failCount++
+	if e.failCount == e.threshold {
+		tool := name
+		if tool == "" {
+			tool = "a tool"
+		}
+		e.Notice(NoticeRepeatedToolFailure,
+			fmt.Sprintf("%s failed %d times in a row; the agent may be stuck", tool, e.failCount),
+			map[string]any{"tool": name, "count": e.failCount})
+	}
+}
+
+// MCPFailed raises NoticeMCPFailed for a server the CLI reports with a
+// status other than connected.
+func (e *Events) MCPFailed(server, status string) {
+	e.Notice(NoticeMCPFailed,
+		fmt.Sprintf("MCP server %q is not available (status %s); its tools are missing from this run", server, status),
+		map[string]any{"server": server, "status": status})
+}

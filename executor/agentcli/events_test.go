@@ -1,0 +1,108 @@
+package agentcli_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli"
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
+)
+
+func TestEventsIDsAndNotices(t *testing.T) {
+	t.Parallel()
+	log := &clitest.EventLog{}
+	ev := agentcli.NewEvents(log.Emit, "xx", 0)
+	if id := ev.NewID(); id != "xx-1" || ev.Seq() != 1 {
+		t.Errorf("id %s seq %d", id, ev.Seq())
+	}
+	ev.MCPFailed("gh", "failed")
+	ev.Notice("custom", "something to know", map[string]any{"n": 2})
+	if got := ev.Notices(); !reflect.DeepEqual(got, []string{agentcli.NoticeMCPFailed, "custom"}) {
+		t.Errorf("notices %v", got)
+	}
+	evs := log.Starts(chat.TypeNotice)
+	if len(evs) != 2 || evs[0].ID != "xx-2" || evs[1].ID != "xx-3" {
+		t.Fatalf("notice events %+v", evs)
+	}
+	if p := evs[0].Props; p["code"] != agentcli.NoticeMCPFailed || p["server"] != "gh" || p["status"] != "failed" {
+		t.Errorf("mcp notice %+v", p)
+	}
+	if p := evs[1].Props; p["code"] != "custom" || p["message"] != "something to know" || p["n"] != 2 || evs[1].Text != "something to know" {
+		t.Errorf("notice %+v", evs[1])
+	}
+	clitest.CheckInvariants(t, log.Events())
+}
+
+// TestToolFailureStreak: the notice comes once, at the threshold, for
+// failures of one tool in a row; a success or another tool resets.
+func TestToolFailureStreak(t *testing.T) {
+	t.Parallel()
+	type call struct {
+		name  string
+		isErr bool
+	}
+	tests := []struct {
+		name      string
+		threshold int
+		calls     []call
+		want      []string // the tool prop of each notice
+	}{
+		{"three in a row", 0, []call{{"Bash", true}, {"Bash", true}, {"Bash", true}, {"Bash", true}}, []string{"Bash"}},
+		{"reset by success", 0, []call{{"Bash", true}, {"Bash", true}, {"Bash", false}, {"Bash", true}, {"Bash", true}}, nil},
+		{"reset by another tool", 0, []call{{"Bash", true}, {"Bash", true}, {"Read", true}, {"Bash", true}}, nil},
+		{"threshold two, twice", 2, []call{{"Read", true}, {"Read", true}, {"Read", false}, {"", true}, {"", true}}, []string{"Read", ""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			log := &clitest.EventLog{}
+			ev := agentcli.NewEvents(log.Emit, "t", tc.threshold)
+			for _, c := range tc.calls {
+				ev.ToolResult(c.name, c.isErr)
+			}
+			var got []string
+			for _, e := range log.Starts(chat.TypeNotice) {
+				if e.Props["code"] != agentcli.NoticeRepeatedToolFailure {
+					t.Errorf("code %v", e.Props["code"])
+				}
+				got = append(got, e.Props["tool"].(string))
+				if e.Props["tool"] == "" && e.Text != "a tool failed 2 times in a row; the agent may be stuck" {
+					t.Errorf("text %q", e.Text)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("notices for %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLineStats(t *testing.T) {
+	t.Parallel()
+	var c agentcli.LineStats
+	var objects []string
+	for _, l := range []string{`{"type":"x"}`, "  ", "warning: noise", `  {"a":1}` + "\r", `{"cut":`, ""} {
+		if s, ok := c.Object([]byte(l)); ok {
+			objects = append(objects, s)
+		}
+	}
+	if !reflect.DeepEqual(objects, []string{`{"type":"x"}`, `{"a":1}`}) || c.Lines != 6 || c.Skipped != 2 {
+		t.Errorf("objects %q, stats %+v", objects, c)
+	}
+}
+
+func TestOutcomeResult(t *testing.T) {
+	t.Parallel()
+	started := time.Now().Add(-1500 * time.Millisecond)
+	o := agentcli.Outcome{Content: "hi", Notices: []string{"n"}}
+	res := o.Result("fallback", started)
+	if res.Content != "hi" || res.SessionID != "fallback" || res.Usage.DurationMS < 1500 || len(res.Notices) != 1 {
+		t.Errorf("result %+v", res)
+	}
+	o.SessionID, o.Usage.DurationMS = "from-cli", 7
+	if res := o.Result("fallback", started); res.SessionID != "from-cli" || res.Usage.DurationMS != 7 {
+		t.Errorf("result %+v", res)
+	}
+}
