@@ -2,18 +2,17 @@ package claude
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
 )
@@ -63,13 +62,6 @@ func hasTranscript(ws *sandbox.Workspace, id string) bool {
 	return false
 }
 
-// mcpEnvPrefix names the environment variables that carry MCP secrets:
-// .mcp.json holds only ${AGENTBOX_MCP_...} references, which the CLI
-// expands from its own environment.
-const mcpEnvPrefix = "AGENTBOX_MCP_"
-
-var envNameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_]`)
-
 // mcpConfig is the result of building .mcp.json.
 type mcpConfig struct {
 	JSON []byte
@@ -94,111 +86,34 @@ type mcpEntry struct {
 // buildMCPConfig resolves the assistant's MCP references against its
 // server definitions, adds the request's extra servers, and returns the
 // .mcp.json content with every env and header value moved into the
-// process environment.
+// process environment (agentcli.ResolveMCP): .mcp.json holds only
+// ${AGENTBOX_MCP_...} references, which the CLI expands from its own
+// environment. Every server's tools are pre-approved, or only those the
+// assistant's reference names.
 func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool)) (*mcpConfig, error) {
-	out := &mcpConfig{Env: map[string]string{}}
-	servers := map[string]mcpEntry{}
-	add := func(name string, s *assistant.MCPServer) error {
-		if name == "" {
-			return errors.New("mcp server with an empty name")
-		}
-		if _, dup := servers[name]; dup {
-			return fmt.Errorf("mcp server %q configured twice", name)
-		}
-		e := mcpEntry{Type: s.Transport}
-		if e.Type == "" {
-			e.Type = "stdio"
-			if s.URL != "" {
-				e.Type = "http"
-			}
-		}
-		switch e.Type {
-		case "stdio":
-			if s.Command == "" {
-				return fmt.Errorf("mcp server %q: stdio server without a command", name)
-			}
-			e.Command, e.Args = s.Command, s.Args
-		case "http", "sse":
-			if s.URL == "" {
-				return fmt.Errorf("mcp server %q: %s server without a url", name, e.Type)
-			}
-			e.URL = s.URL
-		default:
-			return fmt.Errorf("mcp server %q: unknown transport %q (want stdio, http or sse)", name, e.Type)
-		}
-		var err error
-		if e.Env, err = indirect(name, "ENV", s.Env, lookup, out.Env); err != nil {
-			return err
-		}
-		if e.Headers, err = indirect(name, "HDR", s.Headers, lookup, out.Env); err != nil {
-			return err
-		}
-		servers[name] = e
-		return nil
+	cfg, err := agentcli.ResolveMCP(a, extra, agentcli.MCPOptions{
+		Lookup:    lookup,
+		Reference: func(name string) string { return "${" + name + "}" },
+	})
+	if err != nil {
+		return nil, err
 	}
-	if a != nil {
-		for _, ref := range a.MCP {
-			def := a.MCPServers[ref.ServerID]
-			if def == nil {
-				return nil, fmt.Errorf("mcp server %q: no definition in mcps/", ref.ServerID)
-			}
-			if err := add(ref.ServerID, def); err != nil {
-				return nil, err
-			}
-			if len(ref.Tools) == 0 {
-				out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(ref.ServerID))
-			}
-			for _, t := range ref.Tools {
-				out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(ref.ServerID)+"__"+toolNamePart(t))
-			}
+	out := &mcpConfig{Env: cfg.Env, Servers: cfg.Names()}
+	servers := make(map[string]mcpEntry, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		servers[s.Name] = mcpEntry{Type: s.Transport, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
+		if len(s.Tools) == 0 {
+			out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(s.Name))
+		}
+		for _, t := range s.Tools {
+			out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(s.Name)+"__"+toolNamePart(t))
 		}
 	}
-	names := make([]string, 0, len(extra))
-	for n := range extra {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		s := extra[n]
-		if err := add(n, &s); err != nil {
-			return nil, err
-		}
-		out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(n))
-	}
-	for n := range servers {
-		out.Servers = append(out.Servers, n)
-	}
-	sort.Strings(out.Servers)
 	b, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode mcp config: %w", err)
 	}
 	out.JSON = append(b, '\n')
-	return out, nil
-}
-
-// indirect resolves $ENV.NAME values and replaces each value with a
-// ${AGENTBOX_MCP_...} reference, storing the value in env.
-func indirect(server, kind string, in map[string]string, lookup func(string) (string, bool), env map[string]string) (map[string]string, error) {
-	if len(in) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string, len(in))
-	for k, v := range in {
-		if name, ok := strings.CutPrefix(v, "$ENV."); ok {
-			val, found := lookup(name)
-			if !found {
-				return nil, fmt.Errorf("mcp server %q: %s %s: environment variable %s is not set", server, strings.ToLower(kind), k, name)
-			}
-			v = val
-		}
-		ref := mcpEnvPrefix + strings.ToUpper(envNameUnsafe.ReplaceAllString(server, "_")+"_"+kind+"_"+envNameUnsafe.ReplaceAllString(k, "_"))
-		if old, dup := env[ref]; dup && old != v {
-			return nil, fmt.Errorf("mcp server %q: %s %s collides with another setting after name normalization", server, strings.ToLower(kind), k)
-		}
-		env[ref] = v
-		out[k] = "${" + ref + "}"
-	}
 	return out, nil
 }
 

@@ -8,11 +8,11 @@ import (
 	"os"
 	"path"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
 )
@@ -51,14 +51,6 @@ const (
 	PromptFile = StateDir + "/prompt.md"
 )
 
-// mcpEnvPrefix names the environment variables that carry MCP secrets:
-// mcp.json holds only ${env:AGENTBOX_MCP_...} references, which the CLI
-// resolves from its own environment ("Config interpolation",
-// https://cursor.com/docs/mcp).
-const mcpEnvPrefix = "AGENTBOX_MCP_"
-
-var envNameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_]`)
-
 // mcpConfig is the result of building mcp.json.
 type mcpConfig struct {
 	JSON []byte
@@ -82,109 +74,32 @@ type mcpEntry struct {
 // buildMCPConfig resolves the assistant's MCP references against its
 // server definitions, adds the request's extra servers, and returns the
 // mcp.json content with every env and header value moved into the process
-// environment. Stdio servers have a command, remote ones (http, sse) a
-// url: Cursor tells the transports apart itself.
+// environment (agentcli.ResolveMCP): mcp.json holds only
+// ${env:AGENTBOX_MCP_...} references, which the CLI resolves from its own
+// environment ("Config interpolation", https://cursor.com/docs/mcp).
+// Stdio servers have a command, remote ones (http, sse) a url: Cursor
+// tells the transports apart itself.
 func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool)) (*mcpConfig, error) {
-	out := &mcpConfig{Env: map[string]string{}}
-	servers := map[string]mcpEntry{}
-	add := func(name string, s *assistant.MCPServer) error {
-		if name == "" {
-			return errors.New("mcp server with an empty name")
-		}
-		if _, dup := servers[name]; dup {
-			return fmt.Errorf("mcp server %q configured twice", name)
-		}
-		transport := s.Transport
-		if transport == "" {
-			transport = "stdio"
-			if s.URL != "" {
-				transport = "http"
-			}
-		}
-		var e mcpEntry
-		switch transport {
-		case "stdio":
-			if s.Command == "" {
-				return fmt.Errorf("mcp server %q: stdio server without a command", name)
-			}
-			e.Command, e.Args = s.Command, s.Args
-		case "http", "sse":
-			if s.URL == "" {
-				return fmt.Errorf("mcp server %q: %s server without a url", name, transport)
-			}
-			e.URL = s.URL
-		default:
-			return fmt.Errorf("mcp server %q: unknown transport %q (want stdio, http or sse)", name, transport)
-		}
-		var err error
-		if e.Env, err = indirect(name, "ENV", s.Env, lookup, out.Env); err != nil {
-			return err
-		}
-		if e.Headers, err = indirect(name, "HDR", s.Headers, lookup, out.Env); err != nil {
-			return err
-		}
-		servers[name] = e
-		return nil
+	cfg, err := agentcli.ResolveMCP(a, extra, agentcli.MCPOptions{
+		Lookup:    lookup,
+		Reference: func(name string) string { return "${env:" + name + "}" },
+	})
+	if err != nil {
+		return nil, err
 	}
-	if a != nil {
-		for _, ref := range a.MCP {
-			def := a.MCPServers[ref.ServerID]
-			if def == nil {
-				return nil, fmt.Errorf("mcp server %q: no definition in mcps/", ref.ServerID)
-			}
-			if err := add(ref.ServerID, def); err != nil {
-				return nil, err
-			}
-			if len(ref.Tools) > 0 {
-				out.Limited = append(out.Limited, ref.ServerID)
-			}
+	out := &mcpConfig{Env: cfg.Env, Servers: cfg.Names()}
+	servers := make(map[string]mcpEntry, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		servers[s.Name] = mcpEntry{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
+		if len(s.Tools) > 0 {
+			out.Limited = append(out.Limited, s.Name)
 		}
 	}
-	names := make([]string, 0, len(extra))
-	for n := range extra {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		s := extra[n]
-		if err := add(n, &s); err != nil {
-			return nil, err
-		}
-	}
-	for n := range servers {
-		out.Servers = append(out.Servers, n)
-	}
-	sort.Strings(out.Servers)
 	b, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode mcp config: %w", err)
 	}
 	out.JSON = append(b, '\n')
-	return out, nil
-}
-
-// indirect resolves $ENV.NAME values and replaces each value with a
-// ${env:AGENTBOX_MCP_...} reference, storing the value in env.
-func indirect(server, kind string, in map[string]string, lookup func(string) (string, bool), env map[string]string) (map[string]string, error) {
-	if len(in) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string, len(in))
-	for k, v := range in {
-		if name, ok := strings.CutPrefix(v, "$ENV."); ok {
-			val, found := lookup(name)
-			if !found {
-				return nil, fmt.Errorf("mcp server %q: %s %s: environment variable %s is not set", server, strings.ToLower(kind), k, name)
-			}
-			v = val
-		}
-		ref := mcpEnvPrefix + strings.ToUpper(envNameUnsafe.ReplaceAllString(server, "_")+"_"+kind+"_"+envNameUnsafe.ReplaceAllString(k, "_"))
-		if old, dup := env[ref]; dup && old != v {
-			return nil, fmt.Errorf("mcp server %q: %s %s collides with another setting after name normalization", server, strings.ToLower(kind), k)
-		}
-		env[ref] = v
-		out[k] = "${env:" + ref + "}"
-	}
 	return out, nil
 }
 

@@ -1,0 +1,171 @@
+package agentcli
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/agentbox/agentbox/assistant"
+)
+
+// MCPEnvPrefix starts the names of the environment variables that carry
+// MCP secrets: a CLI's MCP configuration file holds only references to
+// them, which the CLI expands from its own environment.
+const MCPEnvPrefix = "AGENTBOX_MCP_"
+
+var envNameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_]`)
+
+// MCPServer is one MCP server of a run, checked, with every env and
+// header value replaced by a reference to a variable in MCPConfig.Env.
+type MCPServer struct {
+	// Name is the server's name: the assistant's server id, or the
+	// request's name for an extra server.
+	Name string
+	// Transport is "stdio", "http" or "sse" (inferred when the
+	// definition sets none: http with a url, stdio otherwise).
+	Transport string
+	// Command and Args start a stdio server.
+	Command string
+	Args    []string
+	// URL is a remote (http, sse) server's address.
+	URL string
+	// Env and Headers map names to references (nil when none).
+	Env     map[string]string
+	Headers map[string]string
+	// Tools are the tools the assistant's reference names (empty: all of
+	// them, and always for an extra server).
+	Tools []string
+	// Extra reports a server from the request, not the assistant.
+	Extra bool
+}
+
+// MCPConfig is the MCP servers of a run.
+type MCPConfig struct {
+	// Servers are the assistant's referenced servers in the order of its
+	// references, then the request's extra servers by name.
+	Servers []MCPServer
+	// Env holds the values the references point to: it goes into the
+	// CLI's environment, never a file.
+	Env map[string]string
+}
+
+// Names returns the servers' names, sorted (nil when there are none).
+func (c *MCPConfig) Names() []string {
+	var out []string
+	for _, s := range c.Servers {
+		out = append(out, s.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// MCPOptions configure ResolveMCP.
+type MCPOptions struct {
+	// Lookup resolves $ENV.NAME values (required).
+	Lookup func(name string) (string, bool)
+	// Reference is how the CLI's configuration refers to an environment
+	// variable: "${NAME}" for Claude Code, "${env:NAME}" for Cursor.
+	Reference func(name string) string
+}
+
+// ResolveMCP resolves the assistant's MCP references (a may be nil)
+// against its server definitions, adds the request's extra servers, and
+// moves every env and header value into the environment: each becomes a
+// reference to MCPEnvPrefix+SERVER_ENV_NAME (or _HDR_), with $ENV.NAME
+// values looked up first. A server without a definition, defined twice,
+// without its command or url, with an unknown transport, an unset
+// $ENV variable, or names that collide once normalized is an error that
+// says which.
+func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, opts MCPOptions) (*MCPConfig, error) {
+	out := &MCPConfig{Env: map[string]string{}}
+	seen := map[string]bool{}
+	add := func(name string, s *assistant.MCPServer, tools []string, isExtra bool) error {
+		if name == "" {
+			return errors.New("mcp server with an empty name")
+		}
+		if seen[name] {
+			return fmt.Errorf("mcp server %q configured twice", name)
+		}
+		e := MCPServer{Name: name, Transport: s.Transport, Tools: tools, Extra: isExtra}
+		if e.Transport == "" {
+			e.Transport = "stdio"
+			if s.URL != "" {
+				e.Transport = "http"
+			}
+		}
+		switch e.Transport {
+		case "stdio":
+			if s.Command == "" {
+				return fmt.Errorf("mcp server %q: stdio server without a command", name)
+			}
+			e.Command, e.Args = s.Command, s.Args
+		case "http", "sse":
+			if s.URL == "" {
+				return fmt.Errorf("mcp server %q: %s server without a url", name, e.Transport)
+			}
+			e.URL = s.URL
+		default:
+			return fmt.Errorf("mcp server %q: unknown transport %q (want stdio, http or sse)", name, e.Transport)
+		}
+		var err error
+		if e.Env, err = indirect(name, "ENV", s.Env, opts, out.Env); err != nil {
+			return err
+		}
+		if e.Headers, err = indirect(name, "HDR", s.Headers, opts, out.Env); err != nil {
+			return err
+		}
+		seen[name] = true
+		out.Servers = append(out.Servers, e)
+		return nil
+	}
+	if a != nil {
+		for _, ref := range a.MCP {
+			def := a.MCPServers[ref.ServerID]
+			if def == nil {
+				return nil, fmt.Errorf("mcp server %q: no definition in mcps/", ref.ServerID)
+			}
+			if err := add(ref.ServerID, def, ref.Tools, false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	names := make([]string, 0, len(extra))
+	for n := range extra {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := extra[n]
+		if err := add(n, &s, nil, true); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// indirect resolves $ENV.NAME values and replaces each value with a
+// reference to an MCPEnvPrefix variable, storing the value in env.
+func indirect(server, kind string, in map[string]string, opts MCPOptions, env map[string]string) (map[string]string, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		if name, ok := strings.CutPrefix(v, "$ENV."); ok {
+			val, found := opts.Lookup(name)
+			if !found {
+				return nil, fmt.Errorf("mcp server %q: %s %s: environment variable %s is not set", server, strings.ToLower(kind), k, name)
+			}
+			v = val
+		}
+		ref := MCPEnvPrefix + strings.ToUpper(envNameUnsafe.ReplaceAllString(server, "_")+"_"+kind+"_"+envNameUnsafe.ReplaceAllString(k, "_"))
+		if old, dup := env[ref]; dup && old != v {
+			return nil, fmt.Errorf("mcp server %q: %s %s collides with another setting after name normalization", server, strings.ToLower(kind), k)
+		}
+		env[ref] = v
+		out[k] = opts.Reference(ref)
+	}
+	return out, nil
+}

@@ -1,0 +1,86 @@
+package agentcli_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/executor/agentcli"
+)
+
+func TestResolveMCP(t *testing.T) {
+	t.Parallel()
+	a := &assistant.Assistant{
+		MCP: []assistant.MCPRef{{ServerID: "web"}, {ServerID: "gh", Tools: []string{"list_issues"}}},
+		MCPServers: map[string]*assistant.MCPServer{
+			"gh":  {Command: "gh-mcp", Args: []string{"--stdio"}, Env: map[string]string{"TOKEN": "$ENV.GH", "my.flag": "on"}},
+			"web": {URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret"}},
+		},
+	}
+	extra := map[string]assistant.MCPServer{"zz-host": {Command: "agentbox", Args: []string{"bridge"}}, "a-sse": {Transport: "sse", URL: "http://127.0.0.1:9/sse"}}
+	opts := agentcli.MCPOptions{
+		Lookup:    func(k string) (string, bool) { return "ghp_X", k == "GH" },
+		Reference: func(n string) string { return "<" + n + ">" },
+	}
+	cfg, err := agentcli.ResolveMCP(a, extra, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, s := range cfg.Servers {
+		order = append(order, s.Name+":"+s.Transport)
+	}
+	if want := []string{"web:http", "gh:stdio", "a-sse:sse", "zz-host:stdio"}; !reflect.DeepEqual(order, want) {
+		t.Errorf("servers %v, want %v", order, want)
+	}
+	if want := []string{"a-sse", "gh", "web", "zz-host"}; !reflect.DeepEqual(cfg.Names(), want) {
+		t.Errorf("names %v", cfg.Names())
+	}
+	gh := cfg.Servers[1]
+	if gh.Env["TOKEN"] != "<AGENTBOX_MCP_GH_ENV_TOKEN>" || gh.Env["my.flag"] != "<AGENTBOX_MCP_GH_ENV_MY_FLAG>" ||
+		!reflect.DeepEqual(gh.Tools, []string{"list_issues"}) || gh.Extra || gh.Command != "gh-mcp" {
+		t.Errorf("gh %+v", gh)
+	}
+	if web := cfg.Servers[0]; web.Headers["Authorization"] != "<AGENTBOX_MCP_WEB_HDR_AUTHORIZATION>" || web.URL == "" {
+		t.Errorf("web %+v", web)
+	}
+	if !cfg.Servers[3].Extra || cfg.Servers[3].Tools != nil {
+		t.Errorf("extra %+v", cfg.Servers[3])
+	}
+	want := map[string]string{"AGENTBOX_MCP_GH_ENV_TOKEN": "ghp_X", "AGENTBOX_MCP_GH_ENV_MY_FLAG": "on", "AGENTBOX_MCP_WEB_HDR_AUTHORIZATION": "Bearer s3cret"}
+	if !reflect.DeepEqual(cfg.Env, want) {
+		t.Errorf("env %v", cfg.Env)
+	}
+	if none, err := agentcli.ResolveMCP(nil, nil, opts); err != nil || none.Names() != nil || len(none.Env) != 0 {
+		t.Errorf("no servers: %+v, %v", none, err)
+	}
+}
+
+func TestResolveMCPErrors(t *testing.T) {
+	t.Parallel()
+	opts := agentcli.MCPOptions{Lookup: func(string) (string, bool) { return "", false }, Reference: func(n string) string { return n }}
+	one := func(id string, s *assistant.MCPServer) *assistant.Assistant {
+		return &assistant.Assistant{MCP: []assistant.MCPRef{{ServerID: id}}, MCPServers: map[string]*assistant.MCPServer{id: s}}
+	}
+	tests := []struct {
+		name  string
+		a     *assistant.Assistant
+		extra map[string]assistant.MCPServer
+		want  string
+	}{
+		{"no definition", &assistant.Assistant{MCP: []assistant.MCPRef{{ServerID: "missing"}}}, nil, `mcp server "missing": no definition in mcps/`},
+		{"stdio without command", one("x", &assistant.MCPServer{Transport: "stdio"}), nil, `"x": stdio server without a command`},
+		{"sse without url", one("x", &assistant.MCPServer{Transport: "sse"}), nil, `"x": sse server without a url`},
+		{"unknown transport", one("x", &assistant.MCPServer{Transport: "ws", URL: "ws://h"}), nil, `unknown transport "ws" (want stdio, http or sse)`},
+		{"unset variable", one("x", &assistant.MCPServer{Command: "c", Env: map[string]string{"K": "$ENV.NOPE"}}), nil, `"x": env K: environment variable NOPE is not set`},
+		{"collision", one("x", &assistant.MCPServer{Command: "c", Headers: map[string]string{"a-b": "1", "a.b": "2"}}), nil, "collides with another setting after name normalization"},
+		{"twice", one("x", &assistant.MCPServer{Command: "c"}), map[string]assistant.MCPServer{"x": {Command: "d"}}, `mcp server "x" configured twice`},
+		{"empty name", nil, map[string]assistant.MCPServer{"": {Command: "d"}}, "mcp server with an empty name"},
+	}
+	for _, tc := range tests {
+		if _, err := agentcli.ResolveMCP(tc.a, tc.extra, opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
