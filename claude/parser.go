@@ -826,45 +826,19 @@ func (p *Parser) init(line string) {
 	r := gjson.GetMany(line, "session_id", "model", "tools", "mcp_servers", "skills", "cwd", "permissionMode", "claude_code_version")
 	p.out.SessionID = agentcli.String(r[0])
 	p.out.Model = agentcli.String(r[1])
-	var tools, skillNames []string
-	r[2].ForEach(func(_, v gjson.Result) bool { tools = append(tools, agentcli.String(v)); return true })
-	r[4].ForEach(func(_, v gjson.Result) bool { skillNames = append(skillNames, agentcli.String(v)); return true })
-	type server struct{ name, status string }
-	var servers []server
-	mcp := []map[string]any{}
-	r[3].ForEach(func(_, v gjson.Result) bool {
-		s := server{agentcli.String(v.Get("name")), agentcli.String(v.Get("status"))}
-		servers = append(servers, s)
-		mcp = append(mcp, map[string]any{"name": s.name, "status": s.status})
-		return true
+	servers := agentcli.ServerStatuses(r[3])
+	skillNames := agentcli.Strings(r[4])
+	p.ev.Session(agentcli.Session{
+		ID: p.out.SessionID, Model: p.out.Model, Cwd: agentcli.String(r[5]),
+		Tools: agentcli.Strings(r[2]), Skills: skillNames, MCPServers: servers,
+		Extra: map[string]string{"permission_mode": agentcli.String(r[6]), "version": agentcli.String(r[7])},
 	})
-	if tools == nil {
-		tools = []string{}
-	}
-	if skillNames == nil {
-		skillNames = []string{}
-	}
-	props := map[string]any{
-		"session_id":  p.out.SessionID,
-		"model":       p.out.Model,
-		"tools":       tools,
-		"mcp_servers": mcp,
-		"skills":      skillNames,
-		"cwd":         agentcli.String(r[5]),
-	}
-	if v := agentcli.String(r[6]); v != "" {
-		props["permission_mode"] = v
-	}
-	if v := agentcli.String(r[7]); v != "" {
-		props["version"] = v
-	}
-	chat.Whole(p.emit, p.ev.NewID(), chat.TypeSession, "", props)
 	for _, s := range servers {
-		switch s.status {
+		switch s.Status {
 		case "connected", "pending":
 			continue
 		}
-		p.ev.MCPFailed(s.name, s.status)
+		p.ev.MCPFailed(s.Name, s.Status)
 	}
 	have := make(map[string]bool, len(skillNames))
 	for _, s := range skillNames {

@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -99,9 +98,7 @@ func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer
 		return nil, err
 	}
 	out := &mcpConfig{Env: cfg.Env, Servers: cfg.Names()}
-	servers := make(map[string]mcpEntry, len(cfg.Servers))
 	for _, s := range cfg.Servers {
-		servers[s.Name] = mcpEntry{Type: s.Transport, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
 		if len(s.Tools) == 0 {
 			out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(s.Name))
 		}
@@ -109,11 +106,12 @@ func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer
 			out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(s.Name)+"__"+toolNamePart(t))
 		}
 	}
-	b, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
+	out.JSON, err = cfg.File(func(s agentcli.MCPServer) any {
+		return mcpEntry{Type: s.Transport, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
+	})
 	if err != nil {
-		return nil, fmt.Errorf("encode mcp config: %w", err)
+		return nil, err
 	}
-	out.JSON = append(b, '\n')
 	return out, nil
 }
 

@@ -194,44 +194,24 @@ func (p *Parser) init(line string) {
 		p.out.SessionID = s
 	}
 	p.out.Model = agentcli.String(r[1])
-	tools := []string{}
-	r[5].ForEach(func(_, v gjson.Result) bool { tools = append(tools, agentcli.String(v)); return true })
-	type server struct{ name, status string }
-	var failed []server
-	mcp := []map[string]any{}
+	var servers []agentcli.ServerStatus
 	if r[6].IsArray() {
-		r[6].ForEach(func(_, v gjson.Result) bool {
-			s := server{agentcli.String(v.Get("name")), agentcli.String(v.Get("status"))}
-			mcp = append(mcp, map[string]any{"name": s.name, "status": s.status})
-			st := strings.ToLower(s.status)
-			if strings.Contains(st, "fail") || strings.Contains(st, "error") || st == "disconnected" {
-				failed = append(failed, s)
-			}
-			return true
-		})
+		servers = agentcli.ServerStatuses(r[6])
 	} else {
 		for _, n := range p.opts.MCPServers {
-			mcp = append(mcp, map[string]any{"name": n, "status": "configured"})
+			servers = append(servers, agentcli.ServerStatus{Name: n, Status: "configured"})
 		}
 	}
-	skills := append([]string{}, p.opts.Skills...)
-	props := map[string]any{
-		"session_id":  p.out.SessionID,
-		"model":       p.out.Model,
-		"tools":       tools,
-		"mcp_servers": mcp,
-		"skills":      skills,
-		"cwd":         agentcli.String(r[2]),
-	}
-	if v := agentcli.String(r[3]); v != "" {
-		props["api_key_source"] = v
-	}
-	if v := agentcli.String(r[4]); v != "" {
-		props["permission_mode"] = v
-	}
-	chat.Whole(p.emit, p.ev.NewID(), chat.TypeSession, "", props)
-	for _, s := range failed {
-		p.ev.MCPFailed(s.name, s.status)
+	p.ev.Session(agentcli.Session{
+		ID: p.out.SessionID, Model: p.out.Model, Cwd: agentcli.String(r[2]),
+		Tools: agentcli.Strings(r[5]), Skills: append([]string{}, p.opts.Skills...), MCPServers: servers,
+		Extra: map[string]string{"api_key_source": agentcli.String(r[3]), "permission_mode": agentcli.String(r[4])},
+	})
+	for _, s := range servers {
+		st := strings.ToLower(s.Status)
+		if strings.Contains(st, "fail") || strings.Contains(st, "error") || st == "disconnected" {
+			p.ev.MCPFailed(s.Name, s.Status)
+		}
 	}
 }
 

@@ -88,18 +88,17 @@ func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer
 		return nil, err
 	}
 	out := &mcpConfig{Env: cfg.Env, Servers: cfg.Names()}
-	servers := make(map[string]mcpEntry, len(cfg.Servers))
 	for _, s := range cfg.Servers {
-		servers[s.Name] = mcpEntry{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
 		if len(s.Tools) > 0 {
 			out.Limited = append(out.Limited, s.Name)
 		}
 	}
-	b, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
+	out.JSON, err = cfg.File(func(s agentcli.MCPServer) any {
+		return mcpEntry{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
+	})
 	if err != nil {
-		return nil, fmt.Errorf("encode mcp config: %w", err)
+		return nil, err
 	}
-	out.JSON = append(b, '\n')
 	return out, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/agentbox/agentbox/chat"
 )
 
@@ -103,4 +105,71 @@ func (e *Events) MCPFailed(server, status string) {
 	e.Notice(NoticeMCPFailed,
 		fmt.Sprintf("MCP server %q is not available (status %s); its tools are missing from this run", server, status),
 		map[string]any{"server": server, "status": status})
+}
+
+// ServerStatus is an MCP server's state as a CLI reports it.
+type ServerStatus struct {
+	Name, Status string
+}
+
+// Session is what a CLI reports when its session starts.
+type Session struct {
+	ID, Model, Cwd string
+	// Tools and Skills are the names the CLI reports (or, for a CLI that
+	// does not list them, what the executor configured).
+	Tools, Skills []string
+	MCPServers    []ServerStatus
+	// Extra are props only some CLIs report ("permission_mode",
+	// "version"); empty ones are left out.
+	Extra map[string]string
+}
+
+// Session emits the session message: its props are session_id, model,
+// tools, mcp_servers (name and status of each), skills, cwd and Extra's
+// non-empty members. A nil list is shown as an empty one.
+func (e *Events) Session(s Session) {
+	mcp := make([]map[string]any, 0, len(s.MCPServers))
+	for _, m := range s.MCPServers {
+		mcp = append(mcp, map[string]any{"name": m.Name, "status": m.Status})
+	}
+	props := map[string]any{
+		"session_id":  s.ID,
+		"model":       s.Model,
+		"tools":       nonNil(s.Tools),
+		"mcp_servers": mcp,
+		"skills":      nonNil(s.Skills),
+		"cwd":         s.Cwd,
+	}
+	for k, v := range s.Extra {
+		if v != "" {
+			props[k] = v
+		}
+	}
+	chat.Whole(e.emit, e.NewID(), chat.TypeSession, "", props)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Strings returns the string values of a JSON array (of an object's
+// members too), copied out of the line ([]string{} when there are none).
+func Strings(r gjson.Result) []string {
+	out := []string{}
+	r.ForEach(func(_, v gjson.Result) bool { out = append(out, String(v)); return true })
+	return out
+}
+
+// ServerStatuses reads the MCP servers of a CLI's init event: a JSON
+// array of objects with a name and a status.
+func ServerStatuses(r gjson.Result) []ServerStatus {
+	var out []ServerStatus
+	r.ForEach(func(_, v gjson.Result) bool {
+		out = append(out, ServerStatus{String(v.Get("name")), String(v.Get("status"))})
+		return true
+	})
+	return out
 }

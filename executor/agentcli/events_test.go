@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
@@ -104,5 +106,34 @@ func TestOutcomeResult(t *testing.T) {
 	o.SessionID, o.Usage.DurationMS = "from-cli", 7
 	if res := o.Result("fallback", started); res.SessionID != "from-cli" || res.Usage.DurationMS != 7 {
 		t.Errorf("result %+v", res)
+	}
+}
+
+func TestSessionEvent(t *testing.T) {
+	t.Parallel()
+	line := `{"tools":["Bash","Read"],"mcp_servers":[{"name":"gh","status":"connected"},{"name":"x","status":"failed"}]}`
+	r := gjson.GetMany(line, "tools", "mcp_servers", "missing")
+	if got := agentcli.Strings(r[0]); !reflect.DeepEqual(got, []string{"Bash", "Read"}) {
+		t.Errorf("strings %v", got)
+	}
+	if got := agentcli.Strings(r[2]); got == nil || len(got) != 0 {
+		t.Errorf("strings of nothing %#v", got)
+	}
+	servers := agentcli.ServerStatuses(r[1])
+	if want := []agentcli.ServerStatus{{"gh", "connected"}, {"x", "failed"}}; !reflect.DeepEqual(servers, want) {
+		t.Errorf("servers %v", servers)
+	}
+	log := &clitest.EventLog{}
+	ev := agentcli.NewEvents(log.Emit, "s", 0)
+	ev.Session(agentcli.Session{ID: "id", Model: "m", Cwd: "/workspace", MCPServers: servers,
+		Extra: map[string]string{"version": "1.2", "permission_mode": ""}})
+	evs := log.Starts(chat.TypeSession)
+	if len(evs) != 1 || evs[0].ID != "s-1" {
+		t.Fatalf("events %+v", evs)
+	}
+	want := map[string]any{"session_id": "id", "model": "m", "cwd": "/workspace", "tools": []string{}, "skills": []string{},
+		"version": "1.2", "mcp_servers": []map[string]any{{"name": "gh", "status": "connected"}, {"name": "x", "status": "failed"}}}
+	if !reflect.DeepEqual(evs[0].Props, want) {
+		t.Errorf("props %#v", evs[0].Props)
 	}
 }

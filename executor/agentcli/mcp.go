@@ -1,6 +1,7 @@
 package agentcli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -59,6 +60,21 @@ func (c *MCPConfig) Names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// File returns the MCP configuration file Claude Code and Cursor both
+// read: {"mcpServers": {NAME: entry}}, indented, with a final newline;
+// entry is what the CLI's format makes of each server.
+func (c *MCPConfig) File(entry func(MCPServer) any) ([]byte, error) {
+	servers := make(map[string]any, len(c.Servers))
+	for _, s := range c.Servers {
+		servers[s.Name] = entry(s)
+	}
+	b, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode mcp config: %w", err)
+	}
+	return append(b, '\n'), nil
 }
 
 // MCPOptions configure ResolveMCP.

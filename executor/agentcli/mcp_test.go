@@ -52,6 +52,11 @@ func TestResolveMCP(t *testing.T) {
 	if !reflect.DeepEqual(cfg.Env, want) {
 		t.Errorf("env %v", cfg.Env)
 	}
+	file, err := cfg.File(func(s agentcli.MCPServer) any { return map[string]string{"url": s.URL} })
+	if err != nil || !strings.HasPrefix(string(file), "{\n  \"mcpServers\": {\n    \"a-sse\": {\n      \"url\": \"http://127.0.0.1:9/sse\"") ||
+		!strings.HasSuffix(string(file), "}\n}\n") {
+		t.Errorf("file %s, %v", file, err)
+	}
 	if none, err := agentcli.ResolveMCP(nil, nil, opts); err != nil || none.Names() != nil || len(none.Env) != 0 {
 		t.Errorf("no servers: %+v, %v", none, err)
 	}
