@@ -11,6 +11,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
@@ -62,7 +63,7 @@ func TestDockerEndToEnd(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := New(Options{})
 
-	turn := func(input string) (*executor.Result, *eventLog, *sandbox.Workspace) {
+	turn := func(input string) (*executor.Result, *clitest.EventLog, *sandbox.Workspace) {
 		ws, release, err := wss.Acquire(ctx, "alice", "chat-e2e")
 		if err != nil {
 			t.Fatal(err)
@@ -73,13 +74,13 @@ func TestDockerEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sb.Remove(context.Background())
-		log := &eventLog{}
+		log := &clitest.EventLog{}
 		res, err := e.Run(ctx, &executor.Request{
 			Assistant: a, UserID: "alice", ChatID: "chat-e2e",
 			System:    "You are a careful coding assistant.",
 			Input:     []chat.Message{{Role: chat.RoleUser, Content: input}},
 			Connector: executor.Connection{Type: "anthropic", Host: srv.URL, Key: testKey, Model: "claude-test"},
-			Sandbox:   sb, Timeout: 2 * time.Minute, Emit: log.emit,
+			Sandbox:   sb, Timeout: 2 * time.Minute, Emit: log.Emit,
 		})
 		if err != nil {
 			t.Fatalf("run %q: %v", input, err)
@@ -95,7 +96,7 @@ func TestDockerEndToEnd(t *testing.T) {
 	if len(res.ToolCalls) != 2 || !strings.Contains(res.ToolCalls[1].Result, "agent") {
 		t.Errorf("tool calls %+v", res.ToolCalls)
 	}
-	sess := log1.starts(chat.TypeSession)
+	sess := log1.Starts(chat.TypeSession)
 	if len(sess) != 1 {
 		t.Fatalf("session events %+v", sess)
 	}
@@ -103,7 +104,7 @@ func TestDockerEndToEnd(t *testing.T) {
 		t.Errorf("skill missing from init: %v", sess[0].Props["skills"])
 	}
 	var mcpNotice bool
-	for _, n := range log1.starts(chat.TypeNotice) {
+	for _, n := range log1.Starts(chat.TypeNotice) {
 		if n.Props["code"] == NoticeMCPFailed && n.Props["server"] == "broken" {
 			mcpNotice = true
 		}

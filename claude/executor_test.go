@@ -2,56 +2,31 @@ package claude
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/llmtest"
 )
 
 const testKey = "sk-ant-test-SECRET-7f3a9c"
 
-type eventLog struct {
-	mu  sync.Mutex
-	evs []chat.Event
-}
-
-func (l *eventLog) emit(e chat.Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.evs = append(l.evs, e)
-}
-
-func (l *eventLog) starts(typ string) []chat.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []chat.Event
-	for _, e := range l.evs {
-		if e.Event == chat.Start && e.Type == typ {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func newRequest(sb *hostSandbox, srv *llmtest.Server, chatID, input string, log *eventLog) *executor.Request {
+func newRequest(sb *hostSandbox, srv *llmtest.Server, chatID, input string, log *clitest.EventLog) *executor.Request {
 	return &executor.Request{
 		Assistant: &assistant.Assistant{ID: "coder"},
 		UserID:    "alice", ChatID: chatID,
 		System:    "You are a careful coding assistant.",
 		Input:     []chat.Message{{Role: chat.RoleUser, Content: input}},
 		Connector: executor.Connection{Type: "anthropic", Host: srv.URL, Key: testKey, Model: "claude-test"},
-		Sandbox:   sb, Timeout: time.Minute, Emit: log.emit,
+		Sandbox:   sb, Timeout: time.Minute, Emit: log.Emit,
 	}
 }
 
@@ -74,7 +49,7 @@ func TestRunWriteBashResume(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := New(Options{Binary: bin})
 
-	log1 := &eventLog{}
+	log1 := &clitest.EventLog{}
 	res, err := e.Run(context.Background(), newRequest(sb, srv, "chat-1", "make notes", log1))
 	if err != nil {
 		t.Fatalf("run 1: %v", err)
@@ -93,14 +68,14 @@ func TestRunWriteBashResume(t *testing.T) {
 	if res.Usage.Turns != 3 || res.Usage.InputTokens == 0 {
 		t.Errorf("usage %+v", res.Usage)
 	}
-	if s := log1.starts(chat.TypeSession); len(s) != 1 || s[0].Props["session_id"] != res.SessionID {
+	if s := log1.Starts(chat.TypeSession); len(s) != 1 || s[0].Props["session_id"] != res.SessionID {
 		t.Errorf("session events %+v", s)
 	}
-	if n := len(log1.starts(chat.TypeToolResult)); n != 2 {
+	if n := len(log1.Starts(chat.TypeToolResult)); n != 2 {
 		t.Errorf("%d tool results", n)
 	}
 
-	log2 := &eventLog{}
+	log2 := &clitest.EventLog{}
 	res2, err := e.Run(context.Background(), newRequest(sb, srv, "chat-1", "what did you do?", log2))
 	if err != nil {
 		t.Fatalf("run 2: %v", err)
@@ -115,28 +90,7 @@ func TestRunWriteBashResume(t *testing.T) {
 			t.Errorf("resumed request lacks %s", want)
 		}
 	}
-	checkNoSecret(t, sb, log1, log2)
-}
-
-// checkNoSecret: the key is in no event and no workspace file.
-func checkNoSecret(t *testing.T, sb *hostSandbox, logs ...*eventLog) {
-	t.Helper()
-	for _, l := range logs {
-		b, _ := json.Marshal(l.evs)
-		if strings.Contains(string(b), testKey) {
-			t.Error("API key found in events")
-		}
-	}
-	_ = filepath.WalkDir(sb.ws.Dir(), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		b, _ := os.ReadFile(p)
-		if strings.Contains(string(b), testKey) {
-			t.Errorf("API key found in workspace file %s", p)
-		}
-		return nil
-	})
+	clitest.CheckNoSecret(t, testKey, sb.ws.Dir(), log1, log2)
 }
 
 // TestRunLargeInputAndHistory: a 2 MB message and a 200-turn, 5 MB history
@@ -151,7 +105,7 @@ func TestRunLargeInputAndHistory(t *testing.T) {
 	sb := newHostSandbox(t)
 	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Text: "Read it all."}}})
 	t.Cleanup(srv.Close)
-	log := &eventLog{}
+	log := &clitest.EventLog{}
 	big := "BEGIN-" + strings.Repeat("lorem ipsum ", 2<<20/12) + "-END"
 	req := newRequest(sb, srv, "chat-big", big, log)
 	for i := 0; i < 200; i++ {
@@ -187,7 +141,7 @@ func TestRunTimeout(t *testing.T) {
 	sb := newHostSandbox(t)
 	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Stall: true}}})
 	t.Cleanup(srv.Close)
-	log := &eventLog{}
+	log := &clitest.EventLog{}
 	req := newRequest(sb, srv, "chat-slow", "hi", log)
 	req.Timeout = 3 * time.Second
 	start := time.Now()
@@ -199,7 +153,7 @@ func TestRunTimeout(t *testing.T) {
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("took %s", d)
 	}
-	if ev := log.starts(chat.TypeError); len(ev) != 1 || ev[0].Props["code"] != chat.ErrTimeout {
+	if ev := log.Starts(chat.TypeError); len(ev) != 1 || ev[0].Props["code"] != chat.ErrTimeout {
 		t.Errorf("error events %+v", ev)
 	}
 }
@@ -237,7 +191,7 @@ func TestRunProcessFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sb := newHostSandbox(t)
-			log := &eventLog{}
+			log := &clitest.EventLog{}
 			start := time.Now()
 			_, err := New(Options{Binary: fakeCLI(t, tc.script), GracePeriod: time.Second}).
 				Run(context.Background(), newRequest(sb, srv, "c", "hi", log))
@@ -254,11 +208,11 @@ func TestRunProcessFailures(t *testing.T) {
 			if !errors.As(err, &xe) || xe.Code != tc.code || !strings.Contains(xe.Error(), tc.msg) {
 				t.Fatalf("err %v, want %s containing %q", err, tc.code, tc.msg)
 			}
-			ev := log.starts(chat.TypeError)
+			ev := log.Starts(chat.TypeError)
 			if len(ev) != 1 {
 				t.Fatalf("error events %+v", ev)
 			}
-			for _, e := range log.starts(chat.TypeText) {
+			for _, e := range log.Starts(chat.TypeText) {
 				if strings.Contains(e.Text, "not json") {
 					t.Error("non-JSON output leaked into text")
 				}
@@ -275,7 +229,7 @@ func TestRunEnvAndArgv(t *testing.T) {
 	srv := llmtest.NewServer(nil)
 	t.Cleanup(srv.Close)
 	bin := fakeCLI(t, `printf '%s\n' "$@" > argv.txt; env > env.txt; echo '`+fakeResult+`'`)
-	req := newRequest(sb, srv, "c", "hi", &eventLog{})
+	req := newRequest(sb, srv, "c", "hi", &clitest.EventLog{})
 	req.Assistant.MCP = []assistant.MCPRef{{ServerID: "gh", Tools: []string{"list_issues"}}}
 	req.Assistant.MCPServers = map[string]*assistant.MCPServer{"gh": {ID: "gh", Transport: "stdio", Command: "gh-mcp",
 		Env: map[string]string{"GITHUB_TOKEN": "$ENV.TEST_GH_TOKEN"}}}

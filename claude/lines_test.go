@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 )
 
 // parseElided parses input with a line reader that reads small chunks and
@@ -17,7 +18,7 @@ import (
 func parseElided(input string, opts ParserOptions, after int) ([]chat.Event, *Outcome, int) {
 	var evs []chat.Event
 	p := NewParser(func(e chat.Event) { evs = append(evs, e) }, opts)
-	lr := newLineReaderSize(&chunkReader{s: input, n: 1000}, 16)
+	lr := newLineReaderSize(clitest.ChunkReader(input, 1000), 16)
 	lr.keep = p.opts.MaxEventContent + 16
 	lr.elide = isUserLine
 	lr.elideAfter = after
@@ -129,7 +130,7 @@ func FuzzElide(f *testing.F) {
 		max = 1 + (max&0xff)%64
 		// Anything at all in a huge user line: no panic, a sound stream.
 		evs, _, _ := parseElided(`{"type":"user","message":`+string(body)+"\n"+string(body), ParserOptions{MaxEventContent: max}, 8)
-		checkInvariants(t, evs)
+		clitest.CheckInvariants(t, evs)
 		raw := `"` + string(body) + `"`
 		if !json.Valid([]byte(raw)) || !utf8.Valid(body) {
 			raw = jsonString(string(body))

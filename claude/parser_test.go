@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 )
 
 func collect(opts ParserOptions, input string) ([]chat.Event, *Outcome) {
@@ -22,59 +23,7 @@ func collect(opts ParserOptions, input string) ([]chat.Event, *Outcome) {
 
 func TestLineReader(t *testing.T) {
 	t.Parallel()
-	huge := strings.Repeat("x", 3<<20)
-	tests := []struct {
-		name string
-		in   string
-		want []string
-	}{
-		{"empty", "", nil},
-		{"one unterminated", "abc", []string{"abc"}},
-		{"crlf", "a\r\nb\r\n", []string{"a", "b"}},
-		{"blank lines", "\n\na\n", []string{"", "", "a"}},
-		{"huge then small", huge + "\nsmall\n" + huge, []string{huge, "small", huge}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			// A reader that returns tiny chunks exercises accumulation.
-			lr := newLineReader(&chunkReader{s: tc.in, n: 7000})
-			var got []string
-			for {
-				l, err := lr.next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, string(l))
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %d lines, want %d", len(got), len(tc.want))
-			}
-			for i := range got {
-				if got[i] != tc.want[i] {
-					t.Errorf("line %d: got %d bytes, want %d", i, len(got[i]), len(tc.want[i]))
-				}
-			}
-		})
-	}
-}
-
-type chunkReader struct {
-	s string
-	n int
-}
-
-func (c *chunkReader) Read(p []byte) (int, error) {
-	if c.s == "" {
-		return 0, io.EOF
-	}
-	n := min(len(p), c.n, len(c.s))
-	copy(p, c.s[:n])
-	c.s = c.s[n:]
-	return n, nil
+	clitest.CheckLineReader(t, func(r io.Reader) func() ([]byte, error) { return newLineReader(r).next })
 }
 
 // TestHugeToolResult: a 20 MB tool result line neither breaks the stream
@@ -175,18 +124,7 @@ func FuzzParser(f *testing.F) {
 			t.Fatal(err)
 		}
 		p.Close()
-		checkInvariants(t, evs)
-		for _, line := range bytes.Split(data, []byte("\n")) {
-			tl := bytes.TrimSpace(line)
-			if len(tl) < 8 || json.Valid(tl) {
-				continue
-			}
-			for _, e := range evs {
-				if e.Type == chat.TypeText && strings.Contains(e.Text, string(tl)) {
-					t.Fatalf("non-JSON line leaked into text: %q", tl)
-				}
-			}
-		}
+		clitest.CheckFuzzed(t, data, evs)
 	})
 }
 

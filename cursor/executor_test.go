@@ -2,19 +2,17 @@ package cursor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
@@ -22,29 +20,6 @@ import (
 )
 
 const testKey = "crsr_test_SECRET_7f3a9c41"
-
-type eventLog struct {
-	mu  sync.Mutex
-	evs []chat.Event
-}
-
-func (l *eventLog) emit(e chat.Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.evs = append(l.evs, e)
-}
-
-func (l *eventLog) starts(typ string) []chat.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []chat.Event
-	for _, e := range l.evs {
-		if e.Event == chat.Start && e.Type == typ {
-			out = append(out, e)
-		}
-	}
-	return out
-}
 
 // fakeEnv runs the stand-in CLI (testdata/cursor/fake-cursor-agent) in a
 // real Docker sandbox: the sandbox image with the stand-in mounted as
@@ -115,36 +90,15 @@ func fakeOptions(transcript string, env map[string]string) Options {
 	return Options{Env: e, GracePeriod: time.Second}
 }
 
-func newRequest(sb sandbox.Sandbox, chatID, input string, log *eventLog) *executor.Request {
+func newRequest(sb sandbox.Sandbox, chatID, input string, log *clitest.EventLog) *executor.Request {
 	return &executor.Request{
 		Assistant: &assistant.Assistant{ID: "coder"},
 		UserID:    "alice", ChatID: chatID,
 		System:    "You are a careful coding assistant.",
 		Input:     []chat.Message{{Role: chat.RoleUser, Content: input}},
 		Connector: executor.Connection{Type: "cursor", Key: testKey, Model: "gpt-5"},
-		Sandbox:   sb, Timeout: time.Minute, Emit: log.emit,
+		Sandbox:   sb, Timeout: time.Minute, Emit: log.Emit,
 	}
-}
-
-// checkNoSecret: the key is in no event and no workspace file.
-func checkNoSecret(t *testing.T, ws *sandbox.Workspace, logs ...*eventLog) {
-	t.Helper()
-	for _, l := range logs {
-		b, _ := json.Marshal(l.evs)
-		if strings.Contains(string(b), testKey) {
-			t.Error("API key found in events")
-		}
-	}
-	_ = filepath.WalkDir(ws.Dir(), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		b, _ := os.ReadFile(p)
-		if strings.Contains(string(b), testKey) {
-			t.Errorf("API key found in workspace file %s", p)
-		}
-		return nil
-	})
 }
 
 // TestDockerRunResume: a turn in a fresh chat passes every documented flag
@@ -168,7 +122,7 @@ func TestDockerRunResume(t *testing.T) {
 	}
 
 	sb, ws := f.sandbox("chat-1")
-	log1 := &eventLog{}
+	log1 := &clitest.EventLog{}
 	req := newRequest(sb, "chat-1", "make hello.txt", log1)
 	req.Assistant = a
 	req.History = []chat.Message{{Role: chat.RoleUser, Content: "earlier"}, {Role: chat.RoleAssistant, Content: "EARLIER-ANSWER"}}
@@ -184,7 +138,7 @@ func TestDockerRunResume(t *testing.T) {
 		len(res.ToolCalls) != 2 || res.ToolCalls[0].Name != "write" || res.Usage.InputTokens != 5968 {
 		t.Errorf("turn 1: %+v", res)
 	}
-	if s := log1.starts(chat.TypeSession); len(s) != 1 || s[0].Props["session_id"] != sid {
+	if s := log1.Starts(chat.TypeSession); len(s) != 1 || s[0].Props["session_id"] != sid {
 		t.Errorf("session events %+v", s)
 	}
 	if got := readSession(ws, "coder", "chat-1"); got != sid {
@@ -205,7 +159,7 @@ func TestDockerRunResume(t *testing.T) {
 
 	// Turn 2, a new container: resumes, the input goes inline.
 	sb2, _ := f.sandbox("chat-1")
-	log2 := &eventLog{}
+	log2 := &clitest.EventLog{}
 	req2 := newRequest(sb2, "chat-1", "what did you do?", log2)
 	req2.Assistant = a
 	req2.History = append(req.History, chat.Message{Role: chat.RoleUser, Content: "make hello.txt"})
@@ -218,7 +172,7 @@ func TestDockerRunResume(t *testing.T) {
 	if !strings.HasPrefix(res2.Content, "I'll read the README.md file") || len(res2.ToolCalls) != 2 {
 		t.Errorf("turn 2: %+v", res2)
 	}
-	checkNoSecret(t, ws, log1, log2)
+	clitest.CheckNoSecret(t, testKey, ws.Dir(), log1, log2)
 }
 
 // TestDockerLargeInput: a 2 MB message reaches the CLI through the prompt
@@ -229,7 +183,7 @@ func TestDockerLargeInput(t *testing.T) {
 	big := "BEGIN-" + strings.Repeat("lorem ipsum ", 2<<20/12) + "-END"
 	_, err := New(fakeOptions("docs_example.jsonl", map[string]string{
 		"FAKE_CURSOR_EXPECT_PROMPT_FILE": "1", "FAKE_CURSOR_EXPECT_INPUT": "ipsum -END",
-	})).Run(f.ctx, newRequest(sb, "chat-big", big, &eventLog{}))
+	})).Run(f.ctx, newRequest(sb, "chat-big", big, &clitest.EventLog{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +220,7 @@ func TestDockerFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			chatID := "chat-f" + string(rune('a'+i))
 			sb, ws := f.sandbox(chatID)
-			log := &eventLog{}
+			log := &clitest.EventLog{}
 			req := newRequest(sb, chatID, "hi", log)
 			if tc.timeout > 0 {
 				req.Timeout = tc.timeout
@@ -292,13 +246,13 @@ func TestDockerFailures(t *testing.T) {
 			if !errors.As(err, &xe) || xe.Code != tc.code || !strings.Contains(xe.Error(), tc.msg) {
 				t.Fatalf("err %v, want %s containing %q", err, tc.code, tc.msg)
 			}
-			if ev := log.starts(chat.TypeError); len(ev) != 1 || ev[0].Props["code"] != tc.code {
+			if ev := log.Starts(chat.TypeError); len(ev) != 1 || ev[0].Props["code"] != tc.code {
 				t.Errorf("error events %+v", ev)
 			}
 			if readSession(ws, "coder", chatID) != "" {
 				t.Error("a failed run saved its session")
 			}
-			checkNoSecret(t, ws, log)
+			clitest.CheckNoSecret(t, testKey, ws.Dir(), log)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor/agentcli"
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 )
 
 func collect(opts ParserOptions, input string) ([]chat.Event, *Outcome) {
@@ -79,7 +80,7 @@ func TestAssistantDedupe(t *testing.T) {
 			if out.Content != strings.Join(tc.want, "\n\n") {
 				t.Errorf("content %q", out.Content)
 			}
-			checkInvariants(t, evs)
+			clitest.CheckInvariants(t, evs)
 		})
 	}
 }
@@ -118,7 +119,7 @@ func TestToolResults(t *testing.T) {
 			if tc0.Name != tc.tool || tc0.Result != tc.content || tc0.IsError != tc.isErr {
 				t.Errorf("got %q %q err=%v, want %q %q err=%v", tc0.Name, tc0.Result, tc0.IsError, tc.tool, tc.content, tc.isErr)
 			}
-			checkInvariants(t, evs)
+			clitest.CheckInvariants(t, evs)
 		})
 	}
 }
@@ -212,18 +213,7 @@ func FuzzParser(f *testing.F) {
 			t.Fatal(err)
 		}
 		p.Close()
-		checkInvariants(t, evs)
-		for _, line := range bytes.Split(data, []byte("\n")) {
-			tl := bytes.TrimSpace(line)
-			if len(tl) < 8 || json.Valid(tl) {
-				continue
-			}
-			for _, e := range evs {
-				if e.Type == chat.TypeText && strings.Contains(e.Text, string(tl)) {
-					t.Fatalf("non-JSON line leaked into text: %q", tl)
-				}
-			}
-		}
+		clitest.CheckFuzzed(t, data, evs)
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -241,17 +242,17 @@ func TestRunRefusals(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			log := &eventLog{}
+			log := &clitest.EventLog{}
 			req := &executor.Request{Assistant: &assistant.Assistant{ID: "a"}, ChatID: "c",
 				Input:     []chat.Message{{Role: chat.RoleUser, Content: "hi"}},
-				Connector: executor.Connection{Key: testKey}, Sandbox: &wsOnly{ws: openWS(t)}, Emit: log.emit}
+				Connector: executor.Connection{Key: testKey}, Sandbox: &wsOnly{ws: openWS(t)}, Emit: log.Emit}
 			tc.mod(req)
 			_, err := New(Options{}).Run(context.Background(), req)
 			var xe *executor.Error
 			if !errors.As(err, &xe) || xe.Code != tc.code || !strings.Contains(xe.Message, tc.msg) {
 				t.Fatalf("err %v, want %s containing %q", err, tc.code, tc.msg)
 			}
-			if ev := log.starts(chat.TypeError); len(ev) != 1 {
+			if ev := log.Starts(chat.TypeError); len(ev) != 1 {
 				t.Errorf("error events %+v", ev)
 			}
 		})
