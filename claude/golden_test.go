@@ -2,7 +2,6 @@ package claude
 
 import (
 	"flag"
-	"io"
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
@@ -29,18 +28,12 @@ var goldenOptions = map[string]ParserOptions{
 func TestGolden(t *testing.T) {
 	clitest.Golden(t, clitest.GoldenOptions[*Outcome]{
 		Dir: testdataDir, Package: "./claude", Update: *update,
-		Parse: func(t *testing.T, name string, r io.Reader) clitest.Transcript[*Outcome] {
+		NewParser: func(name string, emit chat.EmitFunc) clitest.Parser[*Outcome] {
 			opts, ok := goldenOptions[name]
 			if !ok {
 				opts = ParserOptions{MaxTurns: 30}
 			}
-			var g clitest.Transcript[*Outcome]
-			p := NewParser(func(e chat.Event) { g.Events = append(g.Events, e) }, opts)
-			if err := p.Parse(r); err != nil {
-				t.Fatal(err)
-			}
-			g.Outcome = p.Close()
-			return g
+			return NewParser(emit, opts)
 		},
 	})
 }

@@ -73,15 +73,6 @@ type mcpConfig struct {
 	Servers []string
 }
 
-type mcpEntry struct {
-	Type    string            `json:"type"`
-	Command string            `json:"command,omitempty"`
-	Args    []string          `json:"args,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-	URL     string            `json:"url,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
-}
-
 // buildMCPConfig resolves the assistant's MCP references against its
 // server definitions, adds the request's extra servers, and returns the
 // .mcp.json content with every env and header value moved into the
@@ -106,9 +97,7 @@ func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer
 			out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(s.Name)+"__"+toolNamePart(t))
 		}
 	}
-	out.JSON, err = cfg.File(func(s agentcli.MCPServer) any {
-		return mcpEntry{Type: s.Transport, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
-	})
+	out.JSON, err = cfg.File(agentcli.MCPFormat{Type: true})
 	if err != nil {
 		return nil, err
 	}

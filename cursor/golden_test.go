@@ -2,7 +2,6 @@ package cursor
 
 import (
 	"flag"
-	"io"
 	"strings"
 	"testing"
 
@@ -26,14 +25,8 @@ var goldenOptions = map[string]ParserOptions{
 func TestGolden(t *testing.T) {
 	clitest.Golden(t, clitest.GoldenOptions[*Outcome]{
 		Dir: testdataDir, Package: "./cursor", Update: *update,
-		Parse: func(t *testing.T, name string, r io.Reader) clitest.Transcript[*Outcome] {
-			var g clitest.Transcript[*Outcome]
-			p := NewParser(func(e chat.Event) { g.Events = append(g.Events, e) }, goldenOptions[name])
-			if err := p.Parse(r); err != nil {
-				t.Fatal(err)
-			}
-			g.Outcome = p.Close()
-			return g
+		NewParser: func(name string, emit chat.EmitFunc) clitest.Parser[*Outcome] {
+			return NewParser(emit, goldenOptions[name])
 		},
 		Check: checkCollected,
 	})

@@ -14,10 +14,8 @@ import (
 )
 
 func collect(opts ParserOptions, input string) ([]chat.Event, *Outcome) {
-	var evs []chat.Event
-	p := NewParser(func(e chat.Event) { evs = append(evs, e) }, opts)
-	_ = p.Parse(strings.NewReader(input))
-	return evs, p.Close()
+	g, _ := clitest.Collect(strings.NewReader(input), func(emit chat.EmitFunc) clitest.Parser[*Outcome] { return NewParser(emit, opts) })
+	return g.Events, g.Outcome
 }
 
 // textOf is what a client shows: each text message's text, in order.

@@ -63,14 +63,6 @@ type mcpConfig struct {
 	Limited []string
 }
 
-type mcpEntry struct {
-	Command string            `json:"command,omitempty"`
-	Args    []string          `json:"args,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-	URL     string            `json:"url,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
-}
-
 // buildMCPConfig resolves the assistant's MCP references against its
 // server definitions, adds the request's extra servers, and returns the
 // mcp.json content with every env and header value moved into the process
@@ -93,9 +85,7 @@ func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer
 			out.Limited = append(out.Limited, s.Name)
 		}
 	}
-	out.JSON, err = cfg.File(func(s agentcli.MCPServer) any {
-		return mcpEntry{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
-	})
+	out.JSON, err = cfg.File(agentcli.MCPFormat{})
 	if err != nil {
 		return nil, err
 	}

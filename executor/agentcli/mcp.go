@@ -62,13 +62,37 @@ func (c *MCPConfig) Names() []string {
 	return out
 }
 
+// MCPFormat is how a CLI's MCP configuration file differs from the
+// shape Claude Code and Cursor share.
+type MCPFormat struct {
+	// Type writes each server's transport as its "type" (Claude Code
+	// requires it; Cursor tells a stdio server by its command and a remote
+	// one by its url).
+	Type bool
+}
+
+// mcpEntry is a server in the file.
+type mcpEntry struct {
+	Type    string            `json:"type,omitempty"`
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
 // File returns the MCP configuration file Claude Code and Cursor both
-// read: {"mcpServers": {NAME: entry}}, indented, with a final newline;
-// entry is what the CLI's format makes of each server.
-func (c *MCPConfig) File(entry func(MCPServer) any) ([]byte, error) {
-	servers := make(map[string]any, len(c.Servers))
+// read: {"mcpServers": {NAME: {type, command, args, env, url, headers}}},
+// indented, with a final newline, members without a value left out. It
+// holds no secret: env and header values are references.
+func (c *MCPConfig) File(f MCPFormat) ([]byte, error) {
+	servers := make(map[string]mcpEntry, len(c.Servers))
 	for _, s := range c.Servers {
-		servers[s.Name] = entry(s)
+		e := mcpEntry{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
+		if f.Type {
+			e.Type = s.Transport
+		}
+		servers[s.Name] = e
 	}
 	b, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
 	if err != nil {

@@ -21,7 +21,7 @@ func TestResolveMCP(t *testing.T) {
 	extra := map[string]assistant.MCPServer{"zz-host": {Command: "agentbox", Args: []string{"bridge"}}, "a-sse": {Transport: "sse", URL: "http://127.0.0.1:9/sse"}}
 	opts := agentcli.MCPOptions{
 		Lookup:    func(k string) (string, bool) { return "ghp_X", k == "GH" },
-		Reference: func(n string) string { return "<" + n + ">" },
+		Reference: func(n string) string { return "%" + n + "%" },
 	}
 	cfg, err := agentcli.ResolveMCP(a, extra, opts)
 	if err != nil {
@@ -38,11 +38,11 @@ func TestResolveMCP(t *testing.T) {
 		t.Errorf("names %v", cfg.Names())
 	}
 	gh := cfg.Servers[1]
-	if gh.Env["TOKEN"] != "<AGENTBOX_MCP_GH_ENV_TOKEN>" || gh.Env["my.flag"] != "<AGENTBOX_MCP_GH_ENV_MY_FLAG>" ||
+	if gh.Env["TOKEN"] != "%AGENTBOX_MCP_GH_ENV_TOKEN%" || gh.Env["my.flag"] != "%AGENTBOX_MCP_GH_ENV_MY_FLAG%" ||
 		!reflect.DeepEqual(gh.Tools, []string{"list_issues"}) || gh.Extra || gh.Command != "gh-mcp" {
 		t.Errorf("gh %+v", gh)
 	}
-	if web := cfg.Servers[0]; web.Headers["Authorization"] != "<AGENTBOX_MCP_WEB_HDR_AUTHORIZATION>" || web.URL == "" {
+	if web := cfg.Servers[0]; web.Headers["Authorization"] != "%AGENTBOX_MCP_WEB_HDR_AUTHORIZATION%" || web.URL == "" {
 		t.Errorf("web %+v", web)
 	}
 	if !cfg.Servers[3].Extra || cfg.Servers[3].Tools != nil {
@@ -52,10 +52,16 @@ func TestResolveMCP(t *testing.T) {
 	if !reflect.DeepEqual(cfg.Env, want) {
 		t.Errorf("env %v", cfg.Env)
 	}
-	file, err := cfg.File(func(s agentcli.MCPServer) any { return map[string]string{"url": s.URL} })
-	if err != nil || !strings.HasPrefix(string(file), "{\n  \"mcpServers\": {\n    \"a-sse\": {\n      \"url\": \"http://127.0.0.1:9/sse\"") ||
-		!strings.HasSuffix(string(file), "}\n}\n") {
-		t.Errorf("file %s, %v", file, err)
+	for _, f := range []agentcli.MCPFormat{{}, {Type: true}} {
+		file, err := cfg.File(f)
+		want := "{\n  \"mcpServers\": {\n    \"a-sse\": {\n      \"url\": \"http://127.0.0.1:9/sse\"\n    },"
+		if f.Type {
+			want = "{\n  \"mcpServers\": {\n    \"a-sse\": {\n      \"type\": \"sse\",\n      \"url\": \"http://127.0.0.1:9/sse\"\n    },"
+		}
+		if err != nil || !strings.HasPrefix(string(file), want) || !strings.HasSuffix(string(file), "}\n}\n") ||
+			strings.Contains(string(file), "ghp_X") || !strings.Contains(string(file), `"TOKEN": "%AGENTBOX_MCP_GH_ENV_TOKEN%"`) {
+			t.Errorf("file %s, %v", file, err)
+		}
 	}
 	if none, err := agentcli.ResolveMCP(nil, nil, opts); err != nil || none.Names() != nil || len(none.Env) != 0 {
 		t.Errorf("no servers: %+v, %v", none, err)

@@ -197,6 +197,23 @@ type Transcript[O any] struct {
 	Outcome O            `json:"outcome"`
 }
 
+// Parser is a CLI's stream parser as the helpers drive it: Parse reads a
+// whole stream, Close ends it and returns the outcome.
+type Parser[O any] interface {
+	Parse(r io.Reader) error
+	Close() O
+}
+
+// Collect parses r with the parser newParser makes for an emit func,
+// recording its events, and closes it. The error is Parse's.
+func Collect[O any](r io.Reader, newParser func(emit chat.EmitFunc) Parser[O]) (Transcript[O], error) {
+	var g Transcript[O]
+	p := newParser(func(e chat.Event) { g.Events = append(g.Events, e) })
+	err := p.Parse(r)
+	g.Outcome = p.Close()
+	return g, err
+}
+
 // GoldenOptions configure Golden.
 type GoldenOptions[O any] struct {
 	// Dir holds the transcripts (NAME.jsonl) and their golden files
@@ -207,15 +224,16 @@ type GoldenOptions[O any] struct {
 	// Update rewrites the golden files instead of comparing (the test's
 	// -update flag).
 	Update bool
-	// Parse parses the transcript called name (failing t on an error).
-	Parse func(t *testing.T, name string, transcript io.Reader) Transcript[O]
+	// NewParser makes the parser for the transcript called name.
+	NewParser func(name string, emit chat.EmitFunc) Parser[O]
 	// Check, when set, checks more of each result; the event invariants
 	// are always checked.
 	Check func(t *testing.T, got Transcript[O])
 }
 
-// Golden runs a parallel subtest per transcript in opts.Dir: the parsed
-// events and outcome, as indented JSON, must equal the golden file.
+// Golden runs a parallel subtest per transcript in opts.Dir: the events
+// and outcome the parser makes of it, as indented JSON, must equal the
+// golden file.
 func Golden[O any](t *testing.T, opts GoldenOptions[O]) {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(opts.Dir, "*.jsonl"))
@@ -232,7 +250,10 @@ func Golden[O any](t *testing.T, opts GoldenOptions[O]) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			g := opts.Parse(t, name, f)
+			g, err := Collect(f, func(emit chat.EmitFunc) Parser[O] { return opts.NewParser(name, emit) })
+			if err != nil {
+				t.Fatal(err)
+			}
 			got, err := json.MarshalIndent(g, "", "  ")
 			if err != nil {
 				t.Fatal(err)
