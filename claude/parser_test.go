@@ -116,13 +116,9 @@ func FuzzParser(f *testing.F) {
 	}
 	f.Add([]byte("not json\n{\"type\":\"stream_event\"}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var evs []chat.Event
-		p := NewParser(func(e chat.Event) { evs = append(evs, e) }, ParserOptions{MaxTurns: 3, Skills: []string{"s"}})
-		if err := p.Parse(bytes.NewReader(data)); err != nil {
-			t.Fatal(err)
-		}
-		p.Close()
-		clitest.CheckFuzzed(t, data, evs)
+		clitest.CheckFuzzed(t, data, func(emit chat.EmitFunc) clitest.Parser[*Outcome] {
+			return NewParser(emit, ParserOptions{MaxTurns: 3, Skills: []string{"s"}})
+		})
 	})
 }
 

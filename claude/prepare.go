@@ -73,6 +73,13 @@ type mcpConfig struct {
 	Servers []string
 }
 
+// mcpFormat is .mcp.json's: ${NAME} references, and the type member Claude
+// Code requires.
+var mcpFormat = agentcli.MCPFormat{
+	Reference: func(name string) string { return "${" + name + "}" },
+	Type:      true,
+}
+
 // buildMCPConfig resolves the assistant's MCP references against its
 // server definitions, adds the request's extra servers, and returns the
 // .mcp.json content with every env and header value moved into the
@@ -81,14 +88,11 @@ type mcpConfig struct {
 // environment. Every server's tools are pre-approved, or only those the
 // assistant's reference names.
 func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool)) (*mcpConfig, error) {
-	cfg, err := agentcli.ResolveMCP(a, extra, agentcli.MCPOptions{
-		Lookup:    lookup,
-		Reference: func(name string) string { return "${" + name + "}" },
-	})
+	cfg, err := agentcli.ResolveMCP(a, extra, lookup, mcpFormat)
 	if err != nil {
 		return nil, err
 	}
-	out := &mcpConfig{Env: cfg.Env, Servers: cfg.Names()}
+	out := &mcpConfig{JSON: cfg.File, Env: cfg.Env, Servers: cfg.Names()}
 	for _, s := range cfg.Servers {
 		if len(s.Tools) == 0 {
 			out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(s.Name))
@@ -96,10 +100,6 @@ func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer
 		for _, t := range s.Tools {
 			out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(s.Name)+"__"+toolNamePart(t))
 		}
-	}
-	out.JSON, err = cfg.File(agentcli.MCPFormat{Type: true})
-	if err != nil {
-		return nil, err
 	}
 	return out, nil
 }

@@ -205,13 +205,9 @@ func FuzzParser(f *testing.F) {
 	}
 	f.Add([]byte("not json\n{\"type\":\"tool_call\"}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var evs []chat.Event
-		p := NewParser(func(e chat.Event) { evs = append(evs, e) }, ParserOptions{Skills: []string{"s"}})
-		if err := p.Parse(bytes.NewReader(data)); err != nil {
-			t.Fatal(err)
-		}
-		p.Close()
-		clitest.CheckFuzzed(t, data, evs)
+		clitest.CheckFuzzed(t, data, func(emit chat.EmitFunc) clitest.Parser[*Outcome] {
+			return NewParser(emit, ParserOptions{Skills: []string{"s"}})
+		})
 	})
 }
 

@@ -63,6 +63,12 @@ type mcpConfig struct {
 	Limited []string
 }
 
+// mcpFormat is mcp.json's: ${env:NAME} references ("Config
+// interpolation", https://cursor.com/docs/mcp) and no type member.
+var mcpFormat = agentcli.MCPFormat{
+	Reference: func(name string) string { return "${env:" + name + "}" },
+}
+
 // buildMCPConfig resolves the assistant's MCP references against its
 // server definitions, adds the request's extra servers, and returns the
 // mcp.json content with every env and header value moved into the process
@@ -72,22 +78,15 @@ type mcpConfig struct {
 // Stdio servers have a command, remote ones (http, sse) a url: Cursor
 // tells the transports apart itself.
 func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool)) (*mcpConfig, error) {
-	cfg, err := agentcli.ResolveMCP(a, extra, agentcli.MCPOptions{
-		Lookup:    lookup,
-		Reference: func(name string) string { return "${env:" + name + "}" },
-	})
+	cfg, err := agentcli.ResolveMCP(a, extra, lookup, mcpFormat)
 	if err != nil {
 		return nil, err
 	}
-	out := &mcpConfig{Env: cfg.Env, Servers: cfg.Names()}
+	out := &mcpConfig{JSON: cfg.File, Env: cfg.Env, Servers: cfg.Names()}
 	for _, s := range cfg.Servers {
 		if len(s.Tools) > 0 {
 			out.Limited = append(out.Limited, s.Name)
 		}
-	}
-	out.JSON, err = cfg.File(agentcli.MCPFormat{})
-	if err != nil {
-		return nil, err
 	}
 	return out, nil
 }

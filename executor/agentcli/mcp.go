@@ -50,6 +50,8 @@ type MCPConfig struct {
 	// Env holds the values the references point to: it goes into the
 	// CLI's environment, never a file.
 	Env map[string]string
+	// File is the CLI's MCP configuration file (see MCPFormat).
+	File []byte
 }
 
 // Names returns the servers' names, sorted (nil when there are none).
@@ -65,6 +67,9 @@ func (c *MCPConfig) Names() []string {
 // MCPFormat is how a CLI's MCP configuration file differs from the
 // shape Claude Code and Cursor share.
 type MCPFormat struct {
+	// Reference is how the file refers to an environment variable:
+	// "${NAME}" for Claude Code, "${env:NAME}" for Cursor (required).
+	Reference func(name string) string
 	// Type writes each server's transport as its "type" (Claude Code
 	// requires it; Cursor tells a stdio server by its command and a remote
 	// one by its url).
@@ -81,11 +86,11 @@ type mcpEntry struct {
 	Headers map[string]string `json:"headers,omitempty"`
 }
 
-// File returns the MCP configuration file Claude Code and Cursor both
+// file returns the MCP configuration file Claude Code and Cursor both
 // read: {"mcpServers": {NAME: {type, command, args, env, url, headers}}},
 // indented, with a final newline, members without a value left out. It
 // holds no secret: env and header values are references.
-func (c *MCPConfig) File(f MCPFormat) ([]byte, error) {
+func (c *MCPConfig) file(f MCPFormat) ([]byte, error) {
 	servers := make(map[string]mcpEntry, len(c.Servers))
 	for _, s := range c.Servers {
 		e := mcpEntry{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
@@ -101,24 +106,16 @@ func (c *MCPConfig) File(f MCPFormat) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// MCPOptions configure ResolveMCP.
-type MCPOptions struct {
-	// Lookup resolves $ENV.NAME values (required).
-	Lookup func(name string) (string, bool)
-	// Reference is how the CLI's configuration refers to an environment
-	// variable: "${NAME}" for Claude Code, "${env:NAME}" for Cursor.
-	Reference func(name string) string
-}
-
 // ResolveMCP resolves the assistant's MCP references (a may be nil)
-// against its server definitions, adds the request's extra servers, and
-// moves every env and header value into the environment: each becomes a
-// reference to MCPEnvPrefix+SERVER_ENV_NAME (or _HDR_), with $ENV.NAME
-// values looked up first. A server without a definition, defined twice,
+// against its server definitions, adds the request's extra servers, moves
+// every env and header value into the environment, and writes the file
+// in the CLI's format. Each value becomes a reference to
+// MCPEnvPrefix+SERVER_ENV_NAME (or _HDR_), with $ENV.NAME values looked
+// up first (lookup is called only for those). A server without a definition, defined twice,
 // without its command or url, with an unknown transport, an unset
 // $ENV variable, or names that collide once normalized is an error that
 // says which.
-func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, opts MCPOptions) (*MCPConfig, error) {
+func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(name string) (string, bool), format MCPFormat) (*MCPConfig, error) {
 	out := &MCPConfig{Env: map[string]string{}}
 	seen := map[string]bool{}
 	add := func(name string, s *assistant.MCPServer, tools []string, isExtra bool) error {
@@ -150,10 +147,10 @@ func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, op
 			return fmt.Errorf("mcp server %q: unknown transport %q (want stdio, http or sse)", name, e.Transport)
 		}
 		var err error
-		if e.Env, err = indirect(name, "ENV", s.Env, opts, out.Env); err != nil {
+		if e.Env, err = indirect(name, "ENV", s.Env, lookup, format.Reference, out.Env); err != nil {
 			return err
 		}
-		if e.Headers, err = indirect(name, "HDR", s.Headers, opts, out.Env); err != nil {
+		if e.Headers, err = indirect(name, "HDR", s.Headers, lookup, format.Reference, out.Env); err != nil {
 			return err
 		}
 		seen[name] = true
@@ -182,30 +179,34 @@ func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, op
 			return nil, err
 		}
 	}
+	var err error
+	if out.File, err = out.file(format); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
 // indirect resolves $ENV.NAME values and replaces each value with a
 // reference to an MCPEnvPrefix variable, storing the value in env.
-func indirect(server, kind string, in map[string]string, opts MCPOptions, env map[string]string) (map[string]string, error) {
+func indirect(server, kind string, in map[string]string, lookup func(string) (string, bool), ref func(string) string, env map[string]string) (map[string]string, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
 	out := make(map[string]string, len(in))
 	for k, v := range in {
 		if name, ok := strings.CutPrefix(v, "$ENV."); ok {
-			val, found := opts.Lookup(name)
+			val, found := lookup(name)
 			if !found {
 				return nil, fmt.Errorf("mcp server %q: %s %s: environment variable %s is not set", server, strings.ToLower(kind), k, name)
 			}
 			v = val
 		}
-		ref := MCPEnvPrefix + strings.ToUpper(envNameUnsafe.ReplaceAllString(server, "_")+"_"+kind+"_"+envNameUnsafe.ReplaceAllString(k, "_"))
-		if old, dup := env[ref]; dup && old != v {
+		name := MCPEnvPrefix + strings.ToUpper(envNameUnsafe.ReplaceAllString(server, "_")+"_"+kind+"_"+envNameUnsafe.ReplaceAllString(k, "_"))
+		if old, dup := env[name]; dup && old != v {
 			return nil, fmt.Errorf("mcp server %q: %s %s collides with another setting after name normalization", server, strings.ToLower(kind), k)
 		}
-		env[ref] = v
-		out[k] = opts.Reference(ref)
+		env[name] = v
+		out[k] = ref(name)
 	}
 	return out, nil
 }

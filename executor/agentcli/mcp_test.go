@@ -19,11 +19,9 @@ func TestResolveMCP(t *testing.T) {
 		},
 	}
 	extra := map[string]assistant.MCPServer{"zz-host": {Command: "agentbox", Args: []string{"bridge"}}, "a-sse": {Transport: "sse", URL: "http://127.0.0.1:9/sse"}}
-	opts := agentcli.MCPOptions{
-		Lookup:    func(k string) (string, bool) { return "ghp_X", k == "GH" },
-		Reference: func(n string) string { return "%" + n + "%" },
-	}
-	cfg, err := agentcli.ResolveMCP(a, extra, opts)
+	lookup := func(k string) (string, bool) { return "ghp_X", k == "GH" }
+	format := agentcli.MCPFormat{Reference: func(n string) string { return "%" + n + "%" }}
+	cfg, err := agentcli.ResolveMCP(a, extra, lookup, format)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +50,15 @@ func TestResolveMCP(t *testing.T) {
 	if !reflect.DeepEqual(cfg.Env, want) {
 		t.Errorf("env %v", cfg.Env)
 	}
-	for _, f := range []agentcli.MCPFormat{{}, {Type: true}} {
-		file, err := cfg.File(f)
+	for _, typed := range []bool{false, true} {
+		format.Type = typed
+		cfg, err := agentcli.ResolveMCP(a, extra, lookup, format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := cfg.File
 		want := "{\n  \"mcpServers\": {\n    \"a-sse\": {\n      \"url\": \"http://127.0.0.1:9/sse\"\n    },"
-		if f.Type {
+		if typed {
 			want = "{\n  \"mcpServers\": {\n    \"a-sse\": {\n      \"type\": \"sse\",\n      \"url\": \"http://127.0.0.1:9/sse\"\n    },"
 		}
 		if err != nil || !strings.HasPrefix(string(file), want) || !strings.HasSuffix(string(file), "}\n}\n") ||
@@ -63,14 +66,16 @@ func TestResolveMCP(t *testing.T) {
 			t.Errorf("file %s, %v", file, err)
 		}
 	}
-	if none, err := agentcli.ResolveMCP(nil, nil, opts); err != nil || none.Names() != nil || len(none.Env) != 0 {
+	if none, err := agentcli.ResolveMCP(nil, nil, lookup, format); err != nil || none.Names() != nil || len(none.Env) != 0 ||
+		string(none.File) != "{\n  \"mcpServers\": {}\n}\n" {
 		t.Errorf("no servers: %+v, %v", none, err)
 	}
 }
 
 func TestResolveMCPErrors(t *testing.T) {
 	t.Parallel()
-	opts := agentcli.MCPOptions{Lookup: func(string) (string, bool) { return "", false }, Reference: func(n string) string { return n }}
+	lookup := func(string) (string, bool) { return "", false }
+	format := agentcli.MCPFormat{Reference: func(n string) string { return n }}
 	one := func(id string, s *assistant.MCPServer) *assistant.Assistant {
 		return &assistant.Assistant{MCP: []assistant.MCPRef{{ServerID: id}}, MCPServers: map[string]*assistant.MCPServer{id: s}}
 	}
@@ -90,7 +95,7 @@ func TestResolveMCPErrors(t *testing.T) {
 		{"empty name", nil, map[string]assistant.MCPServer{"": {Command: "d"}}, "mcp server with an empty name"},
 	}
 	for _, tc := range tests {
-		if _, err := agentcli.ResolveMCP(tc.a, tc.extra, opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := agentcli.ResolveMCP(tc.a, tc.extra, lookup, format); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
 		}
 	}

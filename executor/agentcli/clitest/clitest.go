@@ -83,11 +83,17 @@ func CheckInvariants(t testing.TB, events []chat.Event) {
 	}
 }
 
-// CheckFuzzed is what a parser fuzz target checks of the events it made
-// of input: the invariants hold, and no line of input that is not JSON
-// shows up in a text message.
-func CheckFuzzed(t testing.TB, input []byte, events []chat.Event) {
+// CheckFuzzed is what a parser fuzz target checks: the parser newParser
+// makes reads input without an error or a panic, its events satisfy the
+// invariants, and no line of input that is not JSON shows up in a text
+// message.
+func CheckFuzzed[O any](t testing.TB, input []byte, newParser func(emit chat.EmitFunc) Parser[O]) {
 	t.Helper()
+	g, err := Collect(bytes.NewReader(input), newParser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := g.Events
 	CheckInvariants(t, events)
 	for _, line := range bytes.Split(input, []byte("\n")) {
 		tl := bytes.TrimSpace(line)
