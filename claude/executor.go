@@ -158,7 +158,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		Sandbox: req.Sandbox,
 		Exec:    sandbox.ExecRequest{Argv: argv, Env: cmd.env, Stdin: bytes.NewReader(cmd.stdin)},
 		Timeout: req.Timeout, GracePeriod: e.opts.GracePeriod,
-		Secrets: secretsOf(req, prep), Logger: log,
+		Secrets: agentcli.Secrets(req.Connector.Key, prep.mcp.Env), Logger: log,
 	})
 	if xe != nil {
 		return fail(xe.Code, xe.Message, xe.Err)
@@ -192,18 +192,4 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		return res, xe
 	}
 	return res, nil
-}
-
-// secretsOf lists the values that must never appear in events or errors.
-func secretsOf(req *executor.Request, p *prepared) []string {
-	var out []string
-	if len(req.Connector.Key) >= 4 {
-		out = append(out, req.Connector.Key)
-	}
-	for _, v := range p.mcp.Env {
-		if len(v) >= 4 {
-			out = append(out, v)
-		}
-	}
-	return out
 }

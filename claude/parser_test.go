@@ -157,21 +157,6 @@ func parseAll(b *testing.B, data []byte) {
 	p.Close()
 }
 
-// decodeAll decodes every line of a transcript held in memory with
-// encoding/json into generic values: the baseline the parser is compared
-// to. Lines are split by the parser's own line reader.
-func decodeAll(data []byte) {
-	lr := newLineReader(bytes.NewReader(data))
-	for {
-		l, err := lr.next()
-		if err != nil {
-			return
-		}
-		var v any
-		_ = json.Unmarshal(l, &v)
-	}
-}
-
 // benchParse reports, beside the usual figures, emitted-B/op: the bytes
 // of text, tool result content and tool input the events carry, plus the
 // outcome's answer text. The parser must allocate those; what B/op adds
@@ -226,13 +211,7 @@ func BenchmarkParserHugeResult20MB(b *testing.B) { benchHugeResult(b, 20<<20) }
 // BenchmarkEncodingJSON20MB decodes the same lines with encoding/json into
 // generic values, the baseline the parser is compared to.
 func BenchmarkEncodingJSON20MB(b *testing.B) {
-	data := benchTranscript(20 << 20)
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		decodeAll(data)
-	}
+	clitest.BenchmarkDecodeJSON(b, benchTranscript(20<<20))
 }
 
 // BenchmarkParserVsEncodingJSON20MB times the parser and the encoding/json
@@ -246,7 +225,7 @@ func BenchmarkParserVsEncodingJSON20MB(b *testing.B) {
 		t0 := time.Now()
 		parseAll(b, data)
 		t1 := time.Now()
-		decodeAll(data)
+		clitest.DecodeJSONLines(data)
 		parse += t1.Sub(t0)
 		decode += time.Since(t1)
 	}

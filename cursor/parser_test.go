@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 )
 
@@ -254,19 +253,5 @@ func BenchmarkParser20MB(b *testing.B) { benchParse(b, 20<<20) }
 // BenchmarkEncodingJSON20MB decodes the same lines with encoding/json into
 // generic values, the baseline the parser is compared to.
 func BenchmarkEncodingJSON20MB(b *testing.B) {
-	data := benchTranscript(20 << 20)
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		lr := agentcli.NewLineReader(bytes.NewReader(data))
-		for {
-			l, err := lr.Next()
-			if err != nil {
-				break
-			}
-			var v any
-			_ = json.Unmarshal(l, &v)
-		}
-	}
+	clitest.BenchmarkDecodeJSON(b, benchTranscript(20<<20))
 }

@@ -273,6 +273,23 @@ func (x *Exit) Failure(p Parsed) *executor.Error {
 	return err
 }
 
+// Secrets lists the values a run must never show in events or errors:
+// the connector's key and the values of the CLI's MCP environment
+// (MCPConfig.Env). Values shorter than four bytes are left out: redacting
+// them would mangle ordinary text and they protect nothing.
+func Secrets(key string, mcpEnv map[string]string) []string {
+	var out []string
+	if len(key) >= 4 {
+		out = append(out, key)
+	}
+	for _, v := range mcpEnv {
+		if len(v) >= 4 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // SerialEmit wraps emit so that events from a parser goroutine and the
 // run are serialized, and nothing is emitted after stop was called (an
 // executor defers stop, so it never emits after Run returned). A nil emit

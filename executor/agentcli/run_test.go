@@ -245,3 +245,14 @@ func TestSerialEmit(t *testing.T) {
 	nilEmit(chat.Event{}) // dropped
 	stopNil()
 }
+
+func TestSecrets(t *testing.T) {
+	t.Parallel()
+	got := agentcli.Secrets("sk-key", map[string]string{"A": "tok-1", "B": "no", "C": ""})
+	if len(got) != 2 || got[0] != "sk-key" || got[1] != "tok-1" {
+		t.Errorf("secrets %q", got)
+	}
+	if got := agentcli.Secrets("abc", nil); got != nil {
+		t.Errorf("short key kept: %q", got)
+	}
+}

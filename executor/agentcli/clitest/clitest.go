@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli"
 )
 
 // EventLog records the events a run emits. It is safe for concurrent use;
@@ -193,6 +194,31 @@ func CheckLineReader(t *testing.T, open func(r io.Reader) (next func() ([]byte, 
 				}
 			}
 		})
+	}
+}
+
+// DecodeJSONLines decodes every line of data with encoding/json into
+// generic values: the baseline a parser's benchmarks compare it to.
+func DecodeJSONLines(data []byte) {
+	lr := agentcli.NewLineReader(bytes.NewReader(data))
+	for {
+		l, err := lr.Next()
+		if err != nil {
+			return
+		}
+		var v any
+		_ = json.Unmarshal(l, &v)
+	}
+}
+
+// BenchmarkDecodeJSON times DecodeJSONLines on data, with data's size as
+// the bytes an operation processes.
+func BenchmarkDecodeJSON(b *testing.B, data []byte) {
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		DecodeJSONLines(data)
 	}
 }
 
