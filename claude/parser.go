@@ -45,12 +45,8 @@ const (
 	DefaultNearMaxTurns     = 2
 	// DefaultMaxEventContent caps a tool result's content in events; the
 	// full size is reported in the content_bytes prop.
-	DefaultMaxEventContent = 1 << 20
+	DefaultMaxEventContent = agentcli.DefaultMaxEventContent
 )
-
-// maxKeptResult caps each tool result kept in Outcome.ToolCalls, so a long
-// run's outcome stays small.
-const maxKeptResult = 4 << 10
 
 // ParserOptions configure a Parser. The zero value is usable.
 type ParserOptions struct {
@@ -670,12 +666,8 @@ func (p *Parser) user(f lineFields) {
 			props["parent_tool_use_id"] = parent
 		}
 		if known {
-			if len(res) > maxKeptResult {
-				// Outcome keeps a summary; the event carried the content.
-				p.out.ToolCalls[idx].Result = strings.Clone(agentcli.CapUTF8(res, maxKeptResult))
-			} else {
-				p.out.ToolCalls[idx].Result = res
-			}
+			// Outcome keeps a summary; the event carried the content.
+			p.out.ToolCalls[idx].Result = agentcli.KeptResult(res)
 			p.out.ToolCalls[idx].IsError = isErr
 		}
 		chat.Whole(p.emit, p.ev.NewID(), chat.TypeToolResult, "", props)

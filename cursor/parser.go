@@ -32,12 +32,8 @@ const (
 	DefaultFailureThreshold = agentcli.DefaultFailureThreshold
 	// DefaultMaxEventContent caps a tool result's content in events; the
 	// full size is reported in the content_bytes prop.
-	DefaultMaxEventContent = 1 << 20
+	DefaultMaxEventContent = agentcli.DefaultMaxEventContent
 )
-
-// maxKeptResult caps each tool result kept in Outcome.ToolCalls, so a long
-// run's outcome stays small.
-const maxKeptResult = 4 << 10
 
 // cumulativeMin is the shortest streamed text for which a delta that
 // starts with everything streamed so far is taken as a cumulative repeat
@@ -392,10 +388,7 @@ func (p *Parser) toolCall(line string) {
 		props["content_bytes"] = res.size
 	}
 	tc := &p.out.ToolCalls[t.idx]
-	tc.Result = res.content
-	if len(tc.Result) > maxKeptResult {
-		tc.Result = strings.Clone(agentcli.CapUTF8(tc.Result, maxKeptResult))
-	}
+	tc.Result = agentcli.KeptResult(res.content)
 	tc.IsError = res.isErr
 	chat.Whole(p.emit, p.ev.NewID(), chat.TypeToolResult, "", props)
 	p.ev.ToolResult(t.name, res.isErr)

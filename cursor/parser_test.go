@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 )
 
@@ -154,7 +155,7 @@ func TestHugeLines(t *testing.T) {
 	if len(content) != DefaultMaxEventContent || props["truncated"] != true || props["content_bytes"] != len(big) {
 		t.Errorf("content %d bytes, truncated=%v, content_bytes=%v", len(content), props["truncated"], props["content_bytes"])
 	}
-	if len(out.ToolCalls[0].Result) != maxKeptResult {
+	if len(out.ToolCalls[0].Result) != agentcli.MaxKeptResult {
 		t.Errorf("kept result %d bytes", len(out.ToolCalls[0].Result))
 	}
 	if out.Content != long || !out.GotResult {

@@ -3,6 +3,7 @@ package agentcli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -20,9 +21,28 @@ const (
 	NoticeRepeatedToolFailure = "repeated_tool_failure"
 )
 
-// DefaultFailureThreshold is how many consecutive failures of one tool
-// raise NoticeRepeatedToolFailure when EventsOptions sets none.
-const DefaultFailureThreshold = 3
+// Caps every stream parser applies.
+const (
+	// DefaultFailureThreshold is how many consecutive failures of one tool
+	// raise NoticeRepeatedToolFailure (see NewEvents).
+	DefaultFailureThreshold = 3
+	// DefaultMaxEventContent caps a tool result's content in events; the
+	// full size is reported in the content_bytes prop.
+	DefaultMaxEventContent = 1 << 20
+	// MaxKeptResult caps each tool result an outcome keeps (KeptResult),
+	// so a long run's outcome stays small.
+	MaxKeptResult = 4 << 10
+)
+
+// KeptResult is what an outcome keeps of a tool result: s, cut to
+// MaxKeptResult bytes on a UTF-8 boundary into memory of its own when it
+// is longer (a short one is kept as it is: the caller owns it).
+func KeptResult(s string) string {
+	if len(s) > MaxKeptResult {
+		return strings.Clone(CapUTF8(s, MaxKeptResult))
+	}
+	return s
+}
 
 // Events is the part of a stream parser that numbers the events it emits
 // and raises the notices every CLI's stream shares. The zero value is not

@@ -2,8 +2,10 @@ package agentcli_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -135,5 +137,16 @@ func TestSessionEvent(t *testing.T) {
 		"version": "1.2", "mcp_servers": []map[string]any{{"name": "gh", "status": "connected"}, {"name": "x", "status": "failed"}}}
 	if !reflect.DeepEqual(evs[0].Props, want) {
 		t.Errorf("props %#v", evs[0].Props)
+	}
+}
+
+func TestKeptResult(t *testing.T) {
+	t.Parallel()
+	if got := agentcli.KeptResult("short"); got != "short" {
+		t.Errorf("short: %q", got)
+	}
+	long := strings.Repeat("é", agentcli.MaxKeptResult) // two bytes a rune
+	if got := agentcli.KeptResult("x" + long); len(got) != agentcli.MaxKeptResult-1 || !utf8.ValidString(got) {
+		t.Errorf("long: %d bytes, valid %v", len(got), utf8.ValidString(got))
 	}
 }
