@@ -96,17 +96,11 @@ type runInput struct {
 // Run executes one turn (see executor.Executor). Events go to req.Emit from
 // the calling goroutine's run only: Run never emits after it returns.
 func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
-	emit, closeEmit := agentcli.SerialEmit(req.Emit)
-	defer closeEmit()
-	fail := func(code, msg string, err error) (*executor.Result, error) {
-		chat.ErrorEvent(emit, "cc-error", code, msg)
-		return nil, &executor.Error{Code: code, Message: msg, Err: err}
-	}
-	if req.Sandbox == nil || req.Sandbox.Workspace() == nil {
-		return fail(chat.ErrInternal, "claude executor: request has no sandbox", nil)
-	}
-	if req.Assistant == nil {
-		return fail(chat.ErrInternal, "claude executor: request has no assistant", nil)
+	turn := agentcli.NewTurn(req.Emit, "cc-error")
+	defer turn.End()
+	emit, fail := turn.Emit, turn.Fail
+	if err := turn.Check(req, "claude executor"); err != nil {
+		return nil, err
 	}
 	args := req.Arguments
 	maxTurns := args.MaxTurns

@@ -87,17 +87,11 @@ func (e *Executor) Name() string { return "cursor" }
 // Run executes one turn (see executor.Executor). Events go to req.Emit
 // from the run only: Run never emits after it returns.
 func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
-	emit, closeEmit := agentcli.SerialEmit(req.Emit)
-	defer closeEmit()
-	fail := func(code, msg string, err error) (*executor.Result, error) {
-		chat.ErrorEvent(emit, "cu-error", code, msg)
-		return nil, &executor.Error{Code: code, Message: msg, Err: err}
-	}
-	if req.Sandbox == nil || req.Sandbox.Workspace() == nil {
-		return fail(chat.ErrInternal, "cursor executor: request has no sandbox", nil)
-	}
-	if req.Assistant == nil {
-		return fail(chat.ErrInternal, "cursor executor: request has no assistant", nil)
+	turn := agentcli.NewTurn(req.Emit, "cu-error")
+	defer turn.End()
+	emit, fail := turn.Emit, turn.Fail
+	if err := turn.Check(req, "cursor executor"); err != nil {
+		return nil, err
 	}
 	if len(req.Input) == 0 {
 		return fail(chat.ErrInvalidRequest, "no input message: a turn needs at least one user message", nil)

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
@@ -254,5 +255,34 @@ func TestSecrets(t *testing.T) {
 	}
 	if got := agentcli.Secrets("abc", nil); got != nil {
 		t.Errorf("short key kept: %q", got)
+	}
+}
+
+func TestTurn(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		req  *executor.Request
+		msg  string // "" when the request passes
+	}{
+		{"no sandbox", &executor.Request{Assistant: &assistant.Assistant{ID: "a"}}, "x executor: request has no sandbox"},
+		{"no workspace", &executor.Request{Assistant: &assistant.Assistant{ID: "a"}, Sandbox: &fakeSandbox{}}, "x executor: request has no sandbox"},
+	}
+	for _, tc := range tests {
+		log := &clitest.EventLog{}
+		turn := agentcli.NewTurn(log.Emit, "x-error")
+		err := turn.Check(tc.req, "x executor")
+		var xe *executor.Error
+		if !errors.As(err, &xe) || xe.Code != chat.ErrInternal || xe.Message != tc.msg {
+			t.Errorf("%s: err %v", tc.name, err)
+		}
+		if ev := log.Starts(chat.TypeError); len(ev) != 1 || ev[0].ID != "x-error" || ev[0].Text != tc.msg {
+			t.Errorf("%s: events %+v", tc.name, ev)
+		}
+		turn.End()
+		turn.Emit(chat.Event{Event: chat.Delta})
+		if res, err := turn.Fail(chat.ErrSandbox, "late", nil); res != nil || err == nil || len(log.Events()) != 2 { // the error message: start and end
+			t.Errorf("%s: after End: %v, %d events", tc.name, err, len(log.Events()))
+		}
 	}
 }
