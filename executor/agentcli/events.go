@@ -96,7 +96,7 @@ func (e *Events) Notice(code, message string, extra map[string]any) {
 }
 
 // ToolResult tracks the outcome of a tool call of the main agent: when
-// one tool fails FailureThreshold times in a row it raises
+// one tool fails the failure threshold's number of times in a row it raises
 // NoticeRepeatedToolFailure (seed 004), a sign the agent is stuck. Any
 // success, or a failure of another tool, starts the count anew.
 func (e *Events) ToolResult(name string, isErr bool) {

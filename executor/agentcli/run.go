@@ -1,13 +1,21 @@
 // Package agentcli is what executors that run a coding-agent CLI in a
-// sandbox share (the claude and cursor executors, and an embedder's own):
-// running the CLI with a stderr tail, a grace period after its result and
-// errors mapped to chat codes (Start, Run, Exit); reading its stream-json
-// output line by line without a length limit (LineReader); event ids and
-// the notices every stream parser raises (Events); and the MCP server
-// configuration with secrets kept out of files (ResolveMCP).
+// sandbox share (the claude and cursor executors, and an embedder's own
+// executor.Executor):
+//   - a turn's scaffolding: serialized events and early failures (Turn);
+//   - running the CLI with a stderr tail, a grace period after its result
+//     and its end mapped to chat error codes (Start, Run.Wait,
+//     Exit.Failure), secrets redacted (Secrets);
+//   - reading its stream-json output line by line without a length limit
+//     (LineReader, with a hook for readers that elide huge lines);
+//   - the parts of a stream parser every CLI needs: event ids, notices,
+//     the session event, line counts and the common outcome (Events,
+//     LineStats, Outcome);
+//   - the MCP servers, with secrets kept out of the configuration file
+//     (ResolveMCP, MCPFormat).
 //
 // What differs between CLIs (flags, the stream format, where files go,
-// how sessions resume) stays in each executor's package.
+// how sessions resume, how a failure is classified) stays in each
+// executor's package. Package clitest holds the matching test helpers.
 package agentcli
 
 import (
@@ -42,7 +50,7 @@ type Spec struct {
 	ErrorID string
 	// Emit receives the run's error events (see SerialEmit).
 	Emit chat.EmitFunc
-	// Sandbox starts the process.
+	// Sandbox starts the process (required).
 	Sandbox sandbox.Sandbox
 	// Exec is the process: argv, environment (secrets go here only),
 	// stdin.
@@ -50,7 +58,7 @@ type Spec struct {
 	// Timeout bounds the run (0: only ctx bounds it).
 	Timeout time.Duration
 	// GracePeriod is how long the CLI may keep running after its result
-	// (Run.ResultSeen) before it is killed.
+	// (Run.ResultSeen) before it is killed (0: at once).
 	GracePeriod time.Duration
 	// Secrets are redacted from the stderr tail.
 	Secrets []string
