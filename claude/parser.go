@@ -823,7 +823,7 @@ func (p *Parser) init(line string) {
 	p.ev.Session(agentcli.Session{
 		ID: p.out.SessionID, Model: p.out.Model, Cwd: agentcli.String(r[5]),
 		Tools: agentcli.Strings(r[2]), Skills: skillNames, MCPServers: servers,
-		Extra: map[string]string{"permission_mode": agentcli.String(r[6]), "version": agentcli.String(r[7])},
+		PermissionMode: agentcli.String(r[6]), Version: agentcli.String(r[7]),
 	})
 	for _, s := range servers {
 		switch s.Status {

@@ -201,7 +201,7 @@ func (p *Parser) init(line string) {
 	p.ev.Session(agentcli.Session{
 		ID: p.out.SessionID, Model: p.out.Model, Cwd: agentcli.String(r[2]),
 		Tools: agentcli.Strings(r[5]), Skills: append([]string{}, p.opts.Skills...), MCPServers: servers,
-		Extra: map[string]string{"api_key_source": agentcli.String(r[3]), "permission_mode": agentcli.String(r[4])},
+		APIKeySource: agentcli.String(r[3]), PermissionMode: agentcli.String(r[4]),
 	})
 	for _, s := range servers {
 		st := strings.ToLower(s.Status)

@@ -139,14 +139,16 @@ type Session struct {
 	// does not list them, what the executor configured).
 	Tools, Skills []string
 	MCPServers    []ServerStatus
-	// Extra are props only some CLIs report ("permission_mode",
-	// "version"); empty ones are left out.
-	Extra map[string]string
+	// PermissionMode, Version and APIKeySource are what only some CLIs
+	// report; each is a prop (permission_mode, version, api_key_source)
+	// when set.
+	PermissionMode, Version, APIKeySource string
 }
 
 // Session emits the session message: its props are session_id, model,
-// tools, mcp_servers (name and status of each), skills, cwd and Extra's
-// non-empty members. A nil list is shown as an empty one.
+// tools, mcp_servers (name and status of each), skills, cwd and those of
+// permission_mode, version and api_key_source that are set. A nil list is
+// shown as an empty one.
 func (e *Events) Session(s Session) {
 	mcp := make([]map[string]any, 0, len(s.MCPServers))
 	for _, m := range s.MCPServers {
@@ -160,7 +162,7 @@ func (e *Events) Session(s Session) {
 		"skills":      nonNil(s.Skills),
 		"cwd":         s.Cwd,
 	}
-	for k, v := range s.Extra {
+	for k, v := range map[string]string{"permission_mode": s.PermissionMode, "version": s.Version, "api_key_source": s.APIKeySource} {
 		if v != "" {
 			props[k] = v
 		}

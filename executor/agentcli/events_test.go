@@ -128,7 +128,7 @@ func TestSessionEvent(t *testing.T) {
 	log := &clitest.EventLog{}
 	ev := agentcli.NewEvents(log.Emit, "s", 0)
 	ev.Session(agentcli.Session{ID: "id", Model: "m", Cwd: "/workspace", MCPServers: servers,
-		Extra: map[string]string{"version": "1.2", "permission_mode": ""}})
+		Version: "1.2"})
 	evs := log.Starts(chat.TypeSession)
 	if len(evs) != 1 || evs[0].ID != "s-1" {
 		t.Fatalf("events %+v", evs)
