@@ -30,6 +30,10 @@ var commands = map[string]command{
 }
 
 func main() {
+	// A closed stdout or stderr (`agentbox run ... | head`) must surface as
+	// a write error the command handles (stop the turn, remove its
+	// sandbox), not kill the process before it cleans up.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -95,7 +95,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer env.Close(context.WithoutCancel(ctx))
 
-	r := newRenderer(stdout, renderOptions{JSON: *asJSON, Color: !*asJSON && colorOK(stdout)})
+	// Output that can no longer be written (a closed pipe: `run ... | head`)
+	// ends the turn like a client going away: the sandbox is removed.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := &cancelOnError{w: stdout, cancel: cancel}
+	r := newRenderer(out, renderOptions{JSON: *asJSON, Color: !*asJSON && colorOK(stdout)})
 	var spin *spinner
 	if !*asJSON && isTerminal(stderr) {
 		spin = newSpinner(stderr)
@@ -112,6 +117,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	_, err = env.Pipeline.Chat(ctx, req, r.Event)
 	spin.Stop()
 	r.Finish()
+	if werr := out.Err(); werr != nil {
+		fmt.Fprintf(stderr, "agentbox run: output closed, turn stopped: %v\n", werr)
+		return 1
+	}
 	if err != nil {
 		if !r.SawError() && !*asJSON {
 			fmt.Fprintf(stderr, "agentbox run: %v\n", err)
@@ -661,4 +670,35 @@ func isTerminal(w io.Writer) bool {
 // (https://no-color.org: NO_COLOR turns them off).
 func colorOK(w io.Writer) bool {
 	return isTerminal(w) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+}
+
+// cancelOnError passes writes through and calls cancel at the first that
+// fails, then drops the rest.
+type cancelOnError struct {
+	w      io.Writer
+	cancel context.CancelFunc
+
+	mu  sync.Mutex
+	err error
+}
+
+func (c *cancelOnError) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+		c.cancel()
+	}
+	return n, err
+}
+
+// Err is the first write error, if any.
+func (c *cancelOnError) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }

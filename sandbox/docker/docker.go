@@ -453,20 +453,16 @@ func (r *Runtime) Reap(ctx context.Context, opts ReapOptions) ([]string, error) 
 			created = t
 		}
 		var reason string
-		switch inst := c.Labels[sandbox.LabelInstance]; {
-		case inst == r.opts.Instance && c.Labels[LabelRun] != r.run && !runAlive(c.Labels[LabelRun]):
-			reason = "left by an earlier run of this instance"
-		case inst == r.opts.Instance && c.Labels[LabelRun] != r.run:
-			// Another live process shares the instance name (a server
-			// and a one-shot run, parallel tests): its sandboxes are in
-			// use, so only the grace period applies.
-			if now.Sub(created) <= grace {
-				continue
-			}
-			reason = fmt.Sprintf("of a live run of this instance, older than %s", grace)
-		case inst == r.opts.Instance:
+		switch inst, run := c.Labels[sandbox.LabelInstance], c.Labels[LabelRun]; {
+		case run == r.run:
 			reason = "not owned by any request of this run"
+		case !runAlive(run):
+			// The process that created it (a crashed server, a killed
+			// `agentbox run`) is gone, whatever instance it belonged to.
+			reason = fmt.Sprintf("its process is gone (instance %q)", inst)
 		case now.Sub(created) > grace:
+			// Another live process, or one whose liveness cannot be told
+			// (another host on a shared engine, an older label format).
 			reason = fmt.Sprintf("of instance %q, older than %s", inst, grace)
 		default:
 			continue

@@ -380,12 +380,15 @@ func TestReaperRemovesOrphan(t *testing.T) {
 	dead := mk("dead-"+randID(), 3*time.Hour, "")
 	young := mk("other-"+randID(), time.Minute, "")
 	previousRun := mk(rt.Instance(), time.Minute, deadRun(t))
+	// A one-shot `agentbox run` killed before its cleanup: another
+	// instance, young, but its process is gone.
+	crashedRun := mk("agentbox-run-"+randID(), time.Minute, deadRun(t))
 
 	got, err := rt.Reap(ctx, docker.ReapOptions{DryRun: true, Grace: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{dead, previousRun}
+	want := []string{dead, previousRun, crashedRun}
 	slices.Sort(want)
 	if !containsAll(got, want) || slices.Contains(got, young) || slices.Contains(got, live.Name()) {
 		t.Fatalf("dry run reaped %v, want %v (not %s, %s)", got, want, young, live.Name())
