@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -223,5 +224,26 @@ func TestRunDirect(t *testing.T) {
 	errb.Reset()
 	if code := runRun(context.Background(), []string{"--app", app, "nope", "hi"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), `unknown assistant "nope"`) {
 		t.Errorf("unknown assistant = %d %q", code, errb.String())
+	}
+}
+
+// brokenPipe fails every write after the first n bytes, like a pipe whose
+// reader went away (`agentbox run ... | head`).
+type brokenPipe struct{ n int }
+
+func (b *brokenPipe) Write(p []byte) (int, error) {
+	if b.n <= 0 {
+		return 0, errors.New("write /dev/stdout: broken pipe")
+	}
+	b.n -= len(p)
+	return len(p), nil
+}
+
+func TestRunStopsWhenOutputCloses(t *testing.T) {
+	app := exampleApp(t)
+	var errb bytes.Buffer
+	code := runRun(context.Background(), []string{"--app", app, "--json", "qa", "What is agentbox?"}, &brokenPipe{n: 10}, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "output closed, turn stopped") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }
