@@ -23,6 +23,7 @@ TEST_PKGS ?= ./...
 export AGENTBOX_CLAUDE_BIN   := $(CURDIR)/.cache/bin/claude
 export AGENTBOX_CLAUDE_IMAGE := $(IMAGE)
 export NODE_PATH             := $(CURDIR)/.cache/npm/node_modules
+export AGENTBOX_TSC          := $(CURDIR)/.cache/npm/node_modules/.bin/tsc
 
 .PHONY: build cli docker tools image image-cursor setup test bench demo check clean distclean go
 

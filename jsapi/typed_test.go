@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // TestTypedHook runs testdata/typed, a strictly typed hook that uses the
@@ -70,7 +71,7 @@ func TestDeclarationsTypeCheck(t *testing.T) {
 	if tsc == "" {
 		var err error
 		if tsc, err = exec.LookPath("tsc"); err != nil {
-			t.Skip("no TypeScript compiler (set AGENTBOX_TSC to check agentbox.d.ts)")
+			testenv.Missing(t, "a TypeScript compiler (make cli installs one; or set AGENTBOX_TSC)")
 		}
 	}
 	for _, args := range [][]string{

@@ -3,6 +3,7 @@
 # Pinned versions of what the sandbox image and the host tests use.
 CLAUDE_VERSION="${CLAUDE_VERSION:-2.1.197}"
 OPENAI_VERSION="${OPENAI_VERSION:-6.49.0}"
+TYPESCRIPT_VERSION="${TYPESCRIPT_VERSION:-5.9.3}"
 
 export DEBIAN_FRONTEND=noninteractive
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the Claude Code CLI (and the openai npm package the tests use)
+# Install the Claude Code CLI (and the openai and typescript npm packages
+# the tests use)
 # into .cache/npm and link the native binary at .cache/bin/claude.
 # Safe to run twice: an up-to-date install is left alone.
 set -euo pipefail
@@ -17,6 +18,7 @@ installed_version() {
 
 if [ -x "$pkg/claude" ] && [ "$(installed_version "$pkg")" = "$CLAUDE_VERSION" ] &&
 	[ "$(installed_version "$dir/node_modules/openai")" = "$OPENAI_VERSION" ] &&
+	[ "$(installed_version "$dir/node_modules/typescript")" = "$TYPESCRIPT_VERSION" ] &&
 	[ "$(readlink "$link" 2>/dev/null)" = "../npm/node_modules/@anthropic-ai/claude-code-$platform/claude" ]; then
 	log "Claude Code CLI $CLAUDE_VERSION already installed ($link)"
 	exit 0
@@ -28,11 +30,11 @@ fi
 
 mkdir -p "$dir" .cache/bin
 [ -f "$dir/package.json" ] || printf '{\n  "name": "agentbox-tools",\n  "private": true\n}\n' >"$dir/package.json"
-log "npm install @anthropic-ai/claude-code@$CLAUDE_VERSION openai@$OPENAI_VERSION"
+log "npm install @anthropic-ai/claude-code@$CLAUDE_VERSION openai@$OPENAI_VERSION typescript@$TYPESCRIPT_VERSION"
 # Install scripts are not needed: the native binary ships in the platform
 # package (an optional dependency), which is used directly.
 npm install --prefix "$dir" --no-audit --no-fund --ignore-scripts --loglevel=error \
-	"@anthropic-ai/claude-code@$CLAUDE_VERSION" "openai@$OPENAI_VERSION" >&2
+	"@anthropic-ai/claude-code@$CLAUDE_VERSION" "openai@$OPENAI_VERSION" "typescript@$TYPESCRIPT_VERSION" >&2
 [ -x "$pkg/claude" ] || die "npm did not install the native CLI at $pkg/claude (is @anthropic-ai/claude-code-$platform available for this machine?)"
 ln -sfn "../npm/node_modules/@anthropic-ai/claude-code-$platform/claude" "$link"
 log "installed $("$link" --version 2>/dev/null | head -n1) at $link"
