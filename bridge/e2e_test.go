@@ -40,7 +40,7 @@ func randID() string {
 // result goes back to the model; no real key ever enters the container.
 func TestEndToEndClaudeInNetworklessSandbox(t *testing.T) {
 	if testing.Short() {
-		t.Skip("slow: starts a container and the Claude CLI")
+		t.Skip("-short: starts a container and the Claude CLI")
 	}
 	img := testenv.Image(t)
 	claudeBin := testenv.ClaudeBin(t)

@@ -27,7 +27,7 @@ import (
 func TestDockerEndToEnd(t *testing.T) {
 	img := testenv.Image(t)
 	if testing.Short() {
-		t.Skip("starts containers")
+		t.Skip("-short: starts containers")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -99,7 +99,7 @@ func TestRunWriteBashResume(t *testing.T) {
 func TestRunLargeInputAndHistory(t *testing.T) {
 	bin := testenv.ClaudeBin(t)
 	if testing.Short() {
-		t.Skip("large payloads")
+		t.Skip("-short: large payloads")
 	}
 	t.Parallel()
 	sb := newHostSandbox(t)

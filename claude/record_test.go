@@ -99,7 +99,7 @@ var recordScenarios = []recordScenario{
 // with -record.
 func TestRecord(t *testing.T) {
 	if !*record {
-		t.Skip("re-record with -record")
+		t.Skip("records transcripts only with -record (not a CI test)")
 	}
 	bin := testenv.ClaudeBin(t)
 	for _, sc := range recordScenarios {

@@ -36,7 +36,7 @@ func newFakeEnv(t *testing.T) *fakeEnv {
 	t.Helper()
 	img := testenv.Image(t)
 	if testing.Short() {
-		t.Skip("starts containers")
+		t.Skip("-short: starts containers")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)

@@ -36,7 +36,7 @@ function Next(ctx, payload) {
 // a JS hook function.
 func TestBridgedTurnInDocker(t *testing.T) {
 	if testing.Short() {
-		t.Skip("integration test")
+		t.Skip("-short: integration test")
 	}
 	image := testenv.Image(t)
 	bin := testenv.Agentbox(t)

@@ -241,7 +241,7 @@ func TestWorkspaceFileOps(t *testing.T) {
 func TestWorkspaceChownsForSandboxUser(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
-		t.Skip("chown needs root") // a unit test, not an integration test
+		t.Skip("chown needs root (CI runs as root)") // a unit test, not an integration test
 	}
 	ws, err := OpenWorkspace(filepath.Join(t.TempDir(), "ws"), 1000, 1000)
 	must(t, err)

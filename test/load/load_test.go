@@ -212,7 +212,7 @@ func assertNoLeftovers(tb testing.TB) {
 // all complete correctly, and every container is removed.
 func TestConcurrentChats(t *testing.T) {
 	if testing.Short() {
-		t.Skip("integration test")
+		t.Skip("-short: integration test")
 	}
 	s := startServer(t)
 	took := s.run(t, 0, 8)
