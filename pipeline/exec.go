@@ -10,7 +10,6 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/connector"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -90,57 +89,6 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		}
 	}
 	return res, err
-}
-
-// hookCache compiles each assistant's hooks once. Entries are keyed by the
-// loaded *Assistant, so a reload (new pointers) compiles afresh.
-type hookCache struct {
-	mu    sync.Mutex
-	app   *assistant.App
-	hooks map[*assistant.Assistant]*hookEntry
-}
-
-type hookEntry struct {
-	once  sync.Once
-	hooks *jsapi.Hooks
-	err   error
-}
-
-func (c *hookCache) get(a *assistant.Assistant) (*jsapi.Hooks, error) {
-	if a.Hooks == "" {
-		return nil, nil
-	}
-	c.mu.Lock()
-	if c.hooks == nil {
-		c.hooks = map[*assistant.Assistant]*hookEntry{}
-	}
-	e, ok := c.hooks[a]
-	if !ok {
-		e = &hookEntry{}
-		c.hooks[a] = e
-	}
-	c.mu.Unlock()
-	e.once.Do(func() { e.hooks, e.err = jsapi.Load(a) })
-	return e.hooks, e.err
-}
-
-// prune drops entries of assistants that are no longer in app.
-func (c *hookCache) prune(app *assistant.App) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.app == app {
-		return
-	}
-	c.app = app
-	live := make(map[*assistant.Assistant]bool, len(app.Assistants))
-	for _, a := range app.Assistants {
-		live[a] = true
-	}
-	for a := range c.hooks {
-		if !live[a] {
-			delete(c.hooks, a)
-		}
-	}
 }
 
 // memHistory is the in-memory History used when none is configured.

@@ -76,6 +76,9 @@ type Config struct {
 	// hold no real key. Nil: sandboxes reach the model API themselves
 	// (network "host") and get the connector's key.
 	Bridge *BridgeConfig
+	// Hooks compiles and caches the assistants' hooks; nil means a cache
+	// of the Pipeline's own.
+	Hooks *HookCache
 	// Logger receives the audit line of every turn and hook logs.
 	Logger *slog.Logger
 }
@@ -85,7 +88,7 @@ type Pipeline struct {
 	cfg       Config
 	log       *slog.Logger
 	executors map[string]executor.Executor
-	hooks     hookCache
+	hooks     *HookCache
 	seq       atomic.Uint64
 
 	mu     sync.Mutex
@@ -111,6 +114,9 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Memory == nil {
 		cfg.Memory = jsapi.NewMemStore()
 	}
+	if cfg.Hooks == nil {
+		cfg.Hooks = &HookCache{}
+	}
 	if cfg.Runtimes != nil && cfg.DefaultRuntime != "" {
 		if _, ok := cfg.Runtimes[cfg.DefaultRuntime]; !ok {
 			return nil, fmt.Errorf("pipeline: default runtime %q is not configured (have %s)", cfg.DefaultRuntime, strings.Join(sortedKeys(cfg.Runtimes), ", "))
@@ -120,6 +126,7 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		executors: cfg.Executors,
+		hooks:     cfg.Hooks,
 		active:    map[*turn]struct{}{},
 	}, nil
 }

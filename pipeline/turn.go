@@ -89,7 +89,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		return nil, err
 	}
 	app := t.p.App()
-	t.p.hooks.prune(app)
+	t.p.hooks.Prune(app)
 	a, ok := app.Assistants[req.AssistantID]
 	if !ok {
 		return nil, Errorf(http.StatusNotFound, chat.ErrInvalidRequest, "unknown assistant %q (have: %s)", req.AssistantID, strings.Join(sortedKeys(app.Assistants), ", "))
@@ -105,7 +105,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	}
 	options := t.options(a)
 
-	hooks, err := t.p.hooks.get(a)
+	hooks, err := t.p.hooks.Get(a)
 	if err != nil {
 		return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
 	}

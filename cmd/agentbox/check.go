@@ -19,12 +19,12 @@ import (
 // located, not compiled. An error wrapping *assistant.LoadError contributes
 // its positioned problems as they are; any other error becomes one problem
 // at the hook file.
-var compileHooks = checkHooks
+var compileHooks = func(a *assistant.Assistant) error { return checkHooks(a, jsapi.Load) }
 
-// checkHooks compiles a's hooks once and checks that every host tool
+// checkHooks compiles a's hooks with load and checks that every host tool
 // implemented by a hook function finds it.
-func checkHooks(a *assistant.Assistant) error {
-	h, err := jsapi.Load(a)
+func checkHooks(a *assistant.Assistant, load func(*assistant.Assistant) (*jsapi.Hooks, error)) error {
+	h, err := load(a)
 	if err != nil {
 		return err
 	}

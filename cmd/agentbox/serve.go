@@ -128,18 +128,17 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("app folder: %w", err)
 	}
-	var liveOpts []assistant.LiveOption
-	if compileHooks != nil {
-		liveOpts = append(liveOpts, assistant.WithCheck(func(app *assistant.App) error {
-			for _, a := range app.Assistants {
-				if err := compileHooks(a); err != nil {
-					return fmt.Errorf("assistant %s: hooks: %w", a.ID, err)
-				}
+	// A (re)loaded app is taken only when its hooks compile; the pipeline
+	// then uses the same compiled hooks.
+	hooks := &pipeline.HookCache{}
+	live, err := assistant.NewLive(dir, opts.Logger, assistant.WithCheck(func(app *assistant.App) error {
+		for _, a := range app.Assistants {
+			if err := checkHooks(a, hooks.Get); err != nil {
+				return fmt.Errorf("assistant %s: hooks: %w", a.ID, err)
 			}
-			return nil
-		}))
-	}
-	live, err := assistant.NewLive(dir, opts.Logger, liveOpts...)
+		}
+		return nil
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("load app (run `agentbox check --app %s` for every problem): %w", opts.AppDir, err)
 	}
@@ -199,6 +198,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		DefaultRuntime: def,
 		RuntimeMounts:  localMounts(opts.Logger),
 		Bridge:         bridgeCfg,
+		Hooks:          hooks,
 		Workspaces:     ws,
 		History:        st,
 		Memory:         pipeline.StoreMemory(st),
