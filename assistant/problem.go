@@ -4,28 +4,17 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/agentbox/agentbox/skills"
 )
 
-// Problem is one thing wrong with an app folder, positioned in its file.
-// File is relative to the app root with forward slashes; Line and Col are
-// 1-based (Col counts bytes in JSONC files and characters in YAML, as
-// yaml.v3 reports them). Line 0 means the problem concerns a file or
-// folder as a whole (a missing file, a bad folder name).
-type Problem struct {
-	File string
-	Line int
-	Col  int
-	Msg  string
-}
-
-// String formats the problem as "file:line:col: msg", or "file: msg" when
-// it has no position.
-func (p Problem) String() string {
-	if p.Line <= 0 {
-		return fmt.Sprintf("%s: %s", p.File, p.Msg)
-	}
-	return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Msg)
-}
+// Problem is one thing wrong with an app folder, positioned in its file:
+// the same type skills reports, so a skill's problems need no conversion.
+// In an app's problems, File is relative to the app root with forward
+// slashes; Line and Col are 1-based (Col counts bytes in JSONC files and
+// characters in YAML, as yaml.v3 reports them). Line 0 means the problem
+// concerns a file or folder as a whole (a missing file, a bad folder name).
+type Problem = skills.Problem
 
 // LoadError is what Load returns when an app folder has problems. It lists
 // all of them, sorted by file and position, not just the first.

@@ -294,37 +294,26 @@ func topLevelCollector(src string) string {
 }
 
 // SourceError is hook source that does not build, with every problem at
-// its position in the source.
+// its position in the source. Each problem's File is relative to the
+// assistant folder ("src/index.ts").
 type SourceError struct {
-	Problems []SourceProblem
-}
-
-// SourceProblem is one problem of hook source. File is relative to the
-// assistant folder ("src/index.ts"); Line and Col start at 1 (0: unknown).
-type SourceProblem struct {
-	File      string
-	Line, Col int
-	Msg       string
+	Problems []assistant.Problem
 }
 
 // Error lists the problems, one a line, as file:line:col: message.
 func (e *SourceError) Error() string {
 	lines := make([]string, 0, len(e.Problems))
 	for _, p := range e.Problems {
-		if p.Line > 0 {
-			lines = append(lines, fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Msg))
-		} else {
-			lines = append(lines, p.File+": "+p.Msg)
-		}
+		lines = append(lines, p.String())
 	}
 	return "hooks: " + strings.Join(lines, "\n")
 }
 
 // buildError reports esbuild's messages with their positions.
 func buildError(dir string, msgs []api.Message) error {
-	e := &SourceError{Problems: make([]SourceProblem, 0, len(msgs))}
+	e := &SourceError{Problems: make([]assistant.Problem, 0, len(msgs))}
 	for _, m := range msgs {
-		p := SourceProblem{Msg: m.Text}
+		p := assistant.Problem{Msg: m.Text}
 		if m.Location != nil {
 			f := m.Location.File
 			if filepath.IsAbs(f) {
@@ -355,10 +344,10 @@ func compileError(rel, code string, err error) error {
 	pos := se.File.Position(se.Offset)
 	if sm := inlineSourceMap(code); sm != nil {
 		if file, _, line, col, ok := sm.Source(pos.Line, pos.Column-1); ok {
-			return &SourceError{Problems: []SourceProblem{{File: file, Line: line, Col: col + 1, Msg: se.Message + " (not supported by the hook engine)"}}}
+			return &SourceError{Problems: []assistant.Problem{{File: file, Line: line, Col: col + 1, Msg: se.Message + " (not supported by the hook engine)"}}}
 		}
 	}
-	return &SourceError{Problems: []SourceProblem{{File: rel, Msg: fmt.Sprintf("%s (in the bundle at line %d col %d; not supported by the hook engine)", se.Message, pos.Line, pos.Column)}}}
+	return &SourceError{Problems: []assistant.Problem{{File: rel, Msg: fmt.Sprintf("%s (in the bundle at line %d col %d; not supported by the hook engine)", se.Message, pos.Line, pos.Column)}}}
 }
 
 func inlineSourceMap(code string) *sourcemap.Consumer {
@@ -397,7 +386,7 @@ func (h *Hooks) discover() error {
 	}
 	if err != nil {
 		// The module's top-level code failed: report where.
-		p := SourceProblem{File: h.file, Msg: "loading the module: " + err.Error()}
+		p := assistant.Problem{File: h.file, Msg: "loading the module: " + err.Error()}
 		var je *Error
 		if errors.As(err, &je) {
 			p.Msg = "loading the module: " + je.Name + ": " + je.Message
@@ -405,7 +394,7 @@ func (h *Hooks) discover() error {
 				p.File, p.Line, p.Col = je.File, je.Line, je.Column
 			}
 		}
-		return &SourceError{Problems: []SourceProblem{p}}
+		return &SourceError{Problems: []assistant.Problem{p}}
 	}
 	h.funcs = c.funcNames()
 	return nil

@@ -15,8 +15,7 @@ import (
 )
 
 // compileHooks compiles an assistant's hook source (a.Hooks) so that check
-// (and a live reload) reports hook errors too; nil means hooks are only
-// located, not compiled. An error wrapping *assistant.LoadError contributes
+// reports hook errors too (a variable so tests can swap it). An error wrapping *assistant.LoadError contributes
 // its positioned problems as they are; any other error becomes one problem
 // at the hook file.
 var compileHooks = func(a *assistant.Assistant) error { return checkHooks(a, jsapi.Load) }
@@ -104,9 +103,6 @@ func check(dir string) ([]assistant.Problem, *assistant.App, error) {
 			return le.Problems, nil, nil
 		}
 		return nil, nil, err
-	}
-	if compileHooks == nil {
-		return nil, app, nil
 	}
 	ids := make([]string, 0, len(app.Assistants))
 	for id, a := range app.Assistants {
