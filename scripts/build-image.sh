@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the sandbox image agentbox/sandbox-claude:latest offline: no image
 # registry is needed. A Debian bookworm userland from debootstrap (cached in
-# .cache/rootfs) is imported as a base image; a small build stage adds the
+# $AGENTBOX_CACHE/rootfs-KEY) is imported as a base image; a small build stage adds the
 # non-root user "agent" (uid/gid 1000), the Claude Code CLI's native binary,
 # /etc/gitconfig and /workspace. The image is labelled with a hash of its
 # inputs, and the build is skipped when an image with that hash exists.
@@ -10,11 +10,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/common.sh
 
+# One image build at a time on this machine (images are machine-wide).
+if [ -z "${AGENTBOX_IMAGE_LOCKED:-}" ]; then
+	AGENTBOX_IMAGE_LOCKED=1 with_lock image "$0" "$@"
+	exit
+fi
+
 image="${AGENTBOX_CLAUDE_IMAGE:-agentbox/sandbox-claude:latest}"
 suite=bookworm
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 packages="bash,coreutils,git,ca-certificates,tini,nodejs,procps"
-rootfs=.cache/rootfs
 stage=.cache/image-build
 platform=$(claude_platform)
 claude=".cache/npm/node_modules/@anthropic-ai/claude-code-$platform/claude"
@@ -24,6 +29,12 @@ scripts/ensure-docker.sh
 scripts/ensure-cli.sh
 
 rootfs_key="$suite $packages $mirror"
+# The root filesystem lives in the shared cache, keyed by its inputs;
+# .cache/rootfs links to it (images/cursor/build.sh reads it there).
+rootfs="$AGENTBOX_CACHE/rootfs-$(key_of "$rootfs_key")"
+mkdir -p .cache
+[ -L .cache/rootfs ] || rm -rf .cache/rootfs
+ln -sfn "$rootfs" .cache/rootfs
 inputs=$(
 	{
 		cat "$0" scripts/common.sh
@@ -44,8 +55,8 @@ if [ "$(cat "$rootfs/.agentbox-rootfs" 2>/dev/null)" != "$rootfs_key" ]; then
 	command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
 	log "debootstrap $suite ($packages) into $rootfs"
 	rm -rf "$rootfs.tmp"
-	as_root debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs.tmp" "$mirror" >.cache/debootstrap.log 2>&1 ||
-		{ tail -n 20 .cache/debootstrap.log >&2; die "debootstrap failed (full log: .cache/debootstrap.log)"; }
+	as_root debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs.tmp" "$mirror" >"$AGENTBOX_CACHE/debootstrap.log" 2>&1 ||
+		{ tail -n 20 "$AGENTBOX_CACHE/debootstrap.log" >&2; die "debootstrap failed (full log: $AGENTBOX_CACHE/debootstrap.log)"; }
 	# Trim what a sandbox never needs.
 	rm -rf "$rootfs.tmp"/var/cache/apt/archives/*.deb "$rootfs.tmp"/var/lib/apt/lists/* \
 		"$rootfs.tmp"/usr/share/doc/* "$rootfs.tmp"/usr/share/man/*

@@ -7,6 +7,12 @@ TYPESCRIPT_VERSION="${TYPESCRIPT_VERSION:-5.9.3}"
 
 export DEBIAN_FRONTEND=noninteractive
 
+# AGENTBOX_CACHE holds what is big and slow to build (npm installs, the
+# debootstrap root filesystem), outside the clone, keyed by its inputs, so a
+# fresh clone (CI's) or a second worktree reuses it. The clone's .cache only
+# links into it.
+AGENTBOX_CACHE="${AGENTBOX_CACHE:-${HOME:-/root}/.cache/agentbox}"
+
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
@@ -43,3 +49,23 @@ claude_platform() {
 	*) die "no Claude Code CLI build for $(uname -m)" ;;
 	esac
 }
+
+# with_lock NAME CMD... runs CMD while holding an exclusive lock on
+# $AGENTBOX_CACHE/NAME.lock, so two set-ups (two clones, parallel make
+# runs) never build the same cached thing at once.
+with_lock() {
+	local name=$1
+	shift
+	mkdir -p "$AGENTBOX_CACHE"
+	if command -v flock >/dev/null 2>&1; then
+		(
+			flock 9
+			"$@"
+		) 9>"$AGENTBOX_CACHE/$name.lock"
+	else
+		"$@"
+	fi
+}
+
+# key_of prints a short hash of its arguments: cache folder names.
+key_of() { printf '%s' "$*" | sha256sum | cut -c1-12; }
