@@ -24,10 +24,10 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -231,7 +231,7 @@ func (r *Runtime) engineErr(parent context.Context, op string, err error) error 
 	if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) || isConnErr(err) {
 		return fmt.Errorf("docker %s: the engine does not answer (is the Docker daemon running?): %w: %w", op, sandbox.ErrEngineUnavailable, err)
 	}
-	if errdefs.IsNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("docker %s: %w: %w", op, sandbox.ErrNotFound, err)
 	}
 	return fmt.Errorf("docker %s: %w", op, err)
@@ -288,7 +288,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		// The engine may have created it before the error (timeout).
 		_ = r.remove(ctx, name)
 		r.untrack(name)
-		if errdefs.IsNotFound(err) && ctx.Err() == nil {
+		if cerrdefs.IsNotFound(err) && ctx.Err() == nil {
 			return nil, fmt.Errorf("docker create: image %q is not on this engine (agentbox never pulls; build or load it, e.g. `make image`): %w", spec.Image, err)
 		}
 		return nil, r.engineErr(ctx, "create", err)
@@ -522,12 +522,12 @@ func (r *Runtime) remove(ctx context.Context, id string) error {
 	defer cancel()
 	err := r.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	switch {
-	case err == nil, errdefs.IsNotFound(err):
+	case err == nil, cerrdefs.IsNotFound(err):
 		return nil
-	case errdefs.IsConflict(err) && strings.Contains(err.Error(), "in progress"):
+	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "in progress"):
 		// Another remover is at it: wait for it to finish.
 		for rctx.Err() == nil {
-			if _, err := r.cli.ContainerInspect(rctx, id); errdefs.IsNotFound(err) {
+			if _, err := r.cli.ContainerInspect(rctx, id); cerrdefs.IsNotFound(err) {
 				return nil
 			}
 			select {

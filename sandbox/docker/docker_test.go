@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
@@ -342,7 +342,7 @@ func TestCancelThenRemoveWithin2s(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("removal took %s", d)
 	}
-	if _, err := rt.Client().ContainerInspect(context.Background(), sb.ID()); !errdefs.IsNotFound(err) {
+	if _, err := rt.Client().ContainerInspect(context.Background(), sb.ID()); !cerrdefs.IsNotFound(err) {
 		t.Errorf("container still there: %v", err)
 	}
 	if err := sb.Remove(context.Background()); err != nil {
@@ -404,7 +404,7 @@ func TestReaperRemovesOrphan(t *testing.T) {
 		t.Fatalf("reaped %v, want %v", got, want)
 	}
 	for _, n := range want {
-		if _, err := cli.ContainerInspect(ctx, n); !errdefs.IsNotFound(err) {
+		if _, err := cli.ContainerInspect(ctx, n); !cerrdefs.IsNotFound(err) {
 			t.Errorf("%s still there: %v", n, err)
 		}
 	}
@@ -503,7 +503,7 @@ func TestStartReaper(t *testing.T) {
 	rt.StartReaper(time.Hour) // reaps right away
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := cli.ContainerInspect(ctx, name); errdefs.IsNotFound(err) {
+		if _, err := cli.ContainerInspect(ctx, name); cerrdefs.IsNotFound(err) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/agentbox/agentbox/sandbox"
@@ -163,10 +163,10 @@ func (s *Sandbox) execErr(ctx context.Context, op string, err error) error {
 	s.mu.Lock()
 	removed := s.removed
 	s.mu.Unlock()
-	if removed || errdefs.IsNotFound(err) {
+	if removed || cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("%s in %s: %w", op, s.name, sandbox.ErrRemoved)
 	}
-	if errdefs.IsConflict(err) { // container not running
+	if cerrdefs.IsConflict(err) { // container not running
 		return fmt.Errorf("%s in %s: the container is not running (%w): %w", op, s.name, err, sandbox.ErrRemoved)
 	}
 	return s.rt.engineErr(ctx, op, err)
