@@ -10,7 +10,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,8 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,11 +31,6 @@ import (
 
 // Name is the runtime's registry name.
 const Name = "docker"
-
-// LabelRun holds the id of the runtime object (one per server process) that
-// created a container; with the instance label it tells the reaper whether
-// the owner still lives.
-const LabelRun = "dev.agentbox.run"
 
 // ProductLabelValue is the value of sandbox.LabelProduct on our containers.
 const ProductLabelValue = "agentbox"
@@ -95,11 +87,14 @@ type Runtime struct {
 	cli  *client.Client
 	opts Options
 	run  string
-	log  *slog.Logger
 
-	mu      sync.Mutex
-	tracked map[string]struct{} // names of containers this runtime owns
-	closed  bool
+	// tracked holds the containers of live sandboxes, which the reaper
+	// never touches.
+	tracked *tracker
+	reaper  *reaper
+
+	mu     sync.Mutex
+	closed bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -173,7 +168,8 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("docker: engine at %s does not answer (is the Docker daemon installed and running? try `docker version`; set DOCKER_HOST for a remote engine): %w: %w",
 			cli.DaemonHost(), sandbox.ErrEngineUnavailable, err)
 	}
-	r := &Runtime{cli: cli, opts: opts, run: newRunID(), log: opts.Logger, tracked: map[string]struct{}{}}
+	r := &Runtime{cli: cli, opts: opts, run: newRunID(), tracked: newTracker()}
+	r.reaper = &reaper{engine: r, tracked: r.tracked, run: r.run, alive: runAlive, now: time.Now, log: opts.Logger}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -243,25 +239,6 @@ func isConnErr(err error) bool {
 		strings.Contains(s, "broken pipe") || strings.Contains(s, "no such file or directory") && strings.Contains(s, ".sock")
 }
 
-func (r *Runtime) track(name string) {
-	r.mu.Lock()
-	r.tracked[name] = struct{}{}
-	r.mu.Unlock()
-}
-
-func (r *Runtime) untrack(name string) {
-	r.mu.Lock()
-	delete(r.tracked, name)
-	r.mu.Unlock()
-}
-
-func (r *Runtime) isTracked(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.tracked[name]
-	return ok
-}
-
 // Create starts a hardened container for spec: the workspace at /workspace
 // (plus spec.Mounts), its main process idling under an init, ready for
 // exec. A failed Create leaves no container behind.
@@ -280,14 +257,14 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if closed {
 		return nil, fmt.Errorf("docker create: runtime closed: %w", sandbox.ErrEngineUnavailable)
 	}
-	r.track(name)
+	r.tracked.add(name)
 	cctx, cancel := r.call(ctx)
 	created, err := r.cli.ContainerCreate(cctx, cfg, hc, nil, nil, name)
 	cancel()
 	if err != nil {
 		// The engine may have created it before the error (timeout).
 		_ = r.remove(ctx, name)
-		r.untrack(name)
+		r.tracked.drop(name)
 		if cerrdefs.IsNotFound(err) && ctx.Err() == nil {
 			return nil, fmt.Errorf("docker create: image %q is not on this engine (agentbox never pulls; build or load it, e.g. `make image`): %w", spec.Image, err)
 		}
@@ -298,7 +275,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	cancel()
 	if err != nil {
 		_ = r.remove(ctx, created.ID)
-		r.untrack(name)
+		r.tracked.drop(name)
 		return nil, r.engineErr(ctx, "start", err)
 	}
 	env := map[string]string{}
@@ -424,70 +401,7 @@ func (r *Runtime) containerConfig(spec sandbox.Spec, name string, now time.Time)
 // DefaultReapGrace). With DryRun it only reports. It returns the names of
 // the containers removed (or that would be), sorted.
 func (r *Runtime) Reap(ctx context.Context, opts ReapOptions) ([]string, error) {
-	grace := opts.Grace
-	if grace <= 0 {
-		grace = DefaultReapGrace
-	}
-	lctx, cancel := r.call(ctx)
-	list, err := r.cli.ContainerList(lctx, container.ListOptions{
-		All:     true,
-		Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelProduct+"="+ProductLabelValue)),
-	})
-	cancel()
-	if err != nil {
-		return nil, r.engineErr(ctx, "reap: list", err)
-	}
-	now := time.Now()
-	var reaped []string
-	var errs []error
-	for _, c := range list {
-		name := c.ID
-		if len(c.Names) > 0 {
-			name = strings.TrimPrefix(c.Names[0], "/")
-		}
-		if r.isTracked(name) {
-			continue
-		}
-		created := time.Unix(c.Created, 0)
-		if t, err := time.Parse(time.RFC3339, c.Labels[sandbox.LabelCreated]); err == nil && t.Before(created) {
-			created = t
-		}
-		var reason string
-		switch inst, run := c.Labels[sandbox.LabelInstance], c.Labels[LabelRun]; {
-		case run == r.run:
-			reason = "not owned by any request of this run"
-		case !runAlive(run):
-			// The process that created it (a crashed server, a killed
-			// `agentbox run`) is gone, whatever instance it belonged to.
-			reason = fmt.Sprintf("its process is gone (instance %q)", inst)
-		case now.Sub(created) > grace:
-			// Another live process, or one whose liveness cannot be told
-			// (another host on a shared engine, an older label format).
-			reason = fmt.Sprintf("of instance %q, older than %s", inst, grace)
-		default:
-			continue
-		}
-		if !opts.DryRun {
-			if err := r.remove(ctx, c.ID); err != nil {
-				errs = append(errs, fmt.Errorf("reap %s: %w", name, err))
-				continue
-			}
-		}
-		r.log.Info("sandbox container reaped", "container", name, "reason", reason, "dry_run", opts.DryRun,
-			"user", c.Labels[sandbox.LabelUser], "chat", c.Labels[sandbox.LabelChat])
-		reaped = append(reaped, name)
-	}
-	sort.Strings(reaped)
-	return reaped, errors.Join(errs...)
-}
-
-// ReapOptions tunes Reap.
-type ReapOptions struct {
-	// DryRun reports without removing.
-	DryRun bool
-	// Grace is how old a container of another instance must be before it
-	// counts as orphaned (0: DefaultReapGrace).
-	Grace time.Duration
+	return r.reaper.reap(ctx, opts)
 }
 
 // StartReaper reaps now and then every interval (0: one minute) until
@@ -500,19 +414,22 @@ func (r *Runtime) StartReaper(interval time.Duration) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			if _, err := r.Reap(r.ctx, ReapOptions{}); err != nil && r.ctx.Err() == nil {
-				r.log.Error("sandbox reaper", "error", err)
-			}
-			select {
-			case <-r.ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
+		r.reaper.loop(r.ctx, interval)
 	}()
+}
+
+// labelled lists every container with our product label (reapEngine).
+func (r *Runtime) labelled(ctx context.Context) ([]container.Summary, error) {
+	lctx, cancel := r.call(ctx)
+	defer cancel()
+	list, err := r.cli.ContainerList(lctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelProduct+"="+ProductLabelValue)),
+	})
+	if err != nil {
+		return nil, r.engineErr(ctx, "reap: list", err)
+	}
+	return list, nil
 }
 
 // remove force-removes a container; NotFound counts as done. It runs with
@@ -544,58 +461,4 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// RunID is the run id r labels its containers with.
-func RunID(r *Runtime) string { return r.run }
-
-// newRunID names this process: host, pid and the process's start time
-// (from /proc, so a reused pid does not pass for it), plus a random part
-// for runtimes created within one process.
-func newRunID() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d/%s/%s", host, os.Getpid(), procStart(os.Getpid()), randHex(4))
-}
-
-// procStart is the start time of process pid in clock ticks since boot
-// (field 22 of /proc/PID/stat), or "" when it cannot be read.
-func procStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	// The command name (field 2) may hold spaces; fields count from after
-	// its closing parenthesis.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
-}
-
-// runAlive reports whether the process that made a run id may still be
-// running. Ids of other hosts, of an older format, or unreadable ones
-// count as alive: only the grace period may reap those.
-func runAlive(run string) bool {
-	parts := strings.Split(run, "/")
-	if len(parts) != 4 {
-		return true
-	}
-	if host, _ := os.Hostname(); parts[0] != host {
-		return true
-	}
-	pid, err := strconv.Atoi(parts[1])
-	if err != nil || pid <= 0 {
-		return true
-	}
-	start := procStart(pid)
-	if start == "" {
-		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-		return err == nil // no such process: dead
-	}
-	return parts[2] == "" || start == parts[2]
 }

@@ -185,7 +185,7 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 	s.mu.Unlock()
 	err := s.rt.remove(ctx, s.id)
 	if err == nil {
-		s.rt.untrack(s.name)
+		s.rt.tracked.drop(s.name)
 	}
 	for _, p := range procs {
 		p.close() // the streams end with the container; make sure
