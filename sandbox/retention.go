@@ -21,7 +21,7 @@ const (
 // overlap: a scheduled run while one is still going is skipped, and RunNow
 // waits for the running one. Start and Close may be called once each.
 type Retention struct {
-	ws        *Workspaces
+	ws        workspacePruner
 	schedule  string
 	olderThan time.Duration
 	log       *slog.Logger
@@ -34,6 +34,12 @@ type Retention struct {
 
 	mu     sync.Mutex
 	closed bool
+}
+
+// workspacePruner is what Retention runs on its schedule; *Workspaces is
+// the one in use, tests give their own.
+type workspacePruner interface {
+	Prune(ctx context.Context, opts PruneOptions) (*PruneReport, error)
 }
 
 // errRetentionClosed: RunNow after Close.
@@ -58,6 +64,10 @@ func NewRetention(ws *Workspaces, schedule string, olderThan time.Duration, logg
 	if ws == nil {
 		return nil, errors.New("retention: no workspaces")
 	}
+	return newRetention(ws, schedule, olderThan, logger)
+}
+
+func newRetention(ws workspacePruner, schedule string, olderThan time.Duration, logger *slog.Logger) (*Retention, error) {
 	if schedule == "" {
 		schedule = DefaultRetentionSchedule
 	}
