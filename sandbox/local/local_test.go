@@ -1,7 +1,6 @@
 package local_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -121,40 +120,6 @@ func TestNetworkHost(t *testing.T) {
 	}
 }
 
-func TestExec(t *testing.T) {
-	sb, _ := newSandbox(t, func(s *sandbox.Spec) { s.Env = map[string]string{"FROM_SPEC": "spec", "OVER": "spec"} })
-	t.Setenv("AGENTBOX_SECRET_FROM_HOST", "leak")
-	cases := []struct {
-		name      string
-		req       sandbox.ExecRequest
-		code      int
-		stdout    string
-		stderr    string
-		cwd       string
-		truncated bool
-	}{
-		{name: "exit 0", req: sandbox.ExecRequest{Argv: []string{"echo", "hi"}}, stdout: "hi\n", cwd: "."},
-		{name: "exit code", req: sandbox.ExecRequest{Argv: []string{"exit 7"}, Shell: true}, code: 7, cwd: "."},
-		{name: "stderr apart", req: sandbox.ExecRequest{Argv: []string{"echo out; echo err >&2"}, Shell: true}, stdout: "out\n", stderr: "err\n", cwd: "."},
-		{name: "argv not a shell", req: sandbox.ExecRequest{Argv: []string{"echo", "$HOME; x", "'q'"}}, stdout: "$HOME; x 'q'\n", cwd: "."},
-		{name: "stdin", req: sandbox.ExecRequest{Argv: []string{"cat"}, Stdin: strings.NewReader("from stdin")}, stdout: "from stdin", cwd: "."},
-		{name: "env", req: sandbox.ExecRequest{Argv: []string{"echo $FROM_SPEC $OVER $HOME ${AGENTBOX_SECRET_FROM_HOST:-clean}"}, Shell: true, Env: map[string]string{"OVER": "req"}}, stdout: "spec req /home/agent clean\n", cwd: "."},
-		{name: "cwd created", req: sandbox.ExecRequest{Argv: []string{"pwd"}, Dir: "a/b"}, stdout: "/workspace/a/b\n", cwd: "a/b"},
-		{name: "truncated", req: sandbox.ExecRequest{Argv: []string{"head -c 5000 /dev/zero | tr '\\0' x"}, Shell: true, MaxOutput: 100}, stdout: strings.Repeat("x", 100), truncated: true, cwd: "."},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			res, err := sb.Exec(context.Background(), c.req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.ExitCode != c.code || res.Stdout != c.stdout || res.Stderr != c.stderr || res.Truncated != c.truncated || res.Cwd != c.cwd {
-				t.Errorf("got code=%d stdout=%q stderr=%q truncated=%v cwd=%q", res.ExitCode, res.Stdout, res.Stderr, res.Truncated, res.Cwd)
-			}
-		})
-	}
-}
-
 // sleepers lists host processes running `sleep <marker>`.
 func sleepers(marker string) []string {
 	var out []string
@@ -167,30 +132,6 @@ func sleepers(marker string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func TestExecTimeoutKillsTree(t *testing.T) {
-	t.Parallel()
-	sb, _ := newSandbox(t, nil)
-	marker := fmt.Sprintf("%d.%d", 100+os.Getpid()%100, time.Now().UnixNano()%1000)
-	start := time.Now()
-	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Argv: []string{"echo started; sleep " + marker + " & sleep " + marker}, Shell: true, Timeout: 500 * time.Millisecond})
-	if !errors.Is(err, sandbox.ErrExecTimeout) {
-		t.Fatalf("err = %v, want ErrExecTimeout", err)
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("timeout took %s", d)
-	}
-	if res == nil || res.Stdout != "started\n" {
-		t.Errorf("partial result = %+v", res)
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for len(sleepers(marker)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if left := sleepers(marker); len(left) > 0 {
-		t.Errorf("processes left behind: %v", left)
-	}
 }
 
 func TestRemoveKillsRunning(t *testing.T) {
@@ -219,32 +160,6 @@ func TestRemoveKillsRunning(t *testing.T) {
 	}
 	if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, sandbox.ErrRemoved) {
 		t.Errorf("exec after remove: %v", err)
-	}
-}
-
-func TestStartStreamsAndCancel(t *testing.T) {
-	t.Parallel()
-	sb, _ := newSandbox(t, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p, err := sb.Start(ctx, sandbox.ExecRequest{Argv: []string{"echo first; sleep 30"}, Shell: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	sc := bufio.NewScanner(p.Stdout())
-	if !sc.Scan() || sc.Text() != "first" {
-		t.Fatalf("first line = %q", sc.Text())
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("first line after %s", d)
-	}
-	cancel()
-	if _, err := p.Wait(context.Background()); err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("wait: %v", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("cancel took %s", d)
 	}
 }
 
