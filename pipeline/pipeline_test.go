@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,47 +15,8 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
-
-// fakeRuntime creates fakeSandboxes and counts live ones, so tests can
-// assert every sandbox is removed on every path.
-type fakeRuntime struct {
-	live    atomic.Int64
-	created atomic.Int64
-	failing bool
-}
-
-func (r *fakeRuntime) Name() string                    { return "fake" }
-func (r *fakeRuntime) Close(ctx context.Context) error { return nil }
-func (r *fakeRuntime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	if r.failing {
-		return nil, errors.New("engine is down")
-	}
-	r.created.Add(1)
-	r.live.Add(1)
-	return &fakeSandbox{rt: r, ws: spec.Workspace}, nil
-}
-
-type fakeSandbox struct {
-	rt      *fakeRuntime
-	ws      *sandbox.Workspace
-	removed atomic.Bool
-}
-
-func (s *fakeSandbox) ID() string                    { return "fake" }
-func (s *fakeSandbox) Workspace() *sandbox.Workspace { return s.ws }
-func (s *fakeSandbox) Start(context.Context, sandbox.ExecRequest) (sandbox.Process, error) {
-	return nil, errors.New("not supported by the fake")
-}
-func (s *fakeSandbox) Exec(_ context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	return &sandbox.ExecResult{Stdout: strings.Join(req.Argv, " ") + "\n", Cwd: sandbox.Workdir}, nil
-}
-func (s *fakeSandbox) Remove(context.Context) error {
-	if s.removed.CompareAndSwap(false, true) {
-		s.rt.live.Add(-1)
-	}
-	return nil
-}
 
 // fakeExecutor records its request and plays a scripted behaviour.
 type fakeExecutor struct {
@@ -81,7 +41,7 @@ func (e *fakeExecutor) Run(ctx context.Context, req *executor.Request) (*executo
 
 type env struct {
 	p   *Pipeline
-	rt  *fakeRuntime
+	rt  *sandboxtest.Runtime
 	ex  *fakeExecutor
 	llm *llmtest.Server
 	app *assistant.App
@@ -127,7 +87,7 @@ func newEnv(t *testing.T, script *llmtest.Script, hooks string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := &fakeRuntime{}
+	rt := &sandboxtest.Runtime{Handler: sandboxtest.Echo}
 	ex := &fakeExecutor{}
 	p, err := New(Config{
 		App:            Static{App: app},
@@ -253,8 +213,8 @@ func TestSandboxedTurn(t *testing.T) {
 	if resp.Content != "done in sandbox" || resp.SessionID != "s-1" || resp.Usage.OutputTokens != 4 {
 		t.Fatalf("resp = %+v", resp)
 	}
-	if e.rt.live.Load() != 0 || e.rt.created.Load() != 1 {
-		t.Fatalf("live sandboxes = %d, created = %d; want 0, 1", e.rt.live.Load(), e.rt.created.Load())
+	if e.rt.Live() != 0 || e.rt.Created() != 1 {
+		t.Fatalf("live sandboxes = %d, created = %d; want 0, 1", e.rt.Live(), e.rt.Created())
 	}
 	req := e.ex.reqs[0]
 	if req.System != "You write code.\n\nExtra rule." {
@@ -306,7 +266,7 @@ func TestSandboxRemovedOnEveryPath(t *testing.T) {
 			if !errors.As(err, &pe) || pe.Code != tc.code {
 				t.Fatalf("err = %v, want code %s", err, tc.code)
 			}
-			if e.rt.live.Load() != 0 {
+			if e.rt.Live() != 0 {
 				t.Fatal("sandbox left behind")
 			}
 			errs := 0
@@ -327,7 +287,7 @@ func TestSandboxRemovedOnEveryPath(t *testing.T) {
 
 func TestSandboxCreateFailure(t *testing.T) {
 	e := newEnv(t, &llmtest.Script{}, "")
-	e.rt.failing = true
+	e.rt.CreateErr = errors.New("engine is down")
 	_, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Code != chat.ErrSandbox || !strings.Contains(pe.Message, "engine is down") {
@@ -424,7 +384,7 @@ func TestCloseDrainsAndRefuses(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("running turn was not cancelled")
 	}
-	if e.rt.live.Load() != 0 {
+	if e.rt.Live() != 0 {
 		t.Fatal("sandbox left behind")
 	}
 	if _, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "qa", Messages: user("hi")}, nil); err == nil {
@@ -493,7 +453,7 @@ func TestCancelledHookIsCancelled(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != chat.ErrCanceled || pe.Status != 499 {
 		t.Fatalf("err = %v, want canceled/499", err)
 	}
-	if e.rt.live.Load() != 0 {
+	if e.rt.Live() != 0 {
 		t.Fatal("sandbox left behind")
 	}
 }
