@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
 
 // TestMain fails the package when a run leaves a goroutine behind.
@@ -34,65 +35,13 @@ type script struct {
 	startErr       error
 }
 
-// fakeSandbox starts scripted processes; nothing else.
-type fakeSandbox struct{ s script }
+// fakeExec is the command the tests start.
+var fakeExec = sandbox.ExecRequest{Argv: []string{"fake-cli"}}
 
-func (f *fakeSandbox) ID() string                    { return "fake" }
-func (f *fakeSandbox) Workspace() *sandbox.Workspace { return nil }
-func (f *fakeSandbox) Remove(context.Context) error  { return nil }
-func (f *fakeSandbox) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	return nil, errors.New("fake: no exec")
-}
-
-func (f *fakeSandbox) Start(ctx context.Context, _ sandbox.ExecRequest) (sandbox.Process, error) {
-	if f.s.startErr != nil {
-		return nil, f.s.startErr
-	}
-	or, ow := io.Pipe()
-	er, ew := io.Pipe()
-	p := &fakeProc{s: f.s, stdout: or, stderr: er, killed: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		_, _ = io.WriteString(ew, f.s.stderr)
-		_, _ = io.WriteString(ow, f.s.stdout)
-		if f.s.hang {
-			<-p.killed
-		}
-		ow.Close()
-		ew.Close()
-	}()
-	return p, nil
-}
-
-type fakeProc struct {
-	s              script
-	stdout, stderr io.Reader
-	killOnce       sync.Once
-	killed, done   chan struct{}
-}
-
-func (p *fakeProc) Stdout() io.Reader { return p.stdout }
-func (p *fakeProc) Stderr() io.Reader { return p.stderr }
-
-func (p *fakeProc) Kill() error {
-	p.killOnce.Do(func() { close(p.killed) })
-	return nil
-}
-
-func (p *fakeProc) Wait(ctx context.Context) (int, error) {
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		_ = p.Kill()
-		<-p.done
-		return -1, ctx.Err()
-	}
-	select {
-	case <-p.killed:
-		return 137, nil
-	default:
-	}
-	return p.s.code, p.s.waitErr
+// sandbox is a fake sandbox whose commands play s.
+func (s script) sandbox(t *testing.T) *sandboxtest.Sandbox {
+	return sandboxtest.New(t, sandboxtest.Config{StartErr: s.startErr, Handler: sandboxtest.Reply{
+		Stdout: s.stdout, Stderr: s.stderr, ExitCode: s.code, Err: s.waitErr, Hang: s.hang}})
 }
 
 // runScript runs s through Start, Wait and Failure with a parser that
@@ -101,7 +50,7 @@ func runScript(t *testing.T, ctx context.Context, s script, timeout time.Duratio
 	t.Helper()
 	log := &clitest.EventLog{}
 	run, xe := agentcli.Start(ctx, agentcli.Spec{
-		CLI: "fake-cli", ErrorID: "fk-error", Emit: log.Emit, Sandbox: &fakeSandbox{s},
+		CLI: "fake-cli", ErrorID: "fk-error", Emit: log.Emit, Sandbox: s.sandbox(t), Exec: fakeExec,
 		Timeout: timeout, GracePeriod: 50 * time.Millisecond, Secrets: []string{"sk-SECRET"},
 	})
 	if xe != nil {
@@ -207,7 +156,7 @@ func TestRunReportedFailure(t *testing.T) {
 	t.Parallel()
 	log := &clitest.EventLog{}
 	run, xe := agentcli.Start(context.Background(), agentcli.Spec{CLI: "fake-cli", Emit: log.Emit,
-		Sandbox: &fakeSandbox{script{stdout: "RESULT\n", stderr: "details", code: 1}}})
+		Sandbox: script{stdout: "RESULT\n", stderr: "details", code: 1}.sandbox(t), Exec: fakeExec})
 	if xe != nil {
 		t.Fatal(xe)
 	}
@@ -266,7 +215,7 @@ func TestTurn(t *testing.T) {
 		msg  string // "" when the request passes
 	}{
 		{"no sandbox", &executor.Request{Assistant: &assistant.Assistant{ID: "a"}}, "x executor: request has no sandbox"},
-		{"no workspace", &executor.Request{Assistant: &assistant.Assistant{ID: "a"}, Sandbox: &fakeSandbox{}}, "x executor: request has no sandbox"},
+		{"no workspace", &executor.Request{Assistant: &assistant.Assistant{ID: "a"}, Sandbox: sandboxtest.NewSandbox(sandboxtest.Config{})}, "x executor: request has no sandbox"},
 	}
 	for _, tc := range tests {
 		log := &clitest.EventLog{}
