@@ -112,7 +112,7 @@ func TestRecord(t *testing.T) {
 				sc.setup(t, sb, a)
 			}
 			var out bytes.Buffer
-			sb.tee = &out
+			sb.host.Tee = &out
 			e := New(Options{Binary: bin, GracePeriod: time.Second})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
