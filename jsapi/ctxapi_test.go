@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
 
 // run calls fn(ctx, args) from src and returns its JSON-decoded result.
@@ -411,16 +412,6 @@ func TestCtxIsAnOrdinaryObject(t *testing.T) {
 	}
 }
 
-// brokenSandbox fails every Exec with err.
-type brokenSandbox struct {
-	*fakeSandbox
-	err error
-}
-
-func (b brokenSandbox) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	return nil, b.err
-}
-
 func TestSandboxFailureCodes(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -435,7 +426,7 @@ func TestSandboxFailureCodes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.code, func(t *testing.T) {
 			t.Parallel()
-			got := run(t, catchJS(`ctx.sandbox.Exec(["true"])`), &Context{Sandbox: brokenSandbox{newFakeSandbox(t), tc.err}}, nil).(map[string]any)
+			got := run(t, catchJS(`ctx.sandbox.Exec(["true"])`), &Context{Sandbox: newScriptedSandbox(t, sandboxtest.Config{StartErr: tc.err})}, nil).(map[string]any)
 			if got["code"] != tc.code || got["name"] != tc.name || !strings.Contains(got["message"].(string), "exec true: ") {
 				t.Fatalf("got %v, want %s %s", got, tc.code, tc.name)
 			}
@@ -462,18 +453,11 @@ func TestJSONProtoKey(t *testing.T) {
 	}
 }
 
-// truncatingSandbox reports every command's output as truncated.
-type truncatingSandbox struct{ *fakeSandbox }
-
-func (s truncatingSandbox) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	return &sandbox.ExecResult{Stdout: "partial", Truncated: true}, nil
-}
-
 func TestExecTruncatedIsLogged(t *testing.T) {
 	t.Parallel()
 	var logs logBuffer
 	got := run(t, `export function test(ctx: any) { return ctx.sandbox.Exec(["cat", "big.log"]) }`,
-		&Context{Sandbox: truncatingSandbox{newFakeSandbox(t)}, Logger: logs.logger()}, nil)
+		&Context{Sandbox: newScriptedSandbox(t, sandboxtest.Config{Handler: sandboxtest.Reply{Stdout: "partial output"}, MaxOutput: len("partial")}), Logger: logs.logger()}, nil)
 	if got != "partial" || !strings.Contains(logs.String(), `level=WARN msg="sandbox.Exec output was truncated" hook=test command=cat`) {
 		t.Fatalf("got %v; log:\n%s", got, logs.String())
 	}

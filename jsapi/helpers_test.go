@@ -2,16 +2,13 @@ package jsapi
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -19,6 +16,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
 
 func TestMain(m *testing.M) {
@@ -96,75 +94,29 @@ func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// fakeSandbox is a sandbox.Sandbox over a temp-dir workspace that runs
-// commands on the host with os/exec (unit tests only; the Docker test uses
-// the real runtime).
+// fakeSandbox is the shared fake sandbox over a temp-dir workspace (unit
+// tests only; the Docker test uses the real runtime), with its workspace
+// and host folder at hand.
 type fakeSandbox struct {
+	*sandboxtest.Sandbox
 	ws  *sandbox.Workspace
 	dir string
 }
 
-var _ sandbox.Sandbox = (*fakeSandbox)(nil)
-
+// newFakeSandbox runs commands on the host, in the workspace, with HOME
+// there and a git identity.
 func newFakeSandbox(t testing.TB) *fakeSandbox {
 	t.Helper()
-	dir := t.TempDir()
-	ws, err := sandbox.OpenWorkspace(dir, -1, -1)
-	t.Cleanup(func() { _ = ws.Close() })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fakeSandbox{ws: ws, dir: dir}
-}
-
-func (f *fakeSandbox) ID() string                    { return "fake" }
-func (f *fakeSandbox) Workspace() *sandbox.Workspace { return f.ws }
-func (f *fakeSandbox) Remove(context.Context) error  { return nil }
-
-func (f *fakeSandbox) Start(context.Context, sandbox.ExecRequest) (sandbox.Process, error) {
-	return nil, errors.New("fake sandbox: Start is not supported")
-}
-
-func (f *fakeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	rel, err := sandbox.Rel(req.Dir)
-	if err != nil {
-		return nil, err
-	}
-	if req.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
-		defer cancel()
-	}
-	argv := req.Argv
-	if req.Shell {
-		argv = []string{"/bin/sh", "-c", argv[0]}
-	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = filepath.Join(f.dir, rel)
-	cmd.Env = append(os.Environ(), "HOME="+f.dir, "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+	env := append(os.Environ(), "HOME="+sandbox.Workdir, "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
 		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	for k, v := range req.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdin = req.Stdin
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err = cmd.Run()
-	res := &sandbox.ExecResult{Stdout: stdout.String(), Stderr: stderr.String(), Cwd: sandbox.Workdir, Duration: time.Since(start)}
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() != nil && req.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return nil, sandbox.ErrExecTimeout
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	case errors.As(err, &ee):
-		res.ExitCode = ee.ExitCode()
-	case err != nil:
-		res.ExitCode = 127
-		res.Stderr = err.Error()
-	}
-	return res, nil
+	return newScriptedSandbox(t, sandboxtest.Config{Handler: &sandboxtest.Host{Env: env}})
+}
+
+// newScriptedSandbox runs commands as cfg says.
+func newScriptedSandbox(t testing.TB, cfg sandboxtest.Config) *fakeSandbox {
+	t.Helper()
+	sb := sandboxtest.New(t, cfg)
+	return &fakeSandbox{Sandbox: sb, ws: sb.Workspace(), dir: sb.Workspace().Dir()}
 }
 
 func asError(err error, target **Error) bool { return errors.As(err, target) }

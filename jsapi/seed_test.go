@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
 
 // seedAssistant is testdata/seed: the Create and Next examples of seed 001
@@ -29,11 +29,9 @@ func seedAssistant(t testing.TB) *assistant.Assistant {
 	return &assistant.Assistant{ID: "coder", Dir: dir, Hooks: "src/index.ts", HookTimeout: 2 * time.Minute}
 }
 
-// failingExec is a sandbox where every command fails like a missing binary.
-type failingExec struct{ *fakeSandbox }
-
-func (f failingExec) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	return &sandbox.ExecResult{ExitCode: 127, Stderr: "sh: node: not found\n"}, nil
+// failingExec makes a sandbox where every command fails like a missing binary.
+func failingExec(t *testing.T) *fakeSandbox {
+	return newScriptedSandbox(t, sandboxtest.Config{Handler: sandboxtest.Reply{ExitCode: 127, Stderr: "sh: node: not found\n"}})
 }
 
 func TestSeedCreate(t *testing.T) {
@@ -89,7 +87,7 @@ func TestSeedCreate(t *testing.T) {
 		t.Parallel()
 		var rec recorder
 		var logs logBuffer
-		hc := &Context{UserID: "u1", Sandbox: failingExec{newFakeSandbox(t)}, Emit: rec.emit, Logger: logs.logger()}
+		hc := &Context{UserID: "u1", Sandbox: failingExec(t), Emit: rec.emit, Logger: logs.logger()}
 		res, err := h.Create(context.Background(), hc, msgs, nil)
 		var je *Error
 		if !asError(err, &je) || je.Message != "Node.js is required" || je.Code != CodeHookError || res != nil {
