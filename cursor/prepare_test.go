@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
 
 func openWS(t *testing.T) *sandbox.Workspace {
@@ -23,6 +24,11 @@ func openWS(t *testing.T) *sandbox.Workspace {
 	}
 	t.Cleanup(func() { ws.Close() })
 	return ws
+}
+
+// wsOnly is a sandbox that has a workspace and cannot run anything.
+func wsOnly(t *testing.T) *sandboxtest.Sandbox {
+	return sandboxtest.NewSandbox(sandboxtest.Config{ID: "ws-only", Workspace: openWS(t)})
 }
 
 func write(t *testing.T, path, data string) {
@@ -245,7 +251,7 @@ func TestRunRefusals(t *testing.T) {
 			log := &clitest.EventLog{}
 			req := &executor.Request{Assistant: &assistant.Assistant{ID: "a"}, ChatID: "c",
 				Input:     []chat.Message{{Role: chat.RoleUser, Content: "hi"}},
-				Connector: executor.Connection{Key: testKey}, Sandbox: &wsOnly{ws: openWS(t)}, Emit: log.Emit}
+				Connector: executor.Connection{Key: testKey}, Sandbox: wsOnly(t), Emit: log.Emit}
 			tc.mod(req)
 			_, err := New(Options{}).Run(context.Background(), req)
 			var xe *executor.Error
@@ -257,19 +263,6 @@ func TestRunRefusals(t *testing.T) {
 			}
 		})
 	}
-}
-
-// wsOnly is a sandbox that has a workspace and cannot run anything.
-type wsOnly struct{ ws *sandbox.Workspace }
-
-func (s *wsOnly) ID() string                    { return "ws-only" }
-func (s *wsOnly) Workspace() *sandbox.Workspace { return s.ws }
-func (s *wsOnly) Remove(context.Context) error  { return nil }
-func (s *wsOnly) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	return nil, errors.New("wsOnly: no exec")
-}
-func (s *wsOnly) Start(context.Context, sandbox.ExecRequest) (sandbox.Process, error) {
-	return nil, errors.New("wsOnly: no start")
 }
 
 func TestNameAndDefaults(t *testing.T) {
