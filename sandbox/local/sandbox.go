@@ -1,11 +1,16 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -206,8 +211,14 @@ func (p *process) Wait(ctx context.Context) (int, error) {
 	return p.code, nil
 }
 
-// Kill kills bwrap's process group; the pid namespace's init dying with it
-// takes every process of the command down. Idempotent.
+// Kill kills the command's pid namespace through its init, then bwrap's
+// process group. Idempotent.
+//
+// The init (bwrap's child, pid 1 inside) runs in a session of its own
+// (--new-session), so the group kill does not reach it, and its
+// --die-with-parent signal was seen not to arrive now and then under load,
+// leaving the command running: it is killed first, by pid, which takes
+// every process in the namespace down with it.
 func (p *process) Kill() error {
 	select {
 	case <-p.done:
@@ -218,9 +229,46 @@ func (p *process) Kill() error {
 		return nil
 	}
 	pid := p.cmd.Process.Pid
-	err := syscall.Kill(-pid, syscall.SIGKILL)
-	if err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill %d: %w", pid, err)
+	var errs []error
+	for _, child := range childrenOf(pid) {
+		if err := syscall.Kill(child, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("kill %d: %w", child, err))
+		}
 	}
-	return nil
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		errs = append(errs, fmt.Errorf("kill %d: %w", pid, err))
+	}
+	return errors.Join(errs...)
+}
+
+// childrenOf lists the processes whose parent is pid: from the kernel's
+// list (/proc/PID/task/PID/children) when it has one, else by reading
+// every process's parent.
+func childrenOf(pid int) []int {
+	var out []int
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name, which may hold spaces: state, ppid.
+		i := bytes.LastIndexByte(b, ')')
+		if f := strings.Fields(string(b[i+1:])); i >= 0 && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
