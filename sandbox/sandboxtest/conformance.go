@@ -16,10 +16,11 @@ import (
 // once; the factory closes the runtime with t.Cleanup.
 type Factory func(t *testing.T) (sandbox.Runtime, Features)
 
-// Features says where a runtime legitimately differs from the others, and
-// gives the suite a look at its engine. The zero value asks for the
-// strictest behaviour; a runtime opts out of a check only with a reason
-// written where its Features are made.
+// Features says who commands run as, where a runtime legitimately differs
+// from the others, and gives the suite a look at its engine. UID, GID and
+// Home are required; the other fields' zero values ask for the strictest
+// behaviour, and a runtime opts out of one only with the reason written
+// where its Features are made.
 type Features struct {
 	// UID and GID are who commands run as and who owns the files they
 	// create in the workspace (docker and local, run as root: 1000:1000,
@@ -68,6 +69,9 @@ type Engine interface {
 // command.
 func Run(t *testing.T, newRuntime Factory) {
 	rt, f := newRuntime(t)
+	if f.Home == "" {
+		t.Fatal("sandboxtest: Features.Home is empty: say what $HOME commands see")
+	}
 	if f.MissingProgramExit == 0 {
 		f.MissingProgramExit = 127
 	}
