@@ -31,8 +31,11 @@ install() {
 	mv "$shared.tmp" "$shared"
 }
 
-if [ "$(readlink .cache/npm 2>/dev/null)" = "$shared" ] && [ -x "$pkg/claude" ] &&
-	[ "$(readlink "$link" 2>/dev/null)" = "../npm/node_modules/@anthropic-ai/claude-code-$platform/claude" ]; then
+# The binary is linked into the clone as a file (a hard link, or a copy
+# across file systems), not a symlink: the local runtime mounts it into
+# sandboxes whose user cannot traverse $HOME (/root is 0700).
+if [ "$(readlink .cache/npm 2>/dev/null)" = "$shared" ] && [ -x "$pkg/claude" ] && [ ! -L "$link" ] &&
+	[ "$link" -ef "$pkg/claude" ]; then
 	log "Claude Code CLI $CLAUDE_VERSION already installed ($link)"
 	exit 0
 fi
@@ -40,5 +43,7 @@ with_lock npm install
 mkdir -p .cache/bin
 rm -rf .cache/npm
 ln -sfn "$shared" .cache/npm
-ln -sfn "../npm/node_modules/@anthropic-ai/claude-code-$platform/claude" "$link"
+rm -f "$link"
+ln "$shared/node_modules/@anthropic-ai/claude-code-$platform/claude" "$link" 2>/dev/null ||
+	cp "$shared/node_modules/@anthropic-ai/claude-code-$platform/claude" "$link"
 log "installed $("$link" --version 2>/dev/null | head -n1) at $link"
