@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -31,10 +31,10 @@ type turn struct {
 	cancel context.CancelFunc
 	start  time.Time
 
-	emitMu     sync.Mutex
+	// emit is the turn's serialized event stream (see serialize).
 	emit       chat.EmitFunc
-	errEmitted bool
-	msgSeq     int
+	errEmitted atomic.Bool
+	msgSeq     atomic.Int64
 
 	asst      *assistant.Assistant
 	connID    string
@@ -43,7 +43,6 @@ type turn struct {
 	sessionID string
 	content   string
 	data      any
-	doneSent  bool
 
 	// bridge is the request's bridge session (nil without one);
 	// upstreamConn is the connector id its model proxy forwards to.
@@ -53,34 +52,22 @@ type turn struct {
 	closers []func()
 }
 
-// serialize makes emit safe to call from executor and hook goroutines and
-// notes whether an error event went out.
+// serialize makes emit safe to call from executor and hook goroutines,
+// drops events after done, and notes whether an error event went out.
 func (t *turn) serialize(emit chat.EmitFunc) chat.EmitFunc {
-	if emit == nil {
-		emit = func(chat.Event) {}
-	}
-	return func(e chat.Event) {
-		t.emitMu.Lock()
-		defer t.emitMu.Unlock()
-		if t.doneSent {
-			return
-		}
+	return chat.NewSerial(func(e chat.Event) {
 		if e.Type == chat.TypeError && e.Event == chat.Start {
-			t.errEmitted = true
+			t.errEmitted.Store(true)
 		}
-		if e.Event == chat.Done {
-			t.doneSent = true
+		if emit != nil {
+			emit(e)
 		}
-		emit(e)
-	}
+	}).Emit
 }
 
 // nextID returns a message id for events the pipeline itself sends.
 func (t *turn) nextID(prefix string) string {
-	t.emitMu.Lock()
-	defer t.emitMu.Unlock()
-	t.msgSeq++
-	return prefix + "-" + strconv.Itoa(t.msgSeq)
+	return prefix + "-" + strconv.FormatInt(t.msgSeq.Add(1), 10)
 }
 
 func (t *turn) run(ctx context.Context) (*Response, error) {
@@ -215,7 +202,7 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 		}
 		code = pe.Code
 		final.Error = code
-		if !t.errEmitted {
+		if !t.errEmitted.Load() {
 			chat.ErrorEvent(t.emit, t.nextID("error"), pe.Code, pe.Message)
 		}
 	}

@@ -66,8 +66,8 @@ func (f *fakeBackend) Chat(ctx context.Context, req *pipeline.Request, emit chat
 		return script(ctx, req, emit)
 	}
 	emit(chat.Event{Event: chat.Start, ID: "m1", Type: chat.TypeText})
-	emit(chat.Event{Event: chat.Delta, ID: "m1", Text: "Hel"})
-	emit(chat.Event{Event: chat.Delta, ID: "m1", Text: "lo"})
+	emit(chat.Event{Event: chat.Delta, ID: "m1", Type: chat.TypeText, Text: "Hel"})
+	emit(chat.Event{Event: chat.Delta, ID: "m1", Type: chat.TypeText, Text: "lo"})
 	emit(chat.Event{Event: chat.End, ID: "m1", Type: chat.TypeText})
 	return &pipeline.Response{Content: "Hello", Usage: chat.Usage{InputTokens: 10, OutputTokens: 2}}, nil
 }

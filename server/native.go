@@ -3,9 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
-	"sync"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
@@ -105,10 +103,7 @@ func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipel
 	defer st.Close()
 
 	var (
-		mu       sync.Mutex
-		finished bool
 		pending  [][]byte
-		types    = map[string]string{}
 		sawError bool
 		doneSent bool
 	)
@@ -119,42 +114,30 @@ func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipel
 		pending = nil
 		_ = st.Write(frame)
 	}
-	emit := func(e chat.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		if finished || doneSent {
-			return
-		}
-		if e.Event == chat.Start || e.Event == chat.Replace {
-			types[e.ID] = e.Type
-		}
-		typ := types[e.ID]
-		if typ == "" {
-			typ = e.Type
-		}
-		if typ == chat.TypeError && e.Event == chat.Start {
+	stream := chat.NewSerial(func(e chat.Event) {
+		if e.Type == chat.TypeError && e.Event == chat.Start {
 			sawError = true
 		}
 		if e.Event == chat.Done {
 			doneSent = true
 		}
-		frame, err := eventFrame(e)
+		frame, err := chat.SSEFrame(e)
 		if err != nil {
-			s.log.Error("event not encodable", "event", e.Event, "type", typ, "err", err)
+			s.log.Error("event not sent", "err", err)
 			return
 		}
-		if !st.Committed() && (typ == chat.TypeError || e.Event == chat.Done) {
+		if !st.Committed() && (e.Type == chat.TypeError || e.Event == chat.Done) {
 			pending = append(pending, frame)
 			return
 		}
 		send(frame)
-	}
+	})
 
-	resp, err := s.cfg.Backend.Chat(r.Context(), req, emit)
+	resp, err := s.cfg.Backend.Chat(r.Context(), req, stream.Emit)
 	st.StopHeartbeat()
-	mu.Lock()
-	defer mu.Unlock()
-	finished = true
+	// After Close no event is written by emit: what follows has the stream
+	// to itself.
+	stream.Close()
 	if err != nil && r.Context().Err() != nil {
 		return // the client went away; nobody to tell
 	}
@@ -172,7 +155,7 @@ func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipel
 			s.log.Error("turn failed", "code", e.Code, "err", err)
 		}
 		chat.ErrorEvent(func(ev chat.Event) {
-			if f, ferr := eventFrame(ev); ferr == nil {
+			if f, ferr := chat.SSEFrame(ev); ferr == nil {
 				_ = st.Write(f)
 			}
 		}, "error-server", e.Code, e.Message)
@@ -185,30 +168,11 @@ func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipel
 		if err != nil {
 			final.Error = asAPIError(err).Code
 		}
-		if f, ferr := eventFrame(chat.Event{Event: chat.Done, Final: final}); ferr == nil {
+		if f, ferr := chat.SSEFrame(chat.Event{Event: chat.Done, Final: final}); ferr == nil {
 			_ = st.Write(f)
 		}
 	}
 	if !st.Committed() {
 		_ = st.Commit()
 	}
-}
-
-// eventFrame encodes e as one SSE frame.
-func eventFrame(e chat.Event) ([]byte, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, err
-	}
-	if e.Event == "" || bytes.ContainsAny([]byte(e.Event), "\r\n") {
-		return nil, errors.New("event has no valid phase")
-	}
-	var buf bytes.Buffer
-	buf.Grow(len(b) + len(e.Event) + 16)
-	buf.WriteString("event: ")
-	buf.WriteString(e.Event)
-	buf.WriteString("\ndata: ")
-	buf.Write(b)
-	buf.WriteString("\n\n")
-	return buf.Bytes(), nil
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
@@ -184,9 +183,8 @@ func passedOptions(body []byte) (map[string]any, error) {
 }
 
 // openAIEvents maps chat events to the text and reasoning deltas of the
-// OpenAI API, remembering each message's type (deltas may omit it).
+// OpenAI API, remembering which messages had text out.
 type openAIEvents struct {
-	types    map[string]string
 	streamed map[string]bool
 	text     strings.Builder
 	thinking strings.Builder
@@ -194,32 +192,25 @@ type openAIEvents struct {
 
 // content returns the text and reasoning e adds ("" when none).
 func (o *openAIEvents) content(e chat.Event) (text, reasoning string) {
-	if o.types == nil {
-		o.types, o.streamed = map[string]string{}, map[string]bool{}
+	if o.streamed == nil {
+		o.streamed = map[string]bool{}
 	}
 	switch e.Event {
-	case chat.Start:
-		o.types[e.ID] = e.Type
+	case chat.Start, chat.Delta:
 	case chat.Replace:
 		// Text already streamed cannot be taken back; a replacement only
 		// shows when the message had no text out yet (a loading message
 		// that became the answer).
-		o.types[e.ID] = e.Type
 		if o.streamed[e.ID] {
 			return "", ""
 		}
-	case chat.Delta:
 	default:
 		return "", ""
 	}
 	if e.Text == "" {
 		return "", ""
 	}
-	typ := o.types[e.ID]
-	if typ == "" {
-		typ = e.Type
-	}
-	switch typ {
+	switch e.Type {
 	case chat.TypeText:
 		o.streamed[e.ID] = true
 		o.text.WriteString(e.Text)
@@ -232,15 +223,10 @@ func (o *openAIEvents) content(e chat.Event) (text, reasoning string) {
 }
 
 func (s *Server) completion(w http.ResponseWriter, r *http.Request, req *pipeline.Request) {
-	var mu sync.Mutex
 	var oe openAIEvents
-	resp, err := s.cfg.Backend.Chat(r.Context(), req, func(e chat.Event) {
-		mu.Lock()
-		oe.content(e)
-		mu.Unlock()
-	})
-	mu.Lock()
-	defer mu.Unlock()
+	stream := chat.NewSerial(func(e chat.Event) { oe.content(e) })
+	resp, err := s.cfg.Backend.Chat(r.Context(), req, stream.Emit)
+	stream.Close()
 	if err != nil {
 		if r.Context().Err() == nil {
 			writeError(w, s.log, err)
@@ -281,17 +267,8 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, req *p
 	})
 	defer st.Close()
 
-	var (
-		mu       sync.Mutex
-		finished bool
-		oe       openAIEvents
-	)
-	emit := func(e chat.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		if finished {
-			return
-		}
+	var oe openAIEvents
+	stream := chat.NewSerial(func(e chat.Event) {
 		text, reasoning := oe.content(e)
 		switch {
 		case text != "":
@@ -299,12 +276,10 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, req *p
 		case reasoning != "":
 			_ = st.Write(delta(chunkDelta{ReasoningContent: &reasoning}, nil))
 		}
-	}
-	resp, err := s.cfg.Backend.Chat(r.Context(), req, emit)
+	})
+	resp, err := s.cfg.Backend.Chat(r.Context(), req, stream.Emit)
 	st.StopHeartbeat()
-	mu.Lock()
-	defer mu.Unlock()
-	finished = true
+	stream.Close()
 	if err != nil && r.Context().Err() != nil {
 		return // the client went away
 	}

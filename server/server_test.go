@@ -296,10 +296,10 @@ func TestCompletionNonStream(t *testing.T) {
 	fb := newFake(t)
 	fb.chat = func(ctx context.Context, req *pipeline.Request, emit chat.EmitFunc) (*pipeline.Response, error) {
 		emit(chat.Event{Event: chat.Start, ID: "t1", Type: chat.TypeThinking, Text: "hmm"})
-		emit(chat.Event{Event: chat.End, ID: "t1"})
+		emit(chat.Event{Event: chat.End, ID: "t1", Type: chat.TypeThinking})
 		chat.Whole(emit, "c1", chat.TypeToolCall, "", map[string]any{"name": "Bash"})
 		emit(chat.Event{Event: chat.Start, ID: "m1", Type: chat.TypeText, Text: "Hi "})
-		emit(chat.Event{Event: chat.Delta, ID: "m1", Text: "there"})
+		emit(chat.Event{Event: chat.Delta, ID: "m1", Type: chat.TypeText, Text: "there"})
 		emit(chat.Event{Event: chat.Done, Final: &chat.Final{}})
 		return &pipeline.Response{Usage: chat.Usage{InputTokens: 7, OutputTokens: 3, CacheReadTokens: 100}}, nil
 	}
@@ -400,14 +400,14 @@ func golden(t *testing.T, name, got string) {
 func scriptedTurn(ctx context.Context, req *pipeline.Request, emit chat.EmitFunc) (*pipeline.Response, error) {
 	chat.Whole(emit, "s1", chat.TypeSession, "", map[string]any{"session_id": "sess-1", "model": "claude"})
 	emit(chat.Event{Event: chat.Start, ID: "t1", Type: chat.TypeThinking})
-	emit(chat.Event{Event: chat.Delta, ID: "t1", Text: "Let me "})
+	emit(chat.Event{Event: chat.Delta, ID: "t1", Type: chat.TypeThinking, Text: "Let me "})
 	emit(chat.Event{Event: chat.Delta, ID: "t1", Type: chat.TypeThinking, Text: "look."})
 	emit(chat.Event{Event: chat.End, ID: "t1", Type: chat.TypeThinking})
 	emit(chat.Event{Event: chat.Start, ID: "c1", Type: chat.TypeToolCall, Props: map[string]any{"name": "Bash", "id": "toolu_1"}})
 	emit(chat.Event{Event: chat.End, ID: "c1", Type: chat.TypeToolCall, Props: map[string]any{"input": json.RawMessage(`{"command":"ls"}`)}})
 	chat.Whole(emit, "r1", chat.TypeToolResult, "", map[string]any{"tool_call_id": "toolu_1", "content": "a.txt\n", "is_error": false})
 	emit(chat.Event{Event: chat.Start, ID: "m1", Type: chat.TypeText, Text: "I see "})
-	emit(chat.Event{Event: chat.Delta, ID: "m1", Text: "a.txt."})
+	emit(chat.Event{Event: chat.Delta, ID: "m1", Type: chat.TypeText, Text: "a.txt."})
 	emit(chat.Event{Event: chat.End, ID: "m1", Type: chat.TypeText})
 	chat.Notice(emit, "n1", "note", "saved")
 	emit(chat.Event{Event: chat.Done, Final: &chat.Final{SessionID: "sess-1", Content: "I see a.txt.",
@@ -808,7 +808,7 @@ func TestServeDrains(t *testing.T) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		emit(chat.Event{Event: chat.Delta, ID: "m1", Text: "b"})
+		emit(chat.Event{Event: chat.Delta, ID: "m1", Type: chat.TypeText, Text: "b"})
 		return &pipeline.Response{Content: "ab"}, nil
 	}
 	s, err := New(Config{Backend: fb, Tokens: testTokens, Logger: quietLogger()})

@@ -153,7 +153,6 @@ type renderer struct {
 	spinner *spinner
 
 	mu       sync.Mutex
-	types    map[string]string
 	tools    map[string]string // tool call id -> tool name
 	calls    map[string]map[string]any
 	printed  map[string]bool // tool calls already shown
@@ -166,7 +165,7 @@ func newRenderer(w io.Writer, opts renderOptions) *renderer {
 	if opts.Width <= 0 {
 		opts.Width = 100
 	}
-	return &renderer{w: w, opts: opts, types: map[string]string{}, tools: map[string]string{}, calls: map[string]map[string]any{}, printed: map[string]bool{}}
+	return &renderer{w: w, opts: opts, tools: map[string]string{}, calls: map[string]map[string]any{}, printed: map[string]bool{}}
 }
 
 // ANSI styles.
@@ -207,20 +206,15 @@ func (r *renderer) Event(e chat.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.opts.JSON {
-		b, err := json.Marshal(e)
+		b, err := chat.JSONLine(e)
 		if err != nil {
 			b, _ = json.Marshal(map[string]string{"event": "encode_error", "error": err.Error()})
+			b = append(b, '\n')
 		}
-		r.w.Write(append(b, '\n'))
+		r.w.Write(b)
 		return
 	}
-	if e.Event == chat.Start || e.Event == chat.Replace {
-		r.types[e.ID] = e.Type
-	}
-	typ := r.types[e.ID]
-	if typ == "" {
-		typ = e.Type
-	}
+	typ := e.Type
 	if typ == chat.TypeLoading {
 		r.loading(e)
 		return

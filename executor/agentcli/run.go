@@ -48,7 +48,7 @@ type Spec struct {
 	CLI string
 	// ErrorID is the event id of the error events the run emits.
 	ErrorID string
-	// Emit receives the run's error events (see SerialEmit).
+	// Emit receives the run's error events (Turn.Emit: serialized).
 	Emit chat.EmitFunc
 	// Sandbox starts the process (required).
 	Sandbox sandbox.Sandbox
@@ -285,22 +285,23 @@ func (x *Exit) Failure(p Parsed) *executor.Error {
 // serialized (and dropped once Run returned), and the way it reports a
 // failure before or instead of running the CLI.
 type Turn struct {
-	// Emit is the request's Emit, serialized (see SerialEmit).
+	// Emit is the request's Emit, serialized (chat.Serial): safe for a
+	// parser goroutine and the run, and silent once the turn ended.
 	Emit    chat.EmitFunc
-	stop    func()
+	stream  *chat.Serial
 	errorID string
 }
 
 // NewTurn starts a turn that emits through emit; its error events have
 // id errorID. The caller defers End.
 func NewTurn(emit chat.EmitFunc, errorID string) *Turn {
-	t := &Turn{errorID: errorID}
-	t.Emit, t.stop = SerialEmit(emit)
+	t := &Turn{errorID: errorID, stream: chat.NewSerial(emit)}
+	t.Emit = t.stream.Emit
 	return t
 }
 
 // End stops the turn's events: nothing is emitted after it.
-func (t *Turn) End() { t.stop() }
+func (t *Turn) End() { t.stream.Close() }
 
 // Fail emits an error event and returns the failure as Run does: no
 // result and an *executor.Error with code, message and cause (err may be
@@ -341,25 +342,4 @@ func Secrets(key string, mcpEnv map[string]string) []string {
 		}
 	}
 	return out
-}
-
-// SerialEmit wraps emit so that events from a parser goroutine and the
-// run are serialized, and nothing is emitted after stop was called (an
-// executor defers stop, so it never emits after Run returned). A nil emit
-// drops events.
-func SerialEmit(emit chat.EmitFunc) (serial chat.EmitFunc, stop func()) {
-	var mu sync.Mutex
-	closed := false
-	return func(e chat.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			if closed || emit == nil {
-				return
-			}
-			emit(e)
-		}, func() {
-			mu.Lock()
-			closed = true
-			mu.Unlock()
-		}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,9 +12,9 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
-	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
@@ -46,9 +45,9 @@ func (s script) sandbox(t *testing.T) *sandboxtest.Sandbox {
 
 // runScript runs s through Start, Wait and Failure with a parser that
 // takes a "RESULT" line as the CLI's result.
-func runScript(t *testing.T, ctx context.Context, s script, timeout time.Duration, noResult func(string) (string, string)) (*agentcli.Exit, *executor.Error, *clitest.EventLog) {
+func runScript(t *testing.T, ctx context.Context, s script, timeout time.Duration, noResult func(string) (string, string)) (*agentcli.Exit, *executor.Error, *chattest.Recorder) {
 	t.Helper()
-	log := &clitest.EventLog{}
+	log := &chattest.Recorder{}
 	run, xe := agentcli.Start(ctx, agentcli.Spec{
 		CLI: "fake-cli", ErrorID: "fk-error", Emit: log.Emit, Sandbox: s.sandbox(t), Exec: fakeExec,
 		Timeout: timeout, GracePeriod: 50 * time.Millisecond, Secrets: []string{"sk-SECRET"},
@@ -154,7 +153,7 @@ func TestRunFailures(t *testing.T) {
 // gets the stderr tail; its event was the parser's, so none is added.
 func TestRunReportedFailure(t *testing.T) {
 	t.Parallel()
-	log := &clitest.EventLog{}
+	log := &chattest.Recorder{}
 	run, xe := agentcli.Start(context.Background(), agentcli.Spec{CLI: "fake-cli", Emit: log.Emit,
 		Sandbox: script{stdout: "RESULT\n", stderr: "details", code: 1}.sandbox(t), Exec: fakeExec})
 	if xe != nil {
@@ -171,29 +170,6 @@ func TestRunReportedFailure(t *testing.T) {
 	if n := len(log.Events()); n != 0 {
 		t.Errorf("%d events", n)
 	}
-}
-
-func TestSerialEmit(t *testing.T) {
-	t.Parallel()
-	log := &clitest.EventLog{}
-	emit, stop := agentcli.SerialEmit(log.Emit)
-	var wg sync.WaitGroup
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			emit(chat.Event{Event: chat.Delta})
-		}()
-	}
-	wg.Wait()
-	stop()
-	emit(chat.Event{Event: chat.Delta})
-	if n := len(log.Events()); n != 8 {
-		t.Errorf("%d events, want 8", n)
-	}
-	nilEmit, stopNil := agentcli.SerialEmit(nil)
-	nilEmit(chat.Event{}) // dropped
-	stopNil()
 }
 
 func TestSecrets(t *testing.T) {
@@ -218,7 +194,7 @@ func TestTurn(t *testing.T) {
 		{"no workspace", &executor.Request{Assistant: &assistant.Assistant{ID: "a"}, Sandbox: sandboxtest.NewSandbox(sandboxtest.Config{})}, "x executor: request has no sandbox"},
 	}
 	for _, tc := range tests {
-		log := &clitest.EventLog{}
+		log := &chattest.Recorder{}
 		turn := agentcli.NewTurn(log.Emit, "x-error")
 		err := turn.Check(tc.req, "x executor")
 		var xe *executor.Error

@@ -1,0 +1,136 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Event phases.
+const (
+	Start = "start"
+	Delta = "delta"
+	End   = "end"
+	Done  = "done"
+	// Replace swaps a message's type, text and props for new ones (hooks'
+	// ctx.Replace); deltas after it append to the new text.
+	Replace = "replace"
+)
+
+// Message types used by agentbox itself. Hooks may send any other type.
+const (
+	TypeText       = "text"
+	TypeThinking   = "thinking"
+	TypeToolCall   = "tool_call"
+	TypeToolResult = "tool_result"
+	TypeLoading    = "loading"
+	TypeError      = "error"
+	TypeNotice     = "notice"
+	TypeSession    = "session"
+)
+
+// Event is one item of the chat event stream (see the package doc). Every
+// event but done has an ID and a Type (Check says so); a producer sets the
+// type on deltas and ends too, so consumers need no memory of it.
+//
+// Props by type:
+//   - tool_call: name, id, input (the tool's JSON input, on end)
+//   - tool_result: tool_call_id, content, is_error
+//   - error: code (see the Err* codes), message
+//   - notice: code, message
+//   - session: session_id, model, tools, mcp_servers, skills, cwd
+//   - loading: message
+type Event struct {
+	Event string         `json:"event"`
+	ID    string         `json:"id,omitempty"`
+	Type  string         `json:"type,omitempty"`
+	Text  string         `json:"text,omitempty"`
+	Props map[string]any `json:"props,omitempty"`
+	// Final is set on the done event only.
+	Final *Final `json:"done,omitempty"`
+}
+
+// Check reports what makes e break the event contract: an unknown phase, a
+// message event without an id or a type, a done event without its final
+// payload.
+func (e Event) Check() error {
+	switch e.Event {
+	case Start, Delta, End, Replace:
+		switch {
+		case e.ID == "":
+			return fmt.Errorf("%s event has no id", e.Event)
+		case e.Type == "":
+			return fmt.Errorf("%s event of message %q has no type", e.Event, e.ID)
+		case strings.ContainsAny(e.Type, "\r\n"):
+			return fmt.Errorf("%s event of message %q has a type with a line break", e.Event, e.ID)
+		}
+		return nil
+	case Done:
+		if e.Final == nil {
+			return errors.New("done event has no final payload")
+		}
+		return nil
+	case "":
+		return errors.New("event has no phase")
+	}
+	return fmt.Errorf("unknown event phase %q", e.Event)
+}
+
+// Final is the payload of the done event.
+type Final struct {
+	Usage     Usage  `json:"usage"`
+	SessionID string `json:"session_id,omitempty"`
+	// Error is the error code of a failed turn ("" on success).
+	Error string `json:"error,omitempty"`
+	// Content is the answer text of the turn (after a Next hook replaced it,
+	// its replacement).
+	Content string `json:"content,omitempty"`
+	// Data is what a Next hook returned as {data}, when it did.
+	Data any `json:"data,omitempty"`
+}
+
+// EmitFunc receives events in order. Implementations must be safe to call
+// from the goroutine that produces the events; they may block (back
+// pressure from a slow client). An EmitFunc never retains Props maps after
+// it returns unless it copies them. Serial makes one safe for concurrent
+// producers.
+type EmitFunc func(Event)
+
+// Whole emits a complete message: start with text and props, then end.
+func Whole(emit EmitFunc, id, typ, text string, props map[string]any) {
+	emit(Event{Event: Start, ID: id, Type: typ, Text: text, Props: props})
+	emit(Event{Event: End, ID: id, Type: typ})
+}
+
+// ErrorEvent emits a whole error message with a code and a human-readable
+// message.
+func ErrorEvent(emit EmitFunc, id, code, message string) {
+	Whole(emit, id, TypeError, message, map[string]any{"code": code, "message": message})
+}
+
+// Notice emits a whole notice message.
+func Notice(emit EmitFunc, id, code, message string) {
+	Whole(emit, id, TypeNotice, message, map[string]any{"code": code, "message": message})
+}
+
+// Collector accumulates an event stream into the final answer text, as a
+// non-streaming client would see it. The zero value is ready to use. It is
+// not safe for concurrent use.
+type Collector struct {
+	text strings.Builder
+}
+
+// Add records one event.
+func (c *Collector) Add(e Event) {
+	if (e.Event == Start || e.Event == Delta) && e.Type == TypeText {
+		c.text.WriteString(e.Text)
+	}
+}
+
+// Text returns the answer text collected so far.
+func (c *Collector) Text() string { return c.text.String() }
+
+// RawJSON marks a value already encoded as JSON, so a tool input is passed
+// through without being decoded and re-encoded.
+type RawJSON = json.RawMessage
