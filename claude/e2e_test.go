@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
@@ -63,7 +63,7 @@ func TestDockerEndToEnd(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := New(Options{})
 
-	turn := func(input string) (*executor.Result, *clitest.EventLog, *sandbox.Workspace) {
+	turn := func(input string) (*executor.Result, *chattest.Recorder, *sandbox.Workspace) {
 		ws, release, err := wss.Acquire(ctx, "alice", "chat-e2e")
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +74,7 @@ func TestDockerEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sb.Remove(context.Background())
-		log := &clitest.EventLog{}
+		log := &chattest.Recorder{}
 		res, err := e.Run(ctx, &executor.Request{
 			Assistant: a, UserID: "alice", ChatID: "chat-e2e",
 			System:    "You are a careful coding assistant.",

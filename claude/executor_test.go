@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -19,7 +20,7 @@ import (
 
 const testKey = "sk-ant-test-SECRET-7f3a9c"
 
-func newRequest(sb *hostSandbox, srv *llmtest.Server, chatID, input string, log *clitest.EventLog) *executor.Request {
+func newRequest(sb *hostSandbox, srv *llmtest.Server, chatID, input string, log *chattest.Recorder) *executor.Request {
 	return &executor.Request{
 		Assistant: &assistant.Assistant{ID: "coder"},
 		UserID:    "alice", ChatID: chatID,
@@ -49,7 +50,7 @@ func TestRunWriteBashResume(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := New(Options{Binary: bin})
 
-	log1 := &clitest.EventLog{}
+	log1 := &chattest.Recorder{}
 	res, err := e.Run(context.Background(), newRequest(sb, srv, "chat-1", "make notes", log1))
 	if err != nil {
 		t.Fatalf("run 1: %v", err)
@@ -75,7 +76,7 @@ func TestRunWriteBashResume(t *testing.T) {
 		t.Errorf("%d tool results", n)
 	}
 
-	log2 := &clitest.EventLog{}
+	log2 := &chattest.Recorder{}
 	res2, err := e.Run(context.Background(), newRequest(sb, srv, "chat-1", "what did you do?", log2))
 	if err != nil {
 		t.Fatalf("run 2: %v", err)
@@ -105,7 +106,7 @@ func TestRunLargeInputAndHistory(t *testing.T) {
 	sb := newHostSandbox(t)
 	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Text: "Read it all."}}})
 	t.Cleanup(srv.Close)
-	log := &clitest.EventLog{}
+	log := &chattest.Recorder{}
 	big := "BEGIN-" + strings.Repeat("lorem ipsum ", 2<<20/12) + "-END"
 	req := newRequest(sb, srv, "chat-big", big, log)
 	for i := 0; i < 200; i++ {
@@ -141,7 +142,7 @@ func TestRunTimeout(t *testing.T) {
 	sb := newHostSandbox(t)
 	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Stall: true}}})
 	t.Cleanup(srv.Close)
-	log := &clitest.EventLog{}
+	log := &chattest.Recorder{}
 	req := newRequest(sb, srv, "chat-slow", "hi", log)
 	req.Timeout = 3 * time.Second
 	start := time.Now()
@@ -191,7 +192,7 @@ func TestRunProcessFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sb := newHostSandbox(t)
-			log := &clitest.EventLog{}
+			log := &chattest.Recorder{}
 			start := time.Now()
 			_, err := New(Options{Binary: fakeCLI(t, tc.script), GracePeriod: time.Second}).
 				Run(context.Background(), newRequest(sb, srv, "c", "hi", log))
@@ -229,7 +230,7 @@ func TestRunEnvAndArgv(t *testing.T) {
 	srv := llmtest.NewServer(nil)
 	t.Cleanup(srv.Close)
 	bin := fakeCLI(t, `printf '%s\n' "$@" > argv.txt; env > env.txt; echo '`+fakeResult+`'`)
-	req := newRequest(sb, srv, "c", "hi", &clitest.EventLog{})
+	req := newRequest(sb, srv, "c", "hi", &chattest.Recorder{})
 	req.Assistant.MCP = []assistant.MCPRef{{ServerID: "gh", Tools: []string{"list_issues"}}}
 	req.Assistant.MCPServers = map[string]*assistant.MCPServer{"gh": {ID: "gh", Transport: "stdio", Command: "gh-mcp",
 		Env: map[string]string{"GITHUB_TOKEN": "$ENV.TEST_GH_TOKEN"}}}

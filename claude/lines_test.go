@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 )
 
@@ -130,7 +131,7 @@ func FuzzElide(f *testing.F) {
 		max = 1 + (max&0xff)%64
 		// Anything at all in a huge user line: no panic, a sound stream.
 		evs, _, _ := parseElided(`{"type":"user","message":`+string(body)+"\n"+string(body), ParserOptions{MaxEventContent: max}, 8)
-		clitest.CheckInvariants(t, evs)
+		chattest.Check(t, evs)
 		raw := `"` + string(body) + `"`
 		if !json.Valid([]byte(raw)) || !utf8.Valid(body) {
 			raw = jsonString(string(body))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 )
 
 func TestTypes(t *testing.T) {
@@ -149,12 +150,12 @@ func TestOpenAIStream(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, reply{events: tt.events})
 			c, _ := newTestClient(t, TypeOpenAI, f, nil)
-			var ev events
-			resp, err := c.Stream(context.Background(), &Request{System: "Be brief.", Messages: userMsg("hi")}, ev.emit)
+			var ev chattest.Recorder
+			resp, err := c.Stream(context.Background(), &Request{System: "Be brief.", Messages: userMsg("hi")}, ev.Emit)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := ev.compact(t); !reflect.DeepEqual(got, tt.want) {
+			if got := compact(t, ev.Events()); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
 			if resp.Content != tt.content || resp.Thinking != tt.thinking || resp.FinishReason != tt.finish {
@@ -280,12 +281,12 @@ func TestAnthropicStream(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, reply{events: tt.events})
 			c, _ := newTestClient(t, TypeAnthropic, f, nil)
-			var ev events
-			resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.emit)
+			var ev chattest.Recorder
+			resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := ev.compact(t); !reflect.DeepEqual(got, tt.want) {
+			if got := compact(t, ev.Events()); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
 			if resp.Content != tt.content || resp.Thinking != tt.thinking || resp.FinishReason != tt.finish || len(resp.ToolCalls) != tt.tools {
@@ -401,12 +402,12 @@ func TestNonStreamedAnswer(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, reply{body: tt.body})
 			c, _ := newTestClient(t, tt.typ, f, nil)
-			var ev events
-			resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.emit)
+			var ev chattest.Recorder
+			resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := ev.compact(t); !reflect.DeepEqual(got, tt.want) {
+			if got := compact(t, ev.Events()); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
 			if resp.Content != "Hi" || resp.Usage.InputTokens != 3 || resp.Usage.OutputTokens != 2 {
@@ -465,8 +466,8 @@ func TestStatusErrors(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, reply{status: tt.status, header: tt.header, body: tt.body})
 			c, _ := newTestClient(t, tt.typ, f, nil)
-			var ev events
-			_, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.emit)
+			var ev chattest.Recorder
+			_, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
 			var ce *Error
 			if !errors.As(err, &ce) {
 				t.Fatalf("err = %v (%T), want *Error", err, err)
@@ -488,8 +489,8 @@ func TestStatusErrors(t *testing.T) {
 			if strings.Contains(ce.Message, testKey) || strings.Contains(ce.Message, "6789") {
 				t.Errorf("message leaks the key: %q", ce.Message)
 			}
-			if len(ev.all) != 0 {
-				t.Errorf("events emitted for a failed request: %v", ev.all)
+			if len(ev.Events()) != 0 {
+				t.Errorf("events emitted for a failed request: %v", ev.Events())
 			}
 		})
 	}
@@ -535,8 +536,8 @@ func TestRetries(t *testing.T) {
 			c, waits := newTestClient(t, TypeOpenAI, f, func(c *Config) {
 				c.Retry.MaxAttempts = tt.retry.MaxAttempts
 			})
-			var ev events
-			resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.emit)
+			var ev chattest.Recorder
+			resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
 			if n := len(f.requests()); n != tt.attempts {
 				t.Errorf("%d requests, want %d", n, tt.attempts)
 			}
@@ -561,7 +562,7 @@ func TestRetries(t *testing.T) {
 					t.Errorf("waits = %v, want wait %d >= %v", *waits, i, w)
 				}
 			}
-			ev.compact(t) // every started message was ended
+			compact(t, ev.Events()) // every started message was ended
 		})
 	}
 }
@@ -570,8 +571,8 @@ func TestCutStreamAfterOutput(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, reply{events: concat(anStart(), anBlock(0, "text"), anDelta(0, "text_delta", "Hal")), cut: true})
 	c, _ := newTestClient(t, TypeAnthropic, f, nil)
-	var ev events
-	_, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.emit)
+	var ev chattest.Recorder
+	_, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
 	var ce *Error
 	if !errors.As(err, &ce) || ce.Class != chat.ErrUpstream || ce.Retryable {
 		t.Fatalf("err = %+v", err)
@@ -579,7 +580,7 @@ func TestCutStreamAfterOutput(t *testing.T) {
 	if !strings.Contains(ce.Message, "stream ended before completion") || !errors.Is(err, errStreamCut) {
 		t.Errorf("message = %q", ce.Message)
 	}
-	if got, want := ev.compact(t), []string{"start 1 text", "delta 1 text Hal", "end 1 text"}; !reflect.DeepEqual(got, want) {
+	if got, want := compact(t, ev.Events()), []string{"start 1 text", "delta 1 text Hal", "end 1 text"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("events = %v, want %v", got, want)
 	}
 	if len(f.requests()) != 1 {
@@ -646,8 +647,8 @@ func TestTimeouts(t *testing.T) {
 			}
 			defer cancel()
 			start := time.Now()
-			var ev events
-			_, err := c.Stream(ctx, &Request{Messages: userMsg("hi")}, ev.emit)
+			var ev chattest.Recorder
+			_, err := c.Stream(ctx, &Request{Messages: userMsg("hi")}, ev.Emit)
 			var ce *Error
 			if !errors.As(err, &ce) || ce.Class != tt.class || !strings.Contains(ce.Message, tt.contains) {
 				t.Fatalf("err = %v (class %v), want class %s containing %q", err, ce, tt.class, tt.contains)
@@ -658,7 +659,7 @@ func TestTimeouts(t *testing.T) {
 			if d := time.Since(start); d > 3*time.Second {
 				t.Errorf("Stream returned after %v: a timeout was not applied", d)
 			}
-			ev.compact(t)
+			compact(t, ev.Events())
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing/iotest"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 )
 
 func TestSSEReader(t *testing.T) {
@@ -106,11 +107,11 @@ func FuzzProviderStreams(f *testing.F) {
 	f.Add([]byte(`data: {"choices":[{"delta":{"tool_calls":[{"index":-5,"function":{"arguments":"x"}}]}}]}` + "\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		for _, p := range []provider{&openAI{}, &anthropic{}} {
-			var ev events
-			out := &output{emit: ev.emit, ids: newIDs(), provider: "fuzz"}
+			var ev chattest.Recorder
+			out := &output{emit: ev.Emit, ids: newIDs(), provider: "fuzz"}
 			_ = p.stream(newSSEReader(bytes.NewReader(in)), out)
 			out.closeOpen()
-			ev.compact(t)
+			compact(t, ev.Events())
 			_ = p.whole(in, &output{emit: func(chat.Event) {}, ids: newIDs()})
 		}
 	})

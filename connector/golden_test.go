@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/streams")
@@ -54,10 +55,10 @@ func TestGoldenStreams(t *testing.T) {
 			}
 			f := newFake(t, reply{header: map[string]string{"Content-Type": "text/event-stream"}, body: string(raw)})
 			c, _ := newTestClient(t, typ, f, nil)
-			var ev events
-			resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.emit)
-			ev.compact(t)
-			g := golden{Events: stableIDs(ev.all)}
+			var ev chattest.Recorder
+			resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
+			compact(t, ev.Events())
+			g := golden{Events: stableIDs(ev.Events())}
 			var ce *Error
 			switch {
 			case errors.As(err, &ce):

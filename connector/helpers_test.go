@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 )
 
 func TestMain(m *testing.M) {
@@ -159,28 +160,15 @@ func newTestClient(t *testing.T, typ string, f *fake, mod func(*Config)) (*clien
 	return cl, waits
 }
 
-// events collects emitted events.
-type events struct {
-	mu  sync.Mutex
-	all []chat.Event
-}
-
-func (e *events) emit(ev chat.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
-}
-
 // compact renders the events as "start text", "delta text Hel", ..., with
 // ids checked for consistency and replaced by their order of appearance.
-func (e *events) compact(t *testing.T) []string {
+func compact(t *testing.T, evs []chat.Event) []string {
 	t.Helper()
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	chattest.Check(t, evs)
 	seen := map[string]int{}
 	open := map[string]bool{}
 	var out []string
-	for _, ev := range e.all {
+	for _, ev := range evs {
 		if _, ok := seen[ev.ID]; !ok {
 			if ev.Event != chat.Start {
 				t.Errorf("event %+v before its start", ev)

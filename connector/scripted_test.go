@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/llmtest"
 )
 
@@ -80,9 +81,9 @@ func TestScripted(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := newScriptedClient(t, tt.script, tt.cfg)
-			var ev events
-			resp, err := c.Stream(context.Background(), &Request{System: "Be kind.", Messages: userMsg("hello")}, ev.emit)
-			got := ev.compact(t)
+			var ev chattest.Recorder
+			resp, err := c.Stream(context.Background(), &Request{System: "Be kind.", Messages: userMsg("hello")}, ev.Emit)
+			got := compact(t, ev.Events())
 			if tt.events != nil && !reflect.DeepEqual(got, tt.events) {
 				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.events, "\n"))
 			}
@@ -110,8 +111,8 @@ func TestScriptedAnswerDetails(t *testing.T) {
 		t.Errorf("Type/Model = %s/%s", c.Type(), c.Model())
 	}
 	for i := range 2 { // each call replays the script from its start
-		var ev events
-		resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.emit)
+		var ev chattest.Recorder
+		resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
@@ -121,7 +122,7 @@ func TestScriptedAnswerDetails(t *testing.T) {
 		if resp.Usage.InputTokens != 12 || resp.Usage.OutputTokens != 9 || resp.Usage.Turns != 1 {
 			t.Errorf("call %d: usage = %+v", i, resp.Usage)
 		}
-		got := ev.compact(t)
+		got := compact(t, ev.Events())
 		if len(got) < 4 || got[0] != "start 1 thinking" || !slicesContain(got, "start 2 text") {
 			t.Errorf("call %d: events = %v", i, got)
 		}
@@ -157,15 +158,15 @@ func TestStartScripted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ev events
-	resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.emit)
+	var ev chattest.Recorder
+	resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.Content != "Hello! How can I help you today?" || resp.Thinking == "" || resp.Usage.OutputTokens != 9 {
 		t.Errorf("response = %+v", resp)
 	}
-	ev.compact(t)
+	compact(t, ev.Events())
 	reqs := srv.Requests()
 	if len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "" {
 		t.Errorf("requests = %+v", reqs)
@@ -193,8 +194,8 @@ func TestProvidersAgainstLLMTest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ev events
-			resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.emit)
+			var ev chattest.Recorder
+			resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,15 +205,15 @@ func TestProvidersAgainstLLMTest(t *testing.T) {
 			if tc := resp.ToolCalls[0]; tc.Name != "lookup" || tc.ID != "call_1" || string(tc.Input) != `{"q":"x"}` {
 				t.Errorf("tool call = %+v (input %s)", tc, tc.Input)
 			}
-			ev.compact(t)
+			compact(t, ev.Events())
 
-			var ev2 events
-			_, err = c.Stream(context.Background(), &Request{Messages: userMsg("again")}, ev2.emit)
+			var ev2 chattest.Recorder
+			_, err = c.Stream(context.Background(), &Request{Messages: userMsg("again")}, ev2.Emit)
 			var ce *Error
 			if !errors.As(err, &ce) || ce.Class != chat.ErrUpstream || ce.Retryable {
 				t.Fatalf("cut stream: err = %v", err)
 			}
-			ev2.compact(t)
+			compact(t, ev2.Events())
 			if n := srv.Remaining(); n != 1 {
 				t.Errorf("Remaining() = %d, want 1 (the cut stream must not be retried)", n)
 			}

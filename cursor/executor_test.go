@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -90,7 +91,7 @@ func fakeOptions(transcript string, env map[string]string) Options {
 	return Options{Env: e, GracePeriod: time.Second}
 }
 
-func newRequest(sb sandbox.Sandbox, chatID, input string, log *clitest.EventLog) *executor.Request {
+func newRequest(sb sandbox.Sandbox, chatID, input string, log *chattest.Recorder) *executor.Request {
 	return &executor.Request{
 		Assistant: &assistant.Assistant{ID: "coder"},
 		UserID:    "alice", ChatID: chatID,
@@ -122,7 +123,7 @@ func TestDockerRunResume(t *testing.T) {
 	}
 
 	sb, ws := f.sandbox("chat-1")
-	log1 := &clitest.EventLog{}
+	log1 := &chattest.Recorder{}
 	req := newRequest(sb, "chat-1", "make hello.txt", log1)
 	req.Assistant = a
 	req.History = []chat.Message{{Role: chat.RoleUser, Content: "earlier"}, {Role: chat.RoleAssistant, Content: "EARLIER-ANSWER"}}
@@ -159,7 +160,7 @@ func TestDockerRunResume(t *testing.T) {
 
 	// Turn 2, a new container: resumes, the input goes inline.
 	sb2, _ := f.sandbox("chat-1")
-	log2 := &clitest.EventLog{}
+	log2 := &chattest.Recorder{}
 	req2 := newRequest(sb2, "chat-1", "what did you do?", log2)
 	req2.Assistant = a
 	req2.History = append(req.History, chat.Message{Role: chat.RoleUser, Content: "make hello.txt"})
@@ -183,7 +184,7 @@ func TestDockerLargeInput(t *testing.T) {
 	big := "BEGIN-" + strings.Repeat("lorem ipsum ", 2<<20/12) + "-END"
 	_, err := New(fakeOptions("docs_example.jsonl", map[string]string{
 		"FAKE_CURSOR_EXPECT_PROMPT_FILE": "1", "FAKE_CURSOR_EXPECT_INPUT": "ipsum -END",
-	})).Run(f.ctx, newRequest(sb, "chat-big", big, &clitest.EventLog{}))
+	})).Run(f.ctx, newRequest(sb, "chat-big", big, &chattest.Recorder{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func TestDockerFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			chatID := "chat-f" + string(rune('a'+i))
 			sb, ws := f.sandbox(chatID)
-			log := &clitest.EventLog{}
+			log := &chattest.Recorder{}
 			req := newRequest(sb, chatID, "hi", log)
 			if tc.timeout > 0 {
 				req.Timeout = tc.timeout

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 )
@@ -78,7 +79,7 @@ func TestAssistantDedupe(t *testing.T) {
 			if out.Content != strings.Join(tc.want, "\n\n") {
 				t.Errorf("content %q", out.Content)
 			}
-			clitest.CheckInvariants(t, evs)
+			chattest.Check(t, evs)
 		})
 	}
 }
@@ -117,7 +118,7 @@ func TestToolResults(t *testing.T) {
 			if tc0.Name != tc.tool || tc0.Result != tc.content || tc0.IsError != tc.isErr {
 				t.Errorf("got %q %q err=%v, want %q %q err=%v", tc0.Name, tc0.Result, tc0.IsError, tc.tool, tc.content, tc.isErr)
 			}
-			clitest.CheckInvariants(t, evs)
+			chattest.Check(t, evs)
 		})
 	}
 }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
@@ -248,7 +248,7 @@ func TestRunRefusals(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			log := &clitest.EventLog{}
+			log := &chattest.Recorder{}
 			req := &executor.Request{Assistant: &assistant.Assistant{ID: "a"}, ChatID: "c",
 				Input:     []chat.Message{{Role: chat.RoleUser, Content: "hi"}},
 				Connector: executor.Connection{Key: testKey}, Sandbox: wsOnly(t), Emit: log.Emit}

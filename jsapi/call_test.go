@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 )
 
@@ -191,9 +192,9 @@ export function Next(ctx: any) {
 	}
 
 	t.Run("busy loop", func(t *testing.T) {
-		var rec recorder
+		var rec chattest.Recorder
 		start := time.Now()
-		_, err := h.Create(context.Background(), &Context{Emit: rec.emit}, nil, map[string]any{"spin": true})
+		_, err := h.Create(context.Background(), &Context{Emit: rec.Emit}, nil, map[string]any{"spin": true})
 		took := time.Since(start)
 		var je *Error
 		if !errors.As(err, &je) || je.Code != CodeHookTimeout || !errors.Is(err, context.DeadlineExceeded) {

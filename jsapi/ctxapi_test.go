@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
@@ -58,8 +59,8 @@ func TestCtxFields(t *testing.T) {
 
 func TestMessages(t *testing.T) {
 	t.Parallel()
-	var rec recorder
-	hc := &Context{Emit: rec.emit}
+	var rec chattest.Recorder
+	hc := &Context{Emit: rec.Emit}
 	got := run(t, `export function test(ctx: any) {
   const a = ctx.Send({type: "notice", props: {message: "heads up", code: "x"}});
   const b = ctx.Send("plain text");
@@ -87,13 +88,13 @@ func TestMessages(t *testing.T) {
 		{Event: chat.End, ID: "hook_3", Type: "markdown"},
 		{Event: chat.Start, ID: "mine", Type: "progress"},
 	}
-	if ev := rec.all(); !reflect.DeepEqual(ev, want) {
+	if ev := rec.Events(); !reflect.DeepEqual(ev, want) {
 		t.Fatalf("events:\n got %+v\nwant %+v", ev, want)
 	}
 	// A stream left open is ended when the request's hooks are done.
 	hc.EndOpen()
 	hc.EndOpen()
-	ev := rec.all()
+	ev := rec.Events()
 	if len(ev) != len(want)+1 || !reflect.DeepEqual(ev[len(ev)-1], chat.Event{Event: chat.End, ID: "mine", Type: "progress"}) {
 		t.Fatalf("after EndOpen: %+v", ev[len(want):])
 	}
@@ -105,8 +106,8 @@ func TestMessagesAcrossHooks(t *testing.T) {
 export function Create(ctx: any) { ctx.memory.context.Set("loading", ctx.SendStream({type: "loading", props: {message: "working"}})); return null; }
 export function Next(ctx: any) { ctx.Append(ctx.memory.context.Get("loading"), "."); return null; }
 `)
-	var rec recorder
-	hc := &Context{Emit: rec.emit}
+	var rec chattest.Recorder
+	hc := &Context{Emit: rec.Emit}
 	if _, err := h.Create(context.Background(), hc, nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ export function Next(ctx: any) { ctx.Append(ctx.memory.context.Get("loading"), "
 		{Event: chat.Delta, ID: "hook_1", Type: "loading", Text: "."},
 		{Event: chat.End, ID: "hook_1", Type: "loading"}, // ended after Next
 	}
-	if ev := rec.all(); !reflect.DeepEqual(ev, want) {
+	if ev := rec.Events(); !reflect.DeepEqual(ev, want) {
 		t.Fatalf("events:\n got %+v\nwant %+v", ev, want)
 	}
 }

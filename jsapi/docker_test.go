@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
@@ -71,9 +72,9 @@ func TestSeedDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec recorder
+	var rec chattest.Recorder
 	var logs logBuffer
-	hc := &Context{ChatID: "c1", AssistantID: "coder", UserID: "u1", Sandbox: sb, Emit: rec.emit, Logger: logs.logger(), Memory: NewMemStore()}
+	hc := &Context{ChatID: "c1", AssistantID: "coder", UserID: "u1", Sandbox: sb, Emit: rec.Emit, Logger: logs.logger(), Memory: NewMemStore()}
 	msgs := []chat.Message{{Role: "user", Content: "write a tool"}}
 
 	res, err := h.Create(context.Background(), hc, msgs, nil)
@@ -90,7 +91,7 @@ func TestSeedDocker(t *testing.T) {
 	if !strings.Contains(logs.String(), `msg="Node.js version: `+node) {
 		t.Fatalf("log lacks the node version %s:\n%s", node, logs.String())
 	}
-	if ev := rec.all(); len(ev) != 3 || ev[1].Event != chat.Replace || ev[1].Text != "Sandbox ready" || ev[2].Event != chat.End {
+	if ev := rec.Events(); len(ev) != 3 || ev[1].Event != chat.Replace || ev[1].Text != "Sandbox ready" || ev[2].Event != chat.End {
 		t.Fatalf("events = %+v", ev)
 	}
 

@@ -54,24 +54,6 @@ func load(t testing.TB, src string) *Hooks {
 	return h
 }
 
-// recorder collects emitted events.
-type recorder struct {
-	mu     sync.Mutex
-	events []chat.Event
-}
-
-func (r *recorder) emit(e chat.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) all() []chat.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]chat.Event(nil), r.events...)
-}
-
 // logBuffer is a slog text logger into a buffer, safe for concurrent use.
 type logBuffer struct {
 	mu  sync.Mutex

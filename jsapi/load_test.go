@@ -12,6 +12,7 @@ import (
 	"github.com/evanw/esbuild/pkg/api"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat/chattest"
 )
 
 func TestLoadNoHooks(t *testing.T) {
@@ -95,11 +96,11 @@ func TestLoadImportedModuleRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec recorder
-	if _, err := h.Create(context.Background(), &Context{UserID: "ann", Emit: rec.emit}, nil, nil); err != nil {
+	var rec chattest.Recorder
+	if _, err := h.Create(context.Background(), &Context{UserID: "ann", Emit: rec.Emit}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if ev := rec.all(); len(ev) != 2 || ev[0].Text != "hi ann1" {
+	if ev := rec.Events(); len(ev) != 2 || ev[0].Text != "hi ann1" {
 		t.Fatalf("events = %+v", ev)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
 
@@ -48,9 +49,9 @@ func TestSeedCreate(t *testing.T) {
 	t.Run("sandbox", func(t *testing.T) {
 		t.Parallel()
 		sb := newFakeSandbox(t)
-		var rec recorder
+		var rec chattest.Recorder
 		var logs logBuffer
-		hc := &Context{ChatID: "c1", AssistantID: "coder", UserID: "u1", Sandbox: sb, Emit: rec.emit, Logger: logs.logger()}
+		hc := &Context{ChatID: "c1", AssistantID: "coder", UserID: "u1", Sandbox: sb, Emit: rec.Emit, Logger: logs.logger()}
 		res, err := h.Create(context.Background(), hc, msgs, map[string]any{"temperature": 0.2})
 		if err != nil {
 			t.Fatalf("Create: %v", err)
@@ -67,7 +68,7 @@ func TestSeedCreate(t *testing.T) {
 			{Event: chat.Replace, ID: "hook_1", Type: "text", Text: "Sandbox ready", Props: map[string]any{"content": "Sandbox ready"}},
 			{Event: chat.End, ID: "hook_1", Type: "text"},
 		}
-		if got := rec.all(); !reflect.DeepEqual(got, want) {
+		if got := rec.Events(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("events:\n got %+v\nwant %+v", got, want)
 		}
 		out := logs.String()
@@ -85,9 +86,9 @@ func TestSeedCreate(t *testing.T) {
 
 	t.Run("no node", func(t *testing.T) {
 		t.Parallel()
-		var rec recorder
+		var rec chattest.Recorder
 		var logs logBuffer
-		hc := &Context{UserID: "u1", Sandbox: failingExec(t), Emit: rec.emit, Logger: logs.logger()}
+		hc := &Context{UserID: "u1", Sandbox: failingExec(t), Emit: rec.Emit, Logger: logs.logger()}
 		res, err := h.Create(context.Background(), hc, msgs, nil)
 		var je *Error
 		if !asError(err, &je) || je.Message != "Node.js is required" || je.Code != CodeHookError || res != nil {
@@ -96,7 +97,7 @@ func TestSeedCreate(t *testing.T) {
 		if je.File != "src/index.ts" || je.Line != 28 {
 			t.Errorf("error position = %s:%d:%d, want src/index.ts:28", je.File, je.Line, je.Column)
 		}
-		ev := rec.all()
+		ev := rec.Events()
 		if len(ev) != 2 || ev[0].Event != chat.Start || ev[1].Event != chat.End || ev[1].ID != ev[0].ID {
 			t.Fatalf("events = %+v, want the loading message started and ended", ev)
 		}
@@ -107,12 +108,12 @@ func TestSeedCreate(t *testing.T) {
 
 	t.Run("no sandbox", func(t *testing.T) {
 		t.Parallel()
-		var rec recorder
-		res, err := h.Create(context.Background(), &Context{UserID: "u1", Emit: rec.emit}, msgs, nil)
+		var rec chattest.Recorder
+		res, err := h.Create(context.Background(), &Context{UserID: "u1", Emit: rec.Emit}, msgs, nil)
 		if err != nil || res == nil || !reflect.DeepEqual(res.Messages, msgs) {
 			t.Fatalf("Create = %+v, %v", res, err)
 		}
-		if ev := rec.all(); len(ev) != 0 {
+		if ev := rec.Events(); len(ev) != 0 {
 			t.Fatalf("events = %+v, want none", ev)
 		}
 	})

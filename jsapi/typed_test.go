@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -25,10 +26,10 @@ func TestTypedHook(t *testing.T) {
 	}
 	sb := newFakeSandbox(t)
 	store := NewMemStore()
-	var rec recorder
+	var rec chattest.Recorder
 	var logs logBuffer
 	hc := &Context{ChatID: "c9", UserID: "ann", Locale: "fr", Metadata: map[string]any{"plan": "team"},
-		Sandbox: sb, Memory: store, Emit: rec.emit, Logger: logs.logger()}
+		Sandbox: sb, Memory: store, Emit: rec.Emit, Logger: logs.logger()}
 	msgs := []chat.Message{{Role: "user", Content: "plan it"}}
 	res, err := h.Create(context.Background(), hc, msgs, map[string]any{"sandbox": map[string]any{"arguments": map[string]any{"max_turns": 10, "model": "m"}}})
 	if err != nil {
@@ -44,7 +45,7 @@ func TestTypedHook(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(sb.dir, "notes", "plan.md")); err != nil || string(b) != "# Plan for ann\n" {
 		t.Fatalf("plan.md = %q, %v", b, err)
 	}
-	if ev := rec.all(); len(ev) != 4 || ev[2].Text != "Workspace has 1 note(s)" {
+	if ev := rec.Events(); len(ev) != 4 || ev[2].Text != "Workspace has 1 note(s)" {
 		t.Fatalf("events = %+v", ev)
 	}
 	for _, w := range []string{`level=WARN msg="exit EXEC_FAILED 2 "`, `level=INFO msg="visit 1 team"`} {

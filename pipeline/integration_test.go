@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
@@ -92,15 +93,15 @@ func TestBridgedTurnInDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec recorder
-	resp, err := p.Chat(ctx, &Request{UserID: "alice", ChatID: "orders", AssistantID: "coder", Messages: user("Where is order A-17?")}, rec.emit)
+	var rec chattest.Recorder
+	resp, err := p.Chat(ctx, &Request{UserID: "alice", ChatID: "orders", AssistantID: "coder", Messages: user("Where is order A-17?")}, rec.Emit)
 	if err != nil {
-		t.Fatalf("turn: %v (events %+v)", err, rec.events)
+		t.Fatalf("turn: %v (events %+v)", err, rec.Events())
 	}
 
 	// The host tool ran in the hooks with the request's user and sandbox.
 	var toolResult string
-	for _, e := range rec.events {
+	for _, e := range rec.Events() {
 		if e.Type == chat.TypeToolResult && e.Event == chat.Start {
 			toolResult, _ = e.Props["content"].(string)
 		}
@@ -132,7 +133,7 @@ func TestBridgedTurnInDocker(t *testing.T) {
 		t.Errorf("sandbox has a network interface besides loopback:\n%s", inside)
 	}
 	var streamed chat.Collector
-	for _, e := range rec.events {
+	for _, e := range rec.Events() {
 		streamed.Add(e)
 	}
 	if resp.Usage.InputTokens == 0 || !strings.Contains(streamed.Text(), "Order A-17 has shipped.") {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
@@ -102,49 +103,20 @@ func newEnv(t *testing.T, script *llmtest.Script, hooks string) *env {
 	return &env{p: p, rt: rt, ex: ex, llm: srv, app: app}
 }
 
-type recorder struct {
-	mu     sync.Mutex
-	events []chat.Event
-}
-
-func (r *recorder) emit(e chat.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) last() chat.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.events[len(r.events)-1]
-}
-
-func (r *recorder) types(phase string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, e := range r.events {
-		if e.Event == phase {
-			out = append(out, e.Type)
-		}
-	}
-	return out
-}
-
 func user(text string) []chat.Message { return []chat.Message{{Role: chat.RoleUser, Content: text}} }
 
 func TestDirectTurnStreamsAndKeepsHistory(t *testing.T) {
 	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "Paris."}, {Text: "About 2 million."}}}, "")
 	ctx := context.Background()
-	var rec recorder
-	resp, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "qa", Messages: user("Capital of France?")}, rec.emit)
+	var rec chattest.Recorder
+	resp, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "qa", Messages: user("Capital of France?")}, rec.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.Content != "Paris." {
 		t.Fatalf("content = %q", resp.Content)
 	}
-	done := rec.last()
+	done := rec.Last()
 	if done.Event != chat.Done || done.Final == nil || done.Final.Error != "" {
 		t.Fatalf("last event = %+v, want a successful done", done)
 	}
@@ -186,16 +158,16 @@ func TestBadRequests(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var rec recorder
-			_, err := e.p.Chat(context.Background(), &tc.req, rec.emit)
+			var rec chattest.Recorder
+			_, err := e.p.Chat(context.Background(), &tc.req, rec.Emit)
 			var pe *Error
 			if !errors.As(err, &pe) || pe.Code != tc.code || pe.Status != tc.http {
 				t.Fatalf("err = %v, want %s/%d", err, tc.code, tc.http)
 			}
-			if d := rec.last(); d.Event != chat.Done || d.Final.Error != tc.code {
+			if d := rec.Last(); d.Event != chat.Done || d.Final.Error != tc.code {
 				t.Fatalf("last event = %+v, want done with error %s", d, tc.code)
 			}
-			if got := rec.types(chat.Start); len(got) != 1 || got[0] != chat.TypeError {
+			if got := rec.Types(chat.Start); len(got) != 1 || got[0] != chat.TypeError {
 				t.Fatalf("started messages = %v, want one error", got)
 			}
 		})
@@ -204,9 +176,9 @@ func TestBadRequests(t *testing.T) {
 
 func TestSandboxedTurn(t *testing.T) {
 	e := newEnv(t, &llmtest.Script{}, "")
-	var rec recorder
+	var rec chattest.Recorder
 	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "c1", AssistantID: "coder",
-		Messages: []chat.Message{{Role: "system", Content: "Extra rule."}, {Role: "user", Content: "earlier"}, {Role: "assistant", Content: "ok"}, {Role: "user", Content: "write code"}}}, rec.emit)
+		Messages: []chat.Message{{Role: "system", Content: "Extra rule."}, {Role: "user", Content: "earlier"}, {Role: "assistant", Content: "ok"}, {Role: "user", Content: "write code"}}}, rec.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +198,7 @@ func TestSandboxedTurn(t *testing.T) {
 	if req.Arguments.MaxTurns != 5 || req.Connector.Key != "sk-test" || req.Connector.Model != "m1" {
 		t.Errorf("arguments = %+v, connector = %v", req.Arguments, req.Connector)
 	}
-	if got := rec.types(chat.Start); got[0] != chat.TypeLoading {
+	if got := rec.Types(chat.Start); got[0] != chat.TypeLoading {
 		t.Errorf("first message = %v, want loading while the sandbox starts", got)
 	}
 }
@@ -260,8 +232,8 @@ func TestSandboxRemovedOnEveryPath(t *testing.T) {
 			if tc.name == "cancel" {
 				time.AfterFunc(50*time.Millisecond, cancel)
 			}
-			var rec recorder
-			_, err := e.p.Chat(ctx, &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.emit)
+			var rec chattest.Recorder
+			_, err := e.p.Chat(ctx, &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.Emit)
 			var pe *Error
 			if !errors.As(err, &pe) || pe.Code != tc.code {
 				t.Fatalf("err = %v, want code %s", err, tc.code)
@@ -270,7 +242,7 @@ func TestSandboxRemovedOnEveryPath(t *testing.T) {
 				t.Fatal("sandbox left behind")
 			}
 			errs := 0
-			for _, typ := range rec.types(chat.Start) {
+			for _, typ := range rec.Types(chat.Start) {
 				if typ == chat.TypeError {
 					errs++
 				}
@@ -278,7 +250,7 @@ func TestSandboxRemovedOnEveryPath(t *testing.T) {
 			if errs != 1 {
 				t.Fatalf("%d error messages, want exactly 1", errs)
 			}
-			if d := rec.last(); d.Event != chat.Done || d.Final.Error != tc.code {
+			if d := rec.Last(); d.Event != chat.Done || d.Final.Error != tc.code {
 				t.Fatalf("last = %+v", d)
 			}
 		})
@@ -310,8 +282,8 @@ function Next(ctx, payload, options) {
 
 func TestHooksRunAroundTheExecutor(t *testing.T) {
 	e := newEnv(t, &llmtest.Script{}, hookSource)
-	var rec recorder
-	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "c1", AssistantID: "coder", Messages: user("write code")}, rec.emit)
+	var rec chattest.Recorder
+	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "c1", AssistantID: "coder", Messages: user("write code")}, rec.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,12 +295,13 @@ func TestHooksRunAroundTheExecutor(t *testing.T) {
 		t.Errorf("input after Create = %v", req.Input)
 	}
 	want := "replaced: done in sandbox / seen 1 / from Create"
-	if resp.Content != want || resp.Data != want || rec.last().Final.Data != want {
+	if resp.Content != want || resp.Data != want || rec.Last().Final.Data != want {
 		t.Errorf("content = %q, data = %v", resp.Content, resp.Data)
 	}
-	if got := rec.types(chat.Start); got[1] != chat.TypeNotice {
+	if got := rec.Types(chat.Start); got[1] != chat.TypeNotice {
 		t.Errorf("messages = %v, want the hook's notice after loading", got)
 	}
+	chattest.Check(t, rec.Events())
 }
 
 func TestCreateHookMayNotChangeOtherSandboxSettings(t *testing.T) {
@@ -346,13 +319,13 @@ func TestCreateHookMayNotChangeOtherSandboxSettings(t *testing.T) {
 
 func TestNextHookErrorIsANotice(t *testing.T) {
 	e := newEnv(t, &llmtest.Script{}, `function Next() { throw new Error("oops") }`)
-	var rec recorder
-	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.emit)
+	var rec chattest.Recorder
+	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.Emit)
 	if err != nil || resp.Content != "done in sandbox" {
 		t.Fatalf("resp = %+v, err = %v", resp, err)
 	}
 	found := false
-	for _, ev := range rec.events {
+	for _, ev := range rec.Events() {
 		if ev.Type == chat.TypeNotice && strings.Contains(ev.Text, "oops") {
 			found = true
 		}
@@ -425,12 +398,12 @@ func dirExists(p string) bool {
 
 func TestOpenHookMessagesEndBeforeDone(t *testing.T) {
 	e := newEnv(t, &llmtest.Script{}, `function Create(ctx) { ctx.SendStream({type: "loading", props: {message: "working"}}); return null }`)
-	var rec recorder
-	if _, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.emit); err != nil {
+	var rec chattest.Recorder
+	if _, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.Emit); err != nil {
 		t.Fatal(err)
 	}
 	open := map[string]bool{}
-	for _, ev := range rec.events {
+	for _, ev := range rec.Events() {
 		switch ev.Event {
 		case chat.Start:
 			open[ev.ID] = true

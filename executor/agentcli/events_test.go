@@ -10,13 +10,13 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor/agentcli"
-	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 )
 
 func TestEventsIDsAndNotices(t *testing.T) {
 	t.Parallel()
-	log := &clitest.EventLog{}
+	log := &chattest.Recorder{}
 	ev := agentcli.NewEvents(log.Emit, "xx", 0)
 	if id := ev.NewID(); id != "xx-1" || ev.Seq() != 1 {
 		t.Errorf("id %s seq %d", id, ev.Seq())
@@ -36,7 +36,7 @@ func TestEventsIDsAndNotices(t *testing.T) {
 	if p := evs[1].Props; p["code"] != "custom" || p["message"] != "something to know" || p["n"] != 2 || evs[1].Text != "something to know" {
 		t.Errorf("notice %+v", evs[1])
 	}
-	clitest.CheckInvariants(t, log.Events())
+	chattest.Check(t, log.Events())
 }
 
 // TestToolFailureStreak: the notice comes once, at the threshold, for
@@ -61,7 +61,7 @@ func TestToolFailureStreak(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			log := &clitest.EventLog{}
+			log := &chattest.Recorder{}
 			ev := agentcli.NewEvents(log.Emit, "t", tc.threshold)
 			for _, c := range tc.calls {
 				ev.ToolResult(c.name, c.isErr)
@@ -125,7 +125,7 @@ func TestSessionEvent(t *testing.T) {
 	if want := []agentcli.ServerStatus{{"gh", "connected"}, {"x", "failed"}}; !reflect.DeepEqual(servers, want) {
 		t.Errorf("servers %v", servers)
 	}
-	log := &clitest.EventLog{}
+	log := &chattest.Recorder{}
 	ev := agentcli.NewEvents(log.Emit, "s", 0)
 	ev.Session(agentcli.Session{ID: "id", Model: "m", Cwd: "/workspace", MCPServers: servers,
 		Version: "1.2"})

@@ -1,6 +1,5 @@
 // Package clitest holds the test helpers of coding-agent CLI executors
-// (see package agentcli): an event recorder, the invariants every event
-// stream satisfies, golden transcript tests, and checks that secrets stay
+// (see package agentcli): golden transcript tests, and checks that secrets stay
 // out of events and workspace files.
 package clitest
 
@@ -13,76 +12,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor/agentcli"
 )
-
-// EventLog records the events a run emits. It is safe for concurrent use;
-// the zero value is ready.
-type EventLog struct {
-	mu  sync.Mutex
-	evs []chat.Event
-}
-
-// Emit records e (a chat.EmitFunc).
-func (l *EventLog) Emit(e chat.Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.evs = append(l.evs, e)
-}
-
-// Events returns a copy of the events recorded so far.
-func (l *EventLog) Events() []chat.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]chat.Event(nil), l.evs...)
-}
-
-// Starts returns the start events of messages of type typ, in order.
-func (l *EventLog) Starts(typ string) []chat.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []chat.Event
-	for _, e := range l.evs {
-		if e.Event == chat.Start && e.Type == typ {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// CheckInvariants verifies what every event stream must satisfy: ids are
-// unique per message, every start has one end, deltas come between them.
-func CheckInvariants(t testing.TB, events []chat.Event) {
-	t.Helper()
-	state := map[string]string{}
-	for i, e := range events {
-		switch e.Event {
-		case chat.Start:
-			if _, dup := state[e.ID]; dup {
-				t.Fatalf("event %d: id %s started twice", i, e.ID)
-			}
-			state[e.ID] = "open"
-		case chat.Delta:
-			if state[e.ID] != "open" {
-				t.Fatalf("event %d: delta for %s which is not open", i, e.ID)
-			}
-		case chat.End:
-			if state[e.ID] != "open" {
-				t.Fatalf("event %d: end for %s which is not open", i, e.ID)
-			}
-			state[e.ID] = "closed"
-		}
-	}
-	for id, s := range state {
-		if s != "closed" {
-			t.Errorf("message %s never ended", id)
-		}
-	}
-}
 
 // CheckFuzzed is what a parser fuzz target checks: the parser newParser
 // makes reads input without an error or a panic, its events satisfy the
@@ -95,7 +30,7 @@ func CheckFuzzed[O any](t testing.TB, input []byte, newParser func(emit chat.Emi
 		t.Fatal(err)
 	}
 	events := g.Events
-	CheckInvariants(t, events)
+	chattest.Check(t, events)
 	for _, line := range bytes.Split(input, []byte("\n")) {
 		tl := bytes.TrimSpace(line)
 		if len(tl) < 8 || json.Valid(tl) {
@@ -111,7 +46,7 @@ func CheckFuzzed[O any](t testing.TB, input []byte, newParser func(emit chat.Emi
 
 // CheckNoSecret fails t when secret is in any recorded event or in any
 // file under dir (a workspace).
-func CheckNoSecret(t testing.TB, secret, dir string, logs ...*EventLog) {
+func CheckNoSecret(t testing.TB, secret, dir string, logs ...*chattest.Recorder) {
 	t.Helper()
 	for _, l := range logs {
 		b, _ := json.Marshal(l.Events())
@@ -305,7 +240,7 @@ func Golden[O any](t *testing.T, opts GoldenOptions[O]) {
 			if !bytes.Equal(got, want) {
 				t.Errorf("events differ from %s (run go test %s -update and review the diff)\ngot:\n%s", goldenPath, opts.Package, got)
 			}
-			CheckInvariants(t, g.Events)
+			chattest.Check(t, g.Events)
 			if opts.Check != nil {
 				opts.Check(t, g)
 			}
