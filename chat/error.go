@@ -1,5 +1,12 @@
 package chat
 
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
 // Error codes carried by error events, the done event's error and the
 // error bodies of the HTTP API.
 const (
@@ -16,3 +23,63 @@ const (
 	ErrInternal       = "internal"
 	ErrMaxTurns       = "max_turns"
 )
+
+// Error is a failure with a code a client can act on. It is made once,
+// where the failure is understood (the connector classifies a provider's
+// answer, a CLI executor the end of its run, the pipeline its own checks),
+// and passed on as it is, never re-wrapped: what the client sees is Code
+// and Message, and only the HTTP server turns the code into a status.
+type Error struct {
+	// Code is one of the Err* codes (the HTTP server adds a few of its
+	// own).
+	Code string
+	// Message says what happened and, where it can, what to do. It is
+	// shown to clients, so it never holds secrets or internal details.
+	Message string
+	// Err is the cause, for the log and for errors.Is and errors.As; it is
+	// never shown to clients.
+	Err error
+}
+
+// Error renders "code: message", and the cause when the message does not
+// already tell it.
+func (e *Error) Error() string {
+	s := e.Code + ": " + e.Message
+	if e.Err != nil {
+		if c := e.Err.Error(); c != "" && !strings.Contains(e.Message, c) {
+			s += ": " + c
+		}
+	}
+	return s
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with code and a formatted message, without a
+// cause.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// AsError returns err as an *Error. An *Error (or an error wrapping one)
+// is returned as it is; a context cancellation is ErrCanceled and a
+// passed deadline ErrTimeout; anything else is ErrInternal with the
+// message "internal error", its details kept in Err for the log. AsError
+// of nil is nil. It is the one place a failure nobody classified gets its
+// code.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, context.Canceled):
+		return &Error{Code: ErrCanceled, Message: "the request was canceled", Err: err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Code: ErrTimeout, Message: "the request timed out", Err: err}
+	}
+	return &Error{Code: ErrInternal, Message: "internal error", Err: err}
+}

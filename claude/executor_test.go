@@ -147,7 +147,7 @@ func TestRunTimeout(t *testing.T) {
 	req.Timeout = 3 * time.Second
 	start := time.Now()
 	_, err := New(Options{Binary: bin}).Run(context.Background(), req)
-	var xe *executor.Error
+	var xe *chat.Error
 	if !errors.As(err, &xe) || xe.Code != chat.ErrTimeout {
 		t.Fatalf("err %v, want a timeout", err)
 	}
@@ -205,7 +205,7 @@ func TestRunProcessFailures(t *testing.T) {
 				}
 				return
 			}
-			var xe *executor.Error
+			var xe *chat.Error
 			if !errors.As(err, &xe) || xe.Code != tc.code || !strings.Contains(xe.Error(), tc.msg) {
 				t.Fatalf("err %v, want %s containing %q", err, tc.code, tc.msg)
 			}

@@ -902,7 +902,7 @@ func (p *Parser) result(line string) {
 			msg = "the CLI reported " + p.out.Subtype
 		}
 		code := errorCode(p.out.Subtype, p.out.APIErrorStatus)
-		p.out.Err = &executor.Error{Code: code, Message: msg}
+		p.out.Err = &chat.Error{Code: code, Message: msg}
 		chat.ErrorEvent(p.emit, p.ev.NewID(), code, msg)
 	}
 	if p.opts.OnResult != nil {

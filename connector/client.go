@@ -31,7 +31,7 @@ type provider interface {
 	body(req *Request, model string) ([]byte, int, error)
 	// stream reads an SSE answer into out. It returns nil only when the
 	// stream completed (its end marker arrived); errStreamCut when the body
-	// ended early; a *Error for an error event.
+	// ended early; a *chat.Error for an error event.
 	stream(r *sseReader, out *output) error
 	// whole reads a non-streamed JSON answer into out.
 	whole(body []byte, out *output) error
@@ -104,16 +104,17 @@ func (c *client) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (
 			resp.Usage.DurationMS = time.Since(start).Milliseconds()
 			return resp, nil
 		}
+		f := failureOf(e)
 		if out.emitted {
-			e.Retryable = false
+			f.Retryable = false
 			if !errors.Is(e, errStreamCut) {
 				e.Message += " (the answer was cut off after output started)"
 			}
 		}
-		if !e.Retryable || attempt >= c.cfg.Retry.MaxAttempts {
+		if !f.Retryable || attempt >= c.cfg.Retry.MaxAttempts {
 			return nil, gaveUp(e, attempt)
 		}
-		wait := c.cfg.Retry.delay(attempt, e.RetryAfter)
+		wait := c.cfg.Retry.delay(attempt, f.RetryAfter)
 		if time.Since(start)+wait > c.cfg.Retry.MaxElapsed {
 			return nil, gaveUp(e, attempt)
 		}
@@ -127,19 +128,19 @@ func (c *client) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (
 }
 
 // gaveUp notes the number of attempts in a final error.
-func gaveUp(e *Error, attempts int) *Error {
+func gaveUp(e *chat.Error, attempts int) *chat.Error {
 	if attempts > 1 {
 		e.Message += fmt.Sprintf(" (gave up after %d attempts)", attempts)
 	}
 	return e
 }
 
-func (c *client) invalid(msg string) *Error {
-	return &Error{Class: chat.ErrInvalidRequest, Message: c.typ + " connector: " + msg}
+func (c *client) invalid(msg string) *chat.Error {
+	return fail(chat.ErrInvalidRequest, c.typ+" connector: "+msg, nil)
 }
 
 // attempt sends one request and reads its answer.
-func (c *client) attempt(ctx context.Context, body []byte, out *output) (*Response, *Error) {
+func (c *client) attempt(ctx context.Context, body []byte, out *output) (*Response, *chat.Error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	wd := startWatchdog(c.cfg.FirstByteTimeout, c.cfg.IdleTimeout, cancel)
@@ -148,7 +149,7 @@ func (c *client) attempt(ctx context.Context, body []byte, out *output) (*Respon
 
 	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
-		return nil, &Error{Class: chat.ErrInvalidRequest, Err: err, Message: fmt.Sprintf("%s connector: build request: %v", c.typ, err)}
+		return nil, fail(chat.ErrInvalidRequest, fmt.Sprintf("%s connector: build request: %v", c.typ, err), &Failure{Err: err})
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
@@ -174,8 +175,8 @@ func (c *client) attempt(ctx context.Context, body []byte, out *output) (*Respon
 			return nil, transportError(c.typ, c.host, ctx, actx, err, &c.cfg)
 		}
 		if !strings.Contains(ct, "json") {
-			return nil, &Error{Class: chat.ErrUpstream, Status: hresp.StatusCode, RequestID: out.reqID, Message: fmt.Sprintf(
-				"%s API answered with content type %q instead of an event stream; check that the host is the API's base URL", c.typ, ct)}
+			return nil, fail(chat.ErrUpstream, fmt.Sprintf(
+				"%s API answered with content type %q instead of an event stream; check that the host is the API's base URL", c.typ, ct), &Failure{Status: hresp.StatusCode, RequestID: out.reqID})
 		}
 		if err := c.p.whole(b, out); err != nil {
 			return nil, c.readError(ctx, actx, err)
@@ -188,30 +189,30 @@ func (c *client) attempt(ctx context.Context, body []byte, out *output) (*Respon
 	return &out.resp, nil
 }
 
-func (c *client) readError(ctx, actx context.Context, err error) *Error {
-	var e *Error
+func (c *client) readError(ctx, actx context.Context, err error) *chat.Error {
+	var e *chat.Error
 	if errors.As(err, &e) {
 		return e
 	}
 	if errors.Is(err, errEventTooLarge) {
-		return &Error{Class: chat.ErrUpstream, Err: err, Message: fmt.Sprintf("%s API sent an event over the size limit (%v)", c.typ, err)}
+		return fail(chat.ErrUpstream, fmt.Sprintf("%s API sent an event over the size limit (%v)", c.typ, err), &Failure{Err: err})
 	}
 	if ctx.Err() != nil || context.Cause(actx) != nil || errors.Is(err, errStreamCut) {
 		return transportError(c.typ, c.host, ctx, actx, err, &c.cfg)
 	}
 	// The connection broke while the answer was streaming.
-	return &Error{Class: chat.ErrUpstream, Retryable: true, Err: errors.Join(errStreamCut, err), Message: fmt.Sprintf(
-		"%s API stream ended before completion (%s); the answer is incomplete: retry", c.typ, rootCause(err))}
+	return fail(chat.ErrUpstream, fmt.Sprintf(
+		"%s API stream ended before completion (%s); the answer is incomplete: retry", c.typ, rootCause(err)), &Failure{Retryable: true, Err: errors.Join(errStreamCut, err)})
 }
 
 // badData is the error for an answer the client cannot read.
-func (o *output) badData(what string, data []byte) *Error {
+func (o *output) badData(what string, data []byte) *chat.Error {
 	s := string(data)
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
-	return &Error{Class: chat.ErrUpstream, RequestID: o.reqID, Message: fmt.Sprintf(
-		"%s API sent %s that is not valid (%q); check that the host speaks the %s API", o.provider, what, redact(s, o.key), o.provider)}
+	return fail(chat.ErrUpstream, fmt.Sprintf(
+		"%s API sent %s that is not valid (%q); check that the host speaks the %s API", o.provider, what, redact(s, o.key), o.provider), &Failure{RequestID: o.reqID})
 }
 
 // output turns provider deltas into chat events and the Response. At most

@@ -16,9 +16,10 @@
 //
 // # Failures and retries
 //
-// Every failure is a *Error whose Class is one of the chat.Err* codes
+// Every failure is a *chat.Error whose Code is one of the chat.Err* codes
 // (timeout, rate_limit, auth, network, invalid_request, upstream, canceled)
-// and whose Message says what happened and what to do. HTTP 408, 409, 429,
+// and whose Message says what happened and what to do; its cause is a
+// *Failure with the provider's status, request id and retry advice. HTTP 408, 409, 429,
 // 5xx and 529 answers, connection errors, a stalled start and a stream cut
 // before any output are retried with exponential backoff and jitter,
 // honouring Retry-After, within RetryPolicy's bounds; nothing is retried once
@@ -155,8 +156,8 @@ type Client interface {
 	// Model is the default model.
 	Model() string
 	// Stream sends req and emits events as the answer arrives. On failure
-	// it returns a *Error (and emits no error event: the caller decides how
-	// to report it). Events already emitted stay valid: a message started
+	// it returns a *chat.Error (and emits no error event: the caller
+	// decides how to report it). Events already emitted stay valid: a message started
 	// before a failure is always ended.
 	Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (*Response, error)
 }

@@ -353,8 +353,8 @@ func TestAnthropicRequest(t *testing.T) {
 			c, _ := newTestClient(t, TypeAnthropic, f, func(c *Config) { c.Extra = tt.extra })
 			_, err := c.Stream(context.Background(), &tt.req, nil)
 			if tt.wantErr != "" {
-				var ce *Error
-				if !errors.As(err, &ce) || ce.Class != chat.ErrInvalidRequest || !strings.Contains(err.Error(), tt.wantErr) {
+				var ce *chat.Error
+				if !errors.As(err, &ce) || ce.Code != chat.ErrInvalidRequest || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want invalid_request containing %q", err, tt.wantErr)
 				}
 				if n := len(f.requests()); n != 0 {
@@ -468,18 +468,18 @@ func TestStatusErrors(t *testing.T) {
 			c, _ := newTestClient(t, tt.typ, f, nil)
 			var ev chattest.Recorder
 			_, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
-			var ce *Error
+			var ce *chat.Error
 			if !errors.As(err, &ce) {
 				t.Fatalf("err = %v (%T), want *Error", err, err)
 			}
-			if ce.Class != tt.class || ce.Status != tt.status {
-				t.Errorf("class/status = %s/%d, want %s/%d (%v)", ce.Class, ce.Status, tt.class, tt.status, err)
+			if ce.Code != tt.class || failureOf(ce).Status != tt.status {
+				t.Errorf("class/status = %s/%d, want %s/%d (%v)", ce.Code, failureOf(ce).Status, tt.class, tt.status, err)
 			}
 			if n := len(f.requests()); n != tt.attempts {
 				t.Errorf("%d attempts, want %d", n, tt.attempts)
 			}
-			if ce.Retryable != tt.retryable {
-				t.Errorf("retryable = %v, want %v", ce.Retryable, tt.retryable)
+			if failureOf(ce).Retryable != tt.retryable {
+				t.Errorf("retryable = %v, want %v", failureOf(ce).Retryable, tt.retryable)
 			}
 			for _, s := range tt.contains {
 				if !strings.Contains(ce.Message, s) {
@@ -549,12 +549,12 @@ func TestRetries(t *testing.T) {
 					t.Errorf("response = %+v", resp)
 				}
 			} else {
-				var ce *Error
-				if !errors.As(err, &ce) || ce.Class != tt.wantErr {
+				var ce *chat.Error
+				if !errors.As(err, &ce) || ce.Code != tt.wantErr {
 					t.Fatalf("err = %v, want class %s", err, tt.wantErr)
 				}
-				if ce.Retryable != tt.retryable {
-					t.Errorf("retryable = %v, want %v", ce.Retryable, tt.retryable)
+				if failureOf(ce).Retryable != tt.retryable {
+					t.Errorf("retryable = %v, want %v", failureOf(ce).Retryable, tt.retryable)
 				}
 			}
 			for i, w := range tt.minWaits {
@@ -573,8 +573,8 @@ func TestCutStreamAfterOutput(t *testing.T) {
 	c, _ := newTestClient(t, TypeAnthropic, f, nil)
 	var ev chattest.Recorder
 	_, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
-	var ce *Error
-	if !errors.As(err, &ce) || ce.Class != chat.ErrUpstream || ce.Retryable {
+	var ce *chat.Error
+	if !errors.As(err, &ce) || ce.Code != chat.ErrUpstream || failureOf(ce).Retryable {
 		t.Fatalf("err = %+v", err)
 	}
 	if !strings.Contains(ce.Message, "stream ended before completion") || !errors.Is(err, errStreamCut) {
@@ -649,8 +649,8 @@ func TestTimeouts(t *testing.T) {
 			start := time.Now()
 			var ev chattest.Recorder
 			_, err := c.Stream(ctx, &Request{Messages: userMsg("hi")}, ev.Emit)
-			var ce *Error
-			if !errors.As(err, &ce) || ce.Class != tt.class || !strings.Contains(ce.Message, tt.contains) {
+			var ce *chat.Error
+			if !errors.As(err, &ce) || ce.Code != tt.class || !strings.Contains(ce.Message, tt.contains) {
 				t.Fatalf("err = %v (class %v), want class %s containing %q", err, ce, tt.class, tt.contains)
 			}
 			if n := len(f.requests()); n != tt.attempts {
@@ -683,8 +683,8 @@ func TestNetworkErrors(t *testing.T) {
 				}
 			})
 			_, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, nil)
-			var ce *Error
-			if !errors.As(err, &ce) || ce.Class != tt.class || !strings.Contains(ce.Message, tt.contains) {
+			var ce *chat.Error
+			if !errors.As(err, &ce) || ce.Code != tt.class || !strings.Contains(ce.Message, tt.contains) {
 				t.Fatalf("err = %v, want class %s containing %q", err, tt.class, tt.contains)
 			}
 			if tt.retryable && len(*waits) != DefaultMaxAttempts-1 {

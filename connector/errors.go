@@ -18,17 +18,16 @@ import (
 	"github.com/agentbox/agentbox/chat"
 )
 
-// Error is a failed Stream call. Class is one of chat.ErrTimeout,
+// Failure is what a failed Stream call tells beyond its *chat.Error. Stream
+// fails with a *chat.Error whose code is one of chat.ErrTimeout,
 // chat.ErrRateLimit, chat.ErrAuth, chat.ErrNetwork, chat.ErrInvalidRequest,
-// chat.ErrUpstream and chat.ErrCanceled; Message is a sentence for a human
-// that says what happened and what to do. It never contains the API key.
-type Error struct {
-	Class string
+// chat.ErrUpstream and chat.ErrCanceled, and whose message says what
+// happened and what to do (never with the API key); its cause is a
+// *Failure (errors.As finds it) with the provider's details.
+type Failure struct {
 	// Status is the HTTP status of the provider's answer (0 when there was
 	// none).
 	Status int
-	// Message describes the failure and what to do about it.
-	Message string
 	// Retryable reports whether the same request may succeed later. It is
 	// false once output was emitted, since a retry would repeat it.
 	Retryable bool
@@ -40,11 +39,42 @@ type Error struct {
 	Err error
 }
 
-// Error returns Message.
-func (e *Error) Error() string { return e.Message }
+// Error describes the cause: the underlying error, or the provider's
+// status and request id.
+func (f *Failure) Error() string {
+	if f.Err != nil {
+		return f.Err.Error()
+	}
+	s := "provider call failed"
+	if f.Status != 0 {
+		s = fmt.Sprintf("HTTP %d", f.Status)
+	}
+	if f.RequestID != "" {
+		s += " [request id " + f.RequestID + "]"
+	}
+	return s
+}
 
 // Unwrap returns the underlying cause.
-func (e *Error) Unwrap() error { return e.Err }
+func (f *Failure) Unwrap() error { return f.Err }
+
+// fail is a failed call: code and message for the client, f its cause
+// (nil when the call was refused before it was sent).
+func fail(code, message string, f *Failure) *chat.Error {
+	if f == nil {
+		return &chat.Error{Code: code, Message: message}
+	}
+	return &chat.Error{Code: code, Message: message, Err: f}
+}
+
+// failureOf returns the details of an error made by fail (empty ones for
+// any other).
+func failureOf(e *chat.Error) *Failure {
+	if f, ok := e.Err.(*Failure); ok {
+		return f
+	}
+	return &Failure{}
+}
 
 // Sentinel causes of timeouts the client imposes itself.
 var (
@@ -67,48 +97,49 @@ var hints = map[string]string{
 }
 
 // statusError classifies a non-200 answer from the provider.
-func statusError(provider string, status int, h http.Header, body []byte, key string) *Error {
-	e := &Error{Status: status, RequestID: requestID(h), RetryAfter: retryAfter(h, time.Now())}
+func statusError(provider string, status int, h http.Header, body []byte, key string) *chat.Error {
+	e := &Failure{Status: status, RequestID: requestID(h), RetryAfter: retryAfter(h, time.Now())}
+	class := ""
 	pmsg, ptype, pcode := providerError(body)
 	what := ""
 	switch {
 	case status == http.StatusUnauthorized:
-		e.Class, what = chat.ErrAuth, "rejected the API key"
+		class, what = chat.ErrAuth, "rejected the API key"
 	case status == http.StatusForbidden:
-		e.Class, what = chat.ErrAuth, "refused access"
+		class, what = chat.ErrAuth, "refused access"
 	case status == http.StatusRequestTimeout:
-		e.Class, what, e.Retryable = chat.ErrTimeout, "timed out reading the request", true
+		class, what, e.Retryable = chat.ErrTimeout, "timed out reading the request", true
 	case status == http.StatusConflict:
-		e.Class, what, e.Retryable = chat.ErrUpstream, "reported a conflict", true
+		class, what, e.Retryable = chat.ErrUpstream, "reported a conflict", true
 	case status == http.StatusTooManyRequests:
-		e.Class, what, e.Retryable = chat.ErrRateLimit, "is rate limiting requests", true
+		class, what, e.Retryable = chat.ErrRateLimit, "is rate limiting requests", true
 	case status == http.StatusNotFound:
-		e.Class, what = chat.ErrInvalidRequest, "has no such model or endpoint"
+		class, what = chat.ErrInvalidRequest, "has no such model or endpoint"
 	case status == http.StatusRequestEntityTooLarge:
-		e.Class, what = chat.ErrInvalidRequest, "refused the request as too large"
+		class, what = chat.ErrInvalidRequest, "refused the request as too large"
 	case status == 529:
-		e.Class, what, e.Retryable = chat.ErrUpstream, "is overloaded", true
+		class, what, e.Retryable = chat.ErrUpstream, "is overloaded", true
 	case status == http.StatusGatewayTimeout:
-		e.Class, what, e.Retryable = chat.ErrTimeout, "timed out (gateway timeout)", true
+		class, what, e.Retryable = chat.ErrTimeout, "timed out (gateway timeout)", true
 	case status >= 500:
-		e.Class, what, e.Retryable = chat.ErrUpstream, "failed", true
+		class, what, e.Retryable = chat.ErrUpstream, "failed", true
 	case status >= 400:
-		e.Class, what = chat.ErrInvalidRequest, "rejected the request"
+		class, what = chat.ErrInvalidRequest, "rejected the request"
 	default:
-		e.Class, what = chat.ErrUpstream, "answered with an unexpected status"
+		class, what = chat.ErrUpstream, "answered with an unexpected status"
 	}
 	// The provider's error type refines the class where the status is
 	// ambiguous (OpenAI reports exhausted quota as 429).
-	hint := hints[e.Class]
+	hint := hints[class]
 	switch t := ptype + " " + pcode; {
 	case strings.Contains(t, "insufficient_quota") || strings.Contains(t, "billing"):
-		e.Class, e.Retryable, what = chat.ErrRateLimit, false, "reports the account's quota is used up"
+		class, e.Retryable, what = chat.ErrRateLimit, false, "reports the account's quota is used up"
 		hint = "add credit or raise the plan's limits with the provider"
 	case strings.Contains(t, "context_length_exceeded"):
-		e.Class, e.Retryable = chat.ErrInvalidRequest, false
+		class, e.Retryable = chat.ErrInvalidRequest, false
 		hint = "shorten the conversation or lower max_tokens"
 	case strings.Contains(t, "overloaded"):
-		e.Class, e.Retryable = chat.ErrUpstream, true
+		class, e.Retryable = chat.ErrUpstream, true
 	}
 	// Anthropic's SDKs obey x-should-retry; so do we.
 	switch h.Get("X-Should-Retry") {
@@ -117,33 +148,32 @@ func statusError(provider string, status int, h http.Header, body []byte, key st
 	case "false":
 		e.Retryable = false
 	}
-	if e.Class == chat.ErrRateLimit && e.RetryAfter > 0 {
+	if class == chat.ErrRateLimit && e.RetryAfter > 0 {
 		hint = fmt.Sprintf("the provider asks to retry after %s; %s", e.RetryAfter.Round(time.Second), hint)
 	}
-	e.Message = compose(fmt.Sprintf("%s API %s (HTTP %d)", provider, what, status), e.RequestID, pmsg, key, hint)
-	return e
+	return fail(class, compose(fmt.Sprintf("%s API %s (HTTP %d)", provider, what, status), e.RequestID, pmsg, key, hint), e)
 }
 
 // streamError classifies an error event inside a 200 stream (Anthropic
 // "error" events, OpenAI chunks with an "error" object).
-func streamError(provider string, data []byte, reqID, key string) *Error {
+func streamError(provider string, data []byte, reqID, key string) *chat.Error {
 	pmsg, ptype, pcode := providerError(data)
-	e := &Error{Class: chat.ErrUpstream, RequestID: reqID, Retryable: true}
+	e := &Failure{RequestID: reqID, Retryable: true}
+	class := chat.ErrUpstream
 	what := "sent an error in the stream"
 	t := ptype + " " + pcode
 	switch {
 	case strings.Contains(t, "overloaded"):
 		what = "is overloaded"
 	case strings.Contains(t, "rate_limit"):
-		e.Class = chat.ErrRateLimit
+		class = chat.ErrRateLimit
 		what = "is rate limiting requests"
 	case strings.Contains(t, "authentication") || strings.Contains(t, "permission"):
-		e.Class, e.Retryable = chat.ErrAuth, false
+		class, e.Retryable = chat.ErrAuth, false
 	case strings.Contains(t, "invalid_request") || strings.Contains(t, "not_found") || strings.Contains(t, "too_large"):
-		e.Class, e.Retryable = chat.ErrInvalidRequest, false
+		class, e.Retryable = chat.ErrInvalidRequest, false
 	}
-	e.Message = compose(provider+" API "+what, reqID, pmsg, key, hints[e.Class])
-	return e
+	return fail(class, compose(provider+" API "+what, reqID, pmsg, key, hints[class]), e)
 }
 
 // compose builds an error message: what happened, the request id, the
@@ -240,7 +270,7 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 // transportError classifies an error of sending a request or reading a
 // response. ctx is the caller's context (with the Stream timeout), actx the
 // attempt's context (with the first-byte and idle watchdog).
-func transportError(provider, host string, ctx, actx context.Context, err error, cfg *Config) *Error {
+func transportError(provider, host string, ctx, actx context.Context, err error, cfg *Config) *chat.Error {
 	// The caller's context first: a cancellation or deadline there explains
 	// whatever error the transport saw.
 	if ctx.Err() != nil {
@@ -248,13 +278,13 @@ func transportError(provider, host string, ctx, actx context.Context, err error,
 	}
 	switch context.Cause(actx) {
 	case errFirstByte:
-		return &Error{Class: chat.ErrTimeout, Retryable: true, Err: err, Message: fmt.Sprintf(
+		return fail(chat.ErrTimeout, fmt.Sprintf(
 			"%s API sent no output within %s of the request (first byte timeout); the provider may be overloaded: retry, or raise the connector's first byte timeout",
-			provider, cfg.FirstByteTimeout)}
+			provider, cfg.FirstByteTimeout), &Failure{Retryable: true, Err: err})
 	case errIdle:
-		return &Error{Class: chat.ErrTimeout, Retryable: true, Err: err, Message: fmt.Sprintf(
+		return fail(chat.ErrTimeout, fmt.Sprintf(
 			"%s API stopped sending output for %s in the middle of the answer (idle timeout); retry, or raise the connector's idle timeout",
-			provider, cfg.IdleTimeout)}
+			provider, cfg.IdleTimeout), &Failure{Retryable: true, Err: err})
 	}
 	var certErr *tls.CertificateVerificationError
 	var unknownCA x509.UnknownAuthorityError
@@ -262,40 +292,40 @@ func transportError(provider, host string, ctx, actx context.Context, err error,
 	var dnsErr *net.DNSError
 	switch {
 	case errors.As(err, &certErr) || errors.As(err, &unknownCA) || errors.As(err, &hostErr):
-		return &Error{Class: chat.ErrNetwork, Err: err, Message: fmt.Sprintf(
+		return fail(chat.ErrNetwork, fmt.Sprintf(
 			"%s API at %s presented a TLS certificate this server does not trust (%s); check the host, or install the CA that signed it",
-			provider, host, rootCause(err))}
+			provider, host, rootCause(err)), &Failure{Err: err})
 	case errors.As(err, &dnsErr):
-		return &Error{Class: chat.ErrNetwork, Retryable: !dnsErr.IsNotFound, Err: err, Message: fmt.Sprintf(
+		return fail(chat.ErrNetwork, fmt.Sprintf(
 			"cannot resolve the %s API host %s (%s); check the connector's host and this server's DNS",
-			provider, host, rootCause(err))}
+			provider, host, rootCause(err)), &Failure{Retryable: !dnsErr.IsNotFound, Err: err})
 	case errors.Is(err, errStreamCut):
-		return &Error{Class: chat.ErrUpstream, Retryable: true, Err: err, Message: fmt.Sprintf(
-			"%s API stream ended before completion; the answer is incomplete: retry", provider)}
+		return fail(chat.ErrUpstream, fmt.Sprintf(
+			"%s API stream ended before completion; the answer is incomplete: retry", provider), &Failure{Retryable: true, Err: err})
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return &Error{Class: chat.ErrTimeout, Retryable: true, Err: err, Message: fmt.Sprintf(
-			"%s API at %s timed out (%s); %s", provider, host, rootCause(err), hints[chat.ErrTimeout])}
+		return fail(chat.ErrTimeout, fmt.Sprintf(
+			"%s API at %s timed out (%s); %s", provider, host, rootCause(err), hints[chat.ErrTimeout]), &Failure{Retryable: true, Err: err})
 	}
-	return &Error{Class: chat.ErrNetwork, Retryable: true, Err: err, Message: fmt.Sprintf(
-		"cannot talk to the %s API at %s (%s); %s", provider, host, rootCause(err), hints[chat.ErrNetwork])}
+	return fail(chat.ErrNetwork, fmt.Sprintf(
+		"cannot talk to the %s API at %s (%s); %s", provider, host, rootCause(err), hints[chat.ErrNetwork]), &Failure{Retryable: true, Err: err})
 }
 
 // contextError describes why the caller's context ended.
-func contextError(provider string, ctx context.Context, cfg *Config) *Error {
+func contextError(provider string, ctx context.Context, cfg *Config) *chat.Error {
 	cause := context.Cause(ctx)
 	switch {
 	case cause == errTotalTimeout:
-		return &Error{Class: chat.ErrTimeout, Err: context.DeadlineExceeded, Message: fmt.Sprintf(
+		return fail(chat.ErrTimeout, fmt.Sprintf(
 			"%s API did not finish the answer within the connector's timeout of %s; ask for a shorter answer or raise the timeout",
-			provider, cfg.Timeout)}
+			provider, cfg.Timeout), &Failure{Err: context.DeadlineExceeded})
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return &Error{Class: chat.ErrTimeout, Err: cause, Message: fmt.Sprintf(
-			"the request's deadline passed before the %s API finished the answer", provider)}
+		return fail(chat.ErrTimeout, fmt.Sprintf(
+			"the request's deadline passed before the %s API finished the answer", provider), &Failure{Err: cause})
 	default:
-		return &Error{Class: chat.ErrCanceled, Err: cause, Message: fmt.Sprintf(
-			"the %s request was canceled (%v)", provider, cause)}
+		return fail(chat.ErrCanceled, fmt.Sprintf(
+			"the %s request was canceled (%v)", provider, cause), &Failure{Err: cause})
 	}
 }
 

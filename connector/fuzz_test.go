@@ -127,14 +127,14 @@ func FuzzStatusError(f *testing.F) {
 		h := http.Header{}
 		h.Set("Retry-After", ra)
 		e := statusError("fuzz", status, h, body, testKey)
-		if _, ok := hints[e.Class]; !ok {
-			t.Fatalf("class %q", e.Class)
+		if _, ok := hints[e.Code]; !ok {
+			t.Fatalf("class %q", e.Code)
 		}
 		if e.Message == "" || strings.Contains(e.Message, testKey) {
 			t.Fatalf("message %q", e.Message)
 		}
-		if e.RetryAfter < 0 {
-			t.Fatalf("negative retry-after %v", e.RetryAfter)
+		if failureOf(e).RetryAfter < 0 {
+			t.Fatalf("negative retry-after %v", failureOf(e).RetryAfter)
 		}
 	})
 }

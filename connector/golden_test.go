@@ -59,10 +59,10 @@ func TestGoldenStreams(t *testing.T) {
 			resp, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi")}, ev.Emit)
 			compact(t, ev.Events())
 			g := golden{Events: stableIDs(ev.Events())}
-			var ce *Error
+			var ce *chat.Error
 			switch {
 			case errors.As(err, &ce):
-				g.Error = &goldenError{Class: ce.Class, Retryable: ce.Retryable, Message: ce.Message}
+				g.Error = &goldenError{Class: ce.Code, Retryable: failureOf(ce).Retryable, Message: ce.Message}
 			case err != nil:
 				t.Fatal(err)
 			default:

@@ -42,7 +42,7 @@ func (s *scripted) Model() string { return s.cfg.Model }
 func (s *scripted) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (*Response, error) {
 	srv, err := startServer(s.script)
 	if err != nil {
-		return nil, &Error{Class: chat.ErrNetwork, Err: err, Message: "scripted connector: " + err.Error()}
+		return nil, fail(chat.ErrNetwork, "scripted connector: "+err.Error(), &Failure{Err: err})
 	}
 	defer srv.Close()
 	cfg := s.cfg
@@ -52,7 +52,7 @@ func (s *scripted) Stream(ctx context.Context, req *Request, emit chat.EmitFunc)
 	}
 	u, err := endpoint(TypeScripted, srv.URL, srv.URL, "/messages")
 	if err != nil {
-		return nil, &Error{Class: chat.ErrInvalidRequest, Err: err, Message: err.Error()}
+		return nil, fail(chat.ErrInvalidRequest, err.Error(), &Failure{Err: err})
 	}
 	c := newClient(TypeScripted, cfg, u, &anthropic{cfg: cfg})
 	return c.Stream(ctx, req, emit)

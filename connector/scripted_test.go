@@ -88,8 +88,8 @@ func TestScripted(t *testing.T) {
 				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.events, "\n"))
 			}
 			if tt.class != "" {
-				var ce *Error
-				if !errors.As(err, &ce) || ce.Class != tt.class || ce.Retryable != tt.retryable || !strings.Contains(ce.Message, tt.contains) {
+				var ce *chat.Error
+				if !errors.As(err, &ce) || ce.Code != tt.class || failureOf(ce).Retryable != tt.retryable || !strings.Contains(ce.Message, tt.contains) {
 					t.Fatalf("err = %v (%+v), want class %s retryable %v containing %q", err, ce, tt.class, tt.retryable, tt.contains)
 				}
 				return
@@ -209,8 +209,8 @@ func TestProvidersAgainstLLMTest(t *testing.T) {
 
 			var ev2 chattest.Recorder
 			_, err = c.Stream(context.Background(), &Request{Messages: userMsg("again")}, ev2.Emit)
-			var ce *Error
-			if !errors.As(err, &ce) || ce.Class != chat.ErrUpstream || ce.Retryable {
+			var ce *chat.Error
+			if !errors.As(err, &ce) || ce.Code != chat.ErrUpstream || failureOf(ce).Retryable {
 				t.Fatalf("cut stream: err = %v", err)
 			}
 			compact(t, ev2.Events())

@@ -243,7 +243,7 @@ func TestDockerFailures(t *testing.T) {
 				}
 				return
 			}
-			var xe *executor.Error
+			var xe *chat.Error
 			if !errors.As(err, &xe) || xe.Code != tc.code || !strings.Contains(xe.Error(), tc.msg) {
 				t.Fatalf("err %v, want %s containing %q", err, tc.code, tc.msg)
 			}

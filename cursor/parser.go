@@ -428,7 +428,7 @@ func (p *Parser) result(line string) {
 			msg = "the CLI reported " + cmp.Or(p.out.Subtype, "an error")
 		}
 		code := classify(msg)
-		p.out.Err = &executor.Error{Code: code, Message: msg}
+		p.out.Err = &chat.Error{Code: code, Message: msg}
 		chat.ErrorEvent(p.emit, p.ev.NewID(), code, msg)
 	}
 	if p.opts.OnResult != nil {

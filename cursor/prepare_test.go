@@ -254,7 +254,7 @@ func TestRunRefusals(t *testing.T) {
 				Connector: executor.Connection{Key: testKey}, Sandbox: wsOnly(t), Emit: log.Emit}
 			tc.mod(req)
 			_, err := New(Options{}).Run(context.Background(), req)
-			var xe *executor.Error
+			var xe *chat.Error
 			if !errors.As(err, &xe) || xe.Code != tc.code || !strings.Contains(xe.Message, tc.msg) {
 				t.Fatalf("err %v, want %s containing %q", err, tc.code, tc.msg)
 			}

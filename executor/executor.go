@@ -18,7 +18,9 @@ type Executor interface {
 	Name() string
 	// Run executes the turn, streaming events through req.Emit as they
 	// happen. It returns when the CLI has exited (or was stopped). A failed
-	// run returns an *Error (and has already emitted an error event).
+	// run returns a *chat.Error (and has already emitted an error event);
+	// when the CLI wrote to stderr, a *Stderr in its causes holds the end
+	// of it.
 	Run(ctx context.Context, req *Request) (*Result, error)
 }
 
@@ -95,21 +97,21 @@ type ToolCall struct {
 	IsError bool         `json:"is_error,omitempty"`
 }
 
-// Error is a failed run with a chat error code (chat.Err*).
-type Error struct {
-	Code    string
-	Message string
-	// StderrTail is the end of the CLI's stderr, when it failed.
-	StderrTail string
-	Err        error
+// Stderr is the end of a failed CLI's stderr. It is in the causes of the
+// run's *chat.Error (errors.As finds it), for the log: clients see only the
+// error's message.
+type Stderr struct {
+	// Tail is the end of the CLI's stderr, secrets redacted.
+	Tail string
+	// Err is the cause it wraps, if any.
+	Err error
 }
 
-func (e *Error) Error() string {
-	s := e.Code + ": " + e.Message
-	if e.StderrTail != "" {
-		s += " (stderr: " + e.StderrTail + ")"
+func (s *Stderr) Error() string {
+	if s.Err != nil {
+		return s.Err.Error() + " (stderr: " + s.Tail + ")"
 	}
-	return s
+	return "stderr: " + s.Tail
 }
 
-func (e *Error) Unwrap() error { return e.Err }
+func (s *Stderr) Unwrap() error { return s.Err }

@@ -319,3 +319,20 @@ export function Create(ctx: any, messages: any[]) {
 		t.Error(err)
 	}
 }
+
+func TestChatError(t *testing.T) {
+	t.Parallel()
+	h := load(t, "export function Create() { throw new TypeError(\"not today\") }\n")
+	_, err := h.Create(context.Background(), &Context{}, nil, nil)
+	ce := ChatError(err)
+	var je *Error
+	if ce.Code != chat.ErrHook || ce.Message != "Create hook: not today" || !errors.As(ce, &je) || je.Name != "TypeError" {
+		t.Errorf("ChatError = %#v", ce)
+	}
+	if ce := ChatError(fmt.Errorf("x: %w", context.Canceled)); ce.Code != chat.ErrCanceled {
+		t.Errorf("canceled = %#v", ce)
+	}
+	if ce := ChatError(errors.New("odd")); ce.Code != chat.ErrHook || ce.Message != "hook: odd" {
+		t.Errorf("plain = %#v", ce)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -116,6 +117,21 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause (a context error on timeout or cancellation).
 func (e *Error) Unwrap() error { return e.Err }
+
+// ChatError is where a failed hook call leaves the hook API: the *chat.Error
+// a turn fails with when its Create hook failed. It is chat.ErrCanceled when
+// the request ended, else chat.ErrHook with a message naming the hook; the
+// *Error, with the code hooks see, stays its cause.
+func ChatError(err error) *chat.Error {
+	if errors.Is(err, context.Canceled) {
+		return &chat.Error{Code: chat.ErrCanceled, Message: "the request was canceled", Err: err}
+	}
+	var je *Error
+	if errors.As(err, &je) {
+		return &chat.Error{Code: chat.ErrHook, Message: je.Hook + " hook: " + je.Message, Err: err}
+	}
+	return &chat.Error{Code: chat.ErrHook, Message: "hook: " + err.Error(), Err: err}
+}
 
 // hostError is a Go-side failure that a ctx function throws into JS as an
 // error object with a code and extra properties.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -50,7 +49,7 @@ func (t *turn) connection(app *assistant.App) (executor.Connection, error) {
 	if r.Type == "scripted" {
 		srv, err := connector.StartScripted(r.Script)
 		if err != nil {
-			return conn, &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "scripted connector " + t.connID + ": " + err.Error(), Err: err}
+			return conn, &chat.Error{Code: chat.ErrInternal, Message: "scripted connector " + t.connID + ": " + err.Error(), Err: err}
 		}
 		t.closers = append(t.closers, srv.Close)
 		conn.Type, conn.Host, conn.Key = "anthropic", srv.URL, "scripted"
@@ -93,7 +92,7 @@ func (t *turn) startBridge(ctx context.Context, app *assistant.App, a *assistant
 	}
 	sess, err := bridge.Start(ctx, opts)
 	if err != nil {
-		return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrSandbox, Message: "bridge not started: " + err.Error(), Err: err}
+		return nil, &chat.Error{Code: chat.ErrSandbox, Message: "bridge not started: " + err.Error(), Err: err}
 	}
 	return sess, nil
 }
@@ -107,7 +106,7 @@ func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.C
 		if d.Function == "" {
 			gt, ok := t.p.cfg.Bridge.Tools[d.Name]
 			if !ok {
-				return nil, Errorf(http.StatusInternalServerError, chat.ErrInternal, "assistant %q lists host tool %q, which has no function and is not registered on this server", a.ID, d.Name)
+				return nil, chat.Errorf(chat.ErrInternal, "assistant %q lists host tool %q, which has no function and is not registered on this server", a.ID, d.Name)
 			}
 			if d.Description != "" {
 				gt.Description = d.Description
@@ -119,7 +118,7 @@ func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.C
 			continue
 		}
 		if !hooks.Has(d.Function) {
-			return nil, Errorf(http.StatusInternalServerError, chat.ErrHook, "assistant %q: host tool %q calls hook function %q, which the hooks do not define", a.ID, d.Name, d.Function)
+			return nil, chat.Errorf(chat.ErrHook, "assistant %q: host tool %q calls hook function %q, which the hooks do not define", a.ID, d.Name, d.Function)
 		}
 		fn := d.Function
 		out = append(out, bridge.Tool{
@@ -153,7 +152,7 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request) error {
 				return err
 			}
 			if err := sess.SetUpstream(conn, upstreamAuth(conn.Type)); err != nil {
-				return &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
+				return &chat.Error{Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
 			}
 			t.upstreamConn = t.connID
 		}

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -18,11 +17,11 @@ import (
 func (t *turn) resolve(app *assistant.App) (assistant.Resolved, error) {
 	c, ok := app.Connectors[t.connID]
 	if !ok {
-		return assistant.Resolved{}, Errorf(http.StatusInternalServerError, chat.ErrInternal, "assistant %q uses connector %q, which does not exist", t.asst.ID, t.connID)
+		return assistant.Resolved{}, chat.Errorf(chat.ErrInternal, "assistant %q uses connector %q, which does not exist", t.asst.ID, t.connID)
 	}
 	r, err := c.Resolve()
 	if err != nil {
-		return assistant.Resolved{}, &Error{Status: http.StatusInternalServerError, Code: chat.ErrAuth, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
+		return assistant.Resolved{}, &chat.Error{Code: chat.ErrAuth, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
 	}
 	return r, nil
 }
@@ -40,7 +39,7 @@ func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversa
 	t.model = model
 	cl, err := connector.New(connector.Config{Type: r.Type, Host: r.Host, Key: r.Key, Model: model, Extra: r.Extra, Script: r.Script})
 	if err != nil {
-		return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
+		return nil, &chat.Error{Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
 	}
 	msgs := make([]chat.Message, 0, len(conv.history)+len(conv.input))
 	msgs = append(append(msgs, conv.history...), conv.input...)
@@ -51,7 +50,7 @@ func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversa
 func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assistant.Assistant, sb sandbox.Sandbox, conv conversation, options map[string]any) (*executor.Result, error) {
 	ex, ok := t.p.executors[a.Sandbox.Command]
 	if !ok {
-		return nil, Errorf(http.StatusInternalServerError, chat.ErrExecutor, "no executor for sandbox command %q", a.Sandbox.Command)
+		return nil, chat.Errorf(chat.ErrExecutor, "no executor for sandbox command %q", a.Sandbox.Command)
 	}
 	args := arguments(options, a.Sandbox.Arguments)
 	req := &executor.Request{

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -62,20 +61,20 @@ func split(msgs []chat.Message) conversation {
 
 func checkMessages(msgs []chat.Message) error {
 	if len(msgs) == 0 {
-		return BadRequest("messages: at least one message is required")
+		return badRequest("messages: at least one message is required")
 	}
 	if len(msgs) > maxMessages {
-		return BadRequest("messages: %d messages, at most %d are allowed", len(msgs), maxMessages)
+		return badRequest("messages: %d messages, at most %d are allowed", len(msgs), maxMessages)
 	}
 	for i, m := range msgs {
 		switch m.Role {
 		case chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
 		default:
-			return BadRequest("messages[%d].role: %q is not one of system, user, assistant, tool", i, m.Role)
+			return badRequest("messages[%d].role: %q is not one of system, user, assistant, tool", i, m.Role)
 		}
 	}
 	if last := msgs[len(msgs)-1]; last.Role != chat.RoleUser {
-		return BadRequest("messages: the last message must be from the user, got %q", last.Role)
+		return badRequest("messages: the last message must be from the user, got %q", last.Role)
 	}
 	return nil
 }
@@ -103,7 +102,7 @@ func (t *turn) assemble(ctx context.Context, a *assistant.Assistant) (conversati
 	}
 	stored, err := t.p.cfg.History.History(ctx, t.req.UserID, t.req.ChatID)
 	if err != nil {
-		return c, &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "chat history unavailable", Err: err}
+		return c, &chat.Error{Code: chat.ErrInternal, Message: "chat history unavailable", Err: err}
 	}
 	c.history = append(examples, stored...)
 	return c, nil

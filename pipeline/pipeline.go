@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"sort"
@@ -138,7 +137,7 @@ func (p *Pipeline) App() *assistant.App { return p.cfg.App.Current() }
 // caller must call release.
 func (p *Pipeline) Workspace(ctx context.Context, user, chatID string) (*sandbox.Workspace, func(), error) {
 	if p.cfg.Workspaces == nil {
-		return nil, nil, Errorf(http.StatusNotFound, chat.ErrInvalidRequest, "this server has no workspaces")
+		return nil, nil, &chat.Error{Code: chat.ErrInvalidRequest, Message: "this server has no workspaces", Err: sandbox.ErrNotFound}
 	}
 	if err := validateIDs(user, chatID); err != nil {
 		return nil, nil, err
@@ -146,14 +145,14 @@ func (p *Pipeline) Workspace(ctx context.Context, user, chatID string) (*sandbox
 	// Reading a chat's files must not create its workspace.
 	dir, err := p.cfg.Workspaces.Path(user, chatID)
 	if err != nil {
-		return nil, nil, &Error{Status: http.StatusBadRequest, Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
+		return nil, nil, &chat.Error{Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
 	}
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, &Error{Status: http.StatusNotFound, Code: chat.ErrInvalidRequest, Message: fmt.Sprintf("chat %q has no workspace", chatID), Err: sandbox.ErrNotFound}
+		return nil, nil, &chat.Error{Code: chat.ErrInvalidRequest, Message: fmt.Sprintf("chat %q has no workspace", chatID), Err: sandbox.ErrNotFound}
 	}
 	ws, release, err := p.cfg.Workspaces.Acquire(ctx, user, chatID)
 	if err != nil {
-		return nil, nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrSandbox, Message: "workspace unavailable", Err: err}
+		return nil, nil, &chat.Error{Code: chat.ErrSandbox, Message: "workspace unavailable", Err: err}
 	}
 	return ws, release, nil
 }
@@ -182,7 +181,8 @@ func (p *Pipeline) Close(ctx context.Context) error {
 
 // Chat runs one turn, streaming its events to emit, and returns the final
 // response. Every event stream ends with exactly one done event, also on
-// failure. A failed turn returns an *Error.
+// failure. A failed turn returns a *chat.Error; its cause is
+// ErrUnknownAssistant for an assistant the app does not have.
 func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (resp *Response, err error) {
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
@@ -193,7 +193,7 @@ func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, Errorf(http.StatusServiceUnavailable, chat.ErrInternal, "server is shutting down")
+		return nil, &chat.Error{Code: chat.ErrInternal, Message: "server is shutting down", Err: ErrClosed}
 	}
 	p.active[t] = struct{}{}
 	p.wg.Add(1)
@@ -208,7 +208,11 @@ func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("turn panicked", "panic", r, "stack", string(debug.Stack()))
-			resp, err = nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "internal error", Err: fmt.Errorf("panic: %v", r)}
+			resp, err = nil, &chat.Error{Code: chat.ErrInternal, Message: "internal error", Err: fmt.Errorf("panic: %v", r)}
+		}
+		if err != nil {
+			// The one place a failure nobody classified gets its code.
+			err = chat.AsError(err)
 		}
 		t.finish(ctx, resp, err)
 	}()
@@ -217,10 +221,10 @@ func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (
 
 func validateIDs(user, chatID string) error {
 	if err := sandbox.ValidateID("user", user); err != nil {
-		return &Error{Status: http.StatusBadRequest, Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
+		return &chat.Error{Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
 	}
 	if err := sandbox.ValidateID("chat", chatID); err != nil {
-		return &Error{Status: http.StatusBadRequest, Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
+		return &chat.Error{Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
 	}
 	return nil
 }

@@ -147,22 +147,25 @@ func TestBadRequests(t *testing.T) {
 		name string
 		req  Request
 		code string
-		http int
+		// unknown is set for the error the HTTP API answers with 404 (its
+		// cause is ErrUnknownAssistant); the others are 400s (see the
+		// server's TestStatusOf).
+		unknown bool
 	}{
-		{"unknown assistant", Request{UserID: "u", ChatID: "c", AssistantID: "nope", Messages: user("hi")}, chat.ErrInvalidRequest, 404},
-		{"traversal chat id", Request{UserID: "u", ChatID: "../x", AssistantID: "qa", Messages: user("hi")}, chat.ErrInvalidRequest, 400},
-		{"empty user", Request{UserID: "", ChatID: "c", AssistantID: "qa", Messages: user("hi")}, chat.ErrInvalidRequest, 400},
-		{"no messages", Request{UserID: "u", ChatID: "c", AssistantID: "qa"}, chat.ErrInvalidRequest, 400},
-		{"bad role", Request{UserID: "u", ChatID: "c", AssistantID: "qa", Messages: []chat.Message{{Role: "robot", Content: "x"}}}, chat.ErrInvalidRequest, 400},
-		{"last not user", Request{UserID: "u", ChatID: "c", AssistantID: "qa", Messages: []chat.Message{{Role: "user", Content: "x"}, {Role: "assistant", Content: "y"}}}, chat.ErrInvalidRequest, 400},
+		{"unknown assistant", Request{UserID: "u", ChatID: "c", AssistantID: "nope", Messages: user("hi")}, chat.ErrInvalidRequest, true},
+		{"traversal chat id", Request{UserID: "u", ChatID: "../x", AssistantID: "qa", Messages: user("hi")}, chat.ErrInvalidRequest, false},
+		{"empty user", Request{UserID: "", ChatID: "c", AssistantID: "qa", Messages: user("hi")}, chat.ErrInvalidRequest, false},
+		{"no messages", Request{UserID: "u", ChatID: "c", AssistantID: "qa"}, chat.ErrInvalidRequest, false},
+		{"bad role", Request{UserID: "u", ChatID: "c", AssistantID: "qa", Messages: []chat.Message{{Role: "robot", Content: "x"}}}, chat.ErrInvalidRequest, false},
+		{"last not user", Request{UserID: "u", ChatID: "c", AssistantID: "qa", Messages: []chat.Message{{Role: "user", Content: "x"}, {Role: "assistant", Content: "y"}}}, chat.ErrInvalidRequest, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var rec chattest.Recorder
 			_, err := e.p.Chat(context.Background(), &tc.req, rec.Emit)
-			var pe *Error
-			if !errors.As(err, &pe) || pe.Code != tc.code || pe.Status != tc.http {
-				t.Fatalf("err = %v, want %s/%d", err, tc.code, tc.http)
+			var pe *chat.Error
+			if !errors.As(err, &pe) || pe.Code != tc.code || errors.Is(err, ErrUnknownAssistant) != tc.unknown {
+				t.Fatalf("err = %v, want %s (unknown assistant: %v)", err, tc.code, tc.unknown)
 			}
 			if d := rec.Last(); d.Event != chat.Done || d.Final.Error != tc.code {
 				t.Fatalf("last event = %+v, want done with error %s", d, tc.code)
@@ -212,7 +215,7 @@ func TestSandboxRemovedOnEveryPath(t *testing.T) {
 	}{
 		{"executor error", func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
 			chat.ErrorEvent(req.Emit, "e1", chat.ErrMaxTurns, "max turns reached")
-			return nil, &executor.Error{Code: chat.ErrMaxTurns, Message: "max turns reached"}
+			return nil, &chat.Error{Code: chat.ErrMaxTurns, Message: "max turns reached"}
 		}, "", chat.ErrMaxTurns},
 		{"panic", func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
 			panic("boom")
@@ -234,7 +237,7 @@ func TestSandboxRemovedOnEveryPath(t *testing.T) {
 			}
 			var rec chattest.Recorder
 			_, err := e.p.Chat(ctx, &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.Emit)
-			var pe *Error
+			var pe *chat.Error
 			if !errors.As(err, &pe) || pe.Code != tc.code {
 				t.Fatalf("err = %v, want code %s", err, tc.code)
 			}
@@ -261,7 +264,7 @@ func TestSandboxCreateFailure(t *testing.T) {
 	e := newEnv(t, &llmtest.Script{}, "")
 	e.rt.CreateErr = errors.New("engine is down")
 	_, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
-	var pe *Error
+	var pe *chat.Error
 	if !errors.As(err, &pe) || pe.Code != chat.ErrSandbox || !strings.Contains(pe.Message, "engine is down") {
 		t.Fatalf("err = %v", err)
 	}
@@ -368,15 +371,15 @@ func TestCloseDrainsAndRefuses(t *testing.T) {
 func TestWorkspaceForFilesIsNotCreated(t *testing.T) {
 	e := newEnv(t, &llmtest.Script{}, "")
 	_, _, err := e.p.Workspace(context.Background(), "u1", "never-used")
-	var pe *Error
-	if !errors.As(err, &pe) || pe.Status != 404 || !errors.Is(err, sandbox.ErrNotFound) {
-		t.Fatalf("err = %v, want a 404 wrapping sandbox.ErrNotFound", err)
+	var pe *chat.Error
+	if !errors.As(err, &pe) || pe.Code != chat.ErrInvalidRequest || !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("err = %v, want an invalid request wrapping sandbox.ErrNotFound (a 404)", err)
 	}
 	if dir, _ := e.p.cfg.Workspaces.Path("u1", "never-used"); dirExists(dir) {
 		t.Fatal("looking created the workspace")
 	}
-	if _, _, err := e.p.Workspace(context.Background(), "u1", "../etc"); !errors.As(err, &pe) || pe.Status != 400 {
-		t.Fatalf("bad chat id: err = %v, want 400", err)
+	if _, _, err := e.p.Workspace(context.Background(), "u1", "../etc"); !errors.As(err, &pe) || pe.Code != chat.ErrInvalidRequest || errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("bad chat id: err = %v, want an invalid request (a 400)", err)
 	}
 	if _, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "used", AssistantID: "coder", Messages: user("go")}, nil); err != nil {
 		t.Fatal(err)
@@ -422,9 +425,9 @@ func TestCancelledHookIsCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	_, err := e.p.Chat(ctx, &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
-	var pe *Error
-	if !errors.As(err, &pe) || pe.Code != chat.ErrCanceled || pe.Status != 499 {
-		t.Fatalf("err = %v, want canceled/499", err)
+	var pe *chat.Error
+	if !errors.As(err, &pe) || pe.Code != chat.ErrCanceled {
+		t.Fatalf("err = %v, want canceled (a 499)", err)
 	}
 	if e.rt.Live() != 0 {
 		t.Fatal("sandbox left behind")

@@ -2,10 +2,8 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -79,7 +77,8 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	t.p.hooks.Prune(app)
 	a, ok := app.Assistants[req.AssistantID]
 	if !ok {
-		return nil, Errorf(http.StatusNotFound, chat.ErrInvalidRequest, "unknown assistant %q (have: %s)", req.AssistantID, strings.Join(sortedKeys(app.Assistants), ", "))
+		return nil, &chat.Error{Code: chat.ErrInvalidRequest, Err: ErrUnknownAssistant,
+			Message: fmt.Sprintf("unknown assistant %q (have: %s)", req.AssistantID, strings.Join(sortedKeys(app.Assistants), ", "))}
 	}
 	t.asst = a
 	t.connID = a.Connector
@@ -94,7 +93,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 
 	hooks, err := t.p.hooks.Get(a)
 	if err != nil {
-		return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
+		return nil, &chat.Error{Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
 	}
 	hc := t.hookContext(a)
 	// Messages a hook left streaming are ended before done, whatever path
@@ -116,23 +115,23 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	if hooks != nil {
 		res, err := hooks.Create(ctx, hc, conv.all(), options)
 		if err != nil {
-			return nil, hookError("Create", err)
+			return nil, jsapi.ChatError(err)
 		}
 		if res != nil {
 			if res.Messages != nil {
 				conv = split(res.Messages)
 				if len(conv.input) == 0 {
-					return nil, &Error{Status: http.StatusBadRequest, Code: chat.ErrHook, Message: "Create hook returned messages without a trailing user message"}
+					return nil, &chat.Error{Code: chat.ErrHook, Message: "Create hook returned messages without a trailing user message"}
 				}
 			}
 			if err := mergeOptions(options, res.Options); err != nil {
-				return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrHook, Message: "Create hook options: " + err.Error(), Err: err}
+				return nil, &chat.Error{Code: chat.ErrHook, Message: "Create hook options: " + err.Error(), Err: err}
 			}
 		}
 	}
 	if c, ok := options["connector"].(string); ok && c != "" {
 		if _, ok := app.Connectors[c]; !ok {
-			return nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrHook, Message: fmt.Sprintf("Create hook chose unknown connector %q", c)}
+			return nil, &chat.Error{Code: chat.ErrHook, Message: fmt.Sprintf("Create hook chose unknown connector %q", c)}
 		}
 		t.connID = c
 	}
@@ -174,7 +173,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		}
 	}
 	if execErr != nil {
-		return nil, t.classify(execErr)
+		return nil, execErr
 	}
 	if err := t.saveHistory(ctx, conv); err != nil {
 		t.p.log.Error("history not saved", "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
@@ -196,14 +195,14 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 	}
 	code := ""
 	if err != nil {
-		var pe *Error
-		if !errors.As(err, &pe) {
-			pe = &Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: err.Error(), Err: err}
-		}
-		code = pe.Code
+		ce := chat.AsError(err)
+		code = ce.Code
 		final.Error = code
 		if !t.errEmitted.Load() {
-			chat.ErrorEvent(t.emit, t.nextID("error"), pe.Code, pe.Message)
+			chat.ErrorEvent(t.emit, t.nextID("error"), ce.Code, ce.Message)
+		}
+		if code == chat.ErrInternal {
+			t.p.log.Error("turn failed", "user", t.req.UserID, "chat", t.req.ChatID, "assistant", t.req.AssistantID, "error", err)
 		}
 	}
 	t.emit(chat.Event{Event: chat.Done, Final: final})
@@ -229,16 +228,16 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) (sandbox.Sandbox, func(), error) {
 	p := t.p
 	if p.cfg.Workspaces == nil || len(p.cfg.Runtimes) == 0 {
-		return nil, nil, Errorf(http.StatusServiceUnavailable, chat.ErrSandbox, "assistant %q needs a sandbox, but this server has no sandbox runtime configured", a.ID)
+		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q needs a sandbox, but this server has no sandbox runtime configured", a.ID)
 	}
 	name := firstNonEmpty(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, p.cfg.DefaultRuntime)
 	rt, ok := p.cfg.Runtimes[name]
 	if !ok {
-		return nil, nil, Errorf(http.StatusServiceUnavailable, chat.ErrSandbox, "assistant %q wants sandbox runtime %q, which is not available on this server (have: %s)", a.ID, name, strings.Join(sortedKeys(p.cfg.Runtimes), ", "))
+		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q wants sandbox runtime %q, which is not available on this server (have: %s)", a.ID, name, strings.Join(sortedKeys(p.cfg.Runtimes), ", "))
 	}
 	ws, releaseWS, err := p.cfg.Workspaces.Acquire(ctx, t.req.UserID, t.req.ChatID)
 	if err != nil {
-		return nil, nil, &Error{Status: http.StatusInternalServerError, Code: chat.ErrSandbox, Message: "workspace unavailable: " + err.Error(), Err: err}
+		return nil, nil, &chat.Error{Code: chat.ErrSandbox, Message: "workspace unavailable: " + err.Error(), Err: err}
 	}
 	release := releaseWS
 	var mounts []sandbox.Mount
@@ -278,11 +277,11 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	t.emit(chat.Event{Event: chat.End, ID: loading, Type: chat.TypeLoading})
 	if err != nil {
 		release()
-		code, status := chat.ErrSandbox, http.StatusServiceUnavailable
+		code := chat.ErrSandbox
 		if ctx.Err() != nil {
-			code, status = chat.ErrCanceled, 499
+			code = chat.ErrCanceled
 		}
-		return nil, nil, &Error{Status: status, Code: code, Message: "sandbox not created: " + err.Error(), Err: err}
+		return nil, nil, &chat.Error{Code: code, Message: "sandbox not created: " + err.Error(), Err: err}
 	}
 	cleanup := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
@@ -329,56 +328,6 @@ func (t *turn) options(a *assistant.Assistant) map[string]any {
 		o["sandbox"] = map[string]any{"arguments": argumentsMap(a.Sandbox.Arguments)}
 	}
 	return o
-}
-
-func (t *turn) classify(err error) error {
-	var pe *Error
-	if errors.As(err, &pe) {
-		return pe
-	}
-	var ee *executor.Error
-	if errors.As(err, &ee) {
-		return &Error{Status: statusFor(ee.Code), Code: ee.Code, Message: ee.Message, Err: err}
-	}
-	var ce *connector.Error
-	if errors.As(err, &ce) {
-		return &Error{Status: statusFor(ce.Class), Code: ce.Class, Message: ce.Message, Err: err}
-	}
-	if errors.Is(err, context.Canceled) {
-		return &Error{Status: 499, Code: chat.ErrCanceled, Message: "the request was cancelled", Err: err}
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return &Error{Status: http.StatusGatewayTimeout, Code: chat.ErrTimeout, Message: "the request timed out", Err: err}
-	}
-	return &Error{Status: http.StatusBadGateway, Code: chat.ErrInternal, Message: err.Error(), Err: err}
-}
-
-func statusFor(code string) int {
-	switch code {
-	case chat.ErrTimeout:
-		return http.StatusGatewayTimeout
-	case chat.ErrRateLimit:
-		return http.StatusTooManyRequests
-	case chat.ErrInvalidRequest:
-		return http.StatusBadRequest
-	case chat.ErrCanceled:
-		return 499
-	case chat.ErrSandbox:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusBadGateway
-	}
-}
-
-func hookError(name string, err error) error {
-	if errors.Is(err, context.Canceled) {
-		return &Error{Status: 499, Code: chat.ErrCanceled, Message: "the request was cancelled", Err: err}
-	}
-	var je *jsapi.Error
-	if errors.As(err, &je) {
-		return &Error{Status: http.StatusBadRequest, Code: chat.ErrHook, Message: name + " hook: " + je.Message, Err: err}
-	}
-	return &Error{Status: http.StatusBadRequest, Code: chat.ErrHook, Message: name + " hook: " + err.Error(), Err: err}
 }
 
 func firstNonEmpty(s ...string) string {

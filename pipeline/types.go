@@ -6,8 +6,7 @@
 package pipeline
 
 import (
-	"fmt"
-	"net/http"
+	"errors"
 
 	"github.com/agentbox/agentbox/chat"
 )
@@ -39,31 +38,16 @@ type Response struct {
 	Data any
 }
 
-// Error is a failed turn with the HTTP status and chat error code a
-// client should see. It is created once where the failure is understood
-// and never re-wrapped.
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-	Err     error
-}
+// ErrUnknownAssistant is the cause of the error a turn for an assistant
+// the app does not have fails with (code chat.ErrInvalidRequest); the HTTP
+// server answers it with 404.
+var ErrUnknownAssistant = errors.New("unknown assistant")
 
-func (e *Error) Error() string {
-	if e.Err != nil && e.Err.Error() != e.Message {
-		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
-	}
-	return e.Code + ": " + e.Message
-}
+// ErrClosed is the cause of the error a turn started after Close fails
+// with (code chat.ErrInternal); the HTTP server answers it with 503.
+var ErrClosed = errors.New("pipeline closed")
 
-func (e *Error) Unwrap() error { return e.Err }
-
-// Errorf returns an *Error with a formatted message.
-func Errorf(status int, code, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// BadRequest is a 400 invalid_request error.
-func BadRequest(format string, args ...any) *Error {
-	return Errorf(http.StatusBadRequest, chat.ErrInvalidRequest, format, args...)
+// badRequest is a chat.ErrInvalidRequest error: the request is wrong.
+func badRequest(format string, args ...any) *chat.Error {
+	return chat.Errorf(chat.ErrInvalidRequest, format, args...)
 }

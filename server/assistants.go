@@ -6,7 +6,6 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/pipeline"
 )
 
 // AssistantInfo is the public description of an assistant: what a client
@@ -45,7 +44,7 @@ func publicInfo(a *assistant.Assistant) AssistantInfo {
 func (s *Server) app() (*assistant.App, error) {
 	app := s.cfg.Backend.App()
 	if app == nil {
-		return nil, pipeline.Errorf(http.StatusServiceUnavailable, chat.ErrInternal, "no app is loaded")
+		return nil, errorf(http.StatusServiceUnavailable, chat.ErrInternal, "no app is loaded")
 	}
 	return app, nil
 }

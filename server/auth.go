@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/pipeline"
 )
 
 // DevUser is the user id of requests in development mode (no tokens, a
@@ -50,11 +49,11 @@ func (a *authenticator) user(r *http.Request) (string, error) {
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return "", pipeline.Errorf(http.StatusUnauthorized, chat.ErrAuth, msgMissingToken)
+		return "", errorf(http.StatusUnauthorized, chat.ErrAuth, msgMissingToken)
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return "", pipeline.Errorf(http.StatusUnauthorized, chat.ErrAuth, "malformed Authorization header: expected \"Bearer <token>\"")
+		return "", errorf(http.StatusUnauthorized, chat.ErrAuth, "malformed Authorization header: expected \"Bearer <token>\"")
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 	var found string
@@ -65,7 +64,7 @@ func (a *authenticator) user(r *http.Request) (string, error) {
 		}
 	}
 	if found == "" {
-		return "", pipeline.Errorf(http.StatusUnauthorized, chat.ErrAuth, msgInvalidToken)
+		return "", errorf(http.StatusUnauthorized, chat.ErrAuth, msgInvalidToken)
 	}
 	return found, nil
 }

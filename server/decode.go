@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/pipeline"
+	"github.com/agentbox/agentbox/chat"
 )
 
 // bodyReadTimeout bounds how long a client may take to send its body, so a
@@ -27,7 +27,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		mt, _, _ := strings.Cut(ct, ";")
 		mt = strings.TrimSpace(strings.ToLower(mt))
 		if strings.HasPrefix(mt, "multipart/") {
-			return nil, pipeline.Errorf(http.StatusUnsupportedMediaType, "invalid_request",
+			return nil, errorf(http.StatusUnsupportedMediaType, "invalid_request",
 				"unsupported content type %q: send a JSON body", mt)
 		}
 	}
@@ -38,10 +38,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, pipeline.Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+			return nil, chat.Errorf(CodeBodyTooLarge,
 				"request body is over the limit of %d bytes", limit)
 		}
-		return nil, pipeline.BadRequest("read request body: %v", err)
+		return nil, badRequest("read request body: %v", err)
 	}
 	return b, nil
 }
@@ -50,7 +50,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // Errors say what was wrong and where (line:column).
 func decodeJSON(body []byte, v any, strict bool) error {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return pipeline.BadRequest("request body is empty: send a JSON object")
+		return badRequest("request body is empty: send a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if strict {
@@ -61,7 +61,7 @@ func decodeJSON(body []byte, v any, strict bool) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		line, col := position(body, dec.InputOffset())
-		return pipeline.BadRequest("invalid JSON at line %d, column %d: unexpected data after the JSON object", line, col)
+		return badRequest("invalid JSON at line %d, column %d: unexpected data after the JSON object", line, col)
 	}
 	return nil
 }
@@ -72,23 +72,23 @@ func jsonError(body []byte, err error) error {
 	switch {
 	case errors.As(err, &se):
 		line, col := position(body, se.Offset)
-		return pipeline.BadRequest("invalid JSON at line %d, column %d: %s", line, col, strings.TrimPrefix(se.Error(), "json: "))
+		return badRequest("invalid JSON at line %d, column %d: %s", line, col, strings.TrimPrefix(se.Error(), "json: "))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		line, col := position(body, int64(len(body)))
-		return pipeline.BadRequest("invalid JSON at line %d, column %d: unexpected end of input", line, col)
+		return badRequest("invalid JSON at line %d, column %d: unexpected end of input", line, col)
 	case errors.As(err, &te):
 		line, col := position(body, te.Offset)
 		field := te.Field
 		if field == "" {
-			return pipeline.BadRequest("invalid JSON at line %d, column %d: expected %s, got %s", line, col, te.Type, te.Value)
+			return badRequest("invalid JSON at line %d, column %d: expected %s, got %s", line, col, te.Type, te.Value)
 		}
-		return pipeline.BadRequest("invalid JSON at line %d, column %d: field %q must be %s, got %s", line, col, field, jsonKind(te.Type.String()), te.Value)
+		return badRequest("invalid JSON at line %d, column %d: field %q must be %s, got %s", line, col, field, jsonKind(te.Type.String()), te.Value)
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	if strings.HasPrefix(msg, "unknown field ") {
-		return pipeline.BadRequest("invalid request: %s", msg)
+		return badRequest("invalid request: %s", msg)
 	}
-	return pipeline.BadRequest("invalid JSON: %s", msg)
+	return badRequest("invalid JSON: %s", msg)
 }
 
 // jsonKind names a Go type the way a JSON author thinks of it.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -53,35 +52,91 @@ func openAIType(status int) string {
 	}
 }
 
-func notFound(format string, args ...any) *pipeline.Error {
-	return pipeline.Errorf(http.StatusNotFound, CodeNotFound, format, args...)
+// httpError is the one HTTP error type (caddy's HandlerError): the status
+// the server answers with and the error the client sees. Handlers make one
+// where they know a status the code does not tell (401, 403, 415, 503);
+// everything else is a *chat.Error whose status statusOf gives. It is never
+// re-wrapped.
+type httpError struct {
+	Status int
+	Err    *chat.Error
 }
 
-// asAPIError turns any error into the one HTTP error type. A
-// *pipeline.Error passes unchanged; sandbox sentinels get their status;
-// anything else is an internal error whose details stay in the log.
-func asAPIError(err error) *pipeline.Error {
-	var pe *pipeline.Error
+func (e *httpError) Error() string { return e.Err.Error() }
+func (e *httpError) Unwrap() error { return e.Err }
+
+// errorf returns an *httpError with status, code and a formatted message.
+func errorf(status int, code, format string, args ...any) *httpError {
+	return &httpError{Status: status, Err: chat.Errorf(code, format, args...)}
+}
+
+// badRequest is a 400 invalid_request error.
+func badRequest(format string, args ...any) *chat.Error {
+	return chat.Errorf(chat.ErrInvalidRequest, format, args...)
+}
+
+func notFound(format string, args ...any) *chat.Error {
+	return chat.Errorf(CodeNotFound, format, args...)
+}
+
+// statuses are the HTTP statuses of the error codes: what the code tells a
+// client, in HTTP's words. A code not listed is a 500.
+var statuses = map[string]int{
+	chat.ErrInvalidRequest: http.StatusBadRequest,
+	chat.ErrHook:           http.StatusBadRequest, // the assistant's hook refused or failed the request
+	chat.ErrRateLimit:      http.StatusTooManyRequests,
+	chat.ErrTimeout:        http.StatusGatewayTimeout,
+	chat.ErrCanceled:       499, // nginx's "client closed request"
+	chat.ErrSandbox:        http.StatusServiceUnavailable,
+	chat.ErrAuth:           http.StatusBadGateway, // the model's credentials: the client's own are 401s
+	chat.ErrNetwork:        http.StatusBadGateway,
+	chat.ErrUpstream:       http.StatusBadGateway,
+	chat.ErrExecutor:       http.StatusBadGateway,
+	chat.ErrMaxTurns:       http.StatusBadGateway,
+	chat.ErrInternal:       http.StatusInternalServerError,
+	CodeNotFound:           http.StatusNotFound,
+	CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
+	CodeBodyTooLarge:       http.StatusRequestEntityTooLarge,
+}
+
+// statusOf is the HTTP status of e: its code's, except for the causes that
+// say more (what does not exist is a 404, a closing server a 503).
+func statusOf(e *chat.Error) int {
 	switch {
-	case errors.As(err, &pe):
-		return pe
-	case errors.Is(err, sandbox.ErrInvalidID):
-		return &pipeline.Error{Status: http.StatusBadRequest, Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
-	case errors.Is(err, sandbox.ErrPathOutside):
-		return &pipeline.Error{Status: http.StatusBadRequest, Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
-	case errors.Is(err, sandbox.ErrNotFound):
-		return &pipeline.Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error(), Err: err}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &pipeline.Error{Status: http.StatusGatewayTimeout, Code: chat.ErrTimeout, Message: "the request timed out", Err: err}
-	case errors.Is(err, context.Canceled):
-		return &pipeline.Error{Status: 499, Code: chat.ErrCanceled, Message: "the request was canceled", Err: err}
-	default:
-		return &pipeline.Error{Status: http.StatusInternalServerError, Code: chat.ErrInternal, Message: "internal error", Err: err}
+	case e.Code == chat.ErrInvalidRequest && (errors.Is(e, pipeline.ErrUnknownAssistant) || errors.Is(e, sandbox.ErrNotFound)):
+		return http.StatusNotFound
+	case errors.Is(e, pipeline.ErrClosed):
+		return http.StatusServiceUnavailable
 	}
+	if s, ok := statuses[e.Code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
 }
 
-func errorJSON(e *pipeline.Error) errorBody {
-	return errorBody{Error: errorDetail{Message: e.Message, Type: openAIType(e.Status), Code: e.Code}}
+// asAPIError turns any error into the one HTTP error type: an *httpError
+// passes unchanged, a *chat.Error gets its status, the sandbox's sentinels
+// (from the files API) theirs; anything else is classified by
+// chat.AsError: an internal error whose details stay in the log.
+func asAPIError(err error) *httpError {
+	var he *httpError
+	var ce *chat.Error
+	switch {
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &ce):
+	case errors.Is(err, sandbox.ErrInvalidID), errors.Is(err, sandbox.ErrPathOutside):
+		ce = &chat.Error{Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
+	case errors.Is(err, sandbox.ErrNotFound):
+		ce = &chat.Error{Code: CodeNotFound, Message: err.Error(), Err: err}
+	default:
+		ce = chat.AsError(err)
+	}
+	return &httpError{Status: statusOf(ce), Err: ce}
+}
+
+func errorJSON(e *httpError) errorBody {
+	return errorBody{Error: errorDetail{Message: e.Err.Message, Type: openAIType(e.Status), Code: e.Err.Code}}
 }
 
 // writeError writes err as a JSON error response. Internal errors are
@@ -89,7 +144,7 @@ func errorJSON(e *pipeline.Error) errorBody {
 func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	e := asAPIError(err)
 	if e.Status >= 500 && log != nil {
-		log.Error("request failed", "code", e.Code, "err", err)
+		log.Error("request failed", "code", e.Err.Code, "err", err)
 	}
 	status := e.Status
 	if status < 400 || status > 599 {
@@ -97,7 +152,7 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	}
 	if status == http.StatusUnauthorized {
 		hdr := `Bearer realm="agentbox"`
-		if e.Code == chat.ErrAuth && e.Message != msgMissingToken {
+		if e.Err.Code == chat.ErrAuth && e.Err.Message != msgMissingToken {
 			hdr += `, error="invalid_token"`
 		}
 		w.Header().Set("WWW-Authenticate", hdr)

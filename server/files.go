@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -29,13 +28,13 @@ type fileListing struct {
 func (s *Server) files(w http.ResponseWriter, r *http.Request, user string) {
 	chatID := r.PathValue("chat")
 	if err := validateID("chat", chatID); err != nil {
-		writeError(w, s.log, pipeline.BadRequest("%v", err))
+		writeError(w, s.log, badRequest("%v", err))
 		return
 	}
 	p := r.URL.Query().Get("path")
 	rel, err := sandbox.Rel(p)
 	if err != nil {
-		writeError(w, s.log, pipeline.BadRequest("path %q is outside the chat's workspace", p))
+		writeError(w, s.log, badRequest("path %q is outside the chat's workspace", p))
 		return
 	}
 	ws, release, err := s.cfg.Backend.Workspace(r.Context(), user, chatID)
@@ -82,7 +81,7 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request, user string) {
 		h.Set("Cache-Control", "private, no-cache")
 		http.ServeContent(w, r, "", st.ModTime(), f)
 	default:
-		writeError(w, s.log, pipeline.BadRequest("path %q is not a regular file or folder", p))
+		writeError(w, s.log, badRequest("path %q is not a regular file or folder", p))
 	}
 }
 
@@ -95,18 +94,19 @@ func isText(f *os.File) bool {
 
 // fileError maps a file operation's error to the HTTP error.
 func fileError(p string, err error) error {
-	var pe *pipeline.Error
+	var ce *chat.Error
+	var he *httpError
 	switch {
-	case errors.As(err, &pe):
-		return pe
+	case errors.As(err, &he) || errors.As(err, &ce):
+		return err
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, sandbox.ErrNotFound):
 		return notFound("no file or folder %q in the chat's workspace", p)
 	case errors.Is(err, sandbox.ErrPathOutside), isEscape(err):
-		return pipeline.BadRequest("path %q is outside the chat's workspace", p)
+		return badRequest("path %q is outside the chat's workspace", p)
 	case errors.Is(err, syscall.ENOTDIR):
 		return notFound("no file or folder %q in the chat's workspace", p)
 	case errors.Is(err, fs.ErrPermission):
-		return pipeline.Errorf(http.StatusForbidden, chat.ErrInvalidRequest, "path %q is not readable", p)
+		return errorf(http.StatusForbidden, chat.ErrInvalidRequest, "path %q is not readable", p)
 	}
 	return err
 }

@@ -27,19 +27,19 @@ func (r *nativeRequest) messages() ([]chat.Message, error) {
 	hasOne := len(raw) > 0 && string(raw) != "null"
 	switch {
 	case hasOne && len(r.Messages) > 0:
-		return nil, pipeline.BadRequest("send either messages or message, not both")
+		return nil, badRequest("send either messages or message, not both")
 	case !hasOne:
 		if r.Messages == nil {
-			return nil, pipeline.BadRequest("messages is missing: send messages (an array) or message (a string or one message)")
+			return nil, badRequest("messages is missing: send messages (an array) or message (a string or one message)")
 		}
 		return toMessages("messages", r.Messages)
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, pipeline.BadRequest("message: %v", err)
+			return nil, badRequest("message: %v", err)
 		}
 		if s == "" {
-			return nil, pipeline.BadRequest("message is empty")
+			return nil, badRequest("message is empty")
 		}
 		return []chat.Message{{Role: chat.RoleUser, Content: s}}, nil
 	case raw[0] == '{':
@@ -47,7 +47,7 @@ func (r *nativeRequest) messages() ([]chat.Message, error) {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&m); err != nil {
-			return nil, pipeline.BadRequest("message: %v", err)
+			return nil, badRequest("message: %v", err)
 		}
 		msg, err := toMessage("message", m)
 		if err != nil {
@@ -55,7 +55,7 @@ func (r *nativeRequest) messages() ([]chat.Message, error) {
 		}
 		return []chat.Message{msg}, nil
 	}
-	return nil, pipeline.BadRequest("message must be a string or a message object {\"role\", \"content\"}")
+	return nil, badRequest("message must be a string or a message object {\"role\", \"content\"}")
 }
 
 // nativeChat streams every chat event of a turn as server-sent events:
@@ -152,13 +152,13 @@ func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipel
 	if err != nil && !sawError {
 		e := asAPIError(err)
 		if e.Status >= 500 {
-			s.log.Error("turn failed", "code", e.Code, "err", err)
+			s.log.Error("turn failed", "code", e.Err.Code, "err", err)
 		}
 		chat.ErrorEvent(func(ev chat.Event) {
 			if f, ferr := chat.SSEFrame(ev); ferr == nil {
 				_ = st.Write(f)
 			}
-		}, "error-server", e.Code, e.Message)
+		}, "error-server", e.Err.Code, e.Err.Message)
 	}
 	if !doneSent {
 		final := &chat.Final{}
@@ -166,7 +166,7 @@ func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipel
 			final = &chat.Final{Usage: resp.Usage, SessionID: resp.SessionID, Content: resp.Content, Data: resp.Data}
 		}
 		if err != nil {
-			final.Error = asAPIError(err).Code
+			final.Error = asAPIError(err).Err.Code
 		}
 		if f, ferr := chat.SSEFrame(chat.Event{Event: chat.Done, Final: final}); ferr == nil {
 			_ = st.Write(f)

@@ -120,11 +120,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, user string
 		return
 	}
 	if in.Model == "" {
-		writeError(w, s.log, pipeline.BadRequest("model is missing: set it to an assistant id (GET /v1/models lists them)"))
+		writeError(w, s.log, badRequest("model is missing: set it to an assistant id (GET /v1/models lists them)"))
 		return
 	}
 	if in.N != nil && *in.N != 1 {
-		writeError(w, s.log, pipeline.BadRequest("n=%d is not supported: only one choice (n=1) is", *in.N))
+		writeError(w, s.log, badRequest("n=%d is not supported: only one choice (n=1) is", *in.N))
 		return
 	}
 	if _, err := s.lookup(in.Model); err != nil {
@@ -162,7 +162,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, user string
 func passedOptions(body []byte) (map[string]any, error) {
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(body, &all); err != nil {
-		return nil, pipeline.BadRequest("invalid JSON: %v", err)
+		return nil, badRequest("invalid JSON: %v", err)
 	}
 	var out map[string]any
 	for _, k := range passOptions {
@@ -172,7 +172,7 @@ func passedOptions(body []byte) (map[string]any, error) {
 		}
 		var v any
 		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, pipeline.BadRequest("%s: %v", k, err)
+			return nil, badRequest("%s: %v", k, err)
 		}
 		if out == nil {
 			out = map[string]any{}
@@ -292,7 +292,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, req *p
 		// OpenAI's SDKs raise as an APIError.
 		e := asAPIError(err)
 		if e.Status >= 500 {
-			s.log.Error("turn failed", "code", e.Code, "err", err)
+			s.log.Error("turn failed", "code", e.Err.Code, "err", err)
 		}
 		b, _ := json.Marshal(errorJSON(e))
 		_ = st.Write(dataFrame(b))

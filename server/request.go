@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/pipeline"
 )
 
 // wireMessage is a message as clients send it: content is a string, null,
@@ -29,7 +28,7 @@ type contentPart struct {
 // toMessages converts wire messages (field is the JSON name for errors).
 func toMessages(field string, in []wireMessage) ([]chat.Message, error) {
 	if len(in) == 0 {
-		return nil, pipeline.BadRequest("%s is missing or empty: send at least one message", field)
+		return nil, badRequest("%s is missing or empty: send at least one message", field)
 	}
 	out := make([]chat.Message, 0, len(in))
 	for i, m := range in {
@@ -49,16 +48,16 @@ func toMessage(where string, m wireMessage) (chat.Message, error) {
 	case "developer": // newer OpenAI clients send system prompts as "developer"
 		role = chat.RoleSystem
 	case "":
-		return chat.Message{}, pipeline.BadRequest("%s.role is missing: use system, user, assistant or tool", where)
+		return chat.Message{}, badRequest("%s.role is missing: use system, user, assistant or tool", where)
 	default:
-		return chat.Message{}, pipeline.BadRequest("%s.role %q is not supported: use system, user, assistant or tool", where, m.Role)
+		return chat.Message{}, badRequest("%s.role %q is not supported: use system, user, assistant or tool", where, m.Role)
 	}
 	text, err := flatten(where+".content", m.Content)
 	if err != nil {
 		return chat.Message{}, err
 	}
 	if text == "" && role == chat.RoleUser {
-		return chat.Message{}, pipeline.BadRequest("%s.content is empty: a user message needs text", where)
+		return chat.Message{}, badRequest("%s.content is empty: a user message needs text", where)
 	}
 	return chat.Message{Role: role, Content: text, Name: m.Name, ToolCallID: m.ToolCallID}, nil
 }
@@ -75,31 +74,31 @@ func flatten(where string, raw json.RawMessage) (string, error) {
 	case '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", pipeline.BadRequest("%s: %v", where, err)
+			return "", badRequest("%s: %v", where, err)
 		}
 		return s, nil
 	case '[':
 		var parts []json.RawMessage
 		if err := json.Unmarshal(raw, &parts); err != nil {
-			return "", pipeline.BadRequest("%s: %v", where, err)
+			return "", badRequest("%s: %v", where, err)
 		}
 		texts := make([]string, 0, len(parts))
 		for j, pr := range parts {
 			var p contentPart
 			if err := json.Unmarshal(pr, &p); err != nil {
-				return "", pipeline.BadRequest("%s[%d] must be an object like {\"type\": \"text\", \"text\": \"...\"}", where, j)
+				return "", badRequest("%s[%d] must be an object like {\"type\": \"text\", \"text\": \"...\"}", where, j)
 			}
 			switch {
 			case p.Type != "text":
-				return "", pipeline.BadRequest("%s[%d]: content part type %q is not supported: only text parts are", where, j, p.Type)
+				return "", badRequest("%s[%d]: content part type %q is not supported: only text parts are", where, j, p.Type)
 			case p.Text == nil:
-				return "", pipeline.BadRequest("%s[%d].text is missing", where, j)
+				return "", badRequest("%s[%d].text is missing", where, j)
 			}
 			texts = append(texts, *p.Text)
 		}
 		return strings.Join(texts, "\n"), nil
 	}
-	return "", pipeline.BadRequest("%s must be a string or an array of text parts", where)
+	return "", badRequest("%s must be a string or an array of text parts", where)
 }
 
 // chatID returns the chat id from the X-Chat-ID header or the body's
@@ -109,7 +108,7 @@ func chatID(r *http.Request, body string) (id string, generated bool, err error)
 	hdr := strings.TrimSpace(r.Header.Get("X-Chat-ID"))
 	switch {
 	case hdr != "" && body != "" && hdr != body:
-		return "", false, pipeline.BadRequest("X-Chat-ID header %q and chat_id %q differ: send one of them", hdr, body)
+		return "", false, badRequest("X-Chat-ID header %q and chat_id %q differ: send one of them", hdr, body)
 	case hdr != "":
 		id = hdr
 	case body != "":
@@ -118,7 +117,7 @@ func chatID(r *http.Request, body string) (id string, generated bool, err error)
 		return newID("chat-"), true, nil
 	}
 	if err := validateID("chat", id); err != nil {
-		return "", false, pipeline.BadRequest("%v", err)
+		return "", false, badRequest("%v", err)
 	}
 	return id, false, nil
 }

@@ -32,8 +32,8 @@ import (
 // implements it. Implementations are safe for concurrent use.
 type Backend interface {
 	// Chat runs one turn, calling emit with its events in order, and
-	// returns the final response. A failed turn returns an error, an
-	// *pipeline.Error when the failure is understood. The turn ends when
+	// returns the final response. A failed turn returns an error, a
+	// *chat.Error when the failure is understood. The turn ends when
 	// ctx ends (the client went away).
 	Chat(ctx context.Context, req *pipeline.Request, emit chat.EmitFunc) (*pipeline.Response, error)
 	// App returns the current app (assistants and settings).
@@ -184,7 +184,7 @@ func methodNotAllowed(allow string) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
-		writeError(w, nil, pipeline.Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+		writeError(w, nil, chat.Errorf(CodeMethodNotAllowed,
 			"method %s is not allowed on %s: use %s", r.Method, r.URL.Path, allow))
 	})
 }
@@ -202,7 +202,7 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string), publ
 				}
 				s.log.Error("handler panicked", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 				if rec, ok := w.(*recorder); !ok || !rec.wrote {
-					writeError(w, nil, pipeline.Errorf(http.StatusInternalServerError, chat.ErrInternal, "internal error"))
+					writeError(w, nil, chat.Errorf(chat.ErrInternal, "internal error"))
 				}
 			}
 		}()

@@ -508,7 +508,7 @@ func TestNativeRequests(t *testing.T) {
 
 // failing returns a Chat that emits pre events, then (like the pipeline)
 // an error event and done, and fails with err.
-func failing(err *pipeline.Error, pre ...chat.Event) func(context.Context, *pipeline.Request, chat.EmitFunc) (*pipeline.Response, error) {
+func failing(err *chat.Error, pre ...chat.Event) func(context.Context, *pipeline.Request, chat.EmitFunc) (*pipeline.Response, error) {
 	return func(ctx context.Context, req *pipeline.Request, emit chat.EmitFunc) (*pipeline.Response, error) {
 		for _, e := range pre {
 			emit(e)
@@ -521,7 +521,7 @@ func failing(err *pipeline.Error, pre ...chat.Event) func(context.Context, *pipe
 
 func TestBackendErrors(t *testing.T) {
 	t.Parallel()
-	rate := &pipeline.Error{Status: 429, Code: chat.ErrRateLimit, Message: "the model is rate limited: retry later"}
+	rate := &chat.Error{Code: chat.ErrRateLimit, Message: "the model is rate limited: retry later"}
 	text := chat.Event{Event: chat.Start, ID: "m1", Type: chat.TypeText, Text: "partial"}
 	tests := []struct {
 		name     string

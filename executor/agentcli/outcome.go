@@ -30,7 +30,7 @@ type Outcome struct {
 	Subtype string `json:"subtype"`
 	// Err is set when the result reported a failure; its error event has
 	// already been emitted.
-	Err *executor.Error `json:"error,omitempty"`
+	Err *chat.Error `json:"error,omitempty"`
 }
 
 // Result is the run's executor.Result: sessionID stands in for a session

@@ -80,10 +80,10 @@ type Run struct {
 	seen     chan struct{}
 }
 
-// Start starts the process. A process that cannot start is an
-// *executor.Error (canceled, timeout, or sandbox) with no event emitted:
-// the caller reports it like its other early failures.
-func Start(ctx context.Context, spec Spec) (*Run, *executor.Error) {
+// Start starts the process. A process that cannot start is a *chat.Error
+// (canceled, timeout, or sandbox) with no event emitted: the caller
+// reports it like its other early failures.
+func Start(ctx context.Context, spec Spec) (*Run, *chat.Error) {
 	if spec.Logger == nil {
 		spec.Logger = slog.Default()
 	}
@@ -96,9 +96,9 @@ func Start(ctx context.Context, spec Spec) (*Run, *executor.Error) {
 	if err != nil {
 		defer r.cancel()
 		if code, msg, ok := r.stopped(); ok {
-			return nil, &executor.Error{Code: code, Message: msg, Err: err}
+			return nil, &chat.Error{Code: code, Message: msg, Err: err}
 		}
-		return nil, &executor.Error{Code: chat.ErrSandbox, Message: "start " + spec.CLI + ": " + err.Error(), Err: err}
+		return nil, &chat.Error{Code: chat.ErrSandbox, Message: "start " + spec.CLI + ": " + err.Error(), Err: err}
 	}
 	r.proc = proc
 	return r, nil
@@ -221,7 +221,7 @@ type Parsed struct {
 	GotResult bool
 	// Err is the failure the CLI reported in its result; its error event
 	// was emitted by the parser.
-	Err *executor.Error
+	Err *chat.Error
 	// NoResult, when set, refines the error of a run that ended without a
 	// result: from the stderr tail it returns the chat error code and a
 	// note for the message ("" for none). Nil: chat.ErrExecutor.
@@ -237,12 +237,12 @@ type Parsed struct {
 //   - no result (executor, or what NoResult says), with the stderr's last
 //     line;
 //   - a non-zero exit after the result, unless it was killed.
-func (x *Exit) Failure(p Parsed) *executor.Error {
+func (x *Exit) Failure(p Parsed) *chat.Error {
 	cli, tail := x.spec.CLI, x.Stderr
-	var err *executor.Error
+	var err *chat.Error
 	switch {
 	case p.Err != nil:
-		p.Err.StderrTail = tail
+		p.Err.Err = withStderr(tail, p.Err.Err)
 		return p.Err
 	case x.Err != nil && !(x.Killed && p.GotResult):
 		code, msg := chat.ErrSandbox, cli+": "+x.Err.Error()
@@ -251,7 +251,7 @@ func (x *Exit) Failure(p Parsed) *executor.Error {
 		} else if errors.Is(x.Err, sandbox.ErrExecTimeout) {
 			code, msg = chat.ErrTimeout, fmt.Sprintf("%s ran longer than its timeout (%s) and was stopped", cli, x.spec.Timeout)
 		}
-		err = &executor.Error{Code: code, Message: msg, StderrTail: tail, Err: x.Err}
+		err = &chat.Error{Code: code, Message: msg, Err: withStderr(tail, x.Err)}
 	case !p.GotResult:
 		msg := fmt.Sprintf("%s exited with code %d without a result", cli, x.Code)
 		if x.ParseErr != nil {
@@ -267,18 +267,27 @@ func (x *Exit) Failure(p Parsed) *executor.Error {
 		if tail != "" {
 			msg += ": " + LastLine(tail)
 		}
-		err = &executor.Error{Code: code, Message: msg, StderrTail: tail}
+		err = &chat.Error{Code: code, Message: msg, Err: withStderr(tail, nil)}
 	case x.Code != 0 && !x.Killed:
 		msg := fmt.Sprintf("%s exited with code %d after its result", cli, x.Code)
 		if tail != "" {
 			msg += ": " + LastLine(tail)
 		}
-		err = &executor.Error{Code: chat.ErrExecutor, Message: msg, StderrTail: tail}
+		err = &chat.Error{Code: chat.ErrExecutor, Message: msg, Err: withStderr(tail, nil)}
 	default:
 		return nil
 	}
 	chat.ErrorEvent(x.spec.Emit, x.spec.ErrorID, err.Code, err.Message)
 	return err
+}
+
+// withStderr adds a stderr tail to the causes of a failure (none when the
+// tail is empty).
+func withStderr(tail string, cause error) error {
+	if tail == "" {
+		return cause
+	}
+	return &executor.Stderr{Tail: tail, Err: cause}
 }
 
 // Turn is what an executor's Run sets up before anything else: its events
@@ -304,11 +313,10 @@ func NewTurn(emit chat.EmitFunc, errorID string) *Turn {
 func (t *Turn) End() { t.stream.Close() }
 
 // Fail emits an error event and returns the failure as Run does: no
-// result and an *executor.Error with code, message and cause (err may be
-// nil).
+// result and a *chat.Error with code, message and cause (err may be nil).
 func (t *Turn) Fail(code, message string, err error) (*executor.Result, error) {
 	chat.ErrorEvent(t.Emit, t.errorID, code, message)
-	return nil, &executor.Error{Code: code, Message: message, Err: err}
+	return nil, &chat.Error{Code: code, Message: message, Err: err}
 }
 
 // Check fails a request that has no sandbox (or a sandbox without a

@@ -45,7 +45,7 @@ func (s script) sandbox(t *testing.T) *sandboxtest.Sandbox {
 
 // runScript runs s through Start, Wait and Failure with a parser that
 // takes a "RESULT" line as the CLI's result.
-func runScript(t *testing.T, ctx context.Context, s script, timeout time.Duration, noResult func(string) (string, string)) (*agentcli.Exit, *executor.Error, *chattest.Recorder) {
+func runScript(t *testing.T, ctx context.Context, s script, timeout time.Duration, noResult func(string) (string, string)) (*agentcli.Exit, *chat.Error, *chattest.Recorder) {
 	t.Helper()
 	log := &chattest.Recorder{}
 	run, xe := agentcli.Start(ctx, agentcli.Spec{
@@ -163,8 +163,9 @@ func TestRunReportedFailure(t *testing.T) {
 	if exit.Stderr != "details" || exit.Code != 1 || exit.Started.IsZero() {
 		t.Errorf("exit %+v", exit)
 	}
-	reported := &executor.Error{Code: chat.ErrMaxTurns, Message: "too many turns"}
-	if got := exit.Failure(agentcli.Parsed{GotResult: true, Err: reported}); got != reported || got.StderrTail != "details" {
+	reported := &chat.Error{Code: chat.ErrMaxTurns, Message: "too many turns"}
+	var stderr *executor.Stderr
+	if got := exit.Failure(agentcli.Parsed{GotResult: true, Err: reported}); got != reported || !errors.As(got, &stderr) || stderr.Tail != "details" {
 		t.Errorf("err %+v", got)
 	}
 	if n := len(log.Events()); n != 0 {
@@ -197,7 +198,7 @@ func TestTurn(t *testing.T) {
 		log := &chattest.Recorder{}
 		turn := agentcli.NewTurn(log.Emit, "x-error")
 		err := turn.Check(tc.req, "x executor")
-		var xe *executor.Error
+		var xe *chat.Error
 		if !errors.As(err, &xe) || xe.Code != chat.ErrInternal || xe.Message != tc.msg {
 			t.Errorf("%s: err %v", tc.name, err)
 		}

@@ -40,9 +40,9 @@ func (b backend) Chat(ctx context.Context, req *pipeline.Request, emit chat.Emit
 	chat.Whole(emit, "c1", chat.TypeToolCall, "", map[string]any{"name": "Bash"})
 	emit(chat.Event{Event: chat.Start, ID: "m1", Type: chat.TypeText, Text: "Two files: "})
 	if last == "fail" {
-		return nil, &pipeline.Error{Status: 502, Code: chat.ErrUpstream, Message: "the model stopped answering"}
+		return nil, &chat.Error{Code: chat.ErrUpstream, Message: "the model stopped answering"}
 	}
-	emit(chat.Event{Event: chat.Delta, ID: "m1", Text: "a.txt and b.txt."})
+	emit(chat.Event{Event: chat.Delta, ID: "m1", Type: chat.TypeText, Text: "a.txt and b.txt."})
 	emit(chat.Event{Event: chat.End, ID: "m1", Type: chat.TypeText})
 	return &pipeline.Response{Content: "Two files: a.txt and b.txt.", Usage: chat.Usage{InputTokens: 20, OutputTokens: 8, CacheReadTokens: 5}}, nil
 }
