@@ -2,6 +2,7 @@ package assistant
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -90,8 +91,9 @@ var hujsonPos = regexp.MustCompile(`^hujson: line (\d+), column (\d+): (.*)$`)
 // reports every problem in the file, not just the first.
 //
 // Supported targets: structs, pointers, map[string]T, slices, strings,
-// bools, integers, float64 and any (objects become map[string]any, numbers
-// float64). A JSON null leaves the target at its zero value.
+// bools, integers, float64, any (objects become map[string]any, numbers
+// float64) and types that implement json.Unmarshaler. A JSON null leaves
+// the target at its zero value.
 func decodeJSONC(file string, src []byte, v any) *doc {
 	d := &doc{file: file, src: src, pos: map[string]int{}, bad: map[string]bool{}, broken: true}
 	if len(src) > maxConfigFile {
@@ -171,6 +173,16 @@ func (d *doc) decode(v *hujson.Value, rv reflect.Value, path string) {
 	d.pos[path] = v.StartOffset
 	if lit, ok := v.Value.(hujson.Literal); ok && lit.Kind() == 'n' {
 		return // null: leave the zero value
+	}
+	if u, ok := rv.Addr().Interface().(json.Unmarshaler); ok {
+		// A type that decodes itself (json.RawMessage, chat.Stop) gets
+		// the value as standard JSON.
+		c := v.Clone()
+		c.Standardize()
+		if err := u.UnmarshalJSON(c.Pack()); err != nil {
+			d.typeErr(v.StartOffset, path, "%s: %s", label(path), strings.TrimPrefix(err.Error(), "json: "))
+		}
+		return
 	}
 	switch rv.Kind() {
 	case reflect.Pointer:

@@ -19,6 +19,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
@@ -512,14 +513,14 @@ func (l *loader) checkScript(abs string) {
 // ---- assistants ----
 
 type rawPackage struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	Connector   string         `json:"connector"`
-	Options     map[string]any `json:"options"`
-	Sandbox     *rawSandbox    `json:"sandbox"`
-	MCP         *rawMCP        `json:"mcp"`
-	Hooks       *rawHooks      `json:"hooks"`
-	Tools       []rawTool      `json:"tools"`
+	Name        string            `json:"name"`
+	Description string            `json:"description"`
+	Connector   string            `json:"connector"`
+	Options     chat.ModelOptions `json:"options"`
+	Sandbox     *rawSandbox       `json:"sandbox"`
+	MCP         *rawMCP           `json:"mcp"`
+	Hooks       *rawHooks         `json:"hooks"`
+	Tools       []rawTool         `json:"tools"`
 }
 
 // rawTool is one entry of package.yao "tools": a host tool the agent may
@@ -660,6 +661,14 @@ func (l *loader) loadAssistant(id, dir string, cfg *AppConfig, conns map[string]
 		}
 		a.Description = raw.Description
 		a.Options = raw.Options
+		if err := raw.Options.Check(); err != nil {
+			path := "options"
+			var fe *chat.FieldError
+			if errors.As(err, &fe) {
+				path += "." + fe.Path
+			}
+			d.errPath(path, "options.%v", err)
+		}
 		l.checkConnector(d, raw.Connector, conns, raw.Sandbox)
 		a.Connector = raw.Connector
 		if raw.Sandbox != nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func TestLoadExample(t *testing.T) {
 	}
 	sb := coder.Sandbox
 	want := Sandbox{Command: "claude", Image: "agentbox/sandbox-claude:latest", MemoryBytes: 2 << 30, CPUs: 2, Timeout: 10 * time.Minute,
-		Arguments: Arguments{MaxTurns: 20, PermissionMode: "acceptEdits", AllowedTools: []string{"Bash", "Read", "Write", "Edit", "Glob", "Grep"}}}
+		Arguments: chat.Arguments{MaxTurns: 20, PermissionMode: "acceptEdits", AllowedTools: []string{"Bash", "Read", "Write", "Edit", "Glob", "Grep"}}}
 	if fmt.Sprint(*sb) != fmt.Sprint(want) {
 		t.Errorf("sandbox:\n got %+v\nwant %+v", *sb, want)
 	}
@@ -70,7 +71,7 @@ func TestLoadExample(t *testing.T) {
 	}
 
 	qa := app.Assistants["qa"]
-	if qa == nil || qa.HasSandbox() || qa.Hooks != "" || qa.HookTimeout != 5*time.Second || qa.Name != "Q&A" || qa.Options["max_tokens"] != 1024.0 {
+	if qa == nil || qa.HasSandbox() || qa.Hooks != "" || qa.HookTimeout != 5*time.Second || qa.Name != "Q&A" || qa.Options.MaxTokens == nil || *qa.Options.MaxTokens != 1024 {
 		t.Errorf("qa: %+v", qa)
 	}
 }
@@ -296,6 +297,38 @@ func TestDecodeJSONC(t *testing.T) {
 		if g := strings.Join(got, "\n"); g != tt.want {
 			t.Errorf("decode %q:\n got %s\nwant %s", tt.src, g, tt.want)
 		}
+	}
+}
+
+// TestPackageOptions: package.yao "options" decode strictly into
+// chat.ModelOptions, with positioned problems.
+func TestPackageOptions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		src  string
+		want string
+	}{
+		{`{"options": {"temperature": 0.3, "max_tokens": 1024, "stop": "END", "tools": [], /* c */ "response_format": {"type": "json_object"}}}`, ""},
+		{`{"options": {"temprature": 1}}`, `f:1:14: unknown field "temprature" in options (did you mean "temperature"?)`},
+		{`{"options": {"stop": 3}}`, "f:1:22: options.stop: want a string or a list of strings, got a number"},
+		{`{"options": {"max_tokens": "lots"}}`, "f:1:28: options.max_tokens: want an integer, got a string"},
+		{`{"options": {"connector": "x"}}`, `f:1:14: unknown field "connector" in options (known: frequency_penalty, logit_bias, max_completion_tokens, max_tokens, model, n, presence_penalty, reasoning_effort, response_format, seed, stop, stream, temperature, tool_choice, tools, top_p, user)`},
+	}
+	for _, tt := range tests {
+		var raw rawPackage
+		d := decodeJSONC("f", []byte(tt.src), &raw)
+		var got []string
+		for _, p := range d.probs {
+			got = append(got, p.String())
+		}
+		if g := strings.Join(got, "\n"); g != tt.want {
+			t.Errorf("decode %q:\n got %s\nwant %s", tt.src, g, tt.want)
+		}
+	}
+	var raw rawPackage
+	if d := decodeJSONC("f", []byte(`{"options": {"stop": ["a", "b"], "seed": 7}}`), &raw); len(d.probs) != 0 ||
+		!slices.Equal(raw.Options.Stop, []string{"a", "b"}) || raw.Options.Seed == nil || *raw.Options.Seed != 7 {
+		t.Errorf("options = %+v, problems %v", raw.Options, d.probs)
 	}
 }
 

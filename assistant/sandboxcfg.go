@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/chat"
 )
 
 // Sandbox defaults and limits.
@@ -44,14 +46,14 @@ var PermissionModes = map[string][]string{
 }
 
 type rawSandbox struct {
-	Command   string     `json:"command"`
-	Image     string     `json:"image"`
-	Runtime   string     `json:"runtime"`
-	MaxMemory string     `json:"max_memory"`
-	MaxCPU    *float64   `json:"max_cpu"`
-	Timeout   string     `json:"timeout"`
-	Network   string     `json:"network"`
-	Arguments *Arguments `json:"arguments"`
+	Command   string          `json:"command"`
+	Image     string          `json:"image"`
+	Runtime   string          `json:"runtime"`
+	MaxMemory string          `json:"max_memory"`
+	MaxCPU    *float64        `json:"max_cpu"`
+	Timeout   string          `json:"timeout"`
+	Network   string          `json:"network"`
+	Arguments *chat.Arguments `json:"arguments"`
 }
 
 // HasSandbox reports whether the assistant runs a coding-agent CLI in a
@@ -125,7 +127,7 @@ func parseSandbox(d *doc, r *rawSandbox, cfg *AppConfig) *Sandbox {
 	return s
 }
 
-func checkArguments(d *doc, command string, a Arguments) {
+func checkArguments(d *doc, command string, a chat.Arguments) {
 	const p = "sandbox.arguments."
 	if d.has(p+"max_turns") && (a.MaxTurns < 1 || a.MaxTurns > maxTurnsLimit) {
 		d.errPath(p+"max_turns", "sandbox.arguments.max_turns %d is out of range: want 1 to %d", a.MaxTurns, maxTurnsLimit)

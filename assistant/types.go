@@ -102,8 +102,9 @@ type Assistant struct {
 	Description string
 	// Connector is the connector id.
 	Connector string
-	// Options are model options passed to the connector (temperature, ...).
-	Options map[string]any
+	// Options are the model options passed to the connector (package.yao
+	// "options": temperature, max_tokens, ...).
+	Options chat.ModelOptions
 	// Prompts come from prompts.yml.
 	Prompts []chat.Message
 	// Sandbox is nil for a direct (non-sandboxed) assistant.
@@ -134,18 +135,7 @@ type Sandbox struct {
 	CPUs        float64
 	Timeout     time.Duration
 	Network     string // none | host; app.jsonc's default is applied at load ("" = the server's default)
-	Arguments   Arguments
-}
-
-// Arguments are the command-specific CLI arguments an assistant may set.
-// The set is a whitelist: an unknown key in package.yao is a load error.
-type Arguments struct {
-	MaxTurns        int      `json:"max_turns,omitempty"`
-	PermissionMode  string   `json:"permission_mode,omitempty"`
-	AllowedTools    []string `json:"allowed_tools,omitempty"`
-	DisallowedTools []string `json:"disallowed_tools,omitempty"`
-	// Model overrides the connector's model for the CLI.
-	Model string `json:"model,omitempty"`
+	Arguments   chat.Arguments
 }
 
 // MCPRef is one entry of the mcp.servers block.

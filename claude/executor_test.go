@@ -234,7 +234,7 @@ func TestRunEnvAndArgv(t *testing.T) {
 	req.Assistant.MCP = []assistant.MCPRef{{ServerID: "gh", Tools: []string{"list_issues"}}}
 	req.Assistant.MCPServers = map[string]*assistant.MCPServer{"gh": {ID: "gh", Transport: "stdio", Command: "gh-mcp",
 		Env: map[string]string{"GITHUB_TOKEN": "$ENV.TEST_GH_TOKEN"}}}
-	req.Arguments = assistant.Arguments{MaxTurns: 7, AllowedTools: []string{"Read"}, DisallowedTools: []string{"WebFetch"}}
+	req.Arguments = chat.Arguments{MaxTurns: 7, AllowedTools: []string{"Read"}, DisallowedTools: []string{"WebFetch"}}
 	e := New(Options{Binary: bin, LookupEnv: func(k string) (string, bool) {
 		if k == "TEST_GH_TOKEN" {
 			return "ghp_SECRETTOKEN123", true

@@ -22,7 +22,7 @@ var record = flag.Bool("record", false, "re-record testdata/claude transcripts f
 // recordScenario is one transcript recorded from the real CLI.
 type recordScenario struct {
 	name  string
-	args  assistant.Arguments
+	args  chat.Arguments
 	setup func(t *testing.T, sb *hostSandbox, a *assistant.Assistant)
 	turns func(ws string) []llmtest.Turn
 }
@@ -42,7 +42,7 @@ var recordScenarios = []recordScenario{
 	},
 	{
 		name: "max_turns",
-		args: assistant.Arguments{MaxTurns: 2},
+		args: chat.Arguments{MaxTurns: 2},
 		turns: func(string) []llmtest.Turn {
 			var ts []llmtest.Turn
 			for i := 0; i < 4; i++ {
@@ -71,7 +71,7 @@ var recordScenarios = []recordScenario{
 	},
 	{
 		name: "permission_denied",
-		args: assistant.Arguments{PermissionMode: "dontAsk"},
+		args: chat.Arguments{PermissionMode: "dontAsk"},
 		turns: func(string) []llmtest.Turn {
 			return []llmtest.Turn{
 				{ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "rm -rf build", "description": "clean"}}}},

@@ -50,7 +50,7 @@ func (p *anthropic) body(req *Request, model string) ([]byte, int, error) {
 	if err := checkRoles(req.Messages); err != nil {
 		return nil, 0, err
 	}
-	body, err := mergeOptions(p.cfg.Extra, req.Options, "messages", "stream", "system")
+	body, err := mergeOptions(p.cfg.Extra, req.Fields, req.Options, "messages", "stream", "system")
 	if err != nil {
 		return nil, 0, err
 	}

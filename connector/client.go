@@ -2,6 +2,7 @@ package connector
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -62,8 +63,8 @@ func (c *client) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (
 	if emit == nil {
 		emit = func(chat.Event) {}
 	}
-	model := req.Model
-	if m, ok := req.Options["model"]; ok && model == "" {
+	model := cmp.Or(req.Model, req.Options.Model)
+	if m, ok := req.Fields["model"]; ok && model == "" {
 		s, isString := m.(string)
 		if !isString {
 			return nil, c.invalid(fmt.Sprintf("option \"model\" must be a string, not %v", m))
@@ -334,21 +335,23 @@ func (i *ids) next() string {
 	return i.prefix + "-" + strconv.Itoa(i.n)
 }
 
-// mergeOptions returns extra overlaid with options (nil values delete),
-// refusing keys the client sets itself. A "model" option is not a request
-// field: Stream has already chosen the model from it.
-func mergeOptions(extra, options map[string]any, reserved ...string) (map[string]any, error) {
+// mergeOptions returns the request fields: extra, overlaid with fields
+// (nil values delete), overlaid with the model options, refusing keys the
+// client sets itself. A "model" option is not a request field: Stream has
+// already chosen the model from it.
+func mergeOptions(extra, fields map[string]any, options chat.ModelOptions, reserved ...string) (map[string]any, error) {
 	out := maps.Clone(extra)
 	if out == nil {
 		out = map[string]any{}
 	}
-	for k, v := range options {
+	for k, v := range fields {
 		if v == nil {
 			delete(out, k)
 			continue
 		}
 		out[k] = v
 	}
+	maps.Copy(out, optionFields(options))
 	delete(out, "model")
 	for _, k := range reserved {
 		if _, ok := out[k]; ok {
@@ -356,6 +359,66 @@ func mergeOptions(extra, options map[string]any, reserved ...string) (map[string
 		}
 	}
 	return out, nil
+}
+
+// optionFields is where model options become request fields: each option
+// that is set, under its name, as it is (Stop as a list, raw JSON as it
+// came). Both providers take them alike today; a provider that names a
+// field differently translates it here.
+func optionFields(o chat.ModelOptions) map[string]any {
+	m := map[string]any{}
+	if o.Temperature != nil {
+		m["temperature"] = *o.Temperature
+	}
+	if o.TopP != nil {
+		m["top_p"] = *o.TopP
+	}
+	if o.MaxTokens != nil {
+		m["max_tokens"] = *o.MaxTokens
+	}
+	if o.MaxCompletionTokens != nil {
+		m["max_completion_tokens"] = *o.MaxCompletionTokens
+	}
+	if o.N != nil {
+		m["n"] = *o.N
+	}
+	if o.Stop != nil {
+		m["stop"] = []string(o.Stop)
+	}
+	if o.PresencePenalty != nil {
+		m["presence_penalty"] = *o.PresencePenalty
+	}
+	if o.FrequencyPenalty != nil {
+		m["frequency_penalty"] = *o.FrequencyPenalty
+	}
+	if o.LogitBias != nil {
+		m["logit_bias"] = o.LogitBias
+	}
+	if o.User != "" {
+		m["user"] = o.User
+	}
+	if o.Seed != nil {
+		m["seed"] = *o.Seed
+	}
+	if len(o.ResponseFormat) > 0 {
+		m["response_format"] = o.ResponseFormat
+	}
+	if len(o.Tools) > 0 {
+		m["tools"] = o.Tools
+	}
+	if len(o.ToolChoice) > 0 {
+		m["tool_choice"] = o.ToolChoice
+	}
+	if o.Stream != nil {
+		m["stream"] = *o.Stream
+	}
+	if o.ReasoningEffort != "" {
+		m["reasoning_effort"] = o.ReasoningEffort
+	}
+	if o.Model != "" {
+		m["model"] = o.Model
+	}
+	return m
 }
 
 // intOption reads an integer option (JSON numbers decode as float64).

@@ -113,11 +113,15 @@ type Request struct {
 	// Messages is the conversation, oldest first. System messages inside it
 	// are added to the system prompt for providers that take it apart.
 	Messages []chat.Message
-	// Options are provider request fields (temperature, top_p, stop,
-	// thinking, ...) sent as they are, over the connector's Extra. A
-	// "model" option chooses the model when Model is empty; "messages",
-	// "stream" (and for Anthropic "system") are refused.
-	Options map[string]any
+	// Options are the turn's model options, sent as request fields over
+	// Fields. Options.Model chooses the model when Model is empty.
+	Options chat.ModelOptions
+	// Fields are provider request fields (temperature, thinking, ...)
+	// sent as they are, over the connector's Extra; a nil value removes
+	// the field. A "model" field chooses the model when neither Model nor
+	// Options.Model does; "messages", "stream" (and for Anthropic
+	// "system") are refused, in Fields and Options alike.
+	Fields map[string]any
 	// MaxTokens bounds the answer; zero leaves it to Options, then to the
 	// provider (Anthropic: DefaultAnthropicMaxTokens).
 	MaxTokens int

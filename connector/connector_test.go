@@ -2,7 +2,9 @@ package connector
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
@@ -197,7 +199,7 @@ func TestOpenAIRequest(t *testing.T) {
 			{Role: "user", Content: "q1"}, {Role: "assistant", Content: "a1"},
 			{Role: "tool", Name: "calc", Content: "42"}, {Role: "user", Content: "q2"},
 		},
-		Options:   map[string]any{"temperature": 0.9, "seed": nil},
+		Fields:    map[string]any{"temperature": 0.9, "seed": nil},
 		MaxTokens: 100,
 	}
 	if _, err := c.Stream(context.Background(), req, nil); err != nil {
@@ -329,17 +331,17 @@ func TestAnthropicRequest(t *testing.T) {
 		},
 		{
 			name:      "options max_tokens",
-			req:       Request{Messages: userMsg("hi"), Options: map[string]any{"max_tokens": 123.0}},
+			req:       Request{Messages: userMsg("hi"), Fields: map[string]any{"max_tokens": 123.0}},
 			maxTokens: 123, roles: []string{"user"},
 		},
 		{
 			name:      "request max tokens wins",
-			req:       Request{Messages: userMsg("hi"), MaxTokens: 50, Options: map[string]any{"max_tokens": 123}},
+			req:       Request{Messages: userMsg("hi"), MaxTokens: 50, Fields: map[string]any{"max_tokens": 123}},
 			extra:     map[string]any{"max_tokens": 999},
 			maxTokens: 50, roles: []string{"user"},
 		},
-		{name: "reserved option", req: Request{Messages: userMsg("hi"), Options: map[string]any{"system": "x"}}, wantErr: `option "system" is set by agentbox`},
-		{name: "bad max tokens", req: Request{Messages: userMsg("hi"), Options: map[string]any{"max_tokens": "lots"}}, wantErr: `"max_tokens" must be a whole number`},
+		{name: "reserved option", req: Request{Messages: userMsg("hi"), Fields: map[string]any{"system": "x"}}, wantErr: `option "system" is set by agentbox`},
+		{name: "bad max tokens", req: Request{Messages: userMsg("hi"), Fields: map[string]any{"max_tokens": "lots"}}, wantErr: `"max_tokens" must be a whole number`},
 		{name: "no messages", req: Request{}, wantErr: "has no messages"},
 		{name: "only empty", req: Request{Messages: userMsg("  ")}, wantErr: "no user or assistant message with text"},
 		{name: "assistant first", req: Request{Messages: []chat.Message{{Role: "assistant", Content: "x"}}}, wantErr: "needs a user message first"},
@@ -781,11 +783,11 @@ func TestModelChoice(t *testing.T) {
 		wantErr string
 	}{
 		{"connector model", "conn", Request{}, "conn", ""},
-		{"request model wins", "conn", Request{Model: "req", Options: map[string]any{"model": "opt"}}, "req", ""},
-		{"options model", "conn", Request{Options: map[string]any{"model": "opt"}}, "opt", ""},
-		{"options model not a string", "conn", Request{Options: map[string]any{"model": 4}}, "", `option "model" must be a string`},
+		{"request model wins", "conn", Request{Model: "req", Fields: map[string]any{"model": "opt"}}, "req", ""},
+		{"options model", "conn", Request{Fields: map[string]any{"model": "opt"}}, "opt", ""},
+		{"options model not a string", "conn", Request{Fields: map[string]any{"model": 4}}, "", `option "model" must be a string`},
 		{"no model anywhere", "", Request{}, "", "no model is set"},
-		{"stream option refused", "conn", Request{Options: map[string]any{"stream": false}}, "", `option "stream" is set by agentbox`},
+		{"stream option refused", "conn", Request{Fields: map[string]any{"stream": false}}, "", `option "stream" is set by agentbox`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -807,5 +809,44 @@ func TestModelChoice(t *testing.T) {
 				t.Errorf("model sent = %v, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestModelOptionsOnTheWire: every typed model option that is set goes
+// into the request body under its name, over Fields and the connector's
+// Extra; a "stream" option is refused as a field is.
+func TestModelOptionsOnTheWire(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, reply{events: concat(oaText("x"), oaFinish("stop"), "[DONE]")})
+	c, _ := newTestClient(t, TypeOpenAI, f, func(c *Config) {
+		c.Extra = map[string]any{"temperature": 0.1, "top_p": 0.5}
+	})
+	temp, maxTokens, seed := 0.7, 64, int64(3)
+	req := &Request{
+		Messages: userMsg("hi"),
+		Fields:   map[string]any{"temperature": 0.3, "frequency_penalty": 1.0},
+		Options: chat.ModelOptions{Temperature: &temp, MaxTokens: &maxTokens, Seed: &seed, Stop: chat.Stop{"END"},
+			Tools: json.RawMessage(`[{"type":"function","function":{"name":"f"}}]`), ToolChoice: json.RawMessage(`"auto"`),
+			ResponseFormat: json.RawMessage(`{"type":"json_object"}`), User: "u1", ReasoningEffort: "low", Model: "picked"},
+	}
+	if _, err := c.Stream(context.Background(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := f.requests()[0].body
+	for k, want := range map[string]any{
+		"model": "picked", "temperature": 0.7, "top_p": 0.5, "frequency_penalty": 1.0, "max_tokens": 64.0, "seed": 3.0,
+		"user": "u1", "reasoning_effort": "low", "tool_choice": "auto",
+	} {
+		if b[k] != want {
+			t.Errorf("%s = %v, want %v", k, b[k], want)
+		}
+	}
+	if fmt.Sprint(b["stop"], b["tools"], b["response_format"]) != "[END] [map[function:map[name:f] type:function]] map[type:json_object]" {
+		t.Errorf("stop, tools, response_format = %v %v %v", b["stop"], b["tools"], b["response_format"])
+	}
+	stream := false
+	_, err := c.Stream(context.Background(), &Request{Messages: userMsg("hi"), Options: chat.ModelOptions{Stream: &stream}}, nil)
+	if err == nil || !strings.Contains(err.Error(), `option "stream" is set by agentbox`) {
+		t.Errorf("stream option: err = %v", err)
 	}
 }

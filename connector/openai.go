@@ -45,7 +45,7 @@ func (p *openAI) body(req *Request, model string) ([]byte, int, error) {
 	if err := checkRoles(req.Messages); err != nil {
 		return nil, 0, err
 	}
-	body, err := mergeOptions(p.cfg.Extra, req.Options, "messages", "stream")
+	body, err := mergeOptions(p.cfg.Extra, req.Fields, req.Options, "messages", "stream")
 	if err != nil {
 		return nil, 0, err
 	}

@@ -97,7 +97,7 @@ var permissionPattern = regexp.MustCompile(`^(Shell|Read|Write|WebFetch|Mcp)\(.+
 
 // buildPermissions returns the cli.json content for the assistant's
 // allowed and disallowed tools, nil when it sets none.
-func buildPermissions(args assistant.Arguments) ([]byte, error) {
+func buildPermissions(args chat.Arguments) ([]byte, error) {
 	check := func(field string, list []string) ([]string, error) {
 		out := []string{}
 		for _, s := range list {
@@ -175,7 +175,7 @@ type runInput struct {
 	assistant *assistant.Assistant
 	chatID    string
 	extraMCP  map[string]assistant.MCPServer
-	args      assistant.Arguments
+	args      chat.Arguments
 	system    string
 	history   []chat.Message
 	input     []chat.Message

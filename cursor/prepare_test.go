@@ -216,15 +216,15 @@ func TestBuildMCPAndPermissions(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 
-	b, err := buildPermissions(assistant.Arguments{AllowedTools: []string{"Shell(git)"}, DisallowedTools: []string{"Shell(rm)", "Mcp(gh:delete_repo)"}})
+	b, err := buildPermissions(chat.Arguments{AllowedTools: []string{"Shell(git)"}, DisallowedTools: []string{"Shell(rm)", "Mcp(gh:delete_repo)"}})
 	if err != nil || !strings.Contains(string(b), `"Shell(rm)"`) || !strings.Contains(string(b), `"allow"`) {
 		t.Errorf("permissions %s, %v", b, err)
 	}
-	if b, err := buildPermissions(assistant.Arguments{}); b != nil || err != nil {
+	if b, err := buildPermissions(chat.Arguments{}); b != nil || err != nil {
 		t.Errorf("no permissions: %s, %v", b, err)
 	}
 	var ae *argError
-	if _, err := buildPermissions(assistant.Arguments{DisallowedTools: []string{"Bash"}}); !errors.As(err, &ae) || !strings.Contains(err.Error(), `"Bash"`) {
+	if _, err := buildPermissions(chat.Arguments{DisallowedTools: []string{"Bash"}}); !errors.As(err, &ae) || !strings.Contains(err.Error(), `"Bash"`) {
 		t.Errorf("err %v", err)
 	}
 }

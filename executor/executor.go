@@ -42,7 +42,7 @@ type Request struct {
 	// the sandbox environment only).
 	Connector Connection
 	// Arguments are the sandbox arguments after hook overrides.
-	Arguments assistant.Arguments
+	Arguments chat.Arguments
 	// Sandbox is the live sandbox; the executor never removes it.
 	Sandbox sandbox.Sandbox
 	// Timeout bounds the run (the sandbox block's timeout).

@@ -164,11 +164,42 @@ interface SandboxArguments {
   model?: string;
 }
 
-/** Model options, the connector and sandbox arguments of the request. */
+/**
+ * The turn's options: model options, the connector and, for a sandboxed
+ * assistant, the sandbox arguments. Create gets them all and returns the
+ * ones it changes; an unknown field or a value of the wrong type fails the
+ * request with a message naming it.
+ */
 interface CreateOptions {
+  temperature?: number;
+  top_p?: number;
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  n?: number;
+  /** One stop sequence or several. */
+  stop?: string | string[];
+  presence_penalty?: number;
+  frequency_penalty?: number;
+  logit_bias?: { [token: string]: number };
+  user?: string;
+  seed?: number;
+  response_format?: object;
+  tools?: object[];
+  tool_choice?: string | object;
+  /** Refused: agentbox always streams. */
+  stream?: boolean;
+  reasoning_effort?: string;
+  /** The model of a direct assistant (default: the connector's). */
+  model?: string;
+  /** The connector id. */
   connector?: string;
-  sandbox?: { arguments?: SandboxArguments };
-  [option: string]: any;
+  /** Only the sandbox arguments may be changed. */
+  sandbox?: SandboxOptions;
+}
+
+/** The part of the sandbox block a Create hook may change. */
+interface SandboxOptions {
+  arguments?: SandboxArguments;
 }
 
 /** What Create may return instead of null. */

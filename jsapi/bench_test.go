@@ -39,7 +39,8 @@ func BenchmarkCreateNext(b *testing.B) {
 	h := load(b, benchHook)
 	store := NewMemStore()
 	msgs := []chat.Message{{Role: "system", Content: "sys"}, {Role: "user", Content: "hello"}}
-	opts := map[string]any{"temperature": 0.7, "connector": "deepseek.v3"}
+	temp := 0.7
+	opts := chat.Options{ModelOptions: chat.ModelOptions{Temperature: &temp}, Connector: "deepseek.v3"}
 	ctx := context.Background()
 	durs := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()

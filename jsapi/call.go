@@ -17,10 +17,10 @@ import (
 type CreateResult struct {
 	// Messages replace the conversation (nil: unchanged).
 	Messages []chat.Message
-	// Options override model options, "connector" and
-	// "sandbox": {"arguments": {...}} (nil: none). Values are JSON-decoded
-	// (numbers are float64).
-	Options map[string]any
+	// Options are the changes the hook made to the options (model options,
+	// the connector, sandbox.arguments), decoded strictly: merge them over
+	// the turn's (chat.Options.Merge). Nil: none.
+	Options *chat.Options
 }
 
 // NextPayload is what the Next hook is given about the finished turn.
@@ -186,7 +186,7 @@ func (c *call) invoke(fn string, args ...goja.Value) (v goja.Value, ok bool, err
 // unchanged: the hooks define no Create, or it returned null/undefined. A
 // thrown error, a timeout or a wrong shape is an *Error; messages the hook
 // left streaming are ended then.
-func (h *Hooks) Create(ctx context.Context, hc *Context, messages []chat.Message, options map[string]any) (*CreateResult, error) {
+func (h *Hooks) Create(ctx context.Context, hc *Context, messages []chat.Message, options chat.Options) (*CreateResult, error) {
 	if h == nil || !h.Has("Create") {
 		return nil, nil
 	}
@@ -204,8 +204,8 @@ func (h *Hooks) Create(ctx context.Context, hc *Context, messages []chat.Message
 	return res, nil
 }
 
-func (c *call) create(messages []chat.Message, options map[string]any) (*CreateResult, error) {
-	v, ok, err := c.invoke("Create", c.ctxObject(), c.messagesJS(messages), c.toJS(options))
+func (c *call) create(messages []chat.Message, options chat.Options) (*CreateResult, error) {
+	v, ok, err := c.invoke("Create", c.ctxObject(), c.messagesJS(messages), c.optionsJS(options))
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func (c *call) create(messages []chat.Message, options map[string]any) (*CreateR
 // Next runs the Next hook. A nil result means keep the response; {data}
 // gives a NextResult. Messages the hook (or Create) left streaming are
 // ended when it returns.
-func (h *Hooks) Next(ctx context.Context, hc *Context, p NextPayload, options map[string]any) (*NextResult, error) {
+func (h *Hooks) Next(ctx context.Context, hc *Context, p NextPayload, options chat.Options) (*NextResult, error) {
 	if h == nil || !h.Has("Next") {
 		if hc != nil {
 			hc.EndOpen()
@@ -228,7 +228,7 @@ func (h *Hooks) Next(ctx context.Context, hc *Context, p NextPayload, options ma
 	if err != nil {
 		return nil, err
 	}
-	v, ok, err := c.invoke("Next", c.ctxObject(), c.nextPayloadJS(p), c.toJS(options))
+	v, ok, err := c.invoke("Next", c.ctxObject(), c.nextPayloadJS(p), c.optionsJS(options))
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -295,11 +295,11 @@ func (c *call) createResult(v goja.Value) (*CreateResult, error) {
 			if !isPlainObject(val) {
 				return nil, c.resultErr("Create returned options: want an object, got %s", typeName(val))
 			}
-			opts, err := c.exportJSON(val)
+			opts, err := c.optionsFromJS(val)
 			if err != nil {
-				return nil, c.resultErr("Create returned options that are not JSON: %v", err)
+				return nil, c.resultErr("Create returned %v", err)
 			}
-			res.Options, _ = opts.(map[string]any)
+			res.Options = &opts
 		default:
 			return nil, c.resultErr("Create returned an unknown field %q: it must return null or {messages, options}", k)
 		}

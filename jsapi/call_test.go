@@ -2,6 +2,7 @@ package jsapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -29,9 +30,10 @@ func TestCreateResult(t *testing.T) {
 		{"messages", `return {messages: [...messages, {role: "assistant", content: "ok", name: "bot"}]}`,
 			&CreateResult{Messages: append(append([]chat.Message(nil), in...), chat.Message{Role: "assistant", Content: "ok", Name: "bot"})}, ""},
 		{"options", `return {options: {temperature: 0.5, connector: "deepseek.v3", sandbox: {arguments: {max_turns: 3}}}}`,
-			&CreateResult{Options: map[string]any{"temperature": 0.5, "connector": "deepseek.v3", "sandbox": map[string]any{"arguments": map[string]any{"max_turns": 3.0}}}}, ""},
+			&CreateResult{Options: &chat.Options{ModelOptions: chat.ModelOptions{Temperature: ptr(0.5)}, Connector: "deepseek.v3",
+				Sandbox: &chat.SandboxOptions{Arguments: &chat.Arguments{MaxTurns: 3}}}}, ""},
 		{"null fields", `return {messages: null, options: undefined}`, &CreateResult{}, ""},
-		{"sees options", `return {options: {seen: options.temperature}}`, &CreateResult{Options: map[string]any{"seen": 0.2}}, ""},
+		{"sees options", `return {options: {top_p: options.temperature}}`, &CreateResult{Options: &chat.Options{ModelOptions: chat.ModelOptions{TopP: ptr(0.2)}}}, ""},
 		{"async", `return (async () => ({messages: [{role: "user", content: "x"}]}))()`,
 			&CreateResult{Messages: []chat.Message{{Role: "user", Content: "x"}}}, ""},
 		{"number", `return 42`, nil, "Create must return null or {messages, options}, got a number"},
@@ -44,6 +46,8 @@ func TestCreateResult(t *testing.T) {
 		{"content not string", `return {messages: [{role: "user", content: [{type: "text"}]}]}`, nil, "messages[0].content: want a string, got an array"},
 		{"unknown message field", `return {messages: [{role: "user", content: "x", meta: 1}]}`, nil, `messages[0]: unknown field "meta"`},
 		{"options not object", `return {options: [1]}`, nil, "Create returned options: want an object, got an array"},
+		{"unknown option", `return {options: {temprature: 1}}`, nil, "Create returned options.temprature: unknown field"},
+		{"option of the wrong type", `return {options: {max_tokens: "lots"}}`, nil, "Create returned options.max_tokens: want an integer, got a string"},
 		{"options not json", `const o: any = {}; o.self = o; return {options: o}`, nil, "Create returned options that are not JSON"},
 		{"rejected", `return Promise.reject(new TypeError("nope"))`, nil, "Create hook: TypeError: nope"},
 		{"pending", `return new Promise(() => {})`, nil, "returned a Promise that did not settle"},
@@ -52,7 +56,7 @@ func TestCreateResult(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := load(t, "export function Create(ctx: any, messages: any[], options: any) {\n"+tc.body+"\n}\n")
-			got, err := h.Create(context.Background(), &Context{}, in, map[string]any{"temperature": 0.2})
+			got, err := h.Create(context.Background(), &Context{}, in, chat.Options{ModelOptions: chat.ModelOptions{Temperature: ptr(0.2)}})
 			if tc.wantErr != "" {
 				var je *Error
 				if !errors.As(err, &je) || !strings.Contains(err.Error(), tc.wantErr) {
@@ -102,7 +106,7 @@ func TestNextResult(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := load(t, "export function Next(ctx, payload, options) {\n"+tc.body+"\n}\n")
-			got, err := h.Next(context.Background(), &Context{}, tc.p, nil)
+			got, err := h.Next(context.Background(), &Context{}, tc.p, chat.Options{})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -122,10 +126,10 @@ func TestNextResult(t *testing.T) {
 func TestMissingHooksAreNoOps(t *testing.T) {
 	t.Parallel()
 	h := load(t, `export function tool(ctx, args) { return {sum: args.a + args.b} }`)
-	if res, err := h.Create(context.Background(), &Context{}, nil, nil); res != nil || err != nil {
+	if res, err := h.Create(context.Background(), &Context{}, nil, chat.Options{}); res != nil || err != nil {
 		t.Fatalf("Create = %v, %v", res, err)
 	}
-	if res, err := h.Next(context.Background(), &Context{}, NextPayload{}, nil); res != nil || err != nil {
+	if res, err := h.Next(context.Background(), &Context{}, NextPayload{}, chat.Options{}); res != nil || err != nil {
 		t.Fatalf("Next = %v, %v", res, err)
 	}
 	got, err := h.Call(context.Background(), &Context{}, "tool", map[string]any{"a": 1, "b": 2})
@@ -157,7 +161,7 @@ func TestThrownErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := load(t, "export function Create(ctx: any) {\n"+tc.body+"\n}\n")
-			_, err := h.Create(context.Background(), &Context{}, nil, nil)
+			_, err := h.Create(context.Background(), &Context{}, nil, chat.Options{})
 			var je *Error
 			if !errors.As(err, &je) {
 				t.Fatalf("err = %v", err)
@@ -174,8 +178,8 @@ func TestTimeout(t *testing.T) {
 	a := writeAssistant(t, map[string]string{"src/index.ts": `
 let calls = 0;
 export function Create(ctx: any, messages: any[], options: any) {
-  if (options.spin) { while (true) {} }
-  return {options: {ok: true}};
+  if (options.user === "spin") { while (true) {} }
+  return {options: {user: "ok"}};
 }
 export function Next(ctx: any) {
   ctx.sandbox.Exec(["sleep", "10"]);
@@ -194,7 +198,7 @@ export function Next(ctx: any) {
 	t.Run("busy loop", func(t *testing.T) {
 		var rec chattest.Recorder
 		start := time.Now()
-		_, err := h.Create(context.Background(), &Context{Emit: rec.Emit}, nil, map[string]any{"spin": true})
+		_, err := h.Create(context.Background(), &Context{Emit: rec.Emit}, nil, chat.Options{ModelOptions: chat.ModelOptions{User: "spin"}})
 		took := time.Since(start)
 		var je *Error
 		if !errors.As(err, &je) || je.Code != CodeHookTimeout || !errors.Is(err, context.DeadlineExceeded) {
@@ -210,8 +214,8 @@ export function Next(ctx: any) {
 			t.Errorf("took %v to stop", took)
 		}
 		// The next call runs normally.
-		res, err := h.Create(context.Background(), &Context{}, nil, map[string]any{})
-		if err != nil || res == nil || res.Options["ok"] != true {
+		res, err := h.Create(context.Background(), &Context{}, nil, chat.Options{})
+		if err != nil || res == nil || res.Options == nil || res.Options.User != "ok" {
 			t.Fatalf("after a timeout: %+v, %v", res, err)
 		}
 	})
@@ -226,7 +230,7 @@ export function Next(ctx: any) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		_, err = h2.Create(ctx, &Context{}, nil, map[string]any{"spin": true})
+		_, err = h2.Create(ctx, &Context{}, nil, chat.Options{ModelOptions: chat.ModelOptions{User: "spin"}})
 		var je *Error
 		if !errors.As(err, &je) || je.Code != CodeCanceled || !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v", err)
@@ -238,7 +242,7 @@ export function Next(ctx: any) {
 
 	t.Run("sandbox call shares the deadline", func(t *testing.T) {
 		start := time.Now()
-		_, err := h.Next(context.Background(), &Context{Sandbox: newFakeSandbox(t)}, NextPayload{}, nil)
+		_, err := h.Next(context.Background(), &Context{Sandbox: newFakeSandbox(t)}, NextPayload{}, chat.Options{})
 		var je *Error
 		if !errors.As(err, &je) || je.Code != CodeHookTimeout {
 			t.Fatalf("err = %v", err)
@@ -265,22 +269,24 @@ export function Create(ctx: any) {
     json: JSON.stringify({a: 1}),
     user: (globalThis as any).lastUser,
   };
+  const out = JSON.stringify(seen);
   (globalThis as any).leaked = ctx.user_id;
   (globalThis as any).lastUser = ctx.user_id;
   (Array.prototype as any).evil = () => "pwned";
   (JSON as any).stringify = () => "patched";
   Object.defineProperty(globalThis, "sticky", {value: 1, configurable: false});
-  return {options: seen};
+  return {messages: [{role: "user", content: out}]};
 }
 `)
 	want := map[string]any{"counter": 1.0, "sloppy": "undefined", "proto": "undefined", "json": `{"a":1}`}
 	for i := range 3 {
-		res, err := h.Create(context.Background(), &Context{UserID: fmt.Sprintf("user%d", i)}, nil, nil)
+		res, err := h.Create(context.Background(), &Context{UserID: fmt.Sprintf("user%d", i)}, nil, chat.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(res.Options, want) {
-			t.Fatalf("call %d saw %v, want %v", i, res.Options, want)
+		var seen map[string]any
+		if err := json.Unmarshal([]byte(res.Messages[0].Content), &seen); err != nil || !reflect.DeepEqual(seen, want) {
+			t.Fatalf("call %d saw %v, want %v", i, res.Messages[0].Content, want)
 		}
 	}
 }
@@ -303,7 +309,7 @@ export function Create(ctx: any, messages: any[]) {
 		go func() {
 			defer wg.Done()
 			user := fmt.Sprintf("u%d", i)
-			res, err := h.Create(context.Background(), &Context{UserID: user, Memory: store}, nil, nil)
+			res, err := h.Create(context.Background(), &Context{UserID: user, Memory: store}, nil, chat.Options{})
 			if err != nil {
 				errs <- err
 				return
@@ -323,7 +329,7 @@ export function Create(ctx: any, messages: any[]) {
 func TestChatError(t *testing.T) {
 	t.Parallel()
 	h := load(t, "export function Create() { throw new TypeError(\"not today\") }\n")
-	_, err := h.Create(context.Background(), &Context{}, nil, nil)
+	_, err := h.Create(context.Background(), &Context{}, nil, chat.Options{})
 	ce := ChatError(err)
 	var je *Error
 	if ce.Code != chat.ErrHook || ce.Message != "Create hook: not today" || !errors.As(ce, &je) || je.Name != "TypeError" {
@@ -336,3 +342,5 @@ func TestChatError(t *testing.T) {
 		t.Errorf("plain = %#v", ce)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -221,6 +221,30 @@ func (c *call) toJS(v any) goja.Value {
 	return c.parseJSON(b)
 }
 
+// optionsJS is where a turn's options cross into JS: the hook gets a plain
+// object of their JSON form, of its own.
+func (c *call) optionsJS(o chat.Options) goja.Value {
+	b, err := json.Marshal(o)
+	if err != nil {
+		// Options hold only JSON values; a raw option is valid JSON.
+		return c.vm.NewObject()
+	}
+	return c.parseJSON(b)
+}
+
+// optionsFromJS is where options a hook returned come back: their JSON
+// form, decoded strictly (a problem names the field).
+func (c *call) optionsFromJS(v goja.Value) (chat.Options, error) {
+	s, ok, err := c.stringify(v)
+	if err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("%s cannot be represented in JSON", typeName(v))
+		}
+		return chat.Options{}, fmt.Errorf("options that are not JSON: %v", err)
+	}
+	return chat.DecodeOptions("options", []byte(s))
+}
+
 func (c *call) messagesJS(msgs []chat.Message) goja.Value {
 	items := make([]any, len(msgs))
 	for i, m := range msgs {

@@ -108,10 +108,10 @@ export function Next(ctx: any) { ctx.Append(ctx.memory.context.Get("loading"), "
 `)
 	var rec chattest.Recorder
 	hc := &Context{Emit: rec.Emit}
-	if _, err := h.Create(context.Background(), hc, nil, nil); err != nil {
+	if _, err := h.Create(context.Background(), hc, nil, chat.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Next(context.Background(), hc, NextPayload{}, nil); err != nil {
+	if _, err := h.Next(context.Background(), hc, NextPayload{}, chat.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	want := []chat.Event{

@@ -77,7 +77,7 @@ func TestSeedDocker(t *testing.T) {
 	hc := &Context{ChatID: "c1", AssistantID: "coder", UserID: "u1", Sandbox: sb, Emit: rec.Emit, Logger: logs.logger(), Memory: NewMemStore()}
 	msgs := []chat.Message{{Role: "user", Content: "write a tool"}}
 
-	res, err := h.Create(context.Background(), hc, msgs, nil)
+	res, err := h.Create(context.Background(), hc, msgs, chat.Options{})
 	if err != nil {
 		t.Fatalf("Create: %v\n%s", err, logs.String())
 	}
@@ -99,7 +99,7 @@ func TestSeedDocker(t *testing.T) {
 	// a result file and scratch files.
 	mustExec(t, sb, "sh", "-c", `git init -q && git config user.email agent@example.com && git config user.name agent &&
 		mkdir -p src output tmp && echo 'console.log(1)' > src/tool.js && echo '{"lines": 1}' > output/result.json && touch tmp/x`)
-	next, err := h.Next(context.Background(), hc, NextPayload{Messages: msgs, Completion: "done"}, nil)
+	next, err := h.Next(context.Background(), hc, NextPayload{Messages: msgs, Completion: "done"}, chat.Options{})
 	if err != nil || next != nil {
 		t.Fatalf("Next = %+v, %v\n%s", next, err, logs.String())
 	}
@@ -160,7 +160,7 @@ export function Create(ctx: Context) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 	start := time.Now()
-	_, err = short.Create(context.Background(), &Context{Sandbox: sb}, nil, nil)
+	_, err = short.Create(context.Background(), &Context{Sandbox: sb}, nil, chat.Options{})
 	var je *Error
 	if !errors.As(err, &je) || je.Code != CodeHookTimeout {
 		t.Fatalf("Create = %v", err)

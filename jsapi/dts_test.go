@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/chat"
 )
 
 // parseDeclarations reads agentbox.d.ts: members per interface, the
@@ -89,7 +91,7 @@ export function Next(ctx: any, payload: any) {
 	res, err := h.Next(context.Background(), &Context{}, NextPayload{
 		Messages: []chatMessage{{Role: "tool", Content: "c", Name: "n", ToolCallID: "t"}},
 		Tools:    []toolCall{{ID: "1", Name: "Bash"}},
-	}, nil)
+	}, chat.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +105,9 @@ export function Next(ctx: any, payload: any) {
 	live["ClientMessage"] = slices.Clone(messageFields)
 	live["ExecOptions"] = slices.Clone(execOptionKeys)
 	live["CreateResult"] = []string{"messages", "options"}
+	live["CreateOptions"] = jsonNames(reflect.TypeFor[chat.Options]())
+	live["SandboxOptions"] = jsonNames(reflect.TypeFor[chat.SandboxOptions]())
+	live["SandboxArguments"] = jsonNames(reflect.TypeFor[chat.Arguments]())
 	live["NextResult"] = []string{"data"}
 	live["AgentboxError"] = []string{"code"}
 	if !reflect.DeepEqual(live["MemoryNamespace_chat"], live["MemoryNamespace"]) || !reflect.DeepEqual(live["MemoryNamespace_context"], live["MemoryNamespace"]) {
@@ -135,12 +140,7 @@ export function Next(ctx: any, payload: any) {
 			}
 		}
 	}
-	// Interfaces that only type hook signatures or options.
 	for name := range ifaces {
-		switch name {
-		case "CreateOptions", "SandboxArguments":
-			continue
-		}
 		if _, ok := live[name]; !ok {
 			t.Errorf("agentbox.d.ts declares %s, which nothing on the Go side checks", name)
 		}
@@ -149,6 +149,18 @@ export function Next(ctx: any, payload: any) {
 	if !equalSets(goCodes, codes) {
 		t.Errorf("ErrorCode: Go throws %v, agentbox.d.ts declares %v", goCodes, codes)
 	}
+}
+
+// jsonNames lists the JSON names of a struct's fields, those of embedded
+// structs included.
+func jsonNames(t reflect.Type) []string {
+	var out []string
+	for _, f := range reflect.VisibleFields(t) {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" && !f.Anonymous {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func equalSets(a, b []string) bool {

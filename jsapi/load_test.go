@@ -12,6 +12,7 @@ import (
 	"github.com/evanw/esbuild/pkg/api"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 )
 
@@ -25,7 +26,7 @@ func TestLoadNoHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A nil *Hooks is a no-op for the pipeline.
-	if res, err := h.Create(context.Background(), nil, nil, nil); res != nil || err != nil {
+	if res, err := h.Create(context.Background(), nil, nil, chat.Options{}); res != nil || err != nil {
 		t.Fatalf("nil Hooks Create = %v, %v", res, err)
 	}
 	if h.Has("Create") || h.Exports() != nil {
@@ -97,7 +98,7 @@ func TestLoadImportedModuleRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec chattest.Recorder
-	if _, err := h.Create(context.Background(), &Context{UserID: "ann", Emit: rec.Emit}, nil, nil); err != nil {
+	if _, err := h.Create(context.Background(), &Context{UserID: "ann", Emit: rec.Emit}, nil, chat.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if ev := rec.Events(); len(ev) != 2 || ev[0].Text != "hi ann1" {
@@ -178,7 +179,7 @@ func TestRuntimeErrorPosition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.Create(context.Background(), nil, nil, map[string]any{"n": 2})
+	_, err = h.Create(context.Background(), nil, nil, chat.Options{ModelOptions: chat.ModelOptions{N: ptr(2)}})
 	var je *Error
 	if !asError(err, &je) {
 		t.Fatalf("err = %v", err)
@@ -225,8 +226,8 @@ func TestExportForms(t *testing.T) {
 		want      []string
 		call      string
 	}{
-		{"alias", "function create() { return {options: {via: \"alias\"}} }\nexport { create as Create };", []string{"Create", "create"}, "alias"},
-		{"default is not a hook", "export default function () { return 1 }\nexport function Create() { return {options: {via: \"named\"}} }", []string{"Create"}, "named"},
+		{"alias", "function create() { return {options: {user: \"alias\"}} }\nexport { create as Create };", []string{"Create", "create"}, "alias"},
+		{"default is not a hook", "export default function () { return 1 }\nexport function Create() { return {options: {user: \"named\"}} }", []string{"Create"}, "named"},
 		{"re-export", "export { Create } from \"./impl\";", []string{"Create"}, "impl"},
 		{"star re-export", "export * from \"./impl\";", []string{"Create"}, "impl"},
 		{"no exports", "const x = 1;", nil, ""},
@@ -236,7 +237,7 @@ func TestExportForms(t *testing.T) {
 			t.Parallel()
 			h, err := Load(writeAssistant(t, map[string]string{
 				"src/index.ts": tc.src,
-				"src/impl.ts":  `export function Create() { return {options: {via: "impl"}} }`,
+				"src/impl.ts":  `export function Create() { return {options: {user: "impl"}} }`,
 			}))
 			if err != nil {
 				t.Fatal(err)
@@ -244,7 +245,7 @@ func TestExportForms(t *testing.T) {
 			if got := h.Exports(); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("Exports = %v, want %v", got, tc.want)
 			}
-			res, err := h.Create(context.Background(), nil, nil, nil)
+			res, err := h.Create(context.Background(), nil, nil, chat.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +255,7 @@ func TestExportForms(t *testing.T) {
 				}
 				return
 			}
-			if res == nil || res.Options["via"] != tc.call {
+			if res == nil || res.Options == nil || res.Options.User != tc.call {
 				t.Fatalf("Create = %+v, want via %s", res, tc.call)
 			}
 		})
@@ -311,16 +312,16 @@ func FuzzRewriteExports(f *testing.F) {
 func TestShadowGlobals(t *testing.T) {
 	t.Parallel()
 	for _, src := range []string{
-		"const log = {Info() { return 1 }}; export function Create() { return {options: {ok: log.Info()}} }",
-		"import { log } from './util'; export function Create() { return {options: {ok: log()}} }",
-		"function console() { return 1 }; export function Create() { return {options: {ok: console()}} }",
+		"const log = {Info() { return 1 }}; export function Create() { return {options: {n: log.Info()}} }",
+		"import { log } from './util'; export function Create() { return {options: {n: log()}} }",
+		"function console() { return 1 }; export function Create() { return {options: {n: console()}} }",
 	} {
 		h, err := Load(writeAssistant(t, map[string]string{"src/index.ts": src, "src/util.ts": "export function log() { return 1 }"}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := h.Create(context.Background(), nil, nil, nil)
-		if err != nil || res == nil || res.Options["ok"] != 1.0 {
+		res, err := h.Create(context.Background(), nil, nil, chat.Options{})
+		if err != nil || res == nil || res.Options == nil || res.Options.N == nil || *res.Options.N != 1 {
 			t.Fatalf("%s: Create = %+v, %v", src, res, err)
 		}
 	}
@@ -332,14 +333,14 @@ func TestShadowGlobals(t *testing.T) {
 func TestTopLevelNameCollision(t *testing.T) {
 	t.Parallel()
 	h, err := Load(writeAssistant(t, map[string]string{
-		"src/index.ts": "import { helper } from \"./util\";\nfunction Create() { return {options: {from: \"entry\", helper: helper()}} }\n",
-		"src/util.ts":  "function Create() { return {options: {from: \"util\"}} }\nexport function helper() { return Create().options.from }\n",
+		"src/index.ts": "import { helper } from \"./util\";\nfunction Create() { return {options: {user: \"entry\", model: helper()}} }\n",
+		"src/util.ts":  "function Create() { return {options: {user: \"util\"}} }\nexport function helper() { return Create().options.user }\n",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.Create(context.Background(), nil, nil, nil)
-	if err != nil || res == nil || res.Options["from"] != "entry" || res.Options["helper"] != "util" {
+	res, err := h.Create(context.Background(), nil, nil, chat.Options{})
+	if err != nil || res == nil || res.Options == nil || res.Options.User != "entry" || res.Options.Model != "util" {
 		t.Fatalf("Create = %+v, %v", res, err)
 	}
 	if got := h.Exports(); !reflect.DeepEqual(got, []string{"Create"}) {

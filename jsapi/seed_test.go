@@ -52,7 +52,7 @@ func TestSeedCreate(t *testing.T) {
 		var rec chattest.Recorder
 		var logs logBuffer
 		hc := &Context{ChatID: "c1", AssistantID: "coder", UserID: "u1", Sandbox: sb, Emit: rec.Emit, Logger: logs.logger()}
-		res, err := h.Create(context.Background(), hc, msgs, map[string]any{"temperature": 0.2})
+		res, err := h.Create(context.Background(), hc, msgs, chat.Options{ModelOptions: chat.ModelOptions{Temperature: ptr(0.2)}})
 		if err != nil {
 			t.Fatalf("Create: %v", err)
 		}
@@ -89,7 +89,7 @@ func TestSeedCreate(t *testing.T) {
 		var rec chattest.Recorder
 		var logs logBuffer
 		hc := &Context{UserID: "u1", Sandbox: failingExec(t), Emit: rec.Emit, Logger: logs.logger()}
-		res, err := h.Create(context.Background(), hc, msgs, nil)
+		res, err := h.Create(context.Background(), hc, msgs, chat.Options{})
 		var je *Error
 		if !asError(err, &je) || je.Message != "Node.js is required" || je.Code != CodeHookError || res != nil {
 			t.Fatalf("Create = %+v, %v; want the thrown Error", res, err)
@@ -109,7 +109,7 @@ func TestSeedCreate(t *testing.T) {
 	t.Run("no sandbox", func(t *testing.T) {
 		t.Parallel()
 		var rec chattest.Recorder
-		res, err := h.Create(context.Background(), &Context{UserID: "u1", Emit: rec.Emit}, msgs, nil)
+		res, err := h.Create(context.Background(), &Context{UserID: "u1", Emit: rec.Emit}, msgs, chat.Options{})
 		if err != nil || res == nil || !reflect.DeepEqual(res.Messages, msgs) {
 			t.Fatalf("Create = %+v, %v", res, err)
 		}
@@ -153,7 +153,7 @@ func TestSeedNext(t *testing.T) {
 		}
 		var logs logBuffer
 		hc := &Context{UserID: "u1", ChatID: "c1", Sandbox: sb, Logger: logs.logger()}
-		res, err := h.Next(context.Background(), hc, NextPayload{Completion: "done", Messages: []chat.Message{{Role: "user", Content: "go"}}}, nil)
+		res, err := h.Next(context.Background(), hc, NextPayload{Completion: "done", Messages: []chat.Message{{Role: "user", Content: "go"}}}, chat.Options{})
 		if err != nil || res != nil {
 			t.Fatalf("Next = %+v, %v; want null", res, err)
 		}
@@ -188,7 +188,7 @@ func TestSeedNext(t *testing.T) {
 		}
 		var logs logBuffer
 		hc := &Context{UserID: "u1", Sandbox: sb, Logger: logs.logger()}
-		if res, err := h.Next(context.Background(), hc, NextPayload{}, nil); err != nil || res != nil {
+		if res, err := h.Next(context.Background(), hc, NextPayload{}, chat.Options{}); err != nil || res != nil {
 			t.Fatalf("Next = %+v, %v", res, err)
 		}
 		out := logs.String()
@@ -201,7 +201,7 @@ func TestSeedNext(t *testing.T) {
 		t.Parallel()
 		var logs logBuffer
 		hc := &Context{UserID: "u1", Sandbox: newFakeSandbox(t), Logger: logs.logger()}
-		if res, err := h.Next(context.Background(), hc, NextPayload{Error: "model failed"}, nil); err != nil || res != nil {
+		if res, err := h.Next(context.Background(), hc, NextPayload{Error: "model failed"}, chat.Options{}); err != nil || res != nil {
 			t.Fatalf("Next = %+v, %v", res, err)
 		}
 		if logs.String() != "" {

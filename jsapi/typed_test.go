@@ -31,13 +31,13 @@ func TestTypedHook(t *testing.T) {
 	hc := &Context{ChatID: "c9", UserID: "ann", Locale: "fr", Metadata: map[string]any{"plan": "team"},
 		Sandbox: sb, Memory: store, Emit: rec.Emit, Logger: logs.logger()}
 	msgs := []chat.Message{{Role: "user", Content: "plan it"}}
-	res, err := h.Create(context.Background(), hc, msgs, map[string]any{"sandbox": map[string]any{"arguments": map[string]any{"max_turns": 10, "model": "m"}}})
+	res, err := h.Create(context.Background(), hc, msgs, chat.Options{Sandbox: &chat.SandboxOptions{Arguments: &chat.Arguments{MaxTurns: 10, Model: "m"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &CreateResult{
 		Messages: append(msgs, chat.Message{Role: "system", Content: "Visit 1; notes: plan.md"}),
-		Options:  map[string]any{"temperature": 0.1, "sandbox": map[string]any{"arguments": map[string]any{"max_turns": 4.0, "model": "m"}}},
+		Options:  &chat.Options{ModelOptions: chat.ModelOptions{Temperature: ptr(0.1)}, Sandbox: &chat.SandboxOptions{Arguments: &chat.Arguments{MaxTurns: 4, Model: "m"}}},
 	}
 	if !reflect.DeepEqual(res, want) {
 		t.Fatalf("Create = %+v, want %+v", res, want)
@@ -53,7 +53,7 @@ func TestTypedHook(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", w, logs.String())
 		}
 	}
-	next, err := h.Next(context.Background(), hc, NextPayload{Completion: "ok", Tools: []toolCall{{Name: "Write"}, {Name: "Bash", IsError: true}}}, nil)
+	next, err := h.Next(context.Background(), hc, NextPayload{Completion: "ok", Tools: []toolCall{{Name: "Write"}, {Name: "Bash", IsError: true}}}, chat.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

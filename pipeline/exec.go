@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -27,15 +28,12 @@ func (t *turn) resolve(app *assistant.App) (assistant.Resolved, error) {
 }
 
 // execDirect answers with a direct, streaming connector call.
-func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversation, options map[string]any) (*connector.Response, error) {
+func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversation, options chat.Options) (*connector.Response, error) {
 	r, err := t.resolve(app)
 	if err != nil {
 		return nil, err
 	}
-	model := r.Model
-	if m, ok := options["model"].(string); ok && m != "" {
-		model = m
-	}
+	model := cmp.Or(options.Model, r.Model)
 	t.model = model
 	cl, err := connector.New(connector.Config{Type: r.Type, Host: r.Host, Key: r.Key, Model: model, Extra: r.Extra, Script: r.Script})
 	if err != nil {
@@ -43,16 +41,16 @@ func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversa
 	}
 	msgs := make([]chat.Message, 0, len(conv.history)+len(conv.input))
 	msgs = append(append(msgs, conv.history...), conv.input...)
-	return cl.Stream(ctx, &connector.Request{Model: model, System: conv.systemPrompt(), Messages: msgs, Options: modelOptions(options)}, t.emit)
+	return cl.Stream(ctx, &connector.Request{Model: model, System: conv.systemPrompt(), Messages: msgs, Options: options.ModelOptions}, t.emit)
 }
 
 // execSandboxed runs the assistant's coding-agent CLI in the sandbox.
-func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assistant.Assistant, sb sandbox.Sandbox, conv conversation, options map[string]any) (*executor.Result, error) {
+func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assistant.Assistant, sb sandbox.Sandbox, conv conversation, options chat.Options) (*executor.Result, error) {
 	ex, ok := t.p.executors[a.Sandbox.Command]
 	if !ok {
 		return nil, chat.Errorf(chat.ErrExecutor, "no executor for sandbox command %q", a.Sandbox.Command)
 	}
-	args := arguments(options, a.Sandbox.Arguments)
+	args := options.SandboxArguments(a.Sandbox.Arguments)
 	req := &executor.Request{
 		Assistant: a,
 		UserID:    t.req.UserID,

@@ -53,7 +53,7 @@ func TestBridgedTurnInDocker(t *testing.T) {
 	coder := &assistant.Assistant{
 		ID: "coder", Dir: filepath.Join(dir, "coder"), Connector: "real",
 		Sandbox: &assistant.Sandbox{Command: "claude", Image: image, Timeout: 2 * time.Minute, MemoryBytes: 1 << 30, CPUs: 1,
-			Arguments: assistant.Arguments{MaxTurns: 5, PermissionMode: "bypassPermissions"}},
+			Arguments: chat.Arguments{MaxTurns: 5, PermissionMode: "bypassPermissions"}},
 		Tools: []assistant.Tool{{Name: "lookup_order", Function: "LookupOrder", Description: "Look up an order",
 			Parameters: []byte(`{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}`)}},
 		HookTimeout: 10 * time.Second,

@@ -1,10 +1,7 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -132,100 +129,4 @@ func withoutExamples(h []chat.Message, a *assistant.Assistant) []chat.Message {
 		n = len(h)
 	}
 	return h[n:]
-}
-
-func argumentsMap(a assistant.Arguments) map[string]any {
-	b, _ := json.Marshal(a)
-	m := map[string]any{}
-	_ = json.Unmarshal(b, &m)
-	return m
-}
-
-// mergeOptions applies a Create hook's option overrides. sandbox.arguments
-// is decoded strictly: a hook may change only the whitelisted arguments.
-func mergeOptions(dst, src map[string]any) error {
-	for k, v := range src {
-		if k != "sandbox" {
-			dst[k] = v
-			continue
-		}
-		cur, _ := dst["sandbox"].(map[string]any)
-		if cur == nil {
-			return fmt.Errorf("sandbox: this assistant has no sandbox")
-		}
-		sm, ok := v.(map[string]any)
-		if !ok {
-			return fmt.Errorf("sandbox: want an object, got %T", v)
-		}
-		for sk, sv := range sm {
-			if sk != "arguments" {
-				return fmt.Errorf("sandbox.%s: only sandbox.arguments may be changed by a hook", sk)
-			}
-			args, err := decodeArguments(cur["arguments"], sv)
-			if err != nil {
-				return err
-			}
-			cur["arguments"] = args
-		}
-	}
-	return nil
-}
-
-// decodeArguments overlays override on base and checks the result against
-// assistant.Arguments.
-func decodeArguments(base, override any) (map[string]any, error) {
-	merged := map[string]any{}
-	if bm, ok := base.(map[string]any); ok {
-		for k, v := range bm {
-			merged[k] = v
-		}
-	}
-	om, ok := override.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("sandbox.arguments: want an object, got %T", override)
-	}
-	for k, v := range om {
-		merged[k] = v
-	}
-	var args assistant.Arguments
-	if err := strictDecode(merged, &args); err != nil {
-		return nil, fmt.Errorf("sandbox.arguments: %w", err)
-	}
-	return argumentsMap(args), nil
-}
-
-// arguments returns the sandbox arguments after hook overrides.
-func arguments(options map[string]any, def assistant.Arguments) assistant.Arguments {
-	sm, _ := options["sandbox"].(map[string]any)
-	if sm == nil {
-		return def
-	}
-	var args assistant.Arguments
-	if err := strictDecode(sm["arguments"], &args); err != nil {
-		return def
-	}
-	return args
-}
-
-func strictDecode(v any, out any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode(out)
-}
-
-// modelOptions are the options passed to a direct connector: everything
-// but the pipeline's own keys.
-func modelOptions(options map[string]any) map[string]any {
-	out := make(map[string]any, len(options))
-	for k, v := range options {
-		if k == "connector" || k == "sandbox" {
-			continue
-		}
-		out[k] = v
-	}
-	return out
 }

@@ -60,7 +60,7 @@ func newEnv(t *testing.T, script *llmtest.Script, hooks string) *env {
 		ID: "coder", Dir: filepath.Join(dir, "coder"), Name: "Coder", Connector: "test.llm",
 		Prompts: []chat.Message{{Role: chat.RoleSystem, Content: "You write code."}},
 		Sandbox: &assistant.Sandbox{Command: "claude", Image: "img", Timeout: time.Minute,
-			Arguments: assistant.Arguments{MaxTurns: 5, PermissionMode: "acceptEdits"}},
+			Arguments: chat.Arguments{MaxTurns: 5, PermissionMode: "acceptEdits"}},
 		HookTimeout: 2 * time.Second,
 	}
 	if hooks != "" {

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -124,14 +123,17 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 					return nil, &chat.Error{Code: chat.ErrHook, Message: "Create hook returned messages without a trailing user message"}
 				}
 			}
-			if err := mergeOptions(options, res.Options); err != nil {
-				return nil, &chat.Error{Code: chat.ErrHook, Message: "Create hook options: " + err.Error(), Err: err}
+			if o := res.Options; o != nil {
+				if o.Sandbox != nil && a.Sandbox == nil {
+					return nil, chat.Errorf(chat.ErrHook, "Create hook options: sandbox: this assistant has no sandbox")
+				}
+				options = options.Merge(*o)
 			}
 		}
 	}
-	if c, ok := options["connector"].(string); ok && c != "" {
+	if c := options.Connector; c != t.connID {
 		if _, ok := app.Connectors[c]; !ok {
-			return nil, &chat.Error{Code: chat.ErrHook, Message: fmt.Sprintf("Create hook chose unknown connector %q", c)}
+			return nil, chat.Errorf(chat.ErrHook, "Create hook chose unknown connector %q", c)
 		}
 		t.connID = c
 	}
@@ -316,16 +318,15 @@ func (t *turn) hookContext(a *assistant.Assistant) *jsapi.Context {
 	}
 }
 
-// options are the model options a hook sees and may override: the
-// assistant's options, the request's, the connector, and for sandboxed
-// assistants sandbox.arguments.
-func (t *turn) options(a *assistant.Assistant) map[string]any {
-	o := map[string]any{}
-	maps.Copy(o, a.Options)
-	maps.Copy(o, t.req.Options)
-	o["connector"] = a.Connector
+// options are the turn's options before a Create hook: the assistant's
+// model options with the request's over them, the assistant's connector
+// and, for a sandboxed assistant, its sandbox arguments (a copy: the turn
+// may change them).
+func (t *turn) options(a *assistant.Assistant) chat.Options {
+	o := chat.Options{ModelOptions: a.Options.Merge(t.req.Options), Connector: a.Connector}
 	if a.Sandbox != nil {
-		o["sandbox"] = map[string]any{"arguments": argumentsMap(a.Sandbox.Arguments)}
+		args := a.Sandbox.Arguments.Clone()
+		o.Sandbox = &chat.SandboxOptions{Arguments: &args}
 	}
 	return o
 }

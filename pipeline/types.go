@@ -24,8 +24,10 @@ type Request struct {
 	Messages []chat.Message
 	Locale   string
 	Metadata map[string]any
-	// Options override the assistant's model options for this turn.
-	Options map[string]any
+	// Options override the assistant's model options for this turn (the
+	// request's "options"; the connector and the sandbox are not the
+	// caller's to choose).
+	Options chat.ModelOptions
 }
 
 // Response is a finished turn.

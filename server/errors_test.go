@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
@@ -45,5 +46,28 @@ func TestStatusOf(t *testing.T) {
 		if e.Status != tc.status || e.Err.Code != tc.code {
 			t.Errorf("%s: %d %s, want %d %s", tc.name, e.Status, e.Err.Code, tc.status, tc.code)
 		}
+	}
+}
+
+// TestBadOptions: request options are decoded strictly, and a problem is a
+// 400 that names the field.
+func TestBadOptions(t *testing.T) {
+	t.Parallel()
+	fb := newFake(t)
+	ts := startServer(t, fb, nil)
+	for _, tc := range []struct{ path, body, want string }{
+		{"/api/assistants/qa/chat", `{"message":"x","options":{"max_turns":3}}`, `options.max_turns: unknown field`},
+		{"/api/assistants/qa/chat", `{"message":"x","options":{"temperature":"hot"}}`, `options.temperature: want a number, got a string`},
+		{"/api/assistants/qa/chat", `{"message":"x","options":{"connector":"other"}}`, `options.connector: unknown field`},
+		{"/v1/chat/completions", `{"model":"qa","messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, `temperature: want a number, got a string`},
+		{"/v1/chat/completions", `{"model":"qa","messages":[{"role":"user","content":"x"}],"stop":3}`, `stop: want a string or a list of strings, got a number`},
+	} {
+		resp, out := do(t, ts, "POST", tc.path, tokenAlice, tc.body)
+		if resp.StatusCode != 400 || !strings.Contains(out, tc.want) {
+			t.Errorf("%s %s = %d %s, want 400 %q", tc.path, tc.body, resp.StatusCode, out, tc.want)
+		}
+	}
+	if n := fb.numCalls(); n != 0 {
+		t.Errorf("%d turns ran", n)
 	}
 }

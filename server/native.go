@@ -19,7 +19,8 @@ type nativeRequest struct {
 	Message  json.RawMessage `json:"message"`
 	Locale   string          `json:"locale"`
 	Metadata map[string]any  `json:"metadata"`
-	Options  map[string]any  `json:"options"`
+	// Options are model options (chat.ModelOptions), decoded strictly.
+	Options json.RawMessage `json:"options"`
 }
 
 func (r *nativeRequest) messages() ([]chat.Message, error) {
@@ -81,6 +82,11 @@ func (s *Server) nativeChat(w http.ResponseWriter, r *http.Request, user string)
 		writeError(w, s.log, err)
 		return
 	}
+	opts, err := chat.DecodeModelOptions("options", in.Options)
+	if err != nil {
+		writeError(w, s.log, badRequest("%v", err))
+		return
+	}
 	cid, _, err := chatID(r, in.ChatID)
 	if err != nil {
 		writeError(w, s.log, err)
@@ -89,7 +95,7 @@ func (s *Server) nativeChat(w http.ResponseWriter, r *http.Request, user string)
 	w.Header().Set("X-Chat-ID", cid)
 	req := &pipeline.Request{
 		UserID: user, ChatID: cid, AssistantID: id, Messages: msgs,
-		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: in.Options,
+		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts,
 	}
 	s.streamNative(w, r, req)
 }

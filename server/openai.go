@@ -158,28 +158,28 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, user string
 	s.completion(w, r, req)
 }
 
-// passedOptions picks the sampling options out of the request body.
-func passedOptions(body []byte) (map[string]any, error) {
+// passedOptions picks the sampling options out of the request body and
+// decodes them strictly, as the turn's model options.
+func passedOptions(body []byte) (chat.ModelOptions, error) {
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(body, &all); err != nil {
-		return nil, badRequest("invalid JSON: %v", err)
+		return chat.ModelOptions{}, badRequest("invalid JSON: %v", err)
 	}
-	var out map[string]any
+	picked := map[string]json.RawMessage{}
 	for _, k := range passOptions {
-		raw, ok := all[k]
-		if !ok || string(raw) == "null" {
-			continue
+		if raw, ok := all[k]; ok {
+			picked[k] = raw
 		}
-		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, badRequest("%s: %v", k, err)
-		}
-		if out == nil {
-			out = map[string]any{}
-		}
-		out[k] = v
 	}
-	return out, nil
+	b, err := json.Marshal(picked)
+	if err != nil {
+		return chat.ModelOptions{}, badRequest("invalid JSON: %v", err)
+	}
+	opts, err := chat.DecodeModelOptions("", b)
+	if err != nil {
+		return chat.ModelOptions{}, badRequest("%v", err)
+	}
+	return opts, nil
 }
 
 // openAIEvents maps chat events to the text and reasoning deltas of the

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -328,7 +329,7 @@ func TestCompletionNonStream(t *testing.T) {
 	if req.UserID != "alice" {
 		t.Errorf("user = %q: the body's user field must not choose the user", req.UserID)
 	}
-	if req.AssistantID != "qa" || req.Locale != "de-DE" || req.Options["temperature"] != 0.2 || len(req.Options) != 1 {
+	if temp := 0.2; req.AssistantID != "qa" || req.Locale != "de-DE" || !reflect.DeepEqual(req.Options, chat.ModelOptions{Temperature: &temp}) {
 		t.Errorf("request = %+v", req)
 	}
 	wantMsgs := []chat.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "a\nb"}}
@@ -443,14 +444,14 @@ func TestNativeStreamGolden(t *testing.T) {
 	fb.chat = scriptedTurn
 	ts := startServer(t, fb, nil)
 	resp, out := do(t, ts, "POST", "/api/assistants/coder/chat", tokenAlice,
-		`{"chat_id":"c1","message":"ls","locale":"en","metadata":{"k":"v"},"options":{"max_turns":3}}`)
+		`{"chat_id":"c1","message":"ls","locale":"en","metadata":{"k":"v"},"options":{"max_tokens":3}}`)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" || resp.Header.Get("X-Accel-Buffering") != "no" {
 		t.Fatalf("status %d %v: %s", resp.StatusCode, resp.Header, out)
 	}
 	golden(t, "native_stream.golden.txt", out)
 	req := fb.lastCall(t)
 	if req.UserID != "alice" || req.ChatID != "c1" || req.AssistantID != "coder" || req.Locale != "en" ||
-		req.Metadata["k"] != "v" || req.Options["max_turns"] != 3.0 ||
+		req.Metadata["k"] != "v" || req.Options.MaxTokens == nil || *req.Options.MaxTokens != 3 ||
 		len(req.Messages) != 1 || req.Messages[0] != (chat.Message{Role: "user", Content: "ls"}) {
 		t.Errorf("request = %+v", req)
 	}
