@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -157,7 +158,7 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request) error {
 			t.upstreamConn = t.connID
 		}
 		c := sess.Connection()
-		c.Model = firstNonEmpty(req.Arguments.Model, c.Model)
+		c.Model = cmp.Or(req.Arguments.Model, c.Model)
 		req.Connector = c
 		req.WrapArgv = sess.WrapCommand
 	}

@@ -73,7 +73,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		if err != nil {
 			return nil, err
 		}
-		conn.Model = firstNonEmpty(args.Model, conn.Model)
+		conn.Model = cmp.Or(args.Model, conn.Model)
 		req.Connector = conn
 	}
 	t.model = req.Connector.Model

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -232,7 +233,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	if p.cfg.Workspaces == nil || len(p.cfg.Runtimes) == 0 {
 		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q needs a sandbox, but this server has no sandbox runtime configured", a.ID)
 	}
-	name := firstNonEmpty(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, p.cfg.DefaultRuntime)
+	name := cmp.Or(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, p.cfg.DefaultRuntime)
 	rt, ok := p.cfg.Runtimes[name]
 	if !ok {
 		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q wants sandbox runtime %q, which is not available on this server (have: %s)", a.ID, name, strings.Join(sortedKeys(p.cfg.Runtimes), ", "))
@@ -271,7 +272,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		Image:       a.Sandbox.Image,
 		MemoryBytes: a.Sandbox.MemoryBytes,
 		CPUs:        a.Sandbox.CPUs,
-		Network:     firstNonEmpty(a.Sandbox.Network, app.Config.Sandbox.Network, t.defaultNetwork(a)),
+		Network:     cmp.Or(a.Sandbox.Network, app.Config.Sandbox.Network, t.defaultNetwork(a)),
 		Mounts:      mounts,
 		Labels:      map[string]string{"dev.agentbox.assistant": a.ID},
 	}
@@ -329,13 +330,4 @@ func (t *turn) options(a *assistant.Assistant) chat.Options {
 		o.Sandbox = &chat.SandboxOptions{Arguments: &args}
 	}
 	return o
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

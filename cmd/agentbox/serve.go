@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -224,14 +225,14 @@ func (env *appEnv) openRuntimes(ctx context.Context, app *assistant.App, opts en
 		if a.Sandbox == nil || opts.Assistant != "" && id != opts.Assistant {
 			continue
 		}
-		name := firstNonEmpty(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, opts.Runtime)
+		name := cmp.Or(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, opts.Runtime)
 		want[name] = true
 	}
 	if opts.Serve && app.Config.Sandbox.Runtime == "" {
 		want[opts.Runtime] = true // a reload may add sandboxed assistants
 	}
 	rts := map[string]sandbox.Runtime{}
-	def := firstNonEmpty(app.Config.Sandbox.Runtime, opts.Runtime)
+	def := cmp.Or(app.Config.Sandbox.Runtime, opts.Runtime)
 	names := make([]string, 0, len(want))
 	for n := range want {
 		names = append(names, n)
@@ -356,13 +357,4 @@ func cliLogger(w io.Writer, quiet bool) *slog.Logger {
 		level = slog.LevelError
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
