@@ -17,8 +17,8 @@ import (
 // elides lines longer than after bytes; it returns the events, outcome
 // and the longest line the parser was handed.
 func parseElided(input string, opts ParserOptions, after int) ([]chat.Event, *Outcome, int) {
-	var evs []chat.Event
-	p := NewParser(func(e chat.Event) { evs = append(evs, e) }, opts)
+	var rec chattest.Recorder
+	p := NewParser(rec.Emit, opts)
 	lr := newLineReaderSize(clitest.ChunkReader(input, 1000), 16)
 	lr.keep = p.opts.MaxEventContent + 16
 	lr.elide = isUserLine
@@ -36,17 +36,19 @@ func parseElided(input string, opts ParserOptions, after int) ([]chat.Event, *Ou
 		p.Line(line)
 		p.cuts = cutIndex{}
 	}
-	return evs, p.Close(), longest
+	out := p.Close()
+	return rec.Events(), out, longest
 }
 
 // parseWhole hands the parser every line whole.
 func parseWhole(input string, opts ParserOptions) ([]chat.Event, *Outcome) {
-	var evs []chat.Event
-	p := NewParser(func(e chat.Event) { evs = append(evs, e) }, opts)
+	var rec chattest.Recorder
+	p := NewParser(rec.Emit, opts)
 	for _, l := range strings.Split(strings.TrimSuffix(input, "\n"), "\n") {
 		p.Line([]byte(l))
 	}
-	return evs, p.Close()
+	out := p.Close()
+	return rec.Events(), out
 }
 
 func toolResultLine(content string) string {
