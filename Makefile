@@ -18,14 +18,19 @@ IMAGE     ?= agentbox/sandbox-claude:latest
 APP       ?= examples/app
 TEST_P    ?= 2
 TEST_PKGS ?= ./...
+# Docker images `make cluster` imports into the local cluster.
+CLUSTER_IMAGES ?= $(IMAGE)
+# make test starts the local cluster (CLUSTER=0: it does not).
+CLUSTER   ?= 1
 
 # What the tests find through internal/testenv.
 export AGENTBOX_CLAUDE_BIN   := $(CURDIR)/.cache/bin/claude
 export AGENTBOX_CLAUDE_IMAGE := $(IMAGE)
 export NODE_PATH             := $(CURDIR)/.cache/npm/node_modules
 export AGENTBOX_TSC          := $(CURDIR)/.cache/npm/node_modules/.bin/tsc
+export AGENTBOX_KUBECONFIG   := $(CURDIR)/.cache/cluster/kubeconfig
 
-.PHONY: build cli docker tools image image-cursor setup test bench demo check clean distclean go
+.PHONY: build cli docker tools image image-cursor setup cluster cluster-down test bench demo check clean distclean go
 
 ## go: Go itself is not installed here; say so clearly when it is missing
 go:
@@ -59,15 +64,29 @@ image-cursor: docker
 ## setup: everything the integration tests and the demo need
 setup: tools docker cli image
 
-## test: the whole suite with real Docker and CLI; fails if a container is left behind
+## cluster: the local single-node Kubernetes cluster (built on first use and
+## cached in ~/.cache/agentbox), with the sandbox images imported; prints the
+## path of its kubeconfig, .cache/cluster/kubeconfig
+cluster: go image
+	@AGENTBOX_CLUSTER_IMAGES='$(CLUSTER_IMAGES)' scripts/cluster/up.sh
+
+## cluster-down: stop the local cluster and remove what its pods left
+cluster-down:
+	@scripts/cluster/down.sh
+
+## test: the whole suite with real Docker, CLI and Kubernetes; fails if a
+## container is left behind. Starts the local cluster when it is not up and
+## stops it at the end (a cluster already up is left running).
 test: go setup
 	scripts/check-leftovers.sh snapshot .cache/containers-before
-	$(GO) test -p $(TEST_P) -timeout 30m $(TEST_PKGS)
+	AGENTBOX_CLUSTER=$(CLUSTER) AGENTBOX_CLUSTER_IMAGES='$(CLUSTER_IMAGES)' \
+		scripts/cluster/with.sh $(GO) test -p $(TEST_P) -timeout 30m $(TEST_PKGS)
 	scripts/check-leftovers.sh check .cache/containers-before
 
 ## bench: the benchmarks, with the same set-up as test
 bench: go setup
-	$(GO) test -p 1 -run '^$$' -bench . -benchmem $(TEST_PKGS)
+	AGENTBOX_CLUSTER=$(CLUSTER) AGENTBOX_CLUSTER_IMAGES='$(CLUSTER_IMAGES)' \
+		scripts/cluster/with.sh $(GO) test -p 1 -run '^$$' -bench . -benchmem $(TEST_PKGS)
 
 ## demo: the coding assistant end to end on the example app (offline, scripted
 ## model, real Claude Code CLI in a sandbox), then the Q&A assistant over HTTP
@@ -77,6 +96,7 @@ demo: build tools cli
 ## check: go vet and gofmt
 check: go
 	$(GO) vet ./...
+	cd scripts/cluster && $(GO) vet ./cni-loopback
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## clean: remove build outputs (keeps the cached CLI, rootfs and image)
@@ -85,4 +105,5 @@ clean:
 
 ## distclean: also remove .cache (CLI, root filesystem); images stay in Docker
 distclean: clean
+	[ ! -d .cache/cluster ] || scripts/cluster/down.sh
 	rm -rf .cache
