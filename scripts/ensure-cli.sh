@@ -1,49 +1,140 @@
 #!/usr/bin/env bash
-# Install the Claude Code CLI (and the openai and typescript npm packages
-# the tests use) into $AGENTBOX_CACHE/npm-KEY (KEY: a hash of the pinned
-# versions), link it as .cache/npm and the native binary as .cache/bin/claude.
-# Safe to run twice: an up-to-date install is left alone.
+# Install the pinned coding-agent CLIs and tools (scripts/versions.sh) for
+# the host tests and the sandbox images:
+#
+#   .cache/bin/claude            Claude Code, the pinned version (AGENTBOX_CLAUDE_BIN)
+#   .cache/bin/claude-VERSION    Claude Code, each supported version
+#   .cache/bin/codex             Codex CLI (native; its package folder is .cache/opt/codex)
+#   .cache/bin/opencode          opencode (native)
+#   .cache/bin/gemini            Gemini CLI (.cache/opt/gemini-cli), run by .cache/bin/node
+#   .cache/bin/node              Node.js (the images' Node)
+#   .cache/npm                   openai and typescript (NODE_PATH, AGENTBOX_TSC)
+#
+# Each npm install lives in $AGENTBOX_CACHE/npm-NAME-KEY (KEY: a hash of
+# its package specs and platform), shared by every clone and built once
+# under a lock; .cache/cli/NAME links to it, and scripts/build-image.sh
+# copies the images' files from there. Install scripts never run: the
+# native binaries ship in platform packages (optional dependencies), which
+# are used directly.
+#
+# What .cache/bin holds are files of the clone (hard links, or copies
+# across file systems), not links into $AGENTBOX_CACHE: the local runtime
+# mounts them into sandboxes whose user cannot traverse $HOME (/root is
+# 0700). Safe to run twice: an up-to-date install is left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/common.sh
 
-platform=$(claude_platform)
-specs=("@anthropic-ai/claude-code@$CLAUDE_VERSION" "openai@$OPENAI_VERSION" "typescript@$TYPESCRIPT_VERSION")
-shared="$AGENTBOX_CACHE/npm-$(key_of "${specs[*]} $platform")"
-dir=.cache/npm
-pkg=$dir/node_modules/@anthropic-ai/claude-code-$platform
-link=.cache/bin/claude
+platform=$(npm_platform)
 
-install() {
-	[ -x "$shared/node_modules/@anthropic-ai/claude-code-$platform/claude" ] && return 0
+# The installs: NAME, a file each must hold (under node_modules), specs.
+names=() checks=() specs=()
+want() {
+	names+=("$1")
+	checks+=("$2")
+	shift 2
+	specs+=("$*")
+}
+for v in $(claude_versions); do
+	want "claude-$v" "@anthropic-ai/claude-code-$platform/claude" "@anthropic-ai/claude-code@$v"
+done
+want codex "@openai/codex-$platform/vendor/$(codex_triple)/bin/codex" "@openai/codex@$CODEX_VERSION"
+want gemini "@google/gemini-cli/bundle/gemini.js" "@google/gemini-cli@$GEMINI_VERSION"
+want opencode "$(opencode_package)/bin/opencode" "opencode-ai@$OPENCODE_VERSION"
+want node "node-$platform/bin/node" "node-$platform@$NODE_VERSION" "npm@$NPM_VERSION"
+want tools "typescript/bin/tsc" "openai@$OPENAI_VERSION" "typescript@$TYPESCRIPT_VERSION"
+
+shared_of() { echo "$AGENTBOX_CACHE/npm-$1-$(key_of "$2 $platform")"; }
+
+# What the clone gets, as "KIND PATH SOURCE" (PATH under .cache, SOURCE
+# under .cache/cli): file (a hard link or a copy), tree (a folder of
+# those), link (a symbolic link to PATH's target inside .cache).
+places=()
+for v in $(claude_versions); do
+	places+=("file bin/claude-$v claude-$v/node_modules/@anthropic-ai/claude-code-$platform/claude")
+done
+places+=(
+	"file bin/claude claude-$CLAUDE_VERSION/node_modules/@anthropic-ai/claude-code-$platform/claude"
+	"file bin/opencode opencode/node_modules/$(opencode_package)/bin/opencode"
+	"file bin/node node/node_modules/node-$platform/bin/node"
+	"tree opt/codex codex/node_modules/@openai/codex-$platform/vendor/$(codex_triple)"
+	"link bin/codex ../opt/codex/bin/codex"
+	"tree opt/gemini-cli gemini"
+)
+gemini_wrapper="#!/bin/sh
+# Gemini CLI $GEMINI_VERSION, run by the cached Node.js $NODE_VERSION (scripts/ensure-cli.sh).
+bin=\$(dirname \"\$(readlink -f \"\$0\")\")
+exec \"\$bin/node\" \"\$bin/../opt/gemini-cli/node_modules/@google/gemini-cli/bundle/gemini.js\" \"\$@\"
+"
+# The state of a complete install: .cache/bin/.installed holds it.
+state=$(key_of "${specs[*]} $platform ${places[*]} $gemini_wrapper")
+
+up_to_date() {
+	local i
+	[ "$(cat .cache/bin/.installed 2>/dev/null)" = "$state" ] || return 1
+	for i in "${!names[@]}"; do
+		[ "$(readlink ".cache/cli/${names[$i]}" 2>/dev/null)" = "$(shared_of "${names[$i]}" "${specs[$i]}")" ] &&
+			[ -e ".cache/cli/${names[$i]}/node_modules/${checks[$i]}" ] || return 1
+	done
+	[ "$(readlink .cache/npm 2>/dev/null)" = cli/tools ] || return 1
+	for b in $(for v in $(claude_versions); do echo "claude-$v"; done) claude codex gemini opencode node; do
+		[ -x ".cache/bin/$b" ] || return 1
+	done
+}
+
+# npm_install NAME CHECK SPECS installs SPECS into the shared cache unless
+# they are there.
+npm_install() {
+	local name=$1 check=$2 spec=$3 shared
+	shared=$(shared_of "$name" "$spec")
+	[ -e "$shared/node_modules/$check" ] && return 0
 	if ! command -v npm >/dev/null 2>&1; then
 		apt_install nodejs npm
 	fi
 	rm -rf "$shared.tmp"
 	mkdir -p "$shared.tmp"
-	printf '{\n  "name": "agentbox-tools",\n  "private": true\n}\n' >"$shared.tmp/package.json"
-	log "npm install ${specs[*]}"
-	# Install scripts are not needed: the native binary ships in the platform
-	# package (an optional dependency), which is used directly.
-	npm install --prefix "$shared.tmp" --no-audit --no-fund --ignore-scripts --loglevel=error "${specs[@]}" >&2
-	[ -x "$shared.tmp/node_modules/@anthropic-ai/claude-code-$platform/claude" ] ||
-		die "npm did not install the native CLI (is @anthropic-ai/claude-code-$platform available for this machine?)"
+	printf '{\n  "name": "agentbox-%s",\n  "private": true\n}\n' "$name" >"$shared.tmp/package.json"
+	log "npm install $spec"
+	# shellcheck disable=SC2086 # spec is a list of package specs
+	npm install --prefix "$shared.tmp" --no-audit --no-fund --ignore-scripts --loglevel=error $spec >&2 ||
+		die "npm install $spec failed (is the npm registry reachable? npm config get registry: $(npm config get registry 2>/dev/null))"
+	[ -e "$shared.tmp/node_modules/$check" ] ||
+		die "npm install $spec did not install node_modules/$check (is there a $platform build of it?)"
+	rm -rf "$shared"
 	mv "$shared.tmp" "$shared"
 }
 
-# The binary is linked into the clone as a file (a hard link, or a copy
-# across file systems), not a symlink: the local runtime mounts it into
-# sandboxes whose user cannot traverse $HOME (/root is 0700).
-if [ "$(readlink .cache/npm 2>/dev/null)" = "$shared" ] && [ -x "$pkg/claude" ] && [ ! -L "$link" ] &&
-	[ "$link" -ef "$pkg/claude" ]; then
-	log "Claude Code CLI $CLAUDE_VERSION already installed ($link)"
+if up_to_date; then
+	log "CLIs up to date in .cache/bin (claude $(claude_versions), codex $CODEX_VERSION, gemini $GEMINI_VERSION, opencode $OPENCODE_VERSION, node $NODE_VERSION)"
 	exit 0
 fi
-with_lock npm install
-mkdir -p .cache/bin
-rm -rf .cache/npm
-ln -sfn "$shared" .cache/npm
-rm -f "$link"
-ln "$shared/node_modules/@anthropic-ai/claude-code-$platform/claude" "$link" 2>/dev/null ||
-	cp "$shared/node_modules/@anthropic-ai/claude-code-$platform/claude" "$link"
-log "installed $("$link" --version 2>/dev/null | head -n1) at $link"
+install_all() {
+	local i
+	for i in "${!names[@]}"; do
+		npm_install "${names[$i]}" "${checks[$i]}" "${specs[$i]}"
+	done
+}
+with_lock npm install_all
+mkdir -p .cache/cli .cache/bin .cache/opt
+rm -f .cache/bin/.installed
+for i in "${!names[@]}"; do
+	ln -sfn "$(shared_of "${names[$i]}" "${specs[$i]}")" ".cache/cli/${names[$i]}"
+done
+# .cache/npm was a folder (or another install) before: it is a link now.
+[ -L .cache/npm ] || rm -rf .cache/npm
+ln -sfn cli/tools .cache/npm
+for p in "${places[@]}"; do
+	read -r kind path source <<<"$p"
+	rm -rf ".cache/$path"
+	case $kind in
+	file) ln ".cache/cli/$source" ".cache/$path" 2>/dev/null || cp ".cache/cli/$source" ".cache/$path" ;;
+	tree) cp -al ".cache/cli/$source/." ".cache/$path" 2>/dev/null || { rm -rf ".cache/$path" && cp -a ".cache/cli/$source/." ".cache/$path"; } ;;
+	link) ln -s "$source" ".cache/$path" ;;
+	esac
+done
+printf '%s' "$gemini_wrapper" >.cache/bin/gemini
+chmod 755 .cache/bin/gemini
+for b in $(for v in $(claude_versions); do echo "claude-$v"; done) codex gemini opencode node; do
+	log "installed .cache/bin/$b: $(".cache/bin/$b" --version 2>&1 | head -n1)"
+done
+echo "$state" >.cache/bin/.installed

