@@ -1,61 +1,101 @@
 #!/usr/bin/env bash
-# Build the sandbox image agentbox/sandbox-claude:latest offline: no image
-# registry is needed. A Debian bookworm userland from debootstrap (cached in
-# $AGENTBOX_CACHE/rootfs-KEY) is imported as a base image; a small build stage adds the
-# non-root user "agent" (uid/gid 1000), the Claude Code CLI's native binary,
-# /etc/gitconfig and /workspace. The image is labelled with a hash of its
-# inputs, and the build is skipped when an image with that hash exists.
-# images/claude/Dockerfile builds the same image from a registry.
+# Build the sandbox images offline: no image registry is needed.
+#
+#   PREFIX/sandbox-base:latest          Debian bookworm with python3, Node.js 22 (and npm),
+#                                       git, curl, vim, zip, unzip, procps, less, tree,
+#                                       ca-certificates, tini; the user agent (uid/gid 1000),
+#                                       /workspace, /etc/gitconfig
+#   PREFIX/sandbox-base-full:latest     the base and Go
+#   PREFIX/sandbox-claude:VERSION       the base and Claude Code, per supported version;
+#   PREFIX/sandbox-claude:latest        the pinned version (what the product runs)
+#   PREFIX/sandbox-claude-full:latest   the base-full and the pinned Claude Code
+#   PREFIX/sandbox-codex:latest         the base and the Codex CLI
+#   PREFIX/sandbox-gemini:latest        the base and the Gemini CLI
+#   PREFIX/sandbox-opencode:latest      the base and opencode
+#
+# PREFIX is AGENTBOX_IMAGE_PREFIX (default agentbox); versions come from
+# scripts/versions.sh. A Debian root filesystem from debootstrap (cached in
+# $AGENTBOX_CACHE/rootfs-KEY) is imported as PREFIX/sandbox-rootfs:KEY. Each
+# image is then a build stage with COPY instructions only (no RUN, so no
+# network), its files prepared here: the CLIs and Node.js from
+# scripts/ensure-cli.sh's installs, Go from the Go module proxy's toolchain
+# module (cached in $AGENTBOX_CACHE/go-VERSION-ARCH, its SHA-256 pinned).
+# Each image is labelled with a hash of its inputs (this script, the pins it
+# uses, its parent's hash) and built only when no image with that hash
+# exists, then smoke-tested; images/images_test.go checks them in depth.
+# images/*/Dockerfile build the same images from a registry.
+#
+#   build-image.sh [NAME...]   build NAME (base base-full claude claude-full
+#                              codex gemini opencode; default: all) and what
+#                              it is built on
+#   build-image.sh --list      print the name of every image built by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/common.sh
 
-# One image build at a time on this machine (images are machine-wide).
+all=(base base-full claude claude-full codex gemini opencode)
+
+if [ "${1:-}" = --list ]; then
+	image_name base
+	image_name base-full
+	image_name claude
+	for v in $(claude_versions); do image_name claude "$v"; done
+	image_name claude-full
+	image_name codex
+	image_name gemini
+	image_name opencode
+	exit 0
+fi
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=("${all[@]}")
+for w in "${want[@]}"; do
+	[[ " ${all[*]} " == *" $w "* ]] || die "unknown image $w (known: ${all[*]})"
+done
+wanted() {
+	local w
+	for w in "${want[@]}"; do [ "$w" = "$1" ] && return 0; done
+	return 1
+}
+# What an image is built on is built too.
+wanted claude-full && want+=(base-full)
+want+=(base)
+
+# One build per prefix at a time (two builds of the same names would race);
+# the shared caches have their own locks.
 if [ -z "${AGENTBOX_IMAGE_LOCKED:-}" ]; then
-	AGENTBOX_IMAGE_LOCKED=1 with_lock image "$0" "$@"
+	AGENTBOX_IMAGE_LOCKED=1 with_lock "image-$(key_of "$AGENTBOX_IMAGE_PREFIX")" "$0" "$@"
 	exit
 fi
 
-image="${AGENTBOX_CLAUDE_IMAGE:-agentbox/sandbox-claude:latest}"
-suite=bookworm
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-packages="bash,coreutils,git,ca-certificates,tini,nodejs,procps"
-stage=.cache/image-build
-platform=$(claude_platform)
-claude=".cache/npm/node_modules/@anthropic-ai/claude-code-$platform/claude"
+packages="bash,ca-certificates,coreutils,curl,git,less,libstdc++6,procps,python3,tini,tree,unzip,vim,zip"
 label=dev.agentbox.image.inputs
+platform=$(npm_platform)
+arch=$(go_arch)
+cli=.cache/cli
+stages=.cache/image-build
+script_hash=$(cat "$0" scripts/common.sh | sha256sum | cut -c1-16)
 
 scripts/ensure-docker.sh
 scripts/ensure-cli.sh
 
-rootfs_key="$suite $packages $mirror"
-# The root filesystem lives in the shared cache, keyed by its inputs;
-# .cache/rootfs links to it (images/cursor/build.sh reads it there).
-rootfs="$AGENTBOX_CACHE/rootfs-$(key_of "$rootfs_key")"
-mkdir -p .cache
-[ -L .cache/rootfs ] || rm -rf .cache/rootfs
-ln -sfn "$rootfs" .cache/rootfs
-inputs=$(
-	{
-		cat "$0" scripts/common.sh
-		echo "$rootfs_key"
-		echo "claude $CLAUDE_VERSION $platform"
-	} | sha256sum | cut -c1-16
-)
-current=$(timeout 20 docker image inspect --format "{{ index .Config.Labels \"$label\" }}" "$image" 2>/dev/null || true)
-if [ "$current" = "$inputs" ]; then
-	log "image $image is up to date (inputs $inputs)"
-	exit 0
-fi
-start=$(date +%s)
-previous=$(timeout 20 docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
+label_of() { timeout 20 docker image inspect --format "{{ index .Config.Labels \"$label\" }}" "$1" 2>/dev/null || true; }
+id_of() { timeout 20 docker image inspect --format '{{.Id}}' "$1" 2>/dev/null || true; }
 
-# 1. Root filesystem (the slow part, cached across builds).
-if [ "$(cat "$rootfs/.agentbox-rootfs" 2>/dev/null)" != "$rootfs_key" ]; then
+# copy SRC DST: hard links where the file system allows (the build context
+# is only read), a copy elsewhere.
+copy() { cp -al "$1" "$2" 2>/dev/null || cp -a "$1" "$2"; }
+
+# 1. The root filesystem (the slow part, cached across builds and clones).
+rootfs_key="$DEBIAN_SUITE $packages $mirror"
+rootfs_hash=$(key_of "$rootfs_key")
+rootfs="$AGENTBOX_CACHE/rootfs-$rootfs_hash"
+make_rootfs() {
+	[ "$(cat "$rootfs/.agentbox-rootfs" 2>/dev/null)" = "$rootfs_key" ] && return 0
 	command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
-	log "debootstrap $suite ($packages) into $rootfs"
+	log "debootstrap $DEBIAN_SUITE ($packages) into $rootfs"
 	rm -rf "$rootfs.tmp"
-	as_root debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs.tmp" "$mirror" >"$AGENTBOX_CACHE/debootstrap.log" 2>&1 ||
+	as_root debootstrap --variant=minbase --include="$packages" "$DEBIAN_SUITE" "$rootfs.tmp" "$mirror" >"$AGENTBOX_CACHE/debootstrap.log" 2>&1 ||
 		{ tail -n 20 "$AGENTBOX_CACHE/debootstrap.log" >&2; die "debootstrap failed (full log: $AGENTBOX_CACHE/debootstrap.log)"; }
 	# Trim what a sandbox never needs.
 	rm -rf "$rootfs.tmp"/var/cache/apt/archives/*.deb "$rootfs.tmp"/var/lib/apt/lists/* \
@@ -63,27 +103,113 @@ if [ "$(cat "$rootfs/.agentbox-rootfs" 2>/dev/null)" != "$rootfs_key" ]; then
 	echo "$rootfs_key" >"$rootfs.tmp/.agentbox-rootfs"
 	rm -rf "$rootfs"
 	mv "$rootfs.tmp" "$rootfs"
+}
+with_lock "rootfs-$rootfs_hash" make_rootfs
+rootfs_image="$(image_name rootfs "$rootfs_hash")"
+if [ -z "$(id_of "$rootfs_image")" ]; then
+	log "docker import $rootfs_image"
+	tar -C "$rootfs" --exclude=./.agentbox-rootfs --numeric-owner -c . | docker import - "$rootfs_image" >/dev/null
 fi
 
-# 2. Base image from the root filesystem.
-base_tag=$(printf '%s' "$rootfs_key" | sha256sum | cut -c1-12)
-base="agentbox/sandbox-base:$base_tag"
-if ! timeout 20 docker image inspect "$base" >/dev/null 2>&1; then
-	log "docker import $base"
-	tar -C "$rootfs" --exclude=./.agentbox-rootfs --numeric-owner -c . | docker import - "$base" >/dev/null
+# 2. Go for the -full images: the toolchain module, verified by its pinned
+# SHA-256 (the module proxy's checksum database is not reachable).
+go_dir="$AGENTBOX_CACHE/go-$GO_VERSION-$arch"
+fetch_go() {
+	[ -x "$go_dir/go/bin/go" ] && return 0
+	local sum proxy module url
+	case "$arch" in amd64) sum=$GO_SHA256_AMD64 ;; arm64) sum=$GO_SHA256_ARM64 ;; esac
+	proxy=${GOPROXY:-https://proxy.golang.org}
+	proxy=$(printf '%s\n' "$proxy" | tr ',|' '\n\n' | grep -m1 '^https\?://' || echo https://proxy.golang.org)
+	module="v0.0.1-go$GO_VERSION.linux-$arch"
+	url="${proxy%/}/golang.org/toolchain/@v/$module.zip"
+	command -v unzip >/dev/null 2>&1 || apt_install unzip
+	command -v curl >/dev/null 2>&1 || apt_install curl ca-certificates
+	log "Go $GO_VERSION from $url"
+	rm -rf "$go_dir.tmp"
+	mkdir -p "$go_dir.tmp"
+	curl -fsSL --retry 3 --connect-timeout 20 -o "$go_dir.tmp/go.zip" "$url" ||
+		die "cannot download Go $GO_VERSION ($url); is the Go module proxy reachable (GOPROXY=${GOPROXY:-})?"
+	echo "$sum  $go_dir.tmp/go.zip" | sha256sum -c --quiet - >/dev/null 2>&1 ||
+		die "$url does not match the SHA-256 pinned in scripts/versions.sh ($sum)"
+	unzip -q "$go_dir.tmp/go.zip" -d "$go_dir.tmp/x"
+	mv "$go_dir.tmp/x/golang.org/toolchain@$module" "$go_dir.tmp/go"
+	# Module zips need not keep execute bits; the go command sets them too.
+	chmod -R a+rX "$go_dir.tmp/go"
+	chmod a+x "$go_dir.tmp/go/bin"/* "$go_dir.tmp/go/pkg/tool"/*/*
+	rm -rf "$go_dir.tmp/go.zip" "$go_dir.tmp/x"
+	"$go_dir.tmp/go/bin/go" version >/dev/null || die "the Go toolchain from $url does not run here"
+	rm -rf "$go_dir"
+	mv "$go_dir.tmp" "$go_dir"
+}
+if wanted base-full; then
+	with_lock "go-$GO_VERSION-$arch" fetch_go
 fi
 
-# 3. The image: files are prepared here and copied in, so the build runs no
-# command in a container (no network is needed, none is configured).
-rm -rf "$stage"
-mkdir -p "$stage/etc" "$stage/home/agent" "$stage/workspace"
-cp "$rootfs/etc/passwd" "$rootfs/etc/group" "$rootfs/etc/shadow" "$stage/etc/"
-grep -q '^agent:' "$stage/etc/passwd" || echo 'agent:x:1000:1000:agent:/home/agent:/bin/bash' >>"$stage/etc/passwd"
-grep -q '^agent:' "$stage/etc/group" || echo 'agent:x:1000:' >>"$stage/etc/group"
-grep -q '^agent:' "$stage/etc/shadow" || echo 'agent:!:19000::::::' >>"$stage/etc/shadow"
-chmod 644 "$stage/etc/passwd" "$stage/etc/group"
-chmod 640 "$stage/etc/shadow"
-cat >"$stage/etc/gitconfig" <<'GIT'
+# 3. The images.
+built=()    # what this run built, for the summary
+replaced=() # ids of images this run replaced, removed at the end if unused
+
+# build IMAGE PARENT PARENT_HASH PINS SMOKE FILL builds IMAGE from PARENT
+# unless an image labelled with the hash of its inputs exists. FILL, called
+# with a stage folder, puts the image's files there and prints the
+# Dockerfile's instructions after FROM; SMOKE is a sh -e script that must
+# pass in the image, run as the sandbox runs it (no network, read-only root).
+build() {
+	local image=$1 parent=$2 parent_hash=$3 pins=$4 smoke=$5 fill=$6 hash previous stage start out
+	hash=$(printf '%s\n' "$script_hash" "$parent_hash" "$pins" | sha256sum | cut -c1-16)
+	if [ "$(label_of "$image")" = "$hash" ]; then
+		log "image $image is up to date (inputs $hash)"
+		return 0
+	fi
+	start=$(date +%s)
+	previous=$(id_of "$image")
+	stage="$stages/${image//[\/:]/_}"
+	rm -rf "$stage"
+	mkdir -p "$stage"
+	{
+		echo "FROM $parent"
+		"$fill" "$stage"
+		echo "LABEL $label=\"$hash\""
+	} >"$stage/Dockerfile.tmp"
+	mv "$stage/Dockerfile.tmp" "$stage/Dockerfile"
+	log "docker build $image"
+	if ! out=$(DOCKER_BUILDKIT=0 docker build --quiet --network none -t "$image" "$stage" 2>&1); then
+		printf '%s\n' "$out" >&2
+		die "docker build of $image failed"
+	fi
+	rm -rf "$stage"
+	out=$(timeout 120 docker run --rm --network none --read-only --tmpfs /tmp --tmpfs /home/agent:uid=1000,gid=1000 \
+		--cap-drop ALL --security-opt no-new-privileges "$image" sh -ec "$smoke" 2>&1) ||
+		die "smoke test of $image failed: $out"
+	if [ -n "$previous" ] && [ "$previous" != "$(id_of "$image")" ]; then
+		replaced+=("$previous")
+	fi
+	built+=("$image")
+	log "built $image (inputs $hash) in $(($(date +%s) - start))s"
+}
+
+# retag IMAGE ALIAS points ALIAS at IMAGE.
+retag() {
+	local previous
+	previous=$(id_of "$2")
+	[ "$previous" = "$(id_of "$1")" ] && return 0
+	docker tag "$1" "$2"
+	[ -n "$previous" ] && replaced+=("$previous")
+	log "tagged $2 = $1"
+}
+
+fill_base() {
+	local s=$1
+	mkdir -p "$s/etc" "$s/home/agent" "$s/workspace" "$s/usr/local/bin" "$s/usr/local/lib/node_modules"
+	cp "$rootfs/etc/passwd" "$rootfs/etc/group" "$rootfs/etc/shadow" "$s/etc/"
+	grep -q '^agent:' "$s/etc/passwd" || echo 'agent:x:1000:1000:agent:/home/agent:/bin/bash' >>"$s/etc/passwd"
+	grep -q '^agent:' "$s/etc/group" || echo 'agent:x:1000:' >>"$s/etc/group"
+	grep -q '^agent:' "$s/etc/shadow" || echo 'agent:!:19000::::::' >>"$s/etc/shadow"
+	chmod 644 "$s/etc/passwd" "$s/etc/group"
+	chmod 640 "$s/etc/shadow"
+	# A commit identity and safe.directory = *, since hooks commit in
+	# /workspace, which the host owns.
+	cat >"$s/etc/gitconfig" <<'GIT'
 [user]
 	name = agentbox
 	email = agent@agentbox.invalid
@@ -92,42 +218,130 @@ cat >"$stage/etc/gitconfig" <<'GIT'
 [init]
 	defaultBranch = main
 GIT
-chmod 644 "$stage/etc/gitconfig"
-cp "$claude" "$stage/claude"
-chmod 755 "$stage/claude"
-cat >"$stage/Dockerfile" <<DOCKERFILE
-FROM $base
+	chmod 644 "$s/etc/gitconfig"
+	copy "$cli/node/node_modules/node-$platform/bin/node" "$s/usr/local/bin/node"
+	copy "$cli/node/node_modules/npm" "$s/usr/local/lib/node_modules/npm"
+	ln -s ../lib/node_modules/npm/bin/npm-cli.js "$s/usr/local/bin/npm"
+	ln -s ../lib/node_modules/npm/bin/npx-cli.js "$s/usr/local/bin/npx"
+	cat <<DOCKERFILE
 COPY etc/passwd etc/group etc/gitconfig /etc/
 COPY --chown=0:42 etc/shadow /etc/shadow
-COPY claude /usr/local/bin/claude
+COPY usr/local /usr/local
 COPY --chown=1000:1000 home/agent /home/agent
 COPY --chown=1000:1000 workspace /workspace
 ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
     HOME=/home/agent \\
-    LANG=C.UTF-8
+    LANG=C.UTF-8 \\
+    NPM_CONFIG_UPDATE_NOTIFIER=false
 USER agent
 WORKDIR /workspace
 ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["claude", "--version"]
-LABEL $label="$inputs" \\
-      dev.agentbox.claude-version="$CLAUDE_VERSION"
+CMD ["bash"]
+LABEL dev.agentbox.node-version="$NODE_VERSION"
 DOCKERFILE
-log "docker build $image"
-if ! out=$(DOCKER_BUILDKIT=0 docker build --quiet --network none -t "$image" "$stage" 2>&1); then
-	printf '%s\n' "$out" >&2
-	die "docker build of $image failed"
-fi
-rm -rf "$stage"
+}
 
-# 4. Smoke test: the CLI runs as the non-root user.
-out=$(timeout 60 docker run --rm --network none "$image" sh -c 'id -u; claude --version; git --version' 2>&1) ||
-	die "the new image does not run: $out"
-case "$out" in
-1000*"$CLAUDE_VERSION"*git*) ;;
-*) die "unexpected smoke test output from $image: $out" ;;
-esac
-# The replaced image is dangling now; remove it unless a container uses it.
-if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect --format '{{.Id}}' "$image")" ]; then
-	timeout 20 docker rmi "$previous" >/dev/null 2>&1 || true
+fill_full() {
+	copy "$go_dir/go" "$1/go"
+	cat <<DOCKERFILE
+COPY go /usr/local/go
+ENV PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
+    GOTOOLCHAIN=local
+LABEL dev.agentbox.go-version="$GO_VERSION"
+DOCKERFILE
+}
+
+claude_version="" # the version fill_claude installs
+fill_claude() {
+	copy "$cli/claude-$claude_version/node_modules/@anthropic-ai/claude-code-$platform/claude" "$1/claude"
+	cat <<DOCKERFILE
+COPY claude /usr/local/bin/claude
+CMD ["claude", "--version"]
+LABEL dev.agentbox.claude-version="$claude_version"
+DOCKERFILE
+}
+
+# The CLIs that are more than one file go to /opt/NAME, linked from
+# /usr/local/bin by a relative link inside a copied folder (the builder
+# cannot COPY a link to a file outside the build context).
+fill_codex() {
+	mkdir -p "$1/opt" "$1/usr/local/bin"
+	copy "$cli/codex/node_modules/@openai/codex-$platform/vendor/$(codex_triple)" "$1/opt/codex"
+	ln -s ../../../opt/codex/bin/codex "$1/usr/local/bin/codex"
+	cat <<DOCKERFILE
+COPY opt /opt
+COPY usr /usr
+CMD ["codex", "--version"]
+LABEL dev.agentbox.codex-version="$CODEX_VERSION"
+DOCKERFILE
+}
+
+fill_gemini() {
+	mkdir -p "$1/opt/gemini-cli" "$1/usr/local/bin"
+	copy "$cli/gemini/node_modules" "$1/opt/gemini-cli/node_modules"
+	ln -s ../../../opt/gemini-cli/node_modules/@google/gemini-cli/bundle/gemini.js "$1/usr/local/bin/gemini"
+	cat <<DOCKERFILE
+COPY opt /opt
+COPY usr /usr
+CMD ["gemini", "--version"]
+LABEL dev.agentbox.gemini-version="$GEMINI_VERSION"
+DOCKERFILE
+}
+
+fill_opencode() {
+	copy "$cli/opencode/node_modules/$(opencode_package)/bin/opencode" "$1/opencode"
+	cat <<DOCKERFILE
+COPY opencode /usr/local/bin/opencode
+CMD ["opencode", "--version"]
+LABEL dev.agentbox.opencode-version="$OPENCODE_VERSION"
+DOCKERFILE
+}
+
+# The quick check of the design, and the tools.
+check_base='test "$(id -u)" = 1000; test "$(pwd)" = /workspace
+test "$(node --version)" = "v'$NODE_VERSION'"; npm --version >/dev/null; python3 --version >/dev/null
+git --version >/dev/null; curl --version >/dev/null'
+
+base=$(image_name base)
+build "$base" "$rootfs_image" "$rootfs_hash" "node $NODE_VERSION npm $NPM_VERSION $platform" "$check_base" fill_base
+base_hash=$(label_of "$base")
+full=$(image_name base-full)
+if wanted base-full; then
+	build "$full" "$base" "$base_hash" "go $GO_VERSION $arch" \
+		"$check_base"'; go version | grep -qF "go'$GO_VERSION' "' fill_full
 fi
-log "built $image (inputs $inputs) in $(($(date +%s) - start))s"
+if wanted claude; then
+	for claude_version in $(claude_versions); do
+		build "$(image_name claude "$claude_version")" "$base" "$base_hash" "claude $claude_version $platform" \
+			"$check_base"'; test "$(claude --version)" = "'$claude_version' (Claude Code)"' fill_claude
+	done
+	retag "$(image_name claude "$CLAUDE_VERSION")" "$(image_name claude)"
+fi
+if wanted claude-full; then
+	claude_version=$CLAUDE_VERSION
+	build "$(image_name claude-full)" "$full" "$(label_of "$full")" "claude $claude_version $platform" \
+		"$check_base"'; go version >/dev/null; test "$(claude --version)" = "'$claude_version' (Claude Code)"' fill_claude
+fi
+if wanted codex; then
+	build "$(image_name codex)" "$base" "$base_hash" "codex $CODEX_VERSION $platform" \
+		"$check_base"'; test "$(codex --version)" = "codex-cli '$CODEX_VERSION'"' fill_codex
+fi
+if wanted gemini; then
+	build "$(image_name gemini)" "$base" "$base_hash" "gemini $GEMINI_VERSION $platform" \
+		"$check_base"'; test "$(gemini --version)" = "'$GEMINI_VERSION'"' fill_gemini
+fi
+if wanted opencode; then
+	build "$(image_name opencode)" "$base" "$base_hash" "opencode $OPENCODE_VERSION $(opencode_package)" \
+		"$check_base"'; test "$(opencode --version)" = "'$OPENCODE_VERSION'"' fill_opencode
+fi
+
+# Replaced images are dangling now: remove them (newest first, so children
+# go before their parents) unless a tag or a container still uses them.
+for ((i = ${#replaced[@]} - 1; i >= 0; i--)); do
+	id=${replaced[$i]}
+	[ "$(timeout 20 docker image inspect --format '{{len .RepoTags}}' "$id" 2>/dev/null)" = 0 ] &&
+		timeout 60 docker rmi "$id" >/dev/null 2>&1 || true
+done
+if [ ${#built[@]} -gt 0 ]; then
+	log "built ${#built[@]} image(s): ${built[*]}"
+fi

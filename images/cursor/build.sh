@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Build the sandbox image agentbox/sandbox-cursor:latest offline, the same
-# way scripts/build-image.sh builds the Claude image: the cached Debian root
-# filesystem (.cache/rootfs, built by scripts/build-image.sh when missing) is
-# the base image, and a build stage adds the user "agent" (uid/gid 1000),
-# /etc/gitconfig, /workspace and the Cursor CLI, without running anything in
-# a container.
+# Build the sandbox image PREFIX/sandbox-cursor:latest (PREFIX:
+# AGENTBOX_IMAGE_PREFIX, default agentbox) offline, on the base image of
+# `make image` (PREFIX/sandbox-base:latest, built by scripts/build-image.sh
+# when missing or out of date): a build stage adds the Cursor CLI in
+# /opt/cursor-agent and its links in /usr/local/bin, without running
+# anything in a container.
 #
 # The CLI comes from Cursor's official distribution: the installer at
 # https://cursor.com/install is run on this machine with a staging HOME. It
@@ -13,37 +13,30 @@
 # (agent-cli-package.tar.gz, as the installer downloads it) fetched
 # elsewhere to build without network access.
 #
-# The image is labelled with a hash of its inputs; the build is skipped when
-# an image with that hash exists. images/cursor/Dockerfile builds the same
-# image from a registry.
+# The image is labelled with a hash of its inputs (this script, the base
+# image's hash, the CLI's source); the build is skipped when an image with
+# that hash exists. images/cursor/Dockerfile builds the same image from a
+# registry.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/common.sh
 
-image="${AGENTBOX_CURSOR_IMAGE:-agentbox/sandbox-cursor:latest}"
+image="${AGENTBOX_CURSOR_IMAGE:-$(image_name cursor)}"
 installer_url="${CURSOR_INSTALLER_URL:-https://cursor.com/install}"
 tarball="${CURSOR_AGENT_TARBALL:-}"
-rootfs=.cache/rootfs
 stage=.cache/image-build-cursor
 label=dev.agentbox.image.inputs
 
 scripts/ensure-docker.sh
 
-# 1. The base image, shared with the Claude image.
-if [ ! -s "$rootfs/.agentbox-rootfs" ]; then
-	log "no cached root filesystem in $rootfs: building the Claude image first (scripts/build-image.sh)"
-	scripts/build-image.sh
-fi
-rootfs_key=$(cat "$rootfs/.agentbox-rootfs")
-base="agentbox/sandbox-base:$(printf '%s' "$rootfs_key" | sha256sum | cut -c1-12)"
-if ! timeout 20 docker image inspect "$base" >/dev/null 2>&1; then
-	log "docker import $base"
-	tar -C "$rootfs" --exclude=./.agentbox-rootfs --numeric-owner -c . | docker import - "$base" >/dev/null
-fi
+# 1. The base image (up to date: scripts/build-image.sh skips what is).
+scripts/build-image.sh base
+base=$(image_name base)
+base_hash=$(timeout 20 docker image inspect --format "{{ index .Config.Labels \"$label\" }}" "$base")
 
 # 2. The CLI package: from CURSOR_AGENT_TARBALL, else the official installer.
 rm -rf "$stage"
-mkdir -p "$stage/etc" "$stage/home/agent" "$stage/workspace" "$stage/opt/cursor-agent"
+mkdir -p "$stage/opt/cursor-agent" "$stage/usr/local/bin"
 if [ -n "$tarball" ]; then
 	[ -r "$tarball" ] || die "CURSOR_AGENT_TARBALL=$tarball is not a readable file"
 	log "Cursor CLI from $tarball"
@@ -78,7 +71,7 @@ chmod -R a+rX "$stage/opt/cursor-agent"
 inputs=$(
 	{
 		cat "$0" scripts/common.sh
-		echo "$rootfs_key"
+		echo "$base_hash"
 		echo "cursor $source_desc"
 	} | sha256sum | cut -c1-16
 )
@@ -90,40 +83,16 @@ if [ "$current" = "$inputs" ]; then
 fi
 start=$(date +%s)
 
-# 3. The image: files are prepared here and copied in.
-cp "$rootfs/etc/passwd" "$rootfs/etc/group" "$rootfs/etc/shadow" "$stage/etc/"
-grep -q '^agent:' "$stage/etc/passwd" || echo 'agent:x:1000:1000:agent:/home/agent:/bin/bash' >>"$stage/etc/passwd"
-grep -q '^agent:' "$stage/etc/group" || echo 'agent:x:1000:' >>"$stage/etc/group"
-grep -q '^agent:' "$stage/etc/shadow" || echo 'agent:!:19000::::::' >>"$stage/etc/shadow"
-chmod 644 "$stage/etc/passwd" "$stage/etc/group"
-chmod 640 "$stage/etc/shadow"
-cat >"$stage/etc/gitconfig" <<'GIT'
-[user]
-	name = agentbox
-	email = agent@agentbox.invalid
-[safe]
-	directory = *
-[init]
-	defaultBranch = main
-GIT
-chmod 644 "$stage/etc/gitconfig"
-mkdir -p "$stage/bin"
-ln -s /opt/cursor-agent/cursor-agent "$stage/bin/cursor-agent"
-ln -s /opt/cursor-agent/cursor-agent "$stage/bin/agent"
+# 3. The image: files are prepared here and copied in. The links are
+# relative and inside a copied folder (the builder cannot COPY a link to a
+# file outside the build context).
+ln -s ../../../opt/cursor-agent/cursor-agent "$stage/usr/local/bin/cursor-agent"
+ln -s ../../../opt/cursor-agent/cursor-agent "$stage/usr/local/bin/agent"
+rm -rf "$stage/install.sh" "$stage/curl.err" "$stage/install.log" "$stage/installer-home"
 cat >"$stage/Dockerfile" <<DOCKERFILE
 FROM $base
-COPY etc/passwd etc/group etc/gitconfig /etc/
-COPY --chown=0:42 etc/shadow /etc/shadow
-COPY opt/cursor-agent /opt/cursor-agent
-COPY bin/cursor-agent bin/agent /usr/local/bin/
-COPY --chown=1000:1000 home/agent /home/agent
-COPY --chown=1000:1000 workspace /workspace
-ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
-    HOME=/home/agent \\
-    LANG=C.UTF-8
-USER agent
-WORKDIR /workspace
-ENTRYPOINT ["/usr/bin/tini", "--"]
+COPY opt /opt
+COPY usr /usr
 CMD ["cursor-agent", "--version"]
 LABEL $label="$inputs" \\
       dev.agentbox.cursor-source="$source_desc"
