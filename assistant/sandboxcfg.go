@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/images"
 )
 
 // Sandbox defaults and limits.
@@ -26,10 +27,12 @@ const (
 )
 
 // defaultImages are the sandbox images per command, unless app.jsonc's
-// sandbox.images or the assistant's sandbox.image says otherwise.
+// sandbox.images or the assistant's sandbox.image says otherwise. Its keys
+// are the commands an assistant may name: a command joins when its executor
+// does (package images already names the images of those to come).
 var defaultImages = map[string]string{
-	"claude": "agentbox/sandbox-claude:latest",
-	"cursor": "agentbox/sandbox-cursor:latest",
+	"claude": images.Claude,
+	"cursor": images.Cursor,
 }
 
 // DefaultImage returns the built-in sandbox image for command ("" when the

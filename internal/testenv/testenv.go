@@ -5,20 +5,25 @@
 package testenv
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/images"
 )
 
 // ClaudeImage is the sandbox image with the Claude Code CLI, built by
 // `make image`. AGENTBOX_CLAUDE_IMAGE overrides it.
-const ClaudeImage = "agentbox/sandbox-claude:latest"
+const ClaudeImage = images.Claude
 
 // CI reports whether tests run under CI (CI=true), where missing parts fail.
 func CI() bool { return os.Getenv("CI") == "true" || os.Getenv("CI") == "1" }
@@ -56,14 +61,38 @@ func Docker(t testing.TB) {
 	}
 }
 
-// Image requires the Claude sandbox image and returns its name.
+// Image requires the Claude sandbox image (the pinned version) and returns
+// its name: AGENTBOX_CLAUDE_IMAGE, else the image of CLIImage.
 func Image(t testing.TB) string {
 	t.Helper()
-	Docker(t)
-	img := os.Getenv("AGENTBOX_CLAUDE_IMAGE")
-	if img == "" {
-		img = ClaudeImage
+	return CLIImage(t, "claude")
+}
+
+// ImagePrefix is the prefix of the images `make image` built for the tests:
+// AGENTBOX_IMAGE_PREFIX, else the product's (images.Prefix).
+func ImagePrefix() string {
+	if p := os.Getenv("AGENTBOX_IMAGE_PREFIX"); p != "" {
+		return p
 	}
+	return images.Prefix
+}
+
+// CLIImage requires the sandbox image of a coding-agent CLI ("claude",
+// "codex", "gemini", "opencode", "cursor") and returns its name:
+// AGENTBOX_<CLI>_IMAGE, else ImagePrefix()/sandbox-<cli>:latest.
+func CLIImage(t testing.TB, cli string) string {
+	t.Helper()
+	img := os.Getenv("AGENTBOX_" + strings.ToUpper(cli) + "_IMAGE")
+	if img == "" {
+		img = images.Name(ImagePrefix(), cli, "")
+	}
+	return RequireImage(t, img)
+}
+
+// RequireImage requires a Docker image by name and returns the name.
+func RequireImage(t testing.TB, img string) string {
+	t.Helper()
+	Docker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := exec.CommandContext(ctx, "docker", "image", "inspect", img).Run(); err != nil {
@@ -77,19 +106,93 @@ func Image(t testing.TB) string {
 // PATH.
 func ClaudeBin(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("AGENTBOX_CLAUDE_BIN"); p != "" {
+	return CLIBin(t, "claude")
+}
+
+// CLIBin requires a CLI installed by `make cli` ("claude" for the pinned
+// Claude Code, "claude-VERSION", "codex", "gemini", "opencode", "node") and
+// returns its path: AGENTBOX_<CLI>_BIN, then .cache/bin/<cli> under the
+// repository, then PATH.
+func CLIBin(t testing.TB, cli string) string {
+	t.Helper()
+	env := "AGENTBOX_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(cli)) + "_BIN"
+	if p := os.Getenv(env); p != "" {
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
 	}
-	if p := filepath.Join(RepoRoot(), ".cache", "bin", "claude"); fileExists(p) {
+	if p := filepath.Join(RepoRoot(), ".cache", "bin", cli); fileExists(p) {
 		return p
 	}
-	if p, err := exec.LookPath("claude"); err == nil {
+	if p, err := exec.LookPath(cli); err == nil {
 		return p
 	}
-	Missing(t, "the Claude Code CLI (make cli)")
+	Missing(t, "the CLI "+cli+" (make cli)")
 	return ""
+}
+
+// ClaudeCLI is one supported Claude Code version: its CLI on the host and
+// its sandbox image.
+type ClaudeCLI struct {
+	Version string
+	Bin     string // the host's CLI (make cli)
+	Image   string // PREFIX/sandbox-claude:VERSION (make image)
+}
+
+// ClaudeVersions returns the supported Claude Code versions, the pinned one
+// first (AGENTBOX_CLAUDE_VERSIONS, else scripts/versions.sh). It requires
+// each one's CLI on the host; the images are not checked (RequireImage).
+func ClaudeVersions(t testing.TB) []ClaudeCLI {
+	t.Helper()
+	versions := strings.Fields(os.Getenv("AGENTBOX_CLAUDE_VERSIONS"))
+	if len(versions) == 0 {
+		pins := Pins(t)
+		versions = []string{pins["CLAUDE_VERSION"]}
+		if l := pins["CLAUDE_LATEST_VERSION"]; l != versions[0] {
+			versions = append(versions, l)
+		}
+	}
+	var out []ClaudeCLI
+	for _, v := range versions {
+		out = append(out, ClaudeCLI{
+			Version: v,
+			Bin:     CLIBin(t, "claude-"+v),
+			Image:   images.Name(ImagePrefix(), "claude", v),
+		})
+	}
+	return out
+}
+
+var pinLine = regexp.MustCompile(`^([A-Z][A-Z0-9_]*)=(\S+)$`)
+
+// Pins returns the pinned versions of scripts/versions.sh (NAME=value
+// lines), failing t when the file cannot be read or a line is neither a
+// pin, a comment nor blank.
+func Pins(t testing.TB) map[string]string {
+	t.Helper()
+	path := filepath.Join(RepoRoot(), "scripts", "versions.sh")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("pinned versions: %v", err)
+	}
+	defer f.Close()
+	pins := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := pinLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("%s:%d: want NAME=value, a comment or a blank line, got %q", path, n, line)
+		}
+		pins[m[1]] = m[2]
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("pinned versions: %v", err)
+	}
+	return pins
 }
 
 // Bwrap requires bubblewrap and returns its path.

@@ -26,6 +26,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
+	"github.com/agentbox/agentbox/images"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -37,7 +38,7 @@ const ProductLabelValue = "agentbox"
 
 // Defaults applied when Options and Spec leave a limit at zero.
 const (
-	DefaultImage       = "agentbox/sandbox-claude:latest"
+	DefaultImage       = images.Claude
 	DefaultPidsLimit   = 512
 	DefaultMemoryBytes = 2 << 30
 	DefaultCPUs        = 2.0
@@ -352,7 +353,11 @@ func (r *Runtime) containerConfig(spec sandbox.Spec, name string, now time.Time)
 	if gid == "" {
 		gid = uid
 	}
-	tmpfsOpts := fmt.Sprintf("rw,nosuid,nodev,size=%d", r.opts.TmpfsBytes)
+	// exec: Docker mounts a tmpfs noexec unless told otherwise, and the
+	// agent's tools run programs from there (go run and go test build into
+	// /tmp; pip --user and npx put programs in the home). noexec would
+	// not contain the agent anyway: /workspace is executable.
+	tmpfsOpts := fmt.Sprintf("rw,exec,nosuid,nodev,size=%d", r.opts.TmpfsBytes)
 	cfg := &container.Config{
 		Image:      spec.Image,
 		User:       r.opts.User,
