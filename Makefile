@@ -1,7 +1,7 @@
 # agentbox: `make demo` runs the product on the example app, `make test`
 # runs the whole test suite with its real parts (Docker engine, sandbox
-# image, Claude Code CLI). Every target installs what it needs when missing
-# and is cheap the second time.
+# images, the coding-agent CLIs). Every target installs what it needs when
+# missing and is cheap the second time. Versions: scripts/versions.sh.
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -10,11 +10,13 @@ SHELL := /usr/bin/env bash
 export DEBIAN_FRONTEND := noninteractive
 export PATH := $(PATH):/usr/local/go/bin
 
+# Every pinned version (CLAUDE_VERSION, CLAUDE_LATEST_VERSION, CODEX_VERSION, ...).
+include scripts/versions.sh
+
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/agentbox
-IMAGE     ?= agentbox/sandbox-claude:latest
 APP       ?= examples/app
 TEST_P    ?= 2
 TEST_PKGS ?= ./...
@@ -23,14 +25,34 @@ CLUSTER_IMAGES ?= $(IMAGE)
 # make test starts the local cluster (CLUSTER=0: it does not).
 CLUSTER   ?= 1
 
-# What the tests find through internal/testenv.
-export AGENTBOX_CLAUDE_BIN   := $(CURDIR)/.cache/bin/claude
-export AGENTBOX_CLAUDE_IMAGE := $(IMAGE)
-export NODE_PATH             := $(CURDIR)/.cache/npm/node_modules
-export AGENTBOX_TSC          := $(CURDIR)/.cache/npm/node_modules/.bin/tsc
-export AGENTBOX_KUBECONFIG   := $(CURDIR)/.cache/cluster/kubeconfig
+# Images are PREFIX/sandbox-NAME:TAG. Another prefix (make image
+# AGENTBOX_IMAGE_PREFIX=agentbox-dev) builds and tests a separate set,
+# leaving the product's agentbox/* images alone.
+AGENTBOX_IMAGE_PREFIX ?= agentbox
+IMAGE ?= $(AGENTBOX_IMAGE_PREFIX)/sandbox-claude:latest
+export AGENTBOX_IMAGE_PREFIX
 
-.PHONY: build cli docker tools image image-cursor setup cluster cluster-down test bench demo check clean distclean go
+# What the tests find through internal/testenv: the CLIs of `make cli`...
+export AGENTBOX_CLAUDE_BIN          := $(CURDIR)/.cache/bin/claude
+export AGENTBOX_CLAUDE_VERSIONS     := $(CLAUDE_VERSION) $(filter-out $(CLAUDE_VERSION),$(CLAUDE_LATEST_VERSION))
+export AGENTBOX_CLAUDE_LATEST_BIN   := $(CURDIR)/.cache/bin/claude-$(CLAUDE_LATEST_VERSION)
+export AGENTBOX_CODEX_BIN           := $(CURDIR)/.cache/bin/codex
+export AGENTBOX_GEMINI_BIN          := $(CURDIR)/.cache/bin/gemini
+export AGENTBOX_OPENCODE_BIN        := $(CURDIR)/.cache/bin/opencode
+export AGENTBOX_NODE_BIN            := $(CURDIR)/.cache/bin/node
+export NODE_PATH                    := $(CURDIR)/.cache/npm/node_modules
+export AGENTBOX_TSC                 := $(CURDIR)/.cache/npm/node_modules/.bin/tsc
+export AGENTBOX_KUBECONFIG          := $(CURDIR)/.cache/cluster/kubeconfig
+# ... and the images of `make image` (AGENTBOX_IMAGES: all of them, for
+# the image tests, and for `make cluster CLUSTER_IMAGES="$AGENTBOX_IMAGES"`).
+export AGENTBOX_CLAUDE_IMAGE        := $(IMAGE)
+export AGENTBOX_CLAUDE_LATEST_IMAGE := $(AGENTBOX_IMAGE_PREFIX)/sandbox-claude:$(CLAUDE_LATEST_VERSION)
+export AGENTBOX_CODEX_IMAGE         := $(AGENTBOX_IMAGE_PREFIX)/sandbox-codex:latest
+export AGENTBOX_GEMINI_IMAGE        := $(AGENTBOX_IMAGE_PREFIX)/sandbox-gemini:latest
+export AGENTBOX_OPENCODE_IMAGE      := $(AGENTBOX_IMAGE_PREFIX)/sandbox-opencode:latest
+export AGENTBOX_IMAGES              := $(shell AGENTBOX_IMAGE_PREFIX=$(AGENTBOX_IMAGE_PREFIX) scripts/build-image.sh --list)
+
+.PHONY: help build cli docker tools image image-cursor setup cluster cluster-down test bench demo check clean distclean go
 
 ## go: Go itself is not installed here; say so clearly when it is missing
 go:
@@ -40,7 +62,13 @@ go:
 build: go
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentbox
 
-## cli: Claude Code CLI (pinned) and the openai npm package in .cache
+## help: this list of targets
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
+
+## cli: the coding-agent CLIs in .cache/bin (Claude Code pinned and latest,
+##   Codex, Gemini CLI, opencode), Node.js 22, and the openai and typescript
+##   npm packages the tests use; versions in scripts/versions.sh
 cli:
 	scripts/ensure-cli.sh
 
@@ -52,12 +80,17 @@ docker:
 tools:
 	scripts/ensure-tools.sh
 
-## image: the sandbox image, built offline; skipped when its inputs are unchanged
+## image: the sandbox images, built offline, each skipped when its inputs are
+##   unchanged: sandbox-base, sandbox-base-full (+Go), sandbox-claude (:latest =
+##   pinned, and one tag per supported version), sandbox-claude-full, sandbox-codex,
+##   sandbox-gemini, sandbox-opencode (all listed in AGENTBOX_IMAGES); prefix
+##   AGENTBOX_IMAGE_PREFIX (default agentbox)
 image: docker cli
-	AGENTBOX_CLAUDE_IMAGE=$(IMAGE) scripts/build-image.sh
+	scripts/build-image.sh
 
-## image-cursor: the Cursor sandbox image (needs the Cursor CLI's distribution,
-## or CURSOR_AGENT_TARBALL pointing at its tarball); not part of setup
+## image-cursor: the Cursor sandbox image on sandbox-base (needs the Cursor
+##   CLI's distribution, or CURSOR_AGENT_TARBALL pointing at its tarball); not
+##   part of setup
 image-cursor: docker
 	images/cursor/build.sh
 
@@ -99,11 +132,12 @@ check: go
 	cd scripts/cluster && $(GO) vet ./cni-loopback
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## clean: remove build outputs (keeps the cached CLI, rootfs and image)
+## clean: remove build outputs (keeps the cached CLIs, root filesystem and images)
 clean:
-	rm -rf bin .cache/image-build .cache/rootfs.tmp
+	rm -rf bin .cache/image-build .cache/image-build-cursor
 
-## distclean: also remove .cache (CLI, root filesystem); images stay in Docker
+## distclean: also remove .cache (links to the shared cache in
+##   $HOME/.cache/agentbox, which stays, as do the images in Docker)
 distclean: clean
 	[ ! -d .cache/cluster ] || scripts/cluster/down.sh
 	rm -rf .cache
