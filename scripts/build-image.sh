@@ -173,7 +173,11 @@ build() {
 	} >"$stage/Dockerfile.tmp"
 	mv "$stage/Dockerfile.tmp" "$stage/Dockerfile"
 	log "docker build $image"
-	if ! out=$(DOCKER_BUILDKIT=0 docker build --quiet --network none -t "$image" "$stage" 2>&1); then
+	# One retry: the engine's context extraction has been seen killed on a
+	# busy machine, and the second attempt reuses the layers of the first.
+	if ! out=$(DOCKER_BUILDKIT=0 docker build --quiet --network none -t "$image" "$stage" 2>&1) &&
+		! { log "docker build $image failed ($(printf '%s' "$out" | tail -n 1)); trying again" &&
+			out=$(DOCKER_BUILDKIT=0 docker build --quiet --network none -t "$image" "$stage" 2>&1); }; then
 		printf '%s\n' "$out" >&2
 		die "docker build of $image failed"
 	fi
