@@ -20,6 +20,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/units"
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
@@ -39,8 +40,6 @@ const (
 	connSuffix     = ".conn"
 	mcpSuffix      = ".mcp"
 	defaultListen  = "127.0.0.1:8080"
-	defaultCron    = "0 3 * * *"
-	defaultRetain  = 7 * 24 * time.Hour
 	minRetention   = time.Hour
 	defaultHookTTL = 5 * time.Second
 )
@@ -187,7 +186,7 @@ func (l *loader) loadConfig() *AppConfig {
 	cfg := &AppConfig{
 		DataRoot: filepath.Join(l.root, "data"),
 		Listen:   defaultListen,
-		Cleanup:  CleanupConfig{Schedule: defaultCron, Retention: defaultRetain},
+		Cleanup:  CleanupConfig{Schedule: sandbox.DefaultRetentionSchedule, Retention: sandbox.DefaultRetention},
 	}
 	abs := filepath.Join(l.root, AppFile)
 	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
@@ -270,7 +269,7 @@ func (l *loader) loadConfig() *AppConfig {
 		case err != nil:
 			d.errPath("cleanup.retention", "cleanup.retention: %v", err)
 		case r < minRetention:
-			d.errPath("cleanup.retention", "cleanup.retention %q is shorter than %s", raw.Cleanup.Retention, minRetention)
+			d.errPath("cleanup.retention", "cleanup.retention %q is shorter than %s", raw.Cleanup.Retention, units.FormatDuration(minRetention))
 		default:
 			cfg.Cleanup.Retention = r
 		}
@@ -278,29 +277,14 @@ func (l *loader) loadConfig() *AppConfig {
 	return cfg
 }
 
-var daysPrefix = regexp.MustCompile(`^(\d+)d`)
-
-// parseRetention parses a Go duration that may start with whole days:
-// "7d", "36h", "1d12h".
+// parseRetention parses cleanup.retention: a duration that may start with
+// whole days ("7d", "36h", "1d12h"). Its range is checked by the caller.
 func parseRetention(s string) (time.Duration, error) {
-	var days time.Duration
-	rest := s
-	if m := daysPrefix.FindStringSubmatch(s); m != nil {
-		var n int
-		if _, err := fmt.Sscanf(m[1], "%d", &n); err != nil || n > 100000 {
-			return 0, fmt.Errorf("invalid duration %q", s)
-		}
-		days = time.Duration(n) * 24 * time.Hour
-		rest = s[len(m[0]):]
-		if rest == "" {
-			return days, nil
-		}
-	}
-	d, err := time.ParseDuration(rest)
+	d, err := units.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q: use units d, h, m (\"7d\", \"36h\")", s)
+		return 0, fmt.Errorf("%w: use units d, h, m (\"7d\", \"36h\")", err)
 	}
-	return days + d, nil
+	return d, nil
 }
 
 // ---- connectors ----

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 const (
@@ -86,7 +87,7 @@ func TestLoadMinimalDefaults(t *testing.T) {
 	if a.Name != "hello" || a.Connector != "claude" || a.Sandbox != nil || a.Prompts != nil || a.Skills != nil {
 		t.Errorf("assistant: %+v", a)
 	}
-	if app.Config.Listen != defaultListen || app.Config.Cleanup.Retention != defaultRetain {
+	if app.Config.Listen != defaultListen || app.Config.Cleanup.Retention != sandbox.DefaultRetention {
 		t.Errorf("config: %+v", app.Config)
 	}
 }

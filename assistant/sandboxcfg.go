@@ -3,13 +3,12 @@ package assistant
 import (
 	"fmt"
 	"math"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/images"
+	"github.com/agentbox/agentbox/internal/units"
 )
 
 // Sandbox defaults and limits.
@@ -153,54 +152,33 @@ func checkArguments(d *doc, command string, a chat.Arguments) {
 	}
 }
 
-// parseDurationIn parses a Go duration at path and checks it lies in
-// [lo, hi]; on a problem it returns 0 after recording it.
+// parseDurationIn parses a duration at path ("30s", "10m", "1d") and checks
+// it lies in [lo, hi]; on a problem it returns 0 after recording it.
 func parseDurationIn(d *doc, path, s string, lo, hi time.Duration) time.Duration {
-	v, err := time.ParseDuration(s)
+	v, err := units.ParseDuration(s)
 	switch {
 	case err != nil:
-		d.errPath(path, "%s: invalid duration %q: use a number with a unit, like \"30s\", \"10m\" or \"1h\"", path, s)
+		d.errPath(path, "%s: %v: use a number with a unit, like \"30s\", \"10m\" or \"1h\"", path, err)
 	case v <= 0:
 		d.errPath(path, "%s %q must be positive", path, s)
 	case v < lo || v > hi:
-		d.errPath(path, "%s %q is out of range: want %s to %s", path, s, fmtDuration(lo), fmtDuration(hi))
+		d.errPath(path, "%s %q is out of range: want %s to %s", path, s, units.FormatDuration(lo), units.FormatDuration(hi))
 	default:
 		return v
 	}
 	return 0
 }
 
-// fmtDuration prints 10s, 24h, 100ms rather than 24h0m0s.
-func fmtDuration(d time.Duration) string {
-	switch {
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	case d%time.Second == 0:
-		return fmt.Sprintf("%ds", d/time.Second)
-	}
-	return d.String()
-}
-
-var memPattern = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(?:([kmgKMG])[bB]?|[bB])?$`)
-
 // ParseMemory parses a memory size with a unit b, k, m or g ("512m", "4g",
-// "1.5g"; "4gb" also works) into bytes and checks it lies between 64m and
-// 64g.
+// "1.5g"; "4gb" also works; see units.ParseBytes) into bytes and checks it
+// lies between 64m and 64g.
 func ParseMemory(s string) (int64, error) {
-	m := memPattern.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return 0, fmt.Errorf("invalid size %q: use a number with a unit b, k, m or g, like \"512m\" or \"4g\"", s)
-	}
-	f, err := strconv.ParseFloat(m[1], 64)
+	n, err := units.ParseBytes(s)
 	if err != nil {
-		return 0, fmt.Errorf("invalid size %q", s)
+		return 0, fmt.Errorf("%w: use a number with a unit b, k, m or g, like \"512m\" or \"4g\"", err)
 	}
-	mult := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[strings.ToLower(m[2])]
-	n := f * mult
 	if n < minMemory || n > maxMemory {
 		return 0, fmt.Errorf("size %q is out of range: want 64m to 64g", s)
 	}
-	return int64(n), nil
+	return n, nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentbox/agentbox/internal/units"
 )
 
 // Script is what a scripted server answers: a list of turns, each consumed
@@ -97,7 +99,7 @@ type Usage struct {
 }
 
 // Duration is a time.Duration written as a Go duration string ("200ms",
-// "1.5s") in script files.
+// "1.5s") in script files; see units.ParseDuration. It is never negative.
 type Duration time.Duration
 
 // MarshalJSON writes the duration as a string such as "200ms".
@@ -129,7 +131,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 }
 
 func (d *Duration) set(s string) error {
-	v, err := time.ParseDuration(s)
+	v, err := units.ParseDuration(s)
 	if err != nil {
 		return fmt.Errorf("bad duration %q (want e.g. \"200ms\")", s)
 	}

@@ -9,11 +9,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/internal/units"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -119,59 +118,24 @@ func printPruneReport(w io.Writer, rep *sandbox.PruneReport, retention time.Dura
 		verb = "would remove"
 	}
 	for _, p := range rep.Removed {
-		fmt.Fprintf(w, "%s %s/%s (last used %s, %s)\n", verb, p.User, p.Chat, p.LastUse.Format(time.DateTime), humanBytes(p.Bytes))
+		fmt.Fprintf(w, "%s %s/%s (last used %s, %s)\n", verb, p.User, p.Chat, p.LastUse.Format(time.DateTime), units.FormatBytes(p.Bytes))
 	}
 	for _, p := range rep.InUse {
 		fmt.Fprintf(w, "kept %s/%s: in use (last used %s)\n", p.User, p.Chat, p.LastUse.Format(time.DateTime))
 	}
 	fmt.Fprintf(w, "%s %d workspace(s), %s; %d in use, %d used within %s\n",
-		verb, len(rep.Removed), humanBytes(rep.FreedBytes), len(rep.InUse), rep.Kept, formatAge(retention))
+		verb, len(rep.Removed), units.FormatBytes(rep.FreedBytes), len(rep.InUse), rep.Kept, units.FormatDuration(retention))
 }
 
-var agePart = regexp.MustCompile(`^(\d+)d`)
-
-// parseAge reads a duration with an optional leading day count: "7d",
-// "36h", "1d12h", "90m".
+// parseAge reads --older-than: a positive duration that may start with
+// whole days ("7d", "36h", "1d12h", "90m").
 func parseAge(s string) (time.Duration, error) {
-	var d time.Duration
-	rest := s
-	if m := agePart.FindStringSubmatch(s); m != nil {
-		n, err := strconv.Atoi(m[1])
-		if err != nil || n > 100000 {
-			return 0, fmt.Errorf("invalid duration %q", s)
-		}
-		d = time.Duration(n) * 24 * time.Hour
-		rest = s[len(m[0]):]
-	}
-	if rest != "" {
-		x, err := time.ParseDuration(rest)
-		if err != nil {
-			return 0, fmt.Errorf("invalid duration %q: use units d, h, m (\"7d\", \"36h\")", s)
-		}
-		d += x
+	d, err := units.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: use units d, h, m (\"7d\", \"36h\")", err)
 	}
 	if d <= 0 {
 		return 0, fmt.Errorf("duration %q must be positive", s)
 	}
 	return d, nil
-}
-
-func formatAge(d time.Duration) string {
-	if d%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	}
-	return d.String()
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
