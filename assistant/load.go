@@ -14,10 +14,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/units"
@@ -593,24 +593,17 @@ func (l *loader) loadAssistants(cfg *AppConfig, conns map[string]*Connector) map
 		probs []Problem
 	}
 	results := make([]result, len(jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				sub := &loader{root: l.root, connIDs: l.connIDs}
-				a := sub.loadAssistant(jobs[i].id, jobs[i].dir, cfg, conns)
-				results[i] = result{a, sub.probs}
-			}
-		}()
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, j := range jobs {
+		g.Go(func() error {
+			sub := &loader{root: l.root, connIDs: l.connIDs}
+			a := sub.loadAssistant(j.id, j.dir, cfg, conns)
+			results[i] = result{a, sub.probs}
+			return nil
+		})
 	}
-	for i := range jobs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	_ = g.Wait() // loading records problems; it returns no error
 	out := make(map[string]*Assistant, len(jobs))
 	for i, r := range results {
 		l.probs = append(l.probs, r.probs...)
