@@ -3,12 +3,13 @@ package assistant
 import (
 	"errors"
 	"fmt"
-	"github.com/agentbox/agentbox/sandbox"
 	"log/slog"
 	"maps"
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 // EnvPrefix marks a value read from the environment at request time:

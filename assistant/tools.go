@@ -12,6 +12,16 @@ var (
 	jsIdent  = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 )
 
+// rawTool is one entry of package.yao "tools": a host tool the agent may
+// call through the bridge.
+type rawTool struct {
+	Name        string         `json:"name"`
+	Function    string         `json:"function"`
+	Description string         `json:"description"`
+	Parameters  map[string]any `json:"parameters"`
+	Timeout     string         `json:"timeout"`
+}
+
 // parseTools checks package.yao "tools". A tool runs on the host through
 // the request's bridge, which exists only for sandboxed assistants.
 func parseTools(d *doc, raw []rawTool, sandboxed bool) []Tool {

@@ -1,0 +1,141 @@
+package assistant
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/agentbox/agentbox/internal/units"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Defaults and limits of app.jsonc.
+const (
+	defaultListen = "127.0.0.1:8080"
+	minRetention  = time.Hour
+)
+
+type rawApp struct {
+	DataRoot string          `json:"data_root"`
+	Listen   string          `json:"listen"`
+	Auth     AuthConfig      `json:"auth"`
+	Sandbox  SandboxDefaults `json:"sandbox"`
+	Cleanup  rawCleanup      `json:"cleanup"`
+}
+
+type rawCleanup struct {
+	Schedule  string `json:"schedule"`
+	Retention string `json:"retention"`
+}
+
+func (l *loader) loadConfig() *AppConfig {
+	cfg := &AppConfig{
+		DataRoot: filepath.Join(l.root, "data"),
+		Listen:   defaultListen,
+		Cleanup:  CleanupConfig{Schedule: sandbox.DefaultRetentionSchedule, Retention: sandbox.DefaultRetention},
+	}
+	abs := filepath.Join(l.root, AppFile)
+	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+		for _, alt := range []string{"app.json", "app.yao"} {
+			if _, err := os.Stat(filepath.Join(l.root, alt)); err == nil {
+				l.fileProblem(filepath.Join(l.root, alt), "the app settings file is named %s; rename it", AppFile)
+			}
+		}
+		return cfg
+	}
+	var raw rawApp
+	d := l.decode(abs, &raw)
+	if d == nil {
+		return cfg
+	}
+	defer l.done(d)
+	if d.broken {
+		return cfg
+	}
+	if raw.DataRoot != "" {
+		p := raw.DataRoot
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(l.root, p)
+		}
+		cfg.DataRoot = filepath.Clean(p)
+	}
+	if d.has("listen") {
+		if _, port, err := net.SplitHostPort(raw.Listen); err != nil || port == "" {
+			d.errPath("listen", "listen: want host:port (\"127.0.0.1:8080\", \":8080\"), got %q", raw.Listen)
+		} else {
+			cfg.Listen = raw.Listen
+		}
+	}
+	seen := map[string]int{}
+	for i, t := range raw.Auth.Tokens {
+		p := fmt.Sprintf("auth.tokens[%d]", i)
+		switch {
+		case t.Token == "":
+			d.errPath(p+".token", "%s.token is required", p)
+		case checkEnvRef(t.Token) != "":
+			d.errPath(p+".token", "%s", checkEnvRef(t.Token))
+		default:
+			if j, dup := seen[t.Token]; dup {
+				d.errPath(p+".token", "%s.token: the same token as auth.tokens[%d]", p, j)
+			}
+			seen[t.Token] = i
+		}
+		if t.User == "" {
+			d.errPath(p+".user", "%s.user is required", p)
+		} else if err := sandbox.ValidateID("user", t.User); err != nil {
+			d.errPath(p+".user", "%s", strings.TrimSuffix(err.Error(), ": "+sandbox.ErrInvalidID.Error()))
+		}
+	}
+	cfg.Auth = raw.Auth
+	s := raw.Sandbox
+	if !oneOf(s.Runtime, "", "docker", "local") {
+		d.errPath("sandbox.runtime", "sandbox.runtime: want docker or local, got %q", s.Runtime)
+	}
+	if !oneOf(s.Network, "", "none", "host") {
+		d.errPath("sandbox.network", "sandbox.network: want none or host, got %q", s.Network)
+	}
+	for cmd, img := range s.Images {
+		if _, ok := defaultImages[cmd]; !ok {
+			d.errPath("sandbox.images."+cmd, "sandbox.images: unknown command %q (known: claude, cursor)", cmd)
+		} else if strings.TrimSpace(img) == "" {
+			d.errPath("sandbox.images."+cmd, "sandbox.images.%s is empty", cmd)
+		}
+	}
+	cfg.Sandbox = s
+	if raw.Cleanup.Schedule != "" {
+		if _, err := cron.ParseStandard(raw.Cleanup.Schedule); err != nil {
+			d.errPath("cleanup.schedule", "cleanup.schedule %q: %v (want a cron spec like \"0 3 * * *\")", raw.Cleanup.Schedule, err)
+		} else {
+			cfg.Cleanup.Schedule = raw.Cleanup.Schedule
+		}
+	}
+	if raw.Cleanup.Retention != "" {
+		r, err := parseRetention(raw.Cleanup.Retention)
+		switch {
+		case err != nil:
+			d.errPath("cleanup.retention", "cleanup.retention: %v", err)
+		case r < minRetention:
+			d.errPath("cleanup.retention", "cleanup.retention %q is shorter than %s", raw.Cleanup.Retention, units.FormatDuration(minRetention))
+		default:
+			cfg.Cleanup.Retention = r
+		}
+	}
+	return cfg
+}
+
+// parseRetention parses cleanup.retention: a duration that may start with
+// whole days ("7d", "36h", "1d12h"). Its range is checked by the caller.
+func parseRetention(s string) (time.Duration, error) {
+	d, err := units.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: use units d, h, m (\"7d\", \"36h\")", err)
+	}
+	return d, nil
+}
