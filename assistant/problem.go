@@ -2,7 +2,6 @@ package assistant
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/agentbox/agentbox/skills"
@@ -46,30 +45,8 @@ func (e *LoadError) Error() string {
 }
 
 // SortProblems orders problems by file, line, column and message, and drops
-// exact duplicates.
-func SortProblems(ps []Problem) []Problem {
-	sort.Slice(ps, func(i, j int) bool {
-		a, b := ps[i], ps[j]
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		if a.Col != b.Col {
-			return a.Col < b.Col
-		}
-		return a.Msg < b.Msg
-	})
-	out := ps[:0]
-	for i, p := range ps {
-		if i > 0 && p == ps[i-1] {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
-}
+// exact duplicates (skills.SortProblems).
+func SortProblems(ps []Problem) []Problem { return skills.SortProblems(ps) }
 
 // lineCol converts a byte offset in src to a 1-based line and byte column.
 func lineCol(src []byte, off int) (line, col int) {

@@ -54,8 +54,7 @@ func Discover(dir string) ([]*Skill, []Problem) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	sortProblems(probs)
-	return out, probs
+	return out, SortProblems(probs)
 }
 
 // load reads one skill folder.

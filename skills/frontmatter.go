@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -27,26 +26,6 @@ var namePattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 
 // knownFields are the front-matter keys the specification defines.
 var knownFields = []string{"allowed-tools", "compatibility", "description", "license", "metadata", "name"}
-
-// Problem is one positioned error in a skill: File is relative to the
-// folder given to Discover ("code-review/SKILL.md"); Line and Col are
-// 1-based (Col counts bytes); Line 0 means the problem concerns the file or
-// folder as a whole.
-type Problem struct {
-	File string
-	Line int
-	Col  int
-	Msg  string
-}
-
-// String formats the problem as "file:line:col: msg" ("file: msg" when it
-// has no position).
-func (p Problem) String() string {
-	if p.Line <= 0 {
-		return fmt.Sprintf("%s: %s", p.File, p.Msg)
-	}
-	return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Msg)
-}
 
 // fmParser parses one SKILL.md, collecting problems.
 type fmParser struct {
@@ -305,21 +284,4 @@ func kindName(n *yaml.Node) string {
 		return "a scalar"
 	}
 	return "nothing"
-}
-
-// sortProblems orders problems by file, line, column and message.
-func sortProblems(ps []Problem) {
-	sort.Slice(ps, func(i, j int) bool {
-		a, b := ps[i], ps[j]
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		if a.Col != b.Col {
-			return a.Col < b.Col
-		}
-		return a.Msg < b.Msg
-	})
 }
