@@ -22,6 +22,7 @@ const (
 	minRetention  = time.Hour
 )
 
+// rawApp is app.jsonc as written; loadConfig checks it into an AppConfig.
 type rawApp struct {
 	DataRoot string          `json:"data_root"`
 	Listen   string          `json:"listen"`
@@ -35,6 +36,9 @@ type rawCleanup struct {
 	Retention string `json:"retention"`
 }
 
+// loadConfig reads app.jsonc (optional) and applies its defaults: data root,
+// listen address, auth tokens, sandbox defaults and the workspace cleanup
+// schedule.
 func (l *loader) loadConfig() *AppConfig {
 	cfg := &AppConfig{
 		DataRoot: filepath.Join(l.root, "data"),

@@ -19,6 +19,7 @@ import (
 // defaultHookTTL bounds each hook call unless hooks.timeout says otherwise.
 const defaultHookTTL = 5 * time.Second
 
+// rawPackage is an assistant's package.yao as written.
 type rawPackage struct {
 	Name        string            `json:"name"`
 	Description string            `json:"description"`
@@ -51,6 +52,7 @@ type rawHooks struct {
 	Timeout string `json:"timeout"`
 }
 
+// loadAssistants loads every folder under assistants/, in parallel.
 func (l *loader) loadAssistants(cfg *AppConfig, conns map[string]*Connector) map[string]*Assistant {
 	dir := filepath.Join(l.root, AssistantsDir)
 	entries, err := os.ReadDir(dir)
@@ -109,6 +111,9 @@ func (l *loader) loadAssistants(cfg *AppConfig, conns map[string]*Connector) map
 	return out
 }
 
+// loadAssistant loads one assistant folder: package.yao with its sandbox,
+// hooks and tools settings, then its MCP servers, prompts, skills and hooks
+// entry. It returns nil when the assistant has problems.
 func (l *loader) loadAssistant(id, dir string, cfg *AppConfig, conns map[string]*Connector) *Assistant {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -184,6 +189,8 @@ func (l *loader) loadAssistant(id, dir string, cfg *AppConfig, conns map[string]
 	return a
 }
 
+// checkConnector checks that package.yao names a defined connector that
+// suits the sandbox command.
 func (l *loader) checkConnector(d *doc, id string, conns map[string]*Connector, sb *rawSandbox) {
 	if d.bad["connector"] {
 		return

@@ -20,6 +20,7 @@ const (
 
 var connectorTypes = []string{TypeAnthropic, TypeOpenAI, TypeScripted}
 
+// rawConnector is a connectors/**/NAME.conn.yao file as written.
 type rawConnector struct {
 	Type        string         `json:"type"`
 	Label       string         `json:"label"`
@@ -27,6 +28,7 @@ type rawConnector struct {
 	Options     map[string]any `json:"options"`
 }
 
+// loadConnectors loads every connector definition under connectors/, by id.
 func (l *loader) loadConnectors() map[string]*Connector {
 	files := l.defFiles(filepath.Join(l.root, ConnectorsDir), connSuffix)
 	l.connIDs = map[string]bool{}
@@ -40,6 +42,7 @@ func (l *loader) loadConnectors() map[string]*Connector {
 	return out
 }
 
+// loadConnector checks one connector file; nil when it has problems.
 func (l *loader) loadConnector(id, abs string) *Connector {
 	var raw rawConnector
 	d := l.decode(abs, &raw)

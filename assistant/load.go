@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -204,17 +205,10 @@ func defBase(name, suffix string) (string, bool) {
 	return "", false
 }
 
-// ---- helpers ----
+// oneOf reports whether s is one of set.
+func oneOf(s string, set ...string) bool { return slices.Contains(set, s) }
 
-func oneOf(s string, set ...string) bool {
-	for _, v := range set {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}
-
+// goKind names the JSON kind of a decoded value in problems.
 func goKind(v any) string {
 	switch v.(type) {
 	case string:

@@ -7,6 +7,7 @@ import (
 	"strings"
 )
 
+// rawMCP is package.yao's "mcp" block: the servers the assistant uses.
 type rawMCP struct {
 	Servers []rawMCPRef `json:"servers"`
 }
@@ -16,6 +17,7 @@ type rawMCPRef struct {
 	Tools    []string `json:"tools"`
 }
 
+// rawMCPServer is an mcps/**/NAME.mcp.yao file as written.
 type rawMCPServer struct {
 	Transport string            `json:"transport"`
 	Command   string            `json:"command"`
@@ -25,6 +27,8 @@ type rawMCPServer struct {
 	Headers   map[string]string `json:"headers"`
 }
 
+// loadMCPServers loads the MCP server definitions of one assistant, by id;
+// a defined but broken server maps to nil.
 func (l *loader) loadMCPServers(dir string) map[string]*MCPServer {
 	files := l.defFiles(dir, mcpSuffix)
 	out := make(map[string]*MCPServer, len(files))
@@ -93,6 +97,7 @@ func (l *loader) loadMCPServers(dir string) map[string]*MCPServer {
 	return out
 }
 
+// checkMCPRefs checks package.yao's mcp.servers against the defined servers.
 func (l *loader) checkMCPRefs(d *doc, m *rawMCP, servers map[string]*MCPServer, dir string) []MCPRef {
 	refs := make([]MCPRef, 0, len(m.Servers))
 	seen := map[string]bool{}
