@@ -45,47 +45,53 @@ func (p *fmParser) nodeErr(n *yaml.Node, format string, args ...any) {
 }
 
 // splitFrontMatter separates SKILL.md into its front matter YAML (parsed
-// into a node by adrg/frontmatter with yaml.v3) and body. startLine is the
-// 1-based line of the opening "---" (0 when there is none).
+// into a node with yaml.v3) and body. startLine is the 1-based line of the
+// opening "---" (0 when there is none).
 func splitFrontMatter(data []byte) (doc *yaml.Node, body []byte, startLine int, err error) {
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
-	// adrg/frontmatter skips blank lines before the opening delimiter and
-	// compares trimmed lines; find the same line to position YAML errors.
-	line := 0
-	for rest := data; len(rest) > 0; {
-		line++
-		l := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			l, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = nil
+	fm, body, ok := split(data)
+	if !ok {
+		// No front matter, or an opening line that is never closed:
+		// closing it at the end tells the two apart.
+		closed := append(data[:len(data):len(data)], "\n---\n"...)
+		if fm, rest, ok := split(closed); ok {
+			return nil, nil, openingLine(closed, fm, rest), errUnclosed
 		}
-		t := bytes.TrimSpace(l)
-		if len(t) == 0 {
-			continue
-		}
-		if string(t) == "---" {
-			startLine = line
-		}
-		break
-	}
-	if startLine == 0 {
 		return nil, data, 0, nil
 	}
+	startLine = openingLine(data, fm, body)
 	var node yaml.Node
-	called := false
-	format := frontmatter.NewFormat("---", "---", func(b []byte, v any) error {
-		called = true
-		return yaml.Unmarshal(b, v)
-	})
-	body, err = frontmatter.Parse(bytes.NewReader(data), &node, format)
-	if err != nil {
+	if err := yaml.Unmarshal(fm, &node); err != nil {
 		return nil, nil, startLine, err
 	}
-	if !called {
-		return nil, nil, startLine, errUnclosed
-	}
 	return &node, body, startLine, nil
+}
+
+// split has adrg/frontmatter find the front matter: the first non-blank
+// line is "---" and the YAML runs to the next "---" line. ok is false when
+// there is none.
+func split(data []byte) (fm, body []byte, ok bool) {
+	format := frontmatter.NewFormat("---", "---", func(b []byte, _ any) error {
+		fm, ok = bytes.Clone(b), true
+		return nil
+	})
+	body, err := frontmatter.Parse(bytes.NewReader(data), nil, format)
+	if err != nil || !ok {
+		return nil, data, false // reading from memory does not fail
+	}
+	return fm, body, true
+}
+
+// openingLine returns the line of the opening "---" of front matter fm that
+// split took off data before body: the YAML follows the opening line and
+// is followed by one closing line.
+func openingLine(data, fm, body []byte) int {
+	front := data[:len(data)-len(body)]
+	lines := bytes.Count(front, []byte("\n"))
+	if len(front) > 0 && front[len(front)-1] != '\n' {
+		lines++ // the closing line ends the file without a newline
+	}
+	return lines - bytes.Count(fm, []byte("\n")) - 1
 }
 
 var errUnclosed = errors.New("front matter is not closed: add a line with --- after it")
