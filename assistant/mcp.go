@@ -130,7 +130,7 @@ func (l *loader) checkMCPRefs(d *doc, m *rawMCP, servers map[string]*MCPServer, 
 				d.errPath(fmt.Sprintf("%s.tools[%d]", p, j), "tool name is empty")
 			}
 		}
-		refs = append(refs, MCPRef{ServerID: r.ServerID, Tools: r.Tools})
+		refs = append(refs, MCPRef(r))
 	}
 	return refs
 }

@@ -28,14 +28,13 @@ const testKey = "sk-test-SECRET0123456789"
 
 // reply is one scripted answer of a fake provider.
 type reply struct {
-	status  int
-	header  map[string]string
-	body    string        // whole body (error JSON, or raw SSE)
-	events  []string      // SSE data payloads; "name|{json}" sends "event: name"
-	stall   time.Duration // wait before the first event (after headers)
-	pause   time.Duration // wait between events
-	cut     bool          // drop the connection after the events, without an end
-	noFlush bool
+	status int
+	header map[string]string
+	body   string        // whole body (error JSON, or raw SSE)
+	events []string      // SSE data payloads; "name|{json}" sends "event: name"
+	stall  time.Duration // wait before the first event (after headers)
+	pause  time.Duration // wait between events
+	cut    bool          // drop the connection after the events, without an end
 }
 
 // fake is an httptest server answering each request with the next reply

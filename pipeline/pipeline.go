@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -88,7 +87,6 @@ type Pipeline struct {
 	log       *slog.Logger
 	executors map[string]executor.Executor
 	hooks     *HookCache
-	seq       atomic.Uint64
 
 	mu     sync.Mutex
 	active map[*turn]struct{}
