@@ -24,6 +24,7 @@ TEST_PKGS ?= ./...
 CLUSTER_IMAGES ?= $(IMAGE)
 # make test starts the local cluster (CLUSTER=0: it does not).
 CLUSTER   ?= 1
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Images are PREFIX/sandbox-NAME:TAG. Another prefix (make image
 # AGENTBOX_IMAGE_PREFIX=agentbox-dev) builds and tests a separate set,
@@ -126,11 +127,15 @@ bench: go setup
 demo: build tools cli
 	BIN=$(BIN) APP=$(APP) scripts/demo.sh
 
-## check: go vet and gofmt
+## check: gofmt, go mod tidy -diff, go vet and staticcheck (pinned; built
+##   once into Go's cache, so later runs take seconds)
 check: go
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy" >&2; exit 1; }
 	$(GO) vet ./...
 	cd scripts/cluster && $(GO) vet ./cni-loopback
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) run $(STATICCHECK) ./...
+	cd scripts/cluster && $(GO) run $(STATICCHECK) ./cni-loopback
 
 ## clean: remove build outputs (keeps the cached CLIs, root filesystem and images)
 clean:
