@@ -16,11 +16,12 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// Defaults and limits of app.jsonc.
-const (
-	defaultListen = "127.0.0.1:8080"
-	minRetention  = time.Hour
-)
+// DefaultListen is the listen address when app.jsonc names none; the
+// server's default too.
+const DefaultListen = "127.0.0.1:8080"
+
+// minRetention is the shortest cleanup.retention accepted.
+const minRetention = time.Hour
 
 // rawApp is app.jsonc as written; loadConfig checks it into an AppConfig.
 type rawApp struct {
@@ -42,7 +43,7 @@ type rawCleanup struct {
 func (l *loader) loadConfig() *AppConfig {
 	cfg := &AppConfig{
 		DataRoot: filepath.Join(l.root, "data"),
-		Listen:   defaultListen,
+		Listen:   DefaultListen,
 		Cleanup:  CleanupConfig{Schedule: sandbox.DefaultRetentionSchedule, Retention: sandbox.DefaultRetention},
 	}
 	abs := filepath.Join(l.root, AppFile)

@@ -87,7 +87,7 @@ func TestLoadMinimalDefaults(t *testing.T) {
 	if a.Name != "hello" || a.Connector != "claude" || a.Sandbox != nil || a.Prompts != nil || a.Skills != nil {
 		t.Errorf("assistant: %+v", a)
 	}
-	if app.Config.Listen != defaultListen || app.Config.Cleanup.Retention != sandbox.DefaultRetention {
+	if app.Config.Listen != DefaultListen || app.Config.Cleanup.Retention != sandbox.DefaultRetention {
 		t.Errorf("config: %+v", app.Config)
 	}
 }

@@ -46,7 +46,7 @@ type Backend interface {
 
 // Defaults of Config.
 const (
-	DefaultAddr         = "127.0.0.1:8080"
+	DefaultAddr         = assistant.DefaultListen
 	DefaultBodyLimit    = 1 << 20
 	DefaultDrainTimeout = 30 * time.Second
 )
