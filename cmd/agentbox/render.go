@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/units"
 )
 
 // renderOptions configure a renderer.
@@ -271,7 +272,7 @@ func (r *renderer) toolResult(e chat.Event) {
 	isErr, _ := e.Props["is_error"].(bool)
 	first, _, _ := strings.Cut(strings.TrimSpace(content), "\n")
 	first = truncate(first, r.opts.Width-len(name)-16)
-	size := humanSize(len(content))
+	size := units.FormatBytes(int64(len(content)))
 	if n := strings.Count(strings.TrimRight(content, "\n"), "\n") + 1; content != "" && n > 1 {
 		size = fmt.Sprintf("%d lines, %s", n, size)
 	}
@@ -449,16 +450,6 @@ func truncate(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
-}
-
-func humanSize(n int) string {
-	switch {
-	case n < 1024:
-		return fmt.Sprintf("%d B", n)
-	case n < 1024*1024:
-		return fmt.Sprintf("%.1f KB", float64(n)/1024)
-	}
-	return fmt.Sprintf("%.1f MB", float64(n)/(1024*1024))
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/units"
 )
 
 // update (-update) is declared in check_test.go.
@@ -126,8 +127,8 @@ func TestRenderHelpers(t *testing.T) {
 			t.Errorf("shortInput(%v) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
-	if got := humanSize(2048); got != "2.0 KB" {
-		t.Errorf("humanSize = %q", got)
+	if got := units.FormatBytes(2048); got != "2.0 KB" {
+		t.Errorf("FormatBytes = %q", got)
 	}
 	if got := trimEllipsis("Starting sandbox…"); got != "Starting sandbox" {
 		t.Errorf("trimEllipsis = %q", got)
