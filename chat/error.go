@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Error codes carried by error events, the done event's error and the
@@ -22,6 +23,27 @@ const (
 	ErrCanceled       = "canceled"
 	ErrInternal       = "internal"
 	ErrMaxTurns       = "max_turns"
+
+	// Limits and protections of the server (issue 17). Errors with these
+	// codes usually carry RetryAfter.
+
+	// ErrTooManyTurns: the user already runs as many turns as allowed at
+	// once (limits.turns_per_user).
+	ErrTooManyTurns = "too_many_turns"
+	// ErrChatBusy: another turn runs on the chat and this one could not
+	// wait for it (the chat's queue is full, or the wait passed).
+	ErrChatBusy = "chat_busy"
+	// ErrChatAssistant: the chat belongs to another assistant than the
+	// one the request names.
+	ErrChatAssistant = "chat_assistant"
+	// ErrServerBusy: the server runs as many sandboxes as allowed and none
+	// became free within the wait (limits.sandboxes).
+	ErrServerBusy = "server_busy"
+	// ErrCircuitOpen: the connector's upstream failed repeatedly; calls
+	// fail fast until a probe succeeds.
+	ErrCircuitOpen = "circuit_open"
+	// ErrShuttingDown: the server is shutting down and takes no new turns.
+	ErrShuttingDown = "shutting_down"
 )
 
 // Error is a failure with a code a client can act on. It is made once,
@@ -39,6 +61,9 @@ type Error struct {
 	// Err is the cause, for the log and for errors.Is and errors.As; it is
 	// never shown to clients.
 	Err error
+	// RetryAfter, when positive, is how long the client should wait before
+	// it tries again (the HTTP server sends it as Retry-After).
+	RetryAfter time.Duration
 }
 
 // Error renders "code: message", and the cause when the message does not

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
@@ -94,9 +96,21 @@ var statuses = map[string]int{
 	chat.ErrExecutor:       http.StatusBadGateway,
 	chat.ErrMaxTurns:       http.StatusBadGateway,
 	chat.ErrInternal:       http.StatusInternalServerError,
+	chat.ErrTooManyTurns:   http.StatusTooManyRequests, // the server's own limit, with Retry-After
+	chat.ErrChatBusy:       http.StatusConflict,
+	chat.ErrChatAssistant:  http.StatusConflict,
+	chat.ErrServerBusy:     http.StatusServiceUnavailable,
+	chat.ErrCircuitOpen:    http.StatusServiceUnavailable,
+	chat.ErrShuttingDown:   http.StatusServiceUnavailable,
 	CodeNotFound:           http.StatusNotFound,
 	CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
 	CodeBodyTooLarge:       http.StatusRequestEntityTooLarge,
+}
+
+// refusal are the codes of the server protecting itself or its upstreams:
+// expected under load, so not logged as errors (the metrics count them).
+var refusal = map[string]bool{
+	chat.ErrServerBusy: true, chat.ErrCircuitOpen: true, chat.ErrShuttingDown: true,
 }
 
 // statusOf is the HTTP status of e: its code's, except for the causes that
@@ -140,11 +154,17 @@ func errorJSON(e *httpError) errorBody {
 }
 
 // writeError writes err as a JSON error response. Internal errors are
-// logged with their cause; the client sees only the public message.
+// logged with their cause; the client sees only the public message. An
+// error with a RetryAfter gets a Retry-After header (whole seconds, at
+// least 1).
 func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	e := asAPIError(err)
-	if e.Status >= 500 && log != nil {
+	if e.Status >= 500 && !refusal[e.Err.Code] && log != nil {
 		log.Error("request failed", "code", e.Err.Code, "err", err)
+	}
+	noteError(w, e.Err.Code)
+	if ra := e.Err.RetryAfter; ra > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ra.Seconds()))))
 	}
 	status := e.Status
 	if status < 400 || status > 599 {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
@@ -40,11 +42,33 @@ func TestStatusOf(t *testing.T) {
 		{"sandbox sentinel", fmt.Errorf("open: %w", sandbox.ErrPathOutside), 400, chat.ErrInvalidRequest},
 		{"deadline", context.DeadlineExceeded, 504, chat.ErrTimeout},
 		{"plain", errors.New("db is on fire"), 500, chat.ErrInternal},
+		{"user limit", chat.Errorf(chat.ErrTooManyTurns, "4 turns"), 429, chat.ErrTooManyTurns},
+		{"chat busy", chat.Errorf(chat.ErrChatBusy, "busy"), 409, chat.ErrChatBusy},
+		{"other assistant", chat.Errorf(chat.ErrChatAssistant, "coder's"), 409, chat.ErrChatAssistant},
+		{"no sandbox slot", chat.Errorf(chat.ErrServerBusy, "full"), 503, chat.ErrServerBusy},
+		{"breaker", chat.Errorf(chat.ErrCircuitOpen, "failing"), 503, chat.ErrCircuitOpen},
+		{"shutting down", chat.Errorf(chat.ErrShuttingDown, "bye"), 503, chat.ErrShuttingDown},
 	}
 	for _, tc := range cases {
 		e := asAPIError(tc.err)
 		if e.Status != tc.status || e.Err.Code != tc.code {
 			t.Errorf("%s: %d %s, want %d %s", tc.name, e.Status, e.Err.Code, tc.status, tc.code)
+		}
+	}
+}
+
+// TestRetryAfter: an error that says when to come back gets Retry-After, in
+// whole seconds rounded up.
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ra   time.Duration
+		want string
+	}{{0, ""}, {300 * time.Millisecond, "1"}, {5 * time.Second, "5"}, {90*time.Second + time.Millisecond, "91"}} {
+		w := httptest.NewRecorder()
+		writeError(w, nil, &chat.Error{Code: chat.ErrTooManyTurns, Message: "slow down", RetryAfter: tc.ra})
+		if got := w.Header().Get("Retry-After"); got != tc.want || w.Code != 429 {
+			t.Errorf("RetryAfter %s: %d Retry-After %q, want 429 %q", tc.ra, w.Code, got, tc.want)
 		}
 	}
 }

@@ -230,6 +230,8 @@ type recorder struct {
 	bytes  int64
 	wrote  bool
 	user   string
+	// code is the error code the client was told ("" when none).
+	code string
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -249,6 +251,14 @@ func (r *recorder) Write(b []byte) (int, error) {
 }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// noteError records the error code a response tells its client, for the
+// access log and the error metrics (w is the recorder the handlers get).
+func noteError(w http.ResponseWriter, code string) {
+	if rec, ok := w.(*recorder); ok && rec.code == "" {
+		rec.code = code
+	}
+}
 
 // logged writes one access log line per request and gives every request
 // an X-Request-ID (the client's when it sent a sane one).
