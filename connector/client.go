@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/breaker"
 	"github.com/agentbox/agentbox/chat"
 )
 
@@ -97,8 +98,16 @@ func (c *client) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (
 	ids := newIDs()
 	for attempt := 1; ; attempt++ {
 		out := &output{emit: emit, ids: ids, provider: c.typ, key: c.cfg.Key, maxTokens: maxTokens}
+		// Every attempt asks the connector's breaker: an open one fails the
+		// call at once (also between retries) instead of adding load to an
+		// upstream that is down.
+		done, berr := c.cfg.Breaker.Allow()
+		if berr != nil {
+			return nil, berr
+		}
 		resp, e := c.attempt(ctx, body, out)
 		out.closeOpen()
+		done(c.outcome(ctx, e))
 		if e == nil {
 			resp.Attempts = attempt
 			resp.Usage.Turns = 1
@@ -126,6 +135,19 @@ func (c *client) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (
 			return nil, contextError(c.typ, ctx, &c.cfg)
 		}
 	}
+}
+
+// outcome is what an attempt that ended with e says about the upstream's
+// health. The caller's own cancellation or deadline says nothing; a
+// malformed answer is the upstream's failure.
+func (c *client) outcome(ctx context.Context, e *chat.Error) breaker.Outcome {
+	if e == nil {
+		return breaker.Success
+	}
+	if ctx.Err() != nil && context.Cause(ctx) != errTotalTimeout {
+		return breaker.Ignore
+	}
+	return breaker.OfCode(e.Code)
 }
 
 // gaveUp notes the number of attempts in a final error.

@@ -24,7 +24,10 @@
 // before any output are retried with exponential backoff and jitter,
 // honouring Retry-After, within RetryPolicy's bounds; nothing is retried once
 // output has been emitted, so a client never sees a duplicated answer. The
-// API key never appears in errors, events or logs.
+// API key never appears in errors, events or logs. With Config.Breaker,
+// every attempt goes through the connector's circuit breaker (package
+// breaker): repeated network errors, 5xx answers and timeouts open it, and
+// calls then fail at once with chat.ErrCircuitOpen until a probe succeeds.
 package connector
 
 import (
@@ -37,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/breaker"
 	"github.com/agentbox/agentbox/chat"
 )
 
@@ -93,6 +97,10 @@ type Config struct {
 	FirstByteTimeout time.Duration
 	// IdleTimeout bounds a silence between outputs once the answer started.
 	IdleTimeout time.Duration
+	// Breaker is the connector's circuit breaker, shared by every client
+	// of the connector (nil: none). Each attempt asks it first; an open
+	// one fails the call at once with chat.ErrCircuitOpen.
+	Breaker *breaker.Breaker
 }
 
 // String describes the configuration without the key.
