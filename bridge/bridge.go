@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/breaker"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/sandbox"
@@ -104,6 +105,10 @@ type Options struct {
 	// UpstreamAuth says how the key is presented upstream: AuthAPIKey
 	// (x-api-key, the default) or AuthBearer (Authorization: Bearer).
 	UpstreamAuth string
+	// Breaker is the upstream connector's circuit breaker, shared with
+	// every other call to that connector (nil: none). While it is open the
+	// proxy answers the CLI 503 with x-should-retry: false.
+	Breaker *breaker.Breaker
 	// Transport carries upstream requests (nil: a shared keep-alive
 	// transport).
 	Transport http.RoundTripper
@@ -167,7 +172,7 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 	}
 	var upstream *upstreamTarget
 	if opts.Upstream.Type != "" || opts.Upstream.Host != "" {
-		if upstream, err = newUpstream(opts.Upstream, opts.UpstreamAuth); err != nil {
+		if upstream, err = newUpstream(opts.Upstream, opts.UpstreamAuth, opts.Breaker); err != nil {
 			return nil, err
 		}
 	}
@@ -350,15 +355,15 @@ func (s *Session) Connection() executor.Connection {
 	}
 }
 
-// SetUpstream points the model proxy at another connector for the rest of
-// the session (a Create hook may switch connectors after the sandbox
-// exists). Requests already in flight keep their upstream. It fails when
-// the session has no model proxy.
-func (s *Session) SetUpstream(c executor.Connection, auth string) error {
+// SetUpstream points the model proxy at another connector, with that
+// connector's breaker (nil: none), for the rest of the session (a Create
+// hook may switch connectors after the sandbox exists). Requests already in
+// flight keep their upstream. It fails when the session has no model proxy.
+func (s *Session) SetUpstream(c executor.Connection, auth string, b *breaker.Breaker) error {
 	if s.model == nil {
 		return errors.New("bridge: this session has no model proxy")
 	}
-	up, err := newUpstream(c, auth)
+	up, err := newUpstream(c, auth, b)
 	if err != nil {
 		return err
 	}
@@ -397,6 +402,16 @@ func (s *Session) Usage() chat.Usage {
 	}
 	u, _ := s.model.meter.total()
 	return u
+}
+
+// CircuitOpen is the error of the first model request the proxy refused
+// because the connector's circuit breaker was open (nil when none was):
+// the turn's real cause when the CLI then fails.
+func (s *Session) CircuitOpen() *chat.Error {
+	if s.model == nil {
+		return nil
+	}
+	return s.model.refused.Load()
 }
 
 // Requests is the number of model requests the proxy forwarded upstream.

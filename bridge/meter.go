@@ -70,6 +70,9 @@ type meterBody struct {
 	buf     bytes.Buffer
 	tooBig  bool
 	doneOne sync.Once
+	// readErr is the error reading the upstream's body failed with, if
+	// it did not end cleanly.
+	readErr error
 }
 
 func (b *meterBody) Read(p []byte) (int, error) {
@@ -88,6 +91,8 @@ func (b *meterBody) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF {
 		b.finish()
+	} else if err != nil && b.readErr == nil {
+		b.readErr = err
 	}
 	return n, err
 }

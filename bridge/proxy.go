@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentbox/agentbox/breaker"
+	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
 )
 
@@ -36,14 +38,16 @@ var sharedTransport http.RoundTripper = func() http.RoundTripper {
 	return t
 }()
 
-// upstreamTarget is where the proxy forwards, with the real key.
+// upstreamTarget is where the proxy forwards, with the real key, and the
+// connector's circuit breaker.
 type upstreamTarget struct {
-	url  *url.URL
-	key  string
-	auth string
+	url     *url.URL
+	key     string
+	auth    string
+	breaker *breaker.Breaker
 }
 
-func newUpstream(c executor.Connection, auth string) (*upstreamTarget, error) {
+func newUpstream(c executor.Connection, auth string, b *breaker.Breaker) (*upstreamTarget, error) {
 	switch c.Type {
 	case "openai":
 		return nil, fmt.Errorf("model proxy: connector type %q does not speak the Anthropic Messages API the sandbox CLI uses: use an anthropic connector", c.Type)
@@ -72,7 +76,7 @@ func newUpstream(c executor.Connection, auth string) (*upstreamTarget, error) {
 	default:
 		return nil, fmt.Errorf("model proxy: upstream auth %q: want %q or %q", auth, AuthAPIKey, AuthBearer)
 	}
-	return &upstreamTarget{url: u, key: c.Key, auth: auth}, nil
+	return &upstreamTarget{url: u, key: c.Key, auth: auth, breaker: b}, nil
 }
 
 // modelServer is the host side of the model proxy: an HTTP server on the
@@ -86,6 +90,9 @@ type modelServer struct {
 	token   string
 	revoked atomic.Bool
 	meter   meter
+	// refused is the first circuit-open error a request of this session
+	// was refused with.
+	refused atomic.Pointer[chat.Error]
 }
 
 func newModelServer(s *Session, up *upstreamTarget, ln net.Listener) *modelServer {
@@ -162,13 +169,33 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "not_found_error", "agentbox bridge: "+r.URL.Path+" is not available to sandboxes")
 		return
 	}
+	// The connector's breaker: while it is open the CLI gets a 503 it does
+	// not retry (x-should-retry: false), so the turn fails at once with a
+	// clear error instead of piling retries on a failing upstream.
+	up := m.up.Load()
+	done, err := up.breaker.Allow()
+	if err != nil {
+		var ce *chat.Error
+		if errors.As(err, &ce) {
+			m.refused.CompareAndSwap(nil, ce)
+			w.Header().Set("Retry-After", fmt.Sprint(int(ce.RetryAfter.Seconds()+0.999)))
+		}
+		w.Header().Set("X-Should-Retry", "false")
+		m.s.log.Warn("bridge model proxy: refused", "path", r.URL.Path, "reason", "circuit breaker open")
+		apiError(w, http.StatusServiceUnavailable, "overloaded_error", "agentbox bridge: "+err.Error())
+		return
+	}
+	// Whatever path the call takes, it reports its outcome once; a call
+	// that never reached the upstream (refused here, cut by the sandbox)
+	// says nothing about it.
+	defer done(breaker.Ignore)
 	// The call ends with the sandbox's connection or the session (Close,
 	// request deadline), whichever comes first.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(m.s.ctx, cancel)
 	defer stop()
-	r = r.WithContext(context.WithValue(ctx, reqInfoKey{}, reqInfo{start: start, path: r.URL.Path}))
+	r = r.WithContext(context.WithValue(ctx, reqInfoKey{}, reqInfo{start: start, path: r.URL.Path, up: up, done: done}))
 	r.Body = http.MaxBytesReader(w, r.Body, MaxModelRequest)
 	m.proxy.ServeHTTP(w, r)
 }
@@ -177,6 +204,10 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type reqInfo struct {
 	start time.Time
 	path  string
+	// up is the upstream the request goes to (SetUpstream may change the
+	// session's meanwhile); done reports the outcome to its breaker.
+	up   *upstreamTarget
+	done func(breaker.Outcome)
 }
 
 type reqInfoKey struct{}
@@ -197,6 +228,9 @@ func (m *modelServer) validToken(r *http.Request) bool {
 // real key.
 func (m *modelServer) rewrite(pr *httputil.ProxyRequest) {
 	up := m.up.Load()
+	if info, ok := pr.In.Context().Value(reqInfoKey{}).(reqInfo); ok && info.up != nil {
+		up = info.up
+	}
 	pr.SetURL(up.url)
 	h := pr.Out.Header
 	h.Del("X-Api-Key")
@@ -219,9 +253,24 @@ func (m *modelServer) modifyResponse(resp *http.Response) error {
 	req := resp.Request
 	info, _ := req.Context().Value(reqInfoKey{}).(reqInfo)
 	mb := &meterBody{rc: resp.Body, m: &m.meter, sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
+	outcome := breaker.OfStatus(resp.StatusCode)
+	if outcome != breaker.Success && info.done != nil {
+		info.done(outcome)
+	}
 	mb.onDone = func(u usageFields) {
 		m.s.log.Info("bridge model request", "path", info.path, "status", resp.StatusCode,
 			"duration", time.Since(info.start), "input_tokens", u.input, "output_tokens", u.output)
+		if info.done == nil {
+			return
+		}
+		// An answer the upstream cut short is its failure; one the
+		// sandbox or the session stopped reading says nothing.
+		switch {
+		case mb.readErr == nil:
+			info.done(breaker.Success)
+		case req.Context().Err() == nil:
+			info.done(breaker.Failure)
+		}
 	}
 	// Only answered Messages calls count; errors, token counts and model
 	// listings pass through unmetered.
@@ -231,6 +280,11 @@ func (m *modelServer) modifyResponse(resp *http.Response) error {
 }
 
 func (m *modelServer) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	var mbe *http.MaxBytesError
+	if info, ok := r.Context().Value(reqInfoKey{}).(reqInfo); ok && info.done != nil &&
+		m.s.ctx.Err() == nil && r.Context().Err() == nil && !errors.As(err, &mbe) {
+		info.done(breaker.Failure) // the upstream could not be reached
+	}
 	switch {
 	case m.s.ctx.Err() != nil:
 		m.s.log.Warn("bridge model proxy: request ended by the session", "path", r.URL.Path)
@@ -238,7 +292,6 @@ func (m *modelServer) errorHandler(w http.ResponseWriter, r *http.Request, err e
 	case errors.Is(err, context.Canceled):
 		// The sandbox went away; nobody reads the answer.
 	default:
-		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			apiError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("agentbox bridge: request body exceeds %d bytes", mbe.Limit))
 			return

@@ -345,7 +345,7 @@ func TestNewUpstream(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			u, err := newUpstream(tc.conn, tc.auth)
+			u, err := newUpstream(tc.conn, tc.auth, nil)
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("err = %v, want %q", err, tc.want)

@@ -152,7 +152,7 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request) error {
 			if err != nil {
 				return err
 			}
-			if err := sess.SetUpstream(conn, upstreamAuth(conn.Type)); err != nil {
+			if err := sess.SetUpstream(conn, upstreamAuth(conn.Type), nil); err != nil {
 				return &chat.Error{Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
 			}
 			t.upstreamConn = t.connID
