@@ -25,11 +25,13 @@ const minRetention = time.Hour
 
 // rawApp is app.jsonc as written; loadConfig checks it into an AppConfig.
 type rawApp struct {
-	DataRoot string          `json:"data_root"`
-	Listen   string          `json:"listen"`
-	Auth     AuthConfig      `json:"auth"`
-	Sandbox  SandboxDefaults `json:"sandbox"`
-	Cleanup  rawCleanup      `json:"cleanup"`
+	DataRoot     string          `json:"data_root"`
+	Listen       string          `json:"listen"`
+	Auth         AuthConfig      `json:"auth"`
+	Sandbox      SandboxDefaults `json:"sandbox"`
+	Cleanup      rawCleanup      `json:"cleanup"`
+	Limits       rawLimits       `json:"limits"`
+	DrainTimeout string          `json:"drain_timeout"`
 }
 
 type rawCleanup struct {
@@ -45,6 +47,9 @@ func (l *loader) loadConfig() *AppConfig {
 		DataRoot: filepath.Join(l.root, "data"),
 		Listen:   DefaultListen,
 		Cleanup:  CleanupConfig{Schedule: sandbox.DefaultRetentionSchedule, Retention: sandbox.DefaultRetention},
+
+		Limits:       DefaultLimits(),
+		DrainTimeout: DefaultDrainTimeout,
 	}
 	abs := filepath.Join(l.root, AppFile)
 	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
@@ -98,7 +103,10 @@ func (l *loader) loadConfig() *AppConfig {
 			d.errPath(p+".user", "%s", strings.TrimSuffix(err.Error(), ": "+sandbox.ErrInvalidID.Error()))
 		}
 	}
+	d.checkMetricsToken(raw.Auth.MetricsToken, raw.Auth.Tokens)
 	cfg.Auth = raw.Auth
+	cfg.Limits = d.limits(raw.Limits)
+	cfg.DrainTimeout = d.drainTimeout(raw.DrainTimeout)
 	s := raw.Sandbox
 	if !oneOf(s.Runtime, "", "docker", "local") {
 		d.errPath("sandbox.runtime", "sandbox.runtime: want docker or local, got %q", s.Runtime)

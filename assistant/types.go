@@ -36,12 +36,21 @@ type AppConfig struct {
 	Sandbox SandboxDefaults `json:"sandbox,omitempty"`
 	// Cleanup configures workspace retention.
 	Cleanup CleanupConfig `json:"cleanup,omitempty"`
+	// Limits protect the server from heavy users and hostile agents.
+	Limits Limits `json:"-"`
+	// DrainTimeout is how long a shutdown lets running turns finish before
+	// it cancels them (default DefaultDrainTimeout; "drain_timeout").
+	DrainTimeout time.Duration `json:"-"`
 }
 
 // AuthConfig maps bearer tokens to users.
 type AuthConfig struct {
 	// Tokens: [{"token": "$ENV.AGENTBOX_TOKEN", "user": "alice"}].
 	Tokens []TokenConfig `json:"tokens,omitempty"`
+	// MetricsToken is the operator's bearer token for GET /metrics
+	// (may be $ENV.NAME). Without it /metrics is served only in
+	// development mode.
+	MetricsToken string `json:"metrics_token,omitempty"`
 }
 
 // TokenConfig is one bearer token. Token may be "$ENV.NAME", resolved when

@@ -1,0 +1,106 @@
+package assistant
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// appWith copies the minimal app and gives it appJSONC as app.jsonc.
+func appWith(t *testing.T, appJSONC string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "app")
+	if out, err := exec.Command("cp", "-r", filepath.Join(appsDir, "minimal"), dir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, AppFile), []byte(appJSONC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestLimitsDefaults(t *testing.T) {
+	t.Parallel()
+	app, err := Load(filepath.Join(appsDir, "minimal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app.Config.Limits != DefaultLimits() || app.Config.DrainTimeout != DefaultDrainTimeout {
+		t.Errorf("limits = %+v, drain %s", app.Config.Limits, app.Config.DrainTimeout)
+	}
+	// A zero Limits (an AppConfig built by hand) is the defaults; a partly
+	// set one keeps what is set, chat_queue 0 included.
+	if (Limits{}).WithDefaults() != DefaultLimits() {
+		t.Error("zero Limits is not the defaults")
+	}
+	got := Limits{TurnsPerUser: 2}.WithDefaults()
+	if got.TurnsPerUser != 2 || got.ChatQueue != 0 || got.Sandboxes != DefaultSandboxes || got.Breaker.Cooldown != DefaultBreakerCooldown {
+		t.Errorf("partial = %+v", got)
+	}
+}
+
+func TestLimitsFromAppJSONC(t *testing.T) {
+	app, err := Load(appWith(t, `{
+		"limits": {"turns_per_user": 2, "chat_queue": 0, "chat_wait": "30s", "sandboxes": 3, "sandbox_wait": "5s",
+			"breaker": {"failures": 7, "cooldown": "1m"}},
+		"drain_timeout": "5s",
+		"auth": {"tokens": [{"token": "t1", "user": "alice"}], "metrics_token": "$ENV.AGENTBOX_TEST_METRICS"},
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Limits{TurnsPerUser: 2, ChatQueue: 0, ChatWait: 30 * time.Second, Sandboxes: 3, SandboxWait: 5 * time.Second,
+		Breaker: BreakerLimits{Failures: 7, Cooldown: time.Minute}}
+	if app.Config.Limits != want || app.Config.DrainTimeout != 5*time.Second {
+		t.Errorf("limits = %+v, drain %s", app.Config.Limits, app.Config.DrainTimeout)
+	}
+	if _, err := app.Config.ResolveMetricsToken(); !errors.Is(err, ErrEnvNotSet) || !strings.Contains(err.Error(), "AGENTBOX_TEST_METRICS") {
+		t.Errorf("unset metrics token: %v", err)
+	}
+	t.Setenv("AGENTBOX_TEST_METRICS", "operator-secret")
+	if tok, err := app.Config.ResolveMetricsToken(); err != nil || tok != "operator-secret" {
+		t.Errorf("metrics token = %q, %v", tok, err)
+	}
+}
+
+// TestLimitsProblems: a bad value is a problem with its position, all at
+// once.
+func TestLimitsProblems(t *testing.T) {
+	t.Parallel()
+	_, err := Load(appWith(t, `{
+  "limits": {
+    "turns_per_user": 0,
+    "chat_queue": -1,
+    "chat_wait": "soon",
+    "sandboxes": "many",
+    "sandbox_wait": "2h",
+    "breaker": {"failures": 5, "cooldown": "0s", "half_open": 1},
+  },
+  "drain_timeout": "forever",
+  "auth": {"tokens": [{"token": "same", "user": "alice"}], "metrics_token": "same"},
+}`))
+	var le *LoadError
+	if !errors.As(err, &le) {
+		t.Fatalf("err = %v", err)
+	}
+	text := err.Error()
+	for _, want := range []string{
+		"app.jsonc:3:23: limits.turns_per_user: 0 is out of range: want 1 to 10000",
+		"app.jsonc:4:19: limits.chat_queue: -1 is out of range: want 0 to 1000",
+		`app.jsonc:5:18: limits.chat_wait: invalid duration "soon"`,
+		"app.jsonc:6:18: limits.sandboxes: want an integer, got a string",
+		`app.jsonc:7:21: limits.sandbox_wait "2h" is out of range: want 1s to 1h`,
+		`app.jsonc:8:44: limits.breaker.cooldown "0s" must be positive`,
+		`unknown field "half_open"`,
+		`app.jsonc:10:20: drain_timeout: invalid duration "forever"`,
+		"auth.metrics_token: the same token as auth.tokens[0]",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("problems lack %q:\n%s", want, text)
+		}
+	}
+}
