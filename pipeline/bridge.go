@@ -89,6 +89,7 @@ func (t *turn) startBridge(ctx context.Context, app *assistant.App, a *assistant
 			return nil, err
 		}
 		opts.Upstream, opts.UpstreamAuth = conn, upstreamAuth(conn.Type)
+		opts.Breaker = t.p.breakers.Get(t.connID)
 		t.upstreamConn = t.connID
 	}
 	sess, err := bridge.Start(ctx, opts)
@@ -152,7 +153,7 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request) error {
 			if err != nil {
 				return err
 			}
-			if err := sess.SetUpstream(conn, upstreamAuth(conn.Type), nil); err != nil {
+			if err := sess.SetUpstream(conn, upstreamAuth(conn.Type), t.p.breakers.Get(t.connID)); err != nil {
 				return &chat.Error{Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
 			}
 			t.upstreamConn = t.connID

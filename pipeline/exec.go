@@ -35,7 +35,8 @@ func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversa
 	}
 	model := cmp.Or(options.Model, r.Model)
 	t.model = model
-	cl, err := connector.New(connector.Config{Type: r.Type, Host: r.Host, Key: r.Key, Model: model, Extra: r.Extra, Script: r.Script})
+	cl, err := connector.New(connector.Config{Type: r.Type, Host: r.Host, Key: r.Key, Model: model, Extra: r.Extra, Script: r.Script,
+		Breaker: t.p.breakers.Get(t.connID)})
 	if err != nil {
 		return nil, &chat.Error{Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
 	}
@@ -78,6 +79,13 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 	}
 	t.model = req.Connector.Model
 	res, err := ex.Run(ctx, req)
+	if err != nil && t.bridge != nil {
+		// The CLI failed because the model proxy refused its calls: the
+		// connector's breaker is open. That is what the client must hear.
+		if ce := t.bridge.CircuitOpen(); ce != nil {
+			err = ce
+		}
+	}
 	if t.bridge != nil && res != nil {
 		// Tokens metered on the host cannot be under-reported by the sandbox.
 		if m := t.bridge.Usage(); m.InputTokens+m.OutputTokens > 0 {
@@ -90,11 +98,14 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 
 // memHistory is the in-memory History used when none is configured.
 type memHistory struct {
-	mu    sync.Mutex
-	chats map[string][]chat.Message
+	mu     sync.Mutex
+	chats  map[string][]chat.Message
+	owners map[string]string
 }
 
-func newMemHistory() *memHistory { return &memHistory{chats: map[string][]chat.Message{}} }
+func newMemHistory() *memHistory {
+	return &memHistory{chats: map[string][]chat.Message{}, owners: map[string]string{}}
+}
 
 func (h *memHistory) key(user, chatID string) string { return fmt.Sprintf("%s\x00%s", user, chatID) }
 
@@ -110,6 +121,17 @@ func (h *memHistory) AppendMessages(_ context.Context, user, chatID, _ string, m
 	k := h.key(user, chatID)
 	h.chats[k] = append(h.chats[k], msgs...)
 	return nil
+}
+
+func (h *memHistory) ClaimChat(_ context.Context, user, chatID, assistantID string) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := h.key(user, chatID)
+	if o := h.owners[k]; o != "" {
+		return o, nil
+	}
+	h.owners[k] = assistantID
+	return assistantID, nil
 }
 
 func (h *memHistory) ReplaceHistory(_ context.Context, user, chatID, _ string, msgs []chat.Message) error {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/breaker"
+	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/jsapi"
@@ -38,6 +40,10 @@ type History interface {
 	History(ctx context.Context, user, chat string) ([]chat.Message, error)
 	AppendMessages(ctx context.Context, user, chat, assistantID string, msgs ...chat.Message) error
 	ReplaceHistory(ctx context.Context, user, chat, assistantID string, msgs []chat.Message) error
+	// ClaimChat binds the chat to assistantID when it has no assistant
+	// yet, atomically, and returns the chat's assistant. A chat belongs to
+	// the assistant that started it: a turn naming another is refused.
+	ClaimChat(ctx context.Context, user, chat, assistantID string) (string, error)
 }
 
 // UsageRecorder records what each turn cost.
@@ -79,6 +85,17 @@ type Config struct {
 	Hooks *HookCache
 	// Logger receives the audit line of every turn and hook logs.
 	Logger *slog.Logger
+	// ChatLocks serialises the turns of each chat (nil: NewChatLocks, in
+	// this process).
+	ChatLocks ChatLocks
+	// Breakers are the connectors' circuit breakers (nil: a set of the
+	// Pipeline's own). Their settings follow app.jsonc limits.breaker.
+	Breakers *breaker.Set
+	// Metrics receives the pipeline's metrics (nil: kept, not exported).
+	Metrics *Metrics
+	// CleanupGrace is how long Close lets canceled turns clean up before
+	// it removes their sandboxes itself (0: DefaultCleanupGrace).
+	CleanupGrace time.Duration
 }
 
 // Pipeline runs chat turns. It is safe for concurrent use.
@@ -88,10 +105,30 @@ type Pipeline struct {
 	executors map[string]executor.Executor
 	hooks     *HookCache
 
+	users     userSlots
+	slots     sandboxSlots
+	chatLocks ChatLocks
+	breakers  *breaker.Set
+	metrics   *Metrics
+
 	mu     sync.Mutex
 	active map[*turn]struct{}
+	live   map[*liveSandbox]struct{}
 	closed bool
 	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeDone chan struct{}
+	closeErr  error
+}
+
+// liveSandbox is a sandbox a turn created and has not removed yet, with the
+// turn's bridge session: what Close removes when the turn cannot.
+type liveSandbox struct {
+	sb     sandbox.Sandbox
+	bridge *bridge.Session
+	user   string
+	chat   string
 }
 
 // New builds a Pipeline. It starts no goroutines.
@@ -119,14 +156,49 @@ func New(cfg Config) (*Pipeline, error) {
 			return nil, fmt.Errorf("pipeline: default runtime %q is not configured (have %s)", cfg.DefaultRuntime, strings.Join(sortedKeys(cfg.Runtimes), ", "))
 		}
 	}
+	if cfg.CleanupGrace <= 0 {
+		cfg.CleanupGrace = DefaultCleanupGrace
+	}
+	if cfg.ChatLocks == nil {
+		cfg.ChatLocks = NewChatLocks()
+	}
+	if cfg.Breakers == nil {
+		cfg.Breakers = breaker.NewSet(breakerSettings(cfg.App.Current()), cfg.Logger)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = mustMetrics()
+	}
 	return &Pipeline{
 		cfg:       cfg,
 		log:       cfg.Logger,
 		executors: cfg.Executors,
 		hooks:     cfg.Hooks,
+		chatLocks: cfg.ChatLocks,
+		breakers:  cfg.Breakers,
+		metrics:   cfg.Metrics,
 		active:    map[*turn]struct{}{},
+		live:      map[*liveSandbox]struct{}{},
+		closeDone: make(chan struct{}),
 	}, nil
 }
+
+// limits are the app's limits (app.jsonc "limits", defaults for a hand-built
+// app).
+func limits(app *assistant.App) assistant.Limits {
+	if app.Config == nil {
+		return assistant.DefaultLimits()
+	}
+	return app.Config.Limits.WithDefaults()
+}
+
+func breakerSettings(app *assistant.App) breaker.Settings {
+	b := limits(app).Breaker
+	return breaker.Settings{Failures: b.Failures, Cooldown: b.Cooldown}
+}
+
+// Breakers returns the state of every connector's circuit breaker that has
+// been used, sorted by connector.
+func (p *Pipeline) Breakers() []breaker.Status { return p.breakers.Statuses() }
 
 // App returns the current app.
 func (p *Pipeline) App() *assistant.App { return p.cfg.App.Current() }
@@ -155,25 +227,97 @@ func (p *Pipeline) Workspace(ctx context.Context, user, chatID string) (*sandbox
 	return ws, release, nil
 }
 
-// Close waits for running turns to finish (bounded by ctx; turns still
-// running when ctx ends are cancelled) and refuses new ones.
+// DefaultCleanupGrace is how long Close lets canceled turns remove their
+// own sandboxes before it removes those still live itself.
+const DefaultCleanupGrace = 10 * time.Second
+
+// Close refuses new turns and waits for the running ones until ctx ends.
+// Then it cancels them and gives them Config.CleanupGrace to end and remove their
+// sandboxes; the sandboxes (and bridge sessions) of turns still running
+// after that, stuck where cancellation does not reach, it removes itself,
+// so Close always returns. It returns ctx's error when turns had to be
+// canceled. Later calls wait for the first one (or their ctx) and return
+// its result.
 func (p *Pipeline) Close(ctx context.Context) error {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
+	p.closeOnce.Do(func() {
+		defer close(p.closeDone)
 		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		done := make(chan struct{})
+		go func() { p.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		p.mu.Lock()
+		n := len(p.active)
 		for t := range p.active {
 			t.cancel()
 		}
 		p.mu.Unlock()
-		<-done
+		p.log.Warn("canceling running turns", "turns", n)
+		p.closeErr = ctx.Err()
+		select {
+		case <-done:
+			return
+		case <-time.After(p.cfg.CleanupGrace):
+		}
+		p.closeErr = errors.Join(p.closeErr, p.removeLive())
+	})
+	select {
+	case <-p.closeDone:
+		return p.closeErr
+	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// removeLive removes the sandboxes and bridge sessions of turns that did
+// not end, in parallel.
+func (p *Pipeline) removeLive() error {
+	p.mu.Lock()
+	live := make([]*liveSandbox, 0, len(p.live))
+	for l := range p.live {
+		live = append(live, l)
+	}
+	p.mu.Unlock()
+	errs := make([]error, len(live))
+	var wg sync.WaitGroup
+	for i, l := range live {
+		wg.Go(func() {
+			p.log.Error("turn stuck after cancel: removing its sandbox", "sandbox", l.sb.ID(), "user", l.user, "chat", l.chat)
+			ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+			defer cancel()
+			errs[i] = l.sb.Remove(ctx)
+			if l.bridge != nil {
+				errs[i] = errors.Join(errs[i], l.bridge.Close(ctx))
+			}
+			if errs[i] == nil {
+				p.untrack(l)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// track records a live sandbox; untrack forgets it once removed.
+func (p *Pipeline) track(l *liveSandbox) {
+	p.mu.Lock()
+	p.live[l] = struct{}{}
+	p.mu.Unlock()
+	p.metrics.sandboxes.Inc()
+}
+
+func (p *Pipeline) untrack(l *liveSandbox) {
+	p.mu.Lock()
+	_, ok := p.live[l]
+	delete(p.live, l)
+	p.mu.Unlock()
+	if ok {
+		p.metrics.sandboxes.Dec()
 	}
 }
 
@@ -191,7 +335,8 @@ func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, &chat.Error{Code: chat.ErrInternal, Message: "server is shutting down", Err: ErrClosed}
+		return nil, &chat.Error{Code: chat.ErrShuttingDown, Message: "the server is shutting down and takes no new turns; retry on another server or later",
+			Err: ErrClosed, RetryAfter: retryAfter}
 	}
 	p.active[t] = struct{}{}
 	p.wg.Add(1)

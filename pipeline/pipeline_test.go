@@ -53,6 +53,13 @@ type env struct {
 // runtime); hooks is the coder's index.js source ("" for none).
 func newEnv(t *testing.T, script *llmtest.Script, hooks string) *env {
 	t.Helper()
+	return newEnvWith(t, script, hooks, nil)
+}
+
+// newEnvWith is newEnv with the app's config and the pipeline's config
+// changed by mod before the pipeline is built.
+func newEnvWith(t *testing.T, script *llmtest.Script, hooks string, mod func(*Config)) *env {
+	t.Helper()
 	srv := llmtest.NewServer(script)
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
@@ -90,13 +97,17 @@ func newEnv(t *testing.T, script *llmtest.Script, hooks string) *env {
 	}
 	rt := &sandboxtest.Runtime{Handler: sandboxtest.Echo}
 	ex := &fakeExecutor{}
-	p, err := New(Config{
+	cfg := Config{
 		App:            Static{App: app},
 		Runtimes:       map[string]sandbox.Runtime{"fake": rt},
 		DefaultRuntime: "fake",
 		Workspaces:     ws,
 		Executors:      map[string]executor.Executor{"claude": ex},
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

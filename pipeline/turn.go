@@ -48,6 +48,9 @@ type turn struct {
 	upstreamConn string
 	// closers run when the turn ends (per-turn scripted servers).
 	closers []func()
+	// refused is set when a limit refused the turn before it did any
+	// work: it gets no usage record.
+	refused bool
 }
 
 // serialize makes emit safe to call from executor and hook goroutines,
@@ -85,6 +88,25 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	if err := checkMessages(req.Messages); err != nil {
 		return nil, err
 	}
+	lim := limits(app)
+	t.p.breakers.Configure(breakerSettings(app))
+	release, err := t.admit(ctx, lim)
+	if err != nil {
+		t.refused = true
+		return nil, err
+	}
+	// Released last, after the sandbox is gone: the chat's next turn never
+	// meets this one's sandbox.
+	defer release()
+	t.p.metrics.running.Inc()
+	defer t.p.metrics.running.Dec()
+	if t.proxied(a) {
+		// A sandboxed turn whose model calls would only meet an open
+		// breaker fails before it starts a sandbox.
+		if err := t.p.breakers.Get(t.connID).Check(); err != nil {
+			return nil, err
+		}
+	}
 	conv, err := t.assemble(ctx, a)
 	if err != nil {
 		return nil, err
@@ -104,7 +126,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	// runs on every path out of here, panics included.
 	var sb sandbox.Sandbox
 	if a.Sandbox != nil {
-		s, cleanup, err := t.createSandbox(ctx, app, a, hooks, hc)
+		s, cleanup, err := t.createSandbox(ctx, app, a, lim, hooks, hc)
 		if err != nil {
 			return nil, err
 		}
@@ -112,8 +134,10 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		sb = s
 		hc.Sandbox = s
 	}
-	if hooks != nil {
+	if hooks != nil && hooks.Has("Create") {
+		start := time.Now()
 		res, err := hooks.Create(ctx, hc, conv.all(), options)
+		t.p.metrics.phase("hook_create", start)
 		if err != nil {
 			return nil, jsapi.ChatError(err)
 		}
@@ -141,6 +165,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 
 	var execErr error
 	var tools []executor.ToolCall
+	execStart := time.Now()
 	if sb != nil {
 		var res *executor.Result
 		res, execErr = t.execSandboxed(ctx, app, a, sb, conv, options)
@@ -157,8 +182,11 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 			t.usage.Add(res.Usage)
 		}
 	}
+	t.p.metrics.phase("execute", execStart)
 
 	if hooks != nil && hooks.Has("Next") {
+		start := time.Now()
+		defer func() { t.p.metrics.phase("hook_next", start) }()
 		payload := jsapi.NextPayload{Messages: conv.all(), Completion: t.content, Tools: tools}
 		if execErr != nil {
 			payload.Error = execErr.Error()
@@ -209,10 +237,11 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 		}
 	}
 	t.emit(chat.Event{Event: chat.Done, Final: final})
+	t.p.metrics.finished(t.req.AssistantID, t.connID, t.usage, err, time.Since(t.start))
 
 	rec := UsageRecord{Time: t.start, UserID: t.req.UserID, ChatID: t.req.ChatID, AssistantID: t.req.AssistantID,
 		Connector: t.connID, Model: t.model, Usage: t.usage, Error: code, DurationMS: t.usage.DurationMS}
-	if t.p.cfg.Usage != nil {
+	if t.p.cfg.Usage != nil && !t.refused {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if uerr := t.p.cfg.Usage.RecordUsage(rctx, rec); uerr != nil {
 			t.p.log.Error("usage not recorded", "error", uerr)
@@ -228,7 +257,7 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 // createSandbox acquires the chat's workspace and creates the sandbox. The
 // returned cleanup removes the sandbox and releases the workspace; it runs
 // with its own timeout even when ctx has ended.
-func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) (sandbox.Sandbox, func(), error) {
+func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assistant.Assistant, lim assistant.Limits, hooks *jsapi.Hooks, hc *jsapi.Context) (sandbox.Sandbox, func(), error) {
 	p := t.p
 	if p.cfg.Workspaces == nil || len(p.cfg.Runtimes) == 0 {
 		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q needs a sandbox, but this server has no sandbox runtime configured", a.ID)
@@ -238,28 +267,34 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	if !ok {
 		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q wants sandbox runtime %q, which is not available on this server (have: %s)", a.ID, name, strings.Join(sortedKeys(p.cfg.Runtimes), ", "))
 	}
+	releaseSlot, err := t.sandboxSlot(ctx, lim)
+	if err != nil {
+		return nil, nil, err
+	}
 	ws, releaseWS, err := p.cfg.Workspaces.Acquire(ctx, t.req.UserID, t.req.ChatID)
 	if err != nil {
+		releaseSlot()
 		return nil, nil, &chat.Error{Code: chat.ErrSandbox, Message: "workspace unavailable: " + err.Error(), Err: err}
 	}
-	release := releaseWS
+	release := func() { releaseWS(); releaseSlot() }
 	var mounts []sandbox.Mount
 	mounts = append(mounts, p.cfg.RuntimeMounts[name]...)
 	if p.cfg.Bridge != nil {
 		sess, err := t.startBridge(ctx, app, a, hooks, hc)
 		if err != nil {
-			releaseWS()
+			release()
 			return nil, nil, err
 		}
 		t.bridge = sess
 		mounts = append(mounts, sess.Mounts()...)
+		releaseRest := release
 		release = func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 			defer cancel()
 			if err := sess.Close(cctx); err != nil {
 				p.log.Error("bridge not closed", "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
 			}
-			releaseWS()
+			releaseRest()
 		}
 	}
 	loading := t.nextID("loading")
@@ -276,7 +311,9 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		Mounts:      mounts,
 		Labels:      map[string]string{"dev.agentbox.assistant": a.ID},
 	}
+	createStart := time.Now()
 	sb, err := rt.Create(ctx, spec)
+	p.metrics.phase("sandbox_create", createStart)
 	t.emit(chat.Event{Event: chat.End, ID: loading, Type: chat.TypeLoading})
 	if err != nil {
 		release()
@@ -286,12 +323,18 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		}
 		return nil, nil, &chat.Error{Code: code, Message: "sandbox not created: " + err.Error(), Err: err}
 	}
+	live := &liveSandbox{sb: sb, bridge: t.bridge, user: t.req.UserID, chat: t.req.ChatID}
+	p.track(live)
 	cleanup := func() {
+		start := time.Now()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 		defer cancel()
 		if err := sb.Remove(rctx); err != nil {
 			p.log.Error("sandbox not removed", "sandbox", sb.ID(), "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
+		} else {
+			p.untrack(live)
 		}
+		p.metrics.phase("sandbox_remove", start)
 		release()
 	}
 	return sb, cleanup, nil

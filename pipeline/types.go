@@ -46,7 +46,7 @@ type Response struct {
 var ErrUnknownAssistant = errors.New("unknown assistant")
 
 // ErrClosed is the cause of the error a turn started after Close fails
-// with (code chat.ErrInternal); the HTTP server answers it with 503.
+// with (code chat.ErrShuttingDown); the HTTP server answers it with 503.
 var ErrClosed = errors.New("pipeline closed")
 
 // badRequest is a chat.ErrInvalidRequest error: the request is wrong.

@@ -1,0 +1,221 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+)
+
+// retryAfter is what a refused turn is told to wait before trying again:
+// how long a turn takes is not known in advance.
+const retryAfter = 10 * time.Second
+
+// ChatLocks serialises the turns of a chat: one turn runs, the others wait
+// in line, in the order they came, so no two turns ever interleave one
+// transcript or share a workspace. NewChatLocks is the in-process
+// implementation; a store shared by several servers implements it across
+// them (PostgreSQL: pg_advisory_lock on a hash of user and chat, with
+// lock_timeout as the wait).
+type ChatLocks interface {
+	// Lock waits until no other turn holds the chat (user, chat), for at
+	// most wait, and returns the function that releases it (safe to call
+	// more than once). It fails with an error wrapping ErrChatQueueFull
+	// when queue turns already wait for the chat, ErrChatWait when the
+	// wait passed, and ctx's error when ctx ended first.
+	Lock(ctx context.Context, user, chat string, queue int, wait time.Duration) (unlock func(), err error)
+}
+
+// Errors of ChatLocks.Lock.
+var (
+	ErrChatQueueFull = errors.New("too many turns wait for this chat")
+	ErrChatWait      = errors.New("waited too long for this chat")
+)
+
+// NewChatLocks returns the in-process ChatLocks: waiting turns queue in
+// arrival order.
+func NewChatLocks() ChatLocks { return &chatLocks{m: map[chatKey]*chatLock{}} }
+
+type chatKey struct{ user, chat string }
+
+type chatLock struct {
+	sem  *semaphore.Weighted // FIFO: waiters are served in arrival order
+	refs int                 // the holder and the waiters
+}
+
+type chatLocks struct {
+	mu sync.Mutex
+	m  map[chatKey]*chatLock
+}
+
+func (c *chatLocks) Lock(ctx context.Context, user, chatID string, queue int, wait time.Duration) (func(), error) {
+	k := chatKey{user, chatID}
+	c.mu.Lock()
+	l := c.m[k]
+	if l == nil {
+		l = &chatLock{sem: semaphore.NewWeighted(1)}
+		c.m[k] = l
+	}
+	if l.refs > queue { // one holds it and queue wait already
+		c.mu.Unlock()
+		return nil, ErrChatQueueFull
+	}
+	l.refs++
+	c.mu.Unlock()
+
+	wctx, cancel := context.WithTimeoutCause(ctx, wait, ErrChatWait)
+	err := l.sem.Acquire(wctx, 1)
+	cancel()
+	if err != nil {
+		c.drop(k, l)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, ErrChatWait
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.sem.Release(1)
+			c.drop(k, l)
+		})
+	}, nil
+}
+
+func (c *chatLocks) drop(k chatKey, l *chatLock) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.refs--; l.refs == 0 {
+		delete(c.m, k)
+	}
+}
+
+// userSlots counts each user's turns (running or waiting for their chat).
+type userSlots struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// acquire takes one of user's limit slots, or reports false when all are
+// taken.
+func (u *userSlots) acquire(user string, limit int) (release func(), ok bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.n == nil {
+		u.n = map[string]int{}
+	}
+	if u.n[user] >= limit {
+		return nil, false
+	}
+	u.n[user]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			if u.n[user]--; u.n[user] <= 0 {
+				delete(u.n, user)
+			}
+		})
+	}, true
+}
+
+// sandboxSlots bounds the live sandboxes of a pipeline. Waiters are served
+// in arrival order. A reload that changes the limit starts a new pool;
+// slots of the old one drain as their sandboxes go.
+type sandboxSlots struct {
+	mu    sync.Mutex
+	limit int
+	sem   *semaphore.Weighted
+}
+
+func (s *sandboxSlots) acquire(ctx context.Context, limit int, wait time.Duration) (func(), error) {
+	s.mu.Lock()
+	if s.sem == nil || s.limit != limit {
+		s.sem, s.limit = semaphore.NewWeighted(int64(limit)), limit
+	}
+	sem := s.sem
+	s.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := sem.Acquire(wctx, 1); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, context.DeadlineExceeded
+	}
+	var once sync.Once
+	return func() { once.Do(func() { sem.Release(1) }) }, nil
+}
+
+// admit lets the turn of user on chat in under the app's limits: a slot of
+// the user's, then the chat (waiting in line behind its running turn),
+// then the chat's claim by the turn's assistant. release gives back what
+// was taken; the caller calls it when the turn ends.
+func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(), err error) {
+	p, req := t.p, t.req
+	releaseUser, ok := p.users.acquire(req.UserID, lim.TurnsPerUser)
+	if !ok {
+		p.metrics.rejected("turns_per_user")
+		return nil, &chat.Error{Code: chat.ErrTooManyTurns, RetryAfter: retryAfter,
+			Message: fmt.Sprintf("user %s already has %d turns running or waiting, the most this server allows at once (limits.turns_per_user); retry when one ends", req.UserID, lim.TurnsPerUser)}
+	}
+	p.metrics.waiting.Inc()
+	start := time.Now()
+	unlock, err := p.chatLocks.Lock(ctx, req.UserID, req.ChatID, lim.ChatQueue, lim.ChatWait)
+	p.metrics.waiting.Dec()
+	p.metrics.phase("chat_wait", start)
+	switch {
+	case errors.Is(err, ErrChatQueueFull):
+		releaseUser()
+		p.metrics.rejected("chat_queue")
+		return nil, &chat.Error{Code: chat.ErrChatBusy, RetryAfter: retryAfter, Err: err,
+			Message: fmt.Sprintf("chat %s is busy: a turn runs on it and %d more wait (limits.chat_queue); turns of one chat run one at a time: retry when they are done", req.ChatID, lim.ChatQueue)}
+	case errors.Is(err, ErrChatWait):
+		releaseUser()
+		p.metrics.rejected("chat_wait")
+		return nil, &chat.Error{Code: chat.ErrChatBusy, RetryAfter: retryAfter, Err: err,
+			Message: fmt.Sprintf("chat %s is busy: this turn waited %s for the turn before it to end (limits.chat_wait); retry later", req.ChatID, lim.ChatWait)}
+	case err != nil:
+		releaseUser()
+		return nil, err
+	}
+	release = func() { unlock(); releaseUser() }
+	owner, err := p.cfg.History.ClaimChat(ctx, req.UserID, req.ChatID, t.asst.ID)
+	if err != nil {
+		release()
+		return nil, &chat.Error{Code: chat.ErrInternal, Message: "chat history unavailable", Err: err}
+	}
+	if owner != t.asst.ID {
+		release()
+		return nil, chat.Errorf(chat.ErrChatAssistant,
+			"chat %s belongs to assistant %q, and this request names %q: a chat stays with the assistant that started it (its history, memory and workspace are that assistant's); use another chat id to talk to %q",
+			req.ChatID, owner, t.asst.ID, t.asst.ID)
+	}
+	return release, nil
+}
+
+// sandboxSlot waits for one of the server's sandbox slots.
+func (t *turn) sandboxSlot(ctx context.Context, lim assistant.Limits) (func(), error) {
+	p := t.p
+	p.metrics.waiting.Inc()
+	start := time.Now()
+	release, err := p.slots.acquire(ctx, lim.Sandboxes, lim.SandboxWait)
+	p.metrics.waiting.Dec()
+	p.metrics.phase("sandbox_wait", start)
+	switch {
+	case err == nil:
+		return release, nil
+	case ctx.Err() != nil:
+		return nil, chat.AsError(ctx.Err())
+	}
+	p.metrics.rejected("sandboxes")
+	return nil, &chat.Error{Code: chat.ErrServerBusy, RetryAfter: retryAfter, Err: err,
+		Message: fmt.Sprintf("the server runs as many sandboxes as it allows (%d, limits.sandboxes) and none became free within %s; retry later", lim.Sandboxes, lim.SandboxWait)}
+}
