@@ -11,6 +11,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,7 +21,10 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
@@ -65,13 +69,21 @@ type Config struct {
 	// BodyLimit caps request bodies in bytes (default DefaultBodyLimit).
 	BodyLimit int64
 	// DrainTimeout bounds how long a shutdown waits for running requests
-	// before it cancels them (default DefaultDrainTimeout).
+	// before it cancels them (default DefaultDrainTimeout; Abort ends the
+	// wait at once).
 	DrainTimeout time.Duration
 	// Heartbeat is the idle time after which event streams get a ": ping"
 	// comment (default DefaultHeartbeat).
 	Heartbeat time.Duration
 	// Logger receives the access log and errors (default slog.Default()).
 	Logger *slog.Logger
+	// Metrics is where the server registers its own metrics and what GET
+	// /metrics serves (nil: a registry of the server's, with Go's and the
+	// process's collectors).
+	Metrics *prometheus.Registry
+	// MetricsToken is the operator's bearer token for GET /metrics. Without
+	// one, /metrics is served only in development mode.
+	MetricsToken string
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -82,9 +94,19 @@ type Server struct {
 	handler http.Handler
 	started time.Time
 
+	// backend is the Backend as configured (cfg.Backend wraps it).
+	backend      Backend
+	metricsToken []byte // SHA-256 of Config.MetricsToken; nil when none
+	promHandler  http.Handler
+	smetrics     *serverMetrics
+
 	// inflight counts running handlers, so a shutdown can wait for the
 	// backend to finish cleaning up after the connections closed.
 	inflight sync.WaitGroup
+	// draining is set once a shutdown began; abort ends its drain.
+	draining  atomic.Bool
+	abort     chan struct{}
+	abortOnce sync.Once
 }
 
 // New checks cfg and builds a Server. Without tokens it runs in
@@ -125,12 +147,31 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger.Warn("development mode: no auth tokens configured, every request is trusted (loopback only)",
 			"addr", cfg.Addr, "user", DevUser)
 	}
-	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		auth:    newAuthenticator(cfg.Tokens, dev),
-		started: time.Now(),
+	if cfg.Metrics == nil {
+		cfg.Metrics = newRegistry()
 	}
+	sm, err := newServerMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	s := &Server{
+		cfg:         cfg,
+		log:         cfg.Logger,
+		auth:        newAuthenticator(cfg.Tokens, dev),
+		started:     time.Now(),
+		backend:     cfg.Backend,
+		promHandler: newPromHandler(cfg.Metrics),
+		smetrics:    sm,
+		abort:       make(chan struct{}),
+	}
+	if tok := strings.TrimSpace(cfg.MetricsToken); tok != "" {
+		if _, clash := cfg.Tokens[tok]; clash {
+			return nil, errors.New("server: the metrics token is also a user's token: give the operator a token of their own")
+		}
+		sum := sha256.Sum256([]byte(tok))
+		s.metricsToken = sum[:]
+	}
+	s.cfg.Backend = notingBackend{cfg.Backend}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -166,6 +207,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(path, methodNotAllowed(method))
 	}
 	handle("GET", "/health", s.health, true)
+	handle("GET", "/metrics", s.metrics, true) // the operator's token, checked by the handler
 	handle("GET", "/v1/models", s.models, false)
 	handle("POST", "/v1/chat/completions", s.completions, false)
 	handle("GET", "/api/assistants", s.assistants, false)
@@ -271,15 +313,18 @@ func (s *Server) logged(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-ID", id)
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(rec, r)
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), recorderKey{}, rec)))
 		level := slog.LevelInfo
-		if rec.status >= 500 {
+		if rec.status >= 500 && !refusal[rec.code] {
 			level = slog.LevelError
+		}
+		if rec.code != "" {
+			s.smetrics.errors.WithLabelValues(rec.code).Inc()
 		}
 		s.log.Log(r.Context(), level, "http",
 			"method", r.Method, "path", r.URL.Path, "status", rec.status, "bytes", rec.bytes,
 			"user", rec.user, "request_id", id, "duration_ms", time.Since(start).Milliseconds(),
-			"canceled", r.Context().Err() != nil)
+			"canceled", r.Context().Err() != nil, "error", rec.code)
 	})
 }
 
@@ -301,11 +346,21 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
+// CancelGrace bounds how long a shutdown waits, after it canceled the
+// requests still running, for their handlers to clean up (remove their
+// sandboxes) and return.
+const CancelGrace = 10 * time.Second
+
+// Abort ends a shutdown's drain at once: running requests are canceled
+// without waiting for DrainTimeout (a second SIGTERM or Ctrl-C). Before a
+// shutdown began it only takes effect when one does. It is idempotent.
+func (s *Server) Abort() { s.abortOnce.Do(func() { close(s.abort) }) }
+
 // Serve serves on ln until ctx ends, then stops accepting, lets running
-// requests finish for up to DrainTimeout, cancels those still running
-// (their turns end and remove their sandboxes), waits for their handlers
-// to return, and returns nil. It closes ln. In development mode ln must be
-// a loopback address.
+// requests finish for up to DrainTimeout (or until Abort), cancels those
+// still running (their turns end and remove their sandboxes), waits up to
+// CancelGrace for their handlers to return, and returns nil. It closes ln.
+// In development mode ln must be a loopback address.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.auth.dev && !isLoopback(ln.Addr().String()) {
 		ln.Close()
@@ -313,7 +368,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	// Requests get a context that a shutdown does not cancel: draining
 	// means letting them finish. They end when their client goes away or
-	// when the drain timeout closes their connection.
+	// when the drain ends and their connection is closed.
 	base := context.WithoutCancel(ctx)
 	hs := &http.Server{
 		Handler:           s.handler,
@@ -332,28 +387,33 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	s.draining.Store(true)
 	s.log.Info("shutting down: draining running requests", "timeout", s.cfg.DrainTimeout)
 	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
-	err := hs.Shutdown(dctx)
-	if err != nil {
-		s.log.Warn("drain timeout: canceling running requests", "err", err)
+	go func() {
+		select {
+		case <-s.abort:
+			s.log.Warn("shutdown: drain aborted, canceling running requests now")
+			cancel()
+		case <-dctx.Done():
+		}
+	}()
+	if err := hs.Shutdown(dctx); err != nil {
+		s.log.Warn("shutdown: canceling running requests", "reason", err)
 		_ = hs.Close()
 	}
 	<-errc // Serve returned ErrServerClosed
 	// Closed connections cancel their requests; wait for the handlers (and
-	// the backend's cleanup) to return.
+	// the backend's cleanup) to return, for a while: a handler stuck where
+	// cancellation does not reach must not keep the process alive.
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(s.cfg.DrainTimeout):
-		s.log.Error("handlers still running after shutdown")
+	case <-time.After(CancelGrace):
+		s.log.Error("shutdown: handlers still running after they were canceled; leaving them to the backend's close", "grace", CancelGrace)
 	}
 	s.log.Info("stopped")
 	return nil
-}
-
-func (s *Server) health(w http.ResponseWriter, r *http.Request, _ string) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 }
