@@ -190,7 +190,7 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 
 	parent := opts.Dir
 	if parent == "" {
-		parent = filepath.Join(os.TempDir(), "agentbox-bridge")
+		parent = DefaultDir()
 	}
 	// The parent may be traversed but not listed (0711): a runtime that
 	// binds as the sandbox user (local, bubblewrap) must reach the
@@ -207,6 +207,12 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 	// bind-mounted into them.
 	dir, err := os.MkdirTemp(parent, randomName(6)+"-")
 	if err != nil {
+		return nil, fmt.Errorf("bridge dir: %w", err)
+	}
+	// Named before anything else goes in: a server starting after a crash
+	// removes it only once this process is gone (CleanStale).
+	if err := writeOwner(dir); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("bridge dir: %w", err)
 	}
 	if os.Geteuid() == 0 {

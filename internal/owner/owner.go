@@ -16,9 +16,13 @@ import (
 // Self names this process: "HOST/PID/START", where START is the process's
 // start time in clock ticks since boot (so a reused pid does not pass for
 // it).
-func Self() string {
+func Self() string { return Of(os.Getpid()) }
+
+// Of names the process pid of this host as Self does ("HOST/PID/" when it
+// does not run).
+func Of(pid int) string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), procStart(os.Getpid()))
+	return fmt.Sprintf("%s/%d/%s", host, pid, procStart(pid))
 }
 
 // Alive reports whether the process named by id (a Self of some process)
