@@ -115,3 +115,13 @@ func (s *Stderr) Error() string {
 }
 
 func (s *Stderr) Unwrap() error { return s.Err }
+
+// RunFiles is implemented by an executor that writes files into the chat's
+// workspace for one run and removes them when the run ends (a system
+// prompt, a large input). A server that crashed mid-run leaves them; the
+// next one removes them from the workspaces nobody uses when it starts
+// (sandbox.Workspaces.CleanRunFiles).
+type RunFiles interface {
+	// RunFiles lists those files, relative to the workspace.
+	RunFiles() []string
+}

@@ -439,3 +439,13 @@ func TestBreakerFailsDirectTurnsFast(t *testing.T) {
 		t.Errorf("breakers = %+v", st)
 	}
 }
+
+func TestRunFiles(t *testing.T) {
+	p, err := New(Config{App: Static{App: &assistant.App{Config: &assistant.AppConfig{}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(p.RunFiles()); got != "[.agentbox/claude/system-prompt.md .agentbox/cursor/prompt.md]" {
+		t.Errorf("RunFiles = %s", got)
+	}
+}

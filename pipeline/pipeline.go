@@ -251,6 +251,11 @@ func (p *Pipeline) Close(ctx context.Context) error {
 			return
 		case <-ctx.Done():
 		}
+		select {
+		case <-done: // both were ready
+			return
+		default:
+		}
 		p.mu.Lock()
 		n := len(p.active)
 		for t := range p.active {

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"sort"
+
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/cursor"
 	"github.com/agentbox/agentbox/executor"
@@ -14,4 +16,24 @@ func DefaultExecutors() map[string]executor.Executor {
 		"claude": claude.New(claude.Options{}),
 		"cursor": cursor.New(cursor.Options{}),
 	}
+}
+
+// RunFiles lists the files the pipeline's executors write into workspaces
+// for one run (executor.RunFiles), sorted: what a crashed server leaves
+// behind in them.
+func (p *Pipeline) RunFiles() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, ex := range p.executors {
+		if rf, ok := ex.(executor.RunFiles); ok {
+			for _, f := range rf.RunFiles() {
+				if !seen[f] {
+					seen[f] = true
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
