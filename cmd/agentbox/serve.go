@@ -10,12 +10,19 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/breaker"
+	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/runtimes"
@@ -23,15 +30,23 @@ import (
 	"github.com/agentbox/agentbox/store"
 )
 
-const serveUsage = `usage: agentbox serve [--app DIR] [--addr ADDR]
+const serveUsage = `usage: agentbox serve [--app DIR] [--addr ADDR] [--drain-timeout D]
 
 Serves the chat API of an app folder: the OpenAI-compatible
 /v1/chat/completions, the native event stream /api/assistants/{id}/chat,
-assistant listings and chat workspace files. The app is reloaded when its
-files change. Bearer tokens come from auth.tokens in app.jsonc; without
-them the server only listens on a loopback address (development mode).
-SIGTERM or Ctrl-C stops accepting, lets running chats finish (30s), then
-exits.
+assistant listings, chat workspace files and Prometheus metrics. The app is
+reloaded when its files change. Bearer tokens come from auth.tokens in
+app.jsonc; without them the server only listens on a loopback address
+(development mode).
+
+SIGTERM or Ctrl-C stops accepting and lets running chats finish for the
+drain timeout (drain_timeout in app.jsonc, default 30s); then it cancels
+them, removes their sandboxes and exits. A second SIGTERM or Ctrl-C skips
+the rest of the drain: chats are canceled and cleaned up at once.
+
+At start it removes what a crashed server left: sandbox containers, bridge
+socket folders and run files in idle workspaces, never those of a server
+that still runs.
 
 flags:
 `
@@ -45,6 +60,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	appDir := fl.String("app", ".", "the app folder")
 	addr := fl.String("addr", "", "the listen address (default: listen in app.jsonc, else "+server.DefaultAddr+")")
 	runtimeName := fl.String("runtime", "", "sandbox runtime when the app names none: docker or local (default: docker when an engine answers, else local)")
+	drain := fl.Duration("drain-timeout", 0, "how long SIGTERM lets running chats finish before canceling them (default: drain_timeout in app.jsonc, else 30s)")
 	fl.Usage = func() {
 		fmt.Fprint(stderr, serveUsage)
 		fl.PrintDefaults()
@@ -59,9 +75,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "agentbox serve: unexpected argument %q (the app folder goes in --app)\n", fl.Arg(0))
 		return 2
 	}
+	if *drain < 0 {
+		fmt.Fprintf(stderr, "agentbox serve: --drain-timeout %s is negative\n", *drain)
+		return 2
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// A second SIGTERM or Ctrl-C (the first ends ctx) ends the drain at once.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 
-	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: logger, Serve: true, Runtime: *runtimeName})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: logger, Serve: true, Runtime: *runtimeName, Metrics: reg})
 	if err != nil {
 		fmt.Fprintf(stderr, "agentbox serve: %v\n", err)
 		return 1
@@ -71,15 +97,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if listen == "" {
 		listen = app.Config.Listen
 	}
+	drainTimeout := cmp.Or(*drain, app.Config.DrainTimeout, assistant.DefaultDrainTimeout)
 	tokens, err := app.Config.ResolveTokens()
+	var metricsToken string
+	if err == nil {
+		metricsToken, err = app.Config.ResolveMetricsToken()
+	}
 	if err == nil {
 		var srv *server.Server
-		srv, err = server.New(server.Config{Backend: env.Pipeline, Tokens: tokens, Addr: listen, Logger: logger})
+		srv, err = server.New(server.Config{Backend: env.Pipeline, Tokens: tokens, Addr: listen, Logger: logger,
+			DrainTimeout: drainTimeout, Metrics: reg, MetricsToken: metricsToken})
 		if err == nil {
+			stopped := make(chan struct{})
+			go abortOnSecondSignal(sigs, srv, stopped, logger)
 			err = srv.ListenAndServe(ctx)
+			close(stopped)
 		}
 	}
-	// The server drained its requests; now stop the rest.
+	// The server drained or canceled its requests. A turn still running
+	// now is stuck where cancellation does not reach: the pipeline cancels
+	// it and removes its sandbox itself, without waiting for it.
+	expired, cancelNow := context.WithCancel(context.Background())
+	cancelNow()
+	if cerr := env.Pipeline.Close(expired); cerr != nil && !errors.Is(cerr, context.Canceled) {
+		logger.Error("shutdown", "err", cerr)
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if cerr := env.Close(cctx); cerr != nil {
@@ -90,6 +132,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
+}
+
+// abortOnSecondSignal ends srv's drain at the second SIGTERM or Ctrl-C
+// (the first one ended ctx and started the drain). It returns when the
+// server stopped.
+func abortOnSecondSignal(sigs <-chan os.Signal, srv *server.Server, stopped <-chan struct{}, logger *slog.Logger) {
+	for n := 0; ; {
+		select {
+		case <-sigs:
+			if n++; n == 2 {
+				logger.Warn("second signal: canceling running chats now")
+				srv.Abort()
+				return
+			}
+		case <-stopped:
+			return
+		}
+	}
 }
 
 // envOptions say what openEnv builds.
@@ -105,6 +165,9 @@ type envOptions struct {
 	// Runtime is the sandbox runtime for assistants and apps that name
 	// none ("" = docker when an engine answers, else local).
 	Runtime string
+	// Metrics, when set, gets the pipeline's metrics and the connectors'
+	// circuit breakers.
+	Metrics *prometheus.Registry
 }
 
 // appEnv is everything a pipeline runs on: the (live) app, the store,
@@ -193,7 +256,19 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		// proxy (`agentbox bridge`), mounted read-only.
 		bridgeCfg.Binary = exe
 	}
+	var metrics *pipeline.Metrics
+	breakers := breaker.NewSet(breaker.Settings{Failures: app.Config.Limits.Breaker.Failures, Cooldown: app.Config.Limits.Breaker.Cooldown}, opts.Logger)
+	if opts.Metrics != nil {
+		if metrics, err = pipeline.NewMetrics(opts.Metrics); err != nil {
+			return nil, err
+		}
+		if err := opts.Metrics.Register(breakers); err != nil {
+			return nil, err
+		}
+	}
 	p, err := pipeline.New(pipeline.Config{
+		Metrics:        metrics,
+		Breakers:       breakers,
 		App:            live,
 		Runtimes:       rts,
 		DefaultRuntime: def,
@@ -213,7 +288,31 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	// Closed first (closers run in reverse): running turns end before the
 	// runtimes and the store go away.
 	env.closers = append(env.closers, p.Close)
+	if opts.Serve {
+		cleanLeftovers(ctx, bridgeCfg.Dir, ws, p.RunFiles(), opts.Logger)
+	}
 	return env, nil
+}
+
+// cleanLeftovers removes what a crashed server (or a killed `agentbox
+// run`) left on this host besides its containers, which the runtime's
+// reaper removes: bridge socket folders of processes that are gone, and
+// run files (prompt files, half-written temporary files) in workspaces no
+// process uses. What a live process owns is spared. Failures are logged:
+// they do not stop the server.
+func cleanLeftovers(ctx context.Context, bridgeDir string, ws *sandbox.Workspaces, runFiles []string, logger *slog.Logger) {
+	start := time.Now()
+	dirs, err := bridge.CleanStale(bridgeDir, 0, logger)
+	if err != nil {
+		logger.Warn("crash leftovers: bridge folders", "err", err)
+	}
+	n, err := ws.CleanRunFiles(ctx, runFiles)
+	if err != nil {
+		logger.Warn("crash leftovers: workspace run files", "err", err)
+	}
+	if len(dirs) > 0 || n > 0 {
+		logger.Info("crash leftovers removed", "bridge_folders", len(dirs), "workspace_files", n, "duration", time.Since(start))
+	}
 }
 
 // openRuntimes sets up the sandbox runtimes the app's sandboxed

@@ -87,6 +87,13 @@ func TestServe(t *testing.T) {
 	if code, body := get("POST", "/api/assistants/qa/chat", `{"chat_id":"c1","message":"hi"}`); code != 200 || !strings.Contains(body, "event: done") {
 		t.Errorf("native = %d %s", code, body)
 	}
+	code, body := get("GET", "/metrics", "")
+	for _, want := range []string{`agentbox_turns_total{assistant="qa",outcome="ok"} 2`, `agentbox_circuit_breaker_state{connector="scripted.qa",state="closed"} 1`,
+		"agentbox_sandboxes_live 0", "agentbox_turn_phase_duration_seconds_bucket", "go_goroutines", "process_resident_memory_bytes"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("metrics = %d, lack %q", code, want)
+		}
+	}
 	http.DefaultClient.CloseIdleConnections()
 	cancel()
 	select {
