@@ -256,13 +256,7 @@ func (p *Pipeline) Close(ctx context.Context) error {
 			return
 		default:
 		}
-		p.mu.Lock()
-		n := len(p.active)
-		for t := range p.active {
-			t.cancel()
-		}
-		p.mu.Unlock()
-		p.log.Warn("canceling running turns", "turns", n)
+		p.CancelTurns()
 		p.closeErr = ctx.Err()
 		select {
 		case <-done:
@@ -276,6 +270,24 @@ func (p *Pipeline) Close(ctx context.Context) error {
 		return p.closeErr
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// CancelTurns refuses new turns and cancels the running ones: each ends
+// with a shutting_down error event and done, and removes its sandbox. It
+// does not wait for them (Close does). A server calls it when its drain
+// timeout passed, before it closes the connections, so clients learn why
+// their turn ended.
+func (p *Pipeline) CancelTurns() {
+	p.mu.Lock()
+	p.closed = true
+	n := len(p.active)
+	for t := range p.active {
+		t.cancel(ErrClosed)
+	}
+	p.mu.Unlock()
+	if n > 0 {
+		p.log.Warn("shutting down: canceling running turns", "turns", n)
 	}
 }
 
@@ -332,8 +344,8 @@ func (p *Pipeline) untrack(l *liveSandbox) {
 // ErrUnknownAssistant for an assistant the app does not have.
 func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (resp *Response, err error) {
 	start := time.Now()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	t := &turn{p: p, req: req, cancel: cancel, start: start}
 	t.emit = t.serialize(emit)
 
@@ -357,6 +369,10 @@ func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (
 		if r := recover(); r != nil {
 			p.log.Error("turn panicked", "panic", r, "stack", string(debug.Stack()))
 			resp, err = nil, &chat.Error{Code: chat.ErrInternal, Message: "internal error", Err: fmt.Errorf("panic: %v", r)}
+		}
+		if err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+			err = &chat.Error{Code: chat.ErrShuttingDown, Err: ErrClosed, RetryAfter: retryAfter,
+				Message: "the server is shutting down: this turn was canceled after the drain timeout; send it again (to this server once it is back, or another)"}
 		}
 		if err != nil {
 			// The one place a failure nobody classified gets its code.

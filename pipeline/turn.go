@@ -26,7 +26,7 @@ const removeTimeout = 30 * time.Second
 type turn struct {
 	p      *Pipeline
 	req    *Request
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	start  time.Time
 
 	// emit is the turn's serialized event stream (see serialize).

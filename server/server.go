@@ -358,8 +358,9 @@ func (s *Server) Abort() { s.abortOnce.Do(func() { close(s.abort) }) }
 
 // Serve serves on ln until ctx ends, then stops accepting, lets running
 // requests finish for up to DrainTimeout (or until Abort), cancels those
-// still running (their turns end and remove their sandboxes), waits up to
-// CancelGrace for their handlers to return, and returns nil. It closes ln.
+// still running (their turns end with a shutting_down error and remove
+// their sandboxes), waits up to CancelGrace for their handlers to return,
+// closes the connections, and returns nil. It closes ln.
 // In development mode ln must be a loopback address.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.auth.dev && !isLoopback(ln.Addr().String()) {
@@ -399,21 +400,45 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		case <-dctx.Done():
 		}
 	}()
-	if err := hs.Shutdown(dctx); err != nil {
-		s.log.Warn("shutdown: canceling running requests", "reason", err)
-		_ = hs.Close()
-	}
-	<-errc // Serve returned ErrServerClosed
-	// Closed connections cancel their requests; wait for the handlers (and
-	// the backend's cleanup) to return, for a while: a handler stuck where
-	// cancellation does not reach must not keep the process alive.
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
+	if err := hs.Shutdown(dctx); err != nil {
+		s.log.Warn("shutdown: canceling running requests", "reason", err)
+		grace := CancelGrace
+		if c, ok := s.backend.(turnCanceler); ok {
+			// The turns end with an error event that tells their clients
+			// why, while the connections are still open.
+			c.CancelTurns()
+			s.waitHandlers(done, CancelGrace)
+			grace = time.Second
+		}
+		// Closed connections cancel the requests still running.
+		_ = hs.Close()
+		s.waitHandlers(done, grace)
+	}
+	<-errc // Serve returned ErrServerClosed
 	select {
 	case <-done:
-	case <-time.After(CancelGrace):
-		s.log.Error("shutdown: handlers still running after they were canceled; leaving them to the backend's close", "grace", CancelGrace)
+	default:
+		// A handler stuck where cancellation does not reach must not keep
+		// the process alive: the backend's close deals with its turn.
+		s.log.Error("shutdown: handlers still running after they were canceled; leaving them to the backend's close")
 	}
 	s.log.Info("stopped")
 	return nil
+}
+
+// turnCanceler is a Backend that can cancel its running turns so they
+// end telling their clients why (*pipeline.Pipeline).
+type turnCanceler interface {
+	CancelTurns()
+}
+
+// waitHandlers waits until done is closed (every handler returned) or for
+// d.
+func (s *Server) waitHandlers(done <-chan struct{}, d time.Duration) {
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
 }
