@@ -305,7 +305,9 @@ func bridgeDirs(t testing.TB, tmp string) []string {
 
 // uniq makes ids unique per test run, so parallel runs and leftovers of
 // earlier runs never meet.
-func uniq(prefix string) string { return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), time.Now().UnixNano()%1e9) }
+func uniq(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), time.Now().UnixNano()%1e9)
+}
 
 // stallScript makes the coder's model answer nothing, ever: the turn only
 // ends when canceled.

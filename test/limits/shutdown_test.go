@@ -21,7 +21,9 @@ func TestShutdownDeadline(t *testing.T) {
 	got := make(chan reply, 1)
 	go func() { got <- s.chat(context.Background(), tokenAlice, "coder", chatID, "Say hi.") }()
 	waitUntil(t, 60*time.Second, "the turn's sandbox", func() bool { return len(chatContainers(t, chatID)) == 1 })
-	waitUntil(t, 30*time.Second, "the CLI's model call", func() bool { return strings.Contains(s.logs.String(), "bridge model request") || len(bridgeDirs(t, s.tmp)) == 1 })
+	waitUntil(t, 30*time.Second, "the CLI's model call", func() bool {
+		return strings.Contains(s.logs.String(), "bridge model request") || len(bridgeDirs(t, s.tmp)) == 1
+	})
 	time.Sleep(time.Second) // the CLI is waiting on the stalled model now
 
 	took := s.stop(syscall.SIGTERM, 60*time.Second)
