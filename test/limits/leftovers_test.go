@@ -1,0 +1,74 @@
+package limits
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCrashLeftovers: a server SIGKILLed mid-turn leaves its sandbox
+// container, its bridge socket folder and the run's system prompt file in
+// the workspace. The next server on the same host removes them all at
+// start, and spares those of another server that still runs.
+func TestCrashLeftovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	tmp := shortDir(t) // both servers' TMPDIR: one bridge folder parent
+	app := newApp(t, `"drain_timeout": "1s"`, stallScript)
+	crashed := start(t, app, tmp)
+	live := start(t, newApp(t, `"drain_timeout": "1s"`, stallScript), tmp)
+	deadChat, liveChat := uniq("crash"), uniq("alive")
+	go crashed.chat(context.Background(), tokenAlice, "coder", deadChat, "Say hi.")
+	go live.chat(context.Background(), tokenAlice, "coder", liveChat, "Say hi.")
+	prompt := filepath.Join(app, "data", "workspaces", "alice", deadChat, ".agentbox", "claude", "system-prompt.md")
+	waitUntil(t, 90*time.Second, "both turns' sandboxes, bridges and the CLI run", func() bool {
+		_, err := os.Stat(prompt)
+		return err == nil && len(chatContainers(t, deadChat)) == 1 && len(chatContainers(t, liveChat)) == 1 && len(bridgeDirs(t, tmp)) == 2
+	})
+	liveDirs := bridgeDirs(t, tmp)
+	liveContainer := chatContainers(t, liveChat)[0]
+
+	crashed.stop(syscall.SIGKILL, 30*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	if len(chatContainers(t, deadChat)) != 1 || len(bridgeDirs(t, tmp)) != 2 {
+		t.Fatal("SIGKILL left nothing behind: the test proves nothing")
+	}
+	if _, err := os.Stat(prompt); err != nil {
+		t.Fatalf("the run's prompt file is not there after the crash: %v", err)
+	}
+
+	next := start(t, app, tmp)
+	waitUntil(t, 30*time.Second, "the crashed server's container to be reaped", func() bool { return len(chatContainers(t, deadChat)) == 0 })
+	if _, err := os.Stat(prompt); !os.IsNotExist(err) {
+		t.Errorf("prompt file left in the workspace: %v", err)
+	}
+	dirs := bridgeDirs(t, tmp)
+	if len(dirs) != 1 || !slices.Contains(liveDirs, dirs[0]) {
+		t.Errorf("bridge folders after the restart: %v (before: %v); want only the live server's", dirs, liveDirs)
+	}
+	if got := chatContainers(t, liveChat); len(got) != 1 || got[0] != liveContainer {
+		t.Errorf("the live server's container: %v, want %s spared", got, liveContainer)
+	}
+	if !strings.Contains(next.logs.String(), "crash leftovers removed") {
+		t.Errorf("the new server did not report the leftovers it removed")
+	}
+	// The workspace itself (the agent's files, the CLI's session) stays.
+	if _, err := os.Stat(filepath.Join(app, "data", "workspaces", "alice", deadChat, ".agentbox", "claude")); err != nil {
+		t.Errorf("workspace state removed: %v", err)
+	}
+
+	// The live server still cleans up after itself.
+	live.stop(syscall.SIGTERM, 60*time.Second)
+	if left := chatContainers(t, liveChat); len(left) != 0 {
+		t.Errorf("containers left by the live server: %v", left)
+	}
+	if left := bridgeDirs(t, tmp); len(left) != 0 {
+		t.Errorf("bridge folders left: %v", left)
+	}
+}
