@@ -15,9 +15,10 @@ import (
 
 // TestProxyBreaker: the model proxy counts its calls with the connector's
 // breaker, shared across sessions: upstream 5xx answers open it, then the
-// sandbox gets a 503 it does not retry (x-should-retry: false) without a
+// sandbox gets an answer it does not retry (400, x-should-retry: false) without a
 // call upstream, and the session remembers why; rate limits do not count;
-// after the cooldown a good probe closes it.
+// after the cooldown a good probe closes it. (The refusal is a 400:
+// Claude Code retries 5xx answers whatever x-should-retry says.)
 func TestProxyBreaker(t *testing.T) {
 	var status atomic.Int32
 	status.Store(500)
@@ -66,8 +67,8 @@ func TestProxyBreaker(t *testing.T) {
 	resp := post(t, unixClient(s2), "http://bridge", "/v1/messages", s2.Token(), `{"model":"x"}`)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 503 || resp.Header.Get("X-Should-Retry") != "false" || resp.Header.Get("Retry-After") == "" ||
-		!strings.Contains(string(body), "overloaded_error") || !strings.Contains(string(body), "anthropic.test is failing") {
+	if resp.StatusCode != 400 || resp.Header.Get("X-Should-Retry") != "false" || resp.Header.Get("Retry-After") == "" ||
+		!strings.Contains(string(body), "invalid_request_error") || !strings.Contains(string(body), "anthropic.test is failing") {
 		t.Fatalf("open breaker answer: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
 	if calls.Load() != before {

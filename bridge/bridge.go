@@ -107,7 +107,7 @@ type Options struct {
 	UpstreamAuth string
 	// Breaker is the upstream connector's circuit breaker, shared with
 	// every other call to that connector (nil: none). While it is open the
-	// proxy answers the CLI 503 with x-should-retry: false.
+	// proxy refuses the CLI's calls with an answer it does not retry.
 	Breaker *breaker.Breaker
 	// Transport carries upstream requests (nil: a shared keep-alive
 	// transport).

@@ -169,9 +169,12 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "not_found_error", "agentbox bridge: "+r.URL.Path+" is not available to sandboxes")
 		return
 	}
-	// The connector's breaker: while it is open the CLI gets a 503 it does
-	// not retry (x-should-retry: false), so the turn fails at once with a
-	// clear error instead of piling retries on a failing upstream.
+	// The connector's breaker: while it is open the CLI's call is refused
+	// with a status it does not retry, so the turn fails at once with a
+	// clear error instead of piling retries on a failing upstream. Not a
+	// 503: Claude Code retries 5xx answers whatever x-should-retry says
+	// (seen: 10 attempts over 3 minutes), and every retry after the
+	// cooldown would be another probe; a 400 it reports at once.
 	up := m.up.Load()
 	done, err := up.breaker.Allow()
 	if err != nil {
@@ -182,7 +185,7 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("X-Should-Retry", "false")
 		m.s.log.Warn("bridge model proxy: refused", "path", r.URL.Path, "reason", "circuit breaker open")
-		apiError(w, http.StatusServiceUnavailable, "overloaded_error", "agentbox bridge: "+err.Error())
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "agentbox bridge: "+err.Error())
 		return
 	}
 	// Whatever path the call takes, it reports its outcome once; a call

@@ -419,7 +419,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-errc // Serve returned ErrServerClosed
 	select {
 	case <-done:
-	default:
+	case <-time.After(time.Second):
 		// A handler stuck where cancellation does not reach must not keep
 		// the process alive: the backend's close deals with its turn.
 		s.log.Error("shutdown: handlers still running after they were canceled; leaving them to the backend's close")
