@@ -45,6 +45,12 @@ func startServer(tb testing.TB) *server {
 		tb.Fatalf("copy the example app: %v\n%s", err, out)
 	}
 	_ = os.RemoveAll(filepath.Join(app, "data"))
+	// The load is 32 chats of 4 users at once: above the default limits
+	// (4 turns per user, 16 sandboxes), which are not what is measured.
+	limits := `{"data_root": "./data", "limits": {"turns_per_user": 8, "sandboxes": 32}}`
+	if err := os.WriteFile(filepath.Join(app, "app.jsonc"), []byte(limits), 0o644); err != nil {
+		tb.Fatal(err)
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
