@@ -63,7 +63,7 @@ type Error struct {
 	Err error
 	// RetryAfter, when positive, is how long the client should wait before
 	// it tries again (the HTTP server sends it as Retry-After).
-	RetryAfter time.Duration
+	RetryAfter time.Duration `json:",omitempty"`
 }
 
 // Error renders "code: message", and the cause when the message does not
