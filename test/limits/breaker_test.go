@@ -44,7 +44,9 @@ func TestBreakerThroughTheModelProxy(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 
-	app := newApp(t, `"limits": {"breaker": {"failures": 2, "cooldown": "3s"}}`, "")
+	// The cooldown outlasts turn 1's teardown and turn 2 even on a busy
+	// machine.
+	app := newApp(t, `"limits": {"breaker": {"failures": 2, "cooldown": "20s"}}`, "")
 	if err := os.MkdirAll(filepath.Join(app, "connectors", "flaky"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +106,10 @@ func TestBreakerThroughTheModelProxy(t *testing.T) {
 
 	// 3: the upstream is back; after the cooldown a probe closes it.
 	healthy.Store(true)
-	time.Sleep(3500 * time.Millisecond)
+	waitUntil(t, 30*time.Second, "the cooldown", func() bool {
+		_, h := s.get(t, "/health", "")
+		return !strings.Contains(h, `"state":"open"`)
+	})
 	r = s.chat(ctx, tokenAlice, "coder", uniq("brk"), "Say hi.")
 	if f := r.final(); r.status != 200 || f == nil || f.Error != "" {
 		t.Fatalf("turn 3 after recovery: %d %s %+v", r.status, r.body, f)
