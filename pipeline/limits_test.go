@@ -319,13 +319,14 @@ func TestMetrics(t *testing.T) {
 	}
 	_, _ = e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "coder", Messages: user("x")}, nil)
 	_, _ = e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c2", AssistantID: "made-up-name", Messages: user("x")}, nil)
+	_, _ = e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "../c2", AssistantID: "another-made-up-name", Messages: user("x")}, nil)
 	if _, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c3", AssistantID: "coder", Messages: user("x")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := `
 # HELP agentbox_turns_total Finished turns by assistant and outcome ("ok" or the error code).
 # TYPE agentbox_turns_total counter
-agentbox_turns_total{assistant="",outcome="invalid_request"} 1
+agentbox_turns_total{assistant="",outcome="invalid_request"} 2
 agentbox_turns_total{assistant="coder",outcome="chat_assistant"} 1
 agentbox_turns_total{assistant="coder",outcome="ok"} 1
 agentbox_turns_total{assistant="qa",outcome="ok"} 1

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,14 +80,12 @@ func (m *Metrics) phase(name string, start time.Time) {
 	m.phases.WithLabelValues(name).Observe(time.Since(start).Seconds())
 }
 
-// finished records a finished turn.
+// finished records a finished turn of assistantID ("" when the turn
+// never got to an assistant of the app).
 func (m *Metrics) finished(assistantID, connector string, u chat.Usage, err error, took time.Duration) {
 	outcome := "ok"
 	if err != nil {
 		outcome = chat.AsError(err).Code
-		if errors.Is(err, ErrUnknownAssistant) {
-			assistantID = "" // the name is the client's, not the app's
-		}
 	}
 	m.turns.WithLabelValues(assistantID, outcome).Inc()
 	m.duration.WithLabelValues(assistantID).Observe(took.Seconds())

@@ -237,7 +237,13 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 		}
 	}
 	t.emit(chat.Event{Event: chat.Done, Final: final})
-	t.p.metrics.finished(t.req.AssistantID, t.connID, t.usage, err, time.Since(t.start))
+	// Labels name only the app's assistants: an id a client made up (a
+	// turn refused before its assistant was found) is "".
+	asstID := ""
+	if t.asst != nil {
+		asstID = t.asst.ID
+	}
+	t.p.metrics.finished(asstID, t.connID, t.usage, err, time.Since(t.start))
 
 	rec := UsageRecord{Time: t.start, UserID: t.req.UserID, ChatID: t.req.ChatID, AssistantID: t.req.AssistantID,
 		Connector: t.connID, Model: t.model, Usage: t.usage, Error: code, DurationMS: t.usage.DurationMS}
