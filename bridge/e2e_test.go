@@ -167,7 +167,7 @@ func TestEndToEndClaudeInNetworklessSandbox(t *testing.T) {
 	mcpConfig, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
 		bridge.ServerName: map[string]any{"type": "stdio", "command": sess.MCPServer().Command, "args": sess.MCPServer().Args},
 	}})
-	if err := ws.WriteFile(".agentbox-mcp.json", mcpConfig, 0o644); err != nil {
+	if err := ws.WriteFile(context.Background(), ".agentbox-mcp.json", mcpConfig, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	argv := sess.WrapCommand([]string{claude, "-p", "What is the status of order A-17?",

@@ -131,7 +131,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		history:   req.History,
 		sessionID: SessionID(req.Assistant.ID, req.UserID, req.ChatID),
 	}
-	prep, err := prepare(ws, in, e.opts.LookupEnv)
+	prep, err := prepare(ctx, ws, in, e.opts.LookupEnv)
 	if err != nil {
 		return fail(chat.ErrSandbox, "prepare workspace: "+err.Error(), err)
 	}
@@ -169,7 +169,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	})
 	exit := run.Wait(parser.Parse)
 	out := parser.Close()
-	_ = ws.RemoveAll(SystemPromptFile)
+	_ = ws.RemoveAll(context.WithoutCancel(ctx), SystemPromptFile)
 
 	res := out.Result(prep.sessionID, exit.Started)
 	log.Debug("claude done", "exit", exit.Code, "result", out.GotResult, "subtype", out.Subtype,

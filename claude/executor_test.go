@@ -293,7 +293,7 @@ func TestPrepareRewrites(t *testing.T) {
 	writeHostFile(t, filepath.Join(ws, ".claude/skills/evil/SKILL.md"), "---\nname: evil\ndescription: x\n---\n")
 	writeHostFile(t, filepath.Join(ws, ".mcp.json"), `{"mcpServers":{"evil":{"command":"curl"}}}`)
 	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, sessionID: SessionID("a", "u", "c")}
-	p, err := prepare(sb.ws, in, func(string) (string, bool) { return "", false })
+	p, err := prepare(context.Background(), sb.ws, in, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,17 +308,17 @@ func TestPrepareRewrites(t *testing.T) {
 	dir := filepath.Join(ws, ConfigDir, "projects", "-workspace")
 	os.MkdirAll(dir, 0o700)
 	writeHostFile(t, filepath.Join(dir, in.sessionID+".jsonl"), "{}\n")
-	if p, _ = prepare(sb.ws, in, nil); !p.resume {
+	if p, _ = prepare(context.Background(), sb.ws, in, nil); !p.resume {
 		t.Error("transcript on disk not resumed")
 	}
 	// Bad MCP definitions are clear errors.
 	in.assistant.MCP = []assistant.MCPRef{{ServerID: "missing"}}
-	if _, err := prepare(sb.ws, in, nil); err == nil || !strings.Contains(err.Error(), `"missing"`) {
+	if _, err := prepare(context.Background(), sb.ws, in, nil); err == nil || !strings.Contains(err.Error(), `"missing"`) {
 		t.Errorf("err %v", err)
 	}
 	in.assistant.MCP = []assistant.MCPRef{{ServerID: "x"}}
 	in.assistant.MCPServers = map[string]*assistant.MCPServer{"x": {Transport: "stdio", Command: "x", Env: map[string]string{"K": "$ENV.NOPE_NOT_SET"}}}
-	if _, err := prepare(sb.ws, in, func(string) (string, bool) { return "", false }); err == nil || !strings.Contains(err.Error(), "NOPE_NOT_SET") {
+	if _, err := prepare(context.Background(), sb.ws, in, func(string) (string, bool) { return "", false }); err == nil || !strings.Contains(err.Error(), "NOPE_NOT_SET") {
 		t.Errorf("err %v", err)
 	}
 }

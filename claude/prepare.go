@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path"
@@ -44,8 +45,8 @@ func SessionID(assistantID, userID, chatID string) string {
 // under the chat's config dir (projects/<encoded cwd>/<id>.jsonl). Any
 // project folder counts: the encoding of the working directory is the
 // CLI's business.
-func hasTranscript(ws *sandbox.Workspace, id string) bool {
-	dirs, err := ws.ListDir(ConfigDir + "/projects")
+func hasTranscript(ctx context.Context, ws *sandbox.Workspace, id string) bool {
+	dirs, err := ws.ListDir(ctx, ConfigDir+"/projects")
 	if err != nil {
 		return false
 	}
@@ -53,7 +54,7 @@ func hasTranscript(ws *sandbox.Workspace, id string) bool {
 		if !d.IsDir {
 			continue
 		}
-		st, err := ws.Stat(path.Join(ConfigDir, "projects", d.Name, id+".jsonl"))
+		st, err := ws.Stat(ctx, path.Join(ConfigDir, "projects", d.Name, id+".jsonl"))
 		if err == nil && !st.IsDir && st.Size > 0 {
 			return true
 		}
@@ -121,48 +122,50 @@ type prepared struct {
 	promptFile bool
 }
 
-// prepare rewrites the workspace's CLI configuration for this run.
-func prepare(ws *sandbox.Workspace, req *runInput, lookup func(string) (string, bool)) (*prepared, error) {
+// prepare rewrites the workspace's CLI configuration for this run. What
+// the agent left in the workspace is never opened or followed (a FIFO at
+// .mcp.json is replaced), and ctx bounds it all.
+func prepare(ctx context.Context, ws *sandbox.Workspace, req *runInput, lookup func(string) (string, bool)) (*prepared, error) {
 	mcp, err := buildMCPConfig(req.assistant, req.extraMCP, lookup)
 	if err != nil {
 		return nil, err
 	}
-	if err := ws.RemoveAll(MCPConfigFile); err != nil {
+	if err := ws.RemoveAll(ctx, MCPConfigFile); err != nil {
 		return nil, fmt.Errorf("reset %s: %w", MCPConfigFile, err)
 	}
-	if err := ws.WriteFile(MCPConfigFile, mcp.JSON, 0o600); err != nil {
+	if err := ws.WriteFile(ctx, MCPConfigFile, mcp.JSON, 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", MCPConfigFile, err)
 	}
-	if err := skills.Sync(ws, SkillsDir, req.skills); err != nil {
+	if err := skills.Sync(ctx, ws, SkillsDir, req.skills); err != nil {
 		return nil, err
 	}
-	if err := ws.MkdirAll(ConfigDir); err != nil {
+	if err := ws.MkdirAll(ctx, ConfigDir); err != nil {
 		return nil, fmt.Errorf("config dir: %w", err)
 	}
 	// Only the sandbox user (the owner) may read the chat's CLI state.
 	for _, d := range []string{".agentbox", ConfigDir} {
-		if err := ws.Root().Chmod(d, 0o700); err != nil {
+		if err := ws.Chmod(ctx, d, 0o700); err != nil {
 			return nil, fmt.Errorf("config dir: %w", err)
 		}
 	}
 	// A settings file left in the config dir could add hooks or change
 	// permissions; the run's settings come from the assistant only.
 	for _, f := range []string{"settings.json", "settings.local.json"} {
-		if err := ws.RemoveAll(path.Join(ConfigDir, f)); err != nil {
+		if err := ws.RemoveAll(ctx, path.Join(ConfigDir, f)); err != nil {
 			return nil, fmt.Errorf("reset %s: %w", f, err)
 		}
 	}
 	p := &prepared{mcp: mcp, sessionID: req.sessionID}
-	p.resume = hasTranscript(ws, p.sessionID)
+	p.resume = hasTranscript(ctx, ws, p.sessionID)
 	prompt := req.system
 	if !p.resume && len(req.history) > 0 {
 		prompt = appendHistory(prompt, req.history)
 	}
-	if err := ws.RemoveAll(SystemPromptFile); err != nil {
+	if err := ws.RemoveAll(ctx, SystemPromptFile); err != nil {
 		return nil, fmt.Errorf("reset system prompt: %w", err)
 	}
 	if strings.TrimSpace(prompt) != "" {
-		if err := ws.WriteFile(SystemPromptFile, []byte(prompt), 0o600); err != nil {
+		if err := ws.WriteFile(ctx, SystemPromptFile, []byte(prompt), 0o600); err != nil {
 			return nil, fmt.Errorf("write system prompt: %w", err)
 		}
 		p.promptFile = true

@@ -120,7 +120,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		input:     req.Input,
 		inlineMax: e.opts.InlinePrompt,
 	}
-	prep, err := prepare(ws, in, e.opts.LookupEnv)
+	prep, err := prepare(ctx, ws, in, e.opts.LookupEnv)
 	if err != nil {
 		var ae *argError
 		if errors.As(err, &ae) {
@@ -128,7 +128,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		}
 		return fail(chat.ErrSandbox, "prepare workspace: "+err.Error(), err)
 	}
-	defer func() { _ = ws.RemoveAll(PromptFile) }()
+	defer func() { _ = ws.RemoveAll(context.WithoutCancel(ctx), PromptFile) }()
 	cmd := e.buildCommand(req, prep, mode, model)
 	argv := cmd.argv
 	if req.WrapArgv != nil {
@@ -180,7 +180,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		return res, xe
 	}
 	if out.SessionID != "" {
-		if err := writeSession(ws, session{AssistantID: req.Assistant.ID, ChatID: req.ChatID, SessionID: out.SessionID}); err != nil {
+		if err := writeSession(context.WithoutCancel(ctx), ws, session{AssistantID: req.Assistant.ID, ChatID: req.ChatID, SessionID: out.SessionID}); err != nil {
 			// The answer stands; the next turn starts a new chat with the
 			// history in its prompt instead of resuming.
 			log.Warn("cursor session not saved", "err", err)

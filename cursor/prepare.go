@@ -1,10 +1,10 @@
 package cursor
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"regexp"
@@ -150,9 +150,9 @@ var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
 // readSession returns the chat id to resume, "" when there is none for
 // this assistant and chat.
-func readSession(ws *sandbox.Workspace, assistantID, chatID string) string {
-	b, err := ws.ReadFile(SessionFile)
-	if err != nil || len(b) > 4096 {
+func readSession(ctx context.Context, ws *sandbox.Workspace, assistantID, chatID string) string {
+	b, err := ws.ReadFile(ctx, SessionFile, 4096)
+	if err != nil {
 		return ""
 	}
 	var s session
@@ -162,12 +162,12 @@ func readSession(ws *sandbox.Workspace, assistantID, chatID string) string {
 	return s.SessionID
 }
 
-func writeSession(ws *sandbox.Workspace, s session) error {
+func writeSession(ctx context.Context, ws *sandbox.Workspace, s session) error {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
 	}
-	return ws.WriteFile(SessionFile, append(b, '\n'), 0o600)
+	return ws.WriteFile(ctx, SessionFile, append(b, '\n'), 0o600)
 }
 
 // runInput is the part of a request preparation needs.
@@ -195,8 +195,10 @@ type prepared struct {
 }
 
 // prepare rewrites the workspace's CLI configuration for this run and
-// decides how the input reaches the CLI.
-func prepare(ws *sandbox.Workspace, in *runInput, lookup func(string) (string, bool)) (*prepared, error) {
+// decides how the input reaches the CLI. What the agent left in the
+// workspace is never opened or followed (a FIFO at .cursor/mcp.json is
+// replaced), and ctx bounds it all.
+func prepare(ctx context.Context, ws *sandbox.Workspace, in *runInput, lookup func(string) (string, bool)) (*prepared, error) {
 	mcp, err := buildMCPConfig(in.assistant, in.extraMCP, lookup)
 	if err != nil {
 		return nil, err
@@ -206,43 +208,43 @@ func prepare(ws *sandbox.Workspace, in *runInput, lookup func(string) (string, b
 		return nil, err
 	}
 	// Skills first: Sync also replaces a .cursor that is not a real folder.
-	if err := skills.Sync(ws, SkillsDir, in.assistant.Skills); err != nil {
+	if err := skills.Sync(ctx, ws, SkillsDir, in.assistant.Skills); err != nil {
 		return nil, err
 	}
 	for _, f := range []string{MCPConfigFile, PermissionsFile} {
-		if err := ws.RemoveAll(f); err != nil {
+		if err := ws.RemoveAll(ctx, f); err != nil {
 			return nil, fmt.Errorf("reset %s: %w", f, err)
 		}
 	}
-	if err := ws.WriteFile(MCPConfigFile, mcp.JSON, 0o600); err != nil {
+	if err := ws.WriteFile(ctx, MCPConfigFile, mcp.JSON, 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", MCPConfigFile, err)
 	}
 	if perms != nil {
-		if err := ws.WriteFile(PermissionsFile, perms, 0o644); err != nil {
+		if err := ws.WriteFile(ctx, PermissionsFile, perms, 0o644); err != nil {
 			return nil, fmt.Errorf("write %s: %w", PermissionsFile, err)
 		}
 	}
-	if err := writeRules(ws, in.system, in.assistant.Skills); err != nil {
+	if err := writeRules(ctx, ws, in.system, in.assistant.Skills); err != nil {
 		return nil, err
 	}
-	if err := ws.MkdirAll(ConfigDir); err != nil {
+	if err := ws.MkdirAll(ctx, ConfigDir); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	// Only the sandbox user (the owner) may read the chat's CLI state.
 	for _, d := range []string{".agentbox", StateDir, ConfigDir} {
-		if err := ws.Root().Chmod(d, 0o700); err != nil {
+		if err := ws.Chmod(ctx, d, 0o700); err != nil {
 			return nil, fmt.Errorf("state dir: %w", err)
 		}
 	}
 	// A config left in the config dir could change what the CLI may do;
 	// the run's settings come from the assistant only.
-	if err := ws.RemoveAll(ConfigDir + "/cli-config.json"); err != nil {
+	if err := ws.RemoveAll(ctx, ConfigDir+"/cli-config.json"); err != nil {
 		return nil, fmt.Errorf("reset cli-config.json: %w", err)
 	}
-	if err := ws.RemoveAll(PromptFile); err != nil {
+	if err := ws.RemoveAll(ctx, PromptFile); err != nil {
 		return nil, fmt.Errorf("reset prompt: %w", err)
 	}
-	p := &prepared{mcp: mcp, resume: readSession(ws, in.assistant.ID, in.chatID)}
+	p := &prepared{mcp: mcp, resume: readSession(ctx, ws, in.assistant.ID, in.chatID)}
 	var history []chat.Message
 	if p.resume == "" {
 		history = in.history
@@ -253,7 +255,7 @@ func prepare(ws *sandbox.Workspace, in *runInput, lookup func(string) (string, b
 		return p, nil
 	}
 	body := promptFileBody(history, text)
-	if err := ws.WriteFile(PromptFile, []byte(body), 0o600); err != nil {
+	if err := ws.WriteFile(ctx, PromptFile, []byte(body), 0o600); err != nil {
 		return nil, fmt.Errorf("write prompt: %w", err)
 	}
 	p.promptFile = true
@@ -318,22 +320,22 @@ func promptFileBody(history []chat.Message, text string) string {
 
 // writeRules replaces RulesDir with the run's rules: system.mdc with the
 // system prompt and skills.mdc listing the skills, both always applied.
-func writeRules(ws *sandbox.Workspace, system string, list []*skills.Skill) error {
+func writeRules(ctx context.Context, ws *sandbox.Workspace, system string, list []*skills.Skill) error {
 	// .cursor/rules must be a real folder: a link the agent planted would
 	// send the rules elsewhere.
-	if st, err := ws.Root().Lstat(".cursor/rules"); err == nil && !st.IsDir() {
-		if err := ws.RemoveAll(".cursor/rules"); err != nil {
+	if st, err := ws.Lstat(ctx, ".cursor/rules"); err == nil && !st.IsDir {
+		if err := ws.RemoveAll(ctx, ".cursor/rules"); err != nil {
 			return fmt.Errorf("reset rules: %w", err)
 		}
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	} else if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		return fmt.Errorf("inspect rules: %w", err)
 	}
-	if err := ws.RemoveAll(RulesDir); err != nil {
+	if err := ws.RemoveAll(ctx, RulesDir); err != nil {
 		return fmt.Errorf("reset rules: %w", err)
 	}
 	if strings.TrimSpace(system) != "" {
 		body := "---\ndescription: Instructions for this assistant, set by its operator\nalwaysApply: true\n---\n\n" + system + "\n"
-		if err := ws.WriteFile(path.Join(RulesDir, "system.mdc"), []byte(body), 0o644); err != nil {
+		if err := ws.WriteFile(ctx, path.Join(RulesDir, "system.mdc"), []byte(body), 0o644); err != nil {
 			return fmt.Errorf("write rules: %w", err)
 		}
 	}
@@ -344,7 +346,7 @@ func writeRules(ws *sandbox.Workspace, system string, list []*skills.Skill) erro
 		for _, s := range list {
 			fmt.Fprintf(&sb, "- %s: %s (%s/%s/SKILL.md)\n", s.Name, oneLine(s.Description), SkillsDir, s.Name)
 		}
-		if err := ws.WriteFile(path.Join(RulesDir, "skills.mdc"), []byte(sb.String()), 0o644); err != nil {
+		if err := ws.WriteFile(ctx, path.Join(RulesDir, "skills.mdc"), []byte(sb.String()), 0o644); err != nil {
 			return fmt.Errorf("write rules: %w", err)
 		}
 	}

@@ -57,7 +57,7 @@ func TestPrepareRewrites(t *testing.T) {
 	write(t, filepath.Join(dir, ConfigDir+"/cli-config.json"), `{}`)
 	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, chatID: "c", system: "Be brief.",
 		input: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, inlineMax: DefaultInlinePrompt}
-	p, err := prepare(ws, in, noEnv)
+	p, err := prepare(context.Background(), ws, in, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestPrepareRulesLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, system: "S", input: []chat.Message{{Content: "hi"}}, inlineMax: 100}
-	if _, err := prepare(ws, in, noEnv); err != nil {
+	if _, err := prepare(context.Background(), ws, in, noEnv); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "src/agentbox")); !os.IsNotExist(err) {
@@ -126,13 +126,13 @@ func TestPromptPlacement(t *testing.T) {
 			t.Parallel()
 			ws := openWS(t)
 			if tc.session {
-				if err := writeSession(ws, session{AssistantID: "a", ChatID: "c", SessionID: "s-1"}); err != nil {
+				if err := writeSession(context.Background(), ws, session{AssistantID: "a", ChatID: "c", SessionID: "s-1"}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			in := &runInput{assistant: &assistant.Assistant{ID: "a"}, chatID: "c", history: tc.history,
 				input: []chat.Message{{Role: chat.RoleUser, Content: tc.input}}, inlineMax: 100}
-			p, err := prepare(ws, in, noEnv)
+			p, err := prepare(context.Background(), ws, in, noEnv)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +148,7 @@ func TestPromptPlacement(t *testing.T) {
 				}
 				return
 			}
-			b, err := ws.ReadFile(PromptFile)
+			b, err := ws.ReadFile(context.Background(), PromptFile, 0)
 			if err != nil || !strings.HasSuffix(string(b), tc.input+"\n") || len(p.prompt) > 300 || strings.HasPrefix(p.prompt, "-") {
 				t.Errorf("prompt %q, file %q, %v", p.prompt, b, err)
 			}
@@ -172,10 +172,10 @@ func TestReadSession(t *testing.T) {
 		{`{"assistant_id":"a","chat_id":"c","session_id":""}`, ""},
 		{`not json`, ""},
 	} {
-		if err := ws.WriteFile(SessionFile, []byte(tc.content), 0o600); err != nil {
+		if err := ws.WriteFile(context.Background(), SessionFile, []byte(tc.content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if got := readSession(ws, "a", "c"); got != tc.want {
+		if got := readSession(context.Background(), ws, "a", "c"); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.content, got, tc.want)
 		}
 	}

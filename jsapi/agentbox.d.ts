@@ -87,14 +87,21 @@ interface MemoryNamespace {
 /**
  * The chat's workspace and commands in its sandbox. Paths are relative to
  * workdir or absolute under it; anything that leaves the workspace (also
- * through a symlink) throws SANDBOX_PATH_OUTSIDE.
+ * through a symlink) throws SANDBOX_PATH_OUTSIDE. Only regular files and
+ * folders are read or written: a FIFO, socket or device the agent left
+ * throws SANDBOX_SPECIAL_FILE instead of blocking the hook. File calls end
+ * with the hook's timeout.
  */
 interface Sandbox {
   /** Where the workspace is inside the sandbox: "/workspace". */
   readonly workdir: string;
-  /** A file's content as text (at most 32 MiB). */
+  /** A file's content as text (at most 32 MiB, else FILE_TOO_LARGE). */
   ReadFile(path: string): string;
-  /** Writes a file atomically, creating missing folders. */
+  /**
+   * Writes a file atomically, creating missing folders. Whatever was at
+   * path (also a FIFO or symlink) is replaced, never written through. A
+   * workspace at its disk limit throws SANDBOX_DISK_FULL.
+   */
   WriteFile(path: string, content: string | ArrayBuffer): void;
   /** A folder's entries, sorted by name (default: the workspace root). */
   ListDir(path?: string): FileInfo[];
@@ -138,6 +145,8 @@ type ErrorCode =
   | "SANDBOX_UNAVAILABLE"
   | "SANDBOX_REMOVED"
   | "FILE_TOO_LARGE"
+  | "SANDBOX_SPECIAL_FILE"
+  | "SANDBOX_DISK_FULL"
   | "IO_ERROR"
   | "HOOK_TIMEOUT"
   | "CANCELED";

@@ -275,7 +275,7 @@ func TestSandboxErrors(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(sb.dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	if err := sb.ws.MkdirAll("dir"); err != nil {
+	if err := sb.ws.MkdirAll(context.Background(), "dir"); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -313,7 +313,7 @@ func TestSandboxErrors(t *testing.T) {
 func TestSandboxExec(t *testing.T) {
 	t.Parallel()
 	sb := newFakeSandbox(t)
-	if err := sb.ws.MkdirAll("sub"); err != nil {
+	if err := sb.ws.MkdirAll(context.Background(), "sub"); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {

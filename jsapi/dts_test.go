@@ -53,7 +53,7 @@ func TestDeclarationsMatch(t *testing.T) {
 	t.Parallel()
 	ifaces, codes, globals := parseDeclarations(t)
 	sb := newFakeSandbox(t)
-	if err := sb.ws.WriteFile("f.txt", []byte("x"), 0o644); err != nil {
+	if err := sb.ws.WriteFile(context.Background(), "f.txt", []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	h := load(t, `

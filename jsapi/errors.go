@@ -35,8 +35,15 @@ const (
 	CodeSandboxUnavailable = "SANDBOX_UNAVAILABLE"
 	// CodeSandboxRemoved: the sandbox is gone (sandbox.ErrRemoved).
 	CodeSandboxRemoved = "SANDBOX_REMOVED"
-	// CodeFileTooLarge: ReadFile on a file larger than MaxReadFile.
+	// CodeFileTooLarge: ReadFile on a file larger than MaxReadFile
+	// (sandbox.ErrFileTooLarge).
 	CodeFileTooLarge = "FILE_TOO_LARGE"
+	// CodeSpecialFile: a sandbox path names a FIFO, socket or device,
+	// which the host never opens (sandbox.ErrSpecialFile).
+	CodeSpecialFile = "SANDBOX_SPECIAL_FILE"
+	// CodeDiskFull: the workspace reached its disk limit
+	// (sandbox.ErrDiskFull).
+	CodeDiskFull = "SANDBOX_DISK_FULL"
 	// CodeIO: any other file or command failure.
 	CodeIO = "IO_ERROR"
 	// CodeHookTimeout: the hook ran past its timeout.
@@ -64,6 +71,8 @@ var jsCodes = map[string]string{
 	CodeSandboxUnavailable: "SandboxError",
 	CodeSandboxRemoved:     "SandboxError",
 	CodeFileTooLarge:       "SandboxError",
+	CodeSpecialFile:        "SandboxError",
+	CodeDiskFull:           "SandboxError",
 	CodeIO:                 "SandboxError",
 	CodeHookTimeout:        "TimeoutError",
 	CodeCanceled:           "AbortError",
@@ -164,6 +173,12 @@ func codeFor(err error, fallback string) string {
 		return CodeSandboxUnavailable
 	case errors.Is(err, sandbox.ErrRemoved):
 		return CodeSandboxRemoved
+	case errors.Is(err, sandbox.ErrSpecialFile):
+		return CodeSpecialFile
+	case errors.Is(err, sandbox.ErrFileTooLarge):
+		return CodeFileTooLarge
+	case errors.Is(err, sandbox.ErrDiskFull):
+		return CodeDiskFull
 	case errors.Is(err, context.DeadlineExceeded):
 		return CodeHookTimeout
 	case errors.Is(err, context.Canceled):

@@ -61,18 +61,9 @@ func (c *call) pathArg(fn string, v goja.Value, optional bool) string {
 
 func (c *call) readFile(fc goja.FunctionCall) goja.Value {
 	p := c.pathArg("ReadFile", fc.Argument(0), false)
-	ws := c.workspace("ReadFile")
-	st, err := ws.Stat(p)
-	if err != nil {
-		c.throw(err, CodeIO)
-	}
-	if st.IsDir {
-		c.throw(&hostError{code: CodeIO, msg: fmt.Sprintf("read %q: is a folder (use ListDir)", p)}, "")
-	}
-	if st.Size > MaxReadFile {
-		c.throw(&hostError{code: CodeFileTooLarge, msg: fmt.Sprintf("read %q: %d bytes is over the limit of %d", p, st.Size, MaxReadFile)}, "")
-	}
-	b, err := ws.ReadFile(p)
+	// The hook's context bounds the read; a FIFO or device the agent
+	// planted is refused (SANDBOX_SPECIAL_FILE), never opened.
+	b, err := c.workspace("ReadFile").ReadFile(c.ctx, p, MaxReadFile)
 	if err != nil {
 		c.throw(err, CodeIO)
 	}
@@ -92,7 +83,7 @@ func (c *call) writeFile(fc goja.FunctionCall) goja.Value {
 	default:
 		c.throw(argErr("sandbox.WriteFile(%q): want content as a string, got %s", p, typeName(fc.Argument(1))), "")
 	}
-	if err := c.workspace("WriteFile").WriteFile(p, data, 0o644); err != nil {
+	if err := c.workspace("WriteFile").WriteFile(c.ctx, p, data, 0o644); err != nil {
 		c.throw(err, CodeIO)
 	}
 	return goja.Undefined()
@@ -100,7 +91,7 @@ func (c *call) writeFile(fc goja.FunctionCall) goja.Value {
 
 func (c *call) listDir(fc goja.FunctionCall) goja.Value {
 	p := c.pathArg("ListDir", fc.Argument(0), true)
-	infos, err := c.workspace("ListDir").ListDir(p)
+	infos, err := c.workspace("ListDir").ListDir(c.ctx, p)
 	if err != nil {
 		c.throw(err, CodeIO)
 	}

@@ -147,7 +147,7 @@ func TestSeedNext(t *testing.T) {
 			"src/util.go":        "package main\n\nfunc util() {}\n",
 			"tmp/scratch.txt":    "x",
 		} {
-			if err := sb.ws.WriteFile(p, []byte(c), 0o644); err != nil {
+			if err := sb.ws.WriteFile(context.Background(), p, []byte(c), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -183,7 +183,7 @@ func TestSeedNext(t *testing.T) {
 	t.Run("nothing to commit", func(t *testing.T) {
 		t.Parallel()
 		sb := newFakeSandbox(t)
-		if err := sb.ws.MkdirAll("src"); err != nil {
+		if err := sb.ws.MkdirAll(context.Background(), "src"); err != nil {
 			t.Fatal(err)
 		}
 		var logs logBuffer

@@ -10,6 +10,17 @@ var (
 	ErrPathOutside = errors.New("path is outside the workspace")
 	// ErrNotFound: a file, directory or sandbox does not exist (NOT_FOUND).
 	ErrNotFound = errors.New("not found")
+	// ErrSpecialFile: a path names a FIFO, socket or device. The host
+	// never opens one (a FIFO's open or read blocks until the agent's side
+	// acts); only regular files and folders are read or written
+	// (SANDBOX_SPECIAL_FILE). The message names the path and its kind.
+	ErrSpecialFile = errors.New("not a regular file or folder")
+	// ErrFileTooLarge: a file is larger than what the read may return
+	// (FILE_TOO_LARGE).
+	ErrFileTooLarge = errors.New("file is too large")
+	// ErrDiskFull: the workspace reached its disk limit (sandbox.max_disk)
+	// or the host's disk is full (SANDBOX_DISK_FULL).
+	ErrDiskFull = errors.New("workspace is full")
 	// ErrExecTimeout: a command ran past its timeout and was killed
 	// (EXEC_TIMEOUT).
 	ErrExecTimeout = errors.New("command timed out")

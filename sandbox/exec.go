@@ -38,7 +38,7 @@ type Command struct {
 // one script with Shell), env keys must be valid, and Dir must lie inside
 // the workspace; it is created (confined, owned by the sandbox user) when
 // missing.
-func ResolveExec(ws *Workspace, specEnv map[string]string, req ExecRequest) (Command, error) {
+func ResolveExec(ctx context.Context, ws *Workspace, specEnv map[string]string, req ExecRequest) (Command, error) {
 	var c Command
 	switch {
 	case len(req.Argv) == 0:
@@ -67,11 +67,11 @@ func ResolveExec(ws *Workspace, specEnv map[string]string, req ExecRequest) (Com
 	if ws == nil {
 		return c, errors.New("exec: sandbox has no workspace")
 	}
-	if err := ws.MkdirAll(rel); err != nil {
+	if err := ws.MkdirAll(ctx, rel); err != nil {
 		return c, fmt.Errorf("exec: working directory: %w", err)
 	}
 	if rel != "." {
-		if st, err := ws.Stat(rel); err != nil || !st.IsDir {
+		if st, err := ws.Stat(ctx, rel); err != nil || !st.IsDir {
 			return c, fmt.Errorf("exec: working directory %q is not a folder", req.Dir)
 		}
 	}

@@ -30,7 +30,7 @@ func TestCleanRunFiles(t *testing.T) {
 		}
 		defer release()
 		for _, r := range rels {
-			if err := ws.WriteFile(r, []byte("x"), 0o600); err != nil {
+			if err := ws.WriteFile(context.Background(), r, []byte("x"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}

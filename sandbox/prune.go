@@ -315,7 +315,12 @@ func (pr *pruner) pruneOne(c pruneCandidate, cutoff time.Time, dryRun bool) (Pru
 // symlinks, and returns the bytes of the regular files it removed: sizing
 // and removal in one pass.
 func removeTree(dir string) (int64, error) {
-	ents, err := os.ReadDir(dir)
+	f, err := openDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	ents, err := f.ReadDir(-1)
+	f.Close()
 	if err != nil {
 		return 0, err
 	}
@@ -342,20 +347,9 @@ func removeTree(dir string) (int64, error) {
 	return n, os.Remove(dir)
 }
 
-// dirSize sums the sizes of the regular files under dir, without following
-// symlinks.
+// dirSize sums the sizes of the regular files under dir, without
+// following symlinks or opening anything but folders (walkTree).
 func dirSize(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.Type().IsRegular() {
-			if st, err := d.Info(); err == nil {
-				n += st.Size()
-			}
-		}
-		return nil
-	})
+	n, _, _ := treeUsage(context.Background(), dir)
 	return n
 }

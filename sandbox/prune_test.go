@@ -19,7 +19,7 @@ func makeStale(t testing.TB, w *Workspaces, user, chat string, age time.Duration
 	ws, release, err := w.Acquire(context.Background(), user, chat)
 	must(t, err)
 	for i := range files {
-		must(t, ws.WriteFile(fmt.Sprintf("d/f%d", i), []byte("0123456789"), 0))
+		must(t, ws.WriteFile(context.Background(), fmt.Sprintf("d/f%d", i), []byte("0123456789"), 0))
 	}
 	release()
 	must(t, w.SetLastUse(user, chat, time.Now().Add(-age)))
@@ -133,7 +133,7 @@ func TestPruneRacesAcquire(t *testing.T) {
 			defer release()
 			// While held, the folder must stay usable.
 			for j := range 5 {
-				if err := ws.WriteFile(fmt.Sprintf("held%d", j), []byte("x"), 0); err != nil {
+				if err := ws.WriteFile(context.Background(), fmt.Sprintf("held%d", j), []byte("x"), 0); err != nil {
 					errs <- fmt.Errorf("c%d: %w", i, err)
 					return
 				}

@@ -1,15 +1,14 @@
 package sandbox
 
 import (
-	"crypto/rand"
-	"encoding/hex"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
-	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -19,6 +18,9 @@ type FileInfo struct {
 	Size    int64     `json:"size"`
 	IsDir   bool      `json:"is_dir"`
 	ModTime time.Time `json:"mod_time"`
+	// Mode is the entry's type and permission bits (fs.ModeSymlink for
+	// Lstat of a link, fs.ModeNamedPipe for a FIFO, ...).
+	Mode fs.FileMode `json:"-"`
 }
 
 // Workspace is a chat's persistent folder on the host, with file operations
@@ -26,6 +28,15 @@ type FileInfo struct {
 // leaves it, directly or through a symlink (also a symlinked parent), fails
 // with ErrPathOutside. Confinement is enforced by os.Root, which resolves
 // each component relative to an open directory handle.
+//
+// The folder belongs to the agent, who may plant anything in it while the
+// host works on it, so every operation takes the caller's ctx and none
+// blocks past it: only regular files and folders are ever opened (a FIFO,
+// socket or device is refused with ErrSpecialFile before and after the
+// open, which is non-blocking), reads and writes go in chunks that check
+// ctx, and writes never open an existing file (they rename a new one over
+// it). A file larger than a read's limit is ErrFileTooLarge; a write that
+// meets the workspace's disk limit is ErrDiskFull.
 //
 // Paths are relative to the workspace ("src/main.go", "./a") or absolute
 // under Workdir ("/workspace/src/main.go"). A Workspace is safe for
@@ -97,64 +108,19 @@ func Rel(p string) (string, error) {
 	return c, nil
 }
 
-// ReadFile returns the content of the file at p.
-func (w *Workspace) ReadFile(p string) ([]byte, error) {
-	rel, err := Rel(p)
-	if err != nil {
-		return nil, err
+// begin resolves p for op, after checking that ctx is still live.
+func begin(ctx context.Context, op, p string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("%s %q: %w", op, p, err)
 	}
-	b, err := w.root.ReadFile(rel)
-	if err != nil {
-		return nil, w.pathErr("read", p, err)
-	}
-	return b, nil
+	return Rel(p)
 }
 
-// WriteFile writes data to p atomically (a temporary file renamed over the
-// target), creating missing parent folders.
-func (w *Workspace) WriteFile(p string, data []byte, perm fs.FileMode) error {
-	rel, err := Rel(p)
-	if err != nil {
-		return err
-	}
-	if rel == "." {
-		return fmt.Errorf("write %q: is the workspace root", p)
-	}
-	if dir := path.Dir(rel); dir != "." {
-		if err := w.MkdirAll(dir); err != nil {
-			return err
-		}
-	}
-	if perm == 0 {
-		perm = 0o644
-	}
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	tmp := path.Join(path.Dir(rel), "."+path.Base(rel)+".tmp-"+hex.EncodeToString(suffix[:]))
-	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return w.pathErr("write", p, err)
-	}
-	_, werr := f.Write(data)
-	if werr == nil && w.uid >= 0 {
-		werr = f.Chown(w.uid, w.gid)
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = w.root.Rename(tmp, rel)
-	}
-	if werr != nil {
-		_ = w.root.Remove(tmp)
-		return w.pathErr("write", p, werr)
-	}
-	return nil
-}
-
-// MkdirAll creates the folder p and any missing parents.
-func (w *Workspace) MkdirAll(p string) error {
-	rel, err := Rel(p)
+// MkdirAll creates the folder p and any missing parents. An entry in the
+// way that is not a folder (a file, FIFO, or a symlink to one) is an
+// error; a symlink to a folder inside the workspace is followed.
+func (w *Workspace) MkdirAll(ctx context.Context, p string) error {
+	rel, err := begin(ctx, "mkdir", p)
 	if err != nil {
 		return err
 	}
@@ -164,6 +130,9 @@ func (w *Workspace) MkdirAll(p string) error {
 	// Create one component at a time so each new folder can be chowned.
 	parts := strings.Split(rel, "/")
 	for i := range parts {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("mkdir %q: %w", p, err)
+		}
 		sub := strings.Join(parts[:i+1], "/")
 		err := w.root.Mkdir(sub, 0o755)
 		switch {
@@ -188,9 +157,11 @@ func (w *Workspace) MkdirAll(p string) error {
 	return nil
 }
 
-// Stat describes the entry at p (following symlinks inside the workspace).
-func (w *Workspace) Stat(p string) (FileInfo, error) {
-	rel, err := Rel(p)
+// Stat describes the entry at p, following symlinks inside the workspace.
+// It never opens the entry, so a special file is described, not refused
+// (its FileInfo.Mode says which kind it is).
+func (w *Workspace) Stat(ctx context.Context, p string) (FileInfo, error) {
+	rel, err := begin(ctx, "stat", p)
 	if err != nil {
 		return FileInfo{}, err
 	}
@@ -201,37 +172,26 @@ func (w *Workspace) Stat(p string) (FileInfo, error) {
 	return toInfo(st), nil
 }
 
-// ListDir lists the folder at p, sorted by name.
-func (w *Workspace) ListDir(p string) ([]FileInfo, error) {
-	rel, err := Rel(p)
+// Lstat describes the entry at p without following a symlink in its last
+// component.
+func (w *Workspace) Lstat(ctx context.Context, p string) (FileInfo, error) {
+	rel, err := begin(ctx, "lstat", p)
 	if err != nil {
-		return nil, err
+		return FileInfo{}, err
 	}
-	f, err := w.root.Open(rel)
+	st, err := w.root.Lstat(rel)
 	if err != nil {
-		return nil, w.pathErr("list", p, err)
+		return FileInfo{}, w.pathErr("lstat", p, err)
 	}
-	defer f.Close()
-	entries, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, w.pathErr("list", p, err)
-	}
-	out := make([]FileInfo, 0, len(entries))
-	for _, e := range entries {
-		st, err := e.Info()
-		if err != nil {
-			continue // removed while listing
-		}
-		out = append(out, toInfo(st))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return toInfo(st), nil
 }
 
-// RemoveAll removes p and everything under it. A missing p is not an error.
-// The workspace root itself cannot be removed.
-func (w *Workspace) RemoveAll(p string) error {
-	rel, err := Rel(p)
+// RemoveAll removes p and everything under it, never following symlinks.
+// A missing p is not an error. The workspace root itself cannot be
+// removed. ctx is checked before it starts: removal only unlinks, which
+// no special file can block.
+func (w *Workspace) RemoveAll(ctx context.Context, p string) error {
+	rel, err := begin(ctx, "remove", p)
 	if err != nil {
 		return err
 	}
@@ -244,16 +204,23 @@ func (w *Workspace) RemoveAll(p string) error {
 	return nil
 }
 
-// Root exposes the confined handle for callers that need more than the
-// methods above (copying trees). It stays owned by the Workspace.
-func (w *Workspace) Root() *os.Root { return w.root }
+// Chmod changes the permission bits of p (following symlinks inside the
+// workspace).
+func (w *Workspace) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
+	rel, err := begin(ctx, "chmod", p)
+	if err != nil {
+		return err
+	}
+	return w.pathErr("chmod", p, w.root.Chmod(rel, mode))
+}
 
-// Chown gives rel to the sandbox user, when the workspace has one.
-func (w *Workspace) Chown(p string) error {
+// Chown gives p to the sandbox user, when the workspace has one. A
+// symlink itself is chowned, not its target.
+func (w *Workspace) Chown(ctx context.Context, p string) error {
 	if w.uid < 0 {
 		return nil
 	}
-	rel, err := Rel(p)
+	rel, err := begin(ctx, "chown", p)
 	if err != nil {
 		return err
 	}
@@ -261,7 +228,7 @@ func (w *Workspace) Chown(p string) error {
 }
 
 func toInfo(st fs.FileInfo) FileInfo {
-	return FileInfo{Name: st.Name(), Size: st.Size(), IsDir: st.IsDir(), ModTime: st.ModTime().UTC()}
+	return FileInfo{Name: st.Name(), Size: st.Size(), IsDir: st.IsDir(), ModTime: st.ModTime().UTC(), Mode: st.Mode()}
 }
 
 // pathErr maps os.Root's errors to the package's sentinels, keeping the
@@ -275,6 +242,8 @@ func (w *Workspace) pathErr(op, p string, err error) error {
 		return fmt.Errorf("%s %q: %w", op, p, ErrNotFound)
 	case isEscape(err):
 		return fmt.Errorf("%s %q: %w", op, p, ErrPathOutside)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return fmt.Errorf("%s %q: %w", op, p, ErrDiskFull)
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {

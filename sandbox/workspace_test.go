@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -145,15 +146,15 @@ func TestConfinementCorpus(t *testing.T) {
 	}
 	for _, p := range escapes {
 		t.Run(strings.ReplaceAll(p, "\x00", "NUL"), func(t *testing.T) {
-			if b, err := ws.ReadFile(p); err == nil || leaks(b) {
+			if b, err := ws.ReadFile(context.Background(), p, 0); err == nil || leaks(b) {
 				t.Errorf("ReadFile(%q) = %q, %v", p, b, err)
 			} else if _, rerr := Rel(p); rerr != nil && !errors.Is(err, ErrPathOutside) {
 				t.Errorf("ReadFile(%q): err = %v, want ErrPathOutside", p, err)
 			}
-			if st, err := ws.Stat(p); err == nil && (st.Name == "secret" || st.Name == "passwd" || st.Name == "outside") {
+			if st, err := ws.Stat(context.Background(), p); err == nil && (st.Name == "secret" || st.Name == "passwd" || st.Name == "outside") {
 				t.Errorf("Stat(%q) saw %+v", p, st)
 			}
-			if list, err := ws.ListDir(p); err == nil {
+			if list, err := ws.ListDir(context.Background(), p); err == nil {
 				for _, e := range list {
 					if e.Name == "secret" || e.Name == "passwd" || e.Name == "dir" && p != "." {
 						t.Errorf("ListDir(%q) saw outside entry %q", p, e.Name)
@@ -163,13 +164,13 @@ func TestConfinementCorpus(t *testing.T) {
 			if realOnly(p) {
 				return // never point mutating operations at the real /etc
 			}
-			_ = ws.WriteFile(p, []byte("pwned"), 0o644)
-			_ = ws.WriteFile(path.Join(p, "pwned"), []byte("pwned"), 0o644)
-			_ = ws.MkdirAll(path.Join(p, "newdir"))
-			_ = ws.MkdirAll(p)
-			_ = ws.Chown(p)
-			_ = ws.RemoveAll(path.Join(p, "secret"))
-			_ = ws.RemoveAll(p)
+			_ = ws.WriteFile(context.Background(), p, []byte("pwned"), 0o644)
+			_ = ws.WriteFile(context.Background(), path.Join(p, "pwned"), []byte("pwned"), 0o644)
+			_ = ws.MkdirAll(context.Background(), path.Join(p, "newdir"))
+			_ = ws.MkdirAll(context.Background(), p)
+			_ = ws.Chown(context.Background(), p)
+			_ = ws.RemoveAll(context.Background(), path.Join(p, "secret"))
+			_ = ws.RemoveAll(context.Background(), p)
 			if after := snapshot(t, outside); after != before {
 				t.Fatalf("%q changed the outside:\nbefore:\n%s\nafter:\n%s", p, before, after)
 			}
@@ -191,41 +192,41 @@ func TestConfinementCorpus(t *testing.T) {
 func TestWorkspaceFileOps(t *testing.T) {
 	t.Parallel()
 	ws, _ := escapeFixture(t)
-	must(t, ws.WriteFile("/workspace/new/dir/f.txt", []byte("hello"), 0))
-	b, err := ws.ReadFile("new/dir/f.txt")
+	must(t, ws.WriteFile(context.Background(), "/workspace/new/dir/f.txt", []byte("hello"), 0))
+	b, err := ws.ReadFile(context.Background(), "new/dir/f.txt", 0)
 	if err != nil || string(b) != "hello" {
 		t.Fatalf("read back %q, %v", b, err)
 	}
-	must(t, ws.WriteFile("new/dir/f.txt", []byte("again"), 0o600)) // atomic replace
-	b, _ = ws.ReadFile("new/dir/f.txt")
+	must(t, ws.WriteFile(context.Background(), "new/dir/f.txt", []byte("again"), 0o600)) // atomic replace
+	b, _ = ws.ReadFile(context.Background(), "new/dir/f.txt", 0)
 	if string(b) != "again" {
 		t.Fatalf("replace: %q", b)
 	}
-	list, err := ws.ListDir("new/dir")
+	list, err := ws.ListDir(context.Background(), "new/dir")
 	if err != nil || len(list) != 1 || list[0].Name != "f.txt" || list[0].Size != 5 || list[0].IsDir {
 		t.Fatalf("list = %+v, %v (temp files must not linger)", list, err)
 	}
-	if b, err := ws.ReadFile("ok_link/file"); err != nil || string(b) != "inside" {
+	if b, err := ws.ReadFile(context.Background(), "ok_link/file", 0); err != nil || string(b) != "inside" {
 		t.Errorf("symlink inside the workspace: %q, %v", b, err)
 	}
-	if _, err := ws.ReadFile("missing"); !errors.Is(err, ErrNotFound) {
+	if _, err := ws.ReadFile(context.Background(), "missing", 0); !errors.Is(err, ErrNotFound) {
 		t.Errorf("missing: %v", err)
 	}
-	if err := ws.WriteFile("sub/file/x", []byte("x"), 0); err == nil {
+	if err := ws.WriteFile(context.Background(), "sub/file/x", []byte("x"), 0); err == nil {
 		t.Error("write under a file: no error")
 	}
-	if err := ws.RemoveAll("/workspace"); err == nil {
+	if err := ws.RemoveAll(context.Background(), "/workspace"); err == nil {
 		t.Error("removing the root: no error")
 	}
-	if err := ws.WriteFile("", []byte("x"), 0); err == nil {
+	if err := ws.WriteFile(context.Background(), "", []byte("x"), 0); err == nil {
 		t.Error("writing the root: no error")
 	}
-	must(t, ws.RemoveAll("new"))
-	if _, err := ws.Stat("new"); !errors.Is(err, ErrNotFound) {
+	must(t, ws.RemoveAll(context.Background(), "new"))
+	if _, err := ws.Stat(context.Background(), "new"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("after RemoveAll: %v", err)
 	}
-	must(t, ws.RemoveAll("never-existed"))
-	root, err := ws.ListDir("/workspace")
+	must(t, ws.RemoveAll(context.Background(), "never-existed"))
+	root, err := ws.ListDir(context.Background(), "/workspace")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestWorkspaceChownsForSandboxUser(t *testing.T) {
 	ws, err := OpenWorkspace(filepath.Join(t.TempDir(), "ws"), 1000, 1000)
 	must(t, err)
 	defer ws.Close()
-	must(t, ws.WriteFile("a/b/c.txt", []byte("x"), 0))
+	must(t, ws.WriteFile(context.Background(), "a/b/c.txt", []byte("x"), 0))
 	for _, p := range []string{"", "a", "a/b", "a/b/c.txt"} {
 		st, err := os.Stat(filepath.Join(ws.Dir(), p))
 		must(t, err)
@@ -289,10 +290,10 @@ func FuzzResolve(f *testing.F) {
 	ws, outside := escapeFixture(f)
 	before := snapshot(f, outside)
 	f.Fuzz(func(t *testing.T, p string) {
-		if b, err := ro.ReadFile(p); err == nil && bytes.Contains(b, []byte(secret)) {
+		if b, err := ro.ReadFile(context.Background(), p, 0); err == nil && bytes.Contains(b, []byte(secret)) {
 			t.Fatalf("ReadFile(%q) read the secret", p)
 		}
-		if list, err := ro.ListDir(p); err == nil {
+		if list, err := ro.ListDir(context.Background(), p); err == nil {
 			for _, e := range list {
 				if e.Name == "secret" {
 					t.Fatalf("ListDir(%q) listed outside", p)
@@ -302,9 +303,9 @@ func FuzzResolve(f *testing.F) {
 		if strings.Contains(p, "real") || strings.Contains(p, "proc") || strings.Contains(p, "root") {
 			return
 		}
-		_ = ws.WriteFile(path.Join(p, "fz"), []byte("x"), 0)
-		_ = ws.MkdirAll(path.Join(p, "fzd"))
-		_ = ws.RemoveAll(path.Join(p, "secret"))
+		_ = ws.WriteFile(context.Background(), path.Join(p, "fz"), []byte("x"), 0)
+		_ = ws.MkdirAll(context.Background(), path.Join(p, "fzd"))
+		_ = ws.RemoveAll(context.Background(), path.Join(p, "secret"))
 		if after := snapshot(t, outside); after != before {
 			t.Fatalf("%q changed the outside", p)
 		}

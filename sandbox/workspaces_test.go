@@ -85,10 +85,10 @@ func TestAcquire(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(w.Root(), "alice", ".chat1.lastuse")); err != nil {
 		t.Errorf("marker: %v", err)
 	}
-	if list, _ := ws.ListDir(""); len(list) != 0 {
+	if list, _ := ws.ListDir(context.Background(), ""); len(list) != 0 {
 		t.Errorf("workspace not empty: %+v", list)
 	}
-	must(t, ws.WriteFile("f", []byte("x"), 0))
+	must(t, ws.WriteFile(context.Background(), "f", []byte("x"), 0))
 	release()
 	release() // idempotent
 	if w.InUse("alice", "chat1") {
@@ -104,7 +104,7 @@ func TestAcquire(t *testing.T) {
 	ws, release, err = w2.Acquire(ctx, "alice", "chat1")
 	must(t, err)
 	defer release()
-	if b, _ := ws.ReadFile("f"); string(b) != "x" {
+	if b, _ := ws.ReadFile(context.Background(), "f", 0); string(b) != "x" {
 		t.Error("content lost across acquisitions")
 	}
 	for _, ids := range [][2]string{{"..", "c"}, {"u", "../c"}, {"u", ""}, {"u/v", "c"}} {

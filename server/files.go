@@ -45,8 +45,9 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request, user string) {
 	if release != nil {
 		defer release()
 	}
-	// O_NONBLOCK: opening a FIFO the agent left must not hang the request.
-	f, err := ws.Root().OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// A FIFO, socket or device the agent left is refused, never opened:
+	// it must not hang the request.
+	f, err := ws.Open(r.Context(), rel)
 	if err != nil {
 		writeError(w, s.log, fileError(p, err))
 		return
@@ -59,7 +60,7 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request, user string) {
 	}
 	switch {
 	case st.IsDir():
-		entries, err := ws.ListDir(rel)
+		entries, err := ws.ListDir(r.Context(), rel)
 		if err != nil {
 			writeError(w, s.log, fileError(p, err))
 			return
@@ -96,9 +97,12 @@ func isText(f *os.File) bool {
 func fileError(p string, err error) error {
 	var ce *chat.Error
 	var he *httpError
+	var sfe *sandbox.SpecialFileError
 	switch {
 	case errors.As(err, &he) || errors.As(err, &ce):
 		return err
+	case errors.As(err, &sfe):
+		return badRequest("path %q is a %s, not a regular file or folder: only those can be read", p, sfe.Kind)
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, sandbox.ErrNotFound):
 		return notFound("no file or folder %q in the chat's workspace", p)
 	case errors.Is(err, sandbox.ErrPathOutside), isEscape(err):

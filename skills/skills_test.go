@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,7 +167,7 @@ func TestSync(t *testing.T) {
 	mustWrite(t, filepath.Join(wsDir, ".claude/skills/stale/SKILL.md"), "old", 0o644)
 	mustWrite(t, filepath.Join(wsDir, ".claude/skills/code-review/extra.txt"), "agent", 0o644)
 	mustWrite(t, filepath.Join(wsDir, ".claude/skills/deploy/SKILL.md"), "tampered", 0o644)
-	if err := Sync(ws, ".claude/skills", list); err != nil {
+	if err := Sync(context.Background(), ws, ".claude/skills", list); err != nil {
 		t.Fatal(err)
 	}
 	got := tree(t, filepath.Join(wsDir, ".claude/skills"))
@@ -197,7 +198,7 @@ func TestSync(t *testing.T) {
 	if err := os.Symlink(escape, filepath.Join(wsDir, ".claude")); err != nil {
 		t.Fatal(err)
 	}
-	if err := Sync(ws, ".claude/skills", list[:1]); err != nil {
+	if err := Sync(context.Background(), ws, ".claude/skills", list[:1]); err != nil {
 		t.Fatal(err)
 	}
 	if ents, _ := os.ReadDir(escape); len(ents) != 0 {
@@ -211,14 +212,14 @@ func TestSync(t *testing.T) {
 	}
 
 	// An empty list leaves an empty folder.
-	if err := Sync(ws, ".claude/skills", nil); err != nil {
+	if err := Sync(context.Background(), ws, ".claude/skills", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := tree(t, filepath.Join(wsDir, ".claude/skills")); len(got) != 0 {
 		t.Fatalf("not emptied: %v", got)
 	}
 	for _, bad := range []string{"", ".", "../x", "/etc"} {
-		if err := Sync(ws, bad, nil); err == nil {
+		if err := Sync(context.Background(), ws, bad, nil); err == nil {
 			t.Errorf("Sync(%q) accepted", bad)
 		}
 	}

@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,9 +24,13 @@ const maxSkillBytes = 64 << 20
 // the way to dest is removed rather than followed.
 //
 // On the host side, symlinks inside a skill folder are followed only to
-// regular files inside that same folder; others are skipped. Sync is not
-// safe to call concurrently for the same workspace.
-func Sync(ws *sandbox.Workspace, dest string, list []*Skill) error {
+// regular files inside that same folder; others are skipped. On the
+// workspace side nothing the agent planted is opened or followed: a FIFO
+// or symlink where a skill goes is removed, and every write is a new file
+// renamed into place (sandbox.Workspace.WriteFile), so Sync cannot block
+// on it or escape through it. ctx bounds the whole copy. Sync is not safe
+// to call concurrently for the same workspace.
+func Sync(ctx context.Context, ws *sandbox.Workspace, dest string, list []*Skill) error {
 	rel, err := sandbox.Rel(dest)
 	if err != nil {
 		return fmt.Errorf("skills sync: %w", err)
@@ -43,14 +48,14 @@ func Sync(ws *sandbox.Workspace, dest string, list []*Skill) error {
 		}
 		seen[s.Name] = true
 	}
-	if err := clearPath(ws, rel); err != nil {
+	if err := clearPath(ctx, ws, rel); err != nil {
 		return fmt.Errorf("skills sync: %w", err)
 	}
-	if err := ws.MkdirAll(rel); err != nil {
+	if err := ws.MkdirAll(ctx, rel); err != nil {
 		return fmt.Errorf("skills sync: %w", err)
 	}
 	for _, s := range list {
-		if err := copySkill(ws, path.Join(rel, s.Name), s); err != nil {
+		if err := copySkill(ctx, ws, path.Join(rel, s.Name), s); err != nil {
 			return fmt.Errorf("skills sync: skill %s: %w", s.Name, err)
 		}
 	}
@@ -60,38 +65,39 @@ func Sync(ws *sandbox.Workspace, dest string, list []*Skill) error {
 // clearPath removes rel and replaces any parent of it that is not a real
 // folder (a symlink or a file the agent created) so the copy lands where
 // the CLI will look.
-func clearPath(ws *sandbox.Workspace, rel string) error {
-	r := ws.Root()
+func clearPath(ctx context.Context, ws *sandbox.Workspace, rel string) error {
 	parts := strings.Split(rel, "/")
 	for i := 1; i < len(parts); i++ {
 		p := strings.Join(parts[:i], "/")
-		st, err := r.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
+		st, err := ws.Lstat(ctx, p)
+		if errors.Is(err, sandbox.ErrNotFound) {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("inspect %s: %w", p, unwrapPath(err))
+			return fmt.Errorf("inspect %s: %w", p, err)
 		}
-		if st.IsDir() {
+		if st.IsDir {
 			continue
 		}
-		if err := r.Remove(p); err != nil {
-			return fmt.Errorf("replace %s: %w", p, unwrapPath(err))
+		// A file, FIFO or symlink the agent put in the way: removed (a
+		// symlink's target is never touched).
+		if err := ws.RemoveAll(ctx, p); err != nil {
+			return fmt.Errorf("replace %s: %w", p, err)
 		}
 		break
 	}
 	// RemoveAll on a symlink removes the link, not its target.
-	return ws.RemoveAll(rel)
+	return ws.RemoveAll(ctx, rel)
 }
 
 // copySkill copies the skill folder into the workspace at dst.
-func copySkill(ws *sandbox.Workspace, dst string, s *Skill) error {
+func copySkill(ctx context.Context, ws *sandbox.Workspace, dst string, s *Skill) error {
 	src, err := os.OpenRoot(s.Dir)
 	if err != nil {
 		return fmt.Errorf("open: %w", unwrapPath(err))
 	}
 	defer src.Close()
-	if err := ws.MkdirAll(dst); err != nil {
+	if err := ws.MkdirAll(ctx, dst); err != nil {
 		return err
 	}
 	var total int64
@@ -102,11 +108,14 @@ func copySkill(ws *sandbox.Workspace, dst string, s *Skill) error {
 		if p == "." {
 			return nil
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		target := path.Join(dst, p)
 		var info fs.FileInfo
 		switch {
 		case d.IsDir():
-			return ws.MkdirAll(target)
+			return ws.MkdirAll(ctx, target)
 		case d.Type()&fs.ModeSymlink != 0:
 			// os.Root refuses a link that leaves the skill folder; a link to
 			// a folder is skipped so that link cycles cannot loop.
@@ -134,6 +143,6 @@ func copySkill(ws *sandbox.Workspace, dst string, s *Skill) error {
 		if info.Mode()&0o111 != 0 {
 			perm = 0o755
 		}
-		return ws.WriteFile(target, data, perm)
+		return ws.WriteFile(ctx, target, data, perm)
 	})
 }

@@ -27,7 +27,7 @@ func staleData(t *testing.T, root string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ws.WriteFile("f.txt", []byte("hello"), 0); err != nil {
+		if err := ws.WriteFile(context.Background(), "f.txt", []byte("hello"), 0); err != nil {
 			t.Fatal(err)
 		}
 		if c[1] == "busy" {

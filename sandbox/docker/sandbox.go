@@ -52,7 +52,7 @@ func (s *Sandbox) Workspace() *sandbox.Workspace { return s.ws }
 // after killing the command's whole process group.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	start := time.Now()
-	cmd, err := sandbox.ResolveExec(s.ws, nil, req)
+	cmd, err := sandbox.ResolveExec(ctx, s.ws, nil, req)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.E
 // set, is copied to the command and then closed when it reaches EOF. When
 // ctx ends, the command's process group is killed.
 func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
-	cmd, err := sandbox.ResolveExec(s.ws, nil, req)
+	cmd, err := sandbox.ResolveExec(ctx, s.ws, nil, req)
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Print(res.Stdout)
-	note, err := ws.ReadFile("note.txt")
+	note, err := ws.ReadFile(ctx, "note.txt", 0)
 	fmt.Printf("exit %d, note.txt on the host: %q %v\n", res.ExitCode, note, err)
 	// Output:
 	// /workspace

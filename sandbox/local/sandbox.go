@@ -46,7 +46,7 @@ func (s *Sandbox) Workspace() *sandbox.Workspace { return s.ws }
 // after killing everything the command started.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	start := time.Now()
-	cmd, err := sandbox.ResolveExec(s.ws, nil, req)
+	cmd, err := sandbox.ResolveExec(ctx, s.ws, nil, req)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.E
 // to 1 MiB unread before the command is held back; stderr keeps its newest
 // 1 MiB and never holds it back). When ctx ends, the command is killed.
 func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
-	cmd, err := sandbox.ResolveExec(s.ws, nil, req)
+	cmd, err := sandbox.ResolveExec(ctx, s.ws, nil, req)
 	if err != nil {
 		return nil, err
 	}

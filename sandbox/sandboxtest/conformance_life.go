@@ -74,7 +74,7 @@ func (c *suite) testCreateRemove(t *testing.T) {
 	if _, err := sb.Start(ctx, sandbox.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, sandbox.ErrRemoved) {
 		t.Errorf("start after remove: err = %v, want ErrRemoved", err)
 	}
-	if b, err := ws.ReadFile("kept.txt"); err != nil || string(b) != "kept\n" {
+	if b, err := ws.ReadFile(context.Background(), "kept.txt", 0); err != nil || string(b) != "kept\n" {
 		t.Errorf("workspace after remove: %q, %v; want it kept", b, err)
 	}
 }
@@ -167,13 +167,13 @@ func (c *suite) testRemoveKillsRunning(t *testing.T) {
 func (c *suite) testWorkspace(t *testing.T) {
 	sb := c.sandbox(t, nil)
 	ws := sb.Workspace()
-	if err := ws.WriteFile("in/host.txt", []byte("from host"), 0o644); err != nil {
+	if err := ws.WriteFile(context.Background(), "in/host.txt", []byte("from host"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if res := sh(t, sb, "cat in/host.txt && mkdir -p out && echo from sandbox > out/s.txt"); res.Stdout != "from host" || res.ExitCode != 0 {
 		t.Errorf("in the sandbox: %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
-	if b, err := ws.ReadFile("out/s.txt"); err != nil || string(b) != "from sandbox\n" {
+	if b, err := ws.ReadFile(context.Background(), "out/s.txt", 0); err != nil || string(b) != "from sandbox\n" {
 		t.Errorf("on the host: %q, %v", b, err)
 	}
 	st, err := os.Stat(filepath.Join(ws.Dir(), "out", "s.txt"))
@@ -232,18 +232,18 @@ func (c *suite) testConfinement(t *testing.T) {
 	ws := sb.Workspace()
 	// Another chat's workspace stands for what a sandbox must not reach.
 	other, _ := c.workspace(t)
-	if err := other.WriteFile("secret", []byte("s"), 0o644); err != nil {
+	if err := other.WriteFile(context.Background(), "secret", []byte("s"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(other.Dir(), filepath.Join(ws.Dir(), "link")); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"../x", "/etc/passwd", "link/secret"} {
-		if _, err := ws.ReadFile(p); !errors.Is(err, sandbox.ErrPathOutside) {
+		if _, err := ws.ReadFile(context.Background(), p, 0); !errors.Is(err, sandbox.ErrPathOutside) {
 			t.Errorf("ReadFile(%q): err = %v, want ErrPathOutside", p, err)
 		}
 	}
-	if err := ws.WriteFile("link/x", []byte("y"), 0o644); !errors.Is(err, sandbox.ErrPathOutside) {
+	if err := ws.WriteFile(context.Background(), "link/x", []byte("y"), 0o644); !errors.Is(err, sandbox.ErrPathOutside) {
 		t.Errorf("WriteFile through a symlink out: err = %v, want ErrPathOutside", err)
 	}
 	if _, err := os.Stat(filepath.Join(other.Dir(), "x")); err == nil {

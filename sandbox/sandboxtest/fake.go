@@ -153,7 +153,7 @@ func (s *Sandbox) start(ctx context.Context, req sandbox.ExecRequest, streamed b
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Req: req, Start: streamed})
 	s.mu.Unlock()
-	cmd, err := sandbox.ResolveExec(s.cfg.Workspace, s.cfg.Env, req)
+	cmd, err := sandbox.ResolveExec(ctx, s.cfg.Workspace, s.cfg.Env, req)
 	if err != nil {
 		return nil, cmd, err
 	}

@@ -28,7 +28,7 @@ func TestReply(t *testing.T) {
 	if res.Stdout != "out" || res.Stderr != "err" || res.ExitCode != 3 || res.Cwd != "sub" || res.Truncated {
 		t.Errorf("result %+v", res)
 	}
-	if st, err := sb.Workspace().Stat("sub"); err != nil || !st.IsDir {
+	if st, err := sb.Workspace().Stat(context.Background(), "sub"); err != nil || !st.IsDir {
 		t.Errorf("working directory not made: %v", err)
 	}
 	calls := sb.Calls()

@@ -1,0 +1,52 @@
+package claude
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+)
+
+// TestPrepareOverPlantedFIFOs: FIFOs the agent planted where preparation
+// writes or looks (.mcp.json, the system prompt, the transcripts folder,
+// a settings file) do not wedge the turn: each is replaced or skipped.
+func TestPrepareOverPlantedFIFOs(t *testing.T) {
+	t.Parallel()
+	sb := newHostSandbox(t)
+	ws := sb.ws.Dir()
+	if err := os.MkdirAll(filepath.Join(ws, ConfigDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{MCPConfigFile, SystemPromptFile, ConfigDir + "/projects", ConfigDir + "/settings.json"} {
+		if err := syscall.Mkfifo(filepath.Join(ws, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, sessionID: SessionID("a", "u", "c"), system: "Be brief."}
+	start := time.Now()
+	p, err := prepare(ctx, sb.ws, in, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("prepare took %s", d)
+	}
+	if p.resume || !p.promptFile {
+		t.Errorf("resume %v, prompt file %v", p.resume, p.promptFile)
+	}
+	for _, f := range []string{MCPConfigFile, SystemPromptFile} {
+		st, err := os.Lstat(filepath.Join(ws, f))
+		if err != nil || !st.Mode().IsRegular() {
+			t.Errorf("%s: %v, %v; want a regular file", f, st, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ConfigDir, "settings.json")); !os.IsNotExist(err) {
+		t.Errorf("settings.json FIFO kept: %v", err)
+	}
+}
