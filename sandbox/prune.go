@@ -202,6 +202,7 @@ func (pr *pruner) scanUser(user string, dryRun bool) ([]pruneCandidate, error) {
 		return nil, fmt.Errorf("prune: user %s: %w", user, err)
 	}
 	markers := map[string]time.Time{}
+	images := map[string]fs.DirEntry{}
 	var dirs []fs.DirEntry
 	for _, e := range entries {
 		name := e.Name()
@@ -214,14 +215,28 @@ func (pr *pruner) scanUser(user string, dryRun bool) ([]pruneCandidate, error) {
 			if !dryRun {
 				_ = os.RemoveAll(filepath.Join(udir, name)) // an interrupted prune's leftover
 			}
+		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, imageSuffix) && ValidateID("chat", name[1:len(name)-len(imageSuffix)]) == nil:
+			images[name[1:len(name)-len(imageSuffix)]] = e
 		case e.IsDir() && ValidateID("chat", name) == nil:
 			dirs = append(dirs, e)
 		}
 	}
+	// A disk image is a workspace too, also without its mount point
+	// folder (a prune interrupted between the two).
+	for _, d := range dirs {
+		delete(images, d.Name())
+	}
+	for _, e := range images {
+		dirs = append(dirs, e)
+	}
 	out := make([]pruneCandidate, 0, len(dirs))
 	for _, d := range dirs {
-		c := pruneCandidate{user: user, chat: d.Name()}
-		if t, ok := markers[d.Name()]; ok {
+		chat := d.Name()
+		if !d.IsDir() {
+			chat = chat[1 : len(chat)-len(imageSuffix)]
+		}
+		c := pruneCandidate{user: user, chat: chat}
+		if t, ok := markers[chat]; ok {
 			c.lastUse, c.hasMarker = t, true
 		} else if st, err := d.Info(); err == nil {
 			c.lastUse = st.ModTime()
@@ -254,7 +269,7 @@ func (pr *pruner) pruneOne(c pruneCandidate, cutoff time.Time, dryRun bool) (Pru
 				}
 			}
 		}
-		p.Bytes = dirSize(dir)
+		p.Bytes = dirSize(dir) + imageBytes(imagePath(pr.root, c.user, c.chat))
 		return p, outcomeRemoved, nil
 	}
 
@@ -286,23 +301,50 @@ func (pr *pruner) pruneOne(c pruneCandidate, cutoff time.Time, dryRun bool) (Pru
 			return p, outcomeKept, nil // used since the scan
 		}
 	}
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	trash := filepath.Join(pr.root, c.user, "."+c.chat+".trash-"+hex.EncodeToString(suffix[:]))
-	if err := os.Rename(dir, trash); err != nil {
+	// A disk image mounted here is a crash's leftover (no one holds the
+	// lock): unmount it first, so the folder moves empty and the image's
+	// loop device is detached.
+	if err := unmount(dir); err != nil {
 		if created {
 			_ = os.Remove(marker)
 		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return p, outcomeKept, nil
-		}
 		return p, 0, fmt.Errorf("prune %s/%s: %w", c.user, c.chat, err)
+	}
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	trash := filepath.Join(pr.root, c.user, "."+c.chat+".trash-"+hex.EncodeToString(suffix[:]))
+	img := imagePath(pr.root, c.user, c.chat)
+	if err := os.Rename(dir, trash); err != nil {
+		_, ierr := os.Lstat(img)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && ierr == nil:
+			trash = "" // an image without its mount point folder
+		case errors.Is(err, fs.ErrNotExist):
+			if created {
+				_ = os.Remove(marker)
+			}
+			return p, outcomeKept, nil
+		default:
+			if created {
+				_ = os.Remove(marker)
+			}
+			return p, 0, fmt.Errorf("prune %s/%s: %w", c.user, c.chat, err)
+		}
 	}
 	if err := os.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return p, 0, fmt.Errorf("prune %s/%s: marker: %w", c.user, c.chat, err)
 	}
+	// The image goes too; a loop device a leftover container still holds
+	// keeps its blocks until the container is gone (autoclear).
+	p.Bytes = imageBytes(img)
+	if err := os.Remove(img); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return p, 0, fmt.Errorf("prune %s/%s: disk image: %w", c.user, c.chat, err)
+	}
+	if trash == "" {
+		return p, outcomeRemoved, nil
+	}
 	n, err := removeTree(trash)
-	p.Bytes = n
+	p.Bytes += n
 	if err != nil {
 		if err := os.RemoveAll(trash); err != nil {
 			return p, 0, fmt.Errorf("prune %s/%s: %w", c.user, c.chat, err)
@@ -352,4 +394,13 @@ func removeTree(dir string) (int64, error) {
 func dirSize(dir string) int64 {
 	n, _, _ := treeUsage(context.Background(), dir)
 	return n
+}
+
+// imageBytes is what the disk image img takes on the host (0: none).
+func imageBytes(img string) int64 {
+	st, err := os.Lstat(img)
+	if err != nil {
+		return 0
+	}
+	return diskBytes(st)
 }

@@ -195,3 +195,16 @@ func TestReadFileLimit(t *testing.T) {
 		t.Errorf("missing: %q, %v", b, err)
 	}
 }
+
+// TestWriteFileDiskFull: ENOSPC from the filesystem is ErrDiskFull.
+func TestWriteFileDiskFull(t *testing.T) {
+	t.Parallel()
+	ws, err := OpenWorkspace(filepath.Join(t.TempDir(), "ws"), -1, -1)
+	must(t, err)
+	defer ws.Close()
+	ws.disk = DiskLimit{Bytes: 64 << 20, Mode: DiskLoop}
+	err = ws.pathErr("write", "big", &os.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC})
+	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "64.0 MiB") {
+		t.Errorf("ENOSPC = %v", err)
+	}
+}

@@ -47,6 +47,8 @@ type Workspace struct {
 	// uid and gid own what the host creates (-1: leave as is), so the
 	// non-root sandbox user can change it.
 	uid, gid int
+	// disk is the workspace's disk limit, when Workspaces gave it one.
+	disk DiskLimit
 }
 
 // OpenWorkspace opens the workspace folder dir, creating it when missing.
@@ -243,7 +245,7 @@ func (w *Workspace) pathErr(op, p string, err error) error {
 	case isEscape(err):
 		return fmt.Errorf("%s %q: %w", op, p, ErrPathOutside)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return fmt.Errorf("%s %q: %w", op, p, ErrDiskFull)
+		return fmt.Errorf("%s %q: %w%s", op, p, ErrDiskFull, w.disk.hint())
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,20 +27,50 @@ import (
 // next to a running server) has acquired, including one acquired while the
 // prune runs.
 //
+// With a disk mode (WorkspacesOptions.Disk), a workspace acquired with a
+// limit (AcquireOptions.MaxDisk) is limited: see DiskMode. Its image lives
+// next to the marker, {dataRoot}/workspaces/{user}/.{chat}.disk, outside
+// the agent's reach, and is mounted only while the workspace is acquired.
+//
 // A Workspaces is safe for concurrent use.
 type Workspaces struct {
 	root     string
 	uid, gid int
+	disk     DiskMode
+	log      *slog.Logger
 
-	mu   sync.Mutex
-	refs map[string]int // "user/chat" -> acquisitions in this process
+	mu    sync.Mutex
+	refs  map[string]int        // "user/chat" -> acquisitions in this process
+	disks map[string]*diskState // "user/chat" -> its image's state (DiskLoop)
+}
+
+// WorkspacesOptions configure NewWorkspacesWith.
+type WorkspacesOptions struct {
+	// UID and GID own workspace folders: the sandbox user (1000:1000 in
+	// the sandbox image). A negative UID leaves ownership alone (for a
+	// server that does not run as root).
+	UID, GID int
+	// Disk is how disk limits are enforced (DetectDiskMode says what the
+	// host allows); DiskNone ignores them.
+	Disk DiskMode
+	// Logger receives what cannot be returned (an unmount that failed on
+	// release, a limit that could not be applied); nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // NewWorkspaces manages the workspaces under {dataRoot}/workspaces, creating
-// that folder when missing. Workspace folders are owned by uid:gid, the
-// sandbox user (1000:1000 in the sandbox image); a negative uid leaves
-// ownership alone (for a server that does not run as root).
+// that folder when missing, without disk limits. Workspace folders are
+// owned by uid:gid, the sandbox user (1000:1000 in the sandbox image); a
+// negative uid leaves ownership alone (for a server that does not run as
+// root).
 func NewWorkspaces(dataRoot string, uid, gid int) (*Workspaces, error) {
+	return NewWorkspacesWith(dataRoot, WorkspacesOptions{UID: uid, GID: gid})
+}
+
+// NewWorkspacesWith manages the workspaces under {dataRoot}/workspaces as
+// opts say, creating that folder when missing. It mounts nothing: a
+// server calls Recover once at start for what a crashed one left.
+func NewWorkspacesWith(dataRoot string, opts WorkspacesOptions) (*Workspaces, error) {
 	if dataRoot == "" {
 		return nil, errors.New("workspaces: data root is empty")
 	}
@@ -51,8 +82,20 @@ func NewWorkspaces(dataRoot string, uid, gid int) (*Workspaces, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("workspaces: %w", err)
 	}
-	return &Workspaces{root: root, uid: uid, gid: gid, refs: map[string]int{}}, nil
+	switch opts.Disk {
+	case DiskNone, DiskLoop, DiskWatch:
+	default:
+		return nil, fmt.Errorf("workspaces: unknown disk mode %q (want %q or %q)", opts.Disk, DiskLoop, DiskWatch)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Workspaces{root: root, uid: opts.UID, gid: opts.GID, disk: opts.Disk, log: opts.Logger,
+		refs: map[string]int{}, disks: map[string]*diskState{}}, nil
 }
+
+// DiskMode returns how the workspaces' disk limits are enforced.
+func (w *Workspaces) DiskMode() DiskMode { return w.disk }
 
 // Root returns the folder holding all workspaces ({dataRoot}/workspaces).
 func (w *Workspaces) Root() string { return w.root }
@@ -82,11 +125,37 @@ func markerPath(root, user, chat string) string {
 	return filepath.Join(root, user, "."+chat+".lastuse")
 }
 
+// AcquireOptions tune AcquireWith.
+type AcquireOptions struct {
+	// MaxDisk is the workspace's disk limit in bytes (sandbox.max_disk).
+	// 0 keeps what the workspace has: its image at its size, or no limit.
+	MaxDisk int64
+}
+
 // Acquire opens the workspace of (user, chat), creating it when missing,
 // marks it in use and records its last use. release records the last use
 // again, closes ws and drops the in-use mark; it is idempotent. The
-// workspace is never pruned between Acquire and release.
+// workspace is never pruned between Acquire and release. It is
+// AcquireWith without options: a workspace with a disk image is mounted
+// at the image's size, one without gets no limit.
 func (w *Workspaces) Acquire(ctx context.Context, user, chat string) (ws *Workspace, release func(), err error) {
+	return w.AcquireWith(ctx, user, chat, AcquireOptions{})
+}
+
+// AcquireWith is Acquire with a disk limit. In DiskLoop mode the
+// workspace becomes an image of opts.MaxDisk bytes (rounded down to whole
+// MiB, at least MinDisk): a new one is created empty; an existing folder
+// is copied into a new image (once; when its files do not fit, the image
+// is made just big enough, and shrinks to the limit on a later acquire
+// once files were deleted); an image of another size is resized when no
+// one else has it mounted. The image is mounted at the folder until the
+// last release in this process (and no other process holds it), which
+// unmounts it and detaches its loop device. In DiskWatch mode the limit
+// is only recorded, for WatchDisk. ws.Disk() says what applies.
+func (w *Workspaces) AcquireWith(ctx context.Context, user, chat string, opts AcquireOptions) (ws *Workspace, release func(), err error) {
+	if opts.MaxDisk < 0 {
+		return nil, nil, fmt.Errorf("workspace %s/%s: negative disk limit %d", user, chat, opts.MaxDisk)
+	}
 	if err := validateIDs(user, chat); err != nil {
 		return nil, nil, err
 	}
@@ -103,23 +172,38 @@ func (w *Workspaces) Acquire(ctx context.Context, user, chat string) (ws *Worksp
 	marker := lock.Name()
 	touch(marker)
 	dir := filepath.Join(w.root, user, chat)
-	ws, err = OpenWorkspace(dir, w.uid, w.gid)
-	if err != nil {
-		lock.Close()
-		return nil, nil, fmt.Errorf("workspace %s/%s: %w", user, chat, err)
-	}
 	key := user + "/" + chat
+	// In use from here: a prune in this process spares it while its disk
+	// is attached.
 	w.mu.Lock()
 	w.refs[key]++
 	w.mu.Unlock()
-	release = sync.OnceFunc(func() {
-		touch(marker)
-		ws.Close()
+	unref := func() {
 		w.mu.Lock()
 		if w.refs[key]--; w.refs[key] <= 0 {
 			delete(w.refs, key)
 		}
 		w.mu.Unlock()
+	}
+	limit, detach, err := w.attach(ctx, lock, user, chat, dir, opts.MaxDisk)
+	if err != nil {
+		unref()
+		lock.Close()
+		return nil, nil, fmt.Errorf("workspace %s/%s: %w", user, chat, err)
+	}
+	ws, err = OpenWorkspace(dir, w.uid, w.gid)
+	if err != nil {
+		detach()
+		unref()
+		lock.Close()
+		return nil, nil, fmt.Errorf("workspace %s/%s: %w", user, chat, err)
+	}
+	ws.disk = limit
+	release = sync.OnceFunc(func() {
+		touch(marker)
+		ws.Close() // before detach: an open handle keeps the mount busy
+		detach()
+		unref()
 		lock.Close() // drops the shared lock
 	})
 	return ws, release, nil

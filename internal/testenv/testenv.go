@@ -240,3 +240,21 @@ func Agentbox(t testing.TB) string {
 	}
 	return agentboxBin
 }
+
+// LoopDisks requires what loop-mounted workspace disks need: root, loop
+// devices and e2fsprogs (sandbox.DiskLoop). Without root the product runs
+// its degraded mode, which tests check on their own.
+func LoopDisks(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Missing(t, "root, to loop-mount workspace disk images (CI runs as root)")
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		Missing(t, "loop devices (/dev/loop-control)")
+	}
+	for _, tool := range []string{"mkfs.ext4", "e2fsck", "resize2fs"} {
+		if _, err := exec.LookPath(tool); err != nil && !fileExists("/usr/sbin/"+tool) && !fileExists("/sbin/"+tool) {
+			Missing(t, tool+" (apt-get install e2fsprogs)")
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Disk limits (sandbox.max_disk).
+//
+// On a plain Docker host (overlay2 or anything else on ext4, no XFS
+// project quotas) the one limit that holds for every write, from any
+// process, through any mount (Docker bind mounts, bubblewrap binds), is a
+// filesystem of its own: each limited workspace is a sparse ext4 image,
+// {dataRoot}/workspaces/{user}/.{chat}.disk, the size of its limit,
+// loop-mounted at the workspace folder while a request uses it and
+// unmounted (the loop device detached) when the last one releases it. An
+// agent that writes past the limit gets ENOSPC from the kernel, whatever
+// it runs. The image holds only what is written (mounted with discard,
+// deleting files gives the space back to the host), so a 10 GiB limit
+// costs a few MiB on the host until it is used.
+//
+// A project quota (ext4 prjquota, XFS pquota) would avoid the images, but
+// needs a host filesystem mounted with it, which a plain Docker host does
+// not have; a size-limited Docker volume is itself a loop device or tmpfs
+// (memory); a watcher that measures can only react after the fact. So:
+// images where the server can mount (DiskLoop: root with loop devices and
+// e2fsprogs), and the watcher as the stated degraded mode elsewhere
+// (DiskWatch: a developer's machine without root, where the turn is
+// stopped with a notice once the workspace grows past its limit).
+
+// DiskMode is how a Workspaces enforces disk limits.
+type DiskMode string
+
+// Disk modes.
+const (
+	// DiskNone: no limits (NewWorkspaces' default); workspaces are plain
+	// folders. A workspace that is an image cannot be acquired.
+	DiskNone DiskMode = ""
+	// DiskLoop: a limited workspace is an ext4 image of its limit's size,
+	// loop-mounted while in use: writes past the limit fail with ENOSPC.
+	DiskLoop DiskMode = "loop"
+	// DiskWatch: the degraded mode without root: workspaces stay plain
+	// folders, and WatchDisk measures them while a turn runs and reports
+	// a workspace that grew past its limit, so the turn can be stopped.
+	DiskWatch DiskMode = "watch"
+)
+
+// DiskLimit is the disk limit a workspace was acquired with.
+type DiskLimit struct {
+	// Bytes is the limit; 0 means none.
+	Bytes int64 `json:"bytes"`
+	// Mode is DiskLoop when the limit is a filesystem of that size,
+	// DiskWatch when it is only measured.
+	Mode DiskMode `json:"mode"`
+}
+
+// hint ends a disk-full error message with the limit, when there is one.
+func (d DiskLimit) hint() string {
+	if d.Bytes <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (its limit, sandbox.max_disk, is %s)", formatBytes(d.Bytes))
+}
+
+// Disk returns the limit the workspace was acquired with (zero for a
+// workspace opened with OpenWorkspace).
+func (w *Workspace) Disk() DiskLimit { return w.disk }
+
+// DiskFull says a workspace reached its disk limit.
+type DiskFull struct {
+	// Used is what the workspace holds, Limit its limit, in bytes.
+	Used, Limit int64
+	// Enforced: the workspace is a filesystem of that size, so writes
+	// inside the sandbox failed with ENOSPC. Otherwise (DiskWatch) the
+	// workspace grew past its limit and the turn should be stopped.
+	Enforced bool
+}
+
+// NoticeCode is the code of the notice a turn sends when its workspace
+// is full.
+const NoticeCode = "disk_full"
+
+// Message says what happened and what to do, for a notice to the user.
+func (d DiskFull) Message() string {
+	if d.Enforced {
+		return fmt.Sprintf("the workspace is full: %s used of its %s limit (sandbox.max_disk); writes in the sandbox fail with \"No space left on device\" until files are deleted or the limit is raised",
+			formatBytes(d.Used), formatBytes(d.Limit))
+	}
+	return fmt.Sprintf("the workspace grew past its limit: %s used of %s (sandbox.max_disk); the turn was stopped. This server cannot mount a limited filesystem (it needs root), so it measures instead: delete files or raise the limit",
+		formatBytes(d.Used), formatBytes(d.Limit))
+}
+
+// Watch intervals: a statfs is cheap; a walk of a large workspace is not,
+// so the watcher waits at least watchWalkFactor times its last walk.
+const (
+	watchLoopInterval = time.Second
+	watchWalkInterval = 2 * time.Second
+	watchWalkFactor   = 5
+)
+
+// fullSlack is the free space under which a limited filesystem counts as
+// full: ext4 keeps a reserve for its own metadata, so the space left when
+// a write fails with ENOSPC is not zero.
+func fullSlack(size int64) int64 { return max(1<<20, size/1000) }
+
+// WatchDisk watches the workspace's disk use while a turn runs, until ctx
+// ends or stop is called; stop returns after a last check, so a workspace
+// filled just before the turn ended is reported too. onFull is called at
+// most once, from the watcher's goroutine (or stop's), when the workspace
+// is full: for DiskLoop when its filesystem has (nearly) no space left;
+// for DiskWatch when it holds more than its limit and more than when the
+// watch started (a turn that starts over the limit may delete files, not
+// add). A workspace without a limit is not watched.
+func (w *Workspace) WatchDisk(ctx context.Context, onFull func(DiskFull)) (stop func()) {
+	if w.disk.Bytes <= 0 || w.disk.Mode == DiskNone {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	fired := false
+	var floor int64
+	if w.disk.Mode == DiskWatch {
+		floor = w.disk.Bytes
+		if used, err := w.usage(ctx); err == nil && used > floor {
+			floor = used
+		}
+	}
+	check := func() {
+		if fired {
+			return
+		}
+		if full, ok := w.diskFull(ctx, floor); ok {
+			fired = true
+			onFull(full)
+		}
+	}
+	go func() {
+		defer close(done)
+		interval := watchLoopInterval
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(interval):
+			}
+			start := time.Now()
+			check()
+			if w.disk.Mode == DiskWatch {
+				interval = max(watchWalkInterval, watchWalkFactor*time.Since(start))
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		// The last check runs after the turn ended: bounded on its own.
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer ccancel()
+		if !fired {
+			if full, ok := w.diskFull(cctx, floor); ok {
+				fired = true
+				onFull(full)
+			}
+		}
+	}
+}
+
+// diskFull checks the workspace once.
+func (w *Workspace) diskFull(ctx context.Context, floor int64) (DiskFull, bool) {
+	switch w.disk.Mode {
+	case DiskLoop:
+		sp, err := fsSpace(w.dir)
+		if err != nil || sp.avail >= fullSlack(sp.size) {
+			return DiskFull{}, false
+		}
+		return DiskFull{Used: sp.used, Limit: w.disk.Bytes, Enforced: true}, true
+	case DiskWatch:
+		used, err := w.usage(ctx)
+		if err != nil || used <= floor {
+			return DiskFull{}, false
+		}
+		return DiskFull{Used: used, Limit: w.disk.Bytes}, true
+	}
+	return DiskFull{}, false
+}
+
+// space is a filesystem's size and use, in bytes.
+type space struct {
+	size, used, avail int64
+}
+
+// fsSpace reports the filesystem holding dir.
+func fsSpace(dir string) (space, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return space{}, err
+	}
+	bs := int64(st.Bsize)
+	return space{size: int64(st.Blocks) * bs, used: int64(st.Blocks-st.Bfree) * bs, avail: int64(st.Bavail) * bs}, nil
+}
+
+// usage is what the workspace takes on disk, measured by walking it.
+func (w *Workspace) usage(ctx context.Context) (int64, error) {
+	_, disk, err := treeUsage(ctx, w.dir)
+	return disk, err
+}
+
+// DetectDiskMode says how workspaces under dataRoot can be limited on
+// this host: DiskLoop when this process can format, loop-mount and
+// unmount an ext4 image there (it tries, with a small one), else DiskWatch
+// with the reason. It takes a few tens of milliseconds.
+func DetectDiskMode(ctx context.Context, dataRoot string) (DiskMode, string) {
+	if os.Geteuid() != 0 {
+		return DiskWatch, "not running as root, so workspaces cannot be loop-mounted"
+	}
+	abs, err := filepath.Abs(dataRoot)
+	if err != nil {
+		return DiskWatch, err.Error()
+	}
+	if err := probeLoop(ctx, filepath.Join(abs, "workspaces")); err != nil {
+		return DiskWatch, err.Error()
+	}
+	return DiskLoop, ""
+}
+
+// formatBytes prints a size for people: "512 B", "64.0 MiB", "10.0 GiB".
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

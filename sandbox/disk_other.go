@@ -1,0 +1,22 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+)
+
+// Loop devices are Linux's: elsewhere workspaces are limited by DiskWatch.
+
+var errNoLoop = errors.New("loop-mounted workspaces need Linux")
+
+type loopDevice struct{ dev, number, backing string }
+
+func loopDevices() []loopDevice                       { return nil }
+func mountImage(img, dir string) error                { return errNoLoop }
+func unmount(dir string) error                        { return nil }
+func detachLoop(dev string) error                     { return errNoLoop }
+func probeLoop(ctx context.Context, dir string) error { return errNoLoop }
+
+func deviceNumber(dev string) string { return "" }

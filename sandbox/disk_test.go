@@ -1,0 +1,492 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+const testDisk = 40 << 20
+
+// loopWorkspaces is a Workspaces in DiskLoop mode over a fresh data root;
+// the test fails if a loop device is still attached to one of its images
+// when it ends.
+func loopWorkspaces(t testing.TB) *Workspaces {
+	t.Helper()
+	testenv.LoopDisks(t)
+	w, err := NewWorkspacesWith(t.TempDir(), WorkspacesOptions{UID: -1, GID: -1, Disk: DiskLoop})
+	must(t, err)
+	t.Cleanup(func() {
+		if l := loopsUnder(w.Root()); len(l) > 0 {
+			t.Errorf("loop devices left attached: %v", l)
+			_, _ = w.Recover(context.Background())
+		}
+	})
+	return w
+}
+
+// loopsUnder lists the loop devices backed by files under root.
+func loopsUnder(root string) []string {
+	var out []string
+	for _, l := range loopDevices() {
+		if strings.HasPrefix(l.backing, root+"/") {
+			out = append(out, l.dev+" "+l.backing)
+		}
+	}
+	return out
+}
+
+func isMounted(t testing.TB, dir string) bool {
+	t.Helper()
+	dev, err := mountedDevice(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return dev != ""
+}
+
+func fsSize(t testing.TB, dir string) int64 {
+	t.Helper()
+	sp, err := fsSpace(dir)
+	must(t, err)
+	return sp.size
+}
+
+// TestDiskLimitEnforced: a workspace acquired with a limit is an ext4
+// image of that size mounted at its folder: a write past it fails with
+// ENOSPC (ErrDiskFull through the Workspace), WatchDisk reports it, the
+// host file never grows beyond the limit, and release unmounts it and
+// detaches the loop device. The files are there on the next acquire.
+func TestDiskLimitEnforced(t *testing.T) {
+	t.Parallel()
+	w := loopWorkspaces(t)
+	ctx := context.Background()
+	ws, release, err := w.AcquireWith(ctx, "u", "c", AcquireOptions{MaxDisk: testDisk})
+	must(t, err)
+	defer release()
+	if ws.Disk() != (DiskLimit{Bytes: testDisk, Mode: DiskLoop}) {
+		t.Fatalf("Disk() = %+v", ws.Disk())
+	}
+	if !isMounted(t, ws.Dir()) {
+		t.Fatal("workspace folder is not a mount point")
+	}
+	if list, _ := ws.ListDir(ctx, "."); len(list) != 0 {
+		t.Errorf("a new workspace lists %v (lost+found must go)", list)
+	}
+	var fired []DiskFull
+	var mu sync.Mutex
+	stop := ws.WatchDisk(ctx, func(f DiskFull) { mu.Lock(); fired = append(fired, f); mu.Unlock() })
+	must(t, ws.WriteFile(ctx, "keep.txt", []byte("kept"), 0))
+	err = ws.WriteFile(ctx, "big", make([]byte, testDisk), 0)
+	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "sandbox.max_disk") {
+		t.Errorf("write past the limit = %v, want ErrDiskFull", err)
+	}
+	// The host side of a sandbox: plain writes until ENOSPC.
+	f, err := os.Create(filepath.Join(ws.Dir(), "fill"))
+	must(t, err)
+	var werr error
+	for range 2 * testDisk / (1 << 20) {
+		if _, werr = f.Write(make([]byte, 1<<20)); werr != nil {
+			break
+		}
+	}
+	f.Close()
+	if !errors.Is(werr, syscall.ENOSPC) {
+		t.Errorf("filling the workspace: %v, want ENOSPC", werr)
+	}
+	stop()
+	mu.Lock()
+	if len(fired) != 1 || !fired[0].Enforced || fired[0].Limit != testDisk || !strings.Contains(fired[0].Message(), "No space left on device") {
+		t.Errorf("WatchDisk reported %+v", fired)
+	}
+	mu.Unlock()
+	img := imagePath(w.Root(), "u", "c")
+	st, err := os.Stat(img)
+	must(t, err)
+	if st.Size() != testDisk || diskBytes(st) > testDisk {
+		t.Errorf("image is %d bytes, %d on disk; limit %d", st.Size(), diskBytes(st), testDisk)
+	}
+	must(t, ws.RemoveAll(ctx, "fill"))
+	release()
+	if isMounted(t, ws.Dir()) {
+		t.Error("still mounted after release")
+	}
+	if l := loopsUnder(w.Root()); len(l) > 0 {
+		t.Errorf("loop devices after release: %v", l)
+	}
+	ws2, release2, err := w.Acquire(ctx, "u", "c")
+	must(t, err)
+	defer release2()
+	if b, err := ws2.ReadFile(ctx, "keep.txt", 0); err != nil || string(b) != "kept" {
+		t.Errorf("after reacquire: %q, %v", b, err)
+	}
+	if ws2.Disk().Bytes != testDisk {
+		t.Errorf("reacquire without a limit: %+v, want the image's", ws2.Disk())
+	}
+}
+
+// TestDiskResize: a changed limit resizes the image on the next acquire;
+// a smaller one that the files do not fit keeps the size that holds them.
+func TestDiskResize(t *testing.T) {
+	t.Parallel()
+	w := loopWorkspaces(t)
+	ctx := context.Background()
+	acquire := func(limit int64) (*Workspace, func()) {
+		ws, release, err := w.AcquireWith(ctx, "u", "c", AcquireOptions{MaxDisk: limit})
+		must(t, err)
+		return ws, release
+	}
+	ws, release := acquire(testDisk)
+	must(t, ws.WriteFile(ctx, "data", bytes.Repeat([]byte("x"), 28<<20), 0))
+	small := fsSize(t, ws.Dir())
+	release()
+
+	ws, release = acquire(2 * testDisk)
+	if ws.Disk().Bytes != 2*testDisk || fsSize(t, ws.Dir()) <= small {
+		t.Errorf("grown: %+v, filesystem %d (was %d)", ws.Disk(), fsSize(t, ws.Dir()), small)
+	}
+	if b, err := ws.ReadFile(ctx, "data", 0); err != nil || len(b) != 28<<20 {
+		t.Errorf("data after growing: %d, %v", len(b), err)
+	}
+	release()
+
+	ws, release = acquire(testDisk)
+	if ws.Disk().Bytes != testDisk {
+		t.Errorf("shrunk: %+v", ws.Disk())
+	}
+	release()
+
+	// 28 MiB of files do not fit in MinDisk's filesystem: it stays.
+	ws, release = acquire(MinDisk)
+	if ws.Disk().Bytes != testDisk {
+		t.Errorf("shrink that cannot fit: %+v, want it kept at %d", ws.Disk(), testDisk)
+	}
+	if b, err := ws.ReadFile(ctx, "data", 0); err != nil || len(b) != 28<<20 {
+		t.Errorf("data after a failed shrink: %d, %v", len(b), err)
+	}
+	release()
+}
+
+// TestDiskMigration: a workspace made before limits (a plain folder)
+// moves into an image on its first limited acquire, with its files,
+// modes, links and FIFOs; the old folder is gone.
+func TestDiskMigration(t *testing.T) {
+	t.Parallel()
+	w := loopWorkspaces(t)
+	ctx := context.Background()
+	plain, err := NewWorkspaces(filepath.Dir(w.Root()), -1, -1)
+	must(t, err)
+	ws, release, err := plain.Acquire(ctx, "u", "old")
+	must(t, err)
+	must(t, ws.WriteFile(ctx, "src/main.sh", []byte("#!/bin/sh\necho hi\n"), 0o755))
+	must(t, os.Symlink("src/main.sh", filepath.Join(ws.Dir(), "run")))
+	must(t, syscall.Mkfifo(filepath.Join(ws.Dir(), "pipe"), 0o600))
+	release()
+
+	ws, release, err = w.AcquireWith(ctx, "u", "old", AcquireOptions{MaxDisk: testDisk})
+	must(t, err)
+	defer release()
+	if !isMounted(t, ws.Dir()) || ws.Disk().Bytes != testDisk {
+		t.Fatalf("not migrated: mounted %v, %+v", isMounted(t, ws.Dir()), ws.Disk())
+	}
+	st, err := os.Stat(filepath.Join(ws.Dir(), "src/main.sh"))
+	if err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("main.sh: %v, %v", st, err)
+	}
+	if b, err := ws.ReadFile(ctx, "run", 0); err != nil || !strings.Contains(string(b), "echo hi") {
+		t.Errorf("symlink: %q, %v", b, err)
+	}
+	if st, err := ws.Lstat(ctx, "pipe"); err != nil || st.Mode&fs.ModeNamedPipe == 0 {
+		t.Errorf("fifo: %+v, %v", st, err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(w.Root(), "u"))
+	for _, e := range ents {
+		if strings.Contains(e.Name(), "trash") || strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+// TestDiskMigrationOverLimit: a folder holding more than its new limit
+// gets an image just big enough, which shrinks to the limit on a later
+// acquire once files were deleted.
+func TestDiskMigrationOverLimit(t *testing.T) {
+	t.Parallel()
+	w := loopWorkspaces(t)
+	ctx := context.Background()
+	plain, err := NewWorkspaces(filepath.Dir(w.Root()), -1, -1)
+	must(t, err)
+	ws, release, err := plain.Acquire(ctx, "u", "big")
+	must(t, err)
+	must(t, ws.WriteFile(ctx, "big", bytes.Repeat([]byte("y"), testDisk+(8<<20)), 0))
+	release()
+
+	ws, release, err = w.AcquireWith(ctx, "u", "big", AcquireOptions{MaxDisk: testDisk})
+	must(t, err)
+	if ws.Disk().Bytes <= testDisk {
+		t.Errorf("image of %d bytes for %d of files", ws.Disk().Bytes, testDisk+(8<<20))
+	}
+	if b, err := ws.ReadFile(ctx, "big", 64<<20); err != nil || len(b) != testDisk+(8<<20) {
+		t.Errorf("big after migration: %d, %v", len(b), err)
+	}
+	must(t, ws.RemoveAll(ctx, "big"))
+	release()
+	ws, release, err = w.AcquireWith(ctx, "u", "big", AcquireOptions{MaxDisk: testDisk})
+	must(t, err)
+	if ws.Disk().Bytes != testDisk {
+		t.Errorf("after deleting: %+v, want the limit", ws.Disk())
+	}
+	release()
+}
+
+// TestDiskConcurrent: turns of one chat share one mount (the last release
+// unmounts); turns of different chats each get their own, at once.
+func TestDiskConcurrent(t *testing.T) {
+	t.Parallel()
+	w := loopWorkspaces(t)
+	ctx := context.Background()
+	ws1, r1, err := w.AcquireWith(ctx, "u", "c", AcquireOptions{MaxDisk: testDisk})
+	must(t, err)
+	ws2, r2, err := w.AcquireWith(ctx, "u", "c", AcquireOptions{MaxDisk: 2 * testDisk})
+	must(t, err)
+	if ws2.Disk().Bytes != testDisk {
+		t.Errorf("second acquire while mounted: %+v, want the mounted size", ws2.Disk())
+	}
+	must(t, ws1.WriteFile(ctx, "a", []byte("1"), 0))
+	r1()
+	if !isMounted(t, ws2.Dir()) {
+		t.Fatal("unmounted under a live acquisition")
+	}
+	if b, err := ws2.ReadFile(ctx, "a", 0); err != nil || string(b) != "1" {
+		t.Errorf("shared mount: %q, %v", b, err)
+	}
+	r2()
+	if isMounted(t, ws2.Dir()) {
+		t.Error("mounted after the last release")
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 3 {
+				chat := fmt.Sprintf("c%d", i)
+				ws, release, err := w.AcquireWith(ctx, "u", chat, AcquireOptions{MaxDisk: testDisk})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := ws.WriteFile(ctx, fmt.Sprintf("f%d", j), []byte(chat), 0); err != nil {
+					errs <- err
+				}
+				release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestDiskPruneAndRecover: what a crashed server leaves (an image still
+// mounted, a half-made image, a probe) is cleaned at start by Recover, a
+// live process's mount is left alone, and a prune removes an image
+// workspace with its folder, unmounting a leftover first.
+func TestDiskPruneAndRecover(t *testing.T) {
+	t.Parallel()
+	w := loopWorkspaces(t)
+	ctx := context.Background()
+	for _, c := range []string{"crashed", "stale", "live"} {
+		_, release, err := w.AcquireWith(ctx, "u", c, AcquireOptions{MaxDisk: testDisk})
+		must(t, err)
+		release()
+	}
+	// A crash: the images mounted with no one holding them.
+	for _, c := range []string{"crashed", "stale"} {
+		must(t, mountImage(imagePath(w.Root(), "u", c), filepath.Join(w.Root(), "u", c)))
+	}
+	_, releaseLive, err := w.AcquireWith(ctx, "u", "live", AcquireOptions{MaxDisk: testDisk})
+	must(t, err)
+	defer releaseLive()
+	must(t, os.WriteFile(imagePath(w.Root(), "u", "x")+".tmp-abc", nil, 0o600))
+
+	// Another process (a fresh Workspaces) starting over the same root.
+	w2, err := NewWorkspacesWith(filepath.Dir(w.Root()), WorkspacesOptions{UID: -1, GID: -1, Disk: DiskLoop})
+	must(t, err)
+	must(t, w2.SetLastUse("u", "stale", time.Now().Add(-30*24*time.Hour)))
+	rep, err := w2.Prune(ctx, PruneOptions{OlderThan: 7 * 24 * time.Hour})
+	must(t, err)
+	if len(rep.Removed) != 1 || rep.Removed[0].Chat != "stale" || rep.Removed[0].Bytes == 0 {
+		t.Errorf("prune removed %+v", rep.Removed)
+	}
+	if _, err := os.Stat(imagePath(w.Root(), "u", "stale")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stale image kept: %v", err)
+	}
+	rec, err := w2.Recover(ctx)
+	must(t, err)
+	if strings.Join(rec.Unmounted, ",") != "u/crashed" || len(rec.Removed) != 1 {
+		t.Errorf("recover: %+v", rec)
+	}
+	if isMounted(t, filepath.Join(w.Root(), "u", "crashed")) {
+		t.Error("crashed workspace still mounted")
+	}
+	if !isMounted(t, filepath.Join(w.Root(), "u", "live")) {
+		t.Error("recover unmounted a live workspace")
+	}
+}
+
+// TestDiskList: List gives each workspace's size and limit; Usage the data
+// root's total, counting images once.
+func TestDiskList(t *testing.T) {
+	t.Parallel()
+	w := loopWorkspaces(t)
+	ctx := context.Background()
+	ws, release, err := w.AcquireWith(ctx, "u", "img", AcquireOptions{MaxDisk: testDisk})
+	must(t, err)
+	must(t, ws.WriteFile(ctx, "f", bytes.Repeat([]byte("z"), 5<<20), 0))
+	plain, err := NewWorkspaces(filepath.Dir(w.Root()), -1, -1)
+	must(t, err)
+	pws, prelease, err := plain.Acquire(ctx, "u", "plain")
+	must(t, err)
+	must(t, pws.WriteFile(ctx, "f", bytes.Repeat([]byte("z"), 1<<20), 0))
+	prelease()
+
+	list, err := w.List(ctx)
+	must(t, err)
+	if len(list) != 2 {
+		t.Fatalf("list = %+v", list)
+	}
+	img, pl := list[0], list[1]
+	if img.Chat != "img" || !img.InUse || !img.Mounted || img.Limit != testDisk || img.Used < 5<<20 || img.Bytes < 5<<20 || img.Bytes > testDisk {
+		t.Errorf("image workspace: %+v", img)
+	}
+	if pl.Chat != "plain" || pl.InUse || pl.Limit != 0 || pl.Bytes < 1<<20 {
+		t.Errorf("plain workspace: %+v", pl)
+	}
+	u, err := w.Usage(ctx)
+	must(t, err)
+	if u.Workspaces != 2 || u.Mounted != 1 || u.WorkspaceBytes != img.Bytes+pl.Bytes || u.Bytes < u.WorkspaceBytes || u.Bytes > u.WorkspaceBytes+(1<<20) || u.FSSize == 0 {
+		t.Errorf("usage: %+v", u)
+	}
+	release()
+}
+
+// TestDiskWatchMode: without root the limit is measured: WatchDisk
+// reports a workspace that grew past its limit (once), and not one that
+// started over it and did not grow.
+func TestDiskWatchMode(t *testing.T) {
+	t.Parallel()
+	w, err := NewWorkspacesWith(t.TempDir(), WorkspacesOptions{UID: -1, GID: -1, Disk: DiskWatch})
+	must(t, err)
+	ctx := context.Background()
+	ws, release, err := w.AcquireWith(ctx, "u", "c", AcquireOptions{MaxDisk: 1 << 20})
+	must(t, err)
+	defer release()
+	if ws.Disk() != (DiskLimit{Bytes: 1 << 20, Mode: DiskWatch}) {
+		t.Fatalf("Disk() = %+v", ws.Disk())
+	}
+	got := make(chan DiskFull, 4)
+	stop := ws.WatchDisk(ctx, func(f DiskFull) { got <- f })
+	must(t, ws.WriteFile(ctx, "big", make([]byte, 2<<20), 0))
+	select {
+	case f := <-got:
+		if f.Enforced || f.Used <= 1<<20 || !strings.Contains(f.Message(), "stopped") {
+			t.Errorf("reported %+v: %s", f, f.Message())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("not reported")
+	}
+	stop()
+	if len(got) != 0 {
+		t.Errorf("reported twice")
+	}
+	// Over the limit from the start, and not growing: no report.
+	stop = ws.WatchDisk(ctx, func(f DiskFull) { got <- f })
+	must(t, ws.RemoveAll(ctx, "big"))
+	stop()
+	if len(got) != 0 {
+		t.Errorf("reported a workspace that shrank: %+v", <-got)
+	}
+}
+
+// TestDiskImageNeedsLoopMode: a process that cannot mount refuses a
+// workspace that is an image, saying why, rather than showing an empty
+// folder.
+func TestDiskImageNeedsLoopMode(t *testing.T) {
+	t.Parallel()
+	w := loopWorkspaces(t)
+	ctx := context.Background()
+	_, release, err := w.AcquireWith(ctx, "u", "c", AcquireOptions{MaxDisk: testDisk})
+	must(t, err)
+	release()
+	for _, mode := range []DiskMode{DiskNone, DiskWatch} {
+		o, err := NewWorkspacesWith(filepath.Dir(w.Root()), WorkspacesOptions{UID: -1, GID: -1, Disk: mode})
+		must(t, err)
+		if _, _, err := o.Acquire(ctx, "u", "c"); err == nil || !strings.Contains(err.Error(), "disk image") {
+			t.Errorf("mode %q: acquire = %v", mode, err)
+		}
+	}
+}
+
+func TestDetectDiskMode(t *testing.T) {
+	t.Parallel()
+	testenv.LoopDisks(t)
+	root := t.TempDir()
+	mode, why := DetectDiskMode(context.Background(), root)
+	if mode != DiskLoop {
+		t.Fatalf("mode %q: %s", mode, why)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(root, "workspaces")); len(ents) != 0 {
+		t.Errorf("probe left %v", ents)
+	}
+}
+
+// BenchmarkAcquireRelease measures what a disk limit adds to a turn's
+// workspace acquire and release: "limited" mounts and unmounts an
+// existing 10 GiB image, "limited-new" also creates it (a chat's first
+// turn). Compare each with "plain", in the same run.
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		mode  DiskMode
+		limit int64
+		fresh bool
+	}{{"plain", DiskNone, 0, false}, {"limited", DiskLoop, 10 << 30, false}, {"limited-new", DiskLoop, 10 << 30, true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			if bc.mode == DiskLoop {
+				testenv.LoopDisks(b)
+			}
+			w, err := NewWorkspacesWith(b.TempDir(), WorkspacesOptions{UID: -1, GID: -1, Disk: bc.mode})
+			must(b, err)
+			ctx := context.Background()
+			n := 0
+			for b.Loop() {
+				chat := "c"
+				if bc.fresh {
+					n++
+					chat = fmt.Sprintf("c%d", n)
+				}
+				_, release, err := w.AcquireWith(ctx, "u", chat, AcquireOptions{MaxDisk: bc.limit})
+				if err != nil {
+					b.Fatal(err)
+				}
+				release()
+			}
+		})
+	}
+}
