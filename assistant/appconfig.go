@@ -46,6 +46,7 @@ func (l *loader) loadConfig() *AppConfig {
 	cfg := &AppConfig{
 		DataRoot: filepath.Join(l.root, "data"),
 		Listen:   DefaultListen,
+		Sandbox:  SandboxDefaults{DiskBytes: DefaultDisk},
 		Cleanup:  CleanupConfig{Schedule: sandbox.DefaultRetentionSchedule, Retention: sandbox.DefaultRetention},
 
 		Limits:       DefaultLimits(),
@@ -119,6 +120,14 @@ func (l *loader) loadConfig() *AppConfig {
 			d.errPath("sandbox.images."+cmd, "sandbox.images: unknown command %q (known: claude, cursor)", cmd)
 		} else if strings.TrimSpace(img) == "" {
 			d.errPath("sandbox.images."+cmd, "sandbox.images.%s is empty", cmd)
+		}
+	}
+	s.DiskBytes = DefaultDisk
+	if d.has("sandbox.max_disk") {
+		if n, err := ParseDisk(s.MaxDisk); err != nil {
+			d.errPath("sandbox.max_disk", "sandbox.max_disk: %v", err)
+		} else {
+			s.DiskBytes = n
 		}
 	}
 	cfg.Sandbox = s

@@ -52,7 +52,7 @@ func TestLoadExample(t *testing.T) {
 		t.Fatalf("coder: %+v", coder)
 	}
 	sb := coder.Sandbox
-	want := Sandbox{Command: "claude", Image: "agentbox/sandbox-claude:latest", MemoryBytes: 2 << 30, CPUs: 2, Timeout: 10 * time.Minute,
+	want := Sandbox{Command: "claude", Image: "agentbox/sandbox-claude:latest", MemoryBytes: 2 << 30, DiskBytes: DefaultDisk, CPUs: 2, Timeout: 10 * time.Minute,
 		Arguments: chat.Arguments{MaxTurns: 20, PermissionMode: "acceptEdits", AllowedTools: []string{"Bash", "Read", "Write", "Edit", "Glob", "Grep"}}}
 	if fmt.Sprint(*sb) != fmt.Sprint(want) {
 		t.Errorf("sandbox:\n got %+v\nwant %+v", *sb, want)

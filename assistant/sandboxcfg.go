@@ -1,6 +1,7 @@
 package assistant
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/images"
 	"github.com/agentbox/agentbox/internal/units"
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 // Sandbox defaults and limits.
@@ -16,13 +18,18 @@ const (
 	DefaultTimeout = 10 * time.Minute
 	DefaultMemory  = 4 << 30
 	DefaultCPUs    = 2.0
-	minMemory      = 64 << 20
-	maxMemory      = 64 << 30
-	minCPUs        = 0.1
-	maxCPUs        = 64
-	minTimeout     = 10 * time.Second
-	maxTimeout     = 24 * time.Hour
-	maxTurnsLimit  = 1000
+	// DefaultDisk is sandbox.max_disk when neither package.yao nor
+	// app.jsonc sets it: what one chat's workspace may hold.
+	DefaultDisk   = 10 << 30
+	minMemory     = 64 << 20
+	maxMemory     = 64 << 30
+	minDisk       = sandbox.MinDisk
+	maxDisk       = 16 << 40
+	minCPUs       = 0.1
+	maxCPUs       = 64
+	minTimeout    = 10 * time.Second
+	maxTimeout    = 24 * time.Hour
+	maxTurnsLimit = 1000
 )
 
 // defaultImages are the sandbox images per command, unless app.jsonc's
@@ -52,6 +59,7 @@ type rawSandbox struct {
 	Image     string          `json:"image"`
 	Runtime   string          `json:"runtime"`
 	MaxMemory string          `json:"max_memory"`
+	MaxDisk   string          `json:"max_disk"`
 	MaxCPU    *float64        `json:"max_cpu"`
 	Timeout   string          `json:"timeout"`
 	Network   string          `json:"network"`
@@ -72,6 +80,7 @@ func parseSandbox(d *doc, r *rawSandbox, cfg *AppConfig) *Sandbox {
 		Runtime:     r.Runtime,
 		Network:     r.Network,
 		MemoryBytes: DefaultMemory,
+		DiskBytes:   cmp.Or(cfg.Sandbox.DiskBytes, DefaultDisk),
 		CPUs:        DefaultCPUs,
 		Timeout:     DefaultTimeout,
 	}
@@ -109,6 +118,14 @@ func parseSandbox(d *doc, r *rawSandbox, cfg *AppConfig) *Sandbox {
 			d.errPath("sandbox.max_memory", "sandbox.max_memory: %v", err)
 		} else {
 			s.MemoryBytes = n
+		}
+	}
+	if d.has("sandbox.max_disk") {
+		n, err := ParseDisk(r.MaxDisk)
+		if err != nil {
+			d.errPath("sandbox.max_disk", "sandbox.max_disk: %v", err)
+		} else {
+			s.DiskBytes = n
 		}
 	}
 	if r.MaxCPU != nil && d.has("sandbox.max_cpu") {
@@ -179,6 +196,20 @@ func ParseMemory(s string) (int64, error) {
 	}
 	if n < minMemory || n > maxMemory {
 		return 0, fmt.Errorf("size %q is out of range: want 64m to 64g", s)
+	}
+	return n, nil
+}
+
+// ParseDisk parses a workspace disk limit (sandbox.max_disk: "10g",
+// "512m", "1t"; see units.ParseBytes) into bytes and checks it lies
+// between 32m and 16t.
+func ParseDisk(s string) (int64, error) {
+	n, err := units.ParseBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: use a number with a unit m, g or t, like \"512m\" or \"10g\"", err)
+	}
+	if n < minDisk || n > maxDisk {
+		return 0, fmt.Errorf("size %q is out of range: want 32m to 16t", s)
 	}
 	return n, nil
 }

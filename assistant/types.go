@@ -65,6 +65,10 @@ type TokenConfig struct {
 type SandboxDefaults struct {
 	Runtime string `json:"runtime,omitempty"` // docker | local
 	Network string `json:"network,omitempty"` // none | host
+	// MaxDisk is the default workspace disk limit, as written ("10g");
+	// DiskBytes is it parsed (DefaultDisk when unset).
+	MaxDisk   string `json:"max_disk,omitempty"`
+	DiskBytes int64  `json:"-"`
 	// Images per command: {"claude": "agentbox/sandbox-claude:latest"}.
 	Images map[string]string `json:"images,omitempty"`
 }
@@ -141,10 +145,13 @@ type Sandbox struct {
 	Image       string
 	Runtime     string // docker | local; app.jsonc's default is applied at load ("" = the server's default)
 	MemoryBytes int64
-	CPUs        float64
-	Timeout     time.Duration
-	Network     string // none | host; app.jsonc's default is applied at load ("" = the server's default)
-	Arguments   chat.Arguments
+	// DiskBytes limits the chat's workspace (sandbox.max_disk, else
+	// app.jsonc's sandbox.max_disk, else DefaultDisk).
+	DiskBytes int64
+	CPUs      float64
+	Timeout   time.Duration
+	Network   string // none | host; app.jsonc's default is applied at load ("" = the server's default)
+	Arguments chat.Arguments
 }
 
 // MCPRef is one entry of the mcp.servers block.

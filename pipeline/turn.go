@@ -277,7 +277,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	if err != nil {
 		return nil, nil, err
 	}
-	ws, releaseWS, err := p.cfg.Workspaces.Acquire(ctx, t.req.UserID, t.req.ChatID)
+	ws, releaseWS, err := p.cfg.Workspaces.AcquireWith(ctx, t.req.UserID, t.req.ChatID, sandbox.AcquireOptions{MaxDisk: a.Sandbox.DiskBytes})
 	if err != nil {
 		releaseSlot()
 		return nil, nil, &chat.Error{Code: chat.ErrSandbox, Message: "workspace unavailable: " + err.Error(), Err: err}
@@ -331,6 +331,14 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	}
 	live := &liveSandbox{sb: sb, bridge: t.bridge, user: t.req.UserID, chat: t.req.ChatID}
 	p.track(live)
+	// A full workspace is a notice (the agent got ENOSPC); where the limit
+	// is only measured (no root), the turn is stopped too.
+	stopWatch := ws.WatchDisk(ctx, func(f sandbox.DiskFull) {
+		chat.Notice(t.emit, t.nextID("notice"), sandbox.NoticeCode, f.Message())
+		if !f.Enforced {
+			t.cancel(sandbox.ErrDiskFull)
+		}
+	})
 	cleanup := func() {
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
@@ -341,6 +349,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 			p.untrack(live)
 		}
 		p.metrics.phase("sandbox_remove", start)
+		stopWatch()
 		release()
 	}
 	return sb, cleanup, nil

@@ -5,6 +5,15 @@
 //
 // Implementations live in sub-packages, one per runtime (sandbox/docker,
 // sandbox/local); this package holds the contracts and the shared pieces.
+//
+// Workspaces are the agent's: the host never opens a FIFO, socket or
+// device in one, and every file operation ends with its caller's context
+// (see Workspace). A workspace's disk use is limited (sandbox.max_disk) by
+// making it a loop-mounted ext4 image of that size while it is in use: on
+// a plain Docker host there is no project quota to use, and only a
+// filesystem of its own stops every write, from any process, with ENOSPC.
+// Without root the limit is measured instead, and a turn that passes it is
+// stopped (DiskWatch). See DiskMode for the reasons and the details.
 package sandbox
 
 import (

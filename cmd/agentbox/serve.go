@@ -227,7 +227,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	// Workspaces first: they create the data root world-traversable
 	// (0755), which the local runtime's sandbox user needs; the store
 	// would create it 0700.
-	ws, err := sandbox.NewWorkspaces(dataRoot, uid, gid)
+	ws, err := openWorkspaces(ctx, dataRoot, uid, gid, opts.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -117,7 +117,7 @@ func TestWorkspacesPruneUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"workspaces"}, 0, "usage"},
-		{[]string{"workspaces", "list"}, 2, "unknown subcommand"},
+		{[]string{"workspaces", "frobnicate"}, 2, "unknown subcommand"},
 		{[]string{"workspaces", "prune"}, 2, "exactly one of"},
 		{[]string{"workspaces", "prune", "--data", root, "--app", root}, 2, "exactly one of"},
 		{[]string{"workspaces", "prune", "--data", root, "--older-than", "soon"}, 2, "invalid duration"},
