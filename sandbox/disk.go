@@ -17,8 +17,9 @@ import (
 // process, through any mount (Docker bind mounts, bubblewrap binds), is a
 // filesystem of its own: each limited workspace is a sparse ext4 image,
 // {dataRoot}/workspaces/{user}/.{chat}.disk, the size of its limit,
-// loop-mounted at the workspace folder while a request uses it and
-// unmounted (the loop device detached) when the last one releases it. An
+// loop-mounted at the workspace folder while requests use it (and for
+// WorkspacesOptions.KeepMounted after the last one, so a chat's next turn
+// reuses the mount), then unmounted with its loop device detached. An
 // agent that writes past the limit gets ENOSPC from the kernel, whatever
 // it runs. The image holds only what is written (mounted with discard,
 // deleting files gives the space back to the host), so a 10 GiB limit

@@ -190,6 +190,20 @@ func loopFor(img string) (string, error) {
 	return "", nil
 }
 
+// waitDetached waits a moment for the loop device backing img to go
+// after its last unmount (the kernel may detach it asynchronously) and
+// returns it if it is still there.
+func waitDetached(img string) string {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		dev, err := loopFor(img)
+		if err != nil || dev == "" || time.Now().After(deadline) {
+			return dev
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // mountedDevice returns the device number ("7:3") of what is mounted at
 // dir, or "" when dir is not a mount point.
 func mountedDevice(dir string) (string, error) {

@@ -163,10 +163,11 @@ type RecoverReport struct {
 	Removed []string `json:"removed,omitempty"`
 }
 
-// Recover cleans what a crashed process left of workspace disks: images
-// still mounted (unless another live process holds the workspace), loop
-// devices attached to images under the data root that nothing here
-// mounts (a device still mounted in another mount namespace, a leftover
+// Recover cleans what an earlier process left of workspace disks: images
+// still mounted that no live process holds (unmounted, or, when used
+// within KeepMounted, kept until then as if released here), loop devices
+// attached to images under the data root that nothing here mounts (a
+// device still mounted in another mount namespace, a leftover
 // container's, is detached by the kernel when that goes), half-made
 // images and probes. A server calls it once at start, before it serves.
 // Errors on single items do not stop it; they are joined.
@@ -245,10 +246,18 @@ func (w *Workspaces) recoverUser(user string, rep *RecoverReport, mounted map[st
 			mounted[dev] = true // a live process uses it
 			continue
 		}
-		if err := unmount(dir); err != nil {
-			mounted[dev] = true
-			errs = append(errs, fmt.Errorf("recover %s/%s: %w", user, name, err))
-			continue
+		var lastUse time.Time
+		if st, err := os.Stat(markerPath(w.root, user, name)); err == nil {
+			lastUse = st.ModTime()
+		}
+		if w.adoptIdle(user, name, lastUse) {
+			if d, _ := mountedDevice(dir); d != "" {
+				mounted[dev] = true // kept mounted for now, or busy
+				if time.Since(lastUse) >= w.keep {
+					errs = append(errs, fmt.Errorf("recover %s/%s: could not unmount (see the log)", user, name))
+				}
+				continue
+			}
 		}
 		rep.Unmounted = append(rep.Unmounted, user+"/"+name)
 	}

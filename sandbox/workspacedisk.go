@@ -23,10 +23,16 @@ type diskState struct {
 	// by Workspaces.mu); the state is dropped at zero.
 	users int
 	// holders counts acquisitions attached (guarded by sem): the first
-	// mounts, the last unmounts.
+	// mounts, the last unmounts (at once, or when idle lets it expire).
 	holders int
 	limit   DiskLimit
+	// idle is the pending unmount of an image kept mounted after its last
+	// release (guarded by sem); while set, it counts as a user.
+	idle *idleTimer
 }
+
+// idleTimer is a pending idle unmount; its identity tells a stale one.
+type idleTimer struct{ t *time.Timer }
 
 // migrateSlack is what an image made from an existing folder gets beyond
 // its files when they do not fit in the limit.
@@ -47,27 +53,15 @@ func (w *Workspaces) attach(ctx context.Context, lock *os.File, user, chat, dir 
 		return DiskLimit{}, func() {}, nil
 	}
 	key := user + "/" + chat
-	w.mu.Lock()
-	ds := w.disks[key]
-	if ds == nil {
-		ds = &diskState{sem: make(chan struct{}, 1)}
-		w.disks[key] = ds
-	}
-	ds.users++
-	w.mu.Unlock()
-	put := func() {
-		w.mu.Lock()
-		if ds.users--; ds.users == 0 {
-			delete(w.disks, key)
-		}
-		w.mu.Unlock()
-	}
+	ds := w.diskState(key)
+	put := func() { w.putDiskState(key, ds) }
 	select {
 	case ds.sem <- struct{}{}:
 	case <-ctx.Done():
 		put()
 		return DiskLimit{}, nil, ctx.Err()
 	}
+	w.cancelIdle(key, ds)
 	if ds.holders == 0 {
 		lim, err := w.mountDisk(ctx, lock, user, chat, dir, img, maxDisk)
 		if err != nil {
@@ -83,7 +77,11 @@ func (w *Workspaces) attach(ctx context.Context, lock *os.File, user, chat, dir 
 	detach := func() {
 		ds.sem <- struct{}{}
 		if ds.holders--; ds.holders == 0 && ds.limit.Mode == DiskLoop {
-			w.unmountDisk(lock, user, chat, dir)
+			if w.keep > 0 {
+				w.scheduleIdle(user, chat, ds, w.keep)
+			} else {
+				w.unmountDisk(lock, user, chat, dir)
+			}
 		}
 		<-ds.sem
 		put()
@@ -129,9 +127,22 @@ func (w *Workspaces) mountDisk(ctx context.Context, lock *os.File, user, chat, d
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return DiskLimit{}, fmt.Errorf("disk: %w", err)
 	}
+	if mounted != "" && dev != "" && mounted == deviceNumber(dev) && want > 0 && st.Size() != want && tryExclusive(lock) {
+		// Kept mounted since its last turn (or left so), and its limit
+		// changed: unmounted, so that it can be resized, unless it is busy.
+		uerr := unmount(dir)
+		share(lock)
+		if uerr == nil {
+			dev = waitDetached(img)
+			if mounted, err = mountedDevice(dir); err != nil {
+				return DiskLimit{}, fmt.Errorf("disk: %w", err)
+			}
+		}
+	}
 	switch {
 	case mounted != "" && dev != "" && mounted == deviceNumber(dev):
-		// Mounted already: by another process, or left by a crash.
+		// Mounted already: kept since its last turn, by another process,
+		// or left by a crash.
 		return DiskLimit{Bytes: st.Size(), Mode: DiskLoop}, nil
 	case mounted != "":
 		return DiskLimit{}, fmt.Errorf("disk: something other than the workspace's image is mounted at its folder (device %s)", mounted)

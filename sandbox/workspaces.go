@@ -37,7 +37,9 @@ type Workspaces struct {
 	root     string
 	uid, gid int
 	disk     DiskMode
+	keep     time.Duration
 	log      *slog.Logger
+	idle     sync.WaitGroup // pending and running idle unmounts
 
 	mu    sync.Mutex
 	refs  map[string]int        // "user/chat" -> acquisitions in this process
@@ -53,6 +55,12 @@ type WorkspacesOptions struct {
 	// Disk is how disk limits are enforced (DetectDiskMode says what the
 	// host allows); DiskNone ignores them.
 	Disk DiskMode
+	// KeepMounted is how long a workspace image stays mounted after its
+	// last release, so the next turn of a chat (usually seconds later)
+	// need not mount it again and host tools see its files meanwhile
+	// (0: unmounted at once). Close unmounts what is still kept; a process
+	// that ends without Close leaves them for the next one's Recover.
+	KeepMounted time.Duration
 	// Logger receives what cannot be returned (an unmount that failed on
 	// release, a limit that could not be applied); nil: slog.Default().
 	Logger *slog.Logger
@@ -90,7 +98,7 @@ func NewWorkspacesWith(dataRoot string, opts WorkspacesOptions) (*Workspaces, er
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Workspaces{root: root, uid: opts.UID, gid: opts.GID, disk: opts.Disk, log: opts.Logger,
+	return &Workspaces{root: root, uid: opts.UID, gid: opts.GID, disk: opts.Disk, keep: max(0, opts.KeepMounted), log: opts.Logger,
 		refs: map[string]int{}, disks: map[string]*diskState{}}, nil
 }
 

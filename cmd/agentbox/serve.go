@@ -231,6 +231,12 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Serve {
+		// Workspace images kept mounted between turns are unmounted at
+		// shutdown; run leaves its chat's mounted for a look at its files,
+		// and the next start unmounts it once idle.
+		env.closers = append(env.closers, ws.Close)
+	}
 	st, err := store.Open(ctx, filepath.Join(dataRoot, "agentbox.db"))
 	if err != nil {
 		return nil, err

@@ -156,7 +156,8 @@ func openWorkspaces(ctx context.Context, dataRoot string, uid, gid int, log *slo
 	} else {
 		log.Warn("workspace disk limits are watched, not enforced: a turn is stopped once its workspace grows past sandbox.max_disk", "reason", why)
 	}
-	ws, err := sandbox.NewWorkspacesWith(dataRoot, sandbox.WorkspacesOptions{UID: uid, GID: gid, Disk: mode, Logger: log})
+	ws, err := sandbox.NewWorkspacesWith(dataRoot, sandbox.WorkspacesOptions{UID: uid, GID: gid, Disk: mode,
+		KeepMounted: sandbox.DefaultKeepMounted, Logger: log})
 	if err != nil {
 		return nil, err
 	}
