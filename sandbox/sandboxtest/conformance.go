@@ -61,7 +61,9 @@ type Engine interface {
 // output caps, streaming Start, Wait and Kill, timeouts and cancellation
 // that kill the whole process tree, the workspace shared both ways, the
 // sandbox user, a read-only system, no network but loopback by default,
-// confined file operations, labels, and concurrent commands.
+// confined file operations, special files the sandbox made refused by the
+// host side, a disk limit that stops writes with ENOSPC (where the host
+// can enforce one), labels, and concurrent commands.
 //
 // Its checks run as parallel subtests. Call it from a test that is not
 // parallel itself; it sets an environment variable of the test process
@@ -108,6 +110,8 @@ func Run(t *testing.T, newRuntime Factory) {
 		{"ReadOnlySystem", c.testReadOnly},
 		{"NetworkNone", c.testNetworkNone},
 		{"Confinement", c.testConfinement},
+		{"SpecialFiles", c.testSpecialFiles},
+		{"DiskLimit", c.testDiskLimit},
 		{"Labels", c.testLabels},
 		{"ConcurrentExecs", c.testConcurrent},
 	} {
