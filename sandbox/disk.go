@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/units"
 	"golang.org/x/sys/unix"
 )
 
@@ -65,7 +66,7 @@ func (d DiskLimit) hint() string {
 	if d.Bytes <= 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (its limit, sandbox.max_disk, is %s)", formatBytes(d.Bytes))
+	return fmt.Sprintf(" (its limit, sandbox.max_disk, is %s)", units.FormatBytes(d.Bytes))
 }
 
 // Disk returns the limit the workspace was acquired with (zero for a
@@ -90,10 +91,10 @@ const NoticeCode = "disk_full"
 func (d DiskFull) Message() string {
 	if d.Enforced {
 		return fmt.Sprintf("the workspace is full: %s used of its %s limit (sandbox.max_disk); writes in the sandbox fail with \"No space left on device\" until files are deleted or the limit is raised",
-			formatBytes(d.Used), formatBytes(d.Limit))
+			units.FormatBytes(d.Used), units.FormatBytes(d.Limit))
 	}
 	return fmt.Sprintf("the workspace grew past its limit: %s used of %s (sandbox.max_disk); the turn was stopped. This server cannot mount a limited filesystem (it needs root), so it measures instead: delete files or raise the limit",
-		formatBytes(d.Used), formatBytes(d.Limit))
+		units.FormatBytes(d.Used), units.FormatBytes(d.Limit))
 }
 
 // Watch intervals: a statfs is cheap; a walk of a large workspace is not,
@@ -227,18 +228,4 @@ func DetectDiskMode(ctx context.Context, dataRoot string) (DiskMode, string) {
 		return DiskWatch, err.Error()
 	}
 	return DiskLoop, ""
-}
-
-// formatBytes prints a size for people: "512 B", "64.0 MiB", "10.0 GiB".
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

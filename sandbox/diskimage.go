@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/units"
 	"golang.org/x/sys/unix"
 )
 
@@ -165,7 +166,7 @@ func resizeImage(ctx context.Context, img string, size int64, uid, gid int) erro
 	}
 	if err != nil {
 		os.Remove(next)
-		return fmt.Errorf("shrink to %s: %w", formatBytes(size), err)
+		return fmt.Errorf("shrink to %s: %w", units.FormatBytes(size), err)
 	}
 	return nil
 }

@@ -204,7 +204,7 @@ func TestWriteFileDiskFull(t *testing.T) {
 	defer ws.Close()
 	ws.disk = DiskLimit{Bytes: 64 << 20, Mode: DiskLoop}
 	err = ws.pathErr("write", "big", &os.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC})
-	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "64.0 MiB") {
+	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "64.0 MB") {
 		t.Errorf("ENOSPC = %v", err)
 	}
 }
