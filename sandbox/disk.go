@@ -117,7 +117,9 @@ func fullSlack(size int64) int64 { return max(1<<20, size/1000) }
 // is full: for DiskLoop when its filesystem has (nearly) no space left;
 // for DiskWatch when it holds more than its limit and more than when the
 // watch started (a turn that starts over the limit may delete files, not
-// add). A workspace without a limit is not watched.
+// add). A DiskLoop workspace that is full when the watch starts is
+// reported by stop only, if it still is then. A workspace without a limit
+// is not watched.
 func (w *Workspace) WatchDisk(ctx context.Context, onFull func(DiskFull)) (stop func()) {
 	if w.disk.Bytes <= 0 || w.disk.Mode == DiskNone {
 		return func() {}
@@ -126,14 +128,20 @@ func (w *Workspace) WatchDisk(ctx context.Context, onFull func(DiskFull)) (stop 
 	done := make(chan struct{})
 	fired := false
 	var floor int64
-	if w.disk.Mode == DiskWatch {
+	startFull := false
+	switch w.disk.Mode {
+	case DiskWatch:
 		floor = w.disk.Bytes
 		if used, err := w.usage(ctx); err == nil && used > floor {
 			floor = used
 		}
+	case DiskLoop:
+		// Full from the start (the last turn filled it): said at the end
+		// if it still is, not before the agent had a chance to clean up.
+		_, startFull = w.diskFull(ctx, 0)
 	}
 	check := func() {
-		if fired {
+		if fired || startFull {
 			return
 		}
 		if full, ok := w.diskFull(ctx, floor); ok {
@@ -179,6 +187,13 @@ func (w *Workspace) diskFull(ctx context.Context, floor int64) (DiskFull, bool) 
 		sp, err := fsSpace(w.dir)
 		if err != nil || sp.avail >= fullSlack(sp.size) {
 			return DiskFull{}, false
+		}
+		// ext4 counts the blocks of a deleted file free only once its
+		// journal commits (every 5 s): commit, then look again.
+		if err := syncFS(w.dir); err == nil {
+			if sp, err = fsSpace(w.dir); err != nil || sp.avail >= fullSlack(sp.size) {
+				return DiskFull{}, false
+			}
 		}
 		return DiskFull{Used: sp.used, Limit: w.disk.Bytes, Enforced: true}, true
 	case DiskWatch:

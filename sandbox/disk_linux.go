@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -116,13 +117,26 @@ func mountImage(img, dir string) error {
 }
 
 // unmount unmounts dir; a dir that is not mounted is fine.
+// A process forked in the meantime (this server runs mkfs, bwrap, ...)
+// holds copies of this process's descriptors until it execs, which makes
+// the filesystem busy for a moment: EBUSY is retried for unmountWait.
 func unmount(dir string) error {
-	err := unix.Unmount(dir, unix.UMOUNT_NOFOLLOW)
-	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, fs.ErrNotExist) {
-		return nil
+	deadline := time.Now().Add(unmountWait)
+	for {
+		err := unix.Unmount(dir, unix.UMOUNT_NOFOLLOW)
+		switch {
+		case err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, fs.ErrNotExist):
+			return nil
+		case errors.Is(err, unix.EBUSY) && time.Now().Before(deadline):
+			time.Sleep(20 * time.Millisecond)
+		default:
+			return fmt.Errorf("unmount %s: %w", dir, err)
+		}
 	}
-	return fmt.Errorf("unmount %s: %w", dir, err)
 }
+
+// unmountWait bounds the retries of a busy unmount.
+const unmountWait = 3 * time.Second
 
 // detachLoop asks the kernel to detach dev; a device still mounted
 // somewhere is detached when its last mount goes.
@@ -171,4 +185,14 @@ func probeLoop(ctx context.Context, dir string) error {
 		return err
 	}
 	return werr
+}
+
+// syncFS commits the filesystem holding dir (syncfs(2)).
+func syncFS(dir string) error {
+	f, err := openDir(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Syncfs(int(f.Fd()))
 }

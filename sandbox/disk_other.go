@@ -20,3 +20,5 @@ func detachLoop(dev string) error                     { return errNoLoop }
 func probeLoop(ctx context.Context, dir string) error { return errNoLoop }
 
 func deviceNumber(dev string) string { return "" }
+
+func syncFS(dir string) error { return errNoLoop }

@@ -28,12 +28,26 @@ func loopWorkspaces(t testing.TB) *Workspaces {
 	w, err := NewWorkspacesWith(t.TempDir(), WorkspacesOptions{UID: -1, GID: -1, Disk: DiskLoop})
 	must(t, err)
 	t.Cleanup(func() {
-		if l := loopsUnder(w.Root()); len(l) > 0 {
+		if l := waitLoopsGone(w.Root()); len(l) > 0 {
 			t.Errorf("loop devices left attached: %v", l)
 			_, _ = w.Recover(context.Background())
 		}
 	})
 	return w
+}
+
+// waitLoopsGone waits a moment for the kernel to detach the loop devices
+// under root (it may do so after an unmount returned) and returns those
+// still attached.
+func waitLoopsGone(root string) []string {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		l := loopsUnder(root)
+		if len(l) == 0 || time.Now().After(deadline) {
+			return l
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // loopsUnder lists the loop devices backed by files under root.
@@ -117,12 +131,33 @@ func TestDiskLimitEnforced(t *testing.T) {
 	if st.Size() != testDisk || diskBytes(st) > testDisk {
 		t.Errorf("image is %d bytes, %d on disk; limit %d", st.Size(), diskBytes(st), testDisk)
 	}
+	// A turn that starts full is told at its end if it still is, not
+	// before; one that cleans up is not told.
+	var again []DiskFull
+	stop = ws.WatchDisk(ctx, func(f DiskFull) { mu.Lock(); again = append(again, f); mu.Unlock() })
+	time.Sleep(watchLoopInterval + 300*time.Millisecond)
+	mu.Lock()
+	if len(again) != 0 {
+		t.Errorf("a turn starting full was told before its end: %+v", again)
+	}
+	mu.Unlock()
+	stop()
+	if len(again) != 1 {
+		t.Errorf("a turn ending full was told %d times", len(again))
+	}
+	again = nil
+	stop = ws.WatchDisk(ctx, func(f DiskFull) { mu.Lock(); again = append(again, f); mu.Unlock() })
 	must(t, ws.RemoveAll(ctx, "fill"))
+	must(t, ws.RemoveAll(ctx, "big"))
+	stop()
+	if len(again) != 0 {
+		t.Errorf("a turn that deleted files was told the workspace is full: %+v", again)
+	}
 	release()
 	if isMounted(t, ws.Dir()) {
 		t.Error("still mounted after release")
 	}
-	if l := loopsUnder(w.Root()); len(l) > 0 {
+	if l := waitLoopsGone(w.Root()); len(l) > 0 {
 		t.Errorf("loop devices after release: %v", l)
 	}
 	ws2, release2, err := w.Acquire(ctx, "u", "c")
@@ -503,7 +538,7 @@ func TestDiskKeepMounted(t *testing.T) {
 	must(t, err)
 	defer func() {
 		must(t, w.Close(context.Background()))
-		if l := loopsUnder(w.Root()); len(l) > 0 {
+		if l := waitLoopsGone(w.Root()); len(l) > 0 {
 			t.Errorf("loop devices left: %v", l)
 		}
 	}()

@@ -111,6 +111,8 @@ func (w *Workspaces) mountDisk(ctx context.Context, lock *os.File, user, chat, d
 		if merr != nil || !made {
 			return lim, merr
 		}
+		// Made at the size it needs: not to be resized now.
+		want = 0
 		st, err = os.Lstat(img)
 	}
 	if err != nil {
@@ -126,6 +128,12 @@ func (w *Workspaces) mountDisk(ctx context.Context, lock *os.File, user, chat, d
 	mounted, err := mountedDevice(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return DiskLimit{}, fmt.Errorf("disk: %w", err)
+	}
+	if mounted == "" && dev != "" {
+		// Attached but not mounted here: the kernel may still be
+		// detaching it after the last unmount (or a forked process holds
+		// it for a moment).
+		dev = waitDetached(img)
 	}
 	if mounted != "" && dev != "" && mounted == deviceNumber(dev) && want > 0 && st.Size() != want && tryExclusive(lock) {
 		// Kept mounted since its last turn (or left so), and its limit
