@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -86,7 +85,7 @@ func (w *Workspaces) unmountIdle(user, chat string) bool {
 		return false
 	}
 	defer f.Close()
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+	if !exclusiveSoon(f) {
 		return false // held by another process: its release unmounts it
 	}
 	w.unmountDisk(f, user, chat, filepath.Join(w.root, user, chat))

@@ -240,7 +240,7 @@ func (w *Workspaces) makeDisk(ctx context.Context, lock *os.File, user, chat, di
 // under way) holds the workspace: then it stays mounted for them, and
 // their release unmounts it.
 func (w *Workspaces) unmountDisk(lock *os.File, user, chat, dir string) {
-	if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+	if !exclusiveSoon(lock) {
 		return
 	}
 	// The lock is dropped when the caller closes it, right after.
@@ -250,14 +250,35 @@ func (w *Workspaces) unmountDisk(lock *os.File, user, chat, dir string) {
 	}
 }
 
-// tryExclusive upgrades lock to exclusive without waiting. When it fails,
+// tryExclusive upgrades lock to exclusive (exclusiveSoon). When it fails,
 // lock is shared again (flock's conversion is not atomic).
 func tryExclusive(lock *os.File) bool {
-	if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+	if exclusiveSoon(lock) {
 		return true
 	}
 	share(lock)
 	return false
+}
+
+// exclusiveWait is how long exclusiveSoon retries.
+const exclusiveWait = time.Second
+
+// exclusiveSoon takes lock exclusively unless someone holds it. A process
+// this one forked a moment ago (mkfs, bwrap) holds a copy of each of its
+// descriptors, and so of each of its locks, until it execs: a conflict
+// is retried for exclusiveWait before it counts.
+func exclusiveSoon(lock *os.File) bool {
+	deadline := time.Now().Add(exclusiveWait)
+	for {
+		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return true
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // share makes lock shared again; a prune holds the exclusive one only for
