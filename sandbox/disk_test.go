@@ -494,20 +494,28 @@ func TestDetectDiskMode(t *testing.T) {
 // BenchmarkAcquireRelease measures what a disk limit adds to a turn's
 // workspace acquire and release: "limited" mounts and unmounts an
 // existing 10 GiB image, "limited-new" also creates it (a chat's first
-// turn). Compare each with "plain", in the same run.
+// turn), "limited-kept" finds it still mounted from the chat's last turn
+// (KeepMounted, as serve runs). Compare each with "plain", in one run.
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
 		mode  DiskMode
 		limit int64
 		fresh bool
-	}{{"plain", DiskNone, 0, false}, {"limited", DiskLoop, 10 << 30, false}, {"limited-new", DiskLoop, 10 << 30, true}} {
+		keep  time.Duration
+	}{
+		{"plain", DiskNone, 0, false, 0},
+		{"limited", DiskLoop, 10 << 30, false, 0},
+		{"limited-new", DiskLoop, 10 << 30, true, 0},
+		{"limited-kept", DiskLoop, 10 << 30, false, time.Hour},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			if bc.mode == DiskLoop {
 				testenv.LoopDisks(b)
 			}
-			w, err := NewWorkspacesWith(b.TempDir(), WorkspacesOptions{UID: -1, GID: -1, Disk: bc.mode})
+			w, err := NewWorkspacesWith(b.TempDir(), WorkspacesOptions{UID: -1, GID: -1, Disk: bc.mode, KeepMounted: bc.keep})
 			must(b, err)
+			b.Cleanup(func() { _ = w.Close(context.Background()) })
 			ctx := context.Background()
 			n := 0
 			for b.Loop() {
