@@ -345,8 +345,23 @@ func TestDiskFull(t *testing.T) {
 	}
 	assertRemoved(t, chatID)
 	s.stop(t)
-	// Stopped: the image is unmounted and no loop device is left on it.
-	if out, _ := exec.Command("losetup", "-j", img).Output(); len(bytes.TrimSpace(out)) > 0 {
-		t.Errorf("loop device left on the image: %s", out)
+	// Stopped: the image is unmounted and no loop device is left on it
+	// (the kernel may detach it a moment after the unmount).
+	dir := filepath.Join(s.dir, "data", "workspaces", "mallory", chatID)
+	var dst, pst syscall.Stat_t
+	if syscall.Stat(dir, &dst) == nil && syscall.Stat(filepath.Dir(dir), &pst) == nil && dst.Dev != pst.Dev {
+		t.Errorf("the workspace is still mounted after the server stopped")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, _ := exec.Command("losetup", "-j", img).Output()
+		if len(bytes.TrimSpace(out)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("loop device left on the image: %s", out)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
