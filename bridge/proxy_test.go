@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -162,7 +163,7 @@ func TestProxyTokenSwapAndMetering(t *testing.T) {
 	}
 
 	want := chat.Usage{InputTokens: 15, OutputTokens: 9, CacheReadTokens: 3, CacheCreationTokens: 4}
-	if got := s.Usage(); got != want {
+	if got := s.Usage(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("usage = %+v, want %+v", got, want)
 	}
 	if n := s.Requests(); n != 2 {

@@ -26,6 +26,11 @@
 // notice, session, and any type a hook defines with ctx.Send.
 package chat
 
+import (
+	"slices"
+	"strings"
+)
+
 // Roles of conversation messages.
 const (
 	RoleSystem    = "system"
@@ -53,6 +58,25 @@ type Usage struct {
 	CostUSD             float64 `json:"cost_usd,omitempty"`
 	Turns               int     `json:"turns,omitempty"`
 	DurationMS          int64   `json:"duration_ms,omitempty"`
+	// Egress is the sandbox's traffic through its egress proxy, per host,
+	// sorted by host (empty without an egress policy).
+	Egress []HostUsage `json:"egress,omitempty"`
+}
+
+// HostUsage is a turn's traffic to one host through the sandbox's egress
+// proxy.
+type HostUsage struct {
+	// Host is "name:port" as the sandbox asked for it.
+	Host string `json:"host"`
+	// Requests counts the HTTP requests and tunnels forwarded to the host
+	// (a tunnel whose TLS the proxy terminates counts its requests).
+	Requests int64 `json:"requests"`
+	// Denied counts the requests refused.
+	Denied int64 `json:"denied,omitempty"`
+	// BytesSent and BytesReceived count what went over the connections to
+	// the host, TLS included.
+	BytesSent     int64 `json:"bytes_sent"`
+	BytesReceived int64 `json:"bytes_received"`
 }
 
 // Add adds o to u.
@@ -64,4 +88,31 @@ func (u *Usage) Add(o Usage) {
 	u.CostUSD += o.CostUSD
 	u.Turns += o.Turns
 	u.DurationMS += o.DurationMS
+	u.Egress = MergeHostUsage(u.Egress, o.Egress)
+}
+
+// MergeHostUsage returns a new list with the counts of b added to a's, per
+// host, sorted by host.
+func MergeHostUsage(a, b []HostUsage) []HostUsage {
+	if len(b) == 0 && len(a) == 0 {
+		return nil
+	}
+	by := make(map[string]int, len(a)+len(b))
+	out := make([]HostUsage, 0, len(a)+len(b))
+	for _, list := range [][]HostUsage{a, b} {
+		for _, h := range list {
+			if i, ok := by[h.Host]; ok {
+				p := &out[i]
+				p.Requests += h.Requests
+				p.Denied += h.Denied
+				p.BytesSent += h.BytesSent
+				p.BytesReceived += h.BytesReceived
+				continue
+			}
+			by[h.Host] = len(out)
+			out = append(out, h)
+		}
+	}
+	slices.SortFunc(out, func(x, y HostUsage) int { return strings.Compare(x.Host, y.Host) })
+	return out
 }

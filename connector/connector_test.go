@@ -164,7 +164,7 @@ func TestOpenAIStream(t *testing.T) {
 				t.Errorf("response = %+v", resp)
 			}
 			resp.Usage.DurationMS = 0
-			if resp.Usage != tt.usage {
+			if !reflect.DeepEqual(resp.Usage, tt.usage) {
 				t.Errorf("usage = %+v, want %+v", resp.Usage, tt.usage)
 			}
 			var inputs []string
@@ -298,7 +298,7 @@ func TestAnthropicStream(t *testing.T) {
 				t.Errorf("model = %q", resp.Model)
 			}
 			resp.Usage.DurationMS = 0
-			if resp.Usage != tt.usage {
+			if !reflect.DeepEqual(resp.Usage, tt.usage) {
 				t.Errorf("usage = %+v, want %+v", resp.Usage, tt.usage)
 			}
 		})

@@ -485,7 +485,7 @@ func TestUsage(t *testing.T) {
 			if sum.Requests != tt.requests || sum.Errors != tt.errs {
 				t.Errorf("requests/errors = %d/%d, want %d/%d", sum.Requests, sum.Errors, tt.requests, tt.errs)
 			}
-			if sum.Usage != tt.usage {
+			if !reflect.DeepEqual(sum.Usage, tt.usage) {
 				t.Errorf("usage = %+v\nwant %+v", sum.Usage, tt.usage)
 			}
 			var in []int64
