@@ -106,7 +106,7 @@ func (p *Policy) Check(t Target) *Denial {
 		return nil
 	}
 	return &Denial{Target: t, Reason: ReasonNotAllowed,
-		Why:  t.String() + " is not in this sandbox's network allow list" + p.allowedList(),
+		Why:  "the host is not in this sandbox's network allow list" + p.allowedList(),
 		Hint: "add " + suggestRule(t) + " to sandbox.network.allow in the assistant's package.yao (or app.jsonc's sandbox defaults)"}
 }
 

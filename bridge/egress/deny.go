@@ -35,10 +35,15 @@ type Denial struct {
 }
 
 func (d *Denial) Error() string {
-	if d.Hint == "" {
-		return "egress denied: " + d.Why
+	s := "egress denied: "
+	if d.Target.Port != 0 {
+		s = "egress to " + d.Target.String() + " denied: "
 	}
-	return "egress denied: " + d.Why + "; to allow it: " + d.Hint
+	s += d.Why
+	if d.Hint != "" {
+		s += "; to allow it: " + d.Hint
+	}
+	return s
 }
 
 // Message is the denial as the notice event and the response body say it.

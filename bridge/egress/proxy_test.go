@@ -1,0 +1,554 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testPKI is a certificate authority for test servers, which the proxy
+// trusts through Config.RootCAs (never by skipping verification).
+type testPKI struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestPKI(t testing.TB) *testPKI {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: "egress test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testPKI{cert: cert, key: key, pool: pool}
+}
+
+// serverCert is a certificate for the names, signed by the test CA.
+func (p *testPKI) serverCert(t testing.TB, names ...string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der, p.cert.Raw}, PrivateKey: key}
+}
+
+// seen is what a test server received.
+type seen struct {
+	mu   sync.Mutex
+	reqs []seenReq
+}
+
+type seenReq struct {
+	host   string
+	header http.Header
+	uri    string
+	body   string
+	tls    bool
+}
+
+func (s *seen) handler(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	s.reqs = append(s.reqs, seenReq{host: r.Host, header: r.Header.Clone(), uri: r.RequestURI, body: string(b), tls: r.TLS != nil})
+	s.mu.Unlock()
+	// Echo the credential back in a header, as a careless API might.
+	w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+	fmt.Fprintf(w, "hello from %s", r.Host)
+}
+
+func (s *seen) last(t testing.TB) seenReq {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.reqs) == 0 {
+		t.Fatal("the server got no request")
+	}
+	return s.reqs[len(s.reqs)-1]
+}
+
+// fixture is a proxy on a Unix socket with loopback servers behind names.
+type fixture struct {
+	pki      *testPKI
+	proxy    *Proxy
+	sock     string
+	secret   Secret
+	tlsPort  string // of the HTTPS server, for api.test, plain.test, ...
+	httpPort string // of the plain HTTP server
+	seen     *seen
+	res      *fakeResolver
+
+	mu     sync.Mutex
+	denied []*Denial
+}
+
+const realValue = "real-secret-value-4f9a1c"
+
+func rule(t testing.TB, s string) Rule {
+	t.Helper()
+	r, err := ParseRule(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func newFixture(t *testing.T, tweak func(*Config)) *fixture {
+	t.Helper()
+	f := &fixture{pki: newTestPKI(t), seen: &seen{}}
+	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(f.seen.handler))
+	tlsSrv.TLS = &tls.Config{Certificates: []tls.Certificate{f.pki.serverCert(t, "api.test", "plain.test", "unmapped.test", "other.test")}}
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	httpSrv := httptest.NewServer(http.HandlerFunc(f.seen.handler))
+	t.Cleanup(httpSrv.Close)
+	_, f.tlsPort, _ = net.SplitHostPort(tlsSrv.Listener.Addr().String())
+	_, f.httpPort, _ = net.SplitHostPort(httpSrv.Listener.Addr().String())
+
+	loop := netip.MustParseAddr("127.0.0.1")
+	f.res = &fakeResolver{answers: map[string][]netip.Addr{"private.test": {loop}}}
+	f.secret = Secret{Name: "TOKEN", Placeholder: NewPlaceholder("TOKEN"), Value: realValue,
+		Hosts: []Rule{rule(t, "api.test:"+f.tlsPort), rule(t, "api.test:"+f.httpPort), rule(t, "unmapped.test:"+f.tlsPort)}}
+	ca, err := NewCA(f.secret.Hosts, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Policy: Policy{
+			Allow: []Rule{rule(t, "api.test:"+f.tlsPort), rule(t, "api.test:"+f.httpPort), rule(t, "plain.test:"+f.tlsPort),
+				rule(t, "plain.test:"+f.httpPort), rule(t, "private.test:"+f.tlsPort), rule(t, "private.test:"+f.httpPort),
+				rule(t, "unmapped.test:"+f.tlsPort)},
+			Hosts: map[string]netip.Addr{"api.test": loop, "plain.test": loop},
+		},
+		Secrets:  []Secret{f.secret},
+		CA:       ca,
+		RootCAs:  f.pki.pool,
+		Resolver: f.res,
+		OnDeny: func(d *Denial) {
+			f.mu.Lock()
+			f.denied = append(f.denied, d)
+			f.mu.Unlock()
+		},
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.proxy = p
+	dir, err := os.MkdirTemp("", "egress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	f.sock = filepath.Join(dir, "egress.sock")
+	ln, err := net.Listen("unix", f.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(ln) }()
+	t.Cleanup(func() {
+		if err := p.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return f
+}
+
+// client is what a tool in the sandbox does with HTTP(S)_PROXY set: CONNECT
+// for https, absolute URLs for http. It trusts the system-like roots (the
+// test CA) and the proxy's CA, like the sandbox's bundle.
+func (f *fixture) client() *http.Client {
+	roots := f.pki.pool.Clone()
+	roots.AppendCertsFromPEM(f.proxy.cfg.CA.CertPEM())
+	return &http.Client{Transport: &http.Transport{
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "egress.proxy"}),
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", f.sock)
+		},
+		TLSClientConfig:   &tls.Config{RootCAs: roots},
+		DisableKeepAlives: true,
+	}}
+}
+
+func (f *fixture) do(t *testing.T, method, rawURL, body string, header http.Header) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, rawURL, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := f.client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, rawURL, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// rawConnect sends CONNECT over a fresh connection and returns the
+// response (its body read) and the connection.
+func (f *fixture) rawConnect(t *testing.T, target string) (*http.Response, string, net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("unix", f.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := ""
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+	}
+	return resp, body, c, br
+}
+
+func TestSecretOnlyReachesItsHosts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ph := f.secret.Placeholder
+
+	// To the secret's host over HTTPS: the proxy terminates TLS and puts
+	// the value into headers, and only headers.
+	resp, body := f.do(t, http.MethodPost, "https://api.test:"+f.tlsPort+"/v1/items?token="+ph,
+		`{"note":"`+ph+`"}`, http.Header{"Authorization": {"Bearer " + ph}, "X-Api-Key": {ph}})
+	if resp.StatusCode != http.StatusOK || body != "hello from api.test:"+f.tlsPort {
+		t.Fatalf("status %d, body %q", resp.StatusCode, body)
+	}
+	got := f.seen.last(t)
+	if got.header.Get("Authorization") != "Bearer "+realValue || got.header.Get("X-Api-Key") != realValue {
+		t.Errorf("host got Authorization %q, X-Api-Key %q; want the real value", got.header.Get("Authorization"), got.header.Get("X-Api-Key"))
+	}
+	if !strings.Contains(got.uri, ph) || strings.Contains(got.uri, realValue) {
+		t.Errorf("the URL must keep the placeholder: %q", got.uri)
+	}
+	if !strings.Contains(got.body, ph) || strings.Contains(got.body, realValue) {
+		t.Errorf("the body must keep the placeholder: %q", got.body)
+	}
+	if echo := resp.Header.Get("X-Echo"); echo != "Bearer "+ph {
+		t.Errorf("a response header echoing the value reached the sandbox as %q; want the placeholder", echo)
+	}
+	if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; !strings.Contains(issuer, "agentbox egress") {
+		t.Errorf("the secret's host was not terminated by the proxy (issuer %q)", issuer)
+	}
+
+	// Basic credentials (git with a token in the URL, a credential helper).
+	req, _ := http.NewRequest(http.MethodGet, "https://api.test:"+f.tlsPort+"/repo.git/info/refs", nil)
+	req.SetBasicAuth("x-access-token", ph)
+	r2, err := f.client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+realValue))
+	if got := f.seen.last(t).header.Get("Authorization"); got != want {
+		t.Errorf("Basic credentials = %q, want the real value inside", got)
+	}
+
+	// Another allowed host: tunnelled untouched, the placeholder stays.
+	resp, _ = f.do(t, http.MethodGet, "https://plain.test:"+f.tlsPort+"/", "", http.Header{"Authorization": {"Bearer " + ph}})
+	if got := f.seen.last(t).header.Get("Authorization"); got != "Bearer "+ph {
+		t.Errorf("a host not listed for the secret got %q", got)
+	}
+	if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != "egress test CA" {
+		t.Errorf("a host without secrets was intercepted (issuer %q)", issuer)
+	}
+
+	// The secret's host over plain HTTP: never in clear text.
+	f.do(t, http.MethodGet, "http://api.test:"+f.httpPort+"/", "", http.Header{"Authorization": {"Bearer " + ph}})
+	if got := f.seen.last(t); got.tls || got.header.Get("Authorization") != "Bearer "+ph {
+		t.Errorf("plain HTTP to the secret's host carried %q", got.header.Get("Authorization"))
+	}
+
+	// Usage per host.
+	use := map[string]int64{}
+	for _, u := range f.proxy.Usage() {
+		use[u.Host] = u.Requests
+		if u.Requests > 0 && (u.BytesSent == 0 || u.BytesReceived == 0) {
+			t.Errorf("usage %+v: no bytes counted", u)
+		}
+	}
+	if use["api.test:"+f.tlsPort] != 2 || use["plain.test:"+f.tlsPort] != 1 || use["api.test:"+f.httpPort] != 1 {
+		t.Errorf("usage = %+v", f.proxy.Usage())
+	}
+}
+
+func TestDeniedRequests(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+
+	for _, tt := range []struct {
+		name, url, reason string
+		want              []string
+	}{
+		{"not allowed", "http://denied.test/x", ReasonNotAllowed,
+			[]string{"host: denied.test:80", "not in this sandbox's network allow list", `add "denied.test" to sandbox.network.allow`}},
+		{"not allowed port", "http://api.test:1/", ReasonNotAllowed, []string{`"api.test:1"`}},
+		{"loopback by name", "http://private.test:" + f.httpPort + "/", ReasonSpecialAddress,
+			[]string{"127.0.0.1 is a loopback address", `"hosts": {"private.test": "ADDRESS"}`}},
+		{"address not listed", "http://127.0.0.1:" + f.httpPort + "/", ReasonNotAllowed, []string{"not in this sandbox's network allow list"}},
+		{"decimal address", "http://2130706433:" + f.httpPort + "/", ReasonBadRequest, []string{"looks like an IP address"}},
+	} {
+		resp, body := f.do(t, http.MethodGet, tt.url, "", nil)
+		if resp.StatusCode/100 != 4 {
+			t.Errorf("%s: status %d", tt.name, resp.StatusCode)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: body lacks %q:\n%s", tt.name, w, body)
+			}
+		}
+		if h := resp.Header.Get(headerDenied); h == "" {
+			t.Errorf("%s: no %s header", tt.name, headerDenied)
+		}
+	}
+
+	// CONNECT refused: the same answer before any tunnel exists.
+	for _, target := range []string{"denied.test:443", "private.test:" + f.tlsPort} {
+		resp, body, _, _ := f.rawConnect(t, target)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "host: "+target) || !strings.Contains(resp.Header.Get(headerDenied), target) {
+			t.Errorf("CONNECT %s: %d %q", target, resp.StatusCode, body)
+		}
+	}
+
+	// A secret's host whose name does not resolve: the tunnel is
+	// terminated, so the refusal comes inside it, where any client shows it.
+	resp, body := f.do(t, http.MethodGet, "https://unmapped.test:"+f.tlsPort+"/", "", nil)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "unmapped.test does not exist") {
+		t.Errorf("unresolvable secret host: %d %q", resp.StatusCode, body)
+	}
+
+	// Each host and reason is reported once, however often it is tried.
+	f.do(t, http.MethodGet, "http://denied.test/again", "", nil)
+	f.mu.Lock()
+	n := 0
+	for _, d := range f.denied {
+		if d.Target.Host == "denied.test" && d.Target.Port == 80 {
+			n++
+		}
+	}
+	f.mu.Unlock()
+	if n != 1 {
+		t.Errorf("denied.test:80 reported %d times, want once", n)
+	}
+	for _, u := range f.proxy.Usage() {
+		if u.Host == "denied.test:80" && (u.Denied != 2 || u.Requests != 0) {
+			t.Errorf("usage %+v: want 2 denied, no request", u)
+		}
+	}
+}
+
+func TestTerminatedTunnelCarriesOneHost(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	target := "api.test:" + f.tlsPort
+	resp, _, c, br := f.rawConnect(t, target)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %d", resp.StatusCode)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(f.proxy.cfg.CA.CertPEM())
+	tc := tls.Client(&readerConn{Conn: c, r: br}, &tls.Config{ServerName: "api.test", RootCAs: roots})
+	fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: plain.test:%s\r\nAuthorization: Bearer %s\r\n\r\n", f.tlsPort, f.secret.Placeholder)
+	r, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r.Body)
+	if r.StatusCode != http.StatusMisdirectedRequest || !strings.Contains(string(b), "opened (CONNECT) to "+target) {
+		t.Errorf("request for another host in the tunnel: %d %q", r.StatusCode, b)
+	}
+	f.seen.mu.Lock()
+	defer f.seen.mu.Unlock()
+	if len(f.seen.reqs) != 0 {
+		t.Errorf("the request reached a host: %+v", f.seen.reqs)
+	}
+}
+
+func TestUpstreamCertificateVerified(t *testing.T) {
+	t.Parallel()
+	// The proxy trusts the system's roots only: the test server's
+	// certificate must be refused, with a reason the agent can read.
+	f := newFixture(t, func(c *Config) { c.RootCAs = x509.NewCertPool() })
+	resp, body := f.do(t, http.MethodGet, "https://api.test:"+f.tlsPort+"/", "", http.Header{"Authorization": {"Bearer " + f.secret.Placeholder}})
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "certificate") {
+		t.Errorf("untrusted upstream: %d %q", resp.StatusCode, body)
+	}
+	f.seen.mu.Lock()
+	defer f.seen.mu.Unlock()
+	if len(f.seen.reqs) != 0 {
+		t.Error("the secret went to a host whose certificate was not verified")
+	}
+}
+
+func TestProxyCAIsNameConstrained(t *testing.T) {
+	t.Parallel()
+	ca, err := NewCA([]Rule{rule(t, "api.test"), rule(t, "*.git.test")}, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Certificate())
+	for _, tt := range []struct {
+		host string
+		ok   bool
+	}{{"api.test", true}, {"a.git.test", true}, {"evil.test", false}, {"127.0.0.1", false}} {
+		tg, _ := ParseTarget(tt.host+":443", 0)
+		leaf, err := ca.leaf(tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, _ := x509.ParseCertificate(leaf.Certificate[0])
+		_, err = cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: tt.host})
+		if (err == nil) != tt.ok {
+			t.Errorf("leaf for %s verifies: %v, want ok=%v", tt.host, err, tt.ok)
+		}
+	}
+	if ca.Certificate().PublicKeyAlgorithm != x509.ECDSA || ca.Certificate().NotAfter.After(time.Now().Add(time.Hour+time.Minute)) {
+		t.Errorf("CA: %v until %v", ca.Certificate().PublicKeyAlgorithm, ca.Certificate().NotAfter)
+	}
+}
+
+func TestDialPinsTheCheckedAddress(t *testing.T) {
+	t.Parallel()
+	// A resolver that re-points the name on every lookup (DNS rebinding):
+	// the proxy must dial what it checked, looking it up once.
+	var lookups []string
+	res := resolverFunc(func(host string) []netip.Addr {
+		lookups = append(lookups, host)
+		if len(lookups) == 1 {
+			return []netip.Addr{netip.MustParseAddr("140.82.112.3")}
+		}
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	})
+	p, err := New(Config{Policy: Policy{Allow: []Rule{rule(t, "rebind.test")}}, Resolver: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	var dialed []string
+	p.dial = func(_ context.Context, _, addr string) (net.Conn, error) {
+		dialed = append(dialed, addr)
+		a, b := net.Pipe()
+		b.Close()
+		return a, nil
+	}
+	c, err := p.dialContext(context.Background(), "tcp", "rebind.test:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if len(lookups) != 1 || len(dialed) != 1 || dialed[0] != "140.82.112.3:443" {
+		t.Errorf("lookups %v, dialed %v; want one lookup and its address dialed", lookups, dialed)
+	}
+	// The second lookup now says loopback: refused, nothing dialed.
+	if _, err := p.dialContext(context.Background(), "tcp", "rebind.test:443"); err == nil || len(dialed) != 1 {
+		t.Errorf("rebound to loopback: err %v, dialed %v", err, dialed)
+	}
+}
+
+type resolverFunc func(host string) []netip.Addr
+
+func (f resolverFunc) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	return f(host), nil
+}
+
+func TestCloseEndsTunnels(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	resp, _, c, _ := f.rawConnect(t, "plain.test:"+f.tlsPort)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %d", resp.StatusCode)
+	}
+	if err := f.proxy.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+		t.Errorf("tunnel still open after Close: %v", err)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	c, err := net.Dial("unix", f.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /not-a-proxy-request HTTP/1.1\r\nHost: api.test\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "absolute http:// URLs and CONNECT") {
+		t.Errorf("origin-form request: %d %q", resp.StatusCode, b)
+	}
+}
+
+// readerConn reads through r (which holds what was buffered).
+type readerConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
