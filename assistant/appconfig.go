@@ -25,13 +25,21 @@ const minRetention = time.Hour
 
 // rawApp is app.jsonc as written; loadConfig checks it into an AppConfig.
 type rawApp struct {
-	DataRoot     string          `json:"data_root"`
-	Listen       string          `json:"listen"`
-	Auth         AuthConfig      `json:"auth"`
-	Sandbox      SandboxDefaults `json:"sandbox"`
-	Cleanup      rawCleanup      `json:"cleanup"`
-	Limits       rawLimits       `json:"limits"`
-	DrainTimeout string          `json:"drain_timeout"`
+	DataRoot     string             `json:"data_root"`
+	Listen       string             `json:"listen"`
+	Auth         AuthConfig         `json:"auth"`
+	Sandbox      rawSandboxDefaults `json:"sandbox"`
+	Cleanup      rawCleanup         `json:"cleanup"`
+	Limits       rawLimits          `json:"limits"`
+	DrainTimeout string             `json:"drain_timeout"`
+}
+
+// rawSandboxDefaults is app.jsonc's sandbox block as written.
+type rawSandboxDefaults struct {
+	Runtime string            `json:"runtime"`
+	Network any               `json:"network"` // "none", "host" or an allow list
+	MaxDisk string            `json:"max_disk"`
+	Images  map[string]string `json:"images"`
 }
 
 type rawCleanup struct {
@@ -108,13 +116,11 @@ func (l *loader) loadConfig() *AppConfig {
 	cfg.Auth = raw.Auth
 	cfg.Limits = d.limits(raw.Limits)
 	cfg.DrainTimeout = d.drainTimeout(raw.DrainTimeout)
-	s := raw.Sandbox
+	s := SandboxDefaults{Runtime: raw.Sandbox.Runtime, MaxDisk: raw.Sandbox.MaxDisk, Images: raw.Sandbox.Images}
 	if !oneOf(s.Runtime, "", "docker", "local") {
 		d.errPath("sandbox.runtime", "sandbox.runtime: want docker or local, got %q", s.Runtime)
 	}
-	if !oneOf(s.Network, "", "none", "host") {
-		d.errPath("sandbox.network", "sandbox.network: want none or host, got %q", s.Network)
-	}
+	s.Network, s.Egress = parseNetwork(d, "sandbox.network", raw.Sandbox.Network)
 	for cmd, img := range s.Images {
 		if _, ok := defaultImages[cmd]; !ok {
 			d.errPath("sandbox.images."+cmd, "sandbox.images: unknown command %q (known: claude, cursor)", cmd)

@@ -62,7 +62,8 @@ type rawSandbox struct {
 	MaxDisk   string          `json:"max_disk"`
 	MaxCPU    *float64        `json:"max_cpu"`
 	Timeout   string          `json:"timeout"`
-	Network   string          `json:"network"`
+	Network   any             `json:"network"` // "none", "host" or an allow list
+	Secrets   map[string]any  `json:"secrets"`
 	Arguments *chat.Arguments `json:"arguments"`
 }
 
@@ -78,7 +79,6 @@ func parseSandbox(d *doc, r *rawSandbox, cfg *AppConfig) *Sandbox {
 		Command:     r.Command,
 		Image:       r.Image,
 		Runtime:     r.Runtime,
-		Network:     r.Network,
 		MemoryBytes: DefaultMemory,
 		DiskBytes:   cmp.Or(cfg.Sandbox.DiskBytes, DefaultDisk),
 		CPUs:        DefaultCPUs,
@@ -106,12 +106,11 @@ func parseSandbox(d *doc, r *rawSandbox, cfg *AppConfig) *Sandbox {
 	if s.Runtime == "" {
 		s.Runtime = cfg.Sandbox.Runtime
 	}
-	if !oneOf(r.Network, "", "none", "host") {
-		d.errPath("sandbox.network", "sandbox.network: want none or host, got %q", r.Network)
+	s.Network, s.Egress = parseNetwork(d, "sandbox.network", r.Network)
+	if s.Network == "" && !d.bad["sandbox.network"] {
+		s.Network, s.Egress = cfg.Sandbox.Network, cfg.Sandbox.Egress
 	}
-	if s.Network == "" {
-		s.Network = cfg.Sandbox.Network
-	}
+	s.Secrets = parseSecrets(d, "sandbox.secrets", r.Secrets, s.Egress)
 	if d.has("sandbox.max_memory") {
 		n, err := ParseMemory(r.MaxMemory)
 		if err != nil {

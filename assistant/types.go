@@ -64,7 +64,10 @@ type TokenConfig struct {
 // own value.
 type SandboxDefaults struct {
 	Runtime string `json:"runtime,omitempty"` // docker | local
-	Network string `json:"network,omitempty"` // none | host
+	Network string `json:"network,omitempty"` // none | host (none with Egress)
+	// Egress is the default allow-list policy, when app.jsonc's
+	// sandbox.network is an object.
+	Egress *Egress `json:"-"`
 	// MaxDisk is the default workspace disk limit, as written ("10g");
 	// DiskBytes is it parsed (DefaultDisk when unset).
 	MaxDisk   string `json:"max_disk,omitempty"`
@@ -150,7 +153,15 @@ type Sandbox struct {
 	DiskBytes int64
 	CPUs      float64
 	Timeout   time.Duration
-	Network   string // none | host; app.jsonc's default is applied at load ("" = the server's default)
+	// Network is none or host; app.jsonc's default is applied at load (""
+	// = the server's default). It is none when Egress is set.
+	Network string
+	// Egress is the allow-list policy when sandbox.network is an object
+	// (nil otherwise); app.jsonc's default is applied at load.
+	Egress *Egress
+	// Secrets are the credentials the sandbox holds only as placeholders
+	// (sandbox.secrets), sorted by name; they need Egress.
+	Secrets   []Secret
 	Arguments chat.Arguments
 }
 

@@ -323,3 +323,49 @@ func (t Target) String() string {
 	}
 	return t.Host + ":" + strconv.Itoa(int(t.Port))
 }
+
+// Covers reports whether r allows every target that o allows on the ports
+// a secret travels on: o's port, or 443 when o has none (a secret never
+// goes over plain HTTP, so port 80 does not matter).
+func (r Rule) Covers(o Rule) bool {
+	port := o.Port
+	if port == 0 {
+		port = PortHTTPS
+	}
+	switch {
+	case r.Port == 0 && port != PortHTTPS && port != PortHTTP:
+		return false
+	case r.Port != 0 && r.Port != port:
+		return false
+	}
+	switch {
+	case r.IP.IsValid() || o.IP.IsValid():
+		return r.IP == o.IP
+	case !r.Wildcard:
+		return !o.Wildcard && r.Host == o.Host
+	case o.Wildcard:
+		return o.Host == r.Host || strings.HasSuffix(o.Host, "."+r.Host)
+	default:
+		return strings.HasSuffix(o.Host, "."+r.Host)
+	}
+}
+
+// ParseHostsEntry parses one entry of a hosts map: a plain host name (no
+// wildcard, no port) and the address it stands for.
+func ParseHostsEntry(name, addr string) (string, netip.Addr, error) {
+	r, err := ParseRule(name)
+	switch {
+	case err != nil:
+		return "", netip.Addr{}, err
+	case r.IP.IsValid() || r.Wildcard || r.Port != 0:
+		return "", netip.Addr{}, fmt.Errorf("%q: want a plain host name, without wildcard or port", name)
+	}
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return "", netip.Addr{}, fmt.Errorf("%q: want an IPv4 or IPv6 address", addr)
+	}
+	if err := checkRuleAddr(ip); err != nil {
+		return "", netip.Addr{}, fmt.Errorf("%q: %w", addr, err)
+	}
+	return r.Host, ip, nil
+}

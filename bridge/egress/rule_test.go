@@ -308,3 +308,42 @@ func FuzzParseTarget(f *testing.F) {
 		}
 	})
 }
+
+func TestRuleCovers(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		allow, secret string
+		want          bool
+	}{
+		{"api.github.com", "api.github.com", true},
+		{"api.github.com:443", "api.github.com", true},
+		{"api.github.com:8443", "api.github.com", false},
+		{"api.github.com", "api.github.com:8443", false},
+		{"api.github.com:8443", "api.github.com:8443", true},
+		{"*.github.com", "api.github.com", true},
+		{"*.github.com", "github.com", false},
+		{"*.github.com", "*.api.github.com", true},
+		{"*.github.com", "*.github.com", true},
+		{"api.github.com", "*.github.com", false},
+		{"*.api.github.com", "*.github.com", false},
+		{"203.0.113.7", "203.0.113.7", true},
+		{"203.0.113.7", "203.0.113.8", false},
+	} {
+		if got := rule(t, tt.allow).Covers(rule(t, tt.secret)); got != tt.want {
+			t.Errorf("%q covers %q = %v, want %v", tt.allow, tt.secret, got, tt.want)
+		}
+	}
+}
+
+func TestParseHostsEntry(t *testing.T) {
+	t.Parallel()
+	if name, ip, err := ParseHostsEntry("Git.Test", "127.0.0.1"); err != nil || name != "git.test" || ip.String() != "127.0.0.1" {
+		t.Errorf("= %q %v %v", name, ip, err)
+	}
+	for _, tt := range [][2]string{{"*.git.test", "127.0.0.1"}, {"git.test:443", "127.0.0.1"}, {"10.0.0.1", "127.0.0.1"},
+		{"git.test", "localhost"}, {"git.test", "0.0.0.0"}, {"git.test", "::ffff:127.0.0.1"}, {"git.test", "ff02::1"}} {
+		if _, _, err := ParseHostsEntry(tt[0], tt[1]); err == nil {
+			t.Errorf("ParseHostsEntry(%q, %q) passed", tt[0], tt[1])
+		}
+	}
+}

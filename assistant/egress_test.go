@@ -1,0 +1,121 @@
+package assistant
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeApp writes files (path -> content) under a new app folder.
+func writeApp(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, c := range files {
+		abs := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(abs, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const claudeConn = `{"type": "anthropic", "options": {"key": "$ENV.ANTHROPIC_API_KEY", "model": "claude-sonnet-4-5"}}`
+
+func TestLoadEgress(t *testing.T) {
+	t.Parallel()
+	dir := writeApp(t, map[string]string{
+		"connectors/claude.conn.yao": claudeConn,
+		"app.jsonc":                  `{"sandbox": {"network": {"allow": ["registry.npmjs.org", "proxy.golang.org"]}}}`,
+		// Inherits the app's policy.
+		"assistants/inherits/package.yao": `{"connector": "claude", "sandbox": {"command": "claude"}}`,
+		// Its own policy, secrets in both forms.
+		"assistants/own/package.yao": `{"connector": "claude", "sandbox": {"command": "claude",
+			"network": {"allow": ["api.github.com", "*.git.test:8443", "127.0.0.1:9000"], "hosts": {"A.Git.Test": "127.0.0.1"}},
+			"secrets": {
+				"GITHUB_TOKEN": {"value": "$ENV.GH_TOKEN", "hosts": ["api.github.com"]},
+				"GIT_TOKEN": {"value": "literal-token-value", "hosts": ["*.git.test:8443"]},
+				"YAO_STYLE": "$ENV.YAO_SECRET"
+			}}}`,
+		// Plain strings still work, and override the app's policy.
+		"assistants/hostnet/package.yao": `{"connector": "claude", "sandbox": {"command": "claude", "network": "host"}}`,
+	})
+	app, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := app.Assistants["inherits"].Sandbox
+	if in.Network != "none" || in.Egress == nil || len(in.Egress.Allow) != 2 || in.Egress.Allow[1].String() != "proxy.golang.org" {
+		t.Errorf("inherited policy: %q %+v", in.Network, in.Egress)
+	}
+	if h := app.Assistants["hostnet"].Sandbox; h.Network != "host" || h.Egress != nil {
+		t.Errorf("host network: %q %+v", h.Network, h.Egress)
+	}
+	own := app.Assistants["own"].Sandbox
+	if own.Network != "none" || len(own.Egress.Allow) != 3 || own.Egress.Hosts["a.git.test"].String() != "127.0.0.1" {
+		t.Errorf("own policy: %+v", own.Egress)
+	}
+	var names []string
+	for _, s := range own.Secrets {
+		names = append(names, s.Name)
+	}
+	if fmt.Sprint(names) != "[GITHUB_TOKEN GIT_TOKEN YAO_STYLE]" {
+		t.Fatalf("secrets: %v", names)
+	}
+	gh, git, yao := own.Secrets[0], own.Secrets[1], own.Secrets[2]
+	if len(gh.Hosts) != 1 || gh.Hosts[0].String() != "api.github.com" || gh.AllHosts {
+		t.Errorf("GITHUB_TOKEN hosts: %v", gh.Hosts)
+	}
+	// Yao's plain form: every allowed host.
+	if !yao.AllHosts || len(yao.Hosts) != 3 || yao.Value != "$ENV.YAO_SECRET" {
+		t.Errorf("YAO_STYLE: %v", yao)
+	}
+	// A literal value is never printed or logged.
+	var logged strings.Builder
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("x", "secret", git)
+	for _, s := range []string{fmt.Sprint(git), fmt.Sprintf("%+v", *own), fmt.Sprintf("%#v", git), logged.String()} {
+		if strings.Contains(s, "literal-token-value") {
+			t.Errorf("the value shows: %s", s)
+		}
+	}
+	if v, err := git.Resolve(); err != nil || v != "literal-token-value" {
+		t.Errorf("literal resolve = %q, %v", v, err)
+	}
+}
+
+func TestSecretResolve(t *testing.T) {
+	t.Setenv("AB_EGRESS_SECRET", "s3cr3t-value")
+	s := Secret{Name: "TOKEN", Value: "$ENV.AB_EGRESS_SECRET"}
+	if v, err := s.Resolve(); err != nil || v != "s3cr3t-value" {
+		t.Errorf("= %q, %v", v, err)
+	}
+	_, err := Secret{Name: "TOKEN", Value: "$ENV.AB_EGRESS_MISSING"}.Resolve()
+	if !errors.Is(err, ErrEnvNotSet) || !strings.Contains(err.Error(), "secret TOKEN: AB_EGRESS_MISSING") {
+		t.Errorf("missing variable: %v", err)
+	}
+}
+
+func TestLoadEgressProblems(t *testing.T) {
+	t.Parallel()
+	_, err := Load(filepath.Join(appsDir, "bad-egress"))
+	var le *LoadError
+	if !errors.As(err, &le) {
+		t.Fatalf("want a LoadError, got %v", err)
+	}
+	// Every problem has a position; the golden file of agentbox check
+	// (cmd/agentbox/testdata/check/bad-egress.golden) holds the messages.
+	for _, p := range le.Problems {
+		if p.Line == 0 {
+			t.Errorf("no position: %s", p)
+		}
+	}
+	if len(le.Problems) < 20 {
+		t.Errorf("only %d problems:\n%v", len(le.Problems), le)
+	}
+}
