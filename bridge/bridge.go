@@ -1,5 +1,5 @@
 // Package bridge connects a sandbox that has no network and no secrets to
-// the host, per request, over two Unix sockets:
+// the host, per request, over Unix sockets:
 //
 //   - tools.sock: an MCP server (github.com/modelcontextprotocol/go-sdk) that
 //     exposes the request's host tools (assistant JS functions, Go functions
@@ -10,6 +10,9 @@
 //     network namespace and relays to this socket. The sandbox holds only a
 //     per-request token; the host proxy checks it, swaps it for the
 //     connector's real key, meters usage and enforces the request deadline.
+//   - egress.sock (with an egress policy): the sandbox's HTTP(S) proxy to
+//     other hosts, within the policy, with secrets the sandbox holds only as
+//     placeholders (egress.go, package bridge/egress).
 //
 // The host side is a Session (Start ... Close), one per request. The
 // in-sandbox side is the Guest* functions, run by the agentbox binary that
@@ -121,6 +124,9 @@ type Options struct {
 	// Logger receives one line per model request and tool call (never keys
 	// or tokens); nil discards.
 	Logger *slog.Logger
+	// Egress, when set, gives the sandbox an egress proxy: its only way to
+	// other hosts, within a policy, with secrets it never holds (egress.go).
+	Egress *EgressOptions
 }
 
 // Upstream authentication styles.
@@ -142,8 +148,9 @@ type Session struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	tools *toolServer  // nil without tools
-	model *modelServer // nil without upstream
+	tools  *toolServer   // nil without tools
+	model  *modelServer  // nil without upstream
+	egress *egressServer // nil without Options.Egress
 
 	closeOnce sync.Once
 	closeErr  error
@@ -261,6 +268,11 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 		s.model = newModelServer(s, upstream, ln)
 		s.wg.Go(s.model.serve)
 	}
+	if opts.Egress != nil {
+		if err := s.startEgress(opts.Egress); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -310,7 +322,7 @@ func (s *Session) Mounts() []sandbox.Mount {
 	if s.model != nil {
 		m = append(m, sandbox.Mount{Source: filepath.Join(s.dir, "model.sock"), Target: GuestModelSocket, Writable: true})
 	}
-	return m
+	return append(m, s.egressMounts()...)
 }
 
 // MCPServer is the stdio MCP server definition to add to the CLI's MCP
@@ -388,15 +400,21 @@ func (s *Session) Token() string {
 }
 
 // WrapCommand returns argv prefixed with `agentbox bridge run`, which starts
-// the in-sandbox model proxy, waits until it listens, and then runs argv
-// with stdio passed through, signals forwarded and its exit status. Without
-// a model proxy argv is returned unchanged.
+// the in-sandbox model and egress proxies, waits until they listen, and
+// then runs argv with stdio passed through, signals forwarded and its exit
+// status. Without either proxy argv is returned unchanged.
 func (s *Session) WrapCommand(argv []string) []string {
-	if s.model == nil {
+	if s.model == nil && s.egress == nil {
 		return argv
 	}
-	out := []string{GuestBinary, "bridge", "run", "--socket", GuestModelSocket, "--listen", GuestProxyAddr, "--"}
-	return append(out, argv...)
+	out := []string{GuestBinary, "bridge", "run"}
+	if s.model != nil {
+		out = append(out, "--socket", GuestModelSocket, "--listen", GuestProxyAddr)
+	} else {
+		out = append(out, "--socket", "")
+	}
+	out = append(out, s.egressArgs()...)
+	return append(append(out, "--"), argv...)
 }
 
 // Usage is the model usage metered so far: the tokens of every response
@@ -445,6 +463,7 @@ func (s *Session) Close(ctx context.Context) error {
 		if s.model != nil {
 			errs = append(errs, s.model.close())
 		}
+		errs = append(errs, s.closeEgress(ctx))
 		done := make(chan struct{})
 		go func() {
 			s.wg.Wait()

@@ -172,11 +172,14 @@ func ListenLoopback(addr string) (net.Listener, error) {
 
 // RunConfig configures GuestRun.
 type RunConfig struct {
-	// Socket is the host model socket.
+	// Socket is the host model socket ("" when the session has no model
+	// proxy, only an egress proxy).
 	Socket string
 	// Listen is the loopback address to serve the model proxy on; when it
 	// is taken, a free port on the same host is used instead.
 	Listen string
+	// Egress, when set, serves the egress proxy too (guest_egress.go).
+	Egress *GuestEgress
 	// Argv is the command to run (the agent CLI).
 	Argv []string
 	// Stdin, Stdout and Stderr are passed to the command.
@@ -187,35 +190,44 @@ type RunConfig struct {
 	Env []string
 }
 
-// GuestRun is `agentbox bridge run`: it starts the model proxy, waits until
-// it listens, runs the command with stdio passed through and signals
-// forwarded, and returns the command's exit status (128+N when killed by
-// signal N). When ctx ends, the command gets SIGTERM, then SIGKILL after a
-// grace period.
+// GuestRun is `agentbox bridge run`: it starts the model proxy (and the
+// egress proxy), waits until it listens, runs the command with stdio
+// passed through and signals forwarded, and returns the command's exit
+// status (128+N when killed by signal N). When ctx ends, the command gets
+// SIGTERM, then SIGKILL after a grace period.
 func GuestRun(ctx context.Context, cfg RunConfig) (int, error) {
 	if len(cfg.Argv) == 0 {
 		return 2, errors.New("no command to run: give it after --")
 	}
-	if st, err := os.Stat(cfg.Socket); err != nil {
-		return 1, fmt.Errorf("model socket: %w (is the bridge socket mounted?)", err)
-	} else if st.Mode()&os.ModeSocket == 0 {
-		return 1, fmt.Errorf("model socket %s: not a socket", cfg.Socket)
-	}
-	ln, err := ListenLoopback(cfg.Listen)
-	if err != nil {
-		return 2, err
+	if cfg.Socket == "" && cfg.Egress == nil {
+		return 2, errors.New("nothing to serve: give the model socket, the egress socket or both")
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	proxyDone := make(chan error, 1)
-	go func() { proxyDone <- GuestProxy(pctx, ln, cfg.Socket) }()
-	defer func() { cancel(); <-proxyDone }()
-
 	env := cfg.Env
 	if env == nil {
 		env = os.Environ()
 	}
-	env = setEnv(env, "ANTHROPIC_BASE_URL", "http://"+ln.Addr().String())
+	if cfg.Socket != "" {
+		addr, stop, err := startRelay(pctx, cfg.Socket, cfg.Listen, "model")
+		if err != nil {
+			return 1, err
+		}
+		defer stop()
+		env = setEnv(env, "ANTHROPIC_BASE_URL", "http://"+addr)
+	}
+	if cfg.Egress != nil {
+		addr, stop, err := startRelay(pctx, cfg.Egress.Socket, cfg.Egress.Listen, "egress")
+		if err != nil {
+			return 1, err
+		}
+		defer stop()
+		var cleanup func()
+		if env, cleanup, err = cfg.Egress.environ(env, addr, cfg.Stderr); err != nil {
+			return 1, err
+		}
+		defer cleanup()
+	}
 
 	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = cfg.Stdin, cfg.Stdout, cfg.Stderr
@@ -245,6 +257,24 @@ func GuestRun(ctx context.Context, cfg RunConfig) (int, error) {
 			return exitStatus(cmd, err)
 		}
 	}
+}
+
+// startRelay serves a host socket on a loopback address (listen, or a free
+// port of its IP when it is taken) until stop, which waits for it.
+func startRelay(ctx context.Context, socket, listen, what string) (addr string, stop func(), err error) {
+	if st, err := os.Stat(socket); err != nil {
+		return "", nil, fmt.Errorf("%s socket: %w (is the bridge socket mounted?)", what, err)
+	} else if st.Mode()&os.ModeSocket == 0 {
+		return "", nil, fmt.Errorf("%s socket %s: not a socket", what, socket)
+	}
+	ln, err := ListenLoopback(listen)
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- GuestProxy(ctx, ln, socket) }()
+	return ln.Addr().String(), func() { cancel(); <-done }, nil
 }
 
 // exitStatus is the shell's view of how cmd ended.

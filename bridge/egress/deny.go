@@ -84,6 +84,40 @@ func (d *Denial) write(w http.ResponseWriter) {
 	_, _ = w.Write([]byte(body))
 }
 
+// maxReason bounds the reason phrase of a refused CONNECT.
+const maxReason = 300
+
+// writeConnect answers a refused CONNECT on the raw connection, with the
+// reason in the status line too: most clients show only the status of a
+// failed tunnel (Python's "Tunnel connection failed: 403 ...", Go's
+// "proxyconnect" error), never its body. It reports false when the
+// connection cannot be taken over (write then answers normally).
+func (d *Denial) writeConnect(w http.ResponseWriter) bool {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		return false
+	}
+	c, brw, err := hj.Hijack()
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	status := http.StatusForbidden
+	if d.Reason == ReasonBadRequest {
+		status = http.StatusBadRequest
+	}
+	reason := oneLine(d.Error())
+	if len(reason) > maxReason {
+		reason = reason[:maxReason] + "..."
+	}
+	body := d.Message()
+	fmt.Fprintf(brw, "HTTP/1.1 %d %s (%s)\r\n", status, http.StatusText(status), reason)
+	fmt.Fprintf(brw, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n%s: %s\r\nConnection: close\r\n\r\n%s",
+		len(body), headerDenied, oneLine(d.Error()), body)
+	_ = brw.Flush()
+	return true
+}
+
 // oneLine makes s safe as a header value.
 func oneLine(s string) string {
 	return strings.Map(func(r rune) rune {

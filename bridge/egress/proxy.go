@@ -374,6 +374,9 @@ func (p *Proxy) dialContext(ctx context.Context, _, addr string) (net.Conn, erro
 // deny answers a refused request and reports it.
 func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, d *Denial) {
 	p.report(r, d)
+	if r.Method == http.MethodConnect && d.writeConnect(w) {
+		return
+	}
 	d.write(w)
 }
 

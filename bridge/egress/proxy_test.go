@@ -3,16 +3,11 @@ package egress
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,103 +15,45 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentbox/agentbox/bridge/egress/egresstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// testPKI is a certificate authority for test servers, which the proxy
-// trusts through Config.RootCAs (never by skipping verification).
-type testPKI struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestPKI(t testing.TB) *testPKI {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: "egress test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testPKI{cert: cert, key: key, pool: pool}
-}
-
-// serverCert is a certificate for the names, signed by the test CA.
-func (p *testPKI) serverCert(t testing.TB, names ...string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der, p.cert.Raw}, PrivateKey: key}
-}
-
-// seen is what a test server received.
-type seen struct {
-	mu   sync.Mutex
-	reqs []seenReq
-}
-
-type seenReq struct {
-	host   string
-	header http.Header
-	uri    string
-	body   string
-	tls    bool
-}
-
-func (s *seen) handler(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	s.mu.Lock()
-	s.reqs = append(s.reqs, seenReq{host: r.Host, header: r.Header.Clone(), uri: r.RequestURI, body: string(b), tls: r.TLS != nil})
-	s.mu.Unlock()
-	// Echo the credential back in a header, as a careless API might.
+// echo answers with the host it was asked for and echoes the request's
+// credential in a header, as a careless API might.
+func echo(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Echo", r.Header.Get("Authorization"))
 	fmt.Fprintf(w, "hello from %s", r.Host)
 }
 
-func (s *seen) last(t testing.TB) seenReq {
+// last is the last request a server got.
+func last(t testing.TB, rec *egresstest.Recorder) egresstest.Request {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.reqs) == 0 {
+	reqs := rec.Requests()
+	if len(reqs) == 0 {
 		t.Fatal("the server got no request")
 	}
-	return s.reqs[len(s.reqs)-1]
+	return reqs[len(reqs)-1]
 }
 
 // fixture is a proxy on a Unix socket with loopback servers behind names.
 type fixture struct {
-	pki      *testPKI
+	pki      *egresstest.PKI
 	proxy    *Proxy
 	sock     string
 	secret   Secret
 	tlsPort  string // of the HTTPS server, for api.test, plain.test, ...
 	httpPort string // of the plain HTTP server
-	seen     *seen
+	seen     *egresstest.Recorder
 	res      *fakeResolver
 
 	mu     sync.Mutex
@@ -136,15 +73,12 @@ func rule(t testing.TB, s string) Rule {
 
 func newFixture(t *testing.T, tweak func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{pki: newTestPKI(t), seen: &seen{}}
-	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(f.seen.handler))
-	tlsSrv.TLS = &tls.Config{Certificates: []tls.Certificate{f.pki.serverCert(t, "api.test", "plain.test", "unmapped.test", "other.test")}}
-	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
-	tlsSrv.StartTLS()
-	t.Cleanup(tlsSrv.Close)
-	httpSrv := httptest.NewServer(http.HandlerFunc(f.seen.handler))
+	f := &fixture{pki: egresstest.NewPKI(t)}
+	tlsSrv := egresstest.NewServer(t, f.pki, http.HandlerFunc(echo), "api.test", "plain.test", "unmapped.test", "other.test")
+	f.seen = tlsSrv.Recorder
+	httpSrv := httptest.NewServer(f.seen.Wrap(http.HandlerFunc(echo)))
 	t.Cleanup(httpSrv.Close)
-	_, f.tlsPort, _ = net.SplitHostPort(tlsSrv.Listener.Addr().String())
+	f.tlsPort = strconv.Itoa(tlsSrv.Port)
 	_, f.httpPort, _ = net.SplitHostPort(httpSrv.Listener.Addr().String())
 
 	loop := netip.MustParseAddr("127.0.0.1")
@@ -164,7 +98,7 @@ func newFixture(t *testing.T, tweak func(*Config)) *fixture {
 		},
 		Secrets:  []Secret{f.secret},
 		CA:       ca,
-		RootCAs:  f.pki.pool,
+		RootCAs:  f.pki.Pool(),
 		Resolver: f.res,
 		OnDeny: func(d *Denial) {
 			f.mu.Lock()
@@ -207,7 +141,7 @@ func newFixture(t *testing.T, tweak func(*Config)) *fixture {
 // for https, absolute URLs for http. It trusts the system-like roots (the
 // test CA) and the proxy's CA, like the sandbox's bundle.
 func (f *fixture) client() *http.Client {
-	roots := f.pki.pool.Clone()
+	roots := f.pki.Pool()
 	roots.AppendCertsFromPEM(f.proxy.cfg.CA.CertPEM())
 	return &http.Client{Transport: &http.Transport{
 		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "egress.proxy"}),
@@ -272,15 +206,15 @@ func TestSecretOnlyReachesItsHosts(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || body != "hello from api.test:"+f.tlsPort {
 		t.Fatalf("status %d, body %q", resp.StatusCode, body)
 	}
-	got := f.seen.last(t)
-	if got.header.Get("Authorization") != "Bearer "+realValue || got.header.Get("X-Api-Key") != realValue {
-		t.Errorf("host got Authorization %q, X-Api-Key %q; want the real value", got.header.Get("Authorization"), got.header.Get("X-Api-Key"))
+	got := last(t, f.seen)
+	if got.Header.Get("Authorization") != "Bearer "+realValue || got.Header.Get("X-Api-Key") != realValue {
+		t.Errorf("host got Authorization %q, X-Api-Key %q; want the real value", got.Header.Get("Authorization"), got.Header.Get("X-Api-Key"))
 	}
-	if !strings.Contains(got.uri, ph) || strings.Contains(got.uri, realValue) {
-		t.Errorf("the URL must keep the placeholder: %q", got.uri)
+	if !strings.Contains(got.URI, ph) || strings.Contains(got.URI, realValue) {
+		t.Errorf("the URL must keep the placeholder: %q", got.URI)
 	}
-	if !strings.Contains(got.body, ph) || strings.Contains(got.body, realValue) {
-		t.Errorf("the body must keep the placeholder: %q", got.body)
+	if !strings.Contains(got.Body, ph) || strings.Contains(got.Body, realValue) {
+		t.Errorf("the body must keep the placeholder: %q", got.Body)
 	}
 	if echo := resp.Header.Get("X-Echo"); echo != "Bearer "+ph {
 		t.Errorf("a response header echoing the value reached the sandbox as %q; want the placeholder", echo)
@@ -298,13 +232,13 @@ func TestSecretOnlyReachesItsHosts(t *testing.T) {
 	}
 	r2.Body.Close()
 	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+realValue))
-	if got := f.seen.last(t).header.Get("Authorization"); got != want {
+	if got := last(t, f.seen).Header.Get("Authorization"); got != want {
 		t.Errorf("Basic credentials = %q, want the real value inside", got)
 	}
 
 	// Another allowed host: tunnelled untouched, the placeholder stays.
 	resp, _ = f.do(t, http.MethodGet, "https://plain.test:"+f.tlsPort+"/", "", http.Header{"Authorization": {"Bearer " + ph}})
-	if got := f.seen.last(t).header.Get("Authorization"); got != "Bearer "+ph {
+	if got := last(t, f.seen).Header.Get("Authorization"); got != "Bearer "+ph {
 		t.Errorf("a host not listed for the secret got %q", got)
 	}
 	if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != "egress test CA" {
@@ -313,8 +247,8 @@ func TestSecretOnlyReachesItsHosts(t *testing.T) {
 
 	// The secret's host over plain HTTP: never in clear text.
 	f.do(t, http.MethodGet, "http://api.test:"+f.httpPort+"/", "", http.Header{"Authorization": {"Bearer " + ph}})
-	if got := f.seen.last(t); got.tls || got.header.Get("Authorization") != "Bearer "+ph {
-		t.Errorf("plain HTTP to the secret's host carried %q", got.header.Get("Authorization"))
+	if got := last(t, f.seen); got.TLS || got.Header.Get("Authorization") != "Bearer "+ph {
+		t.Errorf("plain HTTP to the secret's host carried %q", got.Header.Get("Authorization"))
 	}
 
 	// Usage per host.
@@ -363,7 +297,8 @@ func TestDeniedRequests(t *testing.T) {
 	// CONNECT refused: the same answer before any tunnel exists.
 	for _, target := range []string{"denied.test:443", "private.test:" + f.tlsPort} {
 		resp, body, _, _ := f.rawConnect(t, target)
-		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "host: "+target) || !strings.Contains(resp.Header.Get(headerDenied), target) {
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "host: "+target) || !strings.Contains(resp.Header.Get(headerDenied), target) ||
+			!strings.Contains(resp.Status, "403 Forbidden (egress to "+target+" denied: ") {
 			t.Errorf("CONNECT %s: %d %q", target, resp.StatusCode, body)
 		}
 	}
@@ -415,10 +350,8 @@ func TestTerminatedTunnelCarriesOneHost(t *testing.T) {
 	if r.StatusCode != http.StatusMisdirectedRequest || !strings.Contains(string(b), "opened (CONNECT) to "+target) {
 		t.Errorf("request for another host in the tunnel: %d %q", r.StatusCode, b)
 	}
-	f.seen.mu.Lock()
-	defer f.seen.mu.Unlock()
-	if len(f.seen.reqs) != 0 {
-		t.Errorf("the request reached a host: %+v", f.seen.reqs)
+	if reqs := f.seen.Requests(); len(reqs) != 0 {
+		t.Errorf("the request reached a host: %+v", reqs)
 	}
 }
 
@@ -431,9 +364,7 @@ func TestUpstreamCertificateVerified(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "certificate") {
 		t.Errorf("untrusted upstream: %d %q", resp.StatusCode, body)
 	}
-	f.seen.mu.Lock()
-	defer f.seen.mu.Unlock()
-	if len(f.seen.reqs) != 0 {
+	if len(f.seen.Requests()) != 0 {
 		t.Error("the secret went to a host whose certificate was not verified")
 	}
 }

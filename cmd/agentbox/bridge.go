@@ -23,9 +23,13 @@ bridge sockets; it holds no keys and needs no network.
 subcommands:
   mcp    --socket PATH
          stdio MCP server for the agent CLI, relaying to the host's tools
-  run    --socket PATH [--listen 127.0.0.1:PORT] -- COMMAND [ARGS...]
+  run    --socket PATH [--listen 127.0.0.1:PORT] [EGRESS FLAGS] -- COMMAND [ARGS...]
          serve the model proxy on loopback, then run COMMAND with
-         ANTHROPIC_BASE_URL pointing at it; exits with COMMAND's status
+         ANTHROPIC_BASE_URL pointing at it; exits with COMMAND's status.
+         --socket "" serves no model proxy. With --egress-socket PATH
+         [--egress-listen 127.0.0.1:PORT] [--egress-ca FILE]
+         [--setenv NAME=VALUE ...] it serves the egress proxy too and
+         points HTTP(S)_PROXY at it, trusts the CA and sets the variables
   proxy  --socket PATH [--listen 127.0.0.1:PORT]
          serve the model proxy only, until interrupted
 `
@@ -44,12 +48,22 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Usage = func() { fmt.Fprint(stderr, bridgeUsage) }
 	socket := fs.String("socket", "", "host socket path inside the sandbox")
 	var listen *string
+	var egress bridge.GuestEgress
 	switch sub {
 	case "mcp":
 		*socket = bridge.GuestToolsSocket
 	case "run", "proxy":
 		*socket = bridge.GuestModelSocket
 		listen = fs.String("listen", bridge.GuestProxyAddr, "loopback address for the model proxy")
+		if sub == "run" {
+			fs.StringVar(&egress.Socket, "egress-socket", "", "host egress socket path inside the sandbox")
+			fs.StringVar(&egress.Listen, "egress-listen", bridge.GuestEgressAddr, "loopback address for the egress proxy")
+			fs.StringVar(&egress.CA, "egress-ca", "", "CA certificate of the egress proxy to trust")
+			fs.Func("setenv", "NAME=VALUE to set for the command (repeatable)", func(v string) error {
+				egress.Env = append(egress.Env, v)
+				return nil
+			})
+		}
 	default:
 		fmt.Fprintf(stderr, "agentbox bridge: unknown subcommand %q\n\n%s", sub, bridgeUsage)
 		return 2
@@ -60,7 +74,7 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return 2
 	}
-	if *socket == "" {
+	if *socket == "" && (sub != "run" || egress.Socket == "") {
 		fmt.Fprintf(stderr, "agentbox bridge %s: --socket must not be empty\n", sub)
 		return 2
 	}
@@ -85,14 +99,21 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		// Signals reach the command through GuestRun's own forwarding; the
 		// dispatcher's signal context would turn a SIGINT into a second,
 		// harsher SIGTERM.
-		code, err := bridge.GuestRun(context.WithoutCancel(ctx), bridge.RunConfig{
+		rc := bridge.RunConfig{
 			Socket: *socket,
 			Listen: *listen,
 			Argv:   fs.Args(),
 			Stdin:  bridgeStdin,
 			Stdout: stdout,
 			Stderr: stderr,
-		})
+		}
+		if egress.Socket != "" {
+			rc.Egress = &egress
+		} else if egress.CA != "" || len(egress.Env) > 0 {
+			fmt.Fprintf(stderr, "agentbox bridge run: --egress-ca and --setenv need --egress-socket\n")
+			return 2
+		}
+		code, err := bridge.GuestRun(context.WithoutCancel(ctx), rc)
 		if err != nil {
 			fmt.Fprintf(stderr, "agentbox bridge run: %v\n", err)
 		}

@@ -205,6 +205,16 @@ func Bwrap(t testing.TB) string {
 	return p
 }
 
+// Tool requires a command on PATH (curl, git) and returns its path.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Missing(t, name+" (make tools)")
+	}
+	return p
+}
+
 func fileExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir()
