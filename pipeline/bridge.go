@@ -3,6 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -30,6 +31,10 @@ type BridgeConfig struct {
 	Tools map[string]bridge.Tool
 	// UID and GID own the sockets: the sandbox user (0 = 1000).
 	UID, GID int
+	// EgressRootCAs are the roots the egress proxy trusts when it
+	// re-encrypts a tunnel to a secret's host (nil: the system's). For
+	// tests with their own CA; verification cannot be turned off.
+	EgressRootCAs *x509.CertPool
 }
 
 // proxied reports whether the model traffic of a's CLI goes through the
@@ -91,6 +96,9 @@ func (t *turn) startBridge(ctx context.Context, app *assistant.App, a *assistant
 		opts.Upstream, opts.UpstreamAuth = conn, upstreamAuth(conn.Type)
 		opts.Breaker = t.p.breakers.Get(t.connID)
 		t.upstreamConn = t.connID
+	}
+	if opts.Egress, err = t.egressOptions(a); err != nil {
+		return nil, err
 	}
 	sess, err := bridge.Start(ctx, opts)
 	if err != nil {
@@ -161,8 +169,9 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request) error {
 		c := sess.Connection()
 		c.Model = cmp.Or(req.Arguments.Model, c.Model)
 		req.Connector = c
-		req.WrapArgv = sess.WrapCommand
 	}
+	// The wrapper serves the model proxy, the egress proxy or both.
+	req.WrapArgv = sess.WrapCommand
 	if m := sess.MCPServer(); m.Command != "" {
 		if req.MCPServers == nil {
 			req.MCPServers = map[string]assistant.MCPServer{}

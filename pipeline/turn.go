@@ -220,9 +220,14 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 		c()
 	}
 	t.usage.DurationMS = time.Since(t.start).Milliseconds()
+	if t.bridge != nil {
+		// Counted on the host, once the sandbox and its tunnels are gone.
+		t.usage.Egress = chat.MergeHostUsage(t.usage.Egress, t.bridge.EgressUsage())
+	}
 	final := &chat.Final{Usage: t.usage, SessionID: t.sessionID, Content: t.content, Data: t.data}
 	if resp != nil {
 		resp.Usage.DurationMS = t.usage.DurationMS
+		resp.Usage.Egress = t.usage.Egress
 	}
 	code := ""
 	if err != nil {
@@ -272,6 +277,9 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	rt, ok := p.cfg.Runtimes[name]
 	if !ok {
 		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q wants sandbox runtime %q, which is not available on this server (have: %s)", a.ID, name, strings.Join(sortedKeys(p.cfg.Runtimes), ", "))
+	}
+	if a.Sandbox.Egress != nil && p.cfg.Bridge == nil {
+		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q has a network allow list, which needs the bridge's egress proxy; this server runs without a bridge", a.ID)
 	}
 	releaseSlot, err := t.sandboxSlot(ctx, lim)
 	if err != nil {

@@ -74,6 +74,18 @@ CREATE TABLE workspaces (
 ) WITHOUT ROWID;
 CREATE INDEX workspaces_by_last_used ON workspaces (last_used);
 `,
+	// 2: a turn's egress traffic per host (chat.Usage.Egress).
+	`
+CREATE TABLE usage_egress (
+	usage_id       INTEGER NOT NULL REFERENCES usage (id) ON DELETE CASCADE,
+	host           TEXT    NOT NULL,
+	requests       INTEGER NOT NULL,
+	denied         INTEGER NOT NULL,
+	bytes_sent     INTEGER NOT NULL,
+	bytes_received INTEGER NOT NULL,
+	PRIMARY KEY (usage_id, host)
+) WITHOUT ROWID;
+`,
 }
 
 // SchemaVersion is the schema version this build writes.

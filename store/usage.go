@@ -72,8 +72,28 @@ func (s *Store) RecordUsage(ctx context.Context, r UsageRecord) error {
 		t = time.Now()
 	}
 	u := r.Usage
-	_, err = s.stmts.insertUsage.ExecContext(ctx, t.UnixMilli(), r.UserID, r.ChatID, r.AssistantID, r.Connector, r.Model,
-		u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheCreationTokens, u.CostUSD, u.Turns, r.DurationMS, r.Error)
+	args := []any{t.UnixMilli(), r.UserID, r.ChatID, r.AssistantID, r.Connector, r.Model,
+		u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheCreationTokens, u.CostUSD, u.Turns, r.DurationMS, r.Error}
+	if len(u.Egress) == 0 {
+		if _, err = s.stmts.insertUsage.ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("record usage: %w", err)
+		}
+		return nil
+	}
+	if err := checkEgress(u.Egress); err != nil {
+		return fmt.Errorf("record usage: %w", err)
+	}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, s.stmts.insertUsage).ExecContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		return insertEgress(ctx, tx, id, u.Egress)
+	})
 	if err != nil {
 		return fmt.Errorf("record usage: %w", err)
 	}
@@ -115,6 +135,9 @@ func (s *Store) UsageSummary(ctx context.Context, user string, since time.Time) 
 		sum.ByModel = append(sum.ByModel, m)
 	}
 	if err := rows.Err(); err != nil {
+		return UsageSummary{}, fmt.Errorf("usage summary: %w", err)
+	}
+	if sum.Usage.Egress, err = s.egressSummary(ctx, user, from); err != nil {
 		return UsageSummary{}, fmt.Errorf("usage summary: %w", err)
 	}
 	return sum, nil

@@ -1,0 +1,53 @@
+package pipeline
+
+import (
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/bridge"
+	"github.com/agentbox/agentbox/bridge/egress"
+	"github.com/agentbox/agentbox/chat"
+)
+
+// NoticeEgressDenied is the code of the notice sent when the sandbox's
+// egress proxy refuses a request (once per host and reason in a turn).
+const NoticeEgressDenied = "egress_denied"
+
+// egressOptions turns the assistant's egress policy and secrets into the
+// bridge's, with the secrets' values read now (a missing variable is an
+// error naming it, never a value).
+func (t *turn) egressOptions(a *assistant.Assistant) (*bridge.EgressOptions, error) {
+	eg := a.Sandbox.Egress
+	if eg == nil {
+		return nil, nil
+	}
+	o := &bridge.EgressOptions{
+		Policy:  eg.Policy(),
+		RootCAs: t.p.cfg.Bridge.EgressRootCAs,
+		OnDeny:  t.egressDenied,
+	}
+	for _, s := range a.Sandbox.Secrets {
+		v, err := s.Resolve()
+		if err != nil {
+			return nil, &chat.Error{Code: chat.ErrAuth, Message: "assistant " + a.ID + ": " + err.Error(), Err: err}
+		}
+		o.Secrets = append(o.Secrets, egress.Secret{Name: s.Name, Value: v, Hosts: s.Hosts})
+	}
+	return o, nil
+}
+
+// egressDenied tells the client that the sandbox was refused a host: the
+// agent reads the proxy's 403, the user reads this notice.
+func (t *turn) egressDenied(d *egress.Denial) {
+	msg := "The sandbox was refused a connection: " + d.Why
+	if d.Target.Port != 0 {
+		msg = "The sandbox was refused " + d.Target.String() + ": " + d.Why
+	}
+	if d.Hint != "" {
+		msg += ". To allow it: " + d.Hint + "."
+	}
+	props := map[string]any{"code": NoticeEgressDenied, "message": msg, "reason": d.Reason}
+	if d.Target.Port != 0 {
+		props["host"] = d.Target.String()
+	}
+	t.p.log.Info("egress denied", "user", t.req.UserID, "chat", t.req.ChatID, "host", props["host"], "reason", d.Reason)
+	chat.Whole(t.emit, t.nextID("notice"), chat.TypeNotice, msg, props)
+}
