@@ -176,6 +176,10 @@ func (p *Policy) Addresses(ctx context.Context, res Resolver, t Target) ([]netip
 	var ok []netip.Addr
 	var refused []string
 	for _, a := range addrs {
+		// Go's resolver may hand IPv4 answers over in their IPv4-mapped
+		// IPv6 form (golang/go#53554); a mapped address is judged, and
+		// dialed, as the IPv4 address it carries.
+		a = a.Unmap()
 		if what := SpecialPurpose(a); what != "" {
 			refused = append(refused, a.String()+" is "+what)
 			continue

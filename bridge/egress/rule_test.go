@@ -206,7 +206,7 @@ func TestPolicyAddresses(t *testing.T) {
 	}
 	p := &Policy{
 		Allow: []Rule{mustRule("public.test"), mustRule("mixed.test"), mustRule("private.test"), mustRule("mapped.test"),
-			mustRule("127.0.0.1:9000"), mustRule("missing.test")},
+			mustRule("127.0.0.1:9000"), mustRule("missing.test"), mustRule("v4in6.test")},
 		Hosts: map[string]netip.Addr{"mapped.test": netip.MustParseAddr("127.0.0.1")},
 	}
 	res := &fakeResolver{answers: map[string][]netip.Addr{
@@ -214,6 +214,7 @@ func TestPolicyAddresses(t *testing.T) {
 		"mixed.test":   {netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("140.82.112.4"), netip.MustParseAddr("::1")},
 		"private.test": {netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00::1")},
 		"mapped.test":  {netip.MustParseAddr("140.82.112.5")}, // never asked: hosts wins
+		"v4in6.test":   {netip.MustParseAddr("::ffff:127.0.0.1"), netip.MustParseAddr("::ffff:140.82.112.6")},
 	}}
 	for _, tt := range []struct {
 		target, want, reason string
@@ -224,6 +225,7 @@ func TestPolicyAddresses(t *testing.T) {
 		{"mapped.test:443", "127.0.0.1", ""},
 		{"127.0.0.1:9000", "127.0.0.1", ""},
 		{"missing.test:443", "", ReasonUnresolvable},
+		{"v4in6.test:443", "140.82.112.6", ""}, // mapped answers: judged as IPv4
 	} {
 		tg, _ := ParseTarget(tt.target, 0)
 		if d := p.Check(tg); d != nil {
