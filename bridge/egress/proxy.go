@@ -380,18 +380,23 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, d *Denial) {
 	d.write(w)
 }
 
-// report counts, logs and (once per host and reason) passes on a denial.
+// report counts, logs and (once per host and reason) passes on a denial;
+// repeats are logged at debug level only, so an agent retrying in a loop
+// floods neither the log nor the client.
 func (p *Proxy) report(r *http.Request, d *Denial) {
 	host := ""
 	if d.Target.Port != 0 {
 		host = d.Target.String()
 		p.meter.host(host).denied.Add(1)
 	}
-	p.log.Warn("bridge egress denied", "method", r.Method, "host", host, "reason", d.Reason, "why", d.Why)
-	if p.cfg.OnDeny != nil {
-		if _, told := p.notice.LoadOrStore(host+" "+d.Reason, struct{}{}); !told {
-			p.cfg.OnDeny(d)
-		}
+	level := slog.LevelWarn
+	_, told := p.notice.LoadOrStore(host+" "+d.Reason, struct{}{})
+	if told {
+		level = slog.LevelDebug
+	}
+	p.log.Log(p.ctx, level, "bridge egress denied", "method", r.Method, "host", host, "reason", d.Reason, "why", d.Why)
+	if !told && p.cfg.OnDeny != nil {
+		p.cfg.OnDeny(d)
 	}
 }
 
