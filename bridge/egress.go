@@ -61,10 +61,9 @@ type EgressOptions struct {
 // egressServer is the session's egress proxy and what the sandbox is told
 // about it.
 type egressServer struct {
-	proxy   *egress.Proxy
-	caPath  string            // host path of the CA file ("" without secrets)
-	env     map[string]string // secret name -> placeholder
-	secrets []egress.Secret
+	proxy  *egress.Proxy
+	caPath string            // host path of the CA file ("" without secrets)
+	env    map[string]string // secret name -> placeholder
 }
 
 // startEgress creates the proxy on egress.sock (and the CA file when there
