@@ -11,12 +11,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http/httpproxy"
 
 	"github.com/agentbox/agentbox/bridge/egress"
 	"github.com/agentbox/agentbox/bridge/egress/egresstest"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/local"
 )
 
 const egressSecret = "ghp_real-egress-secret-0c7e1a"
@@ -149,5 +152,71 @@ func TestEgressSessionWithCurl(t *testing.T) {
 	defer mu.Unlock()
 	if len(denied) != 2 {
 		t.Errorf("denials reported: %v", denied)
+	}
+}
+
+// TestEgressInLocalSandbox runs `agentbox bridge run` with the session's
+// egress flags in a bubblewrap sandbox (the local runtime, network "none"):
+// the mounted socket and CA work there as in Docker.
+func TestEgressInLocalSandbox(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts a sandbox")
+	}
+	testenv.Bwrap(t)
+	curl := testenv.Tool(t, "curl")
+	// The sandbox user must reach the binary: a copy in a folder it may
+	// enter.
+	binDir := shortTempDir(t)
+	if err := os.Chmod(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(binDir, "agentbox")
+	if err := os.WriteFile(bin, mustRead(t, testenv.Agentbox(t)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt, err := local.New(local.Options{})
+	if err != nil {
+		testenv.Missing(t, "a working bubblewrap: "+err.Error())
+	}
+	pki := egresstest.NewPKI(t)
+	srv := egresstest.NewServer(t, pki, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("auth=" + r.Header.Get("Authorization") + "\n"))
+	}), "api.test")
+	s := startSession(t, Options{Binary: bin, Egress: &EgressOptions{
+		Policy:  egress.Policy{Allow: []egress.Rule{mustRule(t, srv.Addr("api.test"))}, Hosts: map[string]netip.Addr{"api.test": netip.MustParseAddr("127.0.0.1")}},
+		Secrets: []egress.Secret{{Name: "GITHUB_TOKEN", Value: egressSecret, Hosts: []egress.Rule{mustRule(t, srv.Addr("api.test"))}}},
+		RootCAs: pki.Pool(),
+	}})
+	root := shortTempDir(t)
+	uid := -1
+	if os.Geteuid() == 0 {
+		uid = 1000
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wss, err := sandbox.NewWorkspaces(root, uid, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, release, err := wss.Acquire(ctx, "u1", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	sb, err := rt.Create(ctx, sandbox.Spec{UserID: "u1", ChatID: "c1", Workspace: ws, Network: sandbox.NetworkNone, Mounts: s.Mounts()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Remove(ctx)
+	argv := s.WrapCommand([]string{"sh", "-c", curl + ` -sS -H "Authorization: Bearer $GITHUB_TOKEN" ` + srv.URL("api.test") + `/; echo "env: $GITHUB_TOKEN"`})
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: argv, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "auth=Bearer "+egressSecret) ||
+		!strings.Contains(res.Stdout, "env: agentbox-placeholder-GITHUB_TOKEN-") {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", res.ExitCode, res.Stdout, res.Stderr)
 	}
 }
