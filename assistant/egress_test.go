@@ -39,9 +39,10 @@ func TestLoadEgress(t *testing.T) {
 		"assistants/own/package.yao": `{"connector": "claude", "sandbox": {"command": "claude",
 			"network": {"allow": ["api.github.com", "*.git.test:8443", "127.0.0.1:9000"], "hosts": {"A.Git.Test": "127.0.0.1"}},
 			"secrets": {
-				"GITHUB_TOKEN": {"value": "$ENV.GH_TOKEN", "hosts": ["api.github.com"]},
+				"GITHUB_TOKEN": {"value": "$ENV.GH_TOKEN", "hosts": ["api.github.com"], "required": true},
 				"GIT_TOKEN": {"value": "literal-token-value", "hosts": ["*.git.test:8443"]},
-				"YAO_STYLE": "$ENV.YAO_SECRET"
+				"YAO_STYLE": "$ENV.YAO_SECRET",
+				"YAO_V2": {"value": "$ENV.YAO_V2", "label": "Token", "description": "for the API", "multiline": false}
 			}}}`,
 		// Plain strings still work, and override the app's policy.
 		"assistants/hostnet/package.yao": `{"connector": "claude", "sandbox": {"command": "claude", "network": "host"}}`,
@@ -61,20 +62,19 @@ func TestLoadEgress(t *testing.T) {
 	if own.Network != "none" || len(own.Egress.Allow) != 3 || own.Egress.Hosts["a.git.test"].String() != "127.0.0.1" {
 		t.Errorf("own policy: %+v", own.Egress)
 	}
-	var names []string
-	for _, s := range own.Secrets {
-		names = append(names, s.Name)
+	if got := keys(own.Secrets); got != "GITHUB_TOKEN GIT_TOKEN YAO_STYLE YAO_V2" {
+		t.Fatalf("secrets: %v", got)
 	}
-	if fmt.Sprint(names) != "[GITHUB_TOKEN GIT_TOKEN YAO_STYLE]" {
-		t.Fatalf("secrets: %v", names)
+	gh, git, yao, v2 := own.Secrets["GITHUB_TOKEN"], own.Secrets["GIT_TOKEN"], own.Secrets["YAO_STYLE"], own.Secrets["YAO_V2"]
+	if len(gh.Hosts) != 1 || gh.Hosts[0].String() != "api.github.com" || gh.AllHosts || !gh.Required {
+		t.Errorf("GITHUB_TOKEN: %v", gh)
 	}
-	gh, git, yao := own.Secrets[0], own.Secrets[1], own.Secrets[2]
-	if len(gh.Hosts) != 1 || gh.Hosts[0].String() != "api.github.com" || gh.AllHosts {
-		t.Errorf("GITHUB_TOKEN hosts: %v", gh.Hosts)
-	}
-	// Yao's plain form: every allowed host.
-	if !yao.AllHosts || len(yao.Hosts) != 3 || yao.Value != "$ENV.YAO_SECRET" {
+	// Yao's forms: every allowed host, optional.
+	if !yao.AllHosts || len(yao.Hosts) != 3 || yao.Value != "$ENV.YAO_SECRET" || yao.Required {
 		t.Errorf("YAO_STYLE: %v", yao)
+	}
+	if !v2.AllHosts || v2.Label != "Token" || v2.Description != "for the API" || v2.Required {
+		t.Errorf("YAO_V2: %+v", v2)
 	}
 	// A literal value is never printed or logged.
 	var logged strings.Builder
@@ -84,20 +84,24 @@ func TestLoadEgress(t *testing.T) {
 			t.Errorf("the value shows: %s", s)
 		}
 	}
-	if v, err := git.Resolve(); err != nil || v != "literal-token-value" {
-		t.Errorf("literal resolve = %q, %v", v, err)
+	if v, ok, err := git.Resolve("GIT_TOKEN"); err != nil || !ok || v != "literal-token-value" {
+		t.Errorf("literal resolve = %q, %v, %v", v, ok, err)
 	}
 }
 
 func TestSecretResolve(t *testing.T) {
 	t.Setenv("AB_EGRESS_SECRET", "s3cr3t-value")
-	s := Secret{Name: "TOKEN", Value: "$ENV.AB_EGRESS_SECRET"}
-	if v, err := s.Resolve(); err != nil || v != "s3cr3t-value" {
-		t.Errorf("= %q, %v", v, err)
+	if v, ok, err := (Secret{Value: "$ENV.AB_EGRESS_SECRET"}).Resolve("TOKEN"); err != nil || !ok || v != "s3cr3t-value" {
+		t.Errorf("= %q, %v, %v", v, ok, err)
 	}
-	_, err := Secret{Name: "TOKEN", Value: "$ENV.AB_EGRESS_MISSING"}.Resolve()
-	if !errors.Is(err, ErrEnvNotSet) || !strings.Contains(err.Error(), "secret TOKEN: AB_EGRESS_MISSING") {
-		t.Errorf("missing variable: %v", err)
+	// Unset: an optional secret is left out, a required one names the
+	// variable.
+	if v, ok, err := (Secret{Value: "$ENV.AB_EGRESS_MISSING"}).Resolve("TOKEN"); err != nil || ok || v != "" {
+		t.Errorf("optional, unset: %q, %v, %v", v, ok, err)
+	}
+	_, _, err := Secret{Value: "$ENV.AB_EGRESS_MISSING", Required: true}.Resolve("TOKEN")
+	if !errors.Is(err, ErrEnvNotSet) || !strings.Contains(err.Error(), "secret TOKEN is required: AB_EGRESS_MISSING") {
+		t.Errorf("required, unset: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package assistant
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -9,47 +10,56 @@ import (
 	"github.com/agentbox/agentbox/bridge/egress"
 )
 
-// Secret is one entry of sandbox.secrets: a credential the agent may use
-// but never holds. Inside the sandbox the variable Name holds a
-// per-request placeholder; the egress proxy puts the real value in its
-// place in the headers of HTTPS requests to Hosts, and nowhere else.
+// Secret is one entry of sandbox.secrets (Sandbox.Secrets, by variable
+// name): a credential the agent may use but never holds. Inside the
+// sandbox the variable holds a per-request placeholder; the egress proxy
+// puts the real value in its place in the headers of HTTPS requests to
+// Hosts, and nowhere else.
 //
-// Two forms load into it:
+// The forms that load into it:
 //
-//	"secrets": {"GITHUB_TOKEN": {"value": "$ENV.GH_TOKEN", "hosts": ["api.github.com"]}}
+//	"secrets": {"GITHUB_TOKEN": {"value": "$ENV.GH_TOKEN", "hosts": ["api.github.com"], "required": true}}
 //	"secrets": {"GITHUB_TOKEN": "$ENV.GH_TOKEN"}
 //
-// The second is Yao's (sandbox v1): it names no hosts, so the value may go
-// to every host of sandbox.network.allow. In Yao the container held the
-// value itself and could send it anywhere; here the sandbox never sees it
-// and the allow list, which the author wrote for this assistant, bounds
-// where it goes. Naming hosts narrows that and is the better form.
-// Either form needs an allow-list network: without the proxy a placeholder
-// could never become the value.
+// The second is Yao's (sandbox v1; v2's objects add label, description and
+// multiline, which are kept or ignored): it names no hosts, so the value
+// may go to every host of sandbox.network.allow. In Yao the container held
+// the value itself and could send it anywhere; here the sandbox never sees
+// it and the allow list, which the author wrote for this assistant, bounds
+// where it goes. Naming hosts narrows that and is the better form. Either
+// form needs an allow-list network: without the proxy a placeholder could
+// never become the value.
 type Secret struct {
-	// Name is the environment variable inside the sandbox.
-	Name string
 	// Value is "$ENV.NAME" (read at request time) or a literal value.
 	Value string
+	// Required makes an unset variable fail the request, naming it;
+	// otherwise the secret is left out (Yao drops empty secrets).
+	Required bool
 	// Hosts are where the value may be sent (all of sandbox.network.allow
-	// in the plain form).
+	// when AllHosts).
 	Hosts []egress.Rule
-	// AllHosts is set for the plain form.
+	// AllHosts is set when the secret names no hosts.
 	AllHosts bool
+	// Label and Description are Yao v2's words for the UI.
+	Label, Description string
 }
 
 // Resolve returns the secret's value, reading the environment for
-// "$ENV.NAME". A missing or empty variable is an error naming it, never the
-// value.
-func (s Secret) Resolve() (string, error) {
+// "$ENV.NAME". An unset or empty variable gives ok false for an optional
+// secret and an error naming the variable (never a value) for a required
+// one.
+func (s Secret) Resolve(name string) (value string, ok bool, err error) {
 	v, err := ResolveValue(s.Value)
-	if err != nil {
-		return "", fmt.Errorf("secret %s: %w", s.Name, err)
+	if err == nil && v == "" {
+		err = errors.New("the value is empty")
 	}
-	if v == "" {
-		return "", fmt.Errorf("secret %s: the value is empty", s.Name)
+	switch {
+	case err != nil && s.Required:
+		return "", false, fmt.Errorf("secret %s is required: %w", name, err)
+	case err != nil:
+		return "", false, nil
 	}
-	return v, nil
+	return v, true, nil
 }
 
 // String describes the secret without its value.
@@ -58,7 +68,7 @@ func (s Secret) String() string {
 	for _, h := range s.Hosts {
 		hosts = append(hosts, h.String())
 	}
-	return fmt.Sprintf("secret %s value=%s hosts=[%s]", s.Name, redactRaw(s.Value), strings.Join(hosts, " "))
+	return fmt.Sprintf("secret value=%s hosts=[%s]", redactRaw(s.Value), strings.Join(hosts, " "))
 }
 
 // GoString is String, so %#v cannot print the value either.
@@ -66,7 +76,7 @@ func (s Secret) GoString() string { return "assistant.Secret{" + s.String() + "}
 
 // LogValue keeps the value out of structured logs.
 func (s Secret) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("name", s.Name), slog.String("value", redactRaw(s.Value)))
+	return slog.GroupValue(slog.String("value", redactRaw(s.Value)), slog.Bool("required", s.Required))
 }
 
 // reservedEnv are variables the bridge or the CLI set for themselves; a
@@ -94,10 +104,14 @@ func reservedName(name string) string {
 	return ""
 }
 
+// secretFields are the fields of a secret's object form: agentbox's and
+// Yao v2's.
+var secretFields = []string{"description", "hosts", "label", "multiline", "required", "value"}
+
 // parseSecrets checks sandbox.secrets at path (a map from variable names
-// to a value or {value, hosts}) against the sandbox's egress policy, which
-// must exist. Secrets come back sorted by name.
-func parseSecrets(d *doc, path string, raw map[string]any, eg *Egress) []Secret {
+// to a value or {value, hosts, required, ...}) against the sandbox's
+// egress policy, which must exist.
+func parseSecrets(d *doc, path string, raw map[string]any, eg *Egress) map[string]Secret {
 	if len(raw) == 0 {
 		return nil
 	}
@@ -105,7 +119,7 @@ func parseSecrets(d *doc, path string, raw map[string]any, eg *Egress) []Secret 
 		d.errPath(path, "%s need sandbox.network {\"allow\": [HOSTS]}: the sandbox holds only placeholders, and the egress proxy, which exists only with an allow list, puts the values into requests to those hosts", path)
 		return nil
 	}
-	var out []Secret
+	out := map[string]Secret{}
 	for _, name := range sortedAnyKeys(raw) {
 		p := path + "." + name
 		if !envName.MatchString(name) {
@@ -116,14 +130,37 @@ func parseSecrets(d *doc, path string, raw map[string]any, eg *Egress) []Secret 
 			d.errPath(p, "%s: %s; choose another name", p, why)
 			continue
 		}
-		s := Secret{Name: name}
+		s := Secret{}
+		isObject := false
 		switch v := raw[name].(type) {
 		case string:
 			s.Value, s.Hosts, s.AllHosts = v, slices.Clone(eg.Allow), true
 		case map[string]any:
+			isObject = true
 			for _, k := range sortedAnyKeys(v) {
-				if k != "value" && k != "hosts" {
-					d.errPath(p+"."+k, "unknown field %q in %s (known: hosts, value)", k, p)
+				if !slices.Contains(secretFields, k) {
+					d.errPath(p+"."+k, "unknown field %q in %s (known: %s)", k, p, strings.Join(secretFields, ", "))
+				}
+			}
+			for _, f := range []struct {
+				name string
+				dst  *string
+			}{{"label", &s.Label}, {"description", &s.Description}} {
+				if x, ok := v[f.name]; ok {
+					if *f.dst, ok = x.(string); !ok {
+						d.errPath(p+"."+f.name, "%s.%s: want a string", p, f.name)
+					}
+				}
+			}
+			for _, f := range []string{"required", "multiline"} {
+				if x, ok := v[f]; ok {
+					b, ok := x.(bool)
+					if !ok {
+						d.errPath(p+"."+f, "%s.%s: want true or false", p, f)
+					}
+					if f == "required" {
+						s.Required = b
+					}
 				}
 			}
 			val, ok := v["value"].(string)
@@ -142,7 +179,7 @@ func parseSecrets(d *doc, path string, raw map[string]any, eg *Egress) []Secret 
 			continue
 		}
 		vp := p
-		if !s.AllHosts || d.has(p+".value") {
+		if isObject {
 			vp = p + ".value"
 		}
 		switch {
@@ -156,7 +193,10 @@ func parseSecrets(d *doc, path string, raw map[string]any, eg *Egress) []Secret 
 		if len(s.Hosts) == 0 {
 			continue // problems reported by parseSecretHosts
 		}
-		out = append(out, s)
+		out[name] = s
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

@@ -160,8 +160,8 @@ type Sandbox struct {
 	// (nil otherwise); app.jsonc's default is applied at load.
 	Egress *Egress
 	// Secrets are the credentials the sandbox holds only as placeholders
-	// (sandbox.secrets), sorted by name; they need Egress.
-	Secrets   []Secret
+	// (sandbox.secrets), by variable name; they need Egress.
+	Secrets   map[string]Secret
 	Arguments chat.Arguments
 }
 

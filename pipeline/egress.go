@@ -1,6 +1,9 @@
 package pipeline
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/bridge/egress"
@@ -24,12 +27,18 @@ func (t *turn) egressOptions(a *assistant.Assistant) (*bridge.EgressOptions, err
 		RootCAs: t.p.cfg.Bridge.EgressRootCAs,
 		OnDeny:  t.egressDenied,
 	}
-	for _, s := range a.Sandbox.Secrets {
-		v, err := s.Resolve()
+	for _, name := range slices.Sorted(maps.Keys(a.Sandbox.Secrets)) {
+		s := a.Sandbox.Secrets[name]
+		v, ok, err := s.Resolve(name)
 		if err != nil {
 			return nil, &chat.Error{Code: chat.ErrAuth, Message: "assistant " + a.ID + ": " + err.Error(), Err: err}
 		}
-		o.Secrets = append(o.Secrets, egress.Secret{Name: s.Name, Value: v, Hosts: s.Hosts})
+		if !ok {
+			// Yao leaves an unset optional secret out; so do we.
+			t.p.log.Warn("sandbox secret left out: its variable is not set", "assistant", a.ID, "secret", name)
+			continue
+		}
+		o.Secrets = append(o.Secrets, egress.Secret{Name: name, Value: v, Hosts: s.Hosts})
 	}
 	return o, nil
 }
