@@ -185,9 +185,11 @@ func testImage(t *testing.T, rt *docker.Runtime, img string, k kind, pins map[st
 	}
 	run := func(script string) []string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		// Generous: a first `go run` compiles the standard library inside
+		// a CPU-limited sandbox, which takes minutes on a loaded machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 		defer cancel()
-		res, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{script}, Shell: true, Timeout: time.Minute})
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{script}, Shell: true, Timeout: 5 * time.Minute})
 		if err != nil {
 			t.Fatalf("%s: %v", script, err)
 		}
