@@ -42,11 +42,57 @@ const (
 // Message is one message of a conversation, in the shape OpenAI-compatible
 // clients send. Content is plain text; structured content parts are
 // flattened to text by the server before they reach the pipeline.
+//
+// Function calling (a direct assistant's model asking the client to run
+// one of the client's tools) takes two kinds of messages: an assistant
+// message with ToolCalls (and Content, possibly empty), and, for each
+// call, a tool message whose ToolCallID is the call's ID and whose Content
+// is the result.
 type Message struct {
 	Role       string `json:"role"`
 	Content    string `json:"content"`
 	Name       string `json:"name,omitempty"`
 	ToolCallID string `json:"tool_call_id,omitempty"`
+	// ToolCalls are the calls an assistant message asked for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolCall is a call of a client's function the model asked for. The
+// client runs it and answers with a tool message.
+type ToolCall struct {
+	// ID links the call to its result (OpenAI's tool_calls[].id, Anthropic's
+	// tool_use id).
+	ID string `json:"id"`
+	// Name is the function's name.
+	Name string `json:"name"`
+	// Input is the function's arguments as JSON, as the model wrote them
+	// (a JSON string holding the text when the model's text was not JSON).
+	Input RawJSON `json:"input"`
+}
+
+// Finish reasons: why the model stopped, in OpenAI's words, whatever the
+// provider said (Anthropic's end_turn is stop, max_tokens is length,
+// tool_use is tool_calls, refusal is content_filter).
+const (
+	FinishStop          = "stop"
+	FinishLength        = "length"
+	FinishToolCalls     = "tool_calls"
+	FinishContentFilter = "content_filter"
+)
+
+// FinishReason maps a provider's stop reason to one of the Finish*
+// values: OpenAI's finish_reason and Anthropic's stop_reason alike. An
+// empty or unknown reason is FinishStop.
+func FinishReason(provider string) string {
+	switch provider {
+	case "length", "max_tokens", "model_context_window_exceeded":
+		return FinishLength
+	case "tool_calls", "tool_use", "function_call":
+		return FinishToolCalls
+	case "content_filter", "refusal":
+		return FinishContentFilter
+	}
+	return FinishStop
 }
 
 // Usage is what a turn cost.

@@ -88,6 +88,9 @@ type Final struct {
 	Content string `json:"content,omitempty"`
 	// Data is what a Next hook returned as {data}, when it did.
 	Data any `json:"data,omitempty"`
+	// FinishReason says why the answer ended (one of the Finish* values);
+	// "tool_calls" means the model waits for the client's tool results.
+	FinishReason string `json:"finish_reason,omitempty"`
 }
 
 // EmitFunc receives events in order. Implementations must be safe to call
@@ -114,18 +117,62 @@ func Notice(emit EmitFunc, id, code, message string) {
 	Whole(emit, id, TypeNotice, message, map[string]any{"code": code, "message": message})
 }
 
-// Collector accumulates an event stream into the final answer text, as a
-// non-streaming client would see it. The zero value is ready to use. It is
+// TextSeparator is put between the texts of two separate text messages
+// wherever a turn's answer is read as one text: the Collector, a direct
+// connector's Response.Content, the OpenAI-compatible endpoints, streamed
+// or not. It is a blank line, as the CLI executors join an agent's
+// messages, so that an answer reads the same however it is received.
+const TextSeparator = "\n\n"
+
+// Collector accumulates an event stream into one text, as a non-streaming
+// client sees the answer: the text of every message of its Type (text when
+// empty), messages joined with TextSeparator. A replace event into the
+// type counts when the message had no text of the type yet (a loading
+// message that became the answer). The zero value collects text; it is
 // not safe for concurrent use.
 type Collector struct {
+	// Type is the message type collected ("" means TypeText).
+	Type string
+
 	text strings.Builder
+	last string // id of the message the text ends with
+	has  map[string]bool
 }
 
 // Add records one event.
-func (c *Collector) Add(e Event) {
-	if (e.Event == Start || e.Event == Delta) && e.Type == TypeText {
-		c.text.WriteString(e.Text)
+func (c *Collector) Add(e Event) { c.Append(e) }
+
+// Append records one event and returns the text it adds to the answer,
+// separator included ("" when it adds none): what a client that streams
+// the answer as one text must send for e.
+func (c *Collector) Append(e Event) string {
+	typ := c.Type
+	if typ == "" {
+		typ = TypeText
 	}
+	if e.Type != typ || e.Text == "" {
+		return ""
+	}
+	switch e.Event {
+	case Start, Delta:
+	case Replace:
+		if c.has[e.ID] {
+			return "" // text already out cannot be taken back
+		}
+	default:
+		return ""
+	}
+	if c.has == nil {
+		c.has = map[string]bool{}
+	}
+	c.has[e.ID] = true
+	piece := e.Text
+	if c.text.Len() > 0 && c.last != e.ID {
+		piece = TextSeparator + piece
+	}
+	c.last = e.ID
+	c.text.WriteString(piece)
+	return piece
 }
 
 // Text returns the answer text collected so far.

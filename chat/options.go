@@ -52,6 +52,9 @@ type ModelOptions struct {
 	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
 	Tools          json.RawMessage `json:"tools,omitempty"`
 	ToolChoice     json.RawMessage `json:"tool_choice,omitempty"`
+	// ParallelToolCalls false asks the model for at most one tool call at
+	// a time.
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
 	// Stream is refused by the connectors: agentbox always streams.
 	Stream          *bool  `json:"stream,omitempty"`
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
@@ -109,11 +112,17 @@ func (s *Stop) UnmarshalJSON(b []byte) error {
 
 // Merge returns o with the fields over sets replacing o's: a non-nil
 // pointer, slice, map or raw JSON, a non-empty string, a non-zero number.
-// Sandbox arguments merge field by field the same way. Neither o nor over
-// is changed.
+// Sandbox arguments merge field by field the same way. max_tokens and
+// max_completion_tokens are one limit under two names: when over sets
+// either, o's value of the other is dropped, so the two never reach a
+// provider together. Neither o nor over is changed.
 func (o Options) Merge(over Options) Options {
 	out := o
+	out.ModelOptions = o.ModelOptions.Merge(over.ModelOptions)
+	m := out.ModelOptions
+	over.ModelOptions = ModelOptions{}
 	overlay(reflect.ValueOf(&out).Elem(), reflect.ValueOf(over))
+	out.ModelOptions = m
 	return out
 }
 
@@ -121,8 +130,23 @@ func (o Options) Merge(over Options) Options {
 // Options.Merge).
 func (o ModelOptions) Merge(over ModelOptions) ModelOptions {
 	out := o
+	if over.MaxTokens != nil || over.MaxCompletionTokens != nil {
+		out.MaxTokens, out.MaxCompletionTokens = nil, nil
+	}
 	overlay(reflect.ValueOf(&out).Elem(), reflect.ValueOf(over))
 	return out
+}
+
+// TokenLimit returns the answer's token limit the options set:
+// max_completion_tokens, else max_tokens; 0 when neither is set.
+func (o ModelOptions) TokenLimit() int {
+	switch {
+	case o.MaxCompletionTokens != nil:
+		return *o.MaxCompletionTokens
+	case o.MaxTokens != nil:
+		return *o.MaxTokens
+	}
+	return 0
 }
 
 // Merge returns a with the fields over sets replacing a's (see

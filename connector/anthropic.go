@@ -41,22 +41,59 @@ func (p *anthropic) header(h http.Header) {
 	h.Set("Anthropic-Version", AnthropicVersion)
 }
 
+// anthropicMessage is a message of a Messages API request: its content
+// is a string, or a list of blocks when it holds tool calls or results.
 type anthropicMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role    string           `json:"role"`
+	Content any              `json:"content"`
+	text    string           // the text while the message is plain
+	blocks  []map[string]any // the blocks once it has tool content
+}
+
+// add appends m's text (and blocks) to the message: texts of one role
+// merge with a blank line, as the API wants turns to alternate.
+func (a *anthropicMessage) add(text string, blocks ...map[string]any) {
+	if a.blocks == nil && len(blocks) == 0 {
+		if a.text != "" && text != "" {
+			a.text += "\n\n"
+		}
+		a.text += text
+		return
+	}
+	if a.blocks == nil {
+		a.blocks = []map[string]any{}
+		if a.text != "" {
+			a.blocks = append(a.blocks, map[string]any{"type": "text", "text": a.text})
+		}
+	}
+	if text != "" {
+		a.blocks = append(a.blocks, map[string]any{"type": "text", "text": text})
+	}
+	a.blocks = append(a.blocks, blocks...)
 }
 
 func (p *anthropic) body(req *Request, model string) ([]byte, int, error) {
 	if err := checkRoles(req.Messages); err != nil {
 		return nil, 0, err
 	}
-	body, err := mergeOptions(p.cfg.Extra, req.Fields, req.Options, "messages", "stream", "system")
+	fields, err := anthropicFields(req.Options)
+	if err != nil {
+		return nil, 0, err
+	}
+	body, err := mergeOptions(p.cfg.Extra, req.Fields, fields, "messages", "stream", "system")
 	if err != nil {
 		return nil, 0, err
 	}
 	maxTokens, ok, err := intOption(body, "max_tokens")
 	if err != nil {
 		return nil, 0, err
+	}
+	if n, has, err := intOption(body, "max_completion_tokens"); err != nil {
+		return nil, 0, err
+	} else if has {
+		// OpenAI's newer name, in the connector's own options.
+		delete(body, "max_completion_tokens")
+		maxTokens, ok = n, true
 	}
 	switch {
 	case req.MaxTokens > 0:
@@ -66,36 +103,65 @@ func (p *anthropic) body(req *Request, model string) ([]byte, int, error) {
 	}
 	body["max_tokens"] = maxTokens
 
-	// System messages join the system prompt; tool results become user
-	// text; consecutive messages of one role merge (the API wants turns to
-	// alternate); empty messages are dropped (the API refuses empty text).
+	// System messages join the system prompt; an assistant's tool calls
+	// become tool_use blocks and the tool messages answering them
+	// tool_result blocks of a user message; consecutive messages of one
+	// role merge (the API wants turns to alternate); empty messages are
+	// dropped (the API refuses empty text).
 	system := []string{}
 	if req.System != "" {
 		system = append(system, req.System)
 	}
-	var msgs []anthropicMessage
-	for _, m := range req.Messages {
-		m = flatten(m)
+	var msgs []*anthropicMessage
+	ok2 := answered(req.Messages)
+	for i, m := range req.Messages {
+		if m.Role == chat.RoleTool && !ok2[i] {
+			m = asText(m)
+		}
 		if m.Role == chat.RoleSystem {
 			if strings.TrimSpace(m.Content) != "" {
 				system = append(system, m.Content)
 			}
 			continue
 		}
-		if strings.TrimSpace(m.Content) == "" {
+		text := m.Content
+		if strings.TrimSpace(text) == "" {
+			text = ""
+		}
+		var blocks []map[string]any
+		role := m.Role
+		switch m.Role {
+		case chat.RoleTool:
+			role, text = chat.RoleUser, ""
+			blocks = append(blocks, map[string]any{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": m.Content})
+		case chat.RoleAssistant:
+			for _, tc := range m.ToolCalls {
+				blocks = append(blocks, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": input(tc.Input)})
+			}
+		}
+		if text == "" && len(blocks) == 0 {
 			continue
 		}
-		if n := len(msgs); n > 0 && msgs[n-1].Role == m.Role {
-			msgs[n-1].Content += "\n\n" + m.Content
+		if n := len(msgs); n > 0 && msgs[n-1].Role == role {
+			msgs[n-1].add(text, blocks...)
 			continue
 		}
-		msgs = append(msgs, anthropicMessage{Role: m.Role, Content: m.Content})
+		am := &anthropicMessage{Role: role}
+		am.add(text, blocks...)
+		msgs = append(msgs, am)
 	}
 	if len(msgs) == 0 {
 		return nil, 0, errors.New("the request has no user or assistant message with text; send at least one user message")
 	}
 	if msgs[0].Role != chat.RoleUser {
 		return nil, 0, errors.New("the conversation starts with an assistant message; the Anthropic API needs a user message first")
+	}
+	for _, m := range msgs {
+		if m.blocks != nil {
+			m.Content = m.blocks
+		} else {
+			m.Content = m.text
+		}
 	}
 	if len(system) > 0 {
 		body["system"] = strings.Join(system, "\n\n")

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -86,7 +85,12 @@ func (c *client) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (
 	}
 	body, maxTokens, err := c.p.body(req, model)
 	if err != nil {
-		return nil, c.invalid(err.Error())
+		e := c.invalid(err.Error())
+		var fe *chat.FieldError
+		if errors.As(err, &fe) {
+			e.Err = fe // the server names the field
+		}
+		return nil, e
 	}
 
 	if err := ctx.Err(); err != nil {
@@ -275,6 +279,9 @@ func (o *output) delta(typ, s string) {
 		o.closeOpen()
 		o.openID, o.openType = o.ids.next(), typ
 		o.send(chat.Event{Event: chat.Start, ID: o.openID, Type: typ})
+		if typ == chat.TypeText && o.text.Len() > 0 {
+			o.text.WriteString(chat.TextSeparator) // as a Collector reads the events
+		}
 	}
 	o.send(chat.Event{Event: chat.Delta, ID: o.openID, Type: typ, Text: s})
 	if typ == chat.TypeThinking {
@@ -308,7 +315,7 @@ func (o *output) toolCall(tc ToolCall) {
 	o.resp.ToolCalls = append(o.resp.ToolCalls, tc)
 	o.emitted = true
 	chat.Whole(o.emit, o.ids.next(), chat.TypeToolCall, "", map[string]any{
-		"name": tc.Name, "id": tc.ID, "input": tc.Input,
+		"name": tc.Name, "id": tc.ID, "input": tc.Input, "client": true,
 	})
 }
 
@@ -357,115 +364,6 @@ func (i *ids) next() string {
 	return i.prefix + "-" + strconv.Itoa(i.n)
 }
 
-// mergeOptions returns the request fields: extra, overlaid with fields
-// (nil values delete), overlaid with the model options, refusing keys the
-// client sets itself. A "model" option is not a request field: Stream has
-// already chosen the model from it.
-func mergeOptions(extra, fields map[string]any, options chat.ModelOptions, reserved ...string) (map[string]any, error) {
-	out := maps.Clone(extra)
-	if out == nil {
-		out = map[string]any{}
-	}
-	for k, v := range fields {
-		if v == nil {
-			delete(out, k)
-			continue
-		}
-		out[k] = v
-	}
-	maps.Copy(out, optionFields(options))
-	delete(out, "model")
-	for _, k := range reserved {
-		if _, ok := out[k]; ok {
-			return nil, fmt.Errorf("option %q is set by agentbox and cannot be given in the options", k)
-		}
-	}
-	return out, nil
-}
-
-// optionFields is where model options become request fields: each option
-// that is set, under its name, as it is (Stop as a list, raw JSON as it
-// came). Both providers take them alike today; a provider that names a
-// field differently translates it here.
-func optionFields(o chat.ModelOptions) map[string]any {
-	m := map[string]any{}
-	if o.Temperature != nil {
-		m["temperature"] = *o.Temperature
-	}
-	if o.TopP != nil {
-		m["top_p"] = *o.TopP
-	}
-	if o.MaxTokens != nil {
-		m["max_tokens"] = *o.MaxTokens
-	}
-	if o.MaxCompletionTokens != nil {
-		m["max_completion_tokens"] = *o.MaxCompletionTokens
-	}
-	if o.N != nil {
-		m["n"] = *o.N
-	}
-	if o.Stop != nil {
-		m["stop"] = []string(o.Stop)
-	}
-	if o.PresencePenalty != nil {
-		m["presence_penalty"] = *o.PresencePenalty
-	}
-	if o.FrequencyPenalty != nil {
-		m["frequency_penalty"] = *o.FrequencyPenalty
-	}
-	if o.LogitBias != nil {
-		m["logit_bias"] = o.LogitBias
-	}
-	if o.User != "" {
-		m["user"] = o.User
-	}
-	if o.Seed != nil {
-		m["seed"] = *o.Seed
-	}
-	if len(o.ResponseFormat) > 0 {
-		m["response_format"] = o.ResponseFormat
-	}
-	if len(o.Tools) > 0 {
-		m["tools"] = o.Tools
-	}
-	if len(o.ToolChoice) > 0 {
-		m["tool_choice"] = o.ToolChoice
-	}
-	if o.Stream != nil {
-		m["stream"] = *o.Stream
-	}
-	if o.ReasoningEffort != "" {
-		m["reasoning_effort"] = o.ReasoningEffort
-	}
-	if o.Model != "" {
-		m["model"] = o.Model
-	}
-	return m
-}
-
-// intOption reads an integer option (JSON numbers decode as float64).
-func intOption(m map[string]any, k string) (int, bool, error) {
-	v, ok := m[k]
-	if !ok {
-		return 0, false, nil
-	}
-	switch n := v.(type) {
-	case int:
-		return n, true, nil
-	case int64:
-		return int(n), true, nil
-	case float64:
-		if n == float64(int(n)) {
-			return int(n), true, nil
-		}
-	case json.Number:
-		if i, err := n.Int64(); err == nil {
-			return int(i), true, nil
-		}
-	}
-	return 0, false, fmt.Errorf("option %q must be a whole number, not %v", k, v)
-}
-
 // hostOf returns scheme://host of a URL, for messages.
 func hostOf(s string) string {
 	u, err := url.Parse(s)
@@ -473,29 +371,4 @@ func hostOf(s string) string {
 		return s
 	}
 	return u.Scheme + "://" + u.Host
-}
-
-// flatten converts the conversation for providers without tool messages in
-// this version: tool results become user text so no history is lost.
-func flatten(m chat.Message) chat.Message {
-	if m.Role != chat.RoleTool {
-		return m
-	}
-	label := "Tool result"
-	if m.Name != "" {
-		label += " (" + m.Name + ")"
-	}
-	return chat.Message{Role: chat.RoleUser, Content: label + ":\n" + m.Content}
-}
-
-// checkRoles rejects messages with unknown roles.
-func checkRoles(msgs []chat.Message) error {
-	for i, m := range msgs {
-		switch m.Role {
-		case chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
-		default:
-			return fmt.Errorf("message %d has role %q (want system, user, assistant or tool)", i, m.Role)
-		}
-	}
-	return nil
 }

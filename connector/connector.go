@@ -7,12 +7,24 @@
 //
 // Client.Stream sends one request and emits chat events as the answer
 // arrives: text and thinking messages go through start, deltas and end,
-// each message with a fresh id. Thinking is OpenAI's reasoning_content (or
-// reasoning) and Anthropic's thinking blocks. Direct assistants do not run
-// tools in this version: when the model asks for tool calls, each one is
-// emitted whole as a tool_call event (props name, id, input), returned in
-// Response.ToolCalls, and the turn finishes there. An answer cut by the
-// max_tokens limit or a content filter also gets a notice event.
+// each message with a fresh id; Response.Content joins separate text
+// messages with chat.TextSeparator, as a chat.Collector reads the events.
+// Thinking is OpenAI's reasoning_content (or reasoning) and Anthropic's
+// thinking blocks. An answer cut by the max_tokens limit or a content
+// filter also gets a notice event.
+//
+// # Function calling
+//
+// The model options' tools, tool_choice, parallel_tool_calls and
+// response_format reach the provider (request.go maps them for Anthropic,
+// and refuses, naming it, an option a provider has no counterpart for).
+// Tools run on the client, never here: when the model asks for tool calls,
+// each one is emitted whole as a tool_call event (props name, id, input and
+// client: true), returned in Response.ToolCalls, and the answer ends with
+// finish reason tool_calls. The client runs them and sends the results as
+// tool messages after the assistant message carrying the calls
+// (chat.Message.ToolCalls); both providers get them as their own tool
+// turns.
 //
 // # Failures and retries
 //
@@ -144,7 +156,8 @@ type Response struct {
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	Usage     chat.Usage `json:"usage"`
 	// FinishReason is the provider's stop reason as sent ("stop",
-	// "end_turn", "length", "max_tokens", "tool_calls", "tool_use", ...).
+	// "end_turn", "length", "max_tokens", "tool_calls", "tool_use", ...);
+	// chat.FinishReason says it in OpenAI's words.
 	FinishReason string `json:"finish_reason,omitempty"`
 	// Model is the model that answered, as the provider reports it.
 	Model string `json:"model,omitempty"`
@@ -154,11 +167,7 @@ type Response struct {
 }
 
 // ToolCall is a tool call the model asked for.
-type ToolCall struct {
-	ID    string       `json:"id"`
-	Name  string       `json:"name"`
-	Input chat.RawJSON `json:"input"`
-}
+type ToolCall = chat.ToolCall
 
 // Client streams chat completions. Implementations are safe for concurrent
 // use.

@@ -267,7 +267,7 @@ func TestAnthropicStream(t *testing.T) {
 			events: concat(anStart(), anBlock(0, "text"), anDelta(0, "text_delta", "one"), anStop(0),
 				anBlock(1, "text"), anDelta(1, "text_delta", "two"), anStop(1), anEnd("end_turn")),
 			want:    []string{"start 1 text", "delta 1 text one", "end 1 text", "start 2 text", "delta 2 text two", "end 2 text"},
-			content: "onetwo", finish: "end_turn",
+			content: "one\n\ntwo", finish: "end_turn",
 			usage: chat.Usage{InputTokens: 25, OutputTokens: 12, CacheReadTokens: 5, CacheCreationTokens: 2, Turns: 1},
 		},
 		{

@@ -36,18 +36,33 @@ func (p *openAI) header(h http.Header) {
 }
 
 type openAIMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-	Name    string `json:"name,omitempty"`
+	Role string `json:"role"`
+	// Content is null for an assistant message that only calls tools.
+	Content    *string          `json:"content"`
+	Name       string           `json:"name,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+	ToolCalls  []openAIToolCall `json:"tool_calls,omitempty"`
+}
+
+type openAIToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 func (p *openAI) body(req *Request, model string) ([]byte, int, error) {
 	if err := checkRoles(req.Messages); err != nil {
 		return nil, 0, err
 	}
-	body, err := mergeOptions(p.cfg.Extra, req.Fields, req.Options, "messages", "stream")
+	body, err := mergeOptions(p.cfg.Extra, req.Fields, optionFields(req.Options), "messages", "stream")
 	if err != nil {
 		return nil, 0, err
+	}
+	if _, ok := body["max_completion_tokens"]; ok {
+		delete(body, "max_tokens") // never both: the newer name wins
 	}
 	if req.MaxTokens > 0 {
 		// max_completion_tokens is the newer name; keep whichever the
@@ -70,11 +85,26 @@ func (p *openAI) body(req *Request, model string) ([]byte, int, error) {
 	}
 	msgs := make([]openAIMessage, 0, len(req.Messages)+1)
 	if req.System != "" {
-		msgs = append(msgs, openAIMessage{Role: chat.RoleSystem, Content: req.System})
+		msgs = append(msgs, openAIMessage{Role: chat.RoleSystem, Content: &req.System})
 	}
-	for _, m := range req.Messages {
-		m = flatten(m)
-		msgs = append(msgs, openAIMessage{Role: m.Role, Content: m.Content, Name: m.Name})
+	ok := answered(req.Messages)
+	for i, m := range req.Messages {
+		if m.Role == chat.RoleTool && !ok[i] {
+			m = asText(m)
+		}
+		om := openAIMessage{Role: m.Role, Content: &m.Content, Name: m.Name}
+		if m.Role == chat.RoleTool {
+			om.ToolCallID, om.Name = m.ToolCallID, ""
+		}
+		for _, tc := range m.ToolCalls {
+			c := openAIToolCall{ID: tc.ID, Type: "function"}
+			c.Function.Name, c.Function.Arguments = tc.Name, arguments(tc.Input)
+			om.ToolCalls = append(om.ToolCalls, c)
+		}
+		if len(om.ToolCalls) > 0 && m.Content == "" {
+			om.Content = nil
+		}
+		msgs = append(msgs, om)
 	}
 	body["model"] = model
 	body["messages"] = msgs

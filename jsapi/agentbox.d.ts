@@ -22,6 +22,21 @@ interface Message {
   content: string;
   name?: string;
   tool_call_id?: string;
+  /** Function calls of a direct assistant's model, for the client to run. */
+  tool_calls?: ToolCallMessage[];
+}
+
+/** A function call in an assistant message (OpenAI's shape). */
+interface ToolCallMessage {
+  id: string;
+  type: "function";
+  function: ToolCallFunction;
+}
+
+interface ToolCallFunction {
+  name: string;
+  /** The arguments as JSON text. */
+  arguments: string;
 }
 
 /**
@@ -195,6 +210,8 @@ interface CreateOptions {
   response_format?: object;
   tools?: object[];
   tool_choice?: string | object;
+  /** false: at most one tool call at a time. */
+  parallel_tool_calls?: boolean;
   /** Refused: agentbox always streams. */
   stream?: boolean;
   reasoning_effort?: string;

@@ -257,6 +257,20 @@ func (c *call) messagesJS(msgs []chat.Message) goja.Value {
 		if m.ToolCallID != "" {
 			_ = o.Set("tool_call_id", m.ToolCallID)
 		}
+		if len(m.ToolCalls) > 0 {
+			calls := make([]any, len(m.ToolCalls))
+			for j, tc := range m.ToolCalls {
+				fn := c.vm.NewObject()
+				_ = fn.Set("name", tc.Name)
+				_ = fn.Set("arguments", string(tc.Input))
+				co := c.vm.NewObject()
+				_ = co.Set("id", tc.ID)
+				_ = co.Set("type", "function")
+				_ = co.Set("function", fn)
+				calls[j] = co
+			}
+			_ = o.Set("tool_calls", c.vm.NewArray(calls...))
+		}
 		items[i] = o
 	}
 	return c.vm.NewArray(items...)
@@ -289,8 +303,15 @@ func (c *call) messagesFromJS(v goja.Value) ([]chat.Message, error) {
 				dst = &m.Name
 			case "tool_call_id":
 				dst = &m.ToolCallID
+			case "tool_calls":
+				calls, err := toolCallsFromJS(fmt.Sprintf("messages[%d].tool_calls", i), val)
+				if err != nil {
+					return nil, err
+				}
+				m.ToolCalls = calls
+				continue
 			default:
-				return nil, fmt.Errorf("messages[%d]: unknown field %q (want role, content, name, tool_call_id)", i, k)
+				return nil, fmt.Errorf("messages[%d]: unknown field %q (want role, content, name, tool_call_id, tool_calls)", i, k)
 			}
 			if isNullish(val) && k != "role" && k != "content" {
 				continue
@@ -309,6 +330,48 @@ func (c *call) messagesFromJS(v goja.Value) ([]chat.Message, error) {
 			return nil, fmt.Errorf("messages[%d].role: %q is not one of system, user, assistant, tool", i, m.Role)
 		}
 		out = append(out, m)
+	}
+	return out, nil
+}
+
+// toolCallsFromJS converts an assistant message's tool_calls, in OpenAI's
+// shape: [{id, type: "function", function: {name, arguments}}], where
+// arguments is JSON text.
+func toolCallsFromJS(where string, v goja.Value) ([]chat.ToolCall, error) {
+	if isNullish(v) {
+		return nil, nil
+	}
+	o, ok := v.(*goja.Object)
+	if !ok || o.ClassName() != "Array" {
+		return nil, fmt.Errorf("%s: want an array, got %s", where, typeName(v))
+	}
+	n := int(o.Get("length").ToInteger())
+	out := make([]chat.ToolCall, 0, n)
+	for i := range n {
+		p := fmt.Sprintf("%s[%d]", where, i)
+		e := o.Get(fmt.Sprint(i))
+		if !isPlainObject(e) {
+			return nil, fmt.Errorf("%s: want {id, type: \"function\", function: {name, arguments}}, got %s", p, typeName(e))
+		}
+		eo := e.(*goja.Object)
+		id, _ := asString(eo.Get("id"))
+		fv := eo.Get("function")
+		if !isPlainObject(fv) {
+			return nil, fmt.Errorf("%s.function: want {name, arguments}, got %s", p, typeName(fv))
+		}
+		fo := fv.(*goja.Object)
+		name, _ := asString(fo.Get("name"))
+		args, isStr := asString(fo.Get("arguments"))
+		switch {
+		case id == "" || name == "":
+			return nil, fmt.Errorf("%s: id and function.name are required", p)
+		case !isStr && !isNullish(fo.Get("arguments")):
+			return nil, fmt.Errorf("%s.function.arguments: want JSON text, got %s", p, typeName(fo.Get("arguments")))
+		}
+		if args == "" {
+			args = "{}"
+		}
+		out = append(out, chat.ToolCall{ID: id, Name: name, Input: chat.RawJSON(args)})
 	}
 	return out, nil
 }

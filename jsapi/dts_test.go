@@ -76,7 +76,9 @@ export function test(ctx: any, args: any) {
   };
 }
 export function Next(ctx: any, payload: any) {
-  return {data: {NextPayload: own(payload), ToolCall: own(payload.tools[0]), Message: own(payload.messages[0])}};
+  const call = payload.messages[0].tool_calls[0];
+  return {data: {NextPayload: own(payload), ToolCall: own(payload.tools[0]), Message: own(payload.messages[0]),
+    ToolCallMessage: own(call), ToolCallFunction: own(call.function)}};
 }`)
 	got, err := h.Call(context.Background(), &Context{Sandbox: sb}, "test", nil)
 	if err != nil {
@@ -89,8 +91,9 @@ export function Next(ctx: any, payload: any) {
 		}
 	}
 	res, err := h.Next(context.Background(), &Context{}, NextPayload{
-		Messages: []chatMessage{{Role: "tool", Content: "c", Name: "n", ToolCallID: "t"}},
-		Tools:    []toolCall{{ID: "1", Name: "Bash"}},
+		Messages: []chatMessage{{Role: "tool", Content: "c", Name: "n", ToolCallID: "t",
+			ToolCalls: []chat.ToolCall{{ID: "c1", Name: "f", Input: chat.RawJSON(`{}`)}}}},
+		Tools: []toolCall{{ID: "1", Name: "Bash"}},
 	}, chat.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -333,7 +333,7 @@ func TestCompletionNonStream(t *testing.T) {
 		t.Errorf("request = %+v", req)
 	}
 	wantMsgs := []chat.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "a\nb"}}
-	if len(req.Messages) != 2 || req.Messages[0] != wantMsgs[0] || req.Messages[1] != wantMsgs[1] {
+	if !reflect.DeepEqual(req.Messages, wantMsgs) {
 		t.Errorf("messages = %+v", req.Messages)
 	}
 	if got := resp.Header.Get("X-Chat-ID"); got != req.ChatID || !strings.HasPrefix(got, "chat-") {
@@ -452,7 +452,7 @@ func TestNativeStreamGolden(t *testing.T) {
 	req := fb.lastCall(t)
 	if req.UserID != "alice" || req.ChatID != "c1" || req.AssistantID != "coder" || req.Locale != "en" ||
 		req.Metadata["k"] != "v" || req.Options.MaxTokens == nil || *req.Options.MaxTokens != 3 ||
-		len(req.Messages) != 1 || req.Messages[0] != (chat.Message{Role: "user", Content: "ls"}) {
+		!reflect.DeepEqual(req.Messages, []chat.Message{{Role: "user", Content: "ls"}}) {
 		t.Errorf("request = %+v", req)
 	}
 	if n := strings.Count(out, "event: done"); n != 1 {
@@ -479,7 +479,7 @@ func TestNativeRequests(t *testing.T) {
 			continue
 		}
 		got := fb.lastCall(t)
-		if len(got.Messages) != len(tt.want) || got.Messages[0] != tt.want[0] || got.UserID != "bob" || resp.Header.Get("X-Chat-ID") != got.ChatID {
+		if !reflect.DeepEqual(got.Messages, tt.want) || got.UserID != "bob" || resp.Header.Get("X-Chat-ID") != got.ChatID {
 			t.Errorf("%s: request %+v", tt.body, got)
 		}
 	}
