@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -64,8 +65,14 @@ func (s *Store) history(ctx context.Context, user, chatID string, n int) ([]chat
 	msgs := []chat.Message{}
 	for rows.Next() {
 		var m chat.Message
-		if err := rows.Scan(&m.Role, &m.Content, &m.Name, &m.ToolCallID); err != nil {
+		var calls string
+		if err := rows.Scan(&m.Role, &m.Content, &m.Name, &m.ToolCallID, &calls); err != nil {
 			return nil, fmt.Errorf("history: %w", err)
+		}
+		if calls != "" {
+			if err := json.Unmarshal([]byte(calls), &m.ToolCalls); err != nil {
+				return nil, fmt.Errorf("history: tool calls of a %s message: %w", m.Role, err)
+			}
 		}
 		msgs = append(msgs, m)
 	}
@@ -190,8 +197,8 @@ func (s *Store) Chat(ctx context.Context, user, chatID string) (info ChatInfo, f
 	return c, true, nil
 }
 
-// DeleteChat removes the user's chat, its messages and its workspace
-// last-use record. Deleting a chat that does not exist is not an error.
+// DeleteChat removes the user's chat, its messages, its stored responses
+// and its workspace last-use record. Deleting a chat that does not exist is not an error.
 // Hook memory (see MemClear) and the workspace folder are not touched: the
 // caller owns their naming.
 func (s *Store) DeleteChat(ctx context.Context, user, chatID string) error {
@@ -204,7 +211,7 @@ func (s *Store) DeleteChat(ctx context.Context, user, chatID string) error {
 		return fmt.Errorf("delete chat: %w", err)
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		for _, st := range []*sql.Stmt{s.stmts.deleteMessages, s.stmts.deleteChat, s.stmts.forgetWorkspace} {
+		for _, st := range []*sql.Stmt{s.stmts.deleteMessages, s.stmts.deleteChat, s.stmts.forgetWorkspace, s.stmts.deleteResponses} {
 			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, user, chatID); err != nil {
 				return err
 			}
@@ -231,7 +238,15 @@ func scanChat(r scanner) (ChatInfo, error) {
 
 func insertMessages(ctx context.Context, ins *sql.Stmt, user, chatID string, last, now int64, msgs []chat.Message) error {
 	for i, m := range msgs {
-		if _, err := ins.ExecContext(ctx, user, chatID, last+int64(i)+1, m.Role, m.Content, m.Name, m.ToolCallID, now); err != nil {
+		calls := ""
+		if len(m.ToolCalls) > 0 {
+			b, err := json.Marshal(m.ToolCalls)
+			if err != nil {
+				return fmt.Errorf("tool calls of message %d: %w", i, err)
+			}
+			calls = string(b)
+		}
+		if _, err := ins.ExecContext(ctx, user, chatID, last+int64(i)+1, m.Role, m.Content, m.Name, m.ToolCallID, calls, now); err != nil {
 			return err
 		}
 	}

@@ -86,6 +86,22 @@ CREATE TABLE usage_egress (
 	PRIMARY KEY (usage_id, host)
 ) WITHOUT ROWID;
 `,
+	// 3: an assistant message's tool calls (JSON, '' for none); the
+	// Responses API's stored responses.
+	`
+ALTER TABLE messages ADD COLUMN tool_calls TEXT NOT NULL DEFAULT '';
+
+CREATE TABLE responses (
+	user_id      TEXT    NOT NULL,
+	id           TEXT    NOT NULL,
+	chat_id      TEXT    NOT NULL,
+	assistant_id TEXT    NOT NULL,
+	body         TEXT    NOT NULL,
+	created_at   INTEGER NOT NULL,
+	PRIMARY KEY (user_id, id)
+) WITHOUT ROWID;
+CREATE INDEX responses_by_chat ON responses (user_id, chat_id, created_at);
+`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -129,6 +145,7 @@ type statements struct {
 	memGet, memSet, memDel, memKeys                                    *sql.Stmt
 	insertUsage, usageTotals, usageByModel                             *sql.Stmt
 	touchWorkspace, workspaceLastUse, staleWorkspaces, forgetWorkspace *sql.Stmt
+	saveResponse, getResponse, latestResponse, deleteResponses         *sql.Stmt
 }
 
 func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
@@ -136,14 +153,14 @@ func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
 		dst   **sql.Stmt
 		query string
 	}{
-		{&st.history, `SELECT role, content, name, tool_call_id FROM messages
+		{&st.history, `SELECT role, content, name, tool_call_id, tool_calls FROM messages
 			WHERE user_id = ? AND chat_id = ? ORDER BY seq`},
-		{&st.historyTail, `SELECT role, content, name, tool_call_id FROM (
-			SELECT seq, role, content, name, tool_call_id FROM messages
+		{&st.historyTail, `SELECT role, content, name, tool_call_id, tool_calls FROM (
+			SELECT seq, role, content, name, tool_call_id, tool_calls FROM messages
 			WHERE user_id = ? AND chat_id = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq`},
 		{&st.maxSeq, `SELECT COALESCE(MAX(seq), 0) FROM messages WHERE user_id = ? AND chat_id = ?`},
-		{&st.insertMessage, `INSERT INTO messages (user_id, chat_id, seq, role, content, name, tool_call_id, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&st.insertMessage, `INSERT INTO messages (user_id, chat_id, seq, role, content, name, tool_call_id, tool_calls, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&st.deleteMessages, `DELETE FROM messages WHERE user_id = ? AND chat_id = ?`},
 		{&st.upsertChat, `INSERT INTO chats (user_id, chat_id, assistant_id, title, message_count, created_at, updated_at)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
@@ -181,6 +198,12 @@ func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
 		{&st.staleWorkspaces, `SELECT user_id, chat_id, last_used FROM workspaces WHERE last_used < ?
 			ORDER BY last_used, user_id, chat_id`},
 		{&st.forgetWorkspace, `DELETE FROM workspaces WHERE user_id = ? AND chat_id = ?`},
+		{&st.saveResponse, `INSERT INTO responses (user_id, id, chat_id, assistant_id, body, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`},
+		{&st.getResponse, `SELECT id, chat_id, assistant_id, body, created_at FROM responses WHERE user_id = ? AND id = ?`},
+		{&st.latestResponse, `SELECT id FROM responses WHERE user_id = ? AND chat_id = ?
+			ORDER BY created_at DESC, id DESC LIMIT 1`},
+		{&st.deleteResponses, `DELETE FROM responses WHERE user_id = ? AND chat_id = ?`},
 	}
 	for _, p := range list {
 		stmt, err := db.PrepareContext(ctx, p.query)
