@@ -10,6 +10,10 @@
 //     network namespace and relays to this socket. The sandbox holds only a
 //     per-request token; the host proxy checks it, swaps it for the
 //     connector's real key, meters usage and enforces the request deadline.
+//     It forwards only the routes the CLI needs (POST /v1/messages and
+//     /v1/messages/count_tokens, GET /v1/models[/{id}], with their known
+//     query parameters), matched after normalising the path, and holds
+//     every messages request to the turn's model and token limit (Limits).
 //   - egress.sock (with an egress policy): the sandbox's HTTP(S) proxy to
 //     other hosts, within the policy, with secrets the sandbox holds only as
 //     placeholders (egress.go, package bridge/egress).
@@ -112,6 +116,9 @@ type Options struct {
 	// every other call to that connector (nil: none). While it is open the
 	// proxy refuses the CLI's calls with an answer it does not retry.
 	Breaker *breaker.Breaker
+	// Limits hold model requests to a model and token limit (see
+	// SetLimits).
+	Limits Limits
 	// Transport carries upstream requests (nil: a shared keep-alive
 	// transport).
 	Transport http.RoundTripper
@@ -266,6 +273,7 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 			return nil, err
 		}
 		s.model = newModelServer(s, upstream, ln)
+		s.model.limits.Store(&opts.Limits)
 		s.wg.Go(s.model.serve)
 	}
 	if opts.Egress != nil {
@@ -387,6 +395,19 @@ func (s *Session) SetUpstream(c executor.Connection, auth string, b *breaker.Bre
 	}
 	s.model.up.Store(up)
 	s.opts.Upstream.Model = c.Model
+	return nil
+}
+
+// SetLimits holds the model requests that follow to l: the model every
+// messages request uses and the most max_tokens it may ask for (the turn
+// decides them after the session started, once a Create hook ran).
+// Requests already in flight keep theirs. It fails when the session has no
+// model proxy.
+func (s *Session) SetLimits(l Limits) error {
+	if s.model == nil {
+		return errors.New("bridge: this session has no model proxy")
+	}
+	s.model.limits.Store(&l)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -93,6 +94,7 @@ type modelServer struct {
 	// refused is the first circuit-open error a request of this session
 	// was refused with.
 	refused atomic.Pointer[chat.Error]
+	limits  atomic.Pointer[Limits]
 }
 
 func newModelServer(s *Session, up *upstreamTarget, ln net.Listener) *modelServer {
@@ -136,18 +138,8 @@ func (m *modelServer) close() error {
 	return nil
 }
 
-// allowedPath reports whether the sandbox may reach path upstream: only the
-// model endpoints the CLI needs, never the rest of the API the real key
-// would open (files, batches, admin).
-func allowedPath(path string) bool {
-	switch path {
-	case "/v1/messages", "/v1/messages/count_tokens", "/v1/models":
-		return true
-	}
-	return strings.HasPrefix(path, "/v1/models/") && !strings.Contains(path[len("/v1/models/"):], "/")
-}
-
-// ServeHTTP checks the token, the deadline and the path, then forwards.
+// ServeHTTP checks the token, the deadline, the route and the body, then
+// forwards.
 func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.URL.Path == "/" && (r.Method == http.MethodHead || r.Method == http.MethodGet) {
@@ -165,8 +157,13 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusForbidden, "permission_error", "agentbox bridge: the request's deadline has passed")
 		return
 	}
-	if !allowedPath(r.URL.Path) {
-		apiError(w, http.StatusNotFound, "not_found_error", "agentbox bridge: "+r.URL.Path+" is not available to sandboxes")
+	clean, rerr := checkRoute(r)
+	if rerr != nil {
+		m.s.log.Warn("bridge model proxy: refused", "method", r.Method, "path", r.URL.Path, "reason", rerr.msg)
+		if rerr.allow != "" {
+			w.Header().Set("Allow", rerr.allow)
+		}
+		apiError(w, rerr.status, rerr.typ, "agentbox bridge: "+rerr.msg)
 		return
 	}
 	// The connector's breaker: while it is open the CLI's call is refused
@@ -192,14 +189,37 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// that never reached the upstream (refused here, cut by the sandbox)
 	// says nothing about it.
 	defer done(breaker.Ignore)
+	// What is forwarded is what was checked.
+	r.URL.Path, r.URL.RawPath = clean, ""
+	r.Body = http.MaxBytesReader(w, r.Body, MaxModelRequest)
+	if r.Method == http.MethodPost {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				apiError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("agentbox bridge: request body exceeds %d bytes", mbe.Limit))
+				return
+			}
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "agentbox bridge: the request body could not be read")
+			return
+		}
+		if l := m.limits.Load(); l != nil {
+			var changed []string
+			if body, changed = l.apply(body); len(changed) > 0 {
+				m.s.log.Info("bridge model proxy: request held to the assistant's limits", "path", clean, "changed", changed)
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.Header.Del("Content-Length")
+	}
 	// The call ends with the sandbox's connection or the session (Close,
 	// request deadline), whichever comes first.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(m.s.ctx, cancel)
 	defer stop()
-	r = r.WithContext(context.WithValue(ctx, reqInfoKey{}, reqInfo{start: start, path: r.URL.Path, up: up, done: done}))
-	r.Body = http.MaxBytesReader(w, r.Body, MaxModelRequest)
+	r = r.WithContext(context.WithValue(ctx, reqInfoKey{}, reqInfo{start: start, path: clean, up: up, done: done}))
 	m.proxy.ServeHTTP(w, r)
 }
 

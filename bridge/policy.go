@@ -1,0 +1,174 @@
+package bridge
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// What the model proxy lets a sandbox do with the real key: the routes the
+// Claude Code CLI uses and nothing else of the API (files, batches,
+// organization admin), and model requests held to the assistant's model and
+// token limit.
+
+// route is one API route a sandbox may reach.
+type route struct {
+	method string
+	path   string   // exact, or a prefix ending in "/" for one more segment
+	query  []string // the query parameters it may carry
+}
+
+// routes are the Messages API routes the CLI needs (observed with Claude
+// Code 2.1: messages with ?beta=true, token counting, model listings).
+var routes = []route{
+	{http.MethodPost, "/v1/messages", []string{"beta"}},
+	{http.MethodPost, "/v1/messages/count_tokens", []string{"beta"}},
+	{http.MethodGet, "/v1/models", []string{"beta", "limit", "after_id", "before_id"}},
+	{http.MethodGet, "/v1/models/", []string{"beta"}},
+}
+
+// modelID is what a model id in GET /v1/models/{id} may look like.
+var modelID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+
+// routeError is a refused request: the status and the message the sandbox
+// gets.
+type routeError struct {
+	status int
+	typ    string
+	msg    string
+	allow  string
+}
+
+// checkRoute normalises the request's path (percent-decoded, dot segments
+// and repeated slashes resolved, as path.Clean does) and matches it, with
+// the method and the query parameters, against routes. It returns the
+// path to forward: the normalised one, which is what was checked, so
+// "/v1/messages/../files", "//v1/files" or "/v1%2Ffiles" can never reach
+// another endpoint upstream than the one allowed.
+func checkRoute(r *http.Request) (string, *routeError) {
+	p := r.URL.Path // already percent-decoded
+	if strings.Contains(p, "\x00") || !strings.HasPrefix(p, "/") {
+		return "", &routeError{status: http.StatusBadRequest, typ: "invalid_request_error", msg: "the path is not valid"}
+	}
+	clean := path.Clean(p)
+	var match *route
+	methods := []string{}
+	for i := range routes {
+		rt := &routes[i]
+		ok := clean == rt.path
+		if strings.HasSuffix(rt.path, "/") {
+			rest, found := strings.CutPrefix(clean, rt.path)
+			ok = found && modelID.MatchString(rest)
+		}
+		if !ok {
+			continue
+		}
+		methods = append(methods, rt.method)
+		if rt.method == r.Method {
+			match = rt
+		}
+	}
+	switch {
+	case len(methods) == 0:
+		return "", &routeError{status: http.StatusNotFound, typ: "not_found_error", msg: clean + " is not available to sandboxes"}
+	case match == nil:
+		sort.Strings(methods)
+		allow := strings.Join(slices.Compact(methods), ", ")
+		return "", &routeError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error",
+			msg: fmt.Sprintf("%s %s is not available to sandboxes (allowed: %s)", r.Method, clean, allow), allow: allow}
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", &routeError{status: http.StatusBadRequest, typ: "invalid_request_error", msg: "the query string is not valid: " + err.Error()}
+	}
+	for k := range q {
+		if !slices.Contains(match.query, k) {
+			return "", &routeError{status: http.StatusBadRequest, typ: "invalid_request_error",
+				msg: fmt.Sprintf("query parameter %q is not available to sandboxes on %s", k, clean)}
+		}
+	}
+	return clean, nil
+}
+
+// Limits hold a sandbox's model requests to what the turn decided: the
+// assistant's model and token limit, the same bounds the HTTP API holds
+// callers to.
+type Limits struct {
+	// Model is the model every messages request uses: a request naming
+	// another one (the CLI's small fast model for side tasks, a model the
+	// agent picked) is sent with this one instead. "" leaves the model.
+	Model string
+	// MaxTokens caps max_tokens (0: no cap); a thinking budget is kept
+	// under the cap, or thinking turned off when the cap leaves no room
+	// for the API's smallest budget.
+	MaxTokens int
+}
+
+// minThinkingBudget is the Messages API's smallest thinking budget.
+const minThinkingBudget = 1024
+
+// apply rewrites a messages request body to the limits. It edits the
+// values in place (the rest of the body, often large, is copied as it is)
+// and returns what it changed, for the log. A body that is not JSON is
+// left to the upstream to refuse.
+func (l Limits) apply(body []byte) ([]byte, []string) {
+	if (l.Model == "" && l.MaxTokens <= 0) || !gjson.ValidBytes(body) {
+		return body, nil
+	}
+	type edit struct {
+		at, n int
+		with  string
+	}
+	var edits []edit
+	var changed []string
+	replace := func(r gjson.Result, with, what string) {
+		if r.Index > 0 { // 0: gjson does not know where the value is
+
+			edits = append(edits, edit{r.Index, len(r.Raw), with})
+			changed = append(changed, what)
+		}
+	}
+	if m := gjson.GetBytes(body, "model"); l.Model != "" && m.Exists() && m.String() != l.Model {
+		replace(m, strconv.Quote(l.Model), fmt.Sprintf("model %s -> %s", m.String(), l.Model))
+	}
+	if l.MaxTokens > 0 {
+		limit := l.MaxTokens
+		mt := gjson.GetBytes(body, "max_tokens")
+		if mt.Type == gjson.Number && mt.Int() > int64(limit) {
+			replace(mt, strconv.Itoa(limit), fmt.Sprintf("max_tokens %d -> %d", mt.Int(), limit))
+		} else if mt.Type == gjson.Number {
+			limit = int(mt.Int())
+		}
+		if bt := gjson.GetBytes(body, "thinking.budget_tokens"); bt.Type == gjson.Number && bt.Int() >= int64(limit) {
+			if limit-1 >= minThinkingBudget {
+				replace(bt, strconv.Itoa(limit-1), fmt.Sprintf("thinking.budget_tokens %d -> %d", bt.Int(), limit-1))
+			} else {
+				replace(gjson.GetBytes(body, "thinking"), `{"type":"disabled"}`, "thinking off: max_tokens leaves no room for a budget")
+			}
+		}
+	}
+	if len(edits) == 0 {
+		return body, nil
+	}
+	// Apply from the end so earlier offsets stay valid; a nested edit
+	// (budget_tokens) inside a replaced object (thinking) is dropped.
+	sort.Slice(edits, func(i, j int) bool { return edits[i].at > edits[j].at })
+	out := body
+	end := len(body) + 1
+	for _, e := range edits {
+		if e.at+e.n > end {
+			continue
+		}
+		out = append(append(append([]byte{}, out[:e.at]...), e.with...), out[e.at+e.n:]...)
+		end = e.at
+	}
+	return out, changed
+}
