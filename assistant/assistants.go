@@ -25,6 +25,7 @@ type rawPackage struct {
 	Description string            `json:"description"`
 	Connector   string            `json:"connector"`
 	Options     chat.ModelOptions `json:"options"`
+	Overridable map[string]any    `json:"overridable"`
 	Sandbox     *rawSandbox       `json:"sandbox"`
 	MCP         *rawMCP           `json:"mcp"`
 	Hooks       *rawHooks         `json:"hooks"`
@@ -145,6 +146,11 @@ func (l *loader) loadAssistant(id, dir string, cfg *AppConfig, conns map[string]
 				path += "." + fe.Path
 			}
 			d.errPath(path, "options.%v", err)
+		}
+		if raw.Overridable != nil {
+			a.Overridable = parseOverridable(d, raw.Overridable, raw.Sandbox != nil)
+		} else {
+			a.Overridable = DefaultOverridable(raw.Sandbox != nil)
 		}
 		l.checkConnector(d, raw.Connector, conns, raw.Sandbox)
 		a.Connector = raw.Connector

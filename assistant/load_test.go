@@ -314,7 +314,7 @@ func TestPackageOptions(t *testing.T) {
 		{`{"options": {"temprature": 1}}`, `f:1:14: unknown field "temprature" in options (did you mean "temperature"?)`},
 		{`{"options": {"stop": 3}}`, "f:1:22: options.stop: want a string or a list of strings, got a number"},
 		{`{"options": {"max_tokens": "lots"}}`, "f:1:28: options.max_tokens: want an integer, got a string"},
-		{`{"options": {"connector": "x"}}`, `f:1:14: unknown field "connector" in options (known: frequency_penalty, logit_bias, max_completion_tokens, max_tokens, model, n, presence_penalty, reasoning_effort, response_format, seed, stop, stream, temperature, tool_choice, tools, top_p, user)`},
+		{`{"options": {"connector": "x"}}`, `f:1:14: unknown field "connector" in options (known: frequency_penalty, logit_bias, max_completion_tokens, max_tokens, model, n, parallel_tool_calls, presence_penalty, reasoning_effort, response_format, seed, stop, stream, temperature, tool_choice, tools, top_p, user)`},
 	}
 	for _, tt := range tests {
 		var raw rawPackage

@@ -121,6 +121,10 @@ type Assistant struct {
 	// Options are the model options passed to the connector (package.yao
 	// "options": temperature, max_tokens, ...).
 	Options chat.ModelOptions
+	// Overridable is which model options a request may change, within
+	// which bounds (package.yao "overridable"; nil: the default rules, see
+	// DefaultOverridable).
+	Overridable *Overridable
 	// Prompts come from prompts.yml.
 	Prompts []chat.Message
 	// Sandbox is nil for a direct (non-sandboxed) assistant.
