@@ -152,8 +152,9 @@ func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.C
 
 // wireBridge points the executor request at the bridge: the keyless
 // loopback connection, the host-tools MCP server and the argv wrapper that
-// serves the model proxy inside the sandbox.
-func (t *turn) wireBridge(app *assistant.App, req *executor.Request) error {
+// serves the model proxy inside the sandbox. The proxy holds the CLI to the
+// turn's model and to maxTokens (0: the CLI's own limit).
+func (t *turn) wireBridge(app *assistant.App, req *executor.Request, maxTokens int) error {
 	sess := t.bridge
 	if t.proxied(t.asst) {
 		if t.upstreamConn != t.connID { // a Create hook switched connectors
@@ -169,6 +170,9 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request) error {
 		c := sess.Connection()
 		c.Model = cmp.Or(req.Arguments.Model, c.Model)
 		req.Connector = c
+		if err := sess.SetLimits(bridge.Limits{Model: c.Model, MaxTokens: maxTokens}); err != nil {
+			return &chat.Error{Code: chat.ErrInternal, Message: "bridge limits: " + err.Error(), Err: err}
+		}
 	}
 	// The wrapper serves the model proxy, the egress proxy or both.
 	req.WrapArgv = sess.WrapCommand

@@ -52,6 +52,9 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		return nil, chat.Errorf(chat.ErrExecutor, "no executor for sandbox command %q", a.Sandbox.Command)
 	}
 	args := options.SandboxArguments(a.Sandbox.Arguments)
+	// A model the request (or the assistant's options) chose, when the
+	// assistant allows it, runs the CLI; the model proxy holds it there.
+	args.Model = cmp.Or(options.Model, args.Model)
 	req := &executor.Request{
 		Assistant: a,
 		UserID:    t.req.UserID,
@@ -65,7 +68,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		Emit:      t.emit,
 	}
 	if t.bridge != nil {
-		if err := t.wireBridge(app, req); err != nil {
+		if err := t.wireBridge(app, req, options.TokenLimit()); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +59,9 @@ func TestBridgedTurnInDocker(t *testing.T) {
 			Parameters: []byte(`{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}`)}},
 		HookTimeout: 10 * time.Second,
 	}
+	// The model proxy holds the CLI to the assistant's token limit and model.
+	maxTokens := 2048
+	coder.Options.MaxTokens = &maxTokens
 	src := filepath.Join(coder.Dir, "src", "index.js")
 	if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
 		t.Fatal(err)
@@ -119,6 +123,18 @@ func TestBridgedTurnInDocker(t *testing.T) {
 	for _, r := range reqs {
 		if got := r.Header.Get("X-Api-Key"); got != realKey {
 			t.Errorf("upstream x-api-key = %q, want the real key", got)
+		}
+	}
+	for _, r := range srv.Requests() {
+		if r.API != "anthropic" {
+			continue
+		}
+		var b struct {
+			Model     string `json:"model"`
+			MaxTokens int    `json:"max_tokens"`
+		}
+		if err := json.Unmarshal(r.Body, &b); err != nil || b.Model != "claude-sonnet-4-5" || b.MaxTokens > maxTokens || b.MaxTokens == 0 {
+			t.Errorf("upstream request with model %q, max_tokens %d (%v): want the assistant's model and at most %d", b.Model, b.MaxTokens, err, maxTokens)
 		}
 	}
 	// Inside the sandbox: no real key, and no network but loopback.

@@ -23,6 +23,9 @@ type conversation struct {
 	// replace is set when the client sent the whole conversation, which
 	// then replaces the stored history.
 	replace bool
+	// added are messages before the input that this turn adds to the
+	// stored history (Request.Continue).
+	added []chat.Message
 }
 
 func (c conversation) systemPrompt() string { return strings.Join(c.system, "\n\n") }
@@ -49,7 +52,7 @@ func split(msgs []chat.Message) conversation {
 		rest = append(rest, m)
 	}
 	i := len(rest)
-	for i > 0 && rest[i-1].Role == chat.RoleUser {
+	for i > 0 && (rest[i-1].Role == chat.RoleUser || rest[i-1].Role == chat.RoleTool) {
 		i--
 	}
 	c.history, c.input = rest[:i], rest[i:]
@@ -70,8 +73,8 @@ func checkMessages(msgs []chat.Message) error {
 			return badRequest("messages[%d].role: %q is not one of system, user, assistant, tool", i, m.Role)
 		}
 	}
-	if last := msgs[len(msgs)-1]; last.Role != chat.RoleUser {
-		return badRequest("messages: the last message must be from the user, got %q", last.Role)
+	if last := msgs[len(msgs)-1]; last.Role != chat.RoleUser && last.Role != chat.RoleTool {
+		return badRequest("messages: the last message must be from the user (or a tool result), got %q", last.Role)
 	}
 	return nil
 }
@@ -92,7 +95,7 @@ func (t *turn) assemble(ctx context.Context, a *assistant.Assistant) (conversati
 	client := split(t.req.Messages)
 	c.system = append(c.system, client.system...)
 	c.input = client.input
-	if len(client.history) > 0 {
+	if len(client.history) > 0 && !t.req.Continue {
 		c.replace = true
 		c.history = append(examples, client.history...)
 		return c, nil
@@ -101,19 +104,25 @@ func (t *turn) assemble(ctx context.Context, a *assistant.Assistant) (conversati
 	if err != nil {
 		return c, &chat.Error{Code: chat.ErrInternal, Message: "chat history unavailable", Err: err}
 	}
-	c.history = append(examples, stored...)
+	c.history = append(append(examples, stored...), client.history...)
+	c.added = client.history
 	return c, nil
 }
 
-// saveHistory stores this turn (input and answer) in the chat history.
+// saveHistory stores this turn (input and answer, with the answer's tool
+// calls) in the chat history, unless the request is ephemeral.
 func (t *turn) saveHistory(ctx context.Context, c conversation) error {
-	answer := chat.Message{Role: chat.RoleAssistant, Content: t.content}
+	if t.req.Ephemeral {
+		return nil
+	}
+	answer := chat.Message{Role: chat.RoleAssistant, Content: t.content, ToolCalls: t.toolCalls}
 	h := t.p.cfg.History
 	if c.replace {
 		msgs := append(append(withoutExamples(c.history, t.asst), c.input...), answer)
 		return h.ReplaceHistory(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs)
 	}
-	return h.AppendMessages(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, append(append([]chat.Message{}, c.input...), answer)...)
+	msgs := append(append(append([]chat.Message{}, c.added...), c.input...), answer)
+	return h.AppendMessages(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs...)
 }
 
 // withoutExamples drops the assistant's prompt examples from the front of

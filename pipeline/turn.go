@@ -34,13 +34,15 @@ type turn struct {
 	errEmitted atomic.Bool
 	msgSeq     atomic.Int64
 
-	asst      *assistant.Assistant
-	connID    string
-	model     string
-	usage     chat.Usage
-	sessionID string
-	content   string
-	data      any
+	asst         *assistant.Assistant
+	connID       string
+	model        string
+	usage        chat.Usage
+	sessionID    string
+	content      string
+	data         any
+	finishReason string
+	toolCalls    []chat.ToolCall
 
 	// bridge is the request's bridge session (nil without one);
 	// upstreamConn is the connector id its model proxy forwards to.
@@ -86,6 +88,9 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	t.asst = a
 	t.connID = a.Connector
 	if err := checkMessages(req.Messages); err != nil {
+		return nil, err
+	}
+	if err := t.checkRequest(app, a); err != nil {
 		return nil, err
 	}
 	lim := limits(app)
@@ -143,7 +148,9 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		}
 		if res != nil {
 			if res.Messages != nil {
+				replace, added := conv.replace, conv.added
 				conv = split(res.Messages)
+				conv.replace, conv.added = replace, added
 				if len(conv.input) == 0 {
 					return nil, &chat.Error{Code: chat.ErrHook, Message: "Create hook returned messages without a trailing user message"}
 				}
@@ -180,9 +187,14 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		if res != nil {
 			t.content = res.Content
 			t.usage.Add(res.Usage)
+			t.finishReason = chat.FinishReason(res.FinishReason)
+			t.toolCalls = res.ToolCalls
 		}
 	}
 	t.p.metrics.phase("execute", execStart)
+	if execErr == nil && t.finishReason == "" {
+		t.finishReason = chat.FinishStop
+	}
 
 	if hooks != nil && hooks.Has("Next") {
 		start := time.Now()
@@ -210,7 +222,8 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		t.p.log.Error("history not saved", "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
 		chat.Notice(t.emit, t.nextID("notice"), "history_not_saved", "the answer was not saved to the chat history: "+err.Error())
 	}
-	return &Response{Content: t.content, SessionID: t.sessionID, Usage: t.usage, Data: t.data}, nil
+	return &Response{Content: t.content, SessionID: t.sessionID, Usage: t.usage, Data: t.data,
+		FinishReason: t.finishReason, ToolCalls: t.toolCalls}, nil
 }
 
 // finish emits the error (when not yet emitted) and the done event, and
@@ -225,6 +238,9 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 		t.usage.Egress = chat.MergeHostUsage(t.usage.Egress, t.bridge.EgressUsage())
 	}
 	final := &chat.Final{Usage: t.usage, SessionID: t.sessionID, Content: t.content, Data: t.data}
+	if err == nil {
+		final.FinishReason = t.finishReason
+	}
 	if resp != nil {
 		resp.Usage.DurationMS = t.usage.DurationMS
 		resp.Usage.Egress = t.usage.Egress

@@ -18,15 +18,28 @@ type Request struct {
 	UserID      string
 	ChatID      string
 	AssistantID string
-	// Messages are what the client sent. One user message continues the
-	// stored history of (user, chat); several messages are taken as the
-	// whole conversation and replace what is stored.
+	// Messages are what the client sent. Trailing user messages (or, for
+	// a direct assistant, the tool messages answering its model's tool
+	// calls) are the turn's input. When nothing comes before them they
+	// continue the stored history of (user, chat); otherwise the messages
+	// are the whole conversation and replace what is stored, unless
+	// Continue is set.
 	Messages []chat.Message
-	Locale   string
-	Metadata map[string]any
+	// Continue appends Messages to the stored history whatever their
+	// number (the Responses API continuing a conversation with several
+	// new items: tool outputs, then a user message).
+	Continue bool
+	// Ephemeral leaves the chat history as it was: the turn is answered
+	// but not stored (the Responses API's store: false).
+	Ephemeral bool
+	Locale    string
+	Metadata  map[string]any
 	// Options override the assistant's model options for this turn (the
 	// request's "options"; the connector and the sandbox are not the
-	// caller's to choose).
+	// caller's to choose). Only the options the assistant lets requests
+	// change may be set (assistant.Overridable); any other is refused
+	// with a chat.ErrInvalidRequest error whose cause is a
+	// *chat.FieldError naming it.
 	Options chat.ModelOptions
 }
 
@@ -38,6 +51,13 @@ type Response struct {
 	Usage     chat.Usage
 	// Data is what a Next hook returned as {data}.
 	Data any
+	// FinishReason says why the answer ended (chat.FinishStop, ...):
+	// chat.FinishToolCalls when a direct assistant's model waits for the
+	// client's tool results.
+	FinishReason string
+	// ToolCalls are the client's functions the model asked to run (direct
+	// assistants; the tool_call events with props client: true).
+	ToolCalls []chat.ToolCall
 }
 
 // ErrUnknownAssistant is the cause of the error a turn for an assistant
