@@ -27,6 +27,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 )
@@ -68,6 +69,38 @@ type ToolCall struct {
 	// Input is the function's arguments as JSON, as the model wrote them
 	// (a JSON string holding the text when the model's text was not JSON).
 	Input RawJSON `json:"input"`
+}
+
+// Arguments returns the call's input as OpenAI's arguments string: the
+// JSON text, or the model's own text when it was not JSON (Input then
+// holds it as a JSON string); "{}" when there is none.
+func (tc ToolCall) Arguments() string {
+	t := strings.TrimSpace(string(tc.Input))
+	if t == "" {
+		return "{}"
+	}
+	if t[0] == '"' {
+		var s string
+		if json.Unmarshal([]byte(t), &s) == nil {
+			return s
+		}
+	}
+	return t
+}
+
+// ArgumentsInput is the inverse of Arguments: a call's input from an
+// arguments string, the JSON as it is, or text that is not JSON kept as a
+// JSON string.
+func ArgumentsInput(args string) RawJSON {
+	t := strings.TrimSpace(args)
+	switch {
+	case t == "":
+		return RawJSON("{}")
+	case json.Valid([]byte(t)):
+		return RawJSON(t)
+	}
+	b, _ := json.Marshal(args)
+	return b
 }
 
 // Finish reasons: why the model stopped, in OpenAI's words, whatever the

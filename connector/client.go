@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -306,12 +305,7 @@ func (o *output) closeOpen() {
 func (o *output) toolCall(tc ToolCall) {
 	o.progress()
 	o.closeOpen()
-	if len(tc.Input) == 0 {
-		tc.Input = chat.RawJSON("{}")
-	} else if !json.Valid(tc.Input) {
-		b, _ := json.Marshal(string(tc.Input)) // keep what the model sent
-		tc.Input = b
-	}
+	tc.Input = chat.ArgumentsInput(string(tc.Input)) // text that is not JSON is kept as a string
 	o.resp.ToolCalls = append(o.resp.ToolCalls, tc)
 	o.emitted = true
 	chat.Whole(o.emit, o.ids.next(), chat.TypeToolCall, "", map[string]any{

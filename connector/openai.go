@@ -98,7 +98,7 @@ func (p *openAI) body(req *Request, model string) ([]byte, int, error) {
 		}
 		for _, tc := range m.ToolCalls {
 			c := openAIToolCall{ID: tc.ID, Type: "function"}
-			c.Function.Name, c.Function.Arguments = tc.Name, arguments(tc.Input)
+			c.Function.Name, c.Function.Arguments = tc.Name, tc.Arguments()
 			om.ToolCalls = append(om.ToolCalls, c)
 		}
 		if len(om.ToolCalls) > 0 && m.Content == "" {

@@ -345,23 +345,6 @@ func asText(m chat.Message) chat.Message {
 	return chat.Message{Role: chat.RoleUser, Content: label + ":\n" + m.Content}
 }
 
-// arguments is a tool call's input as OpenAI's arguments string: the JSON
-// text, or the text itself when the model's arguments were not JSON (the
-// output kept them as a JSON string).
-func arguments(in chat.RawJSON) string {
-	t := strings.TrimSpace(string(in))
-	if t == "" {
-		return "{}"
-	}
-	if t[0] == '"' {
-		var s string
-		if json.Unmarshal(in, &s) == nil {
-			return s
-		}
-	}
-	return t
-}
-
 // input is a tool call's input as a JSON object for Anthropic's tool_use.
 func input(in chat.RawJSON) json.RawMessage {
 	t := strings.TrimSpace(string(in))

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -24,16 +25,19 @@ const (
 	CodeBodyTooLarge = "body_too_large"
 )
 
-// errorBody is the OpenAI-style error envelope every endpoint uses:
-// {"error": {"message": ..., "type": ..., "code": ...}}.
+// errorBody is the OpenAI error envelope every endpoint uses:
+// {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}.
+// param names the request field that is wrong (null when none is), code
+// is one of the chat.Err* codes or the server's own.
 type errorBody struct {
 	Error errorDetail `json:"error"`
 }
 
 type errorDetail struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-	Code    string `json:"code"`
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
 }
 
 // openAIType maps an HTTP status to the error "type" OpenAI clients know.
@@ -150,7 +154,29 @@ func asAPIError(err error) *httpError {
 }
 
 func errorJSON(e *httpError) errorBody {
-	return errorBody{Error: errorDetail{Message: e.Err.Message, Type: openAIType(e.Status), Code: e.Err.Code}}
+	d := errorDetail{Message: e.Err.Message, Type: openAIType(e.Status), Code: e.Err.Code}
+	var fe *chat.FieldError
+	if errors.As(e.Err, &fe) && fe.Path != "" {
+		d.Param = &fe.Path
+	}
+	return errorBody{Error: d}
+}
+
+// fieldErr is a 400 invalid_request error about the request field path
+// (the error's param).
+func fieldErr(path, format string, args ...any) *chat.Error {
+	fe := &chat.FieldError{Path: path, Problem: fmt.Sprintf(format, args...)}
+	return &chat.Error{Code: chat.ErrInvalidRequest, Message: fe.Error(), Err: fe}
+}
+
+// optionsError is the 400 for options that did not decode, naming the
+// field when the decoder did.
+func optionsError(err error) *chat.Error {
+	var fe *chat.FieldError
+	if errors.As(err, &fe) {
+		return &chat.Error{Code: chat.ErrInvalidRequest, Message: fe.Error(), Err: fe}
+	}
+	return badRequest("%v", err)
 }
 
 // writeError writes err as a JSON error response. Internal errors are
@@ -185,7 +211,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"error":{"message":"internal error","type":"server_error","code":"internal"}}`)
+		b = []byte(`{"error":{"message":"internal error","type":"server_error","param":null,"code":"internal"}}`)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

@@ -84,7 +84,7 @@ func (s *Server) nativeChat(w http.ResponseWriter, r *http.Request, user string)
 	}
 	opts, err := chat.DecodeModelOptions("options", in.Options)
 	if err != nil {
-		writeError(w, s.log, badRequest("%v", err))
+		writeError(w, s.log, optionsError(err))
 		return
 	}
 	cid, _, err := chatID(r, in.ChatID)

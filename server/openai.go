@@ -3,16 +3,15 @@ package server
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
 )
 
-// completionRequest is the part of an OpenAI Chat Completions request the
-// server reads. Other fields OpenAI clients send are accepted and ignored,
-// except the sampling options in passOptions, which go to the assistant.
+// completionRequest is the envelope of an OpenAI Chat Completions request:
+// what the server reads itself. Every other field is a model option
+// (completionOptions), decoded strictly.
 type completionRequest struct {
 	Model         string         `json:"model"`
 	Messages      []wireMessage  `json:"messages"`
@@ -29,10 +28,24 @@ type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-// passOptions are the OpenAI request fields passed to the turn as options.
-var passOptions = []string{
-	"temperature", "top_p", "max_tokens", "max_completion_tokens", "stop",
-	"presence_penalty", "frequency_penalty", "seed", "reasoning_effort",
+// completionEnvelope are the request fields that are not model options:
+// the envelope's, and hints that do not change the answer (accepted and
+// not passed on).
+var completionEnvelope = []string{"model", "messages", "stream", "stream_options", "chat_id", "n", "metadata", "locale",
+	"store", "service_tier", "prompt_cache_key", "prompt_cache_retention", "safety_identifier"}
+
+// completionRefused are OpenAI request fields agentbox cannot honour, with
+// what to do instead; "false" values (logprobs: false) are harmless.
+var completionRefused = map[string]string{
+	"logprobs":           "log probabilities are not available",
+	"top_logprobs":       "log probabilities are not available",
+	"functions":          "use tools",
+	"function_call":      "use tool_choice",
+	"audio":              "answers are text",
+	"modalities":         "answers are text",
+	"prediction":         "predicted outputs are not available",
+	"web_search_options": "web search is not available; give the assistant a tool",
+	"verbosity":          "not available",
 }
 
 // completion is a non-streaming chat.completion response.
@@ -53,10 +66,12 @@ type completionChoice struct {
 }
 
 type completionMessage struct {
-	Role             string  `json:"role"`
-	Content          string  `json:"content"`
-	ReasoningContent string  `json:"reasoning_content,omitempty"`
-	Refusal          *string `json:"refusal"`
+	Role string `json:"role"`
+	// Content is null when the answer is only tool calls.
+	Content          *string        `json:"content"`
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
+	Refusal          *string        `json:"refusal"`
 }
 
 // completionChunk is one chat.completion.chunk of a stream.
@@ -66,7 +81,9 @@ type completionChunk struct {
 	Created int64         `json:"created"`
 	Model   string        `json:"model"`
 	Choices []chunkChoice `json:"choices"`
-	Usage   *openAIUsage  `json:"usage,omitempty"`
+	// Usage is null on every chunk but the last when the client asked
+	// for usage (stream_options.include_usage), absent otherwise.
+	Usage json.RawMessage `json:"usage,omitempty"`
 }
 
 type chunkChoice struct {
@@ -77,9 +94,10 @@ type chunkChoice struct {
 }
 
 type chunkDelta struct {
-	Role             string  `json:"role,omitempty"`
-	Content          *string `json:"content,omitempty"`
-	ReasoningContent *string `json:"reasoning_content,omitempty"`
+	Role             string         `json:"role,omitempty"`
+	Content          *string        `json:"content,omitempty"`
+	ReasoningContent *string        `json:"reasoning_content,omitempty"`
+	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
 }
 
 // openAIUsage is usage in OpenAI's terms. Prompt tokens include cached
@@ -105,9 +123,10 @@ func toOpenAIUsage(u chat.Usage) *openAIUsage {
 }
 
 // completions is POST /v1/chat/completions: the assistant is the model.
-// Text events become delta.content, thinking events
-// delta.reasoning_content; other events (tool calls the agent ran on the
-// server, notices) are not part of this API and only reach native clients.
+// Text events become content, thinking events reasoning_content, a direct
+// assistant's function calls tool_calls (finish_reason "tool_calls"); the
+// tools a sandboxed agent ran itself are not part of this API and reach
+// native and Responses API clients only.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, user string) {
 	body, err := readBody(w, r, s.cfg.BodyLimit)
 	if err != nil {
@@ -120,11 +139,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, user string
 		return
 	}
 	if in.Model == "" {
-		writeError(w, s.log, badRequest("model is missing: set it to an assistant id (GET /v1/models lists them)"))
+		writeError(w, s.log, fieldErr("model", "missing: set it to an assistant id (GET /v1/models lists them)"))
 		return
 	}
 	if in.N != nil && *in.N != 1 {
-		writeError(w, s.log, badRequest("n=%d is not supported: only one choice (n=1) is", *in.N))
+		writeError(w, s.log, fieldErr("n", "%d is not supported: only one choice (n=1) is", *in.N))
 		return
 	}
 	if _, err := s.lookup(in.Model); err != nil {
@@ -136,7 +155,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, user string
 		writeError(w, s.log, err)
 		return
 	}
-	opts, err := passedOptions(body)
+	opts, err := passedOptions(body, completionEnvelope, completionRefused)
 	if err != nil {
 		writeError(w, s.log, err)
 		return
@@ -158,73 +177,120 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, user string
 	s.completion(w, r, req)
 }
 
-// passedOptions picks the sampling options out of the request body and
-// decodes them strictly, as the turn's model options.
-func passedOptions(body []byte) (chat.ModelOptions, error) {
+// passedOptions decodes the request fields that are not in envelope as the
+// turn's model options, strictly: an unknown field, a refused one (unless
+// its value is false, null, 0 or empty) or a value of the wrong type is a
+// 400 naming it.
+func passedOptions(body []byte, envelope []string, refused map[string]string) (chat.ModelOptions, error) {
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(body, &all); err != nil {
 		return chat.ModelOptions{}, badRequest("invalid JSON: %v", err)
 	}
-	picked := map[string]json.RawMessage{}
-	for _, k := range passOptions {
-		if raw, ok := all[k]; ok {
-			picked[k] = raw
-		}
+	for _, k := range envelope {
+		delete(all, k)
 	}
-	b, err := json.Marshal(picked)
+	for k, why := range refused {
+		raw, ok := all[k]
+		if !ok {
+			continue
+		}
+		switch string(raw) {
+		case "false", "null", "0", `""`, "[]", `["text"]`:
+			delete(all, k)
+			continue
+		}
+		return chat.ModelOptions{}, fieldErr(k, "not supported: %s", why)
+	}
+	b, err := json.Marshal(all)
 	if err != nil {
 		return chat.ModelOptions{}, badRequest("invalid JSON: %v", err)
 	}
 	opts, err := chat.DecodeModelOptions("", b)
 	if err != nil {
-		return chat.ModelOptions{}, badRequest("%v", err)
+		return chat.ModelOptions{}, optionsError(err)
 	}
 	return opts, nil
 }
 
-// openAIEvents maps chat events to the text and reasoning deltas of the
-// OpenAI API, remembering which messages had text out.
-type openAIEvents struct {
-	streamed map[string]bool
-	text     strings.Builder
-	thinking strings.Builder
+// answer is what a turn's events and response say, as one OpenAI answer:
+// the text and reasoning read the way a stream sends them (text messages
+// joined with chat.TextSeparator), the client's tool calls, the finish
+// reason.
+type answer struct {
+	text, reasoning chat.Collector
+	calls           []chat.ToolCall
 }
 
-// content returns the text and reasoning e adds ("" when none).
-func (o *openAIEvents) content(e chat.Event) (text, reasoning string) {
-	if o.streamed == nil {
-		o.streamed = map[string]bool{}
+func newAnswer() *answer { return &answer{reasoning: chat.Collector{Type: chat.TypeThinking}} }
+
+// add records e and returns what it adds: text, reasoning, or a client
+// tool call.
+func (a *answer) add(e chat.Event) (text, reasoning string, call *chat.ToolCall) {
+	text = a.text.Append(e)
+	reasoning = a.reasoning.Append(e)
+	if tc, ok := clientCall(e); ok {
+		a.calls = append(a.calls, tc)
+		call = &a.calls[len(a.calls)-1]
 	}
-	switch e.Event {
-	case chat.Start, chat.Delta:
-	case chat.Replace:
-		// Text already streamed cannot be taken back; a replacement only
-		// shows when the message had no text out yet (a loading message
-		// that became the answer).
-		if o.streamed[e.ID] {
-			return "", ""
-		}
+	return text, reasoning, call
+}
+
+// clientCall returns the function call a tool_call event asks the client
+// to run (props client: true, from a direct assistant's model).
+func clientCall(e chat.Event) (chat.ToolCall, bool) {
+	if e.Type != chat.TypeToolCall || e.Event != chat.Start || e.Props["client"] != true {
+		return chat.ToolCall{}, false
+	}
+	tc := chat.ToolCall{}
+	tc.ID, _ = e.Props["id"].(string)
+	tc.Name, _ = e.Props["name"].(string)
+	switch in := e.Props["input"].(type) {
+	case chat.RawJSON:
+		tc.Input = in
+	case nil:
+		tc.Input = chat.RawJSON("{}")
 	default:
-		return "", ""
+		b, _ := json.Marshal(in)
+		tc.Input = b
 	}
-	if e.Text == "" {
-		return "", ""
+	return tc, true
+}
+
+// final returns the answer text: a Next hook's replacement (a string it
+// returned as data) when there is one, else what the events said.
+func (a *answer) final(resp *pipeline.Response) string {
+	if resp != nil {
+		if s, ok := resp.Data.(string); ok {
+			return s
+		}
 	}
-	switch e.Type {
-	case chat.TypeText:
-		o.streamed[e.ID] = true
-		o.text.WriteString(e.Text)
-		return e.Text, ""
-	case chat.TypeThinking:
-		o.thinking.WriteString(e.Text)
-		return "", e.Text
+	return a.text.Text()
+}
+
+// finishReason is the response's, "stop" when it gives none.
+func finishReason(resp *pipeline.Response) string {
+	if resp != nil && resp.FinishReason != "" {
+		return resp.FinishReason
 	}
-	return "", ""
+	return chat.FinishStop
+}
+
+func toWireCalls(calls []chat.ToolCall, indexed bool) []wireToolCall {
+	out := make([]wireToolCall, 0, len(calls))
+	for i, tc := range calls {
+		w := wireToolCall{ID: tc.ID, Type: "function", Function: wireFunction{Name: tc.Name, Arguments: tc.Arguments()}}
+		if indexed {
+			n := i
+			w.Index = &n
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 func (s *Server) completion(w http.ResponseWriter, r *http.Request, req *pipeline.Request) {
-	var oe openAIEvents
-	stream := chat.NewSerial(func(e chat.Event) { oe.content(e) })
+	a := newAnswer()
+	stream := chat.NewSerial(func(e chat.Event) { a.add(e) })
 	resp, err := s.cfg.Backend.Chat(r.Context(), req, stream.Emit)
 	stream.Close()
 	if err != nil {
@@ -233,21 +299,18 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, req *pipelin
 		}
 		return
 	}
-	text := oe.text.String()
 	var usage chat.Usage
 	if resp != nil {
 		usage = resp.Usage
-		if resp.Content != "" {
-			text = resp.Content
-		}
+	}
+	msg := completionMessage{Role: chat.RoleAssistant, ReasoningContent: a.reasoning.Text(), ToolCalls: toWireCalls(a.calls, false)}
+	if text := a.final(resp); text != "" || len(a.calls) == 0 {
+		msg.Content = &text
 	}
 	writeJSON(w, http.StatusOK, completion{
 		ID: newID("chatcmpl-"), Object: "chat.completion", Created: time.Now().Unix(), Model: req.AssistantID,
-		Choices: []completionChoice{{
-			Message:      completionMessage{Role: chat.RoleAssistant, Content: text, ReasoningContent: oe.thinking.String()},
-			FinishReason: "stop",
-		}},
-		Usage: toOpenAIUsage(usage),
+		Choices: []completionChoice{{Message: msg, FinishReason: finishReason(resp)}},
+		Usage:   toOpenAIUsage(usage),
 	})
 }
 
@@ -255,7 +318,10 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, req *p
 	id, created := newID("chatcmpl-"), time.Now().Unix()
 	frame := func(c completionChunk) []byte {
 		c.ID, c.Object, c.Created, c.Model = id, "chat.completion.chunk", created, req.AssistantID
-		b, _ := json.Marshal(c) // only strings and numbers: cannot fail
+		if includeUsage && c.Usage == nil {
+			c.Usage = json.RawMessage("null")
+		}
+		b, _ := json.Marshal(c) // only strings, numbers and raw JSON: cannot fail
 		return dataFrame(b)
 	}
 	delta := func(d chunkDelta, finish *string) []byte {
@@ -267,14 +333,18 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, req *p
 	})
 	defer st.Close()
 
-	var oe openAIEvents
+	a := newAnswer()
 	stream := chat.NewSerial(func(e chat.Event) {
-		text, reasoning := oe.content(e)
+		text, reasoning, call := a.add(e)
 		switch {
 		case text != "":
 			_ = st.Write(delta(chunkDelta{Content: &text}, nil))
 		case reasoning != "":
 			_ = st.Write(delta(chunkDelta{ReasoningContent: &reasoning}, nil))
+		case call != nil:
+			wc := toWireCalls([]chat.ToolCall{*call}, true)
+			*wc[0].Index = len(a.calls) - 1
+			_ = st.Write(delta(chunkDelta{ToolCalls: wc}, nil))
 		}
 	})
 	resp, err := s.cfg.Backend.Chat(r.Context(), req, stream.Emit)
@@ -302,15 +372,16 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, req *p
 	var usage chat.Usage
 	if resp != nil {
 		usage = resp.Usage
-		if resp.Content != "" && oe.text.Len() == 0 {
+		if text := a.final(resp); text != a.text.Text() && a.text.Text() == "" {
 			// The answer was not streamed (a Next hook's replacement).
-			_ = st.Write(delta(chunkDelta{Content: &resp.Content}, nil))
+			_ = st.Write(delta(chunkDelta{Content: &text}, nil))
 		}
 	}
-	stop := "stop"
-	_ = st.Write(delta(chunkDelta{}, &stop))
+	finish := finishReason(resp)
+	_ = st.Write(delta(chunkDelta{}, &finish))
 	if includeUsage {
-		_ = st.Write(frame(completionChunk{Choices: []chunkChoice{}, Usage: toOpenAIUsage(usage)}))
+		u, _ := json.Marshal(toOpenAIUsage(usage))
+		_ = st.Write(frame(completionChunk{Choices: []chunkChoice{}, Usage: u}))
 	}
 	_ = st.Write([]byte("data: [DONE]\n\n"))
 }

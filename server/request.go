@@ -11,12 +11,30 @@ import (
 )
 
 // wireMessage is a message as clients send it: content is a string, null,
-// or an array of content parts.
+// or an array of content parts; an assistant message may carry tool calls,
+// a tool message answers one.
 type wireMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	Name       string          `json:"name,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Role         string          `json:"role"`
+	Content      json.RawMessage `json:"content"`
+	Name         string          `json:"name,omitempty"`
+	ToolCallID   string          `json:"tool_call_id,omitempty"`
+	ToolCalls    []wireToolCall  `json:"tool_calls,omitempty"`
+	FunctionCall json.RawMessage `json:"function_call,omitempty"`
+}
+
+// wireToolCall is a function call in OpenAI's shape (Index only in
+// streamed deltas).
+type wireToolCall struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function wireFunction `json:"function"`
+}
+
+type wireFunction struct {
+	Name string `json:"name"`
+	// Arguments is JSON text.
+	Arguments string `json:"arguments"`
 }
 
 // contentPart is one element of an array content.
@@ -28,7 +46,7 @@ type contentPart struct {
 // toMessages converts wire messages (field is the JSON name for errors).
 func toMessages(field string, in []wireMessage) ([]chat.Message, error) {
 	if len(in) == 0 {
-		return nil, badRequest("%s is missing or empty: send at least one message", field)
+		return nil, fieldErr(field, "missing or empty: send at least one message")
 	}
 	out := make([]chat.Message, 0, len(in))
 	for i, m := range in {
@@ -48,18 +66,43 @@ func toMessage(where string, m wireMessage) (chat.Message, error) {
 	case "developer": // newer OpenAI clients send system prompts as "developer"
 		role = chat.RoleSystem
 	case "":
-		return chat.Message{}, badRequest("%s.role is missing: use system, user, assistant or tool", where)
+		return chat.Message{}, fieldErr(where+".role", "missing: use system, user, assistant or tool")
 	default:
-		return chat.Message{}, badRequest("%s.role %q is not supported: use system, user, assistant or tool", where, m.Role)
+		return chat.Message{}, fieldErr(where+".role", "%q is not supported: use system, user, assistant or tool", m.Role)
 	}
 	text, err := flatten(where+".content", m.Content)
 	if err != nil {
 		return chat.Message{}, err
 	}
 	if text == "" && role == chat.RoleUser {
-		return chat.Message{}, badRequest("%s.content is empty: a user message needs text", where)
+		return chat.Message{}, fieldErr(where+".content", "empty: a user message needs text")
 	}
-	return chat.Message{Role: role, Content: text, Name: m.Name, ToolCallID: m.ToolCallID}, nil
+	if len(m.FunctionCall) > 0 && string(m.FunctionCall) != "null" {
+		return chat.Message{}, fieldErr(where+".function_call", "not supported: send tool_calls")
+	}
+	msg := chat.Message{Role: role, Content: text, Name: m.Name}
+	switch {
+	case role == chat.RoleTool:
+		if m.ToolCallID == "" {
+			return chat.Message{}, fieldErr(where+".tool_call_id", "missing: a tool message answers the tool call with this id")
+		}
+		msg.ToolCallID = m.ToolCallID
+	case len(m.ToolCalls) > 0 && role != chat.RoleAssistant:
+		return chat.Message{}, fieldErr(where+".tool_calls", "only assistant messages carry tool calls")
+	}
+	for j, tc := range m.ToolCalls {
+		p := fmt.Sprintf("%s.tool_calls[%d]", where, j)
+		switch {
+		case tc.Type != "" && tc.Type != "function":
+			return chat.Message{}, fieldErr(p+".type", "%q is not supported: only function tool calls are", tc.Type)
+		case tc.ID == "":
+			return chat.Message{}, fieldErr(p+".id", "missing")
+		case tc.Function.Name == "":
+			return chat.Message{}, fieldErr(p+".function.name", "missing")
+		}
+		msg.ToolCalls = append(msg.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Input: chat.ArgumentsInput(tc.Function.Arguments)})
+	}
+	return msg, nil
 }
 
 // flatten turns content (a string, null, or an array of text parts) into

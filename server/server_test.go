@@ -254,22 +254,22 @@ func TestCompletionRequestErrors(t *testing.T) {
 		{"trailing", `{"model":"qa","messages":[{"role":"user","content":"hi"}]} {}`, nil, 400, "unexpected data after the JSON object"},
 		{"wrong type", `{"model":"qa","messages":"hi"}`, nil, 400, `field \"messages\" must be an array`},
 		{"stream type", `{"model":"qa","stream":"yes","messages":[]}`, nil, 400, `field \"stream\" must be a boolean`},
-		{"no model", `{"messages":[{"role":"user","content":"hi"}]}`, nil, 400, "model is missing"},
+		{"no model", `{"messages":[{"role":"user","content":"hi"}]}`, nil, 400, "model: missing"},
 		{"unknown model", `{"model":"gpt-4","messages":[{"role":"user","content":"hi"}]}`, nil, 404, `unknown assistant \"gpt-4\"`},
-		{"no messages", `{"model":"qa"}`, nil, 400, "messages is missing or empty"},
-		{"empty messages", `{"model":"qa","messages":[]}`, nil, 400, "messages is missing or empty"},
-		{"no role", `{"model":"qa","messages":[{"content":"hi"}]}`, nil, 400, "messages[0].role is missing"},
-		{"bad role", `{"model":"qa","messages":[{"role":"function","content":"hi"}]}`, nil, 400, `messages[0].role \"function\" is not supported`},
-		{"empty user", `{"model":"qa","messages":[{"role":"user","content":""}]}`, nil, 400, "messages[0].content is empty"},
+		{"no messages", `{"model":"qa"}`, nil, 400, "messages: missing or empty"},
+		{"empty messages", `{"model":"qa","messages":[]}`, nil, 400, "messages: missing or empty"},
+		{"no role", `{"model":"qa","messages":[{"content":"hi"}]}`, nil, 400, "messages[0].role: missing"},
+		{"bad role", `{"model":"qa","messages":[{"role":"function","content":"hi"}]}`, nil, 400, `messages[0].role: \"function\" is not supported`},
+		{"empty user", `{"model":"qa","messages":[{"role":"user","content":""}]}`, nil, 400, "messages[0].content: empty"},
 		{"image part", `{"model":"qa","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}}]}]}`, nil, 400, `messages[0].content[1]: content part type \"image_url\" is not supported`},
 		{"part no text", `{"model":"qa","messages":[{"role":"user","content":[{"type":"text"}]}]}`, nil, 400, "messages[0].content[0].text is missing"},
 		{"content number", `{"model":"qa","messages":[{"role":"user","content":5}]}`, nil, 400, "messages[0].content must be a string or an array of text parts"},
-		{"n=2", `{"model":"qa","n":2,"messages":[{"role":"user","content":"hi"}]}`, nil, 400, "n=2 is not supported"},
+		{"n=2", `{"model":"qa","n":2,"messages":[{"role":"user","content":"hi"}]}`, nil, 400, "n: 2 is not supported"},
 		{"bad chat id", `{"model":"qa","chat_id":"../x","messages":[{"role":"user","content":"hi"}]}`, nil, 400, "chat id"},
 		{"bad chat header", `{"model":"qa","messages":[{"role":"user","content":"hi"}]}`, []string{"X-Chat-ID", ".hidden"}, 400, "chat id"},
 		{"chat id conflict", `{"model":"qa","chat_id":"a","messages":[{"role":"user","content":"hi"}]}`, []string{"X-Chat-ID", "b"}, 400, "differ"},
 		{"multipart", `{"model":"qa"}`, []string{"Content-Type", "multipart/form-data; boundary=x"}, 415, `unsupported content type \"multipart/form-data\"`},
-		{"form encoded is parsed as JSON", `{"model":"qa"}`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 400, "messages is missing"},
+		{"form encoded is parsed as JSON", `{"model":"qa"}`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 400, "messages: missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -319,7 +319,7 @@ func TestCompletionNonStream(t *testing.T) {
 		t.Errorf("completion = %s", out)
 	}
 	m := c.Choices[0]
-	if m.Message.Role != "assistant" || m.Message.Content != "Hi there" || m.Message.ReasoningContent != "hmm" || m.FinishReason != "stop" {
+	if m.Message.Role != "assistant" || m.Message.Content == nil || *m.Message.Content != "Hi there" || m.Message.ReasoningContent != "hmm" || m.FinishReason != "stop" {
 		t.Errorf("choice = %+v", m)
 	}
 	if u := c.Usage; u.PromptTokens != 107 || u.CompletionTokens != 3 || u.TotalTokens != 110 || u.PromptTokensDetails == nil || u.PromptTokensDetails.CachedTokens != 100 {
@@ -329,7 +329,8 @@ func TestCompletionNonStream(t *testing.T) {
 	if req.UserID != "alice" {
 		t.Errorf("user = %q: the body's user field must not choose the user", req.UserID)
 	}
-	if temp := 0.2; req.AssistantID != "qa" || req.Locale != "de-DE" || !reflect.DeepEqual(req.Options, chat.ModelOptions{Temperature: &temp}) {
+	if temp := 0.2; req.AssistantID != "qa" || req.Locale != "de-DE" ||
+		!reflect.DeepEqual(req.Options, chat.ModelOptions{Temperature: &temp, User: "mallory", Tools: json.RawMessage("[]")}) {
 		t.Errorf("request = %+v", req)
 	}
 	wantMsgs := []chat.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "a\nb"}}
@@ -360,7 +361,7 @@ func TestCompletionNextHookContent(t *testing.T) {
 	t.Parallel()
 	fb := newFake(t)
 	fb.chat = func(ctx context.Context, req *pipeline.Request, emit chat.EmitFunc) (*pipeline.Response, error) {
-		return &pipeline.Response{Content: "replaced"}, nil
+		return &pipeline.Response{Content: "replaced", Data: "replaced"}, nil
 	}
 	ts := startServer(t, fb, nil)
 	_, out := do(t, ts, "POST", "/v1/chat/completions", tokenAlice, `{"model":"qa","messages":[{"role":"user","content":"x"}]}`)
@@ -491,7 +492,7 @@ func TestNativeRequests(t *testing.T) {
 		{"/api/assistants/qa/chat", `{"message":"hi","user":"alice"}`, 400, `unknown field \"user\"`},
 		{"/api/assistants/qa/chat", `{"message":"hi","messages":[{"role":"user","content":"x"}]}`, 400, "not both"},
 		{"/api/assistants/qa/chat", `{"chat_id":"c"}`, 400, "messages is missing"},
-		{"/api/assistants/qa/chat", `{"messages":[]}`, 400, "messages is missing or empty"},
+		{"/api/assistants/qa/chat", `{"messages":[]}`, 400, "messages: missing or empty"},
 		{"/api/assistants/qa/chat", `{"message":""}`, 400, "message is empty"},
 		{"/api/assistants/qa/chat", `{"message":42}`, 400, "message must be a string or a message object"},
 		{"/api/assistants/qa/chat", `{"message":{"role":"user","content":"x","extra":1}}`, 400, "unknown field"},
@@ -537,7 +538,7 @@ func TestBackendErrors(t *testing.T) {
 		{"openai non-stream", "/v1/chat/completions", `{"model":"qa","messages":[{"role":"user","content":"x"}]}`,
 			failing(rate, text), 429, []string{`"code":"rate_limit"`}},
 		{"openai after output", "/v1/chat/completions", `{"model":"qa","stream":true,"messages":[{"role":"user","content":"x"}]}`,
-			failing(rate, text), 200, []string{`"content":"partial"`, "data: {\"error\":{\"message\":\"the model is rate limited: retry later\",\"type\":\"rate_limit_error\",\"code\":\"rate_limit\"}}\n\ndata: [DONE]\n\n"}},
+			failing(rate, text), 200, []string{`"content":"partial"`, "data: {\"error\":{\"message\":\"the model is rate limited: retry later\",\"type\":\"rate_limit_error\",\"param\":null,\"code\":\"rate_limit\"}}\n\ndata: [DONE]\n\n"}},
 		{"native before output", "/api/assistants/qa/chat", `{"message":"x"}`,
 			failing(rate), 429, []string{`"code":"rate_limit"`}},
 		{"native after output", "/api/assistants/qa/chat", `{"message":"x"}`,
@@ -550,7 +551,7 @@ func TestBackendErrors(t *testing.T) {
 		{"internal hidden", "/v1/chat/completions", `{"model":"qa","messages":[{"role":"user","content":"x"}]}`,
 			func(ctx context.Context, req *pipeline.Request, emit chat.EmitFunc) (*pipeline.Response, error) {
 				return nil, errors.New("db is on fire")
-			}, 500, []string{`{"error":{"message":"internal error","type":"server_error","code":"internal"}}`}},
+			}, 500, []string{`{"error":{"message":"internal error","type":"server_error","param":null,"code":"internal"}}`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
