@@ -110,6 +110,21 @@ type model struct {
 	OwnedBy string `json:"owned_by"`
 }
 
+func (s *Server) toModel(a *assistant.Assistant) model {
+	return model{ID: a.ID, Object: "model", Created: s.started.Unix(), OwnedBy: "agentbox"}
+}
+
+// modelByID is GET /v1/models/{id}: one assistant as an OpenAI model, or
+// a 404.
+func (s *Server) modelByID(w http.ResponseWriter, r *http.Request, _ string) {
+	a, err := s.lookup(r.PathValue("id"))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.toModel(a))
+}
+
 func (s *Server) models(w http.ResponseWriter, r *http.Request, _ string) {
 	app, err := s.app()
 	if err != nil {
@@ -119,7 +134,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request, _ string) {
 	list := sortedAssistants(app)
 	data := make([]model, 0, len(list))
 	for _, a := range list {
-		data = append(data, model{ID: a.ID, Object: "model", Created: s.started.Unix(), OwnedBy: "agentbox"})
+		data = append(data, s.toModel(a))
 	}
 	writeJSON(w, http.StatusOK, listResponse[model]{Object: "list", Data: data})
 }

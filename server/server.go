@@ -209,6 +209,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET", "/health", s.health, true)
 	handle("GET", "/metrics", s.metrics, true) // the operator's token, checked by the handler
 	handle("GET", "/v1/models", s.models, false)
+	handle("GET", "/v1/models/{id}", s.modelByID, false)
 	handle("POST", "/v1/chat/completions", s.completions, false)
 	handle("GET", "/api/assistants", s.assistants, false)
 	handle("GET", "/api/assistants/{id}", s.assistant, false)

@@ -181,6 +181,19 @@ func TestModelsAndAssistants(t *testing.T) {
 		t.Errorf("models = %+v", models)
 	}
 
+	resp, body = do(t, ts, "GET", "/v1/models/qa", tokenAlice, "")
+	var one model
+	if err := json.Unmarshal([]byte(body), &one); err != nil || resp.StatusCode != 200 || one != models.Data[1] {
+		t.Errorf("GET /v1/models/qa = %d %s, want %+v", resp.StatusCode, body, models.Data[1])
+	}
+	resp, body = do(t, ts, "GET", "/v1/models/gpt-4o", tokenAlice, "")
+	if e := apiErrFull(t, body); resp.StatusCode != 404 || e.Type != "not_found_error" || !strings.Contains(e.Message, `"gpt-4o"`) {
+		t.Errorf("GET /v1/models/gpt-4o = %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := do(t, ts, "GET", "/v1/models/qa", "", ""); resp.StatusCode != 401 {
+		t.Errorf("GET /v1/models/qa without a token = %d", resp.StatusCode)
+	}
+
 	resp, body = do(t, ts, "GET", "/api/assistants", tokenAlice, "")
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /api/assistants = %d %s", resp.StatusCode, body)
