@@ -23,6 +23,9 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	// CodeBodyTooLarge: the request body is over the server's limit.
 	CodeBodyTooLarge = "body_too_large"
+	// CodeConflict: the request contradicts the stored state (a
+	// previous_response_id that is not its conversation's newest).
+	CodeConflict = "conflict"
 )
 
 // errorBody is the OpenAI error envelope every endpoint uses:
@@ -109,6 +112,7 @@ var statuses = map[string]int{
 	CodeNotFound:           http.StatusNotFound,
 	CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
 	CodeBodyTooLarge:       http.StatusRequestEntityTooLarge,
+	CodeConflict:           http.StatusConflict,
 }
 
 // refusal are the codes of the server protecting itself or its upstreams:
@@ -204,6 +208,16 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 		w.Header().Set("WWW-Authenticate", hdr)
 	}
 	writeJSON(w, status, errorJSON(e))
+}
+
+// writeRawJSON writes b, already JSON, as the response body with status.
+func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // writeJSON writes v as the JSON response body with status.

@@ -84,15 +84,19 @@ type Config struct {
 	// MetricsToken is the operator's bearer token for GET /metrics. Without
 	// one, /metrics is served only in development mode.
 	MetricsToken string
+	// Responses keeps the Responses API's stored responses (nil: in
+	// memory, the newest 10,000, for the life of the server).
+	Responses ResponseStore
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	auth    *authenticator
-	handler http.Handler
-	started time.Time
+	cfg       Config
+	log       *slog.Logger
+	responses ResponseStore
+	auth      *authenticator
+	handler   http.Handler
+	started   time.Time
 
 	// backend is the Backend as configured (cfg.Backend wraps it).
 	backend      Backend
@@ -147,6 +151,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger.Warn("development mode: no auth tokens configured, every request is trusted (loopback only)",
 			"addr", cfg.Addr, "user", DevUser)
 	}
+	if cfg.Responses == nil {
+		cfg.Responses = newMemResponses()
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = newRegistry()
 	}
@@ -161,6 +168,7 @@ func New(cfg Config) (*Server, error) {
 		started:     time.Now(),
 		backend:     cfg.Backend,
 		promHandler: newPromHandler(cfg.Metrics),
+		responses:   cfg.Responses,
 		smetrics:    sm,
 		abort:       make(chan struct{}),
 	}
@@ -211,6 +219,8 @@ func (s *Server) routes() http.Handler {
 	handle("GET", "/v1/models", s.models, false)
 	handle("GET", "/v1/models/{id}", s.modelByID, false)
 	handle("POST", "/v1/chat/completions", s.completions, false)
+	handle("POST", "/v1/responses", s.responsesCreate, false)
+	handle("GET", "/v1/responses/{id}", s.responsesGet, false)
 	handle("GET", "/api/assistants", s.assistants, false)
 	handle("GET", "/api/assistants/{id}", s.assistant, false)
 	handle("POST", "/api/assistants/{id}/chat", s.nativeChat, false)

@@ -67,8 +67,8 @@ func (s *Store) Response(ctx context.Context, user, id string) (r Response, foun
 	return r, true, nil
 }
 
-// LatestResponse returns the id of the newest stored response of the
-// user's chat, "" when it has none.
+// LatestResponse returns the id of the response of the user's chat that
+// was stored last, "" when it has none.
 func (s *Store) LatestResponse(ctx context.Context, user, chatID string) (string, error) {
 	done, err := s.enter()
 	if err != nil {

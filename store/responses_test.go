@@ -39,6 +39,7 @@ func TestResponses(t *testing.T) {
 	for i, r := range []Response{
 		{ID: "resp_1", ChatID: "c", AssistantID: "qa", Body: []byte(`{"id":"resp_1"}`), Created: t0},
 		{ID: "resp_2", ChatID: "c", AssistantID: "qa", Body: []byte(`{"id":"resp_2"}`), Created: t0.Add(time.Millisecond)},
+		{ID: "resp_0", ChatID: "c", AssistantID: "qa", Body: []byte(`{"id":"resp_0"}`), Created: t0.Add(time.Millisecond)},
 		{ID: "resp_3", ChatID: "d", AssistantID: "qa", Body: []byte(`{"id":"resp_3"}`), Created: t0},
 	} {
 		if err := s.SaveResponse(ctx, "alice", r); err != nil {
@@ -55,7 +56,7 @@ func TestResponses(t *testing.T) {
 	if _, found, err := s.Response(ctx, "bob", "resp_2"); found || err != nil {
 		t.Errorf("bob found alice's response: %v %v", found, err)
 	}
-	if id, err := s.LatestResponse(ctx, "alice", "c"); id != "resp_2" || err != nil {
+	if id, err := s.LatestResponse(ctx, "alice", "c"); id != "resp_0" || err != nil { // stored last, whatever its id and time
 		t.Errorf("LatestResponse = %q, %v", id, err)
 	}
 	if id, err := s.LatestResponse(ctx, "alice", "none"); id != "" || err != nil {

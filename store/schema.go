@@ -92,15 +92,16 @@ CREATE TABLE usage_egress (
 ALTER TABLE messages ADD COLUMN tool_calls TEXT NOT NULL DEFAULT '';
 
 CREATE TABLE responses (
+	seq          INTEGER PRIMARY KEY,
 	user_id      TEXT    NOT NULL,
 	id           TEXT    NOT NULL,
 	chat_id      TEXT    NOT NULL,
 	assistant_id TEXT    NOT NULL,
 	body         TEXT    NOT NULL,
 	created_at   INTEGER NOT NULL,
-	PRIMARY KEY (user_id, id)
-) WITHOUT ROWID;
-CREATE INDEX responses_by_chat ON responses (user_id, chat_id, created_at);
+	UNIQUE (user_id, id)
+);
+CREATE INDEX responses_by_chat ON responses (user_id, chat_id, seq);
 `,
 }
 
@@ -202,7 +203,7 @@ func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
 			VALUES (?, ?, ?, ?, ?, ?)`},
 		{&st.getResponse, `SELECT id, chat_id, assistant_id, body, created_at FROM responses WHERE user_id = ? AND id = ?`},
 		{&st.latestResponse, `SELECT id FROM responses WHERE user_id = ? AND chat_id = ?
-			ORDER BY created_at DESC, id DESC LIMIT 1`},
+			ORDER BY seq DESC LIMIT 1`},
 		{&st.deleteResponses, `DELETE FROM responses WHERE user_id = ? AND chat_id = ?`},
 	}
 	for _, p := range list {

@@ -106,7 +106,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err == nil {
 		var srv *server.Server
 		srv, err = server.New(server.Config{Backend: env.Pipeline, Tokens: tokens, Addr: listen, Logger: logger,
-			DrainTimeout: drainTimeout, Metrics: reg, MetricsToken: metricsToken})
+			DrainTimeout: drainTimeout, Metrics: reg, MetricsToken: metricsToken, Responses: env.Store})
 		if err == nil {
 			stopped := make(chan struct{})
 			go abortOnSecondSignal(sigs, srv, stopped, logger)
@@ -175,7 +175,10 @@ type envOptions struct {
 type appEnv struct {
 	Live     *assistant.Live
 	Pipeline *pipeline.Pipeline
-	closers  []func(context.Context) error
+	// Store is the SQLite store under the data root (history, memory,
+	// usage, stored responses).
+	Store   *store.Store
+	closers []func(context.Context) error
 }
 
 // openEnv loads the app and builds the pipeline with persistent history,
@@ -242,6 +245,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		return nil, err
 	}
 	env.closers = append(env.closers, func(context.Context) error { return st.Close() })
+	env.Store = st
 
 	rts, def, err := env.openRuntimes(ctx, app, opts)
 	if err != nil {

@@ -1,0 +1,638 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/pipeline"
+)
+
+// The Responses API (POST /v1/responses), as OpenAI documents it, onto
+// agentbox's turns:
+//
+//   - input (a string or a list of items: messages, function_call and
+//     function_call_output, item_reference, and the reasoning and mcp_call
+//     items of earlier responses, which are skipped) and instructions
+//     become the turn's messages; model options are translated to the
+//     Chat Completions names the connectors speak (max_output_tokens,
+//     text.format, reasoning.effort, flat function tools);
+//   - a response belongs to a chat. conversation names it (the
+//     conversation id is the chat id, as X-Chat-ID); previous_response_id
+//     continues the chat of that stored response, which must be the
+//     chat's newest: a chat has one history and, for a sandboxed
+//     assistant, one workspace, so conversations do not branch;
+//     otherwise a request that references items of a stored response
+//     continues its chat, and any other request starts a new chat;
+//   - store: false answers without storing: the chat history is left as it
+//     was and the response can be neither retrieved nor continued;
+//   - the output is text messages, reasoning items (summary text) for
+//     thinking, function_call items for a direct assistant's calls of the
+//     client's functions, and mcp_call items (server_label: the assistant)
+//     for the tools a sandboxed agent ran itself: name, arguments, output,
+//     status, never for the client to execute.
+
+// responsesRequest is a Responses API request. Fields of OpenAI's that
+// agentbox cannot honour are refused by name (responsesRefused); unknown
+// fields too.
+type responsesRequest struct {
+	Model              string          `json:"model"`
+	Input              json.RawMessage `json:"input"`
+	Instructions       *string         `json:"instructions"`
+	PreviousResponseID string          `json:"previous_response_id"`
+	Conversation       json.RawMessage `json:"conversation"`
+	Store              *bool           `json:"store"`
+	Stream             bool            `json:"stream"`
+	Metadata           map[string]any  `json:"metadata"`
+	Temperature        *float64        `json:"temperature"`
+	TopP               *float64        `json:"top_p"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Tools              json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
+	Text               *struct {
+		Format    json.RawMessage `json:"format"`
+		Verbosity json.RawMessage `json:"verbosity"`
+	} `json:"text"`
+	Reasoning *struct {
+		Effort  string          `json:"effort"`
+		Summary json.RawMessage `json:"summary"`
+	} `json:"reasoning"`
+	User string `json:"user"`
+	// Accepted and not passed on: they do not change the answer.
+	SafetyIdentifier string          `json:"safety_identifier"`
+	PromptCacheKey   string          `json:"prompt_cache_key"`
+	ServiceTier      string          `json:"service_tier"`
+	Truncation       string          `json:"truncation"`
+	Include          []string        `json:"include"`
+	StreamOptions    json.RawMessage `json:"stream_options"`
+	// ChatID and Locale are agentbox extensions.
+	ChatID string `json:"chat_id"`
+	Locale string `json:"locale"`
+}
+
+// responsesRefused are OpenAI request fields agentbox cannot honour.
+var responsesRefused = map[string]string{
+	"background":             "background responses are not available; stream instead",
+	"prompt":                 "prompt templates are not available; send instructions",
+	"max_tool_calls":         "not available",
+	"top_logprobs":           "log probabilities are not available",
+	"context_management":     "not available",
+	"prompt_cache_retention": "not available",
+}
+
+// responsesFields are the JSON names responsesRequest knows.
+var responsesFields = func() []string {
+	var out []string
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[responsesRequest]()) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}()
+
+// decodeResponsesRequest decodes body, refusing unknown fields and
+// refused ones (unless null or false) with a 400 naming them.
+func decodeResponsesRequest(body []byte) (*responsesRequest, error) {
+	var in responsesRequest
+	if err := decodeJSON(body, &in, false); err != nil {
+		return nil, err
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(body, &all); err != nil {
+		return nil, badRequest("invalid JSON: %v", err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(all)) {
+		if why, ok := responsesRefused[k]; ok {
+			if v := string(all[k]); v != "null" && v != "false" && v != "0" {
+				return nil, fieldErr(k, "not supported: %s", why)
+			}
+			continue
+		}
+		if !slices.Contains(responsesFields, k) {
+			return nil, fieldErr(k, "unknown field (known: %s)", strings.Join(responsesFields, ", "))
+		}
+	}
+	if in.Model == "" {
+		return nil, fieldErr("model", "missing: set it to an assistant id (GET /v1/models lists them)")
+	}
+	if in.PreviousResponseID != "" && len(in.Conversation) > 0 && string(in.Conversation) != "null" {
+		return nil, fieldErr("previous_response_id", "give previous_response_id or conversation, not both")
+	}
+	if in.Text != nil && len(in.Text.Verbosity) > 0 && string(in.Text.Verbosity) != "null" {
+		return nil, fieldErr("text.verbosity", "not supported")
+	}
+	return &in, nil
+}
+
+// stored reports whether the response is to be stored (OpenAI's default).
+func (in *responsesRequest) stored() bool { return in.Store == nil || *in.Store }
+
+// options translates the request's model options to chat.ModelOptions
+// (Chat Completions names and shapes).
+func (in *responsesRequest) options() (chat.ModelOptions, error) {
+	o := chat.ModelOptions{Temperature: in.Temperature, TopP: in.TopP, MaxCompletionTokens: in.MaxOutputTokens,
+		ParallelToolCalls: in.ParallelToolCalls, User: in.User}
+	if in.Reasoning != nil {
+		o.ReasoningEffort = in.Reasoning.Effort
+	}
+	if len(in.Tools) > 0 && string(in.Tools) != "null" {
+		t, err := chatTools(in.Tools)
+		if err != nil {
+			return o, err
+		}
+		o.Tools = t
+	}
+	if len(in.ToolChoice) > 0 && string(in.ToolChoice) != "null" {
+		c, err := chatToolChoice(in.ToolChoice)
+		if err != nil {
+			return o, err
+		}
+		o.ToolChoice = c
+	}
+	if in.Text != nil && len(in.Text.Format) > 0 && string(in.Text.Format) != "null" {
+		f, err := chatResponseFormat(in.Text.Format)
+		if err != nil {
+			return o, err
+		}
+		o.ResponseFormat = f
+	}
+	return o, nil
+}
+
+// chatTools turns the Responses API's flat function tools into Chat
+// Completions tools.
+func chatTools(raw json.RawMessage) (json.RawMessage, error) {
+	var tools []struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+		Strict      *bool           `json:"strict,omitempty"`
+	}
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return nil, fieldErr("tools", "want a list of {type: function, name, description, parameters}")
+	}
+	type function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+		Strict      *bool           `json:"strict,omitempty"`
+	}
+	type tool struct {
+		Type     string   `json:"type"`
+		Function function `json:"function"`
+	}
+	out := make([]tool, 0, len(tools))
+	for i, t := range tools {
+		p := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case t.Type != "function":
+			return nil, fieldErr(p+".type", "%q is not supported: agentbox offers function tools only (a sandboxed assistant's agent has its own tools)", t.Type)
+		case t.Name == "":
+			return nil, fieldErr(p+".name", "missing")
+		}
+		out = append(out, tool{Type: "function", Function: function{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
+	}
+	b, err := json.Marshal(out)
+	return b, err
+}
+
+// chatToolChoice turns tool_choice ("auto", "none", "required" or
+// {type: function, name}) into Chat Completions' shape.
+func chatToolChoice(raw json.RawMessage) (json.RawMessage, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "auto", "none", "required":
+			return raw, nil
+		}
+		return nil, fieldErr("tool_choice", "%q is not one of auto, none, required", s)
+	}
+	var c struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil || c.Type != "function" || c.Name == "" {
+		return nil, fieldErr("tool_choice", `want "auto", "none", "required" or {"type": "function", "name": ...}`)
+	}
+	return json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": c.Name}})
+}
+
+// chatResponseFormat turns text.format into Chat Completions'
+// response_format.
+func chatResponseFormat(raw json.RawMessage) (json.RawMessage, error) {
+	var f struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      *bool           `json:"strict,omitempty"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, fieldErr("text.format", "want {type: text | json_object | json_schema, ...}")
+	}
+	switch f.Type {
+	case "text", "json_object":
+		return json.Marshal(map[string]string{"type": f.Type})
+	case "json_schema":
+		if len(f.Schema) == 0 {
+			return nil, fieldErr("text.format.schema", "missing: give the JSON Schema the answer must follow")
+		}
+		js := map[string]any{"name": f.Name, "schema": f.Schema}
+		if f.Description != "" {
+			js["description"] = f.Description
+		}
+		if f.Strict != nil {
+			js["strict"] = *f.Strict
+		}
+		return json.Marshal(map[string]any{"type": "json_schema", "json_schema": js})
+	}
+	return nil, fieldErr("text.format.type", "%q is not one of text, json_object, json_schema", f.Type)
+}
+
+// optionParam names, for a refused model option, the Responses API field
+// it came from.
+var optionParam = map[string]string{
+	"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens",
+	"response_format": "text.format", "reasoning_effort": "reasoning.effort",
+}
+
+// inputItem is one item of input, any type.
+type inputItem struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	// function_call and function_call_output
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+}
+
+// inputs resolves the request's input into chat messages, after the
+// instructions. refs collects the stored responses its items come from
+// (item_reference, or items with the ids of a stored response's output).
+type inputs struct {
+	s    *Server
+	ctx  context.Context
+	user string
+	msgs []chat.Message
+	refs []string
+}
+
+func (s *Server) inputMessages(ctx context.Context, user string, in *responsesRequest) ([]chat.Message, []string, error) {
+	x := &inputs{s: s, ctx: ctx, user: user}
+	if in.Instructions != nil && *in.Instructions != "" {
+		x.msgs = append(x.msgs, chat.Message{Role: chat.RoleSystem, Content: *in.Instructions})
+	}
+	raw := bytes.TrimSpace(in.Input)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return nil, nil, fieldErr("input", "missing: send a string or a list of input items")
+	case raw[0] == '"':
+		var text string
+		_ = json.Unmarshal(raw, &text)
+		if text == "" {
+			return nil, nil, fieldErr("input", "empty: send some text")
+		}
+		x.msgs = append(x.msgs, chat.Message{Role: chat.RoleUser, Content: text})
+		return x.msgs, nil, nil
+	case raw[0] != '[':
+		return nil, nil, fieldErr("input", "want a string or a list of input items")
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, nil, fieldErr("input", "want a string or a list of input items: %v", err)
+	}
+	if len(items) == 0 {
+		return nil, nil, fieldErr("input", "empty: send at least one item")
+	}
+	for i, it := range items {
+		if err := x.add(fmt.Sprintf("input[%d]", i), it, 0); err != nil {
+			return nil, nil, err
+		}
+	}
+	return x.msgs, x.refs, nil
+}
+
+// add appends one input item; depth bounds item_reference chains.
+func (x *inputs) add(where string, raw json.RawMessage, depth int) error {
+	var it inputItem
+	if err := json.Unmarshal(raw, &it); err != nil {
+		return fieldErr(where, "want an input item object")
+	}
+	typ := it.Type
+	if typ == "" && it.Role != "" {
+		typ = "message"
+	}
+	if it.ID != "" && typ != "item_reference" {
+		if resp := responseOfItem(it.ID); resp != "" && !slices.Contains(x.refs, resp) {
+			if _, found, _ := x.s.responses.Response(x.ctx, x.user, resp); found {
+				x.refs = append(x.refs, resp)
+			}
+		}
+	}
+	switch typ {
+	case "message":
+		return x.message(where, it)
+	case "function_call":
+		if it.CallID == "" || it.Name == "" {
+			return fieldErr(where, "a function_call item needs call_id and name")
+		}
+		tc := chat.ToolCall{ID: it.CallID, Name: it.Name, Input: chat.ArgumentsInput(it.Arguments)}
+		if n := len(x.msgs); n > 0 && x.msgs[n-1].Role == chat.RoleAssistant {
+			x.msgs[n-1].ToolCalls = append(x.msgs[n-1].ToolCalls, tc)
+		} else {
+			x.msgs = append(x.msgs, chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{tc}})
+		}
+		return nil
+	case "function_call_output":
+		if it.CallID == "" {
+			return fieldErr(where+".call_id", "missing: a function_call_output answers the function_call with this call_id")
+		}
+		text, err := itemText(where+".output", it.Output)
+		if err != nil {
+			return err
+		}
+		x.msgs = append(x.msgs, chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID, Content: text})
+		return nil
+	case "reasoning", "mcp_call", "mcp_list_tools":
+		// Thinking is not sent back to models, and an agent's own tool
+		// activity lives in its session in the chat's workspace.
+		return nil
+	case "item_reference":
+		if depth > 0 || it.ID == "" {
+			return fieldErr(where+".id", "an item_reference needs the id of an item of a stored response")
+		}
+		item, err := x.storedItem(it.ID)
+		if err != nil {
+			return fieldErr(where+".id", "%v", err)
+		}
+		return x.add(where, item, depth+1)
+	case "":
+		return fieldErr(where+".type", "missing")
+	}
+	return fieldErr(where+".type", "%q is not supported: agentbox takes message, function_call, function_call_output and item_reference items", typ)
+}
+
+func (x *inputs) message(where string, it inputItem) error {
+	role := it.Role
+	switch role {
+	case chat.RoleUser, chat.RoleAssistant, chat.RoleSystem:
+	case "developer":
+		role = chat.RoleSystem
+	case "":
+		return fieldErr(where+".role", "missing: use user, assistant, system or developer")
+	default:
+		return fieldErr(where+".role", "%q is not supported: use user, assistant, system or developer", it.Role)
+	}
+	text, err := itemText(where+".content", it.Content)
+	if err != nil {
+		return err
+	}
+	if role == chat.RoleUser && text == "" {
+		return fieldErr(where+".content", "empty: a user message needs text")
+	}
+	x.msgs = append(x.msgs, chat.Message{Role: role, Content: text})
+	return nil
+}
+
+// itemText flattens content (a string, or a list of input_text,
+// output_text, text and refusal parts) into text.
+func itemText(where string, raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", fieldErr(where, "%v", err)
+		}
+		return s, nil
+	}
+	var parts []struct {
+		Type    string  `json:"type"`
+		Text    *string `json:"text"`
+		Refusal *string `json:"refusal"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", fieldErr(where, "want a string or a list of text parts")
+	}
+	var texts []string
+	for j, p := range parts {
+		switch {
+		case (p.Type == "input_text" || p.Type == "output_text" || p.Type == "text") && p.Text != nil:
+			texts = append(texts, *p.Text)
+		case p.Type == "refusal" && p.Refusal != nil:
+			texts = append(texts, *p.Refusal)
+		default:
+			return "", fieldErr(fmt.Sprintf("%s[%d].type", where, j), "%q is not supported: only text parts are", p.Type)
+		}
+	}
+	return strings.Join(texts, ""), nil
+}
+
+// storedItem finds an output item of one of the user's stored responses
+// by its id.
+func (x *inputs) storedItem(id string) (json.RawMessage, error) {
+	resp := responseOfItem(id)
+	if resp == "" {
+		return nil, fmt.Errorf("%q is not the id of an item agentbox returned", id)
+	}
+	r, found, err := x.s.responses.Response(x.ctx, x.user, resp)
+	if err != nil {
+		return nil, fmt.Errorf("stored responses unavailable: %w", err)
+	}
+	if !found {
+		return nil, fmt.Errorf("no stored response holds item %q (it was created with store: false, or is not yours)", id)
+	}
+	var body struct {
+		Output []json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		return nil, fmt.Errorf("stored response %s: %w", resp, err)
+	}
+	for _, o := range body.Output {
+		var head struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(o, &head) == nil && head.ID == id {
+			if !slices.Contains(x.refs, resp) {
+				x.refs = append(x.refs, resp)
+			}
+			return o, nil
+		}
+	}
+	return nil, fmt.Errorf("stored response %s has no item %q", resp, id)
+}
+
+// conversationID reads conversation: a string or {"id": ...}.
+func conversationID(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var id string
+	if raw[0] == '"' {
+		_ = json.Unmarshal(raw, &id)
+	} else {
+		var c struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return "", fieldErr("conversation", `want a conversation id or {"id": ...}`)
+		}
+		id = c.ID
+	}
+	if err := validateID("chat", id); err != nil {
+		return "", fieldErr("conversation", "%v", err)
+	}
+	return id, nil
+}
+
+// responseChat decides the chat of a request (see the package comment):
+// the chat id, whether the input continues its stored history, and the
+// previous response.
+func (s *Server) responseChat(ctx context.Context, r *http.Request, user string, in *responsesRequest, refs []string) (cid string, cont bool, err error) {
+	conv, err := conversationID(in.Conversation)
+	if err != nil {
+		return "", false, err
+	}
+	hdr := strings.TrimSpace(r.Header.Get("X-Chat-ID"))
+	named := cmpOr(conv, in.ChatID)
+	if hdr != "" && named != "" && hdr != named {
+		return "", false, badRequest("X-Chat-ID header %q and the conversation (or chat_id) %q differ: send one of them", hdr, named)
+	}
+	if in.PreviousResponseID != "" {
+		prev, found, err := s.responses.Response(ctx, user, in.PreviousResponseID)
+		switch {
+		case err != nil:
+			return "", false, err
+		case !found:
+			return "", false, &chat.Error{Code: CodeNotFound, Message: fmt.Sprintf(
+				"previous_response_id: no stored response %q (it was created with store: false, or is not yours)", in.PreviousResponseID),
+				Err: &chat.FieldError{Path: "previous_response_id", Problem: "not found"}}
+		case hdr != "" && hdr != prev.ChatID:
+			return "", false, badRequest("X-Chat-ID header %q is not the chat of response %s (%q)", hdr, prev.ID, prev.ChatID)
+		}
+		latest, err := s.responses.LatestResponse(ctx, user, prev.ChatID)
+		if err != nil {
+			return "", false, err
+		}
+		if latest != prev.ID {
+			return "", false, &chat.Error{Code: CodeConflict, Message: fmt.Sprintf(
+				"previous_response_id: response %s is not the newest of its conversation %q (the newest is %s); "+
+					"a conversation continues from its newest response, since a chat has one history and one workspace",
+				prev.ID, prev.ChatID, latest), Err: &chat.FieldError{Path: "previous_response_id", Problem: "not the newest"}}
+		}
+		return prev.ChatID, true, nil
+	}
+	switch {
+	case conv != "":
+		return conv, true, nil
+	case named != "" || hdr != "":
+		id, _, err := chatID(r, in.ChatID)
+		return id, false, err
+	}
+	for _, ref := range refs {
+		if prev, found, err := s.responses.Response(ctx, user, ref); err == nil && found {
+			return prev.ChatID, false, nil
+		}
+	}
+	return newID("chat-"), false, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// responses is POST /v1/responses.
+func (s *Server) responsesCreate(w http.ResponseWriter, r *http.Request, user string) {
+	body, err := readBody(w, r, s.cfg.BodyLimit)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	in, err := decodeResponsesRequest(body)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	a, err := s.lookup(in.Model)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	opts, err := in.options()
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	msgs, refs, err := s.inputMessages(r.Context(), user, in)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	cid, cont, err := s.responseChat(r.Context(), r, user, in, refs)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	w.Header().Set("X-Chat-ID", cid)
+	req := &pipeline.Request{
+		UserID: user, ChatID: cid, AssistantID: a.ID, Messages: msgs, Continue: cont, Ephemeral: !in.stored(),
+		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts,
+	}
+	out := newResponseOutput(a.ID, cid, in)
+	if in.Stream {
+		s.streamResponse(w, r, req, out)
+		return
+	}
+	s.wholeResponse(w, r, req, out)
+}
+
+// responseError renames a refused model option to the Responses API field
+// it came from.
+func responseError(err error) error {
+	ce := chat.AsError(err)
+	var fe *chat.FieldError
+	if ce.Code != chat.ErrInvalidRequest || !asFieldError(ce, &fe) {
+		return err
+	}
+	name, ok := optionParam[fe.Path]
+	if !ok {
+		return err
+	}
+	renamed := &chat.FieldError{Path: name, Problem: fe.Problem}
+	return &chat.Error{Code: ce.Code, Message: renamed.Error(), Err: renamed}
+}
+
+// retrieve is GET /v1/responses/{id}: a stored response as it was
+// returned.
+func (s *Server) responsesGet(w http.ResponseWriter, r *http.Request, user string) {
+	id := r.PathValue("id")
+	resp, found, err := s.responses.Response(r.Context(), user, id)
+	switch {
+	case err != nil:
+		writeError(w, s.log, err)
+	case !found:
+		writeError(w, s.log, notFound("no stored response %q (it was created with store: false, or is not yours)", id))
+	default:
+		w.Header().Set("X-Chat-ID", resp.ChatID)
+		writeRawJSON(w, http.StatusOK, resp.Body)
+	}
+}
