@@ -123,6 +123,8 @@ func runNode(t *testing.T, script string, env map[string]string, out any) {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	defer func() { t.Logf("node %s ran %v", script, time.Since(began).Round(time.Millisecond)) }()
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("node %s: %v\nstdout:\n%s\nstderr:\n%s", script, err, stdout.String(), stderr.String())
 	}
@@ -352,7 +354,10 @@ func (a *agentbox) history(t *testing.T, ask string, earlier ...string) {
 // the result of tool, holding result.
 func (a *agentbox) toolResult(t *testing.T, ask, tool, result string) {
 	t.Helper()
-	for _, r := range a.requestWith(ask) {
+	for _, r := range a.llm.TurnRequests() {
+		if !strings.Contains(string(r.Body), ask) {
+			continue
+		}
 		for _, tr := range r.ToolResults() {
 			if tr.Tool == tool && strings.Contains(tr.ContentText(), result) {
 				return
