@@ -8,7 +8,7 @@
 #   .cache/bin/opencode          opencode (native)
 #   .cache/bin/gemini            Gemini CLI (.cache/opt/gemini-cli), run by .cache/bin/node
 #   .cache/bin/node              Node.js (the images' Node)
-#   .cache/npm                   openai and typescript (NODE_PATH, AGENTBOX_TSC)
+#   .cache/npm                   typescript and the OpenAI-ecosystem clients (NODE_PATH, AGENTBOX_TSC)
 #
 # Each npm install lives in $AGENTBOX_CACHE/npm-NAME-KEY (KEY: a hash of
 # its package specs and platform), shared by every clone and built once
@@ -42,7 +42,10 @@ want codex "@openai/codex-$platform/vendor/$(codex_triple)/bin/codex" "@openai/c
 want gemini "@google/gemini-cli/bundle/gemini.js" "@google/gemini-cli@$GEMINI_VERSION"
 want opencode "$(opencode_package)/bin/opencode" "opencode-ai@$OPENCODE_VERSION"
 want node "node-$platform/bin/node" "node-$platform@$NODE_VERSION" "npm@$NPM_VERSION"
-want tools "typescript/bin/tsc" "openai@$OPENAI_VERSION" "typescript@$TYPESCRIPT_VERSION"
+want tools "typescript/bin/tsc" "typescript@$TYPESCRIPT_VERSION" "openai@$OPENAI_VERSION" "ai@$AI_VERSION" \
+	"@ai-sdk/openai@$AI_SDK_OPENAI_VERSION" "@ai-sdk/openai-compatible@$AI_SDK_OPENAI_COMPATIBLE_VERSION" \
+	"@langchain/openai@$LANGCHAIN_OPENAI_VERSION" "@langchain/core@$LANGCHAIN_CORE_VERSION" \
+	"@readme/openapi-parser@$OPENAPI_PARSER_VERSION"
 
 shared_of() { echo "$AGENTBOX_CACHE/npm-$1-$(key_of "$2 $platform")"; }
 

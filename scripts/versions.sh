@@ -32,9 +32,19 @@ GO_VERSION=1.27.3
 GO_SHA256_AMD64=af4c06478303fdd1bfb335fab86c7ccb9b12e529044a946a16a1c4bcc779f8d7
 GO_SHA256_ARM64=0ec0774cad42ecf4df82691146ee0b10c303ea594f163acb1737baedd5cc2835
 
-# npm packages the host tests use (NODE_PATH, AGENTBOX_TSC).
-OPENAI_VERSION=6.49.0
+# npm packages the host tests use (NODE_PATH, AGENTBOX_TSC): typescript,
+# and the OpenAI-ecosystem clients test/openai-client drives with the
+# cached Node.js (the latest releases when pinned): openai, the AI SDK with
+# its OpenAI and openai-compatible providers, LangChain's ChatOpenAI, and
+# the OpenAPI 3.1 validator that checks /openapi.json.
 TYPESCRIPT_VERSION=5.9.3
+OPENAI_VERSION=7.57.0
+AI_VERSION=7.0.173
+AI_SDK_OPENAI_VERSION=4.0.118
+AI_SDK_OPENAI_COMPATIBLE_VERSION=3.0.92
+LANGCHAIN_OPENAI_VERSION=1.6.0
+LANGCHAIN_CORE_VERSION=1.4.0
+OPENAPI_PARSER_VERSION=9.0.0
 
 # The Debian release of the images' root filesystem.
 DEBIAN_SUITE=bookworm
