@@ -94,6 +94,7 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	responses ResponseStore
+	routeList []Route
 	auth      *authenticator
 	handler   http.Handler
 	started   time.Time
@@ -213,9 +214,11 @@ func (s *Server) routes() http.Handler {
 	handle := func(method, path string, h func(http.ResponseWriter, *http.Request, string), public bool) {
 		mux.Handle(method+" "+path, s.authed(h, public))
 		mux.Handle(path, methodNotAllowed(method))
+		s.routeList = append(s.routeList, Route{Method: method, Path: path, Public: public})
 	}
 	handle("GET", "/health", s.health, true)
 	handle("GET", "/metrics", s.metrics, true) // the operator's token, checked by the handler
+	handle("GET", "/openapi.json", s.openapi, true)
 	handle("GET", "/v1/models", s.models, false)
 	handle("GET", "/v1/models/{id}", s.modelByID, false)
 	handle("POST", "/v1/chat/completions", s.completions, false)
