@@ -470,7 +470,12 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, req *pip
 		return raw(frame("response.in_progress", map[string]any{"response": snapshot()}))
 	})
 	defer st.Close()
-	o.send = func(typ string, fields map[string]any) { _ = st.Write(frame(typ, fields)) }
+	o.send = func(typ string, fields map[string]any) {
+		// The created and in_progress events (sent with the headers) come
+		// first and take the first sequence numbers.
+		_ = st.Commit()
+		_ = st.Write(frame(typ, fields))
+	}
 	stream := chat.NewSerial(o.event)
 	resp, err := s.cfg.Backend.Chat(r.Context(), req, stream.Emit)
 	st.StopHeartbeat()
