@@ -75,6 +75,20 @@ const runner = client.chat.completions.runTools({
 });
 out.runTools = { answer: await runner.finalContent(), calls: (await runner.allChatCompletions()).length };
 
+// Structured output: response_format reaches both connectors (as
+// output_config.format for Anthropic).
+const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false };
+out.structured = [];
+for (const model of ['qa', 'claude-qa']) {
+  const r = await client.chat.completions.create({ model, messages: [{ role: 'user', content: `The capital of France as JSON, from ${model}?` }], response_format: { type: 'json_schema', json_schema: { name: 'city', schema, strict: true } } });
+  out.structured.push(r.choices[0].finish_reason);
+}
+try {
+  await client.chat.completions.create({ model: 'claude-qa', messages: [{ role: 'user', content: 'The capital of France?' }], response_format: { type: 'json_object' } });
+} catch (e) {
+  out.jsonMode = err(e);
+}
+
 // Multi-turn: the whole conversation each time.
 const turn1 = await client.chat.completions.create({ model: 'qa', messages: [{ role: 'user', content: 'My name is Ada.' }] });
 const turn2 = await client.chat.completions.create({

@@ -1,6 +1,9 @@
 package openaiclient
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 // TestOpenAI drives the official openai package: models, Chat Completions
 // (whole, streamed, the stream helper, function-calling loops on the
@@ -9,6 +12,7 @@ import "testing"
 // loop continued with previous_response_id, conversations, store: false)
 // and a sandboxed agent's own tools.
 func TestOpenAI(t *testing.T) {
+	const schema = `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`
 	a := start(t)
 	var got report
 	runNode(t, "openai.mjs", a.env(), &got)
@@ -60,6 +64,23 @@ func TestOpenAI(t *testing.T) {
 			map[string]any{"type": "message"}},
 		"agentChatStream": agentText,
 	})
+	got.expect(t, map[string]any{"structured": []string{"stop", "stop"}, "jsonMode.status": 400, "jsonMode.param": "response_format"})
+	got.contains(t, "jsonMode.message", "no JSON mode")
+	if n := len(a.requestWith("as JSON, from")); n != 2 {
+		t.Errorf("%d structured-output requests reached the model, want 2", n)
+	}
+	for _, r := range a.requestWith("as JSON, from") {
+		var b struct {
+			ResponseFormat json.RawMessage `json:"response_format"`
+			OutputConfig   json.RawMessage `json:"output_config"`
+		}
+		_ = json.Unmarshal(r.Body, &b)
+		want := map[string]string{"openai": `{"type":"json_schema","json_schema":{"name":"city","schema":` + schema + `,"strict":true}}`,
+			"anthropic": `{"format":{"schema":` + schema + `,"type":"json_schema"}}`}[r.API]
+		if got := map[string]string{"openai": string(b.ResponseFormat), "anthropic": string(b.OutputConfig)}[r.API]; got != want {
+			t.Errorf("%s request: %s, want %s", r.API, got, want)
+		}
+	}
 	got.contains(t, "sandboxTools.message", "runs a coding agent in a sandbox", "a client's functions cannot be offered")
 	got.contains(t, "modelOverride.message", "requests may lower it, not raise it")
 	if n, chunks := got.get("chatStream.usageNullChunks"), got.get("chatStream.chunks"); n.(float64) != chunks.(float64)-1 {
