@@ -173,6 +173,23 @@ func fieldErr(path, format string, args ...any) *chat.Error {
 	return &chat.Error{Code: chat.ErrInvalidRequest, Message: fe.Error(), Err: fe}
 }
 
+// renameParam returns err with the field a refusal names renamed by
+// rename, for an endpoint whose request names it otherwise than the
+// pipeline's model options do ("" from rename: unchanged).
+func renameParam(err error, rename func(path string) string) error {
+	ce := chat.AsError(err)
+	var fe *chat.FieldError
+	if ce.Code != chat.ErrInvalidRequest || !errors.As(ce, &fe) {
+		return err
+	}
+	name := rename(fe.Path)
+	if name == "" || name == fe.Path {
+		return err
+	}
+	renamed := &chat.FieldError{Path: name, Problem: fe.Problem}
+	return &chat.Error{Code: ce.Code, Message: renamed.Error(), Err: renamed}
+}
+
 // optionsError is the 400 for options that did not decode, naming the
 // field when the decoder did.
 func optionsError(err error) *chat.Error {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"reflect"
+	"strings"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
@@ -58,6 +60,25 @@ func (r *nativeRequest) messages() ([]chat.Message, error) {
 	}
 	return nil, badRequest("message must be a string or a message object {\"role\", \"content\"}")
 }
+
+// nativeParam names a refused model option as the native request does:
+// under "options".
+func nativeParam(path string) string {
+	if _, ok := modelOptionNames[path]; ok {
+		return "options." + path
+	}
+	return ""
+}
+
+// modelOptionNames are the JSON names of chat.ModelOptions.
+var modelOptionNames = func() map[string]bool {
+	out := map[string]bool{}
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[chat.ModelOptions]()) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		out[name] = true
+	}
+	return out
+}()
 
 // nativeChat streams every chat event of a turn as server-sent events:
 // "event: <phase>" and "data: <event JSON>", ending with the done event.
@@ -148,7 +169,7 @@ func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipel
 		return // the client went away; nobody to tell
 	}
 	if err != nil && !st.Committed() {
-		writeError(w, s.log, err)
+		writeError(w, s.log, renameParam(err, nativeParam))
 		return
 	}
 	for _, p := range pending {

@@ -180,6 +180,11 @@ func TestCompletionPolicyErrorParam(t *testing.T) {
 			t.Errorf("stream %s: %d %s", stream, resp.StatusCode, out)
 		}
 	}
+	// The native API names it under options.
+	resp, out := do(t, ts, "POST", "/api/assistants/qa/chat", tokenAlice, `{"message":"x","options":{"model":"m"}}`)
+	if e := apiErrFull(t, out); resp.StatusCode != 400 || e.Param == nil || *e.Param != "options.model" || !strings.HasPrefix(e.Message, "options.model: ") {
+		t.Errorf("native: %d %s", resp.StatusCode, out)
+	}
 }
 
 func apiErrFull(t *testing.T, body string) errorDetail {

@@ -397,17 +397,7 @@ func (s *Server) responsesCreate(w http.ResponseWriter, r *http.Request, user st
 // responseError renames a refused model option to the Responses API field
 // it came from.
 func responseError(err error) error {
-	ce := chat.AsError(err)
-	var fe *chat.FieldError
-	if ce.Code != chat.ErrInvalidRequest || !asFieldError(ce, &fe) {
-		return err
-	}
-	name, ok := optionParam[fe.Path]
-	if !ok {
-		return err
-	}
-	renamed := &chat.FieldError{Path: name, Problem: fe.Problem}
-	return &chat.Error{Code: ce.Code, Message: renamed.Error(), Err: renamed}
+	return renameParam(err, func(p string) string { return optionParam[p] })
 }
 
 // retrieve is GET /v1/responses/{id}: a stored response as it was

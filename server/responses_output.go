@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -509,6 +508,3 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, req *pip
 	}
 	o.send(typ, map[string]any{"response": o.resp})
 }
-
-// asFieldError is errors.As for a *chat.FieldError.
-func asFieldError(err error, fe **chat.FieldError) bool { return errors.As(err, fe) }
