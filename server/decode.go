@@ -82,7 +82,9 @@ func jsonError(body []byte, err error) error {
 		if field == "" {
 			return badRequest("invalid JSON at line %d, column %d: expected %s, got %s", line, col, te.Type, te.Value)
 		}
-		return badRequest("invalid JSON at line %d, column %d: field %q must be %s, got %s", line, col, field, jsonKind(te.Type.String()), te.Value)
+		e := badRequest("invalid JSON at line %d, column %d: field %q must be %s, got %s", line, col, field, jsonKind(te.Type.String()), te.Value)
+		e.Err = &chat.FieldError{Path: field, Problem: "must be " + jsonKind(te.Type.String())} // the error's param
+		return e
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	if strings.HasPrefix(msg, "unknown field ") {

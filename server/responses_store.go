@@ -53,6 +53,10 @@ func (m *memResponses) SaveResponse(_ context.Context, user string, r store.Resp
 	for len(m.order) > maxMemResponses {
 		old := m.order[0]
 		m.order = m.order[1:]
+		chat := [2]string{old[0], m.byKey[old].ChatID}
+		if m.latest[chat] == old[1] {
+			delete(m.latest, chat)
+		}
 		delete(m.byKey, old)
 	}
 	return nil
