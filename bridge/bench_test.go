@@ -109,3 +109,20 @@ func BenchmarkToolRoundTrip(b *testing.B) {
 		b.Fatalf("result %v %v", out, err)
 	}
 }
+
+// BenchmarkLimitsApply measures holding a Claude Code-sized messages
+// request (about 120 KB: the system prompt, 24 tool definitions, the
+// conversation) to the assistant's model and token limit.
+func BenchmarkLimitsApply(b *testing.B) {
+	body := []byte(`{"model":"claude-haiku-4-5","max_tokens":32000,"thinking":{"type":"enabled","budget_tokens":31999},"system":"` +
+		strings.Repeat("You are a coding agent. ", 2000) + `","tools":[` + strings.TrimSuffix(strings.Repeat(`{"name":"Bash","description":"`+strings.Repeat("run a command ", 200)+`","input_schema":{"type":"object"}},`, 24), ",") +
+		`],"messages":[{"role":"user","content":"` + strings.Repeat("hello ", 5000) + `"}],"stream":true}`)
+	l := Limits{Model: "claude-sonnet-4-5", MaxTokens: 4096}
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	for range b.N {
+		if _, changed := l.apply(body); len(changed) != 3 {
+			b.Fatalf("changed %v", changed)
+		}
+	}
+}

@@ -115,12 +115,12 @@ type Limits struct {
 // minThinkingBudget is the Messages API's smallest thinking budget.
 const minThinkingBudget = 1024
 
-// apply rewrites a messages request body to the limits. It edits the
-// values in place (the rest of the body, often large, is copied as it is)
-// and returns what it changed, for the log. A body that is not JSON is
-// left to the upstream to refuse.
+// apply rewrites a messages request body to the limits. It replaces the
+// values where they are (the rest of the body, often over 100 KB, is
+// copied once, unparsed) and returns what it changed, for the log. A body
+// that is not JSON is left to the upstream to refuse.
 func (l Limits) apply(body []byte) ([]byte, []string) {
-	if (l.Model == "" && l.MaxTokens <= 0) || !gjson.ValidBytes(body) {
+	if l.Model == "" && l.MaxTokens <= 0 {
 		return body, nil
 	}
 	type edit struct {
@@ -158,17 +158,15 @@ func (l Limits) apply(body []byte) ([]byte, []string) {
 	if len(edits) == 0 {
 		return body, nil
 	}
-	// Apply from the end so earlier offsets stay valid; a nested edit
-	// (budget_tokens) inside a replaced object (thinking) is dropped.
-	sort.Slice(edits, func(i, j int) bool { return edits[i].at > edits[j].at })
-	out := body
-	end := len(body) + 1
+	sort.Slice(edits, func(i, j int) bool { return edits[i].at < edits[j].at })
+	out := make([]byte, 0, len(body)+64)
+	at := 0
 	for _, e := range edits {
-		if e.at+e.n > end {
-			continue
+		if e.at < at || e.at+e.n > len(body) {
+			continue // overlapping or out of range: not a value gjson found
 		}
-		out = append(append(append([]byte{}, out[:e.at]...), e.with...), out[e.at+e.n:]...)
-		end = e.at
+		out = append(append(out, body[at:e.at]...), e.with...)
+		at = e.at + e.n
 	}
-	return out, changed
+	return append(out, body[at:]...), changed
 }
