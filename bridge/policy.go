@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -117,8 +118,10 @@ const minThinkingBudget = 1024
 
 // apply rewrites a messages request body to the limits. It replaces the
 // values where they are (the rest of the body, often over 100 KB, is
-// copied once, unparsed) and returns what it changed, for the log. A body
-// that is not JSON is left to the upstream to refuse.
+// copied once, unparsed), every occurrence of a key (a body that repeats
+// "model" cannot slip a second one past it), and returns what it changed,
+// for the log. A body that is not a JSON object is left to the upstream to
+// refuse.
 func (l Limits) apply(body []byte) ([]byte, []string) {
 	if l.Model == "" && l.MaxTokens <= 0 {
 		return body, nil
@@ -129,31 +132,58 @@ func (l Limits) apply(body []byte) ([]byte, []string) {
 	}
 	var edits []edit
 	var changed []string
-	replace := func(r gjson.Result, with, what string) {
-		if r.Index > 0 { // 0: gjson does not know where the value is
-
-			edits = append(edits, edit{r.Index, len(r.Raw), with})
+	replace := func(v gjson.Result, with, what string) {
+		if v.Index > 0 && v.Index+len(v.Raw) <= len(body) { // 0: gjson does not know where
+			edits = append(edits, edit{v.Index, len(v.Raw), with})
 			changed = append(changed, what)
 		}
 	}
-	if m := gjson.GetBytes(body, "model"); l.Model != "" && m.Exists() && m.String() != l.Model {
-		replace(m, strconv.Quote(l.Model), fmt.Sprintf("model %s -> %s", m.String(), l.Model))
+	// The answer's token limit: the cap, or what the request asks below it.
+	limit := l.MaxTokens
+	var thinking []gjson.Result
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return body, nil
 	}
-	if l.MaxTokens > 0 {
-		limit := l.MaxTokens
-		mt := gjson.GetBytes(body, "max_tokens")
-		if mt.Type == gjson.Number && mt.Int() > int64(limit) {
-			replace(mt, strconv.Itoa(limit), fmt.Sprintf("max_tokens %d -> %d", mt.Int(), limit))
-		} else if mt.Type == gjson.Number {
-			limit = int(mt.Int())
-		}
-		if bt := gjson.GetBytes(body, "thinking.budget_tokens"); bt.Type == gjson.Number && bt.Int() >= int64(limit) {
-			if limit-1 >= minThinkingBudget {
-				replace(bt, strconv.Itoa(limit-1), fmt.Sprintf("thinking.budget_tokens %d -> %d", bt.Int(), limit-1))
-			} else {
-				replace(gjson.GetBytes(body, "thinking"), `{"type":"disabled"}`, "thinking off: max_tokens leaves no room for a budget")
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.String() {
+		case "model":
+			if l.Model != "" && (v.Type != gjson.String || v.String() != l.Model) {
+				replace(v, strconv.Quote(l.Model), fmt.Sprintf("model %s -> %s", v.Raw, l.Model))
 			}
+		case "max_tokens":
+			switch {
+			case l.MaxTokens <= 0:
+			case v.Type != gjson.Number || v.Float() > float64(l.MaxTokens):
+				replace(v, strconv.Itoa(l.MaxTokens), fmt.Sprintf("max_tokens %s -> %d", v.Raw, l.MaxTokens))
+			case v.Float() >= 1:
+				limit = min(limit, int(v.Int()))
+			}
+		case "thinking":
+			thinking = append(thinking, v)
 		}
+		return true
+	})
+	for _, v := range thinking {
+		bt := v.Get("budget_tokens")
+		if l.MaxTokens <= 0 || !bt.Exists() || (bt.Type == gjson.Number && bt.Float() < float64(limit)) {
+			continue
+		}
+		// The whole thinking object is rewritten (decoded, so a repeated
+		// key collapses to one).
+		var t map[string]json.RawMessage
+		if json.Unmarshal([]byte(v.Raw), &t) != nil {
+			continue
+		}
+		what := "thinking off: max_tokens leaves no room for a budget"
+		if limit-1 >= minThinkingBudget {
+			t["budget_tokens"] = json.RawMessage(strconv.Itoa(limit - 1))
+			what = fmt.Sprintf("thinking.budget_tokens %s -> %d", bt.Raw, limit-1)
+		} else {
+			t = map[string]json.RawMessage{"type": json.RawMessage(`"disabled"`)}
+		}
+		b, _ := json.Marshal(t)
+		replace(v, string(b), what)
 	}
 	if len(edits) == 0 {
 		return body, nil
@@ -162,8 +192,8 @@ func (l Limits) apply(body []byte) ([]byte, []string) {
 	out := make([]byte, 0, len(body)+64)
 	at := 0
 	for _, e := range edits {
-		if e.at < at || e.at+e.n > len(body) {
-			continue // overlapping or out of range: not a value gjson found
+		if e.at < at {
+			continue
 		}
 		out = append(append(out, body[at:e.at]...), e.with...)
 		at = e.at + e.n

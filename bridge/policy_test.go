@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 func TestCheckRoute(t *testing.T) {
@@ -105,7 +107,7 @@ func TestLimitsApply(t *testing.T) {
 		{"within the limits", Limits{Model: "m", MaxTokens: 2048}, `{"model":"m","max_tokens":100}`, `{"model":"m","max_tokens":100}`, 0},
 		{"thinking budget kept under the cap", Limits{MaxTokens: 4096},
 			`{"max_tokens":32000,"thinking":{"type":"enabled","budget_tokens":10000}}`,
-			`{"max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":4095}}`, 2},
+			`{"max_tokens":4096,"thinking":{"budget_tokens":4095,"type":"enabled"}}`, 2},
 		{"no room to think", Limits{MaxTokens: 1000},
 			`{"max_tokens":32000,"thinking":{"type":"enabled","budget_tokens":10000},"stream":true}`,
 			`{"max_tokens":1000,"thinking":{"type":"disabled"},"stream":true}`, 2},
@@ -113,6 +115,10 @@ func TestLimitsApply(t *testing.T) {
 			`{"max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":2000}}`, 1},
 		{"token counting has no max_tokens", Limits{Model: "m", MaxTokens: 10}, `{"model":"x","messages":[]}`, `{"model":"m","messages":[]}`, 1},
 		{"not JSON", Limits{Model: "m"}, `{"model":`, `{"model":`, 0},
+		{"a repeated key", Limits{Model: "m", MaxTokens: 10}, `{"model":"m","max_tokens":5,"model":"opus","max_tokens":99}`,
+			`{"model":"m","max_tokens":5,"model":"m","max_tokens":10}`, 2},
+		{"a model that is not a string", Limits{Model: "m"}, `{"model":{"id":"opus"}}`, `{"model":"m"}`, 1},
+		{"nested keys stay", Limits{Model: "m"}, `{"model":"m","metadata":{"model":"x"}}`, `{"model":"m","metadata":{"model":"x"}}`, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,4 +175,39 @@ func TestProxyHoldsLimits(t *testing.T) {
 	if r2.StatusCode != http.StatusMethodNotAllowed || r2.Header.Get("Allow") != "POST" {
 		t.Errorf("GET /v1/messages = %d Allow %q", r2.StatusCode, r2.Header.Get("Allow"))
 	}
+}
+
+// FuzzLimitsApply: holding any body to the limits never panics, and a JSON
+// body stays JSON with the model and the cap in it.
+func FuzzLimitsApply(f *testing.F) {
+	for _, s := range []string{`{"model":"x","max_tokens":99999,"thinking":{"type":"enabled","budget_tokens":50000}}`,
+		`{"max_tokens":1e9}`, `{"model":1}`, `{"thinking":{"budget_tokens":"x"},"max_tokens":5}`, `[`, `{"a":{"model":"x"}}`} {
+		f.Add([]byte(s))
+	}
+	l := Limits{Model: "m", MaxTokens: 2048}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, _ := l.apply(body)
+		if !gjson.ValidBytes(body) {
+			return
+		}
+		if !gjson.ValidBytes(out) {
+			t.Fatalf("apply(%s) = %s, not JSON", body, out)
+		}
+		if !gjson.ParseBytes(body).IsObject() {
+			return
+		}
+		gjson.ParseBytes(out).ForEach(func(k, v gjson.Result) bool {
+			switch k.String() {
+			case "model":
+				if v.Raw != `"m"` {
+					t.Fatalf("apply(%s) kept model %s", body, v.Raw)
+				}
+			case "max_tokens":
+				if v.Type != gjson.Number || v.Float() > 2048 {
+					t.Fatalf("apply(%s) kept max_tokens %s", body, v.Raw)
+				}
+			}
+			return true
+		})
+	})
 }
