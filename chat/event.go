@@ -35,7 +35,10 @@ const (
 // type on deltas and ends too, so consumers need no memory of it.
 //
 // Props by type:
-//   - tool_call: name, id, input (the tool's JSON input, on end)
+//   - tool_call: name, id, input (the tool's JSON input, on end); client:
+//     true when the call is for the client to run (a direct assistant's
+//     model calling the client's function: the turn ends with finish
+//     reason tool_calls), absent for tools the agent runs itself
 //   - tool_result: tool_call_id, content, is_error
 //   - error: code (see the Err* codes), message
 //   - notice: code, message
