@@ -34,8 +34,9 @@ import (
 // assistants let requests change sampling and function calling
 // (temperature, top_p, stop, presence_penalty, frequency_penalty, seed,
 // user, logit_bias, response_format, tools, tool_choice,
-// parallel_tool_calls) and lower, never raise, the token limit; the
-// model, reasoning_effort and n stay the assistant's. Sandboxed
+// parallel_tool_calls; tools, tool_choice and response_format only when
+// the assistant sets none of its own) and lower, never raise, the token
+// limit; the model, reasoning_effort and n stay the assistant's. Sandboxed
 // assistants let requests lower the token limit only.
 type Overridable struct {
 	// Rules by option name; an option without a rule may not be changed.
@@ -233,16 +234,32 @@ func (a *Assistant) CheckOverride(req chat.ModelOptions, ceiling int) error {
 	if err := json.Unmarshal(b, &set); err != nil {
 		return err
 	}
+	own := a.ownFunctionOptions()
 	for _, name := range slices.Sorted(maps.Keys(set)) {
 		rule, ok := o.Rules[name]
 		if !ok {
 			return &chat.FieldError{Path: name, Problem: a.refusal(name, o)}
+		}
+		if !o.Explicit && own[name] {
+			return &chat.FieldError{Path: name, Problem: fmt.Sprintf(
+				`assistant %q sets its own %s, which requests do not replace unless its package.yao "overridable" lists it`, a.ID, name)}
 		}
 		if err := a.within(name, rule, set[name], ceiling); err != nil {
 			return &chat.FieldError{Path: name, Problem: err.Error()}
 		}
 	}
 	return nil
+}
+
+// ownFunctionOptions are the function-calling options the assistant sets
+// itself: by default a request may bring its own tools, not replace the
+// assistant's.
+func (a *Assistant) ownFunctionOptions() map[string]bool {
+	return map[string]bool{
+		"tools":           len(a.Options.Tools) > 0,
+		"tool_choice":     len(a.Options.ToolChoice) > 0,
+		"response_format": len(a.Options.ResponseFormat) > 0,
+	}
 }
 
 // refusal says why a request may not set an option.

@@ -84,6 +84,7 @@ func TestCheckOverride(t *testing.T) {
 	}
 	direct := &Assistant{ID: "qa", Overridable: DefaultOverridable(false), Options: chat.ModelOptions{MaxTokens: ptr(1000)}}
 	noLimit := &Assistant{ID: "qa", Overridable: DefaultOverridable(false)}
+	withTools := &Assistant{ID: "fixed", Overridable: DefaultOverridable(false), Options: chat.ModelOptions{Tools: json.RawMessage(`[{"type":"function","function":{"name":"f"}}]`)}}
 	sandboxed := &Assistant{ID: "coder", Sandbox: &Sandbox{Command: "claude"}, Overridable: DefaultOverridable(true)}
 	listed := &Assistant{ID: "pick", Overridable: explicit(`{"overridable": {"model": ["a", "b"], "max_tokens": 4096, "temperature": {"min": 0.1, "max": 1}}}`, false),
 		Options: chat.ModelOptions{MaxTokens: ptr(100), Temperature: f64(0.5)}}
@@ -106,6 +107,8 @@ func TestCheckOverride(t *testing.T) {
 		{"default: model", direct, `{"model": "gpt-5"}`, 0, "model", `assistant "qa" does not let requests change it: by default requests may change only frequency_penalty,`},
 		{"default: effort", direct, `{"reasoning_effort": "high"}`, 0, "reasoning_effort", `package.yao "overridable" can allow more`},
 		{"stream", direct, `{"stream": false}`, 0, "stream", "agentbox always streams"},
+		{"default: the assistant's own tools", withTools, `{"tools": []}`, 0, "tools", `assistant "fixed" sets its own tools, which requests do not replace`},
+		{"default: sampling with own tools", withTools, `{"temperature": 1, "tool_choice": "auto"}`, 0, "", ""},
 		{"sandboxed: tools", sandboxed, `{"tools": [{"type": "function", "function": {"name": "f"}}]}`, 0, "tools",
 			`assistant "coder" runs a coding agent in a sandbox, which uses its own tools`},
 		{"sandboxed: sampling", sandboxed, `{"temperature": 0}`, 0, "temperature", "which chooses its own sampling; requests may change only model, max_tokens, max_completion_tokens"},
