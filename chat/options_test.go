@@ -122,3 +122,64 @@ func TestMergeEveryField(t *testing.T) {
 		t.Errorf("Merge lost fields: %+v", got)
 	}
 }
+
+// TestMergeTokenLimit: max_tokens and max_completion_tokens are one limit:
+// an override of either replaces both, so they never travel together.
+func TestMergeTokenLimit(t *testing.T) {
+	t.Parallel()
+	n := func(v int) *int { return &v }
+	base := chat.Options{ModelOptions: chat.ModelOptions{MaxTokens: n(1000)}, Connector: "c"}
+	got := base.Merge(chat.Options{ModelOptions: chat.ModelOptions{MaxCompletionTokens: n(50)}})
+	if got.MaxTokens != nil || *got.MaxCompletionTokens != 50 || got.TokenLimit() != 50 || got.Connector != "c" {
+		t.Errorf("merge = %+v", got)
+	}
+	got = got.Merge(chat.Options{ModelOptions: chat.ModelOptions{MaxTokens: n(20)}})
+	if got.MaxCompletionTokens != nil || *got.MaxTokens != 20 || got.TokenLimit() != 20 {
+		t.Errorf("merge back = %+v", got)
+	}
+	if kept := base.Merge(chat.Options{Connector: "d"}); *kept.MaxTokens != 1000 || kept.Connector != "d" {
+		t.Errorf("an override without a limit changed it: %+v", kept)
+	}
+	if (chat.ModelOptions{}).TokenLimit() != 0 {
+		t.Error("no limit is not 0")
+	}
+}
+
+// TestCollectorSeparatesMessages: separate text messages are joined with
+// a blank line, the pieces Append returns add up to the text, other types
+// and replaced text already out are left alone.
+func TestCollectorSeparatesMessages(t *testing.T) {
+	t.Parallel()
+	var c chat.Collector
+	var pieces strings.Builder
+	for _, e := range []chat.Event{
+		{Event: chat.Start, ID: "t", Type: chat.TypeThinking, Text: "hmm"},
+		{Event: chat.Start, ID: "a", Type: chat.TypeText, Text: "One"},
+		{Event: chat.Delta, ID: "a", Type: chat.TypeText, Text: " two."},
+		{Event: chat.End, ID: "a", Type: chat.TypeText},
+		{Event: chat.Start, ID: "l", Type: chat.TypeLoading, Text: "..."},
+		{Event: chat.Replace, ID: "l", Type: chat.TypeText, Text: "Three."},
+		{Event: chat.Replace, ID: "a", Type: chat.TypeText, Text: "taken back?"},
+		{Event: chat.Start, ID: "b", Type: chat.TypeText},
+		{Event: chat.Delta, ID: "b", Type: chat.TypeText, Text: "Four."},
+	} {
+		pieces.WriteString(c.Append(e))
+	}
+	want := "One two.\n\nThree.\n\nFour."
+	if c.Text() != want || pieces.String() != want {
+		t.Errorf("text %q, pieces %q, want %q", c.Text(), pieces.String(), want)
+	}
+	th := chat.Collector{Type: chat.TypeThinking}
+	th.Add(chat.Event{Event: chat.Start, ID: "t", Type: chat.TypeThinking, Text: "hmm"})
+	if th.Text() != "hmm" {
+		t.Errorf("thinking = %q", th.Text())
+	}
+	if chat.FinishReason("end_turn") != "stop" || chat.FinishReason("max_tokens") != "length" || chat.FinishReason("tool_use") != "tool_calls" ||
+		chat.FinishReason("refusal") != "content_filter" || chat.FinishReason("") != "stop" {
+		t.Error("FinishReason maps a provider's reason wrong")
+	}
+	tc := chat.ToolCall{Input: chat.ArgumentsInput("not json")}
+	if tc.Arguments() != "not json" || string(chat.ArgumentsInput(`{"a":1}`)) != `{"a":1}` || (chat.ToolCall{}).Arguments() != "{}" {
+		t.Errorf("arguments round trip: %q", tc.Arguments())
+	}
+}
