@@ -153,6 +153,7 @@ func TestProxyHoldsLimits(t *testing.T) {
 	}
 	c := unixClient(s)
 	resp := post(t, c, "http://bridge", "//v1/./messages?beta=true", s.Token(), `{"model":"claude-haiku-4-5","max_tokens":32000,"stream":false}`)
+	_, _ = io.Copy(io.Discard, resp.Body) // the meter counts the answer as it passes
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
