@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/adrg/frontmatter v0.2.0
 	github.com/containerd/errdefs v1.0.0
+	github.com/creack/pty v1.1.24
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/docker/go-units v0.5.0
 	github.com/dop251/goja v0.0.0-20260917113740-793a2a65c13b

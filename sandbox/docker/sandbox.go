@@ -316,27 +316,31 @@ func (p *process) Kill() error {
 	return p.killErr
 }
 
-func (p *process) kill() error {
-	r := p.sb.rt
+func (p *process) kill() error { return p.sb.killGroup(p.pidfile) }
+
+// killGroup kills the process group and session of the exec whose
+// wrapper wrote its pid to pidfile, through a second exec (killScript).
+func (s *Sandbox) killGroup(pidfile string) error {
+	r := s.rt
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
 	defer cancel()
-	created, err := r.cli.ContainerExecCreate(ctx, p.sb.id, container.ExecOptions{
-		Cmd:          []string{"/bin/sh", "-c", killScript, p.pidfile},
+	created, err := r.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
+		Cmd:          []string{"/bin/sh", "-c", killScript, pidfile},
 		AttachStdout: true,
 		AttachStderr: true,
 	})
 	if err != nil {
-		return p.sb.execErr(ctx, "kill", err)
+		return s.execErr(ctx, "kill", err)
 	}
 	conn, err := r.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return p.sb.execErr(ctx, "kill", err)
+		return s.execErr(ctx, "kill", err)
 	}
 	defer conn.Close()
 	_, _ = io.Copy(io.Discard, conn.Reader)
 	ins, err := r.cli.ContainerExecInspect(ctx, created.ID)
 	if err != nil {
-		return p.sb.execErr(ctx, "kill", err)
+		return s.execErr(ctx, "kill", err)
 	}
 	if ins.ExitCode != 0 {
 		return fmt.Errorf("kill: the command's process group was not found (exit %d)", ins.ExitCode)

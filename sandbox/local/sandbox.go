@@ -31,6 +31,7 @@ type Sandbox struct {
 	mu      sync.Mutex
 	removed bool
 	procs   map[*process]struct{}
+	terms   map[*terminal]struct{}
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -131,10 +132,19 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 	for p := range s.procs {
 		procs = append(procs, p)
 	}
+	terms := make([]*terminal, 0, len(s.terms))
+	for t := range s.terms {
+		terms = append(terms, t)
+	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	var errs []error
+	for _, t := range terms {
+		if err := t.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", s.id, err))
+		}
+	}
 	for _, p := range procs {
 		_ = p.Kill()
 		select {

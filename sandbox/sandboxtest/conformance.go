@@ -36,6 +36,10 @@ type Features struct {
 	// system folders under it are not (local: bwrap's root is a fresh
 	// tmpfs per command, discarded when it ends).
 	WritableRoot bool
+	// NoTerminal, when set, is why the runtime's sandboxes cannot run
+	// commands on a pseudo-terminal (sandbox.TerminalSandbox); the
+	// terminal checks are skipped, naming it.
+	NoTerminal string
 	// Engine looks at the runtime's sandboxes from outside. Nil: a
 	// sandbox has nothing on an engine to look at (local: it is a set of
 	// processes), and the checks that need one do not run.
@@ -63,7 +67,8 @@ type Engine interface {
 // sandbox user, a read-only system, no network but loopback by default,
 // confined file operations, special files the sandbox made refused by the
 // host side, a disk limit that stops writes with ENOSPC (where the host
-// can enforce one), labels, and concurrent commands.
+// can enforce one), labels, concurrent commands, and commands on a
+// pseudo-terminal.
 //
 // Its checks run as parallel subtests. Call it from a test that is not
 // parallel itself; it sets an environment variable of the test process
@@ -114,6 +119,7 @@ func Run(t *testing.T, newRuntime Factory) {
 		{"DiskLimit", c.testDiskLimit},
 		{"Labels", c.testLabels},
 		{"ConcurrentExecs", c.testConcurrent},
+		{"Terminal", c.testTerminal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
