@@ -32,4 +32,7 @@ var (
 	ErrEngineUnavailable = errors.New("sandbox engine unavailable")
 	// ErrRemoved: the sandbox was removed (SANDBOX_REMOVED).
 	ErrRemoved = errors.New("sandbox removed")
+	// ErrInUse: a workspace cannot be removed while a request holds it
+	// (Workspaces.Remove; hooks never meet it).
+	ErrInUse = errors.New("workspace in use")
 )
