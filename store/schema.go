@@ -103,6 +103,9 @@ CREATE TABLE responses (
 );
 CREATE INDEX responses_by_chat ON responses (user_id, chat_id, seq);
 `,
+	// 4: a title the user gave a chat (RenameChat) is kept when its
+	// history is replaced.
+	`ALTER TABLE chats ADD COLUMN title_set INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -167,7 +170,7 @@ func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
 			ON CONFLICT (user_id, chat_id) DO UPDATE SET
 				assistant_id = CASE WHEN ?3 = '' THEN assistant_id ELSE ?3 END,
-				title = CASE WHEN title = '' OR ?7 THEN ?4 ELSE title END,
+				title = CASE WHEN title_set = 0 AND (title = '' OR ?7) THEN ?4 ELSE title END,
 				message_count = ?5,
 				updated_at = ?6`},
 		{&st.listChats, `SELECT chat_id, assistant_id, title, message_count, created_at, updated_at
