@@ -40,8 +40,10 @@ type BridgeConfig struct {
 // proxied reports whether the model traffic of a's CLI goes through the
 // bridge's model proxy (it speaks the Anthropic Messages API, which is what
 // Claude Code uses; other CLIs talk to their own services).
-func (t *turn) proxied(a *assistant.Assistant) bool {
-	return t.p.cfg.Bridge != nil && a.Sandbox != nil && a.Sandbox.Command == "claude"
+func (t *turn) proxied(a *assistant.Assistant) bool { return t.p.proxied(a) }
+
+func (p *Pipeline) proxied(a *assistant.Assistant) bool {
+	return p.cfg.Bridge != nil && a.Sandbox != nil && a.Sandbox.Command == "claude"
 }
 
 // connection resolves the turn's connector for a CLI. A scripted connector

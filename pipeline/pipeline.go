@@ -114,6 +114,7 @@ type Pipeline struct {
 	mu     sync.Mutex
 	active map[*turn]struct{}
 	live   map[*liveSandbox]struct{}
+	terms  map[*Terminal]struct{}
 	closed bool
 	wg     sync.WaitGroup
 
@@ -231,7 +232,8 @@ func (p *Pipeline) Workspace(ctx context.Context, user, chatID string) (*sandbox
 // own sandboxes before it removes those still live itself.
 const DefaultCleanupGrace = 10 * time.Second
 
-// Close refuses new turns and waits for the running ones until ctx ends.
+// Close closes the open terminals, refuses new turns and waits for the
+// running ones until ctx ends.
 // Then it cancels them and gives them Config.CleanupGrace to end and remove their
 // sandboxes; the sandboxes (and bridge sessions) of turns still running
 // after that, stuck where cancellation does not reach, it removes itself,
@@ -244,6 +246,7 @@ func (p *Pipeline) Close(ctx context.Context) error {
 		p.mu.Lock()
 		p.closed = true
 		p.mu.Unlock()
+		p.closeTerminals("", "")
 		done := make(chan struct{})
 		go func() { p.wg.Wait(); close(done) }()
 		select {
@@ -346,7 +349,7 @@ func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	t := &turn{p: p, req: req, cancel: cancel, start: start}
+	t := &turn{p: p, req: req, cancel: cancel, start: start, done: make(chan struct{})}
 	t.emit = t.serialize(emit)
 
 	p.mu.Lock()
@@ -362,6 +365,7 @@ func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (
 		p.mu.Lock()
 		delete(p.active, t)
 		p.mu.Unlock()
+		close(t.done)
 		p.wg.Done()
 	}()
 

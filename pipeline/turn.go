@@ -28,6 +28,8 @@ type turn struct {
 	req    *Request
 	cancel context.CancelCauseFunc
 	start  time.Time
+	// done is closed when Chat returns: the sandbox is gone by then.
+	done chan struct{}
 
 	// emit is the turn's serialized event stream (see serialize).
 	emit       chat.EmitFunc
@@ -286,13 +288,9 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 // with its own timeout even when ctx has ended.
 func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assistant.Assistant, lim assistant.Limits, hooks *jsapi.Hooks, hc *jsapi.Context) (sandbox.Sandbox, func(), error) {
 	p := t.p
-	if p.cfg.Workspaces == nil || len(p.cfg.Runtimes) == 0 {
-		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q needs a sandbox, but this server has no sandbox runtime configured", a.ID)
-	}
-	name := cmp.Or(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, p.cfg.DefaultRuntime)
-	rt, ok := p.cfg.Runtimes[name]
-	if !ok {
-		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q wants sandbox runtime %q, which is not available on this server (have: %s)", a.ID, name, strings.Join(sortedKeys(p.cfg.Runtimes), ", "))
+	rt, name, err := p.runtimeFor(app, a)
+	if err != nil {
+		return nil, nil, err
 	}
 	if a.Sandbox.Egress != nil && p.cfg.Bridge == nil {
 		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q has a network allow list, which needs the bridge's egress proxy; this server runs without a bridge", a.ID)
@@ -330,17 +328,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	loading := t.nextID("loading")
 	msg := "Starting sandbox (" + name + ")…"
 	t.emit(chat.Event{Event: chat.Start, ID: loading, Type: chat.TypeLoading, Text: msg, Props: map[string]any{"message": msg, "runtime": name}})
-	spec := sandbox.Spec{
-		UserID:      t.req.UserID,
-		ChatID:      t.req.ChatID,
-		Workspace:   ws,
-		Image:       a.Sandbox.Image,
-		MemoryBytes: a.Sandbox.MemoryBytes,
-		CPUs:        a.Sandbox.CPUs,
-		Network:     cmp.Or(a.Sandbox.Network, app.Config.Sandbox.Network, t.defaultNetwork(a)),
-		Mounts:      mounts,
-		Labels:      map[string]string{"dev.agentbox.assistant": a.ID},
-	}
+	spec := p.sandboxSpec(app, a, t.req.UserID, t.req.ChatID, ws, mounts)
 	createStart := time.Now()
 	sb, err := rt.Create(ctx, spec)
 	p.metrics.phase("sandbox_create", createStart)
@@ -379,10 +367,40 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	return sb, cleanup, nil
 }
 
+// runtimeFor returns the runtime a's sandboxes run on, and its name.
+func (p *Pipeline) runtimeFor(app *assistant.App, a *assistant.Assistant) (sandbox.Runtime, string, error) {
+	if p.cfg.Workspaces == nil || len(p.cfg.Runtimes) == 0 {
+		return nil, "", chat.Errorf(chat.ErrSandbox, "assistant %q needs a sandbox, but this server has no sandbox runtime configured", a.ID)
+	}
+	name := cmp.Or(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, p.cfg.DefaultRuntime)
+	rt, ok := p.cfg.Runtimes[name]
+	if !ok {
+		return nil, "", chat.Errorf(chat.ErrSandbox, "assistant %q wants sandbox runtime %q, which is not available on this server (have: %s)", a.ID, name, strings.Join(sortedKeys(p.cfg.Runtimes), ", "))
+	}
+	return rt, name, nil
+}
+
+// sandboxSpec is the spec of a's sandboxes in the chat (user, chat): its
+// image, limits, network policy and labels. Turns and terminals both get
+// theirs here, so a terminal is confined like the agent it looks after.
+func (p *Pipeline) sandboxSpec(app *assistant.App, a *assistant.Assistant, user, chatID string, ws *sandbox.Workspace, mounts []sandbox.Mount) sandbox.Spec {
+	return sandbox.Spec{
+		UserID:      user,
+		ChatID:      chatID,
+		Workspace:   ws,
+		Image:       a.Sandbox.Image,
+		MemoryBytes: a.Sandbox.MemoryBytes,
+		CPUs:        a.Sandbox.CPUs,
+		Network:     cmp.Or(a.Sandbox.Network, app.Config.Sandbox.Network, p.defaultNetwork(a)),
+		Mounts:      mounts,
+		Labels:      map[string]string{"dev.agentbox.assistant": a.ID},
+	}
+}
+
 // defaultNetwork is "none" when the bridge carries the CLI's model traffic,
 // and "host" otherwise: the CLI must then reach the model API itself.
-func (t *turn) defaultNetwork(a *assistant.Assistant) string {
-	if t.proxied(a) {
+func (p *Pipeline) defaultNetwork(a *assistant.Assistant) string {
+	if p.proxied(a) {
 		return sandbox.NetworkNone
 	}
 	return sandbox.NetworkHost
