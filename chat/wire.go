@@ -3,6 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // The encodings of events on the wire. They are the only place events are
@@ -34,12 +35,25 @@ func JSONLine(e Event) ([]byte, error) {
 
 // SSEFrame returns e as one server-sent event: "event: <phase>", "data:
 // <the JSON object>" and the blank line that ends the frame.
-func SSEFrame(e Event) ([]byte, error) {
+func SSEFrame(e Event) ([]byte, error) { return SSEFrameID("", e) }
+
+// SSEFrameID returns e as one server-sent event with an "id: <id>" line
+// first (none when id is ""), which a client sends back as Last-Event-ID
+// to resume the stream after it. id must not hold a line break or NUL.
+func SSEFrameID(id string, e Event) ([]byte, error) {
+	if strings.ContainsAny(id, "\r\n\x00") {
+		return nil, fmt.Errorf("event id %q holds a line break or NUL", id)
+	}
 	b, err := MarshalEvent(e)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(b)+len(e.Event)+16)
+	out := make([]byte, 0, len(b)+len(e.Event)+len(id)+20)
+	if id != "" {
+		out = append(out, "id: "...)
+		out = append(out, id...)
+		out = append(out, '\n')
+	}
 	out = append(out, "event: "...)
 	out = append(out, e.Event...)
 	out = append(out, "\ndata: "...)

@@ -57,6 +57,13 @@ func TestWire(t *testing.T) {
 	if err != nil || string(frame) != "event: delta\ndata: {\"event\":\"delta\",\"id\":\"m1\",\"type\":\"text\",\"text\":\"Hel\"}\n\n" {
 		t.Errorf("SSEFrame = %q, %v", frame, err)
 	}
+	frame, err = chat.SSEFrameID("r-1.7", e)
+	if err != nil || string(frame) != "id: r-1.7\nevent: delta\ndata: {\"event\":\"delta\",\"id\":\"m1\",\"type\":\"text\",\"text\":\"Hel\"}\n\n" {
+		t.Errorf("SSEFrameID = %q, %v", frame, err)
+	}
+	if _, err := chat.SSEFrameID("a\nevent: done", e); err == nil {
+		t.Error("an id with a line break was encoded")
+	}
 	if _, err := chat.MarshalEvent(chat.Event{Event: chat.Start, ID: "m1", Type: "x", Props: map[string]any{"c": make(chan int)}}); err == nil {
 		t.Error("props that are not JSON were encoded")
 	}
