@@ -294,3 +294,20 @@ func (p *Pipeline) DeleteChat(ctx context.Context, user, chatID string) error {
 	p.log.Info("chat deleted", "user", user, "chat", chatID)
 	return nil
 }
+
+// OpenWorkspace acquires the workspace of the user's chat, creating it
+// when missing (Workspace does not: reading files never creates one). The
+// caller must call release.
+func (p *Pipeline) OpenWorkspace(ctx context.Context, user, chatID string) (*sandbox.Workspace, func(), error) {
+	if p.cfg.Workspaces == nil {
+		return nil, nil, &chat.Error{Code: chat.ErrInvalidRequest, Message: "this server has no workspaces", Err: sandbox.ErrNotFound}
+	}
+	if err := validateIDs(user, chatID); err != nil {
+		return nil, nil, err
+	}
+	ws, release, err := p.cfg.Workspaces.Acquire(ctx, user, chatID)
+	if err != nil {
+		return nil, nil, &chat.Error{Code: chat.ErrSandbox, Message: "workspace unavailable", Err: err}
+	}
+	return ws, release, nil
+}

@@ -49,6 +49,11 @@ func (a *authenticator) user(r *http.Request) (string, error) {
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
+		if tok := webSocketToken(r); tok != "" {
+			h = "Bearer " + tok
+		}
+	}
+	if h == "" {
 		return "", errorf(http.StatusUnauthorized, chat.ErrAuth, msgMissingToken)
 	}
 	scheme, tok, ok := strings.Cut(h, " ")

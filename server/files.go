@@ -22,7 +22,8 @@ type fileListing struct {
 }
 
 // files is GET /api/chats/{chat}/files?path=P: a folder of the
-// authenticated user's chat workspace as JSON, or a file's raw content.
+// authenticated user's chat workspace as JSON (with format=zip: as a zip
+// archive), or a file's raw content.
 // Paths are relative to the workspace (or absolute under /workspace);
 // anything resolving outside it, also through symlinks, is a 400.
 func (s *Server) files(w http.ResponseWriter, r *http.Request, user string) {
@@ -37,6 +38,11 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request, user string) {
 		writeError(w, s.log, badRequest("path %q is outside the chat's workspace", p))
 		return
 	}
+	format := r.URL.Query().Get("format")
+	if format != "" && format != "zip" {
+		writeError(w, s.log, badRequest("format %q is not supported: leave it out, or format=zip for a folder as a zip archive", format))
+		return
+	}
 	ws, release, err := s.cfg.Backend.Workspace(r.Context(), user, chatID)
 	if err != nil {
 		writeError(w, s.log, err)
@@ -44,6 +50,10 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request, user string) {
 	}
 	if release != nil {
 		defer release()
+	}
+	if format == "zip" {
+		s.zipFolder(w, r, ws, chatID, rel)
+		return
 	}
 	// A FIFO, socket or device the agent left is refused, never opened:
 	// it must not hang the request.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -23,6 +24,9 @@ type nativeRequest struct {
 	Metadata map[string]any  `json:"metadata"`
 	// Options are model options (chat.ModelOptions), decoded strictly.
 	Options json.RawMessage `json:"options"`
+	// Detach keeps the turn running when the client goes away; its
+	// events can then be followed again (GET /api/chats/{chat}/events).
+	Detach bool `json:"detach"`
 }
 
 func (r *nativeRequest) messages() ([]chat.Message, error) {
@@ -118,88 +122,42 @@ func (s *Server) nativeChat(w http.ResponseWriter, r *http.Request, user string)
 		UserID: user, ChatID: cid, AssistantID: id, Messages: msgs,
 		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts,
 	}
-	s.streamNative(w, r, req)
+	s.streamNative(w, r, req, in.Detach)
 }
 
-// streamNative runs the turn and writes its events. Error and done events
-// that arrive before anything was sent are held back: if the turn then
-// fails, the client gets a plain HTTP error with the right status instead
-// of a 200 stream.
-func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipeline.Request) {
-	st := newSSEStream(w, s.cfg.Heartbeat, nil)
-	defer st.Close()
-
-	var (
-		pending  [][]byte
-		sawError bool
-		doneSent bool
-	)
-	send := func(frame []byte) {
-		for _, p := range pending {
-			_ = st.Write(p)
-		}
-		pending = nil
-		_ = st.Write(frame)
+// streamNative runs the turn as a run of the server's registry and
+// streams its events, each with an id. A detached turn runs on when the
+// client goes away (its events stay in the run's log for a resume); any
+// other ends with its connection, and the handler waits for its cleanup.
+func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipeline.Request, detach bool) {
+	rn := s.runs.start(req, detach)
+	base := r.Context()
+	if detach {
+		// The turn's own context: a cancel, the server's shutdown or the
+		// turn's end stop it, not its client.
+		base = context.WithoutCancel(base)
 	}
-	stream := chat.NewSerial(func(e chat.Event) {
-		if e.Type == chat.TypeError && e.Event == chat.Start {
-			sawError = true
-		}
-		if e.Event == chat.Done {
-			doneSent = true
-		}
-		frame, err := chat.SSEFrame(e)
-		if err != nil {
-			s.log.Error("event not sent", "err", err)
-			return
-		}
-		if !st.Committed() && (e.Type == chat.TypeError || e.Event == chat.Done) {
-			pending = append(pending, frame)
-			return
-		}
-		send(frame)
-	})
-
-	resp, err := s.cfg.Backend.Chat(r.Context(), req, stream.Emit)
-	st.StopHeartbeat()
-	// After Close no event is written by emit: what follows has the stream
-	// to itself.
-	stream.Close()
-	if err != nil && r.Context().Err() != nil {
-		return // the client went away; nobody to tell
-	}
-	if err != nil && !st.Committed() {
-		writeError(w, s.log, renameParam(err, nativeParam))
-		return
-	}
-	for _, p := range pending {
-		_ = st.Write(p)
-	}
-	pending = nil
-	if err != nil && !sawError {
-		e := asAPIError(err)
-		if e.Status >= 500 {
-			s.log.Error("turn failed", "code", e.Err.Code, "err", err)
-		}
-		chat.ErrorEvent(func(ev chat.Event) {
-			if f, ferr := chat.SSEFrame(ev); ferr == nil {
-				_ = st.Write(f)
+	ctx, cancel := context.WithCancel(base)
+	rn.cancel = cancel
+	w.Header().Set("X-Turn-ID", rn.id)
+	s.inflight.Add(1)
+	go func() {
+		defer s.inflight.Done()
+		defer cancel()
+		stream := chat.NewSerial(rn.emit)
+		resp, err := s.cfg.Backend.Chat(ctx, req, stream.Emit)
+		// After Close no event of the turn reaches the log: what finish
+		// adds comes last.
+		stream.Close()
+		if err != nil && ctx.Err() == nil {
+			if e := asAPIError(err); e.Status >= 500 {
+				s.log.Error("turn failed", "code", e.Err.Code, "err", err)
 			}
-		}, "error-server", e.Err.Code, e.Err.Message)
-	}
-	if !doneSent {
-		final := &chat.Final{}
-		if resp != nil {
-			final = &chat.Final{Usage: resp.Usage, SessionID: resp.SessionID, Content: resp.Content, Data: resp.Data}
 		}
-		if err != nil {
-			final.Error = asAPIError(err).Err.Code
-		}
-		if f, ferr := chat.SSEFrame(chat.Event{Event: chat.Done, Final: final}); ferr == nil {
-			_ = st.Write(f)
-		}
-	}
-	if !st.Committed() {
-		_ = st.Commit()
+		rn.finish(resp, err)
+	}()
+	s.follow(w, r, rn, 0, true)
+	if !detach {
+		<-rn.over
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -30,6 +31,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/web"
 )
 
 // Backend runs chat turns and owns apps and workspaces. *pipeline.Pipeline
@@ -59,6 +61,12 @@ const (
 type Config struct {
 	// Backend runs the turns. Required.
 	Backend Backend
+	// Chats lists and manages chats, and opens terminals (the /api/chats
+	// routes, the files API's uploads); nil answers them with 501.
+	Chats Chats
+	// Assets are the web app's files served at / (default web.Assets(),
+	// the bundle embedded in the binary).
+	Assets fs.FS
 	// Tokens maps bearer tokens to user ids, already resolved (see
 	// ResolveTokens). Empty means development mode, allowed only when Addr
 	// is a loopback address: every request is user DevUser, or the user
@@ -87,6 +95,18 @@ type Config struct {
 	// Responses keeps the Responses API's stored responses (nil: in
 	// memory, the newest 10,000, for the life of the server).
 	Responses ResponseStore
+	// TerminalIdle is how long a terminal may go without input or output
+	// before it is closed (default DefaultTerminalIdle).
+	TerminalIdle time.Duration
+	// UploadLimit bounds one file uploaded to a workspace, in bytes
+	// (default DefaultUploadLimit).
+	UploadLimit int64
+	// ResumeBuffer bounds the events of one native turn kept for clients
+	// that resume its stream, in bytes (default DefaultResumeBuffer);
+	// ResumeRetention is how long they are kept after the turn ended
+	// (default DefaultResumeRetention).
+	ResumeBuffer    int
+	ResumeRetention time.Duration
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -98,6 +118,11 @@ type Server struct {
 	auth      *authenticator
 	handler   http.Handler
 	started   time.Time
+	// runs are the native turns whose events clients can follow.
+	runs *runs
+	// closing is closed when a shutdown starts: terminals end at once.
+	closing     chan struct{}
+	closingOnce sync.Once
 
 	// backend is the Backend as configured (cfg.Backend wraps it).
 	backend      Backend
@@ -134,6 +159,21 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Assets == nil {
+		cfg.Assets = web.Assets()
+	}
+	if cfg.TerminalIdle <= 0 {
+		cfg.TerminalIdle = DefaultTerminalIdle
+	}
+	if cfg.UploadLimit <= 0 {
+		cfg.UploadLimit = DefaultUploadLimit
+	}
+	if cfg.ResumeBuffer <= 0 {
+		cfg.ResumeBuffer = DefaultResumeBuffer
+	}
+	if cfg.ResumeRetention <= 0 {
+		cfg.ResumeRetention = DefaultResumeRetention
 	}
 	for tok, user := range cfg.Tokens {
 		if strings.TrimSpace(tok) == "" {
@@ -172,6 +212,8 @@ func New(cfg Config) (*Server, error) {
 		responses:   cfg.Responses,
 		smetrics:    sm,
 		abort:       make(chan struct{}),
+		runs:        newRuns(cfg.ResumeBuffer, cfg.ResumeRetention),
+		closing:     make(chan struct{}),
 	}
 	if tok := strings.TrimSpace(cfg.MetricsToken); tok != "" {
 		if _, clash := cfg.Tokens[tok]; clash {
@@ -227,7 +269,8 @@ func (s *Server) routes() http.Handler {
 	handle("GET", "/api/assistants", s.assistants, false)
 	handle("GET", "/api/assistants/{id}", s.assistant, false)
 	handle("POST", "/api/assistants/{id}/chat", s.nativeChat, false)
-	handle("GET", "/api/chats/{chat}/files", s.files, false)
+	s.chatRoutes(mux, handle)
+	s.webRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, notFound("no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -235,8 +278,8 @@ func (s *Server) routes() http.Handler {
 }
 
 func methodNotAllowed(allow string) http.Handler {
-	if allow == "GET" {
-		allow = "GET, HEAD"
+	if allow == "GET" || strings.HasPrefix(allow, "GET, ") {
+		allow = "GET, HEAD" + strings.TrimPrefix(allow, "GET")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
@@ -404,6 +447,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.draining.Store(true)
 	s.log.Info("shutting down: draining running requests", "timeout", s.cfg.DrainTimeout)
+	s.closingOnce.Do(func() { close(s.closing) })
 	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	go func() {
@@ -416,7 +460,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}()
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
-	if err := hs.Shutdown(dctx); err != nil {
+	err := hs.Shutdown(dctx)
+	if err == nil {
+		// Detached turns have no connection to wait for: the drain waits
+		// for them as it does for requests.
+		select {
+		case <-done:
+		case <-dctx.Done():
+			err = fmt.Errorf("detached turns still running: %w", dctx.Err())
+		}
+	}
+	if err != nil {
 		s.log.Warn("shutdown: canceling running requests", "reason", err)
 		grace := CancelGrace
 		if c, ok := s.backend.(turnCanceler); ok {
@@ -426,6 +480,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.waitHandlers(done, CancelGrace)
 			grace = time.Second
 		}
+		// Detached turns of another backend end with their own context.
+		s.runs.cancelAll()
 		// Closed connections cancel the requests still running.
 		_ = hs.Close()
 		s.waitHandlers(done, grace)

@@ -1,0 +1,238 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/pipeline"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Chats lists and manages the users' chats, opens workspaces for uploads
+// and terminals in chat sandboxes. *pipeline.Pipeline implements it.
+// Every method acts for one user on that user's chats only; errors whose
+// cause is sandbox.ErrNotFound are 404s, sandbox.ErrInUse 409s.
+type Chats interface {
+	ListChats(ctx context.Context, user string) ([]pipeline.ChatInfo, error)
+	GetChat(ctx context.Context, user, chatID string) (*pipeline.ChatDetail, error)
+	RenameChat(ctx context.Context, user, chatID, title string) (*pipeline.ChatInfo, error)
+	DeleteChat(ctx context.Context, user, chatID string) error
+	// CancelChat ends the chat's turns and returns once they and
+	// their sandboxes are gone.
+	CancelChat(ctx context.Context, user, chatID string) (int, error)
+	// OpenWorkspace acquires the chat's workspace, creating it when
+	// missing (an upload may come before the first message).
+	OpenWorkspace(ctx context.Context, user, chatID string) (*sandbox.Workspace, func(), error)
+	// OpenTerminal starts a shell in a new sandbox of the chat.
+	OpenTerminal(ctx context.Context, req pipeline.TerminalRequest) (*pipeline.Terminal, error)
+}
+
+var _ Chats = (*pipeline.Pipeline)(nil)
+
+// cancelWait bounds how long POST /api/chats/{chat}/cancel waits for the
+// turns to end and their sandboxes to go.
+const cancelWait = 30 * time.Second
+
+// chats returns the Chats of the server, or the error a route needing
+// them answers with when the server has none.
+func (s *Server) chats() (Chats, error) {
+	if s.cfg.Chats == nil {
+		return nil, errorf(http.StatusNotImplemented, chat.ErrInvalidRequest, "this server keeps no chats")
+	}
+	return s.cfg.Chats, nil
+}
+
+// chatParam is the validated {chat} of the request's path.
+func chatParam(r *http.Request) (string, error) {
+	id := r.PathValue("chat")
+	if err := validateID("chat", id); err != nil {
+		return "", badRequest("%v", err)
+	}
+	return id, nil
+}
+
+// listChats is GET /api/chats: the user's chats, newest first.
+func (s *Server) listChats(w http.ResponseWriter, r *http.Request, user string) {
+	cs, err := s.chats()
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	list, err := cs.ListChats(r.Context(), user)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, listResponse[pipeline.ChatInfo]{Object: "list", Data: list})
+}
+
+// chatResponse is GET /api/chats/{chat}: the chat, its history, and its
+// native turn (running, or ended a few minutes ago) whose events
+// GET /api/chats/{chat}/events replays.
+type chatResponse struct {
+	*pipeline.ChatDetail
+	Turn *TurnState `json:"turn,omitempty"`
+}
+
+func (s *Server) getChat(w http.ResponseWriter, r *http.Request, user string) {
+	cs, err := s.chats()
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	id, err := chatParam(r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	d, err := cs.GetChat(r.Context(), user, id)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	out := chatResponse{ChatDetail: d}
+	if rn := s.runs.find(user, id, ""); rn != nil {
+		out.Turn = rn.state()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// renameRequest is the body of PATCH /api/chats/{chat}.
+type renameRequest struct {
+	Title *string `json:"title"`
+}
+
+func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, user string) {
+	cs, err := s.chats()
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	id, err := chatParam(r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	body, err := readBody(w, r, s.cfg.BodyLimit)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	var in renameRequest
+	if err := decodeJSON(body, &in, true); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	if in.Title == nil {
+		writeError(w, s.log, badRequest("title is missing: send {\"title\": \"...\"} (an empty title derives it from the first message)"))
+		return
+	}
+	info, err := cs.RenameChat(r.Context(), user, id, *in.Title)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// deleteChat is DELETE /api/chats/{chat}: the chat's running turns and
+// terminals end, then its workspace, hook memory and history go.
+func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request, user string) {
+	cs, err := s.chats()
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	id, err := chatParam(r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	if err := cs.DeleteChat(r.Context(), user, id); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	s.runs.forget(user, id)
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+}
+
+// cancelChat is POST /api/chats/{chat}/cancel: it ends the chat's
+// running turns and answers once their sandboxes are removed.
+func (s *Server) cancelChat(w http.ResponseWriter, r *http.Request, user string) {
+	cs, err := s.chats()
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	id, err := chatParam(r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), cancelWait)
+	defer cancel()
+	n, err := cs.CancelChat(ctx, user, id)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = &chat.Error{Code: chat.ErrTimeout, Message: "the turn was canceled but has not ended yet", Err: err}
+		}
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "canceled": n})
+}
+
+// chatEvents is GET /api/chats/{chat}/events: the event stream of the
+// chat's native turn, from after Last-Event-ID (the header, or the
+// last_event_id query parameter), else from the start of its newest turn.
+func (s *Server) chatEvents(w http.ResponseWriter, r *http.Request, user string) {
+	id, err := chatParam(r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	last := r.Header.Get("Last-Event-ID")
+	if q := r.URL.Query().Get("last_event_id"); q != "" {
+		if last != "" && last != q {
+			writeError(w, s.log, badRequest("Last-Event-ID %q and last_event_id %q differ: send one of them", last, q))
+			return
+		}
+		last = q
+	}
+	runID, seq := "", 0
+	if last != "" {
+		if runID, seq, err = parseEventID(last); err != nil {
+			writeError(w, s.log, err)
+			return
+		}
+	}
+	rn := s.runs.find(user, id, runID)
+	if rn == nil {
+		writeError(w, s.log, errNoTurn(id, runID))
+		return
+	}
+	w.Header().Set("X-Turn-ID", rn.id)
+	s.follow(w, r, rn, seq, false)
+}
+
+// chatRoutes registers the chat routes and the files API.
+func (s *Server) chatRoutes(mux *http.ServeMux, handle func(method, path string, h func(http.ResponseWriter, *http.Request, string), public bool)) {
+	handle("GET", "/api/chats", s.listChats, false)
+	// One path, several methods: the 405 fallback names them all.
+	for _, m := range []struct {
+		method string
+		h      func(http.ResponseWriter, *http.Request, string)
+	}{{"GET", s.getChat}, {"PATCH", s.patchChat}, {"DELETE", s.deleteChat}} {
+		mux.Handle(m.method+" /api/chats/{chat}", s.authed(m.h, false))
+	}
+	mux.Handle("/api/chats/{chat}", methodNotAllowed("GET, PATCH, DELETE"))
+	mux.Handle("GET /api/chats/{chat}/files", s.authed(s.files, false))
+	mux.Handle("PUT /api/chats/{chat}/files", s.authed(s.upload, false))
+	mux.Handle("/api/chats/{chat}/files", methodNotAllowed("GET, PUT"))
+	handle("POST", "/api/chats/{chat}/cancel", s.cancelChat, false)
+	handle("GET", "/api/chats/{chat}/events", s.chatEvents, false)
+	handle("GET", "/api/chats/{chat}/terminal", s.terminal, false)
+}
