@@ -43,6 +43,7 @@ export AGENTBOX_OPENCODE_BIN        := $(CURDIR)/.cache/bin/opencode
 export AGENTBOX_NODE_BIN            := $(CURDIR)/.cache/bin/node
 export NODE_PATH                    := $(CURDIR)/.cache/npm/node_modules
 export AGENTBOX_TSC                 := $(CURDIR)/.cache/npm/node_modules/.bin/tsc
+export AGENTBOX_WEB_MODULES         := $(CURDIR)/.cache/web/node_modules
 export AGENTBOX_KUBECONFIG          := $(CURDIR)/.cache/cluster/kubeconfig
 # ... and the images of `make image` (AGENTBOX_IMAGES: all of them, for
 # the image tests, and for `make cluster CLUSTER_IMAGES="$AGENTBOX_IMAGES"`).
@@ -53,15 +54,22 @@ export AGENTBOX_GEMINI_IMAGE        := $(AGENTBOX_IMAGE_PREFIX)/sandbox-gemini:l
 export AGENTBOX_OPENCODE_IMAGE      := $(AGENTBOX_IMAGE_PREFIX)/sandbox-opencode:latest
 export AGENTBOX_IMAGES              := $(shell AGENTBOX_IMAGE_PREFIX=$(AGENTBOX_IMAGE_PREFIX) scripts/build-image.sh --list)
 
-.PHONY: help build cli docker tools image image-cursor setup cluster cluster-down test bench demo check clean distclean go
+.PHONY: help build web cli docker tools image image-cursor setup cluster cluster-down test bench demo check clean distclean go
 
 ## go: Go itself is not installed here; say so clearly when it is missing
 go:
 	@command -v $(GO) >/dev/null || { echo "error: Go 1.26 not found (looked in PATH and /usr/local/go/bin); install it from https://go.dev/dl" >&2; exit 1; }
 
-## build: the static agentbox binary at bin/agentbox
-build: go
+## build: the static agentbox binary at bin/agentbox, with the web app
+build: go web
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentbox
+
+## web: the web app (web/src) bundled into web/dist, which the binary
+##   embeds: esbuild's Go API with the npm packages pinned in
+##   scripts/versions.sh (installed into .cache/web)
+web: go
+	scripts/ensure-cli.sh web
+	$(GO) run ./web/bundle/cmd
 
 ## help: this list of targets
 help:
@@ -108,10 +116,10 @@ cluster: go image
 cluster-down:
 	@scripts/cluster/down.sh
 
-## test: the whole suite with real Docker, CLI and Kubernetes; fails if a
-## container is left behind. Starts the local cluster when it is not up and
-## stops it at the end (a cluster already up is left running).
-test: go setup
+## test: the whole suite with real Docker, CLI, Kubernetes and a browser;
+## fails if a container is left behind. Starts the local cluster when it is
+## not up and stops it at the end (a cluster already up is left running).
+test: go setup web
 	scripts/check-leftovers.sh snapshot .cache/containers-before
 	AGENTBOX_CLUSTER=$(CLUSTER) AGENTBOX_CLUSTER_IMAGES='$(CLUSTER_IMAGES)' \
 		scripts/cluster/with.sh $(GO) test -p $(TEST_P) -timeout 30m $(TEST_PKGS)

@@ -9,6 +9,7 @@
 #   .cache/bin/gemini            Gemini CLI (.cache/opt/gemini-cli), run by .cache/bin/node
 #   .cache/bin/node              Node.js (the images' Node)
 #   .cache/npm                   typescript and the OpenAI-ecosystem clients (NODE_PATH, AGENTBOX_TSC)
+#   .cache/web                   the web app's npm packages (web/bundle bundles them)
 #
 # Each npm install lives in $AGENTBOX_CACHE/npm-NAME-KEY (KEY: a hash of
 # its package specs and platform), shared by every clone and built once
@@ -46,6 +47,8 @@ want tools "typescript/bin/tsc" "typescript@$TYPESCRIPT_VERSION" "openai@$OPENAI
 	"@ai-sdk/openai@$AI_SDK_OPENAI_VERSION" "@ai-sdk/openai-compatible@$AI_SDK_OPENAI_COMPATIBLE_VERSION" \
 	"@langchain/openai@$LANGCHAIN_OPENAI_VERSION" "@langchain/core@$LANGCHAIN_CORE_VERSION" \
 	"@readme/openapi-parser@$OPENAPI_PARSER_VERSION"
+want web "@xterm/addon-fit/package.json" "preact@$PREACT_VERSION" "markdown-it@$MARKDOWN_IT_VERSION" \
+	"highlight.js@$HIGHLIGHT_JS_VERSION" "@xterm/xterm@$XTERM_VERSION" "@xterm/addon-fit@$XTERM_FIT_VERSION"
 
 shared_of() { echo "$AGENTBOX_CACHE/npm-$1-$(key_of "$2 $platform")"; }
 
@@ -80,6 +83,7 @@ up_to_date() {
 			[ -e ".cache/cli/${names[$i]}/node_modules/${checks[$i]}" ] || return 1
 	done
 	[ "$(readlink .cache/npm 2>/dev/null)" = cli/tools ] || return 1
+	[ "$(readlink .cache/web 2>/dev/null)" = cli/web ] || return 1
 	for b in $(for v in $(claude_versions); do echo "claude-$v"; done) claude codex gemini opencode node; do
 		[ -x ".cache/bin/$b" ] || return 1
 	done
@@ -107,6 +111,21 @@ npm_install() {
 	mv "$shared.tmp" "$shared"
 }
 
+# `ensure-cli.sh web` installs only the web app's packages (make web,
+# which make build runs): building the binary needs no coding-agent CLI.
+if [ "${1:-}" = web ]; then
+	for i in "${!names[@]}"; do
+		if [ "${names[$i]}" = web ]; then
+			with_lock npm npm_install web "${checks[$i]}" "${specs[$i]}"
+			mkdir -p .cache/cli
+			ln -sfn "$(shared_of web "${specs[$i]}")" .cache/cli/web
+			ln -sfn cli/web .cache/web
+			log "web app packages in .cache/web (preact $PREACT_VERSION, markdown-it $MARKDOWN_IT_VERSION, highlight.js $HIGHLIGHT_JS_VERSION, xterm $XTERM_VERSION)"
+		fi
+	done
+	exit 0
+fi
+
 if up_to_date; then
 	log "CLIs up to date in .cache/bin (claude $(claude_versions), codex $CODEX_VERSION, gemini $GEMINI_VERSION, opencode $OPENCODE_VERSION, node $NODE_VERSION)"
 	exit 0
@@ -126,6 +145,7 @@ done
 # .cache/npm was a folder (or another install) before: it is a link now.
 [ -L .cache/npm ] || rm -rf .cache/npm
 ln -sfn cli/tools .cache/npm
+ln -sfn cli/web .cache/web
 for p in "${places[@]}"; do
 	read -r kind path source <<<"$p"
 	rm -rf ".cache/$path"

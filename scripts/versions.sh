@@ -46,5 +46,14 @@ LANGCHAIN_OPENAI_VERSION=1.6.0
 LANGCHAIN_CORE_VERSION=1.4.0
 OPENAPI_PARSER_VERSION=9.0.0
 
+# npm packages of the web app (.cache/web/node_modules), bundled into the
+# binary by `make build` (web/bundle): the UI framework, Markdown,
+# highlighting and the terminal emulator (each ships its TypeScript types).
+PREACT_VERSION=11.2.0
+MARKDOWN_IT_VERSION=15.0.3
+HIGHLIGHT_JS_VERSION=11.12.0
+XTERM_VERSION=6.0.0
+XTERM_FIT_VERSION=0.11.0
+
 # The Debian release of the images' root filesystem.
 DEBIAN_SUITE=bookworm

@@ -1,0 +1,260 @@
+// The agentbox HTTP API as the web app uses it: JSON calls with the bearer
+// token kept in the browser, the native event stream (server-sent events
+// over fetch, so the token goes in a header and Last-Event-ID can be set),
+// files, and the terminal's WebSocket.
+
+const TOKEN_KEY = "agentbox.token";
+
+export function getToken(): string {
+  return localStorage.getItem(TOKEN_KEY) ?? "";
+}
+
+export function setToken(token: string) {
+  if (token) localStorage.setItem(TOKEN_KEY, token);
+  else localStorage.removeItem(TOKEN_KEY);
+}
+
+/** An error answer of the API: its status, code and message. */
+export class ApiError extends Error {
+  constructor(public status: number, public code: string, message: string) {
+    super(message);
+  }
+}
+
+function headers(extra?: Record<string, string>): Headers {
+  const h = new Headers(extra);
+  const t = getToken();
+  if (t) h.set("Authorization", "Bearer " + t);
+  return h;
+}
+
+async function check(resp: Response): Promise<Response> {
+  if (resp.ok) return resp;
+  let code = "http_" + resp.status;
+  let message = resp.statusText || "request failed";
+  try {
+    const body = await resp.json();
+    if (body?.error) {
+      code = body.error.code ?? code;
+      message = body.error.message ?? message;
+    }
+  } catch {
+    // not JSON
+  }
+  throw new ApiError(resp.status, code, message);
+}
+
+/** call sends a JSON request and returns the decoded answer. */
+export async function call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+  const init: RequestInit = { method, headers: headers(), signal };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    (init.headers as Headers).set("Content-Type", "application/json");
+  }
+  const resp = await check(await fetch(path, init));
+  return (await resp.json()) as T;
+}
+
+export interface Assistant {
+  id: string;
+  name: string;
+  description?: string;
+  sandboxed: boolean;
+  command?: string;
+}
+
+export interface ChatInfo {
+  id: string;
+  assistant_id?: string;
+  title?: string;
+  messages: number;
+  created: string;
+  updated: string;
+  running: boolean;
+}
+
+export interface Message {
+  role: string;
+  content: string;
+}
+
+export interface TurnState {
+  id: string;
+  assistant_id: string;
+  prompt?: string;
+  running: boolean;
+  last_event_id: string;
+}
+
+export interface ChatDetail extends ChatInfo {
+  history: Message[];
+  workspace: boolean;
+  turn?: TurnState;
+}
+
+export interface FileInfo {
+  name: string;
+  size: number;
+  is_dir: boolean;
+  mod_time: string;
+}
+
+/** newChatID names a chat the page starts. */
+export function newChatID(): string {
+  const r = Array.from(crypto.getRandomValues(new Uint8Array(5)), (b) => b.toString(16).padStart(2, "0")).join("");
+  return "web-" + Date.now().toString(36) + "-" + r;
+}
+
+export const chatPath = (chat: string) => "/api/chats/" + encodeURIComponent(chat);
+
+export async function assistants(): Promise<Assistant[]> {
+  return (await call<{ data: Assistant[] }>("GET", "/api/assistants")).data;
+}
+
+export async function chats(): Promise<ChatInfo[]> {
+  return (await call<{ data: ChatInfo[] }>("GET", "/api/chats")).data;
+}
+
+export const getChat = (chat: string) => call<ChatDetail>("GET", chatPath(chat));
+export const renameChat = (chat: string, title: string) => call<ChatInfo>("PATCH", chatPath(chat), { title });
+export const deleteChat = (chat: string) => call<unknown>("DELETE", chatPath(chat));
+export const cancelTurn = (chat: string) => call<{ canceled: number }>("POST", chatPath(chat) + "/cancel");
+
+export async function listDir(chat: string, path: string): Promise<FileInfo[]> {
+  const q = new URLSearchParams({ path });
+  return (await call<{ entries: FileInfo[] }>("GET", chatPath(chat) + "/files?" + q)).entries;
+}
+
+/** fileURL is the files API's address of a workspace path. */
+export function fileURL(chat: string, path: string, zip = false): string {
+  const q = new URLSearchParams({ path });
+  if (zip) q.set("format", "zip");
+  return chatPath(chat) + "/files?" + q;
+}
+
+/** fetchFile reads a workspace file (its first maxBytes when given). */
+export async function fetchFile(chat: string, path: string, maxBytes?: number): Promise<{ blob: Blob; type: string; total: number }> {
+  const extra: Record<string, string> = {};
+  if (maxBytes) extra["Range"] = "bytes=0-" + (maxBytes - 1);
+  const resp = await check(await fetch(fileURL(chat, path), { headers: headers(extra) }));
+  const blob = await resp.blob();
+  let total = blob.size;
+  const range = resp.headers.get("Content-Range");
+  if (range) total = Number(range.split("/")[1]) || total;
+  return { blob, type: resp.headers.get("Content-Type") ?? "application/octet-stream", total };
+}
+
+/** download saves a workspace file or folder (zip) through the browser. */
+export async function download(chat: string, path: string, zip: boolean, name: string) {
+  const resp = await check(await fetch(fileURL(chat, path, zip), { headers: headers() }));
+  const url = URL.createObjectURL(await resp.blob());
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+export async function upload(chat: string, path: string, file: Blob): Promise<{ path: string; size: number }> {
+  const q = new URLSearchParams({ path });
+  const resp = await check(await fetch(chatPath(chat) + "/files?" + q, { method: "PUT", headers: headers(), body: file }));
+  return resp.json();
+}
+
+/** One chat event, as the native stream sends it. */
+export interface ChatEvent {
+  event: "start" | "delta" | "end" | "replace" | "done";
+  id?: string;
+  type?: string;
+  text?: string;
+  props?: Record<string, any>;
+  done?: Final;
+}
+
+export interface Usage {
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_tokens?: number;
+  cache_creation_tokens?: number;
+  cost_usd?: number;
+  turns?: number;
+  duration_ms?: number;
+}
+
+export interface Final {
+  usage: Usage;
+  session_id?: string;
+  error?: string;
+  content?: string;
+}
+
+export type OnEvent = (ev: ChatEvent, id: string) => void;
+
+/** readSSE reads a server-sent event stream until it ends. */
+async function readSSE(resp: Response, onEvent: OnEvent): Promise<void> {
+  const reader = resp.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value;
+    let end: number;
+    while ((end = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      let id = "";
+      let data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("id: ")) id = line.slice(4);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (data) onEvent(JSON.parse(data) as ChatEvent, id);
+    }
+  }
+}
+
+/** startTurn sends a message to a chat as a detached turn (it keeps
+ * running when the page goes away) and streams its events. */
+export async function startTurn(assistant: string, chat: string, message: string, onEvent: OnEvent, signal: AbortSignal): Promise<void> {
+  const h = headers({ "Content-Type": "application/json" });
+  const resp = await check(
+    await fetch("/api/assistants/" + encodeURIComponent(assistant) + "/chat", {
+      method: "POST",
+      headers: h,
+      body: JSON.stringify({ chat_id: chat, message, detach: true }),
+      signal,
+    }),
+  );
+  await readSSE(resp, onEvent);
+}
+
+/** followTurn streams the events of a chat's turn after lastEventId (from
+ * its start when empty). */
+export async function followTurn(chat: string, lastEventId: string, onEvent: OnEvent, signal: AbortSignal): Promise<void> {
+  const h = headers();
+  if (lastEventId) h.set("Last-Event-ID", lastEventId);
+  const resp = await check(await fetch(chatPath(chat) + "/events", { headers: h, signal }));
+  await readSSE(resp, onEvent);
+}
+
+/** terminalSocket opens the WebSocket of a chat's terminal; the token
+ * travels as a subprotocol, since a browser sets no headers on it. */
+export function terminalSocket(chat: string, rows: number, cols: number): WebSocket {
+  const u = new URL(chatPath(chat) + "/terminal", location.href);
+  u.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  u.search = new URLSearchParams({ rows: String(rows), cols: String(cols) }).toString();
+  const protocols = ["agentbox.terminal.v1"];
+  const t = getToken();
+  if (t) {
+    const b64 = btoa(String.fromCharCode(...new TextEncoder().encode(t)))
+      .replace(/\+/g, "-")
+      .replace(/\//g, "_")
+      .replace(/=+$/, "");
+    protocols.push("agentbox.bearer." + b64);
+  }
+  const ws = new WebSocket(u, protocols);
+  ws.binaryType = "arraybuffer";
+  return ws;
+}
