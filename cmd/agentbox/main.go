@@ -23,6 +23,7 @@ type command struct {
 var commands = map[string]command{
 	"serve":      {"serve the chat API for an app folder", runServe},
 	"run":        {"run one chat turn and stream its events to the terminal", runRun},
+	"shell":      {"open an interactive shell in a sandbox of a chat", runShell},
 	"check":      {"load an app folder and report every problem", runCheck},
 	"workspaces": {"manage chat workspaces (prune)", runWorkspaces},
 	"version":    {"print the version", runVersion},

@@ -34,7 +34,8 @@ const serveUsage = `usage: agentbox serve [--app DIR] [--addr ADDR] [--drain-tim
 
 Serves the chat API of an app folder: the OpenAI-compatible
 /v1/chat/completions, the native event stream /api/assistants/{id}/chat,
-assistant listings, chat workspace files and Prometheus metrics. The app is
+assistant listings, chats, workspace files and terminals, Prometheus
+metrics, and the web app at / (open http://ADDR/ in a browser). The app is
 reloaded when its files change. Bearer tokens come from auth.tokens in
 app.jsonc; without them the server only listens on a loopback address
 (development mode).
@@ -105,7 +106,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if err == nil {
 		var srv *server.Server
-		srv, err = server.New(server.Config{Backend: env.Pipeline, Tokens: tokens, Addr: listen, Logger: logger,
+		srv, err = server.New(server.Config{Backend: env.Pipeline, Chats: env.Pipeline, Tokens: tokens, Addr: listen, Logger: logger,
 			DrainTimeout: drainTimeout, Metrics: reg, MetricsToken: metricsToken, Responses: env.Store})
 		if err == nil {
 			stopped := make(chan struct{})
