@@ -227,8 +227,9 @@ var (
 )
 
 // Agentbox builds the static agentbox binary (CGO_ENABLED=0, as `make
-// build` does) once per test binary and returns its path. Sandboxes run it
-// as the bridge.
+// build` does, with the web app bundled when its npm packages are there)
+// once per test binary and returns its path. Sandboxes run it as the
+// bridge.
 func Agentbox(t testing.TB) string {
 	t.Helper()
 	agentboxOnce.Do(func() {
@@ -238,6 +239,10 @@ func Agentbox(t testing.TB) string {
 			return
 		}
 		agentboxBin = filepath.Join(dir, "agentbox")
+		if err := bundleWeb(); err != nil {
+			agentboxErr = fmt.Errorf("bundle the web app: %w", err)
+			return
+		}
 		cmd := exec.Command("go", "build", "-o", agentboxBin, "./cmd/agentbox")
 		cmd.Dir = RepoRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
