@@ -228,7 +228,7 @@ function ChatList({ chats, assistants, current, onOpen, onChanged, onError }: Ch
                   ✎
                 </button>
                 <button type="button" class="icon" aria-label={`Delete ${c.title || c.id}`} onClick={() => remove(c)}>
-                  🗑
+                  ✕
                 </button>
               </>
             )}
