@@ -125,6 +125,8 @@ func (r *run) finish(resp *pipeline.Response, err error) {
 		r.appendLocked(chat.Event{Event: chat.Done, Final: final})
 	}
 	r.done, r.err, r.ended = true, err, time.Now()
+	close(r.wake) // followers waiting for more learn that none comes
+	r.wake = make(chan struct{})
 	close(r.over)
 }
 

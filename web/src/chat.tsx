@@ -69,6 +69,11 @@ export function ChatView({ chatId, info, assistants, onCreated, onChanged, onToo
         await go(onEvent, ctrl.signal);
       } catch (e) {
         if (ctrl.signal.aborted) return;
+        if (e instanceof api.ApiError && e.code === "canceled") {
+          // Stopped before it sent anything.
+          setTurnsNow((ts) => ts.map((t) => (t.key === key ? { ...t, running: false, final: { usage: { input_tokens: 0, output_tokens: 0 }, error: "canceled" } } : t)));
+          break;
+        }
         if (e instanceof api.ApiError) {
           if (e.status === 401) onError(e);
           failTurn(key, e.code, e.status === 404 && attempt > 0 ? "The turn's events are gone: the history has what it saved." : e.message);
