@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -223,5 +224,61 @@ func TestResumeBuffer(t *testing.T) {
 	}
 	if len(frames) > 12 {
 		t.Errorf("%d frames kept, the buffer holds about 1000 bytes", len(frames))
+	}
+}
+
+// TestShutdownEndsDetachedTurns: a detached turn without a client gets the
+// drain time like any request, then is canceled, and Serve returns.
+func TestShutdownEndsDetachedTurns(t *testing.T) {
+	t.Parallel()
+	fb := newFake(t)
+	gate, ctxErr := make(chan struct{}), make(chan error, 1)
+	fb.chat = gatedTurn(gate, ctxErr)
+	s, err := New(Config{Backend: fb, Tokens: testTokens, Logger: quietLogger(), DrainTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+
+	rctx, rcancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(rctx, "POST", "http://"+ln.Addr().String()+"/api/assistants/qa/chat",
+		strings.NewReader(`{"chat_id":"c1","message":"hi","detach":true}`))
+	req.Header.Set("Authorization", "Bearer "+tokenAlice)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := (&sseReader{resp: resp, sc: bufio.NewScanner(resp.Body)}).next(t); !ok {
+		t.Fatal("no first frame")
+	}
+	rcancel()
+	resp.Body.Close()
+
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-ctxErr:
+		if err == nil {
+			t.Error("the turn was not canceled")
+		}
+		if d := time.Since(start); d < 250*time.Millisecond {
+			t.Errorf("canceled after %s, before the drain time", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the detached turn still runs after the shutdown")
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
 	}
 }
