@@ -91,8 +91,12 @@ func (p *Pipeline) ListChats(ctx context.Context, user string) ([]ChatInfo, erro
 	}
 	out := make([]ChatInfo, 0, len(stored)+len(busy))
 	for _, c := range stored {
-		_, run := busy[c.ID]
+		t, run := busy[c.ID]
 		delete(busy, c.ID)
+		if run && c.Title == "" {
+			// Claimed by its first turn, which stored nothing yet.
+			c.Title = newChatInfo(t).Title
+		}
 		out = append(out, ChatInfo{ChatInfo: c, Running: run})
 	}
 	for _, t := range busy {
@@ -147,6 +151,8 @@ func (p *Pipeline) GetChat(ctx context.Context, user, chatID string) (*ChatDetai
 		d.Running = true
 		if !found {
 			d.ChatInfo.ChatInfo, found = newChatInfo(ts[0]), true
+		} else if d.Title == "" {
+			d.Title = newChatInfo(ts[0]).Title
 		}
 	}
 	d.Workspace = p.hasWorkspace(user, chatID)

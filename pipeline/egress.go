@@ -18,14 +18,20 @@ const NoticeEgressDenied = "egress_denied"
 // bridge's, with the secrets' values read now (a missing variable is an
 // error naming it, never a value).
 func (t *turn) egressOptions(a *assistant.Assistant) (*bridge.EgressOptions, error) {
+	return t.p.egressOptions(a, t.egressDenied)
+}
+
+// egressOptions is the bridge's egress options for a's sandboxes (turns'
+// and terminals'); onDeny hears of each refusal.
+func (p *Pipeline) egressOptions(a *assistant.Assistant, onDeny func(*egress.Denial)) (*bridge.EgressOptions, error) {
 	eg := a.Sandbox.Egress
 	if eg == nil {
 		return nil, nil
 	}
 	o := &bridge.EgressOptions{
 		Policy:  eg.Policy(),
-		RootCAs: t.p.cfg.Bridge.EgressRootCAs,
-		OnDeny:  t.egressDenied,
+		RootCAs: p.cfg.Bridge.EgressRootCAs,
+		OnDeny:  onDeny,
 	}
 	for _, name := range slices.Sorted(maps.Keys(a.Sandbox.Secrets)) {
 		s := a.Sandbox.Secrets[name]
@@ -35,7 +41,7 @@ func (t *turn) egressOptions(a *assistant.Assistant) (*bridge.EgressOptions, err
 		}
 		if !ok {
 			// Yao leaves an unset optional secret out; so do we.
-			t.p.log.Warn("sandbox secret left out: its variable is not set", "assistant", a.ID, "secret", name)
+			p.log.Warn("sandbox secret left out: its variable is not set", "assistant", a.ID, "secret", name)
 			continue
 		}
 		o.Secrets = append(o.Secrets, egress.Secret{Name: name, Value: v, Hosts: s.Hosts})

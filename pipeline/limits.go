@@ -203,7 +203,12 @@ func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(),
 
 // sandboxSlot waits for one of the server's sandbox slots.
 func (t *turn) sandboxSlot(ctx context.Context, lim assistant.Limits) (func(), error) {
-	p := t.p
+	return t.p.sandboxSlot(ctx, lim)
+}
+
+// sandboxSlot waits for one of the server's sandbox slots (a turn's or a
+// terminal's).
+func (p *Pipeline) sandboxSlot(ctx context.Context, lim assistant.Limits) (func(), error) {
 	p.metrics.waiting.Inc()
 	start := time.Now()
 	release, err := p.slots.acquire(ctx, lim.Sandboxes, lim.SandboxWait)

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/bridge"
+	"github.com/agentbox/agentbox/bridge/egress"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -23,7 +25,8 @@ type TerminalRequest struct {
 	UserID, ChatID string
 	// AssistantID is the assistant whose sandbox settings (runtime, image,
 	// limits, network policy) the terminal gets; "" means the chat's, else
-	// the app's only sandboxed assistant.
+	// the app's only sandboxed assistant. A chat that has an assistant
+	// takes no other.
 	AssistantID string
 	// Rows and Cols are the initial size (0: 24x80).
 	Rows, Cols uint16
@@ -31,9 +34,11 @@ type TerminalRequest struct {
 
 // Terminal is an interactive shell on a pseudo-terminal, in a sandbox of
 // its own with the chat's workspace, made the way the chat's assistant
-// gets its sandboxes (the same runtime, image, limits, hardening and
-// network policy; no model proxy and no host tools). Close ends the shell
-// and removes the sandbox. Read, Write, Resize and Wait are the
+// gets its sandboxes: the same runtime, image, limits, hardening, disk
+// limit and network policy (an allow list gets its own egress proxy, as a
+// turn's sandbox does); no model proxy and no host tools. It takes one of
+// the server's sandbox slots (limits.sandboxes). Close ends the shell and
+// removes the sandbox. Read, Write, Resize and Wait are the
 // sandbox.Terminal's.
 type Terminal struct {
 	sandbox.Terminal
@@ -42,11 +47,14 @@ type Terminal struct {
 	AssistantID string
 	Runtime     string
 
-	p       *Pipeline
-	user    string
-	chatID  string
-	sb      sandbox.Sandbox
-	release func()
+	p      *Pipeline
+	user   string
+	chatID string
+	sb     sandbox.Sandbox
+	live   *liveSandbox
+	// cleanups run after the sandbox is removed, newest first (the bridge
+	// session, the disk watch, the workspace, the slot).
+	cleanups []func()
 
 	closeOnce sync.Once
 	closeErr  error
@@ -55,8 +63,10 @@ type Terminal struct {
 
 // OpenTerminal starts a shell in a new sandbox of the chat. The caller
 // must Close it. Errors are *chat.Error: an unknown or unsandboxed
-// assistant is invalid_request, a sandbox that cannot start is sandbox.
-func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (*Terminal, error) {
+// assistant is invalid_request, another assistant than the chat's
+// chat_assistant, no free sandbox slot server_busy, a sandbox that cannot
+// start sandbox.
+func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Terminal, err error) {
 	if err := validateIDs(req.UserID, req.ChatID); err != nil {
 		return nil, err
 	}
@@ -78,33 +88,73 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (*Term
 	if err != nil {
 		return nil, err
 	}
+	if a.Sandbox.Egress != nil && p.cfg.Bridge == nil {
+		return nil, chat.Errorf(chat.ErrSandbox, "assistant %q has a network allow list, which needs the bridge's egress proxy; this server runs without a bridge", a.ID)
+	}
 	p.mu.Lock()
 	closed := p.closed
 	p.mu.Unlock()
 	if closed {
-		return nil, &chat.Error{Code: chat.ErrInternal, Message: "server is shutting down", Err: ErrClosed}
+		return nil, &chat.Error{Code: chat.ErrShuttingDown, Message: "the server is shutting down", Err: ErrClosed}
 	}
-	ws, release, err := p.cfg.Workspaces.Acquire(ctx, req.UserID, req.ChatID)
+	t := &Terminal{AssistantID: a.ID, Runtime: name, p: p, user: req.UserID, chatID: req.ChatID, closed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			t.cleanup()
+		}
+	}()
+	releaseSlot, err := p.sandboxSlot(ctx, limits(app))
+	if err != nil {
+		return nil, err
+	}
+	t.cleanups = append(t.cleanups, releaseSlot)
+	ws, releaseWS, err := p.cfg.Workspaces.AcquireWith(ctx, req.UserID, req.ChatID, sandbox.AcquireOptions{MaxDisk: a.Sandbox.DiskBytes})
 	if err != nil {
 		return nil, &chat.Error{Code: chat.ErrSandbox, Message: "workspace unavailable: " + err.Error(), Err: err}
 	}
-	spec := p.sandboxSpec(app, a, req.UserID, req.ChatID, ws, p.cfg.RuntimeMounts[name])
+	t.cleanups = append(t.cleanups, releaseWS)
+	mounts := append([]sandbox.Mount(nil), p.cfg.RuntimeMounts[name]...)
+	argv := TerminalShell
+	var sess *bridge.Session
+	if a.Sandbox.Egress != nil {
+		if sess, err = p.terminalBridge(ctx, a, req); err != nil {
+			return nil, err
+		}
+		t.cleanups = append(t.cleanups, func() {
+			cctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+			defer cancel()
+			if err := sess.Close(cctx); err != nil {
+				p.log.Error("bridge not closed", "user", req.UserID, "chat", req.ChatID, "error", err)
+			}
+		})
+		mounts = append(mounts, sess.Mounts()...)
+		argv = sess.WrapCommand(argv)
+	}
+	spec := p.sandboxSpec(app, a, req.UserID, req.ChatID, ws, mounts)
 	spec.Labels["dev.agentbox.terminal"] = "true"
 	sb, err := rt.Create(ctx, spec)
 	if err != nil {
-		release()
 		return nil, &chat.Error{Code: chat.ErrSandbox, Message: "sandbox not created: " + err.Error(), Err: err}
 	}
-	t := &Terminal{AssistantID: a.ID, Runtime: name, p: p, user: req.UserID, chatID: req.ChatID,
-		sb: sb, release: release, closed: make(chan struct{})}
+	t.sb = sb
+	t.live = &liveSandbox{sb: sb, bridge: sess, user: req.UserID, chat: req.ChatID}
+	p.track(t.live)
+	// Where the disk limit is only measured, a full workspace ends the
+	// terminal (the agent's turn is stopped the same way).
+	wctx, stopWatch := context.WithCancel(context.Background())
+	stop := ws.WatchDisk(wctx, func(f sandbox.DiskFull) {
+		p.log.Warn("terminal's workspace is full", "user", req.UserID, "chat", req.ChatID, "message", f.Message())
+		if !f.Enforced {
+			go t.Close()
+		}
+	})
+	t.cleanups = append(t.cleanups, func() { stopWatch(); stop() })
 	ts, ok := sb.(sandbox.TerminalSandbox)
 	if !ok {
-		t.cleanup()
 		return nil, chat.Errorf(chat.ErrSandbox, "the %s runtime runs no terminals", name)
 	}
-	term, err := ts.StartTerminal(ctx, sandbox.TerminalRequest{Argv: TerminalShell, Rows: req.Rows, Cols: req.Cols})
+	term, err := ts.StartTerminal(ctx, sandbox.TerminalRequest{Argv: argv, Rows: req.Rows, Cols: req.Cols})
 	if err != nil {
-		t.cleanup()
 		return nil, &chat.Error{Code: chat.ErrSandbox, Message: "shell not started: " + err.Error(), Err: err}
 	}
 	t.Terminal = term
@@ -118,20 +168,45 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (*Term
 	return t, nil
 }
 
+// terminalBridge starts the bridge session of a terminal whose assistant
+// has an egress allow list: the egress proxy alone (refusals are logged;
+// the shell's command gets the proxy's 403 with the reason).
+func (p *Pipeline) terminalBridge(ctx context.Context, a *assistant.Assistant, req TerminalRequest) (*bridge.Session, error) {
+	log := p.log.With("user", req.UserID, "chat", req.ChatID, "terminal", true)
+	eg, err := p.egressOptions(a, func(d *egress.Denial) {
+		log.Info("egress denied", "host", d.Target.String(), "reason", d.Reason)
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg := p.cfg.Bridge
+	sess, err := bridge.Start(ctx, bridge.Options{Dir: cfg.Dir, Binary: cfg.Binary, UID: cfg.UID, GID: cfg.GID,
+		UserID: req.UserID, ChatID: req.ChatID, Logger: log, Egress: eg})
+	if err != nil {
+		return nil, &chat.Error{Code: chat.ErrSandbox, Message: "bridge not started: " + err.Error(), Err: err}
+	}
+	return sess, nil
+}
+
 // terminalAssistant picks the assistant whose sandbox the terminal gets:
 // the request's, the chat's (stored, or of its running turn), or the
 // app's only sandboxed one.
 func (p *Pipeline) terminalAssistant(ctx context.Context, app *assistant.App, req TerminalRequest) (*assistant.Assistant, error) {
 	id := req.AssistantID
-	if id == "" {
-		if cs, ok := p.chatStore(); ok {
-			info, found, err := cs.Chat(ctx, req.UserID, req.ChatID)
-			if err != nil {
-				return nil, &chat.Error{Code: chat.ErrInternal, Message: "chat unavailable", Err: err}
-			}
-			if found {
-				id = info.AssistantID
-			}
+	if cs, ok := p.chatStore(); ok {
+		info, found, err := cs.Chat(ctx, req.UserID, req.ChatID)
+		if err != nil {
+			return nil, &chat.Error{Code: chat.ErrInternal, Message: "chat unavailable", Err: err}
+		}
+		switch owner := info.AssistantID; {
+		case !found || owner == "":
+		case id == "":
+			id = owner
+		case id != owner:
+			// The chat's workspace is its assistant's: a terminal gets that
+			// assistant's sandbox, not a looser one.
+			return nil, chat.Errorf(chat.ErrChatAssistant,
+				"chat %s belongs to assistant %q, and this terminal names %q: a terminal of the chat gets its assistant's sandbox", req.ChatID, owner, id)
 		}
 	}
 	if id == "" {
@@ -169,8 +244,8 @@ func (p *Pipeline) terminalAssistant(ctx context.Context, app *assistant.App, re
 func (t *Terminal) Done() <-chan struct{} { return t.closed }
 
 // Close ends the shell and everything it started, removes the sandbox
-// and releases the workspace. It is idempotent; the sandbox is removed
-// with its own timeout.
+// (with its own timeout) and releases the workspace and the sandbox slot.
+// It is idempotent.
 func (t *Terminal) Close() error {
 	t.closeOnce.Do(func() {
 		t.p.mu.Lock()
@@ -182,20 +257,29 @@ func (t *Terminal) Close() error {
 		}
 		errs = append(errs, t.cleanup())
 		t.closeErr = errors.Join(errs...)
-		t.p.log.Info("terminal closed", "user", t.user, "chat", t.chatID, "sandbox", t.sb.ID())
+		t.p.log.Info("terminal closed", "user", t.user, "chat", t.chatID)
 		close(t.closed)
 	})
 	return t.closeErr
 }
 
+// cleanup removes the sandbox, then runs the cleanups, newest first.
 func (t *Terminal) cleanup() error {
-	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
-	defer cancel()
-	err := t.sb.Remove(ctx)
-	if err != nil {
-		t.p.log.Error("sandbox not removed", "sandbox", t.sb.ID(), "user", t.user, "chat", t.chatID, "error", err)
+	var err error
+	if t.sb != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+		err = t.sb.Remove(ctx)
+		cancel()
+		if err != nil {
+			t.p.log.Error("sandbox not removed", "sandbox", t.sb.ID(), "user", t.user, "chat", t.chatID, "error", err)
+		} else {
+			t.p.untrack(t.live)
+		}
 	}
-	t.release()
+	for i := len(t.cleanups) - 1; i >= 0; i-- {
+		t.cleanups[i]()
+	}
+	t.cleanups = nil
 	return err
 }
 
