@@ -239,7 +239,7 @@ const deleteWait = 30 * time.Second
 // namespace) and its stored history. A chat that has none of these is an
 // error whose cause is sandbox.ErrNotFound; a workspace still held (by a
 // request of another process) is one whose cause is sandbox.ErrInUse, and
-// nothing else is removed then.
+// nothing else is removed then (code chat_busy).
 func (p *Pipeline) DeleteChat(ctx context.Context, user, chatID string) error {
 	if err := validateIDs(user, chatID); err != nil {
 		return err
@@ -267,7 +267,7 @@ func (p *Pipeline) DeleteChat(ctx context.Context, user, chatID string) error {
 		found = true
 		if err := p.cfg.Workspaces.Remove(wctx, user, chatID); err != nil {
 			if errors.Is(err, sandbox.ErrInUse) {
-				return &chat.Error{Code: chat.ErrInvalidRequest, Err: err,
+				return &chat.Error{Code: chat.ErrChatBusy, Err: err,
 					Message: fmt.Sprintf("chat %q's workspace is in use (a request or a terminal of another server holds it): try again when it ends", chatID)}
 			}
 			return &chat.Error{Code: chat.ErrInternal, Message: "workspace not removed", Err: err}

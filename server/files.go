@@ -119,6 +119,9 @@ func fileError(p string, err error) error {
 		return badRequest("path %q is outside the chat's workspace", p)
 	case errors.Is(err, syscall.ENOTDIR):
 		return notFound("no file or folder %q in the chat's workspace", p)
+	case errors.Is(err, sandbox.ErrDiskFull):
+		return errorf(http.StatusInsufficientStorage, chat.ErrInvalidRequest,
+			"the chat's workspace is full (its disk limit, sandbox.max_disk): delete files first")
 	case errors.Is(err, fs.ErrPermission):
 		return errorf(http.StatusForbidden, chat.ErrInvalidRequest, "path %q is not readable", p)
 	}
