@@ -64,7 +64,10 @@ func Build(opts Options) ([]File, error) {
 	}
 	outdir := filepath.Join(opts.Src, "..", "dist", "assets")
 	res := api.Build(api.BuildOptions{
-		EntryPoints:       []string{filepath.Join(opts.Src, "main.tsx")},
+		EntryPoints: []string{filepath.Join(opts.Src, "main.tsx")},
+		// Paths in the output (the license notes' file names) are relative
+		// to it: the same bundle from whatever folder Build runs in.
+		AbsWorkingDir:     filepath.Dir(opts.Src),
 		Bundle:            true,
 		Write:             false,
 		Outdir:            outdir,

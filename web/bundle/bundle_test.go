@@ -16,7 +16,8 @@ import (
 func src() string { return filepath.Join(testenv.RepoRoot(), "web", "src") }
 
 // TestBuild bundles the app: a page loading one script and one stylesheet
-// of this server, nothing from anywhere else, the same bytes every time.
+// of this server, nothing from anywhere else, the same bytes every time
+// and from every working directory.
 func TestBuild(t *testing.T) {
 	mods := testenv.WebModules(t)
 	files, err := bundle.Build(bundle.Options{Src: src(), NodeModules: mods})
@@ -44,6 +45,9 @@ func TestBuild(t *testing.T) {
 		t.Errorf("the script loads from another origin: %s", m)
 	}
 	t.Logf("bundle: %d bytes (script %d, stylesheet %d)", total, len(byPath[js[1]]), len(byPath[css[1]]))
+	// The same bytes from another working directory (make runs it from
+	// the repository, tests from their package).
+	t.Chdir(t.TempDir())
 	again, err := bundle.Build(bundle.Options{Src: src(), NodeModules: mods})
 	if err != nil {
 		t.Fatal(err)
