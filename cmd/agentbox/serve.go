@@ -169,6 +169,9 @@ type envOptions struct {
 	// Metrics, when set, gets the pipeline's metrics and the connectors'
 	// circuit breakers.
 	Metrics *prometheus.Registry
+	// Unmount unmounts workspace images at Close, as serve does (shell:
+	// its user has had the look at the files that run leaves them for).
+	Unmount bool
 }
 
 // appEnv is everything a pipeline runs on: the (live) app, the store,
@@ -235,7 +238,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Serve {
+	if opts.Serve || opts.Unmount {
 		// Workspace images kept mounted between turns are unmounted at
 		// shutdown; run leaves its chat's mounted for a look at its files,
 		// and the next start unmounts it once idle.

@@ -63,7 +63,7 @@ func runShell(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 2
 		}
 	}
-	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: cliLogger(stderr, false), Assistant: *assistantID, Runtime: *runtimeName})
+	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: cliLogger(stderr, false), Assistant: *assistantID, Runtime: *runtimeName, Unmount: true})
 	if err != nil {
 		fmt.Fprintf(stderr, "agentbox shell: %v\n", err)
 		return 1

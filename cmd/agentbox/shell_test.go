@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,8 +33,19 @@ func TestShell(t *testing.T) {
 	if out := stdout.String(); !strings.Contains(out, "made-21") || !strings.Contains(out, "/workspace") {
 		t.Errorf("stdout:\n%s", out)
 	}
-	b, err := os.ReadFile(filepath.Join(app, "data", "workspaces", "alice", "c1", "note.txt"))
-	if err != nil || string(b) != "made-21\n" {
+	// The workspace may be a disk image, unmounted when the shell ended.
+	ctx := context.Background()
+	wss, err := openWorkspaces(ctx, filepath.Join(app, "data"), -1, -1, cliLogger(io.Discard, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wss.Close(ctx)
+	ws, release, err := wss.Acquire(ctx, "alice", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if b, err := ws.ReadFile(ctx, "note.txt", 0); err != nil || string(b) != "made-21\n" {
 		t.Errorf("note.txt in the workspace: %q, %v", b, err)
 	}
 }
