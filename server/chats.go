@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
@@ -221,18 +222,29 @@ func (s *Server) chatEvents(w http.ResponseWriter, r *http.Request, user string)
 // chatRoutes registers the chat routes and the files API.
 func (s *Server) chatRoutes(mux *http.ServeMux, handle func(method, path string, h func(http.ResponseWriter, *http.Request, string), public bool)) {
 	handle("GET", "/api/chats", s.listChats, false)
-	// One path, several methods: the 405 fallback names them all.
-	for _, m := range []struct {
-		method string
-		h      func(http.ResponseWriter, *http.Request, string)
-	}{{"GET", s.getChat}, {"PATCH", s.patchChat}, {"DELETE", s.deleteChat}} {
-		mux.Handle(m.method+" /api/chats/{chat}", s.authed(m.h, false))
-	}
-	mux.Handle("/api/chats/{chat}", methodNotAllowed("GET, PATCH, DELETE"))
-	mux.Handle("GET /api/chats/{chat}/files", s.authed(s.files, false))
-	mux.Handle("PUT /api/chats/{chat}/files", s.authed(s.upload, false))
-	mux.Handle("/api/chats/{chat}/files", methodNotAllowed("GET, PUT"))
+	s.handleMethods(mux, "/api/chats/{chat}",
+		methodHandler{"GET", s.getChat}, methodHandler{"PATCH", s.patchChat}, methodHandler{"DELETE", s.deleteChat})
+	s.handleMethods(mux, "/api/chats/{chat}/files", methodHandler{"GET", s.files}, methodHandler{"PUT", s.upload})
 	handle("POST", "/api/chats/{chat}/cancel", s.cancelChat, false)
 	handle("GET", "/api/chats/{chat}/events", s.chatEvents, false)
 	handle("GET", "/api/chats/{chat}/terminal", s.terminal, false)
+}
+
+// methodHandler is one method of a path with several.
+type methodHandler struct {
+	method string
+	h      func(http.ResponseWriter, *http.Request, string)
+}
+
+// handleMethods registers several methods on one path, each with a token,
+// and one 405 for the others that names them all; /openapi.json lists
+// them.
+func (s *Server) handleMethods(mux *http.ServeMux, path string, hs ...methodHandler) {
+	allow := make([]string, 0, len(hs))
+	for _, m := range hs {
+		mux.Handle(m.method+" "+path, s.authed(m.h, false))
+		s.routeList = append(s.routeList, Route{Method: m.method, Path: path})
+		allow = append(allow, m.method)
+	}
+	mux.Handle(path, methodNotAllowed(strings.Join(allow, ", ")))
 }

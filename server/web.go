@@ -37,6 +37,7 @@ func (s *Server) webRoutes(mux *http.ServeMux) {
 	a := &webAssets{files: s.cfg.Assets, gz: map[string][]byte{}}
 	mux.Handle("GET /{$}", s.authed(a.page, true))
 	mux.Handle("GET /assets/{file...}", s.authed(a.asset, true))
+	s.routeList = append(s.routeList, Route{Method: "GET", Path: "/", Public: true}, Route{Method: "GET", Path: "/assets/{file}", Public: true})
 }
 
 func pageHeaders(h http.Header) {
