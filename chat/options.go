@@ -78,8 +78,8 @@ func (*SandboxOptions) unknownFieldHint(string) string {
 type Arguments struct {
 	MaxTurns        int      `json:"max_turns,omitempty"`
 	PermissionMode  string   `json:"permission_mode,omitempty"`
-	AllowedTools    []string `json:"allowed_tools,omitempty"`
-	DisallowedTools []string `json:"disallowed_tools,omitempty"`
+	AllowedTools    ToolList `json:"allowed_tools,omitempty"`
+	DisallowedTools ToolList `json:"disallowed_tools,omitempty"`
 	// Model overrides the connector's model for the CLI.
 	Model string `json:"model,omitempty"`
 }
@@ -89,6 +89,31 @@ func (a Arguments) Clone() Arguments {
 	a.AllowedTools = slices.Clone(a.AllowedTools)
 	a.DisallowedTools = slices.Clone(a.DisallowedTools)
 	return a
+}
+
+// ToolList is a list of CLI tool names. In JSON it is a list of strings or,
+// as Yao v1 writes it, one comma-separated string ("Bash,Read,Write").
+type ToolList []string
+
+// UnmarshalJSON takes a list of strings or a comma-separated string.
+func (t *ToolList) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		var out ToolList
+		for _, name := range strings.Split(one, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				out = append(out, name)
+			}
+		}
+		*t = out
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return errors.New("want a list of tool names or one comma-separated string, got " + jsonKind(b))
+	}
+	*t = list
+	return nil
 }
 
 // Stop is the stop option: the sequences that end the answer. In JSON it
