@@ -35,10 +35,8 @@ func newAnthropic(cfg Config) (Client, error) {
 }
 
 func (p *anthropic) header(h http.Header) {
-	if p.cfg.Key != "" {
-		h.Set("X-Api-Key", p.cfg.Key)
-	}
-	h.Set("Anthropic-Version", AnthropicVersion)
+	setKey(h, p.cfg.AuthMode, AuthXAPIKey, p.cfg.Key)
+	h.Set("Anthropic-Version", cmpOr(p.cfg.APIVersion, AnthropicVersion))
 }
 
 // anthropicMessage is a message of a Messages API request: its content
@@ -80,7 +78,7 @@ func (p *anthropic) body(req *Request, model string) ([]byte, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	body, err := mergeOptions(p.cfg.Extra, req.Fields, fields, "messages", "stream", "system")
+	body, err := mergeOptions(connectorFields(TypeAnthropic, p.cfg), req.Fields, fields, "messages", "stream", "system")
 	if err != nil {
 		return nil, 0, err
 	}

@@ -92,8 +92,22 @@ type Config struct {
 	Model string
 	// Extra holds provider request fields sent with every request
 	// (connector-level options); Request.Options override them, and a nil
-	// value removes a field.
+	// value removes a field. Only fields of the type's whitelist
+	// (RequestFields, or Params when set) are sent, the way Yao filters a
+	// connector's settings: a connector's host, key, capabilities or
+	// protocols never reach a request body.
 	Extra map[string]any
+	// Params is a connector's supported_params: when non-nil, the strict
+	// whitelist for Extra in place of RequestFields, with value bounds
+	// applied (Yao's FilterRequestBodyParams).
+	Params map[string]ParamSpec
+	// AuthMode is how the key is sent: AuthBearer ("Authorization:
+	// Bearer KEY", openai's default), AuthXAPIKey ("x-api-key: KEY",
+	// anthropic's default) or AuthAPIKey ("api-key: KEY", Azure). Empty
+	// takes the type's default.
+	AuthMode string
+	// APIVersion is the anthropic-version header ("" = AnthropicVersion).
+	APIVersion string
 	// Script is the scripted connector's llmtest script file.
 	Script string
 	// HTTPClient sends the requests (nil: a shared client with sane
@@ -252,8 +266,68 @@ var defaultHTTPClient = sync.OnceValue(func() *http.Client {
 	return &http.Client{Transport: t}
 })
 
-// endpoint joins host and the API path, accepting a host with or without a
-// trailing /v1 (and a host that already is the full endpoint).
+// Auth modes of Config.AuthMode (Yao's auth_mode).
+const (
+	AuthBearer  = "bearer"
+	AuthXAPIKey = "x-api-key"
+	AuthAPIKey  = "api-key"
+)
+
+// AuthModes lists the auth modes, sorted.
+var AuthModes = []string{AuthAPIKey, AuthBearer, AuthXAPIKey}
+
+// setKey sets the key header for mode (def when mode is empty).
+func setKey(h http.Header, mode, def, key string) {
+	if key == "" {
+		return
+	}
+	switch cmpOr(mode, def) {
+	case AuthXAPIKey:
+		h.Set("X-Api-Key", key)
+	case AuthAPIKey:
+		h.Set("Api-Key", key)
+	default:
+		h.Set("Authorization", "Bearer "+key)
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Endpoint returns the URL a connector of type typ with host calls: the
+// type's public API when host is empty, else host with the API path
+// joined the way Yao joins it (a host ending in "/" is the full base
+// path; otherwise "/v1" comes first), also accepting a host that already
+// ends in /v1 or in the API path. It is what `agentbox check` prints and
+// what the clients call.
+func Endpoint(typ, host string) (string, error) {
+	switch typ {
+	case TypeOpenAI:
+		return endpoint(typ, host, openAIDefaultHost, "/chat/completions")
+	case TypeAnthropic:
+		return endpoint(typ, host, anthropicDefaultHost, "/messages")
+	}
+	return "", fmt.Errorf("connector type %q has no endpoint", typ)
+}
+
+// DefaultHost is the public API of typ ("" for a type without one).
+func DefaultHost(typ string) string {
+	switch typ {
+	case TypeOpenAI:
+		return openAIDefaultHost
+	case TypeAnthropic:
+		return anthropicDefaultHost
+	}
+	return ""
+}
+
+// endpoint joins host and the API path: a host ending in "/" is used as
+// the base path as it is (Yao's connector.BuildAPIURL); otherwise "/v1"
+// is added unless the host already ends in /v1 or is the full endpoint.
 func endpoint(typ, host, def, path string) (string, error) {
 	if host == "" {
 		host = def
@@ -268,10 +342,11 @@ func endpoint(typ, host, def, path string) (string, error) {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return "", fmt.Errorf("%s connector: host %q has a query or fragment; give only the base URL", typ, host)
 	}
+	slash := strings.HasSuffix(u.Path, "/")
 	p := strings.TrimRight(u.Path, "/")
 	switch {
 	case strings.HasSuffix(p, path):
-	case strings.HasSuffix(p, "/v1"):
+	case strings.HasSuffix(p, "/v1"), slash:
 		p += path
 	default:
 		p += "/v1" + path

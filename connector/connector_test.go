@@ -63,7 +63,9 @@ func TestEndpoint(t *testing.T) {
 	}{
 		{TypeOpenAI, "", "https://api.openai.com/v1/chat/completions"},
 		{TypeOpenAI, "https://api.deepseek.com", "https://api.deepseek.com/v1/chat/completions"},
-		{TypeOpenAI, "https://api.deepseek.com/", "https://api.deepseek.com/v1/chat/completions"},
+		{TypeOpenAI, "https://api.deepseek.com/", "https://api.deepseek.com/chat/completions"},
+		{TypeOpenAI, "https://ark.example/api/v3/", "https://ark.example/api/v3/chat/completions"},
+		{TypeOpenAI, "https://ark.example/api/v3", "https://ark.example/api/v3/v1/chat/completions"},
 		{TypeOpenAI, "http://127.0.0.1:11434/v1", "http://127.0.0.1:11434/v1/chat/completions"},
 		{TypeOpenAI, "http://127.0.0.1:11434/v1/", "http://127.0.0.1:11434/v1/chat/completions"},
 		{TypeOpenAI, "https://gw.example/openai/v1/chat/completions", "https://gw.example/openai/v1/chat/completions"},

@@ -30,9 +30,7 @@ func newOpenAI(cfg Config) (Client, error) {
 }
 
 func (p *openAI) header(h http.Header) {
-	if p.cfg.Key != "" {
-		h.Set("Authorization", "Bearer "+p.cfg.Key)
-	}
+	setKey(h, p.cfg.AuthMode, AuthBearer, p.cfg.Key)
 }
 
 type openAIMessage struct {
@@ -57,7 +55,7 @@ func (p *openAI) body(req *Request, model string) ([]byte, int, error) {
 	if err := checkRoles(req.Messages); err != nil {
 		return nil, 0, err
 	}
-	body, err := mergeOptions(p.cfg.Extra, req.Fields, optionFields(req.Options), "messages", "stream")
+	body, err := mergeOptions(connectorFields(TypeOpenAI, p.cfg), req.Fields, optionFields(req.Options), "messages", "stream")
 	if err != nil {
 		return nil, 0, err
 	}
