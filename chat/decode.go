@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/agentbox/agentbox/internal/hint"
 )
 
 // FieldError is a problem with one field of decoded options: Path names it
@@ -101,11 +104,14 @@ func decodeValue(path string, data []byte, rv reflect.Value) error {
 		for _, name := range slices.Sorted(maps.Keys(members)) {
 			idx, ok := fields.byName[name]
 			if !ok {
-				hint := "known: " + strings.Join(fields.names, ", ")
-				if h, ok := rv.Addr().Interface().(interface{ unknownFieldHint(string) string }); ok {
-					hint = h.unknownFieldHint(name)
+				msg := "known: " + strings.Join(fields.names, ", ")
+				if best := hint.Closest(name, fields.names); best != "" {
+					msg = fmt.Sprintf("did you mean %q?", best)
 				}
-				return &FieldError{Path: join(path, name), Problem: "unknown field (" + hint + ")"}
+				if h, ok := rv.Addr().Interface().(interface{ unknownFieldHint(string) string }); ok {
+					msg = h.unknownFieldHint(name)
+				}
+				return &FieldError{Path: join(path, name), Problem: "unknown field (" + msg + ")"}
 			}
 			if err := decodeValue(join(path, name), members[name], rv.FieldByIndex(idx)); err != nil {
 				return err
@@ -225,6 +231,10 @@ func fieldsOf(t reflect.Type) *structFields {
 	fieldCache.Store(t, sf)
 	return sf
 }
+
+// OptionNames lists the JSON names of Options' fields (model options
+// included), sorted: what a hook may return.
+func OptionNames() []string { return slices.Clone(fieldsOf(reflect.TypeFor[Options]()).names) }
 
 // Check reports a model option of the wrong kind (see ModelOptions.Check).
 func (o Options) Check() error { return o.ModelOptions.Check() }

@@ -29,6 +29,34 @@ type Options struct {
 	// Sandbox holds what a turn may change of a sandboxed assistant's
 	// sandbox block: only its arguments (nil for a direct assistant).
 	Sandbox *SandboxOptions `json:"sandbox,omitempty"`
+	// PromptPreset selects one of the assistant's prompt presets
+	// ("chat.friendly") in place of its prompts; an unknown key keeps the
+	// prompts (Yao's Create "prompt_preset").
+	PromptPreset string `json:"prompt_preset,omitempty"`
+	// DisableGlobalPrompts, when set, overrides the assistant's
+	// disable_global_prompts for this turn.
+	DisableGlobalPrompts *bool `json:"disable_global_prompts,omitempty"`
+	// MCPServers replace the assistant's mcp.servers for this turn: ids it
+	// may list in package.yao, with an optional tool filter.
+	MCPServers []MCPServerOption `json:"mcp_servers,omitempty"`
+	// Locale, Theme and Route are what the turn's prompts see as
+	// $CTX.LOCALE, $CTX.THEME and $CTX.ROUTE.
+	Locale string `json:"locale,omitempty"`
+	Theme  string `json:"theme,omitempty"`
+	Route  string `json:"route,omitempty"`
+	// Metadata is merged over the request's metadata ($CTX.<key> in
+	// prompts, ctx.metadata in Next).
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// MCPServerOption is one MCP server a turn uses (Yao's Create
+// "mcp_servers" entry).
+type MCPServerOption struct {
+	ServerID string `json:"server_id"`
+	// Tools limits the server's tools (empty: all).
+	Tools []string `json:"tools,omitempty"`
+	// Resources is Yao's resource filter; it is not enforced.
+	Resources []string `json:"resources,omitempty"`
 }
 
 // ModelOptions are the options passed to the model: the ones Yao allows in
@@ -55,6 +83,9 @@ type ModelOptions struct {
 	// ParallelToolCalls false asks the model for at most one tool call at
 	// a time.
 	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
+	// Audio is OpenAI's audio output option ({voice, format}), passed as
+	// it is.
+	Audio json.RawMessage `json:"audio,omitempty"`
 	// Stream is refused by the connectors: agentbox always streams.
 	Stream          *bool  `json:"stream,omitempty"`
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
@@ -222,6 +253,7 @@ func (o ModelOptions) Check() error {
 		want []string
 	}{
 		{"response_format", o.ResponseFormat, []string{"an object"}},
+		{"audio", o.Audio, []string{"an object"}},
 		{"tools", o.Tools, []string{"a list"}},
 		{"tool_choice", o.ToolChoice, []string{"a string", "an object"}},
 	} {

@@ -94,6 +94,7 @@ func optionFields(o chat.ModelOptions) map[string]any {
 	if o.ParallelToolCalls != nil {
 		m["parallel_tool_calls"] = *o.ParallelToolCalls
 	}
+	set("audio", len(o.Audio) > 0, o.Audio)
 	if o.Stream != nil {
 		m["stream"] = *o.Stream
 	}
@@ -145,6 +146,9 @@ func anthropicFields(o chat.ModelOptions) (map[string]any, error) {
 	}
 	if o.ReasoningEffort != "" {
 		return nil, unsupported("reasoning_effort", TypeAnthropic, "set the connector's thinking option instead")
+	}
+	if len(o.Audio) > 0 {
+		return nil, unsupported("audio", TypeAnthropic, "the Messages API answers in text")
 	}
 	if o.User != "" {
 		m["metadata"] = map[string]any{"user_id": o.User}
