@@ -62,11 +62,8 @@ func (l *loader) loadConfig() *AppConfig {
 	}
 	abs := filepath.Join(l.root, AppFile)
 	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
-		for _, alt := range []string{"app.json", "app.yao"} {
-			if _, err := os.Stat(filepath.Join(l.root, alt)); err == nil {
-				l.fileProblem(filepath.Join(l.root, alt), "the app settings file is named %s; rename it", AppFile)
-			}
-		}
+		// app.yao and app.json are Yao's own app files (name, version,
+		// ...): nothing of agentbox's is in them.
 		return cfg
 	}
 	var raw rawApp

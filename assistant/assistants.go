@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,73 +19,52 @@ import (
 // defaultHookTTL bounds each hook call unless hooks.timeout says otherwise.
 const defaultHookTTL = 5 * time.Second
 
-// rawPackage is an assistant's package.yao as written.
-type rawPackage struct {
-	Name        string            `json:"name"`
-	Description string            `json:"description"`
-	Connector   string            `json:"connector"`
-	Options     chat.ModelOptions `json:"options"`
-	Overridable map[string]any    `json:"overridable"`
-	Sandbox     *rawSandbox       `json:"sandbox"`
-	MCP         *rawMCP           `json:"mcp"`
-	Hooks       *rawHooks         `json:"hooks"`
-	Tools       []rawTool         `json:"tools"`
-}
+// RolePrefix starts a connector that names a role of agent/agent.yml
+// ("use::light").
+const RolePrefix = "use::"
 
-func (*rawPackage) fieldHint(name string) string {
-	switch name {
-	case "prompts":
-		return "prompts live in prompts.yml next to package.yao"
-	case "skills":
-		return "skills are found in the skills/ folder next to package.yao"
-	case "mcps", "servers":
-		return "MCP servers are defined in mcps/ and listed in mcp.servers"
-	case "command", "image", "max_memory", "max_cpu", "timeout", "arguments":
-		return "it belongs in the sandbox block"
-	case "type", "key", "host", "model":
-		return "connection settings belong in a connector file under connectors/; name it in \"connector\""
-	}
-	return ""
-}
-
-type rawHooks struct {
-	// Timeout bounds each hook call ("5s").
-	Timeout string `json:"timeout"`
-}
-
-// loadAssistants loads every folder under assistants/, in parallel.
-func (l *loader) loadAssistants(cfg *AppConfig, conns map[string]*Connector) map[string]*Assistant {
+// loadAssistants loads every assistant folder under assistants/ (any
+// folder holding a package file, at any depth), in parallel. It returns
+// the assistants that loaded without errors and the number of folders
+// found.
+func (l *loader) loadAssistants(app *App) (map[string]*Assistant, int) {
 	dir := filepath.Join(l.root, AssistantsDir)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			l.fileProblem(dir, "missing: an app needs at least one assistant (%s/<id>/%s)", AssistantsDir, PackageFile)
-		} else {
+	if _, err := os.Stat(dir); err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && len(l.connIDs) == 0 && len(app.MCPServers) == 0:
+			l.fileProblem(dir, "missing: this folder is not an app: it has no assistants (%s/<id>/%s) and no connectors", AssistantsDir, PackageFile)
+		case errors.Is(err, fs.ErrNotExist):
+			l.warn(dir, "missing: the app has no assistants (%s/<id>/%s)", AssistantsDir, PackageFile)
+		default:
 			l.fileProblem(dir, "%v", unwrapPath(err))
 		}
-		return nil
+		return map[string]*Assistant{}, 0
 	}
-	type job struct{ id, dir string }
+	type job struct{ id, dir, pkg string }
 	var jobs []job
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			continue
-		}
-		abs := filepath.Join(dir, name)
-		if !e.IsDir() {
-			if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-				continue
+	l.assistantDirs(dir, func(abs, pkg string, parts []string) {
+		for _, part := range parts {
+			if !idPart.MatchString(part) {
+				l.fileProblem(abs, "invalid assistant id %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit", part)
+				return
 			}
 		}
-		if !idPart.MatchString(name) {
-			l.fileProblem(abs, "invalid assistant id %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit", name)
-			continue
+		jobs = append(jobs, job{strings.Join(parts, "."), abs, pkg})
+	})
+	// Every assistant's own MCP servers first: an assistant may list
+	// another's by Yao's id (agents.<id>.<name>).
+	own := make([]map[string]*MCPServer, len(jobs))
+	agentMCPs := map[string]*MCPServer{}
+	for i, j := range jobs {
+		if st, err := os.Stat(filepath.Join(j.dir, MCPsDir)); err == nil && st.IsDir() {
+			own[i] = l.loadOwnMCPServers(j.id, filepath.Join(j.dir, MCPsDir))
+			for k, v := range own[i] {
+				agentMCPs[k] = v
+			}
 		}
-		jobs = append(jobs, job{name, abs})
 	}
 	// Assistants are independent: load them on every CPU, each with its
-	// own problem list, merged afterwards (Load sorts problems).
+	// own problem list, merged afterwards (Inspect sorts problems).
 	type result struct {
 		a     *Assistant
 		probs []Problem
@@ -95,8 +74,8 @@ func (l *loader) loadAssistants(cfg *AppConfig, conns map[string]*Connector) map
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, j := range jobs {
 		g.Go(func() error {
-			sub := &loader{root: l.root, connIDs: l.connIDs}
-			a := sub.loadAssistant(j.id, j.dir, cfg, conns)
+			sub := &loader{root: l.root, connIDs: l.connIDs, agentMCPs: agentMCPs}
+			a := sub.loadAssistant(j.id, j.dir, j.pkg, app, own[i])
 			results[i] = result{a, sub.probs}
 			return nil
 		})
@@ -109,13 +88,83 @@ func (l *loader) loadAssistants(cfg *AppConfig, conns map[string]*Connector) map
 			out[jobs[i].id] = r.a
 		}
 	}
-	return out
+	return out, len(jobs)
 }
 
-// loadAssistant loads one assistant folder: package.yao with its sandbox,
-// hooks and tools settings, then its MCP servers, prompts, skills and hooks
-// entry. It returns nil when the assistant has problems.
-func (l *loader) loadAssistant(id, dir string, cfg *AppConfig, conns map[string]*Connector) *Assistant {
+// assistantDirs walks the assistants folder and calls fn for each folder
+// holding a package file, with the path parts of its id. Symlinked folders
+// are followed (once each); hidden entries and node_modules are skipped.
+// A top-level folder with no assistant in it gets a warning, as Yao skips
+// it silently.
+func (l *loader) assistantDirs(root string, fn func(abs, pkg string, parts []string)) {
+	seen := map[string]bool{}
+	var visit func(abs string, parts []string) bool
+	visit = func(abs string, parts []string) bool {
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil || seen[real] {
+			return false
+		}
+		seen[real] = true
+		if len(parts) > maxWalkDepth {
+			l.fileProblem(abs, "folders nest deeper than %d levels here; the rest is not read", maxWalkDepth)
+			return false
+		}
+		entries, err := os.ReadDir(abs)
+		if err != nil {
+			l.fileProblem(abs, "%v", unwrapPath(err))
+			return false
+		}
+		found := false
+		if len(parts) > 0 {
+			var pkgs []string
+			for _, e := range entries {
+				if slices.Contains(packageFiles, e.Name()) {
+					pkgs = append(pkgs, e.Name())
+				}
+			}
+			if len(pkgs) > 1 {
+				l.fileProblem(abs, "both %s: keep one package file", strings.Join(pkgs, " and "))
+				return true
+			}
+			if len(pkgs) == 1 {
+				fn(abs, pkgs[0], parts)
+				found = true
+			}
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if strings.HasPrefix(name, ".") || name == "node_modules" {
+				continue
+			}
+			sub := filepath.Join(abs, name)
+			if !e.IsDir() {
+				if e.Type()&fs.ModeSymlink == 0 {
+					continue
+				}
+				if st, err := os.Stat(sub); err != nil || !st.IsDir() {
+					continue
+				}
+			}
+			if found && slices.Contains([]string{"src", "mcps", "skills", "prompts", "assets", "locales"}, name) {
+				continue // an assistant's own folders hold no assistants
+			}
+			sub2 := append(slices.Clone(parts), name)
+			if visit(sub, sub2) {
+				found = true
+			} else if len(parts) == 0 {
+				l.warn(sub, "no %s here or in any folder below: not an assistant (Yao skips it too)", PackageFile)
+			}
+		}
+		return found
+	}
+	visit(root, nil)
+}
+
+// loadAssistant loads one assistant folder: its package file with the
+// sandbox, hooks and tools settings, then its MCP servers, prompts and
+// presets, locales, skills and hooks entry. It returns nil when the
+// assistant has errors.
+func (l *loader) loadAssistant(id, dir, pkg string, app *App, own map[string]*MCPServer) *Assistant {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		l.fileProblem(dir, "%v", unwrapPath(err))
@@ -125,107 +174,61 @@ func (l *loader) loadAssistant(id, dir string, cfg *AppConfig, conns map[string]
 	for _, e := range entries {
 		has[e.Name()] = true
 	}
-	if !has[PackageFile] {
-		l.fileProblem(dir, "no %s: every assistant folder needs one (name, connector, ...)", PackageFile)
-		return nil
-	}
+	a := &Assistant{ID: id, Dir: dir, HookTimeout: defaultHookTTL, Meta: Metadata{Type: "assistant"}, OwnMCPServers: own}
 	var raw rawPackage
-	d := l.decode(filepath.Join(dir, PackageFile), &raw)
-	a := &Assistant{ID: id, Dir: dir, HookTimeout: defaultHookTTL}
+	d := l.decode(filepath.Join(dir, pkg), &raw)
 	if d != nil && !d.broken {
-		a.Name = raw.Name
-		if a.Name == "" {
-			a.Name = id
-		}
-		a.Description = raw.Description
-		a.Options = raw.Options
-		if err := raw.Options.Check(); err != nil {
-			path := "options"
-			var fe *chat.FieldError
-			if errors.As(err, &fe) {
-				path += "." + fe.Path
-			}
-			d.errPath(path, "options.%v", err)
-		}
-		if raw.Overridable != nil {
-			a.Overridable = parseOverridable(d, raw.Overridable, raw.Sandbox != nil)
-		} else {
-			a.Overridable = DefaultOverridable(raw.Sandbox != nil)
-		}
-		l.checkConnector(d, raw.Connector, conns, raw.Sandbox)
-		a.Connector = raw.Connector
-		if raw.Sandbox != nil {
-			a.Sandbox = parseSandbox(d, raw.Sandbox, cfg)
-		}
-		if raw.Hooks != nil && raw.Hooks.Timeout != "" {
-			a.HookTimeout = parseDurationIn(d, "hooks.timeout", raw.Hooks.Timeout, 100*time.Millisecond, 10*time.Minute)
-		}
-		if len(raw.Tools) > 0 {
-			a.Tools = parseTools(d, raw.Tools, raw.Sandbox != nil)
-		}
-	}
-	// Definitions are loaded even when package.yao is broken, so that
-	// every problem of the assistant shows at once.
-	if has[MCPsDir] {
-		a.MCPServers = l.loadMCPServers(filepath.Join(dir, MCPsDir))
-	}
-	if d != nil && !d.broken && raw.MCP != nil {
-		a.MCP = l.checkMCPRefs(d, raw.MCP, a.MCPServers, filepath.Join(dir, MCPsDir))
+		l.applyPackage(d, a, &raw, app, has)
 	}
 	l.done(d)
+	if !has[PromptsFile] && d != nil && raw.Prompts != nil {
+		a.Prompts = raw.Prompts.msgs
+	}
 	switch {
 	case has[PromptsFile]:
-		a.Prompts = l.loadPrompts(filepath.Join(dir, PromptsFile))
+		if raw.Prompts != nil && d != nil {
+			l.probs = append(l.probs, Problem{File: d.file, Line: lineOf(d, "prompts"), Col: colOf(d, "prompts"), Severity: SeverityWarning,
+				Msg: "prompts is not used: prompts.yml is there, and it wins (as in Yao)"})
+		}
+		a.Prompts = l.loadPrompts(filepath.Join(dir, PromptsFile), dir)
 	case has["prompts.yaml"]:
-		l.fileProblem(filepath.Join(dir, "prompts.yaml"), "prompts are read from %s: rename this file", PromptsFile)
+		l.warn(filepath.Join(dir, "prompts.yaml"), "not read: prompts are read from %s (as in Yao); rename this file", PromptsFile)
+	}
+	l.checkPromptVars(l.rel(filepath.Join(dir, PromptsFile)), a.Prompts)
+	if st, err := os.Stat(filepath.Join(dir, PromptsDir)); err == nil && st.IsDir() {
+		presets := l.loadPresets(filepath.Join(dir, PromptsDir), dir)
+		for k, v := range presets {
+			if a.PromptPresets == nil {
+				a.PromptPresets = map[string][]chat.Message{}
+			}
+			a.PromptPresets[k] = v // the folder wins over package.yao (as in Yao)
+		}
+	}
+	if has[LocalesDir] {
+		a.Locales = l.loadLocales(filepath.Join(dir, LocalesDir))
 	}
 	if has[SkillsDir] {
 		list, probs := skills.Discover(filepath.Join(dir, SkillsDir))
 		for _, p := range probs {
-			l.probs = append(l.probs, Problem{File: l.rel(filepath.Join(dir, SkillsDir)) + "/" + p.File, Line: p.Line, Col: p.Col, Msg: p.Msg})
+			p.File = l.rel(filepath.Join(dir, SkillsDir)) + "/" + p.File
+			l.probs = append(l.probs, p)
 		}
 		a.Skills = list
 	}
 	if has["src"] {
 		a.Hooks = l.findHooks(dir)
 	}
-	if len(l.probs) > 0 {
+	if hasErrors(l.probs) {
 		return nil
 	}
+	// An own server with problems keeps the assistant from loading, as
+	// any other file of its folder does.
+	for _, srv := range own {
+		if srv == nil {
+			return nil
+		}
+	}
 	return a
-}
-
-// checkConnector checks that package.yao names a defined connector that
-// suits the sandbox command.
-func (l *loader) checkConnector(d *doc, id string, conns map[string]*Connector, sb *rawSandbox) {
-	if d.bad["connector"] {
-		return
-	}
-	if id == "" {
-		d.errPath("", "connector is required: the id of a connector in %s/ (\"anthropic.sonnet\" for %s/anthropic/sonnet.conn.yao)", ConnectorsDir, ConnectorsDir)
-		return
-	}
-	if !l.connIDs[id] {
-		have := make([]string, 0, len(l.connIDs))
-		for k := range l.connIDs {
-			have = append(have, k)
-		}
-		sort.Strings(have)
-		hint := "there are none"
-		if len(have) > 0 {
-			hint = "have: " + strings.Join(have, ", ")
-		}
-		d.errPath("connector", "connector %q is not defined in %s/ (%s)", id, ConnectorsDir, hint)
-		return
-	}
-	c := conns[id]
-	if c == nil || sb == nil {
-		return // the connector's own problems are reported at its file
-	}
-	// Claude Code speaks the Anthropic Messages API only.
-	if (sb.Command == "claude" || sb.Command == "") && c.Type == TypeOpenAI {
-		d.errPath("connector", "connector %q is an openai connector; sandbox command claude needs an anthropic (or scripted) connector", id)
-	}
 }
 
 // findHooks returns the absolute hook entry file, "" when there is none.
@@ -244,4 +247,16 @@ func (l *loader) findHooks(dir string) string {
 		return js
 	}
 	return ""
+}
+
+// lineOf and colOf position a field's key in d, for problems raised
+// outside the decoder.
+func lineOf(d *doc, path string) int {
+	line, _ := lineCol(d.src, d.keyOffset(path))
+	return line
+}
+
+func colOf(d *doc, path string) int {
+	_, col := lineCol(d.src, d.keyOffset(path))
+	return col
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/agentbox/agentbox/connector"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -61,10 +62,17 @@ func ResolveValue(s string) (string, error) {
 // Resolved is a connector ready for a request: $ENV references replaced by
 // their current values. String, GoString and LogValue never show the key.
 type Resolved struct {
-	Type  string
+	Type string
+	// Host is the API base URL ("" = the type's public API); it came from
+	// the connector's host, or its proxy when host is empty.
 	Host  string
 	Key   string
 	Model string
+	// APIVersion, AuthMode and Params are the connector's (see
+	// ConnectorOptions).
+	APIVersion string
+	AuthMode   string
+	Params     map[string]connector.ParamSpec
 	// Script is the scripted connector's script file, absolute.
 	Script string
 	// Extra holds the other options (a copy: callers may modify it).
@@ -114,18 +122,21 @@ func redactRaw(k string) string {
 	return redacted(k)
 }
 
-// Resolve returns the connector's options with $ENV references in host,
-// key and model replaced by the environment's current values. A missing
+// Resolve returns the connector's options with $ENV references in host
+// (or proxy), key, model and version replaced by the environment's
+// current values. A missing
 // variable is an error naming it and the connector file; no error ever
 // contains the key.
 func (c *Connector) Resolve() (Resolved, error) {
-	r := Resolved{Type: c.Type, Script: c.Options.Script, Extra: maps.Clone(c.Options.Extra)}
+	r := Resolved{Type: c.Type, Script: c.Options.Script, Extra: maps.Clone(c.Options.Extra),
+		AuthMode: c.Options.AuthMode, Params: c.Options.Params}
 	var errs []error
 	for _, f := range []struct {
 		name string
 		raw  string
 		dst  *string
-	}{{"host", c.Options.Host, &r.Host}, {"key", c.Options.Key, &r.Key}, {"model", c.Options.Model, &r.Model}} {
+	}{{cmpOr(c.Options.HostFrom, "host"), c.Options.Host, &r.Host}, {"key", c.Options.Key, &r.Key}, {"model", c.Options.Model, &r.Model},
+		{"version", c.Options.APIVersion, &r.APIVersion}} {
 		v, err := ResolveValue(f.raw)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", f.name, err))

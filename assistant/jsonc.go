@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/tailscale/hujson"
+
+	"github.com/agentbox/agentbox/internal/hint"
 )
 
 // Limits on configuration files, so a stray huge or pathological file is a
@@ -26,9 +29,11 @@ const (
 // its field path ("sandbox.arguments.max_turns", "mcp.servers[0]") so that
 // later validation can point at it.
 type doc struct {
-	file  string // relative to the app root, for problems
-	src   []byte
-	pos   map[string]int
+	file string // relative to the app root, for problems
+	src  []byte
+	pos  map[string]int
+	// keys holds the offset of each object member's key by its path.
+	keys  map[string]int
 	probs []Problem
 	// broken is set when the file could not be parsed at all: later
 	// validation would only add noise.
@@ -36,7 +41,36 @@ type doc struct {
 	// bad holds the paths whose values had the wrong type, so range checks
 	// do not also complain about the zero value left there.
 	bad map[string]bool
+	// lenient is above zero while a field tagged ",lenient" is decoded: a
+	// value of the wrong type there is dropped with a warning, the way Yao
+	// drops it, instead of failing the file.
+	lenient int
 }
+
+// warnAt records a warning at byte offset off.
+func (d *doc) warnAt(off int, format string, args ...any) {
+	line, col := lineCol(d.src, off)
+	d.probs = append(d.probs, Problem{File: d.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...), Severity: SeverityWarning})
+}
+
+// warnPath records a warning at the value of path (see errPath).
+func (d *doc) warnPath(path string, format string, args ...any) {
+	d.warnAt(d.offset(path), format, args...)
+}
+
+// keyOffset returns the offset of the key of path's member (the value's
+// offset when the key is unknown): warnings about a whole field point at
+// its name.
+func (d *doc) keyOffset(path string) int {
+	if off, ok := d.keys[path]; ok {
+		return off
+	}
+	return d.offset(path)
+}
+
+// errors reports whether the doc has error problems (warnings do not
+// count).
+func (d *doc) errors() bool { return hasErrors(d.probs) }
 
 // errAt records a problem at byte offset off.
 func (d *doc) errAt(off int, format string, args ...any) {
@@ -58,8 +92,14 @@ func (d *doc) has(path string) bool {
 }
 
 // typeErr records a problem with the value at path and marks the path bad.
+// Inside a lenient field the problem is a warning that says the value is
+// ignored.
 func (d *doc) typeErr(off int, path, format string, args ...any) {
 	d.bad[path] = true
+	if d.lenient > 0 {
+		d.warnAt(off, format+"; ignored, as Yao ignores it", args...)
+		return
+	}
 	d.errAt(off, format, args...)
 }
 
@@ -95,7 +135,7 @@ var hujsonPos = regexp.MustCompile(`^hujson: line (\d+), column (\d+): (.*)$`)
 // float64) and types that implement json.Unmarshaler. A JSON null leaves
 // the target at its zero value.
 func decodeJSONC(file string, src []byte, v any) *doc {
-	d := &doc{file: file, src: src, pos: map[string]int{}, bad: map[string]bool{}, broken: true}
+	d := &doc{file: file, src: src, pos: map[string]int{}, keys: map[string]int{}, bad: map[string]bool{}, broken: true}
 	if len(src) > maxConfigFile {
 		d.errAt(0, "file is %d bytes; the limit for a configuration file is %d", len(src), maxConfigFile)
 		return d
@@ -121,6 +161,10 @@ func decodeJSONC(file string, src []byte, v any) *doc {
 		return d
 	}
 	d.broken = false
+	if strings.HasSuffix(file, ".json") && !root.IsStandard() {
+		// Yao reads .json files as strict JSON (YAO-FORMATS.md §0).
+		d.warnAt(0, "comments or trailing commas in a .json file: Yao reads .json strictly and would not load it; rename the file to .jsonc or .yao")
+	}
 	d.decode(&root, reflect.ValueOf(v).Elem(), "")
 	return d
 }
@@ -211,6 +255,7 @@ func (d *doc) decode(v *hujson.Value, rv reflect.Value, path string) {
 				continue
 			}
 			seen[name] = true
+			d.keys[sub] = m.Name.StartOffset
 			idx, ok := info.byName[name]
 			if !ok {
 				hint := suggest(name, info.names)
@@ -218,6 +263,12 @@ func (d *doc) decode(v *hujson.Value, rv reflect.Value, path string) {
 					hint = " (" + h.fieldHint(name) + ")"
 				}
 				d.errAt(m.Name.StartOffset, "unknown field %q%s%s", name, in(path), hint)
+				continue
+			}
+			if info.lenient[idx] {
+				d.lenient++
+				d.decode(&m.Value, rv.Field(idx), sub)
+				d.lenient--
 				continue
 			}
 			d.decode(&m.Value, rv.Field(idx), sub)
@@ -329,6 +380,7 @@ func (d *doc) generic(v *hujson.Value, path string) (any, bool) {
 				d.errAt(mem.Name.StartOffset, "duplicate key %q%s", name, in(path))
 				continue
 			}
+			d.keys[join(path, name)] = mem.Name.StartOffset
 			if g, ok := d.generic(&mem.Value, join(path, name)); ok {
 				m[name] = g
 			}
@@ -415,6 +467,9 @@ type fieldHinter interface {
 type structInfo struct {
 	byName map[string]int
 	names  []string // sorted, for hints
+	// lenient marks fields tagged `json:"name,lenient"`: metadata Yao reads
+	// leniently, whose wrong-typed values are dropped with a warning.
+	lenient map[int]bool
 }
 
 var fieldCache sync.Map // reflect.Type -> *structInfo
@@ -423,12 +478,15 @@ func fieldsOf(t reflect.Type) *structInfo {
 	if v, ok := fieldCache.Load(t); ok {
 		return v.(*structInfo)
 	}
-	info := &structInfo{byName: map[string]int{}}
+	info := &structInfo{byName: map[string]int{}, lenient: map[int]bool{}}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if !f.IsExported() || tag == "-" || tag == "" {
 			continue
+		}
+		if slices.Contains(strings.Split(opts, ","), "lenient") {
+			info.lenient[i] = true
 		}
 		info.byName[tag] = i
 		info.names = append(info.names, tag)
@@ -441,13 +499,7 @@ func fieldsOf(t reflect.Type) *structInfo {
 // suggest returns a "did you mean" hint for a misspelt field name, or the
 // list of valid names.
 func suggest(name string, names []string) string {
-	best, bestD := "", 3
-	for _, n := range names {
-		if d := editDistance(strings.ToLower(name), n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	if best != "" {
+	if best := hint.Closest(name, names); best != "" {
 		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	if len(names) == 0 {
@@ -456,26 +508,12 @@ func suggest(name string, names []string) string {
 	return " (known: " + strings.Join(names, ", ") + ")"
 }
 
-// editDistance is the Levenshtein distance between short names.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 99
+// hintAmong returns a "did you mean" hint for name among names, else the
+// names when they are few, else nothing. what names them ("defined").
+func hintAmong(name string, names []string, what string) string {
+	h := suggest(name, names)
+	if strings.HasPrefix(h, " (did you mean") || len(names) <= 8 {
+		return strings.Replace(h, "(known:", "("+what+":", 1)
 	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }

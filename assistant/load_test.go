@@ -53,7 +53,7 @@ func TestLoadExample(t *testing.T) {
 	}
 	sb := coder.Sandbox
 	want := Sandbox{Command: "claude", Image: "agentbox/sandbox-claude:latest", MemoryBytes: 2 << 30, DiskBytes: DefaultDisk, CPUs: 2, Timeout: 10 * time.Minute,
-		Arguments: chat.Arguments{MaxTurns: 20, PermissionMode: "acceptEdits", AllowedTools: []string{"Bash", "Read", "Write", "Edit", "Glob", "Grep"}}}
+		Arguments: chat.Arguments{MaxTurns: 20, PermissionMode: "acceptEdits", AllowedTools: []string{"Bash", "Read", "Write", "Edit", "Glob", "Grep"}}, File: "assistants/coder/package.yao"}
 	if fmt.Sprint(*sb) != fmt.Sprint(want) {
 		t.Errorf("sandbox:\n got %+v\nwant %+v", *sb, want)
 	}
@@ -314,7 +314,7 @@ func TestPackageOptions(t *testing.T) {
 		{`{"options": {"temprature": 1}}`, `f:1:14: unknown field "temprature" in options (did you mean "temperature"?)`},
 		{`{"options": {"stop": 3}}`, "f:1:22: options.stop: want a string or a list of strings, got a number"},
 		{`{"options": {"max_tokens": "lots"}}`, "f:1:28: options.max_tokens: want an integer, got a string"},
-		{`{"options": {"connector": "x"}}`, `f:1:14: unknown field "connector" in options (known: frequency_penalty, logit_bias, max_completion_tokens, max_tokens, model, n, parallel_tool_calls, presence_penalty, reasoning_effort, response_format, seed, stop, stream, temperature, tool_choice, tools, top_p, user)`},
+		{`{"options": {"connector": "x"}}`, `f:1:14: unknown field "connector" in options (known: audio, frequency_penalty, logit_bias, max_completion_tokens, max_tokens, model, n, parallel_tool_calls, presence_penalty, reasoning_effort, response_format, seed, stop, stream, temperature, tool_choice, tools, top_p, user)`},
 	}
 	for _, tt := range tests {
 		var raw rawPackage
@@ -356,7 +356,9 @@ func FuzzDecodeJSONC(f *testing.F) {
 		}
 		// Validation on top of a decode must not panic either.
 		if !d.broken && raw.Sandbox != nil {
-			parseSandbox(d, raw.Sandbox, &AppConfig{})
+			app := &App{Config: &AppConfig{}, Agent: &AgentSettings{}}
+			l := &loader{connIDs: map[string]bool{}}
+			l.loadSandbox(d, &Assistant{ID: "a", Dir: t.TempDir()}, raw.Sandbox, app, false)
 		}
 	})
 }

@@ -1,128 +1,330 @@
 package assistant
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // rawMCP is package.yao's "mcp" block: the servers the assistant uses.
 type rawMCP struct {
-	Servers []rawMCPRef `json:"servers"`
+	Servers []mcpRefForm   `json:"servers"`
+	Options map[string]any `json:"options"`
 }
 
-type rawMCPRef struct {
-	ServerID string   `json:"server_id"`
-	Tools    []string `json:"tools"`
+// mcpRefForm is one entry of mcp.servers in any of Yao's forms
+// (agent/store/types MCPServerConfig): "id"; {"server_id": "id", "tools":
+// [...], "resources": [...]}; {"id": [tools]}; {"id": {"tools": [...],
+// "resources": [...]}}.
+type mcpRefForm struct{ MCPRef }
+
+// UnmarshalJSON takes each of Yao's forms.
+func (r *mcpRefForm) UnmarshalJSON(b []byte) error {
+	var id string
+	if err := json.Unmarshal(b, &id); err == nil {
+		r.ServerID = id
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return fmt.Errorf("want a server id or an object, got %s", jsonKind(b))
+	}
+	if _, std := obj["server_id"]; std {
+		var v struct {
+			ServerID  string   `json:"server_id"`
+			Tools     []string `json:"tools"`
+			Resources []string `json:"resources"`
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("want {server_id, tools, resources}: %s", strings.TrimPrefix(err.Error(), "json: "))
+		}
+		r.MCPRef = MCPRef{ServerID: v.ServerID, Tools: v.Tools, Resources: v.Resources}
+		return nil
+	}
+	if len(obj) != 1 {
+		return fmt.Errorf("want {\"server_id\": ...} or an object with exactly one key, the server id; got %d keys", len(obj))
+	}
+	for id, val := range obj {
+		r.ServerID = id
+		var tools []string
+		if err := json.Unmarshal(val, &tools); err == nil {
+			r.Tools = tools
+			return nil
+		}
+		var v struct {
+			Tools     []string `json:"tools"`
+			Resources []string `json:"resources"`
+		}
+		dec := json.NewDecoder(strings.NewReader(string(val)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("server %q: want a list of tools or {tools, resources}", id)
+		}
+		r.Tools, r.Resources = v.Tools, v.Resources
+	}
+	return nil
 }
 
-// rawMCPServer is an mcps/**/NAME.mcp.yao file as written.
+// rawMCPServer is an MCP file as written: Yao's MCP client DSL (gou
+// mcp/types), plus agentbox's args and headers.
 type rawMCPServer struct {
-	Transport string            `json:"transport"`
-	Command   string            `json:"command"`
-	Args      []string          `json:"args"`
-	Env       map[string]string `json:"env"`
-	URL       string            `json:"url"`
-	Headers   map[string]string `json:"headers"`
+	ID                 string            `json:"id,lenient"`
+	Name               string            `json:"name,lenient"`
+	Version            string            `json:"version,lenient"`
+	Type               string            `json:"type,lenient"`
+	Label              string            `json:"label,lenient"`
+	Description        string            `json:"description,lenient"`
+	Tags               stringList        `json:"tags,lenient"`
+	Readonly           bool              `json:"readonly,lenient"`
+	Builtin            bool              `json:"builtin,lenient"`
+	Sort               looseInt          `json:"sort,lenient"`
+	Mtime              any               `json:"mtime"`
+	Ctime              any               `json:"ctime"`
+	Dependencies       map[string]any    `json:"dependencies"`
+	EnableSampling     bool              `json:"enable_sampling,lenient"`
+	EnableRoots        bool              `json:"enable_roots,lenient"`
+	EnableElicitation  bool              `json:"enable_elicitation,lenient"`
+	RootsListChanged   bool              `json:"roots_list_changed,lenient"`
+	Transport          string            `json:"transport"`
+	Command            string            `json:"command"`
+	Arguments          []string          `json:"arguments"`
+	Args               []string          `json:"args"`
+	Env                map[string]string `json:"env"`
+	URL                string            `json:"url"`
+	Endpoint           string            `json:"endpoint"`
+	AuthorizationToken string            `json:"authorization_token"`
+	Timeout            string            `json:"timeout"`
+	Headers            map[string]string `json:"headers"`
+	Tools              map[string]string `json:"tools"`
+	Resources          map[string]string `json:"resources"`
+	Prompts            map[string]string `json:"prompts"`
+	// Seen in Yao apps, ignored by Yao.
+	Capabilities any `json:"capabilities"`
+	Mapping      any `json:"mapping"`
 }
 
-// loadMCPServers loads the MCP server definitions of one assistant, by id;
-// a defined but broken server maps to nil.
-func (l *loader) loadMCPServers(dir string) map[string]*MCPServer {
-	files := l.defFiles(dir, mcpSuffix)
-	out := make(map[string]*MCPServer, len(files))
-	for id, abs := range files {
-		var raw rawMCPServer
-		d := l.decode(abs, &raw)
-		if d == nil || d.broken {
-			l.done(d)
-			out[id] = nil // defined but broken: references to it are fine
-			continue
-		}
-		s := &MCPServer{ID: id, File: l.rel(abs), Transport: raw.Transport, Command: raw.Command,
-			Args: raw.Args, Env: raw.Env, URL: raw.URL, Headers: raw.Headers}
-		if s.Transport == "" {
-			switch {
-			case raw.Command != "":
-				s.Transport = "stdio"
-			case raw.URL != "":
-				s.Transport = "http"
-			}
-		}
-		switch s.Transport {
-		case "stdio":
-			if raw.Command == "" {
-				d.errPath("", "command is required for a stdio server")
-			}
-			if raw.URL != "" {
-				d.errPath("url", "url is only for http and sse servers")
-			}
-			if len(raw.Headers) > 0 {
-				d.errPath("headers", "headers are only for http and sse servers")
-			}
-		case "http", "sse":
-			if raw.URL == "" {
-				d.errPath("", "url is required for an %s server", s.Transport)
-			} else if u, err := url.Parse(raw.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				d.errPath("url", "url: want an http(s) URL, got %q", raw.URL)
-			}
-			if raw.Command != "" {
-				d.errPath("command", "command is only for stdio servers")
-			}
-		case "":
-			d.errPath("", "transport is required: stdio (with command) or http/sse (with url)")
-		default:
-			d.errPath("transport", "unknown transport %q (known: stdio, http, sse)", s.Transport)
-		}
-		for k, v := range raw.Env {
-			if !envName.MatchString(k) {
-				d.errPath("env."+k, "env: invalid variable name %q", k)
-			}
-			if msg := checkEnvRef(v); msg != "" {
-				d.errPath("env."+k, "env.%s: %s", k, msg)
-			}
-		}
-		for k, v := range raw.Headers {
-			if msg := checkEnvRef(v); msg != "" {
-				d.errPath("headers."+k, "headers.%s: %s", k, msg)
-			}
-		}
-		if l.done(d) {
-			out[id] = s
-		} else {
-			out[id] = nil // defined but broken: referenced without a second error
-		}
+// loadAppMCPServers loads the app's mcps/ folder, by Yao's id ("foo.bar"
+// for mcps/foo/bar.mcp.yao); a defined but broken server maps to nil.
+func (l *loader) loadAppMCPServers() map[string]*MCPServer {
+	out := map[string]*MCPServer{}
+	for _, f := range l.specFiles(filepath.Join(l.root, MCPsDir), true) {
+		out[f.id] = l.loadMCPServer(f.id, f.abs)
 	}
 	return out
 }
 
-// checkMCPRefs checks package.yao's mcp.servers against the defined servers.
-func (l *loader) checkMCPRefs(d *doc, m *rawMCP, servers map[string]*MCPServer, dir string) []MCPRef {
-	refs := make([]MCPRef, 0, len(m.Servers))
+// loadOwnMCPServers loads an assistant's mcps/ folder, by Yao's id
+// ("agents.<assistant id>.<path without .mcp.ext, '/' as '.'>").
+func (l *loader) loadOwnMCPServers(assistantID, dir string) map[string]*MCPServer {
+	out := map[string]*MCPServer{}
+	l.walk(dir, func(p string) {
+		base := filepath.Base(p)
+		ext := filepath.Ext(base)
+		if !slices.Contains(configExts, ext) || !strings.HasSuffix(strings.TrimSuffix(base, ext), mcpSuffix) {
+			return
+		}
+		rel, _ := filepath.Rel(dir, p)
+		name := strings.ReplaceAll(strings.TrimSuffix(filepath.ToSlash(rel), mcpSuffix+ext), "/", ".")
+		id := "agents." + assistantID + "." + name
+		if prev, dup := out[id]; dup {
+			file := "?"
+			if prev != nil {
+				file = prev.File
+			}
+			l.fileProblem(p, "id %q is also defined by %s", id, file)
+			return
+		}
+		out[id] = l.loadMCPServer(id, p)
+	})
+	return out
+}
+
+// loadMCPServer checks one MCP file; nil when it has errors.
+func (l *loader) loadMCPServer(id, abs string) *MCPServer {
+	var raw rawMCPServer
+	d := l.decode(abs, &raw)
+	if d == nil || d.broken {
+		l.done(d)
+		return nil
+	}
+	s := &MCPServer{ID: id, File: l.rel(abs), Transport: raw.Transport, Command: raw.Command,
+		Args: raw.Args, Env: raw.Env, URL: raw.URL, Label: raw.Label, Name: raw.Name, Description: raw.Description}
+	if len(raw.Arguments) > 0 {
+		if len(raw.Args) > 0 {
+			d.errPath("args", "both arguments and args: keep one (arguments is Yao's name)")
+		}
+		s.Args = raw.Arguments
+	}
+	if len(raw.Headers) > 0 {
+		s.Headers = maps.Clone(raw.Headers)
+	}
+	if raw.AuthorizationToken != "" {
+		if s.Headers == nil {
+			s.Headers = map[string]string{}
+		}
+		for k := range s.Headers {
+			if strings.EqualFold(k, "Authorization") {
+				d.errPath("authorization_token", "both authorization_token and headers.%s: keep one", k)
+			}
+		}
+		// Sent verbatim as Authorization (write "Bearer ..."), as Yao does.
+		s.Headers["Authorization"] = raw.AuthorizationToken
+		if msg := checkEnvRef(raw.AuthorizationToken); msg != "" {
+			d.errPath("authorization_token", "authorization_token: invalid environment reference: want $ENV.NAME")
+		}
+	}
+	if s.Transport == "" {
+		switch {
+		case raw.Command != "":
+			s.Transport = "stdio"
+		case raw.URL != "":
+			s.Transport = "http"
+		}
+	}
+	for _, f := range []string{"capabilities", "mapping"} {
+		if d.has(f) && s.Transport != "process" {
+			d.warnAt(d.keyOffset(f), "%s is ignored (by Yao too)", f)
+		}
+	}
+	switch s.Transport {
+	case "stdio":
+		if raw.Command == "" {
+			d.errPath("", "command is required for a stdio server")
+		}
+		if raw.URL != "" {
+			d.errPath("url", "url is only for http and sse servers")
+		}
+		if len(s.Headers) > 0 {
+			d.errPath("headers", "headers and authorization_token are only for http and sse servers")
+		}
+		if raw.Timeout != "" {
+			d.warnPath("timeout", "timeout is for http servers (Yao ignores it for stdio too)")
+		}
+	case "http", "sse":
+		if raw.URL == "" {
+			d.errPath("", "url is required for an %s server", s.Transport)
+		} else if _, isEnv := envRef(raw.URL); !isEnv {
+			if u, err := url.Parse(raw.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				d.errPath("url", "url: want an http(s) URL, got %q", raw.URL)
+			}
+		}
+		if raw.Command != "" {
+			d.errPath("command", "command is only for stdio servers")
+		}
+		if raw.Timeout != "" {
+			if t, err := parseDurationOK(raw.Timeout); err != nil {
+				d.errPath("timeout", "timeout: %v", err)
+			} else {
+				s.Timeout = t
+				d.warnPath("timeout", "timeout is kept but not applied: the coding-agent CLI uses its own MCP timeouts")
+			}
+		}
+	case "process":
+		// Yao processes (scripts.*, agents.*.<script>.<Fn>, models.*) run
+		// in Yao's own runtime: agentbox cannot run them.
+		d.warnPath("transport", "transport process runs Yao processes (%s), which agentbox cannot run: assistants that list this server run without it; write the tools as host tools (package.yao \"tools\" with functions in src/index.ts)", processNames(raw.Tools))
+	case "":
+		d.errPath("", "transport is required: stdio (with command) or http/sse (with url)")
+	default:
+		d.errPath("transport", "unknown transport %q (known: stdio, http, sse, process)", s.Transport)
+	}
+	if s.Transport != "process" {
+		for _, f := range []string{"tools", "resources", "prompts"} {
+			if d.has(f) {
+				d.errPath(f, "%s maps names to Yao processes: only for transport process", f)
+			}
+		}
+	}
+	if raw.Endpoint != "" {
+		d.warnPath("endpoint", "endpoint is ignored (by Yao too)")
+	}
+	for k, v := range raw.Env {
+		if !envName.MatchString(k) {
+			d.errPath("env."+k, "env: invalid variable name %q", k)
+		}
+		if msg := checkEnvRef(v); msg != "" {
+			d.errPath("env."+k, "env.%s: %s", k, msg)
+		}
+	}
+	for k, v := range raw.Headers {
+		if msg := checkEnvRef(v); msg != "" {
+			d.errPath("headers."+k, "headers.%s: %s", k, msg)
+		}
+	}
+	if !l.done(d) {
+		return nil // defined but broken: referenced without a second error
+	}
+	return s
+}
+
+// processNames lists a process server's tools for messages.
+func processNames(tools map[string]string) string {
+	if len(tools) == 0 {
+		return "no tools"
+	}
+	names := make([]string, 0, len(tools))
+	for _, p := range tools {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	if len(names) > 2 {
+		names = append(names[:2], "...")
+	}
+	return strings.Join(names, ", ")
+}
+
+// parseDurationOK parses an MCP timeout ("30s", "1m", "1d").
+func parseDurationOK(s string) (time.Duration, error) {
+	d := &doc{pos: map[string]int{}, bad: map[string]bool{}}
+	v := parseDurationIn(d, "timeout", s, time.Millisecond, 24*time.Hour)
+	if len(d.probs) > 0 {
+		return 0, fmt.Errorf("%s", strings.TrimPrefix(d.probs[0].Msg, "timeout: "))
+	}
+	return v, nil
+}
+
+// checkMCPRefs resolves package.yao's mcp.servers: an app server by its id,
+// any assistant's own server by Yao's id (agents.<assistant>.<name>), or
+// this assistant's own by its short name. An id that resolves to nothing,
+// or to a process server, is skipped with a warning, as Yao skips an
+// unknown id.
+func (l *loader) checkMCPRefs(d *doc, a *Assistant, m *rawMCP, app *App) {
+	if d.bad["mcp"] {
+		return
+	}
 	seen := map[string]bool{}
-	for i, r := range m.Servers {
+	for i, form := range m.Servers {
+		r := form.MCPRef
 		p := fmt.Sprintf("mcp.servers[%d]", i)
+		if d.bad[p] {
+			continue
+		}
 		if r.ServerID == "" {
-			d.errPath(p, "%s.server_id is required", p)
+			d.errPath(p, "%s: the server id is empty", p)
 			continue
 		}
 		if seen[r.ServerID] {
-			d.errPath(p+".server_id", "server %q is listed twice", r.ServerID)
+			d.errPath(p, "server %q is listed twice", r.ServerID)
 			continue
 		}
 		seen[r.ServerID] = true
-		if _, ok := servers[r.ServerID]; !ok {
-			have := make([]string, 0, len(servers))
-			for k := range servers {
-				have = append(have, k)
-			}
-			sort.Strings(have)
-			hint := "none are defined"
-			if len(have) > 0 {
-				hint = "defined: " + strings.Join(have, ", ")
-			}
-			d.errPath(p+".server_id", "MCP server %q is not defined in %s/ (%s)", r.ServerID, l.rel(dir), hint)
+		def, found := lookupMCP(r.ServerID, a, app, l.agentMCPs)
+		switch {
+		case !found:
+			d.warnPath(p, "MCP server %q is not defined: skipped (Yao skips it too)%s", r.ServerID, hintAmong(r.ServerID, mcpIDs(a, app, l.agentMCPs), "defined"))
+			continue
+		case def == nil:
+			continue // broken: its own problems are reported at its file
+		case def.Transport == "process":
+			d.warnPath(p, "MCP server %q (%s) runs Yao processes: skipped", r.ServerID, def.File)
 			continue
 		}
 		for j, t := range r.Tools {
@@ -130,7 +332,66 @@ func (l *loader) checkMCPRefs(d *doc, m *rawMCP, servers map[string]*MCPServer, 
 				d.errPath(fmt.Sprintf("%s.tools[%d]", p, j), "tool name is empty")
 			}
 		}
-		refs = append(refs, MCPRef(r))
+		if len(r.Resources) > 0 {
+			d.warnPath(p, "the resources filter of %q is not enforced: the coding-agent CLI lists every resource of the server", r.ServerID)
+		}
+		if a.MCPServers == nil {
+			a.MCPServers = map[string]*MCPServer{}
+		}
+		a.MCPServers[r.ServerID] = def
+		a.MCP = append(a.MCP, r)
 	}
-	return refs
+	if len(a.MCP) > 0 && a.Sandbox == nil {
+		d.warnAt(d.keyOffset("mcp"), "MCP tools are not run for a direct assistant (one without a sandbox): the servers are loaded but the model is not offered their tools")
+	}
+}
+
+// MCPServer finds the definition an mcp.servers id names for assistant a,
+// the way its package.yao's references resolve: an app server, any
+// assistant's own by Yao's id, or a's own by its short name. ok is false
+// when none is defined (or the definition has errors).
+func (app *App) MCPServer(a *Assistant, id string) (*MCPServer, bool) {
+	agents := map[string]*MCPServer{}
+	for _, other := range app.Assistants {
+		for k, v := range other.OwnMCPServers {
+			agents[k] = v
+		}
+	}
+	def, ok := lookupMCP(id, a, app, agents)
+	return def, ok && def != nil
+}
+
+// lookupMCP finds the definition an mcp.servers id names; found is false
+// when none does (a broken definition is found, as nil).
+func lookupMCP(id string, a *Assistant, app *App, agentMCPs map[string]*MCPServer) (*MCPServer, bool) {
+	if def, ok := app.MCPServers[id]; ok {
+		return def, true
+	}
+	if def, ok := a.OwnMCPServers[id]; ok {
+		return def, true
+	}
+	if def, ok := agentMCPs[id]; ok {
+		return def, true
+	}
+	if def, ok := a.OwnMCPServers["agents."+a.ID+"."+id]; ok {
+		return def, true // agentbox: an assistant's own server by its short name
+	}
+	return nil, false
+}
+
+// mcpIDs lists what an mcp.servers id may name, for hints.
+func mcpIDs(a *Assistant, app *App, agentMCPs map[string]*MCPServer) []string {
+	var ids []string
+	for k := range app.MCPServers {
+		ids = append(ids, k)
+	}
+	for k := range agentMCPs {
+		ids = append(ids, k)
+	}
+	prefix := "agents." + a.ID + "."
+	for k := range a.OwnMCPServers {
+		ids = append(ids, k, strings.TrimPrefix(k, prefix))
+	}
+	sort.Strings(ids)
+	return slices.Compact(ids)
 }

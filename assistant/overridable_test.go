@@ -24,7 +24,7 @@ func TestParseOverridable(t *testing.T) {
 			rules: "max_completion_tokens max_tokens reasoning_effort"},
 		{name: "unknown option", src: `{"overridable": {"temprature": true}}`,
 			want: `f:1:32: overridable.temprature: "temprature" is not a model option (did you mean "temperature"?)`},
-		{name: "stream", src: `{"overridable": {"stream": true}}`, want: `f:1:28: overridable.stream: "stream" is not a model option (known: frequency_penalty, logit_bias,`},
+		{name: "stream", src: `{"overridable": {"stream": true}}`, want: `f:1:28: overridable.stream: "stream" is not a model option (known: audio, frequency_penalty, logit_bias,`},
 		{name: "number for a string option", src: `{"overridable": {"model": 3}}`,
 			want: "f:1:27: overridable.model: a number is the most a numeric option may be; for this option use true, false or a list of allowed values"},
 		{name: "values of the wrong type", src: `{"overridable": {"model": ["a", 2]}}`, want: "f:1:33: overridable.model[1]: want a string"},

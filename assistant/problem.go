@@ -15,12 +15,47 @@ import (
 // concerns a file or folder as a whole (a missing file, a bad folder name).
 type Problem = skills.Problem
 
-// LoadError is what Load returns when an app folder has problems. It lists
+// Severity says whether a problem stops the app from loading.
+type Severity = skills.Severity
+
+// Severities of problems: an error stops the app from loading; a warning
+// says what loads but is not honoured as its author may expect.
+const (
+	SeverityError   = skills.SeverityError
+	SeverityWarning = skills.SeverityWarning
+)
+
+// hasErrors reports whether ps holds an error (not only warnings).
+func hasErrors(ps []Problem) bool {
+	for _, p := range ps {
+		if !p.Warning() {
+			return true
+		}
+	}
+	return false
+}
+
+// splitProblems returns the errors and the warnings of ps, in order.
+func splitProblems(ps []Problem) (errs, warns []Problem) {
+	for _, p := range ps {
+		if p.Warning() {
+			warns = append(warns, p)
+		} else {
+			errs = append(errs, p)
+		}
+	}
+	return errs, warns
+}
+
+// LoadError is what Load returns when an app folder has errors. It lists
 // all of them, sorted by file and position, not just the first.
 type LoadError struct {
 	// Root is the app folder's absolute path.
-	Root     string
+	Root string
+	// Problems are the errors.
 	Problems []Problem
+	// Warnings are the warnings found alongside (not in Error's text).
+	Warnings []Problem
 }
 
 // maxErrorLines bounds Error's text; Problems always has every problem.

@@ -54,27 +54,15 @@ var PermissionModes = map[string][]string{
 	"cursor": {"acceptEdits", "ask", "bypassPermissions", "default", "dontAsk", "plan"},
 }
 
-type rawSandbox struct {
-	Command   string          `json:"command"`
-	Image     string          `json:"image"`
-	Runtime   string          `json:"runtime"`
-	MaxMemory string          `json:"max_memory"`
-	MaxDisk   string          `json:"max_disk"`
-	MaxCPU    *float64        `json:"max_cpu"`
-	Timeout   string          `json:"timeout"`
-	Network   any             `json:"network"` // "none", "host" or an allow list
-	Secrets   map[string]any  `json:"secrets"`
-	Arguments *chat.Arguments `json:"arguments"`
-}
-
 // HasSandbox reports whether the assistant runs a coding-agent CLI in a
 // sandbox (it has a sandbox block) rather than calling its connector
 // directly.
 func (a *Assistant) HasSandbox() bool { return a != nil && a.Sandbox != nil }
 
-// parseSandbox validates the sandbox block and fills defaults from the app
-// settings and the built-in values.
-func parseSandbox(d *doc, r *rawSandbox, cfg *AppConfig) *Sandbox {
+// parseV1 validates a Yao v1 (or agentbox) sandbox block at prefix p
+// ("sandbox.") and fills defaults from the app settings and the built-in
+// values.
+func parseV1(d *doc, p string, r *rawSandbox, cfg *AppConfig) *Sandbox {
 	s := &Sandbox{
 		Command:     r.Command,
 		Image:       r.Image,
@@ -85,73 +73,87 @@ func parseSandbox(d *doc, r *rawSandbox, cfg *AppConfig) *Sandbox {
 		Timeout:     DefaultTimeout,
 	}
 	switch {
-	case d.bad["sandbox.command"]:
+	case d.bad[p+"command"]:
 	case r.Command == "":
-		d.errPath("sandbox", "sandbox.command is required: claude or cursor")
+		d.errPath(strings.TrimSuffix(p, "."), "%scommand is required: claude or cursor", p)
 	case defaultImages[r.Command] == "":
-		d.errPath("sandbox.command", "sandbox.command: unknown command %q (known: claude, cursor)", r.Command)
+		d.errPath(p+"command", "%scommand: unknown command %q (known: claude, cursor)", p, r.Command)
 	}
-	if s.Image == "" {
-		s.Image = cfg.Sandbox.Images[r.Command]
-	}
-	if s.Image == "" {
-		s.Image = defaultImages[r.Command]
-	}
-	if d.has("sandbox.image") && strings.TrimSpace(r.Image) == "" {
-		d.errPath("sandbox.image", "sandbox.image is empty (leave it out for the default image)")
-	}
+	s.Image = sandboxImage(d, p+"image", r.Image, r.Command, cfg)
 	if !oneOf(r.Runtime, "", "docker", "local") {
-		d.errPath("sandbox.runtime", "sandbox.runtime: want docker or local, got %q", r.Runtime)
+		d.errPath(p+"runtime", "%sruntime: want docker or local, got %q", p, r.Runtime)
 	}
 	if s.Runtime == "" {
 		s.Runtime = cfg.Sandbox.Runtime
 	}
-	s.Network, s.Egress = parseNetwork(d, "sandbox.network", r.Network)
-	if s.Network == "" && !d.bad["sandbox.network"] {
+	s.Network, s.Egress = parseNetwork(d, p+"network", r.Network)
+	if s.Network == "" && !d.bad[p+"network"] {
 		s.Network, s.Egress = cfg.Sandbox.Network, cfg.Sandbox.Egress
 	}
-	s.Secrets = parseSecrets(d, "sandbox.secrets", r.Secrets, s.Egress)
-	if d.has("sandbox.max_memory") {
+	s.Secrets = parseSecrets(d, p+"secrets", r.Secrets, s.Egress)
+	if d.has(p + "max_memory") {
 		n, err := ParseMemory(r.MaxMemory)
 		if err != nil {
-			d.errPath("sandbox.max_memory", "sandbox.max_memory: %v", err)
+			d.errPath(p+"max_memory", "%smax_memory: %v", p, err)
 		} else {
 			s.MemoryBytes = n
 		}
 	}
-	if d.has("sandbox.max_disk") {
+	if d.has(p + "max_disk") {
 		n, err := ParseDisk(r.MaxDisk)
 		if err != nil {
-			d.errPath("sandbox.max_disk", "sandbox.max_disk: %v", err)
+			d.errPath(p+"max_disk", "%smax_disk: %v", p, err)
 		} else {
 			s.DiskBytes = n
 		}
 	}
-	if r.MaxCPU != nil && d.has("sandbox.max_cpu") {
-		c := *r.MaxCPU
-		if c < minCPUs || c > maxCPUs || math.IsNaN(c) {
-			d.errPath("sandbox.max_cpu", "sandbox.max_cpu %v is out of range: want %v to %v CPUs", c, minCPUs, maxCPUs)
-		} else {
-			s.CPUs = c
-		}
+	if r.MaxCPU != nil && d.has(p+"max_cpu") {
+		s.CPUs = checkCPUs(d, p+"max_cpu", *r.MaxCPU)
 	}
-	if d.has("sandbox.timeout") {
-		s.Timeout = parseDurationIn(d, "sandbox.timeout", r.Timeout, minTimeout, maxTimeout)
+	if d.has(p + "timeout") {
+		s.Timeout = parseDurationIn(d, p+"timeout", r.Timeout, minTimeout, maxTimeout)
 	}
 	if r.Arguments != nil {
 		s.Arguments = *r.Arguments
-		checkArguments(d, s.Command, s.Arguments)
+		checkArguments(d, p+"arguments.", s.Command, s.Arguments)
 	}
 	return s
 }
 
-func checkArguments(d *doc, command string, a chat.Arguments) {
-	const p = "sandbox.arguments."
+// sandboxImage returns the image for command: the one written, app.jsonc's
+// default, or the built-in. Yao's own images (yaoapp/...) carry Yao's
+// sandbox tooling, not the CLI layout agentbox runs, so they are replaced
+// by agentbox's image for the command, with a warning.
+func sandboxImage(d *doc, path, image, command string, cfg *AppConfig) string {
+	if d.has(path) && strings.TrimSpace(image) == "" {
+		d.errPath(path, "%s is empty (leave it out for the default image)", path)
+	}
+	def := cmpOr(cfg.Sandbox.Images[command], defaultImages[command])
+	if strings.HasPrefix(image, "yaoapp/") {
+		if def != "" {
+			d.warnPath(path, "%s %q is Yao's; agentbox runs %s in its own image %s", path, image, command, def)
+		}
+		return def
+	}
+	return cmpOr(image, def)
+}
+
+func checkCPUs(d *doc, path string, c float64) float64 {
+	if c < minCPUs || c > maxCPUs || math.IsNaN(c) {
+		d.errPath(path, "%s %v is out of range: want %v to %v CPUs", path, c, minCPUs, maxCPUs)
+		return DefaultCPUs
+	}
+	return c
+}
+
+// checkArguments range-checks a sandbox's CLI arguments at prefix p
+// ("sandbox.arguments.").
+func checkArguments(d *doc, p, command string, a chat.Arguments) {
 	if d.has(p+"max_turns") && (a.MaxTurns < 1 || a.MaxTurns > maxTurnsLimit) {
-		d.errPath(p+"max_turns", "sandbox.arguments.max_turns %d is out of range: want 1 to %d", a.MaxTurns, maxTurnsLimit)
+		d.errPath(p+"max_turns", "%smax_turns %d is out of range: want 1 to %d", p, a.MaxTurns, maxTurnsLimit)
 	}
 	if modes, ok := PermissionModes[command]; ok && d.has(p+"permission_mode") && !oneOf(a.PermissionMode, modes...) {
-		d.errPath(p+"permission_mode", "sandbox.arguments.permission_mode: unknown mode %q for %s (known: %s)", a.PermissionMode, command, strings.Join(modes, ", "))
+		d.errPath(p+"permission_mode", "%spermission_mode: unknown mode %q for %s (known: %s)", p, a.PermissionMode, command, strings.Join(modes, ", "))
 	}
 	for _, list := range []struct {
 		name  string
@@ -159,12 +161,12 @@ func checkArguments(d *doc, command string, a chat.Arguments) {
 	}{{"allowed_tools", a.AllowedTools}, {"disallowed_tools", a.DisallowedTools}} {
 		for i, t := range list.tools {
 			if strings.TrimSpace(t) == "" {
-				d.errPath(fmt.Sprintf("%s%s[%d]", p, list.name, i), "sandbox.arguments.%s[%d] is empty", list.name, i)
+				d.errPath(fmt.Sprintf("%s%s[%d]", p, list.name, i), "%s%s[%d] is empty", p, list.name, i)
 			}
 		}
 	}
 	if d.has(p+"model") && strings.TrimSpace(a.Model) == "" {
-		d.errPath(p+"model", "sandbox.arguments.model is empty (leave it out to use the connector's model)")
+		d.errPath(p+"model", "%smodel is empty (leave it out to use the connector's model)", p)
 	}
 }
 

@@ -1,13 +1,19 @@
 // Package assistant loads an app folder: the app settings, connectors,
 // assistants with their prompts, MCP server definitions, skills and hook
-// source. Loading is strict: unknown fields, wrong types and out-of-range
-// values are errors that name the file, line and column.
+// source. It reads Yao's formats (YAO-FORMATS.md) with Yao's meaning:
+// every field of Yao's assistant, connector, MCP and sandbox files is
+// accepted and type-checked. Loading is strict for what neither product
+// knows: unknown fields, wrong types and out-of-range values are errors
+// that name the file, line and column, with a "did you mean" hint. What
+// Yao accepts but agentbox does not honour (Yao-only features, ignored
+// fields, non-model connectors) loads with a warning that says so.
 package assistant
 
 import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/connector"
 	"github.com/agentbox/agentbox/skills"
 )
 
@@ -20,8 +26,37 @@ type App struct {
 	Config *AppConfig
 	// Connectors by id ("deepseek.v3" for connectors/deepseek/v3.conn.yao).
 	Connectors map[string]*Connector
-	// Assistants by id (the folder name under assistants/).
+	// Assistants by id: the folder path under assistants/ with '/' turned
+	// into '.' ("tests.mcpload" for assistants/tests/mcpload/).
 	Assistants map[string]*Assistant
+	// MCPServers are the app's MCP server definitions (mcps/**), by Yao's
+	// id ("foo.bar" for mcps/foo/bar.mcp.yao).
+	MCPServers map[string]*MCPServer
+	// Agent is agent/agent.yml and agent/prompts.yml (zero when absent).
+	Agent *AgentSettings
+	// Skipped are the connectors that were read but not loaded because
+	// their type is not a chat model (databases, caches, embeddings), by
+	// id: their type.
+	Skipped map[string]string
+	// Warnings are what loaded but is not honoured as written (Yao-only
+	// features, ignored fields), sorted by file and position.
+	Warnings []Problem
+}
+
+// AgentSettings is the app's agent/ folder: agent/agent.yml's connector
+// roles (what "use::<role>" and an empty connector resolve to) and
+// agent/prompts.yml, the global prompts put before every assistant's own
+// unless it sets disable_global_prompts.
+type AgentSettings struct {
+	// Roles maps a role (default, light, vision, audio, heavy) to a
+	// connector id, $ENV references resolved at load.
+	Roles map[string]string
+	// DefaultAssistant is uses.default: the assistant Yao opens by default.
+	DefaultAssistant string
+	// Runner is the default runner of Yao v2 sandboxes that name none.
+	Runner string
+	// GlobalPrompts are agent/prompts.yml.
+	GlobalPrompts []chat.Message
 }
 
 // AppConfig is app.jsonc.
@@ -86,38 +121,79 @@ type CleanupConfig struct {
 	Retention time.Duration `json:"-"`
 }
 
-// Connector is a connectors/**/*.conn.yao file. Option values may be
-// $ENV.NAME references; call Resolve to get usable values.
+// Connector is a model connector: a connectors/** file of type openai,
+// anthropic or scripted. Option values may be $ENV.NAME references; call
+// Resolve to get usable values.
 type Connector struct {
 	ID   string
 	Type string // openai | anthropic | scripted
-	// Label is an optional display name ("label" in the file).
-	Label string
+	// Label is an optional display name ("label" in the file); Name and
+	// Version are the file's own, Description and Tags its MetaInfo.
+	Label       string
+	Name        string
+	Version     string
+	Description string
+	Tags        []string
 	// File is the source file relative to the app root, for messages.
 	File    string
 	Options ConnectorOptions
 }
 
-// ConnectorOptions are a connector's raw options, before $ENV resolution.
+// ConnectorOptions are a connector's options, before $ENV resolution.
 type ConnectorOptions struct {
-	Host  string
-	Key   string
-	Model string
+	// Host is the API base URL: options.host, or Yao's older name
+	// options.proxy when host is empty; "" means the type's public API.
+	Host string
+	// HostFrom says which option Host came from: "host", "proxy", or ""
+	// when the connector names none (check prints it).
+	HostFrom string
+	Key      string
+	Model    string
+	// APIVersion is an anthropic connector's "version" option (the
+	// anthropic-version header; "" = connector.AnthropicVersion).
+	APIVersion string
+	// AuthMode is the file's auth_mode: bearer, x-api-key or api-key ("" =
+	// the type's default).
+	AuthMode string
 	// Script is the scripted connector's script file (relative to the
 	// connector file).
 	Script string
-	// Extra holds any other option, passed to the model as-is.
+	// Capabilities are the model's declared capabilities (tool_calls,
+	// vision, ...), kept for connector_options filters; never sent.
+	Capabilities map[string]any
+	// Protocols are the APIs a dual gateway speaks; never sent.
+	Protocols []string
+	// Extra holds the request fields the connector adds to every request,
+	// already checked against its type's whitelist
+	// (connector.RequestFields): temperature, max_tokens, thinking and
+	// the whitelisted entries of extra_body.
 	Extra map[string]any
+	// Params is the file's supported_params: when set, a strict whitelist
+	// with value bounds for the connector's request fields.
+	Params map[string]connector.ParamSpec
 }
 
-// Assistant is one assistants/<id>/ folder.
+// Assistant is one assistant folder: any folder under assistants/ that
+// holds a package.yao.
 type Assistant struct {
 	ID          string
 	Dir         string
 	Name        string
 	Description string
-	// Connector is the connector id.
+	// Connector is the connector id the assistant uses: package.yao's
+	// "connector" with "use::<role>" and an empty value resolved through
+	// agent/agent.yml, and "$ENV.NAME" replaced when the variable is set
+	// at load (as Yao does). "" when ConnectorEnv names a variable that was
+	// not set: requests resolve it then.
 	Connector string
+	// ConnectorRaw is "connector" as written in package.yao.
+	ConnectorRaw string
+	// ConnectorEnv is the variable of a "$ENV.NAME" connector that was not
+	// set at load.
+	ConnectorEnv string
+	// ConnectorOptions say which connectors a request may choose instead
+	// (nil: none).
+	ConnectorOptions *ConnectorChoice
 	// Options are the model options passed to the connector (package.yao
 	// "options": temperature, max_tokens, ...).
 	Options chat.ModelOptions
@@ -125,15 +201,34 @@ type Assistant struct {
 	// which bounds (package.yao "overridable"; nil: the default rules, see
 	// DefaultOverridable).
 	Overridable *Overridable
-	// Prompts come from prompts.yml.
+	// Prompts come from prompts.yml (or package.yao "prompts").
 	Prompts []chat.Message
+	// PromptPresets come from prompts/**.yml and package.yao
+	// "prompt_presets", by key ("chat.friendly" for prompts/chat/friendly.yml).
+	PromptPresets map[string][]chat.Message
+	// DisableGlobalPrompts leaves agent/prompts.yml out of this
+	// assistant's requests.
+	DisableGlobalPrompts bool
+	// Locales are locales/<code>.yml, by lower-cased code, flattened to
+	// dotted keys: what "{{key}}" in name, description and placeholder
+	// translates to.
+	Locales map[string]map[string]string
+	// Meta is what package.yao says for the UI and permissions, shown by
+	// the assistants API.
+	Meta Metadata
 	// Sandbox is nil for a direct (non-sandboxed) assistant.
 	Sandbox *Sandbox
-	// MCP lists the MCP servers the assistant uses, resolved against
-	// MCPServers.
+	// MCP lists the MCP servers the assistant uses, in package.yao's
+	// order; each ServerID is a key of MCPServers.
 	MCP []MCPRef
-	// MCPServers are the definitions found in mcps/, by id.
+	// MCPServers are the definitions of the servers MCP references, by
+	// the id the reference uses: an app server ("echo"), any assistant's
+	// own by Yao's id ("agents.robot.host.tools"), or this assistant's own
+	// by its short name ("clock" for mcps/clock.mcp.yao).
 	MCPServers map[string]*MCPServer
+	// OwnMCPServers are this assistant's mcps/ definitions by Yao's id
+	// ("agents.<assistant id>.<path>").
+	OwnMCPServers map[string]*MCPServer
 	// Skills are discovered from skills/ (name and description only).
 	Skills []*skills.Skill
 	// Hooks is the hook entry file (src/index.ts or src/index.js), "" if none.
@@ -146,7 +241,8 @@ type Assistant struct {
 	Tools []Tool
 }
 
-// Sandbox is an assistant's sandbox block, parsed and range-checked.
+// Sandbox is an assistant's sandbox: package.yao's sandbox block (Yao v1
+// or agentbox's form) or Yao's v2 sandbox.yao, parsed and range-checked.
 type Sandbox struct {
 	Command     string // claude | cursor
 	Image       string
@@ -164,9 +260,34 @@ type Sandbox struct {
 	// (nil otherwise); app.jsonc's default is applied at load.
 	Egress *Egress
 	// Secrets are the credentials the sandbox holds only as placeholders
-	// (sandbox.secrets), by variable name; they need Egress.
+	// (sandbox.secrets, Yao's v1 and v2 forms too), by variable name; they
+	// need Egress.
 	Secrets   map[string]Secret
 	Arguments chat.Arguments
+	// Version is "2.0" for a Yao v2 sandbox, "" otherwise.
+	Version string
+	// Environment is set in the sandbox (Yao v2's environment; $ENV.NAME
+	// values resolved per request; an unset variable fails the request).
+	Environment map[string]string
+	// Prepare are v2's prepare steps, run in the sandbox before the CLI.
+	Prepare []PrepareStep
+	// File is the file the sandbox was defined in, relative to the app
+	// root (package.yao or sandbox.yao).
+	File string
+}
+
+// PrepareStep is one of a v2 sandbox's prepare steps: exec runs Cmd with
+// sh -c in the workspace; copy copies Src (relative to the assistant
+// folder) to Dst in the sandbox. Once skips the step when it already ran
+// in this workspace with the same sandbox definition; IgnoreError goes
+// on when it fails; Background starts Cmd without waiting for it.
+type PrepareStep struct {
+	Action      string
+	Cmd         string
+	Src, Dst    string
+	Once        bool
+	IgnoreError bool
+	Background  bool
 }
 
 // MCPRef is one entry of the mcp.servers block.
@@ -174,21 +295,78 @@ type MCPRef struct {
 	ServerID string
 	// Tools limits the server's tools ("" or empty: all).
 	Tools []string
+	// Resources is Yao's resource filter, kept but not enforced (a warning
+	// says so at load).
+	Resources []string
 }
 
-// MCPServer is a mcps/**/*.mcp.{yao,json,jsonc} definition.
+// ConnectorChoice is package.yao "connector_options": whether a request
+// may choose another connector, and which.
+type ConnectorChoice struct {
+	// Optional: nil = Yao's default (shown), false = hidden, true = shown.
+	Optional *bool `json:"optional"`
+	// Connectors are the ids a request may choose (empty: any model
+	// connector that passes Filters).
+	Connectors []string `json:"connectors,omitempty"`
+	// Filters are capabilities a chosen connector must declare
+	// (tool_calls, vision, ...).
+	Filters []string `json:"filters,omitempty"`
+}
+
+// Metadata is what package.yao says about an assistant for the UI and
+// permissions. agentbox keeps it and shows it in the assistants API; it
+// changes nothing in how a turn runs.
+type Metadata struct {
+	// Type is the assistant's category ("assistant" by default; worker,
+	// robot-..., not the connector type).
+	Type         string       `json:"type,omitempty"`
+	Avatar       string       `json:"avatar,omitempty"`
+	Tags         []string     `json:"tags,omitempty"`
+	Sort         int          `json:"sort,omitempty"`
+	Readonly     bool         `json:"readonly,omitempty"`
+	Public       bool         `json:"public,omitempty"`
+	Share        string       `json:"share,omitempty"`
+	Mentionable  bool         `json:"mentionable,omitempty"`
+	Automated    bool         `json:"automated,omitempty"`
+	BuiltIn      bool         `json:"built_in,omitempty"`
+	Placeholder  *Placeholder `json:"placeholder,omitempty"`
+	Modes        []string     `json:"modes,omitempty"`
+	DefaultMode  string       `json:"default_mode,omitempty"`
+	Capabilities string       `json:"capabilities,omitempty"`
+	// CreatedAt and UpdatedAt are the dates as written.
+	CreatedAt string `json:"created_at,omitempty"`
+	UpdatedAt string `json:"updated_at,omitempty"`
+}
+
+// Placeholder is what a chat UI shows before the first message.
+type Placeholder struct {
+	Title       string   `json:"title,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Prompts     []string `json:"prompts,omitempty"`
+}
+
+// MCPServer is a mcps/**/*.mcp.{yao,json,jsonc} definition in Yao's MCP
+// client format.
 type MCPServer struct {
+	// ID is Yao's id: "foo.bar" for the app's mcps/foo/bar.mcp.yao,
+	// "agents.<assistant>.<path>" for an assistant's.
 	ID string
 	// File is the source file relative to the app root, for messages.
 	File string
 	// Transport is "stdio", "http" or "sse".
 	Transport string
 	Command   string
-	Args      []string
+	// Args are "arguments" (Yao) or "args".
+	Args []string
 	// Env values may be $ENV.NAME, resolved at request time.
-	Env     map[string]string
-	URL     string
+	Env map[string]string
+	URL string
+	// Headers include "authorization_token" as Authorization.
 	Headers map[string]string
+	// Timeout is the file's timeout (kept; the CLIs apply their own).
+	Timeout time.Duration
+	// Label, Name and Description are the file's own.
+	Label, Name, Description string
 }
 
 // Tool is one host tool an assistant declares. It runs on the host, with
