@@ -13,6 +13,12 @@
 // unless the assistant sets hooks.timeout) and starts from a fresh global
 // scope: keep state in ctx.memory, not in variables.
 //
+// Hooks written for Yao run too. Imports of Yao's runtime ("@yao/runtime",
+// "@yao/neo", "@yaoapps/client", ...) are dropped, as Yao drops them.
+// Yao's Exception, atob and btoa exist; its other globals (Process, Query,
+// Store, FS, http, time, ...) do not: agentbox check warns where a hook
+// uses one, and using it throws an error with code YAO_ONLY.
+//
 // The Go side (package jsapi) registers exactly what is declared here; a
 // test compares the two.
 
@@ -164,7 +170,8 @@ type ErrorCode =
   | "SANDBOX_DISK_FULL"
   | "IO_ERROR"
   | "HOOK_TIMEOUT"
-  | "CANCELED";
+  | "CANCELED"
+  | "YAO_ONLY";
 
 /** What ctx functions throw: an Error with a stable code to branch on. */
 interface AgentboxError extends Error {
@@ -217,10 +224,32 @@ interface CreateOptions {
   reasoning_effort?: string;
   /** The model of a direct assistant (default: the connector's). */
   model?: string;
+  /** OpenAI's audio output: {voice, format}. */
+  audio?: object;
   /** The connector id. */
   connector?: string;
   /** Only the sandbox arguments may be changed. */
   sandbox?: SandboxOptions;
+  /** Use one of the assistant's prompt presets ("chat.friendly" for prompts/chat/friendly.yml). */
+  prompt_preset?: string;
+  /** Leave agent/prompts.yml's global prompts out of this turn (or put them back). */
+  disable_global_prompts?: boolean;
+  /** The MCP servers of this turn, in place of package.yao's mcp.servers. */
+  mcp_servers?: MCPServerOption[];
+  /** What the prompts see as $CTX.LOCALE, $CTX.THEME and $CTX.ROUTE. */
+  locale?: string;
+  theme?: string;
+  route?: string;
+  /** Merged over the request's metadata ($CTX.<key> in prompts). */
+  metadata?: Record<string, any>;
+}
+
+/** An MCP server a turn uses, with an optional tool filter. */
+interface MCPServerOption {
+  server_id: string;
+  tools?: string[];
+  /** Yao's resource filter: accepted, not enforced. */
+  resources?: string[];
 }
 
 /** The part of the sandbox block a Create hook may change. */
@@ -228,36 +257,117 @@ interface SandboxOptions {
   arguments?: SandboxArguments;
 }
 
-/** What Create may return instead of null. */
+/**
+ * What Create may return instead of null. Create sees the conversation
+ * without the assistant's prompts (they are added after it, so a hook can
+ * pick a preset). Options go in options, or at the top level as Yao's
+ * hooks return them (options wins when both set one).
+ */
 interface CreateResult {
-  /** Replaces the conversation. */
+  /** Replaces the conversation; content may be text parts [{type: "text", text}]. */
   messages?: Message[] | null;
-  /** Overrides options (model options, connector, sandbox.arguments). */
+  /** Overrides options (model options, connector, sandbox.arguments, ...). */
   options?: CreateOptions | null;
+  temperature?: number;
+  top_p?: number;
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  n?: number;
+  stop?: string | string[];
+  presence_penalty?: number;
+  frequency_penalty?: number;
+  logit_bias?: { [token: string]: number };
+  user?: string;
+  seed?: number;
+  response_format?: object;
+  tools?: object[];
+  tool_choice?: string | object;
+  parallel_tool_calls?: boolean;
+  stream?: boolean;
+  reasoning_effort?: string;
+  model?: string;
+  audio?: object;
+  connector?: string;
+  prompt_preset?: string;
+  disable_global_prompts?: boolean;
+  mcp_servers?: MCPServerOption[];
+  locale?: string;
+  theme?: string;
+  route?: string;
+  metadata?: Record<string, any>;
+  /** Yao-only: accepted and ignored (logged). */
+  uses?: object;
+  force_uses?: boolean;
+  search?: any;
+  /** Yao-only: handing the turn to another assistant fails the request. */
+  delegate?: object;
 }
 
-/** A tool the agent called during the turn. */
+/** A tool the agent called during the turn, under agentbox's names and Yao's. */
 interface ToolCall {
   id: string;
   name: string;
   input: any;
   result: string;
   is_error: boolean;
+  /** Yao's names: toolcall_id = id, arguments = input, error = result when is_error. */
+  toolcall_id: string;
+  /** The MCP server of an mcp__server__tool call ("" otherwise). */
+  server: string;
+  tool: string;
+  arguments: any;
+  error: string;
+}
+
+/**
+ * The answer, as Yao's completion object that is also the answer's text:
+ * a String object, so `${completion}`, completion.trim(), == and
+ * JSON.stringify give the text, with Yao's fields on it.
+ */
+interface Completion extends String {
+  id: string;
+  object: "chat.completion";
+  created: number;
+  model: string;
+  role: "assistant";
+  content: string;
+  refusal: null;
+  reasoning_content?: string;
+  /** stop, length, tool_calls, content_filter. */
+  finish_reason: string;
+  tool_calls: CompletionToolCall[];
+  usage: CompletionUsage;
+}
+
+/** A tool call the model asked for (direct assistants). */
+interface CompletionToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+interface CompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
 }
 
 /** What Next is told about the finished turn. */
 interface NextPayload {
   messages: Message[];
-  /** The answer text. */
-  completion: string;
+  /** The answer: its text, and Yao's completion fields. */
+  completion: Completion;
   tools: ToolCall[];
   /** The turn's error message, null when it succeeded. */
   error: string | null;
 }
 
-/** What Next may return instead of null: data replaces the response. */
+/** What Next may return instead of null: data replaces the response, metadata is logged. */
 interface NextResult {
-  data: any;
+  data?: any;
+  metadata?: Record<string, any>;
+  /** Yao-only: handing the turn to another assistant is refused. */
+  delegate?: object;
 }
 
 type CreateHook = (ctx: Context, messages: Message[], options: CreateOptions) => CreateResult | null | undefined | void;
@@ -282,3 +392,11 @@ interface Console {
 
 declare var log: Log;
 declare var console: Console;
+
+/** Yao's Exception: an Error whose code is the given code. */
+declare class Exception extends Error {
+  constructor(message: string, code?: number | string);
+  code: string;
+}
+declare function atob(data: string): string;
+declare function btoa(data: string): string;

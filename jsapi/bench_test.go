@@ -51,7 +51,7 @@ func BenchmarkCreateNext(b *testing.B) {
 		if _, err := h.Create(ctx, hc, msgs, opts); err != nil {
 			b.Fatal(err)
 		}
-		res, err := h.Next(ctx, hc, NextPayload{Messages: msgs, Completion: "done"}, opts)
+		res, err := h.Next(ctx, hc, NextPayload{Messages: msgs, Completion: Completion{Content: "done"}}, opts)
 		if err != nil || res == nil {
 			b.Fatal(res, err)
 		}

@@ -6,37 +6,72 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/dop251/goja"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/hint"
 )
 
 // CreateResult is what a Create hook returned.
 type CreateResult struct {
 	// Messages replace the conversation (nil: unchanged).
 	Messages []chat.Message
-	// Options are the changes the hook made to the options (model options,
-	// the connector, sandbox.arguments), decoded strictly: merge them over
-	// the turn's (chat.Options.Merge). Nil: none.
+	// Options are the changes the hook made to the options, decoded
+	// strictly: agentbox's {options: {...}} and Yao's fields at the top
+	// level (temperature, max_tokens, connector, prompt_preset,
+	// mcp_servers, locale, metadata, ...), the former winning. Merge them
+	// over the turn's (chat.Options.Merge). Nil: none.
 	Options *chat.Options
+	// Ignored names the Yao-only fields the hook returned (uses,
+	// force_uses, search), which agentbox does not run.
+	Ignored []string
 }
 
 // NextPayload is what the Next hook is given about the finished turn.
 type NextPayload struct {
-	Messages   []chat.Message
-	Completion string
+	Messages []chat.Message
+	// Completion is the answer. The hook sees it as Yao's completion
+	// object that is also the answer's text (see agentbox.d.ts).
+	Completion Completion
 	Tools      []executor.ToolCall
 	// Error is the turn's error message ("" when it succeeded).
 	Error string
 }
 
-// NextResult is what a Next hook returned as {data}: it replaces the
-// response.
+// Completion is a finished answer in the shape of Yao's completion
+// (OpenAI's chat completion message with usage).
+type Completion struct {
+	ID      string
+	Model   string
+	Created int64
+	// Content is the answer text; ReasoningContent the thinking.
+	Content          string
+	ReasoningContent string
+	// FinishReason is OpenAI's: stop, length, tool_calls, content_filter.
+	FinishReason string
+	ToolCalls    []CompletionToolCall
+	Usage        chat.Usage
+}
+
+// CompletionToolCall is a tool call the model asked for.
+type CompletionToolCall struct {
+	ID, Name string
+	// Arguments is the call's input as JSON text.
+	Arguments string
+}
+
+// NextResult is what a Next hook returned: {data} replaces the response;
+// metadata is for the log.
 type NextResult struct {
-	// Data is the JSON-decoded value of data.
+	// Data is the JSON-decoded value of data (nil when none was given).
 	Data any
+	// HasData reports whether the hook returned data.
+	HasData bool
+	// Metadata is the JSON-decoded value of metadata, if any.
+	Metadata map[string]any
 }
 
 // call is one hook invocation in a runtime of its own. Everything in it is
@@ -56,6 +91,8 @@ type call struct {
 	logger *slog.Logger
 
 	jsonString goja.Callable
+	// stringCtor is the pristine String constructor (completionJS).
+	stringCtor goja.Value
 	ns, top    *goja.Object
 }
 
@@ -77,7 +114,9 @@ func (h *Hooks) start(parent context.Context, hc *Context, hook string) (c *call
 	// Host code uses the pristine JSON.stringify, not what a hook may have
 	// patched.
 	c.jsonString, _ = goja.AssertFunction(vm.Get("JSON").ToObject(vm).Get("stringify"))
+	c.stringCtor = vm.Get("String")
 	c.installLog()
+	c.installYao()
 	if _, err := vm.RunProgram(h.prog); err != nil {
 		return c, c.hookError(err)
 	}
@@ -266,7 +305,12 @@ func (c *call) resultErr(format string, args ...any) *Error {
 	return &Error{Hook: c.hook, Name: "TypeError", Code: CodeInvalidResult, Message: fmt.Sprintf(format, args...)}
 }
 
-// createResult checks and converts Create's return value.
+// yaoCreateOnly are fields of Yao's Create result that agentbox does not
+// run: accepted, reported in CreateResult.Ignored.
+var yaoCreateOnly = []string{"force_uses", "search", "uses"}
+
+// createResult checks and converts Create's return value: agentbox's
+// {messages, options} and Yao's fields at the top level.
 func (c *call) createResult(v goja.Value) (*CreateResult, error) {
 	if isNullish(v) {
 		return nil, nil
@@ -276,10 +320,13 @@ func (c *call) createResult(v goja.Value) (*CreateResult, error) {
 		return nil, c.resultErr("Create must return null or {messages, options}, got %s", typeName(v))
 	}
 	res := &CreateResult{}
+	top := c.vm.NewObject()
+	topSet := false
+	var opts *chat.Options
 	for _, k := range o.Keys() {
 		val := o.Get(k)
-		switch k {
-		case "messages":
+		switch {
+		case k == "messages":
 			if isNullish(val) {
 				continue
 			}
@@ -288,26 +335,59 @@ func (c *call) createResult(v goja.Value) (*CreateResult, error) {
 				return nil, c.resultErr("Create returned %v", err)
 			}
 			res.Messages = msgs
-		case "options":
+		case k == "options":
 			if isNullish(val) {
 				continue
 			}
 			if !isPlainObject(val) {
 				return nil, c.resultErr("Create returned options: want an object, got %s", typeName(val))
 			}
-			opts, err := c.optionsFromJS(val)
+			o, err := c.optionsFromJS(val, "options")
 			if err != nil {
 				return nil, c.resultErr("Create returned %v", err)
 			}
-			res.Options = &opts
+			opts = &o
+		case k == "delegate":
+			if isNullish(val) {
+				continue
+			}
+			return nil, c.resultErr("Create returned delegate: handing the turn to another assistant is Yao-only; agentbox answers with this assistant")
+		case slices.Contains(yaoCreateOnly, k):
+			if !isNullish(val) {
+				res.Ignored = append(res.Ignored, k)
+			}
+		case slices.Contains(chat.OptionNames(), k) && k != "sandbox":
+			// Yao's fields at the top level (temperature, connector,
+			// prompt_preset, ...), decoded as options below.
+			_ = top.Set(k, val)
+			topSet = true
 		default:
-			return nil, c.resultErr("Create returned an unknown field %q: it must return null or {messages, options}", k)
+			known := append(chat.OptionNames(), "messages", "options", "delegate")
+			known = append(known, yaoCreateOnly...)
+			known = slices.DeleteFunc(known, func(s string) bool { return s == "sandbox" })
+			msg := "it must return null, {messages, options} or Yao's fields (" + strings.Join(known, ", ") + ")"
+			if best := hint.Closest(k, known); best != "" {
+				msg = fmt.Sprintf("did you mean %q?", best)
+			}
+			return nil, c.resultErr("Create returned an unknown field %q: %s", k, msg)
 		}
 	}
+	if topSet {
+		t, err := c.optionsFromJS(top, "")
+		if err != nil {
+			return nil, c.resultErr("Create returned %v", err)
+		}
+		if opts != nil {
+			t = t.Merge(*opts)
+		}
+		opts = &t
+	}
+	res.Options = opts
 	return res, nil
 }
 
-// nextResult checks and converts Next's return value.
+// nextResult checks and converts Next's return value: {data} and Yao's
+// {metadata}; Yao's {delegate} is refused.
 func (c *call) nextResult(v goja.Value) (*NextResult, error) {
 	if isNullish(v) {
 		return nil, nil
@@ -316,18 +396,38 @@ func (c *call) nextResult(v goja.Value) (*NextResult, error) {
 	if !ok || o.ClassName() == "Array" || isFunction(v) {
 		return nil, c.resultErr("Next must return null or {data}, got %s", typeName(v))
 	}
+	res := &NextResult{}
 	keys := o.Keys()
-	if !slices.Contains(keys, "data") {
-		return nil, c.resultErr("Next must return null or {data}, got an object without data")
+	if !slices.Contains(keys, "data") && !slices.Contains(keys, "metadata") && !slices.Contains(keys, "delegate") {
+		return nil, c.resultErr("Next must return null, {data} or {metadata}, got an object with neither")
 	}
 	for _, k := range keys {
-		if k != "data" {
-			return nil, c.resultErr("Next returned an unknown field %q: it must return null or {data}", k)
+		val := o.Get(k)
+		switch k {
+		case "data":
+			data, err := c.exportJSON(val)
+			if err != nil {
+				return nil, c.resultErr("Next returned data that is not JSON: %v", err)
+			}
+			res.Data, res.HasData = data, true
+		case "metadata":
+			if isNullish(val) {
+				continue
+			}
+			m, err := c.exportJSON(val)
+			obj, isObj := m.(map[string]any)
+			if err != nil || !isObj {
+				return nil, c.resultErr("Next returned metadata: want an object of JSON values")
+			}
+			res.Metadata = obj
+		case "delegate":
+			if isNullish(val) {
+				continue
+			}
+			return nil, c.resultErr("Next returned delegate: handing the turn to another assistant is Yao-only; agentbox keeps this assistant's answer")
+		default:
+			return nil, c.resultErr("Next returned an unknown field %q: it must return null, {data} or {metadata}", k)
 		}
 	}
-	data, err := c.exportJSON(o.Get("data"))
-	if err != nil {
-		return nil, c.resultErr("Next returned data that is not JSON: %v", err)
-	}
-	return &NextResult{Data: data}, nil
+	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dop251/goja"
@@ -233,8 +234,8 @@ func (c *call) optionsJS(o chat.Options) goja.Value {
 }
 
 // optionsFromJS is where options a hook returned come back: their JSON
-// form, decoded strictly (a problem names the field).
-func (c *call) optionsFromJS(v goja.Value) (chat.Options, error) {
+// form, decoded strictly (a problem names the field under root).
+func (c *call) optionsFromJS(v goja.Value, root string) (chat.Options, error) {
 	s, ok, err := c.stringify(v)
 	if err != nil || !ok {
 		if err == nil {
@@ -242,7 +243,7 @@ func (c *call) optionsFromJS(v goja.Value) (chat.Options, error) {
 		}
 		return chat.Options{}, fmt.Errorf("options that are not JSON: %v", err)
 	}
-	return chat.DecodeOptions("options", []byte(s))
+	return chat.DecodeOptions(root, []byte(s))
 }
 
 func (c *call) messagesJS(msgs []chat.Message) goja.Value {
@@ -317,6 +318,14 @@ func (c *call) messagesFromJS(v goja.Value) ([]chat.Message, error) {
 				continue
 			}
 			s, isStr := asString(val)
+			if !isStr && k == "content" {
+				// Yao's content parts: [{type: "text", text}, ...].
+				text, err := c.textParts(val)
+				if err != nil {
+					return nil, fmt.Errorf("messages[%d].content: %v", i, err)
+				}
+				s, isStr = text, true
+			}
 			if !isStr {
 				return nil, fmt.Errorf("messages[%d].%s: want a string, got %s", i, k, typeName(val))
 			}
@@ -376,10 +385,77 @@ func toolCallsFromJS(where string, v goja.Value) ([]chat.ToolCall, error) {
 	return out, nil
 }
 
+// textParts joins the text of content parts ([{type: "text", text}]); a
+// part of another type (an image) is an error.
+func (c *call) textParts(v goja.Value) (string, error) {
+	o, ok := v.(*goja.Object)
+	if !ok || o.ClassName() != "Array" {
+		return "", fmt.Errorf("want a string or a list of text parts, got %s", typeName(v))
+	}
+	n := int(o.Get("length").ToInteger())
+	var b strings.Builder
+	for i := range n {
+		p, ok := o.Get(fmt.Sprint(i)).(*goja.Object)
+		if !ok {
+			return "", fmt.Errorf("part %d: want {type: \"text\", text}", i)
+		}
+		typ, _ := asString(p.Get("type"))
+		text, isStr := asString(p.Get("text"))
+		if typ != "text" || !isStr {
+			return "", fmt.Errorf("part %d: only text parts are supported, got type %q", i, typ)
+		}
+		b.WriteString(text)
+	}
+	return b.String(), nil
+}
+
+// completionJS is Yao's completion object that is also the answer: a
+// String object holding the text (so agentbox's hooks that treat
+// completion as the text keep working: template literals, string methods,
+// JSON.stringify) with Yao's fields on it (id, object, created, model,
+// role, content, tool_calls, reasoning_content, finish_reason, usage).
+func (c *call) completionJS(cp Completion) goja.Value {
+	o, err := c.vm.New(c.stringCtor, c.vm.ToValue(cp.Content))
+	if err != nil {
+		return c.vm.ToValue(cp.Content)
+	}
+	set := func(k string, v any) { _ = o.Set(k, v) }
+	set("id", cp.ID)
+	set("object", "chat.completion")
+	set("created", cp.Created)
+	set("model", cp.Model)
+	set("role", chat.RoleAssistant)
+	set("content", cp.Content)
+	set("refusal", goja.Null())
+	if cp.ReasoningContent != "" {
+		set("reasoning_content", cp.ReasoningContent)
+	}
+	set("finish_reason", cp.FinishReason)
+	calls := make([]any, len(cp.ToolCalls))
+	for i, tc := range cp.ToolCalls {
+		fn := c.vm.NewObject()
+		_ = fn.Set("name", tc.Name)
+		_ = fn.Set("arguments", tc.Arguments)
+		call := c.vm.NewObject()
+		_ = call.Set("id", tc.ID)
+		_ = call.Set("type", "function")
+		_ = call.Set("function", fn)
+		calls[i] = call
+	}
+	set("tool_calls", c.vm.NewArray(calls...))
+	usage := c.vm.NewObject()
+	in := cp.Usage.InputTokens + cp.Usage.CacheReadTokens + cp.Usage.CacheCreationTokens
+	_ = usage.Set("prompt_tokens", in)
+	_ = usage.Set("completion_tokens", cp.Usage.OutputTokens)
+	_ = usage.Set("total_tokens", in+cp.Usage.OutputTokens)
+	set("usage", usage)
+	return o
+}
+
 func (c *call) nextPayloadJS(p NextPayload) goja.Value {
 	o := c.vm.NewObject()
 	_ = o.Set("messages", c.messagesJS(p.Messages))
-	_ = o.Set("completion", p.Completion)
+	_ = o.Set("completion", c.completionJS(p.Completion))
 	_ = o.Set("tools", c.toolsJS(p.Tools))
 	if p.Error != "" {
 		_ = o.Set("error", p.Error)
@@ -402,6 +478,23 @@ func (c *call) toolsJS(tools []executor.ToolCall) goja.Value {
 		}
 		_ = o.Set("result", t.Result)
 		_ = o.Set("is_error", t.IsError)
+		// Yao's names for the same: toolcall_id, server, tool, arguments,
+		// error.
+		_ = o.Set("toolcall_id", t.ID)
+		server, tool := "", t.Name
+		if rest, ok := strings.CutPrefix(t.Name, "mcp__"); ok {
+			if s, name, ok := strings.Cut(rest, "__"); ok {
+				server, tool = s, name
+			}
+		}
+		_ = o.Set("server", server)
+		_ = o.Set("tool", tool)
+		_ = o.Set("arguments", o.Get("input"))
+		if t.IsError {
+			_ = o.Set("error", t.Result)
+		} else {
+			_ = o.Set("error", "")
+		}
 		items[i] = o
 	}
 	return c.vm.NewArray(items...)

@@ -99,7 +99,7 @@ func TestSeedDocker(t *testing.T) {
 	// a result file and scratch files.
 	mustExec(t, sb, "sh", "-c", `git init -q && git config user.email agent@example.com && git config user.name agent &&
 		mkdir -p src output tmp && echo 'console.log(1)' > src/tool.js && echo '{"lines": 1}' > output/result.json && touch tmp/x`)
-	next, err := h.Next(context.Background(), hc, NextPayload{Messages: msgs, Completion: "done"}, chat.Options{})
+	next, err := h.Next(context.Background(), hc, NextPayload{Messages: msgs, Completion: Completion{Content: "done"}}, chat.Options{})
 	if err != nil || next != nil {
 		t.Fatalf("Next = %+v, %v\n%s", next, err, logs.String())
 	}

@@ -77,8 +77,11 @@ export function test(ctx: any, args: any) {
 }
 export function Next(ctx: any, payload: any) {
   const call = payload.messages[0].tool_calls[0];
+  const c = payload.completion;
   return {data: {NextPayload: own(payload), ToolCall: own(payload.tools[0]), Message: own(payload.messages[0]),
-    ToolCallMessage: own(call), ToolCallFunction: own(call.function)}};
+    ToolCallMessage: own(call), ToolCallFunction: own(call.function),
+    Completion: own(c).filter((k: string) => !/^\d+$/.test(k) && k !== "length"),
+    CompletionToolCall: own(c.tool_calls[0]), CompletionUsage: own(c.usage)}};
 }`)
 	got, err := h.Call(context.Background(), &Context{Sandbox: sb}, "test", nil)
 	if err != nil {
@@ -93,7 +96,8 @@ export function Next(ctx: any, payload: any) {
 	res, err := h.Next(context.Background(), &Context{}, NextPayload{
 		Messages: []chatMessage{{Role: "tool", Content: "c", Name: "n", ToolCallID: "t",
 			ToolCalls: []chat.ToolCall{{ID: "c1", Name: "f", Input: chat.RawJSON(`{}`)}}}},
-		Tools: []toolCall{{ID: "1", Name: "Bash"}},
+		Tools:      []toolCall{{ID: "1", Name: "Bash"}},
+		Completion: Completion{Content: "c", ReasoningContent: "r", ToolCalls: []CompletionToolCall{{ID: "1", Name: "f", Arguments: "{}"}}},
 	}, chat.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -107,11 +111,17 @@ export function Next(ctx: any, payload: any) {
 	// the Go code checks input against.
 	live["ClientMessage"] = slices.Clone(messageFields)
 	live["ExecOptions"] = slices.Clone(execOptionKeys)
-	live["CreateResult"] = []string{"messages", "options"}
+	live["CreateResult"] = append([]string{"messages", "options", "delegate"}, yaoCreateOnly...)
+	for _, n := range chat.OptionNames() {
+		if n != "sandbox" {
+			live["CreateResult"] = append(live["CreateResult"], n)
+		}
+	}
+	live["MCPServerOption"] = jsonNames(reflect.TypeFor[chat.MCPServerOption]())
 	live["CreateOptions"] = jsonNames(reflect.TypeFor[chat.Options]())
 	live["SandboxOptions"] = jsonNames(reflect.TypeFor[chat.SandboxOptions]())
 	live["SandboxArguments"] = jsonNames(reflect.TypeFor[chat.Arguments]())
-	live["NextResult"] = []string{"data"}
+	live["NextResult"] = []string{"data", "metadata", "delegate"}
 	live["AgentboxError"] = []string{"code"}
 	if !reflect.DeepEqual(live["MemoryNamespace_chat"], live["MemoryNamespace"]) || !reflect.DeepEqual(live["MemoryNamespace_context"], live["MemoryNamespace"]) {
 		t.Errorf("memory namespaces differ: %v", live)

@@ -76,6 +76,7 @@ var jsCodes = map[string]string{
 	CodeIO:                 "SandboxError",
 	CodeHookTimeout:        "TimeoutError",
 	CodeCanceled:           "AbortError",
+	CodeYaoOnly:            "YaoOnlyError",
 }
 
 // ErrNoFunction is returned (wrapped in an *Error) by Call for a function

@@ -47,6 +47,10 @@ type Hooks struct {
 	timeout time.Duration
 	// funcs are the callable hook names, sorted.
 	funcs []string
+	// yao are the Yao globals the code uses, sorted; warnings say where
+	// it uses the Yao-only ones.
+	yao      []string
+	warnings []assistant.Problem
 }
 
 // Load compiles a's hooks. It returns nil Hooks and a nil error when the
@@ -115,6 +119,13 @@ func compile(a *assistant.Assistant) (*Hooks, error) {
 	if entry, err = filepath.Abs(entry); err != nil {
 		return nil, fmt.Errorf("hooks: %w", err)
 	}
+	// The bundler resolves symlinks: name files relative to the real
+	// folder so that positions read relative to the assistant folder.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		if re, err := filepath.EvalSymlinks(entry); err == nil {
+			dir, entry = real, re
+		}
+	}
 	rel := relTo(dir, entry)
 	src, err := os.ReadFile(entry)
 	if err != nil {
@@ -139,7 +150,29 @@ func compile(a *assistant.Assistant) (*Hooks, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &Hooks{file: rel, prog: prog, timeout: timeout}, nil
+	h := &Hooks{file: rel, prog: prog, timeout: timeout}
+	if strings.Contains(code, yaoGlobal) {
+		h.yao, h.warnings = yaoUses(code)
+	}
+	return h, nil
+}
+
+// Warnings are what the hook source does that agentbox cannot honour,
+// found when it was compiled: each use of a Yao-only global, and Yao's old
+// Done, Fail and Retry hooks, which are never called. Files are relative
+// to the assistant folder.
+func (h *Hooks) Warnings() []assistant.Problem {
+	if h == nil {
+		return nil
+	}
+	out := slices.Clone(h.warnings)
+	for _, fn := range []string{"Done", "Fail", "Retry"} {
+		if h.Has(fn) {
+			out = append(out, assistant.Problem{File: h.file, Severity: assistant.SeverityWarning,
+				Msg: fmt.Sprintf("%s is never called: it is a hook of Yao's older versions; Yao and agentbox call Create and Next", fn)})
+		}
+	}
+	return assistant.SortProblems(out)
 }
 
 func loaderFor(path string) (api.Loader, bool) {
@@ -175,8 +208,19 @@ func bundle(dir, entry, src string, loader api.Loader) (string, error) {
 		Setup: func(b api.PluginBuild) {
 			b.OnLoad(api.OnLoadOptions{Filter: entryFilter, Namespace: "file"},
 				func(api.OnLoadArgs) (api.OnLoadResult, error) {
-					contents := src + tail
+					contents := stripYaoImports(src) + tail
 					return api.OnLoadResult{Contents: &contents, Loader: loader, ResolveDir: filepath.Dir(entry)}, nil
+				})
+			// Every other module loses the imports Yao strips too.
+			b.OnLoad(api.OnLoadOptions{Filter: `\.[cm]?[jt]s$`, Namespace: "file"},
+				func(args api.OnLoadArgs) (api.OnLoadResult, error) {
+					b, err := os.ReadFile(args.Path)
+					if err != nil {
+						return api.OnLoadResult{}, err
+					}
+					l, _ := loaderFor(args.Path)
+					contents := stripYaoImports(string(b))
+					return api.OnLoadResult{Contents: &contents, Loader: l, ResolveDir: filepath.Dir(args.Path)}, nil
 				})
 		},
 	}
@@ -196,6 +240,8 @@ func bundle(dir, entry, src string, loader api.Loader) (string, error) {
 		Charset:        api.CharsetUTF8,
 		LogLevel:       api.LogLevelSilent,
 		Plugins:        []api.Plugin{plugin},
+		// Free uses of Yao's globals point into one object (see yao.go).
+		Define: yaoDefines(),
 	})
 	if len(res.Errors) > 0 {
 		return "", buildError(dir, res.Errors)
@@ -283,7 +329,9 @@ func topLevelCollector(src string) string {
 	b.WriteString("] = {")
 	for _, m := range topDecl.FindAllStringSubmatch(src, 10000) {
 		name := m[1]
-		if seen[name] || reserved[name] {
+		// A Yao global's name in the collector would be a free use of it
+		// (and reported as one) wherever the hook only declares it locally.
+		if seen[name] || reserved[name] || slices.Contains(yaoGlobals, name) {
 			continue
 		}
 		seen[name] = true

@@ -153,7 +153,7 @@ func TestSeedNext(t *testing.T) {
 		}
 		var logs logBuffer
 		hc := &Context{UserID: "u1", ChatID: "c1", Sandbox: sb, Logger: logs.logger()}
-		res, err := h.Next(context.Background(), hc, NextPayload{Completion: "done", Messages: []chat.Message{{Role: "user", Content: "go"}}}, chat.Options{})
+		res, err := h.Next(context.Background(), hc, NextPayload{Completion: Completion{Content: "done"}, Messages: []chat.Message{{Role: "user", Content: "go"}}}, chat.Options{})
 		if err != nil || res != nil {
 			t.Fatalf("Next = %+v, %v; want null", res, err)
 		}

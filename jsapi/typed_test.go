@@ -53,7 +53,7 @@ func TestTypedHook(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", w, logs.String())
 		}
 	}
-	next, err := h.Next(context.Background(), hc, NextPayload{Completion: "ok", Tools: []toolCall{{Name: "Write"}, {Name: "Bash", IsError: true}}}, chat.Options{})
+	next, err := h.Next(context.Background(), hc, NextPayload{Completion: Completion{Content: "ok"}, Tools: []toolCall{{Name: "Write"}, {Name: "Bash", IsError: true}}}, chat.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 )
 
@@ -13,11 +12,15 @@ const maxMessages = 10000
 
 // conversation is a turn's messages, split the way executors need them.
 type conversation struct {
-	// system is every system message, joined (assistant prompts first).
+	// system is every system message, joined (prompts first, once
+	// withPrompts put them in).
 	system []string
 	// history is what came before this turn (prompt examples, stored or
 	// client-sent history), oldest first.
 	history []chat.Message
+	// examples is how many messages at the start of history are prompt
+	// examples (not stored with the chat).
+	examples int
 	// input is this turn's trailing user message(s).
 	input []chat.Message
 	// replace is set when the client sent the whole conversation, which
@@ -79,34 +82,44 @@ func checkMessages(msgs []chat.Message) error {
 	return nil
 }
 
-// assemble builds the turn's conversation: assistant prompts, then either
+// assemble builds the turn's conversation before the Create hook: either
 // the stored history (when the client sent only the new message) or the
-// client's whole conversation.
-func (t *turn) assemble(ctx context.Context, a *assistant.Assistant) (conversation, error) {
-	var c conversation
-	var examples []chat.Message
-	for _, p := range a.Prompts {
-		if p.Role == chat.RoleSystem {
-			c.system = append(c.system, p.Content)
-		} else {
-			examples = append(examples, p)
-		}
-	}
+// client's whole conversation. The prompts come later (withPrompts): as in
+// Yao, Create sees the conversation without them, and may pick a preset.
+func (t *turn) assemble(ctx context.Context) (conversation, error) {
 	client := split(t.req.Messages)
-	c.system = append(c.system, client.system...)
-	c.input = client.input
+	c := conversation{system: client.system, input: client.input}
 	if len(client.history) > 0 && !t.req.Continue {
 		c.replace = true
-		c.history = append(examples, client.history...)
+		c.history = client.history
 		return c, nil
 	}
 	stored, err := t.p.cfg.History.History(ctx, t.req.UserID, t.req.ChatID)
 	if err != nil {
 		return c, &chat.Error{Code: chat.ErrInternal, Message: "chat history unavailable", Err: err}
 	}
-	c.history = append(append(examples, stored...), client.history...)
+	c.history = append(stored, client.history...)
 	c.added = client.history
 	return c, nil
+}
+
+// withPrompts puts the turn's prompts in front: system prompts before the
+// conversation's own system messages, the others (examples) before its
+// history.
+func (c conversation) withPrompts(prompts []chat.Message) conversation {
+	var system []string
+	var examples []chat.Message
+	for _, p := range prompts {
+		if p.Role == chat.RoleSystem {
+			system = append(system, p.Content)
+		} else {
+			examples = append(examples, p)
+		}
+	}
+	c.system = append(system, c.system...)
+	c.history = append(examples, c.history...)
+	c.examples = len(examples)
+	return c
 }
 
 // saveHistory stores this turn (input and answer, with the answer's tool
@@ -118,24 +131,9 @@ func (t *turn) saveHistory(ctx context.Context, c conversation) error {
 	answer := chat.Message{Role: chat.RoleAssistant, Content: t.content, ToolCalls: t.toolCalls}
 	h := t.p.cfg.History
 	if c.replace {
-		msgs := append(append(withoutExamples(c.history, t.asst), c.input...), answer)
+		msgs := append(append(append([]chat.Message{}, c.history[min(c.examples, len(c.history)):]...), c.input...), answer)
 		return h.ReplaceHistory(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs)
 	}
 	msgs := append(append(append([]chat.Message{}, c.added...), c.input...), answer)
 	return h.AppendMessages(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs...)
-}
-
-// withoutExamples drops the assistant's prompt examples from the front of
-// a history before it is stored.
-func withoutExamples(h []chat.Message, a *assistant.Assistant) []chat.Message {
-	n := 0
-	for _, p := range a.Prompts {
-		if p.Role != chat.RoleSystem {
-			n++
-		}
-	}
-	if n > len(h) {
-		n = len(h)
-	}
-	return h[n:]
 }

@@ -130,7 +130,12 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Te
 		mounts = append(mounts, sess.Mounts()...)
 		argv = sess.WrapCommand(argv)
 	}
+	env, err := sandboxEnv(a)
+	if err != nil {
+		return nil, err
+	}
 	spec := p.sandboxSpec(app, a, req.UserID, req.ChatID, ws, mounts)
+	spec.Env = env
 	spec.Labels["dev.agentbox.terminal"] = "true"
 	sb, err := rt.Create(ctx, spec)
 	if err != nil {

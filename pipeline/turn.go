@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,7 +37,9 @@ type turn struct {
 	errEmitted atomic.Bool
 	msgSeq     atomic.Int64
 
-	asst         *assistant.Assistant
+	asst *assistant.Assistant
+	// meta is the request's metadata with the Create hook's merged in.
+	meta         map[string]any
 	connID       string
 	model        string
 	usage        chat.Usage
@@ -88,13 +91,18 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 			Message: fmt.Sprintf("unknown assistant %q (have: %s)", req.AssistantID, strings.Join(sortedKeys(app.Assistants), ", "))}
 	}
 	t.asst = a
-	t.connID = a.Connector
+	t.meta = maps.Clone(req.Metadata)
 	if err := checkMessages(req.Messages); err != nil {
 		return nil, err
 	}
 	if err := t.checkRequest(app, a); err != nil {
 		return nil, err
 	}
+	connID, err := t.initialConnector(app, a)
+	if err != nil {
+		return nil, err
+	}
+	t.connID = connID
 	lim := limits(app)
 	t.p.breakers.Configure(breakerSettings(app))
 	release, err := t.admit(ctx, lim)
@@ -114,7 +122,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 			return nil, err
 		}
 	}
-	conv, err := t.assemble(ctx, a)
+	conv, err := t.assemble(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +148,9 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		defer cleanup()
 		sb = s
 		hc.Sandbox = s
+		if err := t.prepare(ctx, a, s); err != nil {
+			return nil, err
+		}
 	}
 	if hooks != nil && hooks.Has("Create") {
 		start := time.Now()
@@ -161,27 +172,49 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 				if o.Sandbox != nil && a.Sandbox == nil {
 					return nil, chat.Errorf(chat.ErrHook, "Create hook options: sandbox: this assistant has no sandbox")
 				}
+				meta := o.Metadata
 				options = options.Merge(*o)
+				// Yao merges the hook's metadata into the request's.
+				for k, v := range meta {
+					if t.meta == nil {
+						t.meta = map[string]any{}
+					}
+					t.meta[k] = v
+				}
+				options.Metadata = t.meta
+				if o.Locale != "" {
+					hc.Locale = o.Locale
+				}
+			}
+			if len(res.Ignored) > 0 {
+				t.p.log.Warn("Create hook returned Yao-only fields; ignored", "assistant", a.ID, "fields", res.Ignored)
 			}
 		}
 	}
+	conv = conv.withPrompts(t.prompts(app, a, options))
 	if c := options.Connector; c != t.connID {
 		if _, ok := app.Connectors[c]; !ok {
 			return nil, chat.Errorf(chat.ErrHook, "Create hook chose unknown connector %q", c)
 		}
 		t.connID = c
 	}
+	run, err := t.withMCPServers(app, a, options.MCPServers)
+	if err != nil {
+		return nil, err
+	}
 
 	var execErr error
 	var tools []executor.ToolCall
 	execStart := time.Now()
+	completion := jsapi.Completion{Created: time.Now().Unix()}
 	if sb != nil {
 		var res *executor.Result
-		res, execErr = t.execSandboxed(ctx, app, a, sb, conv, options)
+		res, execErr = t.execSandboxed(ctx, app, run, sb, conv, options)
 		if res != nil {
 			t.content, t.sessionID = res.Content, res.SessionID
 			t.usage.Add(res.Usage)
 			tools = res.ToolCalls
+			completion.ID, completion.FinishReason = res.SessionID, "stop"
 		}
 	} else {
 		var res *connector.Response
@@ -191,6 +224,11 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 			t.usage.Add(res.Usage)
 			t.finishReason = chat.FinishReason(res.FinishReason)
 			t.toolCalls = res.ToolCalls
+			completion.ReasoningContent, completion.FinishReason = res.Thinking, t.finishReason
+			for _, tc := range res.ToolCalls {
+				completion.ToolCalls = append(completion.ToolCalls, jsapi.CompletionToolCall{ID: tc.ID, Name: tc.Name, Arguments: string(tc.Input)})
+			}
+			completion.Model = res.Model
 		}
 	}
 	t.p.metrics.phase("execute", execStart)
@@ -201,7 +239,9 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	if hooks != nil && hooks.Has("Next") {
 		start := time.Now()
 		defer func() { t.p.metrics.phase("hook_next", start) }()
-		payload := jsapi.NextPayload{Messages: conv.all(), Completion: t.content, Tools: tools}
+		completion.Content, completion.Usage = t.content, t.usage
+		completion.Model = cmp.Or(completion.Model, t.model)
+		payload := jsapi.NextPayload{Messages: conv.all(), Completion: completion, Tools: tools}
 		if execErr != nil {
 			payload.Error = execErr.Error()
 		}
@@ -211,9 +251,14 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 			t.p.log.Warn("Next hook failed", "assistant", a.ID, "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
 			chat.Notice(t.emit, t.nextID("notice"), "next_hook_failed", "Next hook failed: "+err.Error())
 		case res != nil:
-			t.data = res.Data
-			if s, ok := res.Data.(string); ok {
-				t.content = s
+			if len(res.Metadata) > 0 {
+				t.p.log.Info("Next hook metadata", "assistant", a.ID, "user", t.req.UserID, "chat", t.req.ChatID, "metadata", res.Metadata)
+			}
+			if res.HasData {
+				t.data = res.Data
+				if s, ok := res.Data.(string); ok {
+					t.content = s
+				}
 			}
 		}
 	}
@@ -295,6 +340,10 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	if a.Sandbox.Egress != nil && p.cfg.Bridge == nil {
 		return nil, nil, chat.Errorf(chat.ErrSandbox, "assistant %q has a network allow list, which needs the bridge's egress proxy; this server runs without a bridge", a.ID)
 	}
+	env, err := sandboxEnv(a)
+	if err != nil {
+		return nil, nil, err
+	}
 	releaseSlot, err := t.sandboxSlot(ctx, lim)
 	if err != nil {
 		return nil, nil, err
@@ -329,6 +378,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	msg := "Starting sandbox (" + name + ")…"
 	t.emit(chat.Event{Event: chat.Start, ID: loading, Type: chat.TypeLoading, Text: msg, Props: map[string]any{"message": msg, "runtime": name}})
 	spec := p.sandboxSpec(app, a, t.req.UserID, t.req.ChatID, ws, mounts)
+	spec.Env = env
 	createStart := time.Now()
 	sb, err := rt.Create(ctx, spec)
 	p.metrics.phase("sandbox_create", createStart)
@@ -412,7 +462,7 @@ func (t *turn) hookContext(a *assistant.Assistant) *jsapi.Context {
 		AssistantID: a.ID,
 		UserID:      t.req.UserID,
 		Locale:      t.req.Locale,
-		Metadata:    t.req.Metadata,
+		Metadata:    t.meta,
 		Emit:        t.emit,
 		Memory:      t.p.cfg.Memory,
 		Logger:      t.p.log.With("assistant", a.ID, "user", t.req.UserID, "chat", t.req.ChatID),

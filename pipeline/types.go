@@ -35,12 +35,17 @@ type Request struct {
 	Locale    string
 	Metadata  map[string]any
 	// Options override the assistant's model options for this turn (the
-	// request's "options"; the connector and the sandbox are not the
-	// caller's to choose). Only the options the assistant lets requests
-	// change may be set (assistant.Overridable); any other is refused
-	// with a chat.ErrInvalidRequest error whose cause is a
-	// *chat.FieldError naming it.
+	// request's "options"; the sandbox is not the caller's to choose).
+	// Only the options the assistant lets requests change may be set
+	// (assistant.Overridable); any other is refused with a
+	// chat.ErrInvalidRequest error whose cause is a *chat.FieldError
+	// naming it.
 	Options chat.ModelOptions
+	// Connector, when set, is the connector the caller chose: allowed only
+	// when the assistant's connector_options let a user choose (optional
+	// is not false) and list it, or list none and it has the capabilities
+	// the filters name.
+	Connector string
 }
 
 // Response is a finished turn.
