@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/connector"
 	"github.com/agentbox/agentbox/jsapi"
 )
 
@@ -28,7 +31,7 @@ func checkHooks(a *assistant.Assistant, load func(*assistant.Assistant) (*jsapi.
 		return err
 	}
 	var probs []assistant.Problem
-	pkg := filepath.ToSlash(filepath.Join(assistant.AssistantsDir, a.ID, assistant.PackageFile))
+	pkg := filepath.ToSlash(filepath.Join(assistant.AssistantsDir, filepath.FromSlash(strings.ReplaceAll(a.ID, ".", "/")), assistant.PackageFile))
 	for _, t := range a.Tools {
 		switch {
 		case t.Function == "":
@@ -38,8 +41,15 @@ func checkHooks(a *assistant.Assistant, load func(*assistant.Assistant) (*jsapi.
 			probs = append(probs, assistant.Problem{File: pkg, Msg: fmt.Sprintf("tool %q calls hook function %q, which %s does not define (have: %s)", t.Name, t.Function, h.File(), strings.Join(h.Exports(), ", "))})
 		}
 	}
-	if len(probs) > 0 {
-		return &assistant.LoadError{Problems: probs}
+	warns := h.Warnings()
+	if len(probs) > 0 || len(warns) > 0 {
+		// Warnings are relative to the assistant folder, like the hook
+		// engine's errors.
+		dir := filepath.ToSlash(filepath.Join(assistant.AssistantsDir, filepath.FromSlash(strings.ReplaceAll(a.ID, ".", "/"))))
+		for i := range warns {
+			warns[i].File = path.Join(dir, warns[i].File)
+		}
+		return &assistant.LoadError{Problems: probs, Warnings: warns}
 	}
 	return nil
 }
@@ -49,7 +59,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fl.SetOutput(stderr)
 	appDir := fl.String("app", ".", "the app folder")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: agentbox check [--app DIR | DIR]\n\nLoads the app folder and prints every problem as file:line:col: message.\nExit status 1 when there is any.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: agentbox check [--app DIR | DIR]\n\nLoads the app folder and prints every problem as file:line:col: message\n(warnings say \"warning:\"), the URL each model connector calls, and a\nsummary line. Exit status 1 when there is any error.\n\nflags:")
 		fl.PrintDefaults()
 	}
 	if err := fl.Parse(args); err != nil {
@@ -73,37 +83,91 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fl.Usage()
 		return 2
 	}
-	problems, app, err := check(dir)
+	r, loaded, err := check(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "agentbox check: %v\n", err)
 		return 1
 	}
-	for _, p := range problems {
+	for _, p := range r.Problems {
 		fmt.Fprintln(stdout, p.String())
 	}
-	if len(problems) > 0 {
-		files := map[string]bool{}
-		for _, p := range problems {
-			files[p.File] = true
-		}
-		fmt.Fprintf(stdout, "%s in %s\n", plural(len(problems), "problem"), plural(len(files), "file"))
+	for _, line := range connectorLines(r.App) {
+		fmt.Fprintln(stdout, line)
+	}
+	errs := r.Errors()
+	conns := plural(r.Connectors, "connector")
+	if n := len(r.App.Skipped); n > 0 {
+		conns += fmt.Sprintf(" (%d skipped)", n)
+	}
+	fmt.Fprintf(stdout, "%d of %s loaded, %s, %s, %s\n", loaded, plural(r.Assistants, "assistant"), conns,
+		plural(len(r.Problems)-errs, "warning"), plural(errs, "error"))
+	if errs > 0 {
 		return 1
 	}
-	fmt.Fprintf(stdout, "ok: %s, %s\n", plural(len(app.Assistants), "assistant"), plural(len(app.Connectors), "connector"))
 	return 0
 }
 
-// check loads dir and compiles its hooks, returning every problem sorted.
-// err is set only when dir cannot be loaded at all (missing, not a folder).
-func check(dir string) ([]assistant.Problem, *assistant.App, error) {
-	app, err := assistant.Load(dir)
-	if err != nil {
-		var le *assistant.LoadError
-		if errors.As(err, &le) {
-			return le.Problems, nil, nil
-		}
-		return nil, nil, err
+// connectorLines says, for every model connector that loaded, which URL
+// its requests go to and where that came from, so no request goes to a
+// host nobody named without it showing here.
+func connectorLines(app *assistant.App) []string {
+	ids := make([]string, 0, len(app.Connectors))
+	for id := range app.Connectors {
+		ids = append(ids, id)
 	}
+	sort.Strings(ids)
+	var out []string
+	for _, id := range ids {
+		c := app.Connectors[id]
+		head := fmt.Sprintf("connector %s (%s): %s", id, c.File, c.Type)
+		if c.Type == assistant.TypeScripted {
+			out = append(out, head+" plays "+filepath.ToSlash(relTo(app.Root, c.Options.Script))+" (offline, no host)")
+			continue
+		}
+		host, from := c.Options.Host, c.Options.HostFrom
+		note := ""
+		if name, isEnv := strings.CutPrefix(host, assistant.EnvPrefix); isEnv {
+			v := os.Getenv(name)
+			if v == "" {
+				out = append(out, fmt.Sprintf("%s calls the URL in %s (options.%s), which is not set: its requests fail until it is", head, host, from))
+				continue
+			}
+			note = fmt.Sprintf(" (options.%s: %s)", from, host)
+			host = v
+		} else if from != "" {
+			note = fmt.Sprintf(" (options.%s)", from)
+		} else {
+			note = " (no host named: " + c.Type + "'s public API)"
+		}
+		u, err := connector.Endpoint(c.Type, host)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", head, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s calls %s%s", head, u, note))
+	}
+	return out
+}
+
+func relTo(root, p string) string {
+	r, err := filepath.Rel(root, p)
+	if err != nil {
+		return p
+	}
+	return r
+}
+
+// check loads dir and compiles its hooks, returning every problem sorted
+// and the number of assistants that loaded without errors, hooks
+// included. err is set only when dir cannot be loaded at all (missing, not
+// a folder).
+func check(dir string) (*assistant.Report, int, error) {
+	r, err := assistant.Inspect(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	loaded := len(r.App.Assistants)
+	app := r.App
 	ids := make([]string, 0, len(app.Assistants))
 	for id, a := range app.Assistants {
 		if a.Hooks != "" || len(a.Tools) > 0 {
@@ -111,7 +175,7 @@ func check(dir string) ([]assistant.Problem, *assistant.App, error) {
 		}
 	}
 	sort.Strings(ids)
-	var problems []assistant.Problem
+	problems := r.Problems
 	for _, id := range ids {
 		a := app.Assistants[id]
 		err := compileHooks(a)
@@ -120,9 +184,14 @@ func check(dir string) ([]assistant.Problem, *assistant.App, error) {
 		}
 		var le *assistant.LoadError
 		if errors.As(err, &le) {
+			if len(le.Problems) > 0 {
+				loaded--
+			}
 			problems = append(problems, le.Problems...)
+			problems = append(problems, le.Warnings...)
 			continue
 		}
+		loaded--
 		var se *jsapi.SourceError
 		if errors.As(err, &se) {
 			dir, rerr := filepath.Rel(app.Root, a.Dir)
@@ -130,7 +199,8 @@ func check(dir string) ([]assistant.Problem, *assistant.App, error) {
 				dir = a.Dir
 			}
 			for _, p := range se.Problems {
-				problems = append(problems, assistant.Problem{File: filepath.ToSlash(filepath.Join(dir, p.File)), Line: p.Line, Col: p.Col, Msg: p.Msg})
+				p.File = path.Join(filepath.ToSlash(dir), p.File)
+				problems = append(problems, p)
 			}
 			continue
 		}
@@ -140,7 +210,8 @@ func check(dir string) ([]assistant.Problem, *assistant.App, error) {
 		}
 		problems = append(problems, assistant.Problem{File: filepath.ToSlash(rel), Msg: err.Error()})
 	}
-	return assistant.SortProblems(problems), app, nil
+	r.Problems = assistant.SortProblems(problems)
+	return r, loaded, nil
 }
 
 func plural(n int, word string) string {
