@@ -9,7 +9,9 @@ import (
 )
 
 // AssistantInfo is the public description of an assistant: what a client
-// may show. It never carries connector settings or keys.
+// may show. It never carries connector settings or keys. Name,
+// description and placeholder are translated for the request's locale
+// (?locale= or Accept-Language) from the assistant's locales/.
 type AssistantInfo struct {
 	ID          string `json:"id"`
 	Name        string `json:"name"`
@@ -20,12 +22,22 @@ type AssistantInfo struct {
 	Command string `json:"command,omitempty"`
 	// Skills are the names of the assistant's Agent Skills.
 	Skills []string `json:"skills"`
+	// Connectors are the ids a request may choose from (package.yao
+	// connector_options), when it may choose.
+	Connectors []string `json:"connectors,omitempty"`
+	// Metadata is package.yao's metadata for the UI and permissions
+	// (type, avatar, tags, sort, public, placeholder, modes, ...).
+	assistant.Metadata
 }
 
-func publicInfo(a *assistant.Assistant) AssistantInfo {
-	info := AssistantInfo{ID: a.ID, Name: a.Name, Description: a.Description, Skills: []string{}}
+func publicInfo(a *assistant.Assistant, locale string) AssistantInfo {
+	info := AssistantInfo{ID: a.ID, Skills: []string{}, Metadata: a.Meta}
+	info.Name, info.Description, info.Placeholder = a.Localized(locale)
 	if info.Name == "" {
 		info.Name = a.ID
+	}
+	if c := a.ConnectorOptions; c != nil && (c.Optional == nil || *c.Optional) {
+		info.Connectors = c.Connectors
 	}
 	if a.Sandbox != nil {
 		info.Sandboxed = true
@@ -82,7 +94,7 @@ func (s *Server) assistants(w http.ResponseWriter, r *http.Request, _ string) {
 	list := sortedAssistants(app)
 	data := make([]AssistantInfo, 0, len(list))
 	for _, a := range list {
-		data = append(data, publicInfo(a))
+		data = append(data, publicInfo(a, locale(r, r.URL.Query().Get("locale"))))
 	}
 	writeJSON(w, http.StatusOK, listResponse[AssistantInfo]{Object: "list", Data: data})
 }
@@ -93,7 +105,7 @@ func (s *Server) assistant(w http.ResponseWriter, r *http.Request, _ string) {
 		writeError(w, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, publicInfo(a))
+	writeJSON(w, http.StatusOK, publicInfo(a, locale(r, r.URL.Query().Get("locale"))))
 }
 
 // listResponse is the {"object": "list", "data": [...]} envelope of listings.

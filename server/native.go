@@ -27,6 +27,9 @@ type nativeRequest struct {
 	// Detach keeps the turn running when the client goes away; its
 	// events can then be followed again (GET /api/chats/{chat}/events).
 	Detach bool `json:"detach"`
+	// Connector chooses another connector, when the assistant's
+	// connector_options allow it.
+	Connector string `json:"connector"`
 }
 
 func (r *nativeRequest) messages() ([]chat.Message, error) {
@@ -120,7 +123,7 @@ func (s *Server) nativeChat(w http.ResponseWriter, r *http.Request, user string)
 	w.Header().Set("X-Chat-ID", cid)
 	req := &pipeline.Request{
 		UserID: user, ChatID: cid, AssistantID: id, Messages: msgs,
-		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts,
+		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts, Connector: in.Connector,
 	}
 	s.streamNative(w, r, req, in.Detach)
 }

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
 )
@@ -940,5 +941,34 @@ func TestServeDevModeRefusesPublicListener(t *testing.T) {
 	}
 	if err := s.Serve(context.Background(), ln); err == nil || !strings.Contains(err.Error(), "non-loopback") {
 		t.Errorf("Serve on 0.0.0.0 in dev mode = %v", err)
+	}
+}
+
+// TestAssistantMetadata: package.yao's metadata is shown by the assistants
+// API, and name, description and placeholder are translated for the
+// request's locale.
+func TestAssistantMetadata(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	yes := true
+	f.app.Assistants["yao"] = &assistant.Assistant{ID: "yao", Name: "{{name}}", Description: "{{description}}", Connector: "openai.gpt",
+		ConnectorOptions: &assistant.ConnectorChoice{Optional: &yes, Connectors: []string{"openai.gpt"}},
+		Locales: map[string]map[string]string{
+			"en": {"name": "Helper", "description": "Helps", "chat.title": "New chat"},
+			"zh": {"name": "助手", "description": "帮助", "chat.title": "新对话"},
+		},
+		Meta: assistant.Metadata{Type: "worker", Avatar: "/a.png", Tags: []string{"Test"}, Sort: 3, Public: true, Mentionable: true,
+			Placeholder: &assistant.Placeholder{Title: "{{chat.title}}", Prompts: []string{"Hi {{name}}"}}, Modes: []string{"chat"}}}
+	ts := startServer(t, f, nil)
+	_, body := do(t, ts, "GET", "/api/assistants/yao", tokenAlice, "")
+	want := `{"id":"yao","name":"Helper","description":"Helps","sandboxed":false,"skills":[],"connectors":["openai.gpt"],` +
+		`"type":"worker","avatar":"/a.png","tags":["Test"],"sort":3,"public":true,"mentionable":true,` +
+		`"placeholder":{"title":"New chat","prompts":["Hi Helper"]},"modes":["chat"]}` + "\n"
+	if body != want {
+		t.Errorf("GET /api/assistants/yao =\n%s\nwant\n%s", body, want)
+	}
+	_, body = do(t, ts, "GET", "/api/assistants/yao?locale=zh-CN", tokenAlice, "")
+	if !strings.Contains(body, `"name":"助手"`) || !strings.Contains(body, `"title":"新对话"`) {
+		t.Errorf("zh-CN: %s", body)
 	}
 }
