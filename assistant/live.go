@@ -96,6 +96,13 @@ func (l *Live) load() (*App, error) {
 			return nil, err
 		}
 	}
+	if n := len(app.Warnings); n > 0 {
+		// Each warning once, at debug; the count where operators look.
+		for _, w := range app.Warnings {
+			l.logger.Debug("app warning", "problem", w.String())
+		}
+		l.logger.Warn("app loaded with warnings: what it asks for is not all honoured (agentbox check lists them)", "app", app.Root, "warnings", n)
+	}
 	return app, nil
 }
 

@@ -122,7 +122,7 @@ func (l *loader) expandAssets(file string, src []byte, assetRoot string) ([]byte
 			out.WriteString(p)
 			out.WriteString("\n")
 		}
-		lines = append(lines, struct{ at, orig, added int }{line + sum(lines), line, len(parts)})
+		lines = append(lines, struct{ at, orig, added int }{line + sum(lines), line, len(parts) + 1})
 	}
 	out.Write(src[last:])
 	return out.Bytes(), lines
