@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -177,6 +178,19 @@ func (l *loader) applyPackage(d *doc, a *Assistant, raw *rawPackage, app *App, h
 		a.Overridable = parseOverridable(d, raw.Overridable, a.Sandbox != nil)
 	} else {
 		a.Overridable = DefaultOverridable(a.Sandbox != nil)
+	}
+	if a.Sandbox != nil {
+		// The model proxy holds the CLI to the model and the token limit;
+		// the CLI chooses the rest itself.
+		var set map[string]any
+		if b, err := json.Marshal(raw.Options); err == nil && json.Unmarshal(b, &set) == nil {
+			for _, k := range []string{"model", "max_tokens", "max_completion_tokens"} {
+				delete(set, k)
+			}
+		}
+		if len(set) > 0 {
+			d.warnAt(d.keyOffset("options"), "options %s are not applied to a sandboxed assistant: the coding-agent CLI makes its own model requests, held only to the model and the token limit", strings.Join(slices.Sorted(maps.Keys(set)), ", "))
+		}
 	}
 	if len(raw.Tools) > 0 {
 		a.Tools = parseTools(d, raw.Tools, a.Sandbox != nil)
