@@ -54,6 +54,7 @@ func (t *turn) connection(app *assistant.App) (executor.Connection, error) {
 		return executor.Connection{}, err
 	}
 	conn := executor.Connection{Type: r.Type, Host: r.Host, Key: r.Key, Model: r.Model}
+	t.authMode = r.AuthMode
 	if r.Type == "scripted" {
 		srv, err := connector.StartScripted(r.Script)
 		if err != nil {
@@ -65,8 +66,15 @@ func (t *turn) connection(app *assistant.App) (executor.Connection, error) {
 	return conn, nil
 }
 
-// upstreamAuth is how the model proxy presents the connector's key.
-func upstreamAuth(connType string) string {
+// upstreamAuth is how the model proxy presents the connector's key: its
+// auth_mode when it sets one, else its type's default.
+func upstreamAuth(connType, authMode string) string {
+	switch authMode {
+	case connector.AuthBearer:
+		return bridge.AuthBearer
+	case connector.AuthXAPIKey:
+		return bridge.AuthAPIKey
+	}
 	if connType == "anthropic" || connType == "scripted" || connType == "" {
 		return bridge.AuthAPIKey
 	}
@@ -95,7 +103,10 @@ func (t *turn) startBridge(ctx context.Context, app *assistant.App, a *assistant
 		if err != nil {
 			return nil, err
 		}
-		opts.Upstream, opts.UpstreamAuth = conn, upstreamAuth(conn.Type)
+		if t.authMode == connector.AuthAPIKey {
+			return nil, chat.Errorf(chat.ErrInternal, "connector %s: auth_mode api-key is not supported for a sandboxed assistant's model proxy (use bearer or x-api-key)", t.connID)
+		}
+		opts.Upstream, opts.UpstreamAuth = conn, upstreamAuth(conn.Type, t.authMode)
 		opts.Breaker = t.p.breakers.Get(t.connID)
 		t.upstreamConn = t.connID
 	}
@@ -164,7 +175,7 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request, maxTokens i
 			if err != nil {
 				return err
 			}
-			if err := sess.SetUpstream(conn, upstreamAuth(conn.Type), t.p.breakers.Get(t.connID)); err != nil {
+			if err := sess.SetUpstream(conn, upstreamAuth(conn.Type, t.authMode), t.p.breakers.Get(t.connID)); err != nil {
 				return &chat.Error{Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
 			}
 			t.upstreamConn = t.connID

@@ -53,6 +53,8 @@ type turn struct {
 	// upstreamConn is the connector id its model proxy forwards to.
 	bridge       *bridge.Session
 	upstreamConn string
+	// authMode is the auth_mode of the connector connection() resolved.
+	authMode string
 	// closers run when the turn ends (per-turn scripted servers).
 	closers []func()
 	// refused is set when a limit refused the turn before it did any
