@@ -288,7 +288,16 @@ func specName(rel string) (id, msg string) {
 // limits. A missing dir is no problem.
 func (l *loader) walk(dir string, fn func(abs string)) {
 	files := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	// A symlinked folder is walked where it points, its files named under
+	// dir.
+	root := dir
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		root = real
+	}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if rel, rerr := filepath.Rel(root, p); rerr == nil {
+			p = filepath.Join(dir, rel)
+		}
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && p == dir {
 				return filepath.SkipDir

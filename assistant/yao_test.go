@@ -1,6 +1,7 @@
 package assistant
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -250,5 +251,39 @@ func TestExpandAssetsPositions(t *testing.T) {
 	l.loadPrompts(filepath.Join(dir, "prompts.yml"), dir)
 	if len(l.probs) != 1 || l.probs[0].Line != 3 || !strings.Contains(l.probs[0].Msg, `unknown role "robot"`) {
 		t.Fatalf("problems: %v (the bad role is on the file's line 3)", l.probs)
+	}
+}
+
+// TestSymlinkedFolders: connectors/ and an assistant folder may be
+// symlinks; files are named under the app folder.
+func TestSymlinkedFolders(t *testing.T) {
+	t.Parallel()
+	shared := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(shared, "conns", "c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shared, "conns", "c", "x.conn.yao"), []byte(`{"type": "anthropic", "options": {"model": "m", "key": "k", "LANG": 1}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(shared, "asst"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shared, "asst", "package.yao"), []byte(`{"connector": "c.x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := t.TempDir()
+	if err := os.Symlink(filepath.Join(shared, "conns"), filepath.Join(app, "connectors")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(app, "assistants", "team"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(shared, "asst"), filepath.Join(app, "assistants", "team", "a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(app)
+	var le *LoadError
+	if !errors.As(err, &le) || len(le.Problems) != 1 || le.Problems[0].File != "connectors/c/x.conn.yao" {
+		t.Fatalf("err = %v (the connector's problem is named under the app)", err)
 	}
 }
