@@ -28,7 +28,8 @@ const (
 	// AssetsDir holds the files prompts include with @assets/.
 	AssetsDir  = "assets"
 	LocalesDir = "locales"
-	// SandboxFile is Yao's sandbox v2 definition beside package.yao.
+	// SandboxFile is Yao's sandbox v2 definition beside package.yao
+	// (sandbox.jsonc and sandbox.json are read too).
 	SandboxFile = "sandbox.yao"
 	SkillsDir   = "skills"
 	HooksTS     = "src/index.ts"

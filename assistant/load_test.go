@@ -358,7 +358,7 @@ func FuzzDecodeJSONC(f *testing.F) {
 		if !d.broken && raw.Sandbox != nil {
 			app := &App{Config: &AppConfig{}, Agent: &AgentSettings{}}
 			l := &loader{connIDs: map[string]bool{}}
-			l.loadSandbox(d, &Assistant{ID: "a", Dir: t.TempDir()}, raw.Sandbox, app, false)
+			l.loadSandbox(d, &Assistant{ID: "a", Dir: t.TempDir()}, raw.Sandbox, app, "")
 		}
 	})
 }

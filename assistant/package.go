@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,7 +174,21 @@ func (l *loader) applyPackage(d *doc, a *Assistant, raw *rawPackage, app *App, h
 			}
 		}
 	}
-	l.loadSandbox(d, a, raw.Sandbox, app, has[SandboxFile])
+	var sandboxFiles []string
+	for _, ext := range configExts {
+		if name := "sandbox" + ext; has[name] {
+			sandboxFiles = append(sandboxFiles, name)
+		}
+	}
+	if len(sandboxFiles) > 1 {
+		l.fileProblem(filepath.Join(a.Dir, sandboxFiles[1]), "both %s: keep one sandbox file", strings.Join(sandboxFiles, " and "))
+		return
+	}
+	sandboxFile := ""
+	if len(sandboxFiles) == 1 {
+		sandboxFile = sandboxFiles[0]
+	}
+	l.loadSandbox(d, a, raw.Sandbox, app, sandboxFile)
 	if raw.Overridable != nil {
 		a.Overridable = parseOverridable(d, raw.Overridable, a.Sandbox != nil)
 	} else {

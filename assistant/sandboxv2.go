@@ -96,11 +96,11 @@ var runners = map[string]string{
 // package.yao's block in v2 form, or in v1 (agentbox) form. A sandbox
 // definition is never ignored: what agentbox cannot honour is an error,
 // what it honours differently a warning.
-func (l *loader) loadSandbox(d *doc, a *Assistant, r *rawSandbox, app *App, hasFile bool) {
-	if hasFile {
-		abs := filepath.Join(a.Dir, SandboxFile)
+func (l *loader) loadSandbox(d *doc, a *Assistant, r *rawSandbox, app *App, file string) {
+	if file != "" {
+		abs := filepath.Join(a.Dir, file)
 		if r != nil {
-			d.errAt(d.keyOffset("sandbox"), "two sandbox definitions: this block and %s; keep one", SandboxFile)
+			d.errAt(d.keyOffset("sandbox"), "two sandbox definitions: this block and %s; keep one", file)
 		}
 		var raw rawSandbox
 		fd := l.decode(abs, &raw)
@@ -109,7 +109,7 @@ func (l *loader) loadSandbox(d *doc, a *Assistant, r *rawSandbox, app *App, hasF
 			return
 		}
 		if raw.Version != SandboxV2 {
-			fd.errPath("version", "version must be %q in %s (Yao refuses the file otherwise), got %q", SandboxV2, SandboxFile, raw.Version)
+			fd.errPath("version", "version must be %q in %s (Yao refuses the file otherwise), got %q", SandboxV2, file, raw.Version)
 		}
 		sb := l.parseV2(fd, "", &raw, a, app)
 		sb.File = fd.file

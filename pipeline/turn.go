@@ -476,7 +476,8 @@ func (t *turn) hookContext(a *assistant.Assistant) *jsapi.Context {
 // and, for a sandboxed assistant, its sandbox arguments (a copy: the turn
 // may change them).
 func (t *turn) options(a *assistant.Assistant) chat.Options {
-	o := chat.Options{ModelOptions: a.Options.Merge(t.req.Options), Connector: t.connID}
+	// Yao passes the request's metadata in Create's options too.
+	o := chat.Options{ModelOptions: a.Options.Merge(t.req.Options), Connector: t.connID, Metadata: t.meta}
 	if a.Sandbox != nil {
 		args := a.Sandbox.Arguments.Clone()
 		o.Sandbox = &chat.SandboxOptions{Arguments: &args}
