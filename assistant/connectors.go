@@ -47,14 +47,14 @@ var skippedTypes = map[string]string{
 // fields).
 type rawConnector struct {
 	Type            string                         `json:"type"`
-	Name            string                         `json:"name,lenient"`
-	Label           string                         `json:"label,lenient"`
-	Version         string                         `json:"version,lenient"`
-	Description     string                         `json:"description,lenient"`
-	Tags            stringList                     `json:"tags,lenient"`
-	Readonly        bool                           `json:"readonly,lenient"`
-	Builtin         bool                           `json:"builtin,lenient"`
-	Sort            looseInt                       `json:"sort,lenient"`
+	Name            string                         `json:"name" yao:"lenient"`
+	Label           string                         `json:"label" yao:"lenient"`
+	Version         string                         `json:"version" yao:"lenient"`
+	Description     string                         `json:"description" yao:"lenient"`
+	Tags            stringList                     `json:"tags" yao:"lenient"`
+	Readonly        bool                           `json:"readonly" yao:"lenient"`
+	Builtin         bool                           `json:"builtin" yao:"lenient"`
+	Sort            looseInt                       `json:"sort" yao:"lenient"`
 	Mtime           any                            `json:"mtime"`
 	Ctime           any                            `json:"ctime"`
 	AuthMode        string                         `json:"auth_mode"`

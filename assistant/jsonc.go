@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +40,7 @@ type doc struct {
 	// bad holds the paths whose values had the wrong type, so range checks
 	// do not also complain about the zero value left there.
 	bad map[string]bool
-	// lenient is above zero while a field tagged ",lenient" is decoded: a
+	// lenient is above zero while a field tagged yao:"lenient" is decoded: a
 	// value of the wrong type there is dropped with a warning, the way Yao
 	// drops it, instead of failing the file.
 	lenient int
@@ -467,7 +466,7 @@ type fieldHinter interface {
 type structInfo struct {
 	byName map[string]int
 	names  []string // sorted, for hints
-	// lenient marks fields tagged `json:"name,lenient"`: metadata Yao reads
+	// lenient marks fields tagged `json:"name" yao:"lenient"`: metadata Yao reads
 	// leniently, whose wrong-typed values are dropped with a warning.
 	lenient map[int]bool
 }
@@ -481,11 +480,11 @@ func fieldsOf(t reflect.Type) *structInfo {
 	info := &structInfo{byName: map[string]int{}, lenient: map[int]bool{}}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if !f.IsExported() || tag == "-" || tag == "" {
 			continue
 		}
-		if slices.Contains(strings.Split(opts, ","), "lenient") {
+		if f.Tag.Get("yao") == "lenient" {
 			info.lenient[i] = true
 		}
 		info.byName[tag] = i

@@ -76,23 +76,23 @@ func (r *mcpRefForm) UnmarshalJSON(b []byte) error {
 // rawMCPServer is an MCP file as written: Yao's MCP client DSL (gou
 // mcp/types), plus agentbox's args and headers.
 type rawMCPServer struct {
-	ID                 string            `json:"id,lenient"`
-	Name               string            `json:"name,lenient"`
-	Version            string            `json:"version,lenient"`
-	Type               string            `json:"type,lenient"`
-	Label              string            `json:"label,lenient"`
-	Description        string            `json:"description,lenient"`
-	Tags               stringList        `json:"tags,lenient"`
-	Readonly           bool              `json:"readonly,lenient"`
-	Builtin            bool              `json:"builtin,lenient"`
-	Sort               looseInt          `json:"sort,lenient"`
+	ID                 string            `json:"id" yao:"lenient"`
+	Name               string            `json:"name" yao:"lenient"`
+	Version            string            `json:"version" yao:"lenient"`
+	Type               string            `json:"type" yao:"lenient"`
+	Label              string            `json:"label" yao:"lenient"`
+	Description        string            `json:"description" yao:"lenient"`
+	Tags               stringList        `json:"tags" yao:"lenient"`
+	Readonly           bool              `json:"readonly" yao:"lenient"`
+	Builtin            bool              `json:"builtin" yao:"lenient"`
+	Sort               looseInt          `json:"sort" yao:"lenient"`
 	Mtime              any               `json:"mtime"`
 	Ctime              any               `json:"ctime"`
 	Dependencies       map[string]any    `json:"dependencies"`
-	EnableSampling     bool              `json:"enable_sampling,lenient"`
-	EnableRoots        bool              `json:"enable_roots,lenient"`
-	EnableElicitation  bool              `json:"enable_elicitation,lenient"`
-	RootsListChanged   bool              `json:"roots_list_changed,lenient"`
+	EnableSampling     bool              `json:"enable_sampling" yao:"lenient"`
+	EnableRoots        bool              `json:"enable_roots" yao:"lenient"`
+	EnableElicitation  bool              `json:"enable_elicitation" yao:"lenient"`
+	RootsListChanged   bool              `json:"roots_list_changed" yao:"lenient"`
 	Transport          string            `json:"transport"`
 	Command            string            `json:"command"`
 	Arguments          []string          `json:"arguments"`

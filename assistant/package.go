@@ -19,37 +19,37 @@ import (
 
 // rawPackage is an assistant's package.yao as written: every field of
 // Yao's assistant model (Y agent/assistant/load.go), plus agentbox's hooks
-// and tools. Metadata Yao reads leniently is tagged lenient: a value of
+// and tools. Metadata Yao reads leniently is tagged yao:"lenient": a value of
 // the wrong type there is dropped with a warning, as Yao drops it.
 type rawPackage struct {
 	Name                 string                `json:"name"`
-	Description          string                `json:"description,lenient"`
+	Description          string                `json:"description" yao:"lenient"`
 	Connector            string                `json:"connector"`
 	ConnectorOptions     *ConnectorChoice      `json:"connector_options"`
 	Options              chat.ModelOptions     `json:"options"`
 	Overridable          map[string]any        `json:"overridable"`
 	Prompts              *inlinePrompts        `json:"prompts"`
 	PromptPresets        map[string]rawPrompts `json:"prompt_presets"`
-	DisableGlobalPrompts bool                  `json:"disable_global_prompts,lenient"`
+	DisableGlobalPrompts bool                  `json:"disable_global_prompts" yao:"lenient"`
 	MCP                  *rawMCP               `json:"mcp"`
 	Sandbox              *rawSandbox           `json:"sandbox"`
 	Hooks                *rawHooks             `json:"hooks"`
 	Tools                []rawTool             `json:"tools"`
-	Source               string                `json:"source,lenient"`
-	Type                 string                `json:"type,lenient"`
-	Avatar               string                `json:"avatar,lenient"`
-	Sort                 looseInt              `json:"sort,lenient"`
+	Source               string                `json:"source" yao:"lenient"`
+	Type                 string                `json:"type" yao:"lenient"`
+	Avatar               string                `json:"avatar" yao:"lenient"`
+	Sort                 looseInt              `json:"sort" yao:"lenient"`
 	Tags                 stringList            `json:"tags"`
-	Readonly             bool                  `json:"readonly,lenient"`
-	Public               bool                  `json:"public,lenient"`
-	Share                string                `json:"share,lenient"`
-	Mentionable          bool                  `json:"mentionable,lenient"`
-	Automated            bool                  `json:"automated,lenient"`
-	BuiltIn              bool                  `json:"built_in,lenient"`
+	Readonly             bool                  `json:"readonly" yao:"lenient"`
+	Public               bool                  `json:"public" yao:"lenient"`
+	Share                string                `json:"share" yao:"lenient"`
+	Mentionable          bool                  `json:"mentionable" yao:"lenient"`
+	Automated            bool                  `json:"automated" yao:"lenient"`
+	BuiltIn              bool                  `json:"built_in" yao:"lenient"`
 	Placeholder          *Placeholder          `json:"placeholder"`
 	Modes                stringList            `json:"modes"`
-	DefaultMode          string                `json:"default_mode,lenient"`
-	Capabilities         string                `json:"capabilities,lenient"`
+	DefaultMode          string                `json:"default_mode" yao:"lenient"`
+	Capabilities         string                `json:"capabilities" yao:"lenient"`
 	CreatedAt            timestamp             `json:"created_at"`
 	UpdatedAt            timestamp             `json:"updated_at"`
 	Uses                 map[string]any        `json:"uses"`
