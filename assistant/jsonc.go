@@ -12,8 +12,6 @@ import (
 	"sync"
 
 	"github.com/tailscale/hujson"
-
-	"github.com/agentbox/agentbox/internal/hint"
 )
 
 // Limits on configuration files, so a stray huge or pathological file is a
@@ -493,26 +491,4 @@ func fieldsOf(t reflect.Type) *structInfo {
 	sort.Strings(info.names)
 	fieldCache.Store(t, info)
 	return info
-}
-
-// suggest returns a "did you mean" hint for a misspelt field name, or the
-// list of valid names.
-func suggest(name string, names []string) string {
-	if best := hint.Closest(name, names); best != "" {
-		return fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	if len(names) == 0 {
-		return ""
-	}
-	return " (known: " + strings.Join(names, ", ") + ")"
-}
-
-// hintAmong returns a "did you mean" hint for name among names, else the
-// names when they are few, else nothing. what names them ("defined").
-func hintAmong(name string, names []string, what string) string {
-	h := suggest(name, names)
-	if strings.HasPrefix(h, " (did you mean") || len(names) <= 8 {
-		return strings.Replace(h, "(known:", "("+what+":", 1)
-	}
-	return ""
 }

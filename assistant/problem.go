@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/hint"
 	"github.com/agentbox/agentbox/skills"
 )
 
@@ -99,4 +100,26 @@ func lineCol(src []byte, off int) (line, col int) {
 		}
 	}
 	return line, off - start + 1
+}
+
+// suggest returns a "did you mean" hint for a misspelt field name, or the
+// list of valid names.
+func suggest(name string, names []string) string {
+	if best := hint.Closest(name, names); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return " (known: " + strings.Join(names, ", ") + ")"
+}
+
+// hintAmong returns a "did you mean" hint for name among names, else the
+// names when they are few, else nothing. what names them ("defined").
+func hintAmong(name string, names []string, what string) string {
+	h := suggest(name, names)
+	if strings.HasPrefix(h, " (did you mean") || len(names) <= 8 {
+		return strings.Replace(h, "(known:", "("+what+":", 1)
+	}
+	return ""
 }
