@@ -274,7 +274,7 @@ func (l *loader) connectorFields(d *doc, raw rawConnector, o *ConnectorOptions) 
 		if f, isNum := v.(float64); !isNum || f != float64(int(f)) || f < 0 {
 			d.errPath("options.max_tokens", "options.max_tokens: want a whole number, got %s", goKind(v))
 		} else if f > 0 {
-			fields["max_tokens"] = int(f)
+			fields["max_tokens"] = f // a JSON number, as the rest of Extra
 		}
 	}
 	if v, ok := opts["thinking"]; ok && v != nil {
