@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/chatlock"
 )
 
 // retryAfter is what a refused turn is told to wait before trying again:
@@ -21,8 +22,7 @@ const retryAfter = 10 * time.Second
 // in line, in the order they came, so no two turns ever interleave one
 // transcript or share a workspace. NewChatLocks is the in-process
 // implementation; a store shared by several servers implements it across
-// them (PostgreSQL: pg_advisory_lock on a hash of user and chat, with
-// lock_timeout as the wait).
+// them (StoreChatLocks: PostgreSQL advisory locks).
 type ChatLocks interface {
 	// Lock waits until no other turn holds the chat (user, chat), for at
 	// most wait, and returns the function that releases it (safe to call
@@ -32,69 +32,15 @@ type ChatLocks interface {
 	Lock(ctx context.Context, user, chat string, queue int, wait time.Duration) (unlock func(), err error)
 }
 
-// Errors of ChatLocks.Lock.
+// Errors of ChatLocks.Lock (the same values as the store's).
 var (
-	ErrChatQueueFull = errors.New("too many turns wait for this chat")
-	ErrChatWait      = errors.New("waited too long for this chat")
+	ErrChatQueueFull = chatlock.ErrQueueFull
+	ErrChatWait      = chatlock.ErrWait
 )
 
 // NewChatLocks returns the in-process ChatLocks: waiting turns queue in
 // arrival order.
-func NewChatLocks() ChatLocks { return &chatLocks{m: map[chatKey]*chatLock{}} }
-
-type chatKey struct{ user, chat string }
-
-type chatLock struct {
-	sem  *semaphore.Weighted // FIFO: waiters are served in arrival order
-	refs int                 // the holder and the waiters
-}
-
-type chatLocks struct {
-	mu sync.Mutex
-	m  map[chatKey]*chatLock
-}
-
-func (c *chatLocks) Lock(ctx context.Context, user, chatID string, queue int, wait time.Duration) (func(), error) {
-	k := chatKey{user, chatID}
-	c.mu.Lock()
-	l := c.m[k]
-	if l == nil {
-		l = &chatLock{sem: semaphore.NewWeighted(1)}
-		c.m[k] = l
-	}
-	if l.refs > queue { // one holds it and queue wait already
-		c.mu.Unlock()
-		return nil, ErrChatQueueFull
-	}
-	l.refs++
-	c.mu.Unlock()
-
-	wctx, cancel := context.WithTimeoutCause(ctx, wait, ErrChatWait)
-	err := l.sem.Acquire(wctx, 1)
-	cancel()
-	if err != nil {
-		c.drop(k, l)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, ErrChatWait
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.sem.Release(1)
-			c.drop(k, l)
-		})
-	}, nil
-}
-
-func (c *chatLocks) drop(k chatKey, l *chatLock) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l.refs--; l.refs == 0 {
-		delete(c.m, k)
-	}
-}
+func NewChatLocks() ChatLocks { return chatlock.New() }
 
 // userSlots counts each user's turns (running or waiting for their chat).
 type userSlots struct {

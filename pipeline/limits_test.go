@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -350,55 +349,6 @@ agentbox_turns_total{assistant="qa",outcome="ok"} 1
 		if !names[n] {
 			t.Errorf("metric %s missing", n)
 		}
-	}
-}
-
-// TestChatLocksQueue exercises the in-process ChatLocks alone.
-func TestChatLocksQueue(t *testing.T) {
-	t.Parallel()
-	l := NewChatLocks()
-	ctx := context.Background()
-	unlock, err := l.Lock(ctx, "u", "c", 0, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Lock(ctx, "u", "c", 0, time.Second); !errors.Is(err, ErrChatQueueFull) {
-		t.Fatalf("queue 0: %v", err)
-	}
-	// Other chats and users are independent.
-	u2, err := l.Lock(ctx, "u", "d", 0, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u2()
-	var wg sync.WaitGroup
-	got := make(chan int, 3)
-	for i := range 3 {
-		time.Sleep(10 * time.Millisecond) // arrival order
-		wg.Go(func() {
-			un, err := l.Lock(ctx, "u", "c", 5, time.Second)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			got <- i
-			un()
-			un() // idempotent
-		})
-	}
-	time.Sleep(30 * time.Millisecond)
-	unlock()
-	wg.Wait()
-	close(got)
-	var order []int
-	for i := range got {
-		order = append(order, i)
-	}
-	if fmt.Sprint(order) != "[0 1 2]" {
-		t.Errorf("order = %v", order)
-	}
-	if n := len(l.(*chatLocks).m); n != 0 {
-		t.Errorf("%d locks kept after use", n)
 	}
 }
 
