@@ -42,9 +42,10 @@ type lock struct {
 func New() *Local { return &Local{m: map[key]*lock{}} }
 
 // Lock waits until no other turn holds the chat (user, chat), for at most
-// wait, and returns the function that releases it (safe to call more than
-// once). It fails with ErrQueueFull when queue turns already wait for the
-// chat, ErrWait when the wait passed, and ctx's error when ctx ended first.
+// wait (wait <= 0: only a free chat is taken), and returns the function
+// that releases it (safe to call more than once). It fails with
+// ErrQueueFull when queue turns already wait for the chat, ErrWait when the
+// wait passed, and ctx's error when ctx ended first.
 func (c *Local) Lock(ctx context.Context, user, chat string, queue int, wait time.Duration) (func(), error) {
 	k := key{user, chat}
 	c.mu.Lock()
@@ -60,9 +61,19 @@ func (c *Local) Lock(ctx context.Context, user, chat string, queue int, wait tim
 	l.refs++
 	c.mu.Unlock()
 
-	wctx, cancel := context.WithTimeoutCause(ctx, wait, ErrWait)
-	err := l.sem.Acquire(wctx, 1)
-	cancel()
+	var err error
+	switch {
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	case wait <= 0:
+		if !l.sem.TryAcquire(1) {
+			err = ErrWait
+		}
+	default:
+		wctx, cancel := context.WithTimeoutCause(ctx, wait, ErrWait)
+		err = l.sem.Acquire(wctx, 1)
+		cancel()
+	}
 	if err != nil {
 		c.drop(k, l)
 		if ctx.Err() != nil {
@@ -77,6 +88,16 @@ func (c *Local) Lock(ctx context.Context, user, chat string, queue int, wait tim
 			c.drop(k, l)
 		})
 	}, nil
+}
+
+// Turns is the number of turns that hold the chat or wait for it.
+func (c *Local) Turns(user, chat string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.m[key{user, chat}]; l != nil {
+		return l.refs
+	}
+	return 0
 }
 
 // Len is the number of chats held or waited for.
