@@ -100,16 +100,14 @@ func (s *Store) AppendMessages(ctx context.Context, user, chatID, assistantID st
 	}
 	now := time.Now().UnixMilli()
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		var last int64
-		if err := tx.StmtContext(ctx, s.stmts.maxSeq).QueryRowContext(ctx, user, chatID).Scan(&last); err != nil {
+		// The chat's row first: it is locked until the commit, so
+		// concurrent appends number their messages one after the other.
+		var count int64
+		if err := tx.StmtContext(ctx, s.stmts.appendChat).QueryRowContext(ctx,
+			user, chatID, assistantID, title(msgs), len(msgs), now).Scan(&count); err != nil {
 			return err
 		}
-		if err := insertMessages(ctx, tx.StmtContext(ctx, s.stmts.insertMessage), user, chatID, last, now, msgs); err != nil {
-			return err
-		}
-		_, err := tx.StmtContext(ctx, s.stmts.upsertChat).ExecContext(ctx,
-			user, chatID, assistantID, title(msgs), last+int64(len(msgs)), now, false)
-		return err
+		return s.insertMessages(ctx, tx, user, chatID, count-int64(len(msgs)), now, msgs)
 	})
 	if err != nil {
 		return fmt.Errorf("append messages to chat %q: %w", chatID, err)
@@ -131,15 +129,14 @@ func (s *Store) ReplaceHistory(ctx context.Context, user, chatID, assistantID st
 	}
 	now := time.Now().UnixMilli()
 	err = s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.StmtContext(ctx, s.stmts.replaceChat).ExecContext(ctx,
+			user, chatID, assistantID, title(msgs), len(msgs), now); err != nil {
+			return err
+		}
 		if _, err := tx.StmtContext(ctx, s.stmts.deleteMessages).ExecContext(ctx, user, chatID); err != nil {
 			return err
 		}
-		if err := insertMessages(ctx, tx.StmtContext(ctx, s.stmts.insertMessage), user, chatID, 0, now, msgs); err != nil {
-			return err
-		}
-		_, err := tx.StmtContext(ctx, s.stmts.upsertChat).ExecContext(ctx,
-			user, chatID, assistantID, title(msgs), len(msgs), now, true)
-		return err
+		return s.insertMessages(ctx, tx, user, chatID, 0, now, msgs)
 	})
 	if err != nil {
 		return fmt.Errorf("replace history of chat %q: %w", chatID, err)
@@ -211,7 +208,8 @@ func (s *Store) DeleteChat(ctx context.Context, user, chatID string) error {
 		return fmt.Errorf("delete chat: %w", err)
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		for _, st := range []*sql.Stmt{s.stmts.deleteMessages, s.stmts.deleteChat, s.stmts.forgetWorkspace, s.stmts.deleteResponses} {
+		// The chat's row first, as writers of the chat lock it.
+		for _, st := range []*sql.Stmt{s.stmts.deleteChat, s.stmts.deleteMessages, s.stmts.forgetWorkspace, s.stmts.deleteResponses} {
 			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, user, chatID); err != nil {
 				return err
 			}
@@ -236,19 +234,35 @@ func scanChat(r scanner) (ChatInfo, error) {
 	return c, nil
 }
 
-func insertMessages(ctx context.Context, ins *sql.Stmt, user, chatID string, last, now int64, msgs []chat.Message) error {
-	for i, m := range msgs {
-		calls := ""
-		if len(m.ToolCalls) > 0 {
-			b, err := json.Marshal(m.ToolCalls)
-			if err != nil {
-				return fmt.Errorf("tool calls of message %d: %w", i, err)
+// insertRows bounds the messages of one INSERT (SQLite allows 32766
+// parameters per statement).
+const insertRows = 256
+
+// insertMessages stores msgs as the chat's messages last+1, last+2, ...,
+// a few hundred per statement. A message's tool calls are kept as JSON
+// ("" for none).
+func (s *Store) insertMessages(ctx context.Context, tx *sql.Tx, user, chatID string, last, now int64, msgs []chat.Message) error {
+	const cols = 9
+	for len(msgs) > 0 {
+		n := min(len(msgs), insertRows)
+		args := make([]any, 0, n*cols)
+		for i, m := range msgs[:n] {
+			calls := ""
+			if len(m.ToolCalls) > 0 {
+				b, err := json.Marshal(m.ToolCalls)
+				if err != nil {
+					return fmt.Errorf("tool calls of message %d: %w", i, err)
+				}
+				calls = string(b)
 			}
-			calls = string(b)
+			last++
+			args = append(args, user, chatID, last, m.Role, s.be.blob(m.Content), m.Name, m.ToolCallID, calls, now)
 		}
-		if _, err := ins.ExecContext(ctx, user, chatID, last+int64(i)+1, m.Role, m.Content, m.Name, m.ToolCallID, calls, now); err != nil {
+		q := `INSERT INTO messages (user_id, chat_id, seq, role, content, name, tool_call_id, tool_calls, created_at) VALUES ` + values(n, cols)
+		if _, err := tx.ExecContext(ctx, rebind(s.drv, q), args...); err != nil {
 			return err
 		}
+		msgs = msgs[n:]
 	}
 	return nil
 }
@@ -264,8 +278,8 @@ func checkWrite(user, chatID, assistantID string, msgs []chat.Message) error {
 	if err := checkChat(user, chatID); err != nil {
 		return err
 	}
-	if len(assistantID) > MaxIDLen {
-		return fmt.Errorf("%w: assistant id is %d bytes long (at most %d)", ErrInvalid, len(assistantID), MaxIDLen)
+	if err := checkText("assistant id", assistantID, MaxIDLen); err != nil {
+		return err
 	}
 	for i, m := range msgs {
 		switch m.Role {
@@ -275,6 +289,12 @@ func checkWrite(user, chatID, assistantID string, msgs []chat.Message) error {
 		}
 		if len(m.Content) > MaxMessageBytes {
 			return fmt.Errorf("%w: message %d is %d bytes long (at most %d)", ErrInvalid, i, len(m.Content), MaxMessageBytes)
+		}
+		if err := checkText(fmt.Sprintf("message %d's name", i), m.Name, MaxIDLen); err != nil {
+			return err
+		}
+		if err := checkText(fmt.Sprintf("message %d's tool call id", i), m.ToolCallID, MaxIDLen); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -286,7 +306,9 @@ func title(msgs []chat.Message) string {
 		if m.Role != chat.RoleUser {
 			continue
 		}
-		t := strings.Join(strings.Fields(m.Content), " ")
+		// A title is text on every driver: invalid UTF-8 and NUL bytes
+		// (which a message may hold) are replaced.
+		t := strings.Join(strings.Fields(strings.ToValidUTF8(strings.ReplaceAll(m.Content, "\x00", " "), "\uFFFD")), " ")
 		if t == "" {
 			continue
 		}

@@ -53,6 +53,8 @@ func (s *Store) MemSet(ctx context.Context, ns Namespace, owner, key string, val
 		return fmt.Errorf("memory set %q: %w: the value is %d bytes of JSON (at most %d)", key, ErrInvalid, len(val), MaxValueBytes)
 	case !json.Valid(val):
 		return fmt.Errorf("memory set %q: %w: the value is not valid JSON", key, ErrInvalid)
+	case !utf8.Valid(val):
+		return fmt.Errorf("memory set %q: %w: the value is not valid UTF-8 (JSON text is UTF-8)", key, ErrInvalid)
 	}
 	if _, err := s.stmts.memSet.ExecContext(ctx, ns, owner, key, string(val), time.Now().UnixMilli()); err != nil {
 		return fmt.Errorf("memory set %s/%q: %w", ns, key, err)
@@ -118,7 +120,7 @@ func (s *Store) MemClear(ctx context.Context, ns Namespace, owner string) (int64
 	if err := checkOwner(ns, owner); err != nil {
 		return 0, fmt.Errorf("memory clear: %w", err)
 	}
-	res, err := s.db.ExecContext(ctx, `DELETE FROM memory WHERE ns = ? AND owner = ?`, ns, owner)
+	res, err := s.stmts.memClear.ExecContext(ctx, ns, owner)
 	if err != nil {
 		return 0, fmt.Errorf("memory clear %s: %w", ns, err)
 	}
@@ -133,26 +135,18 @@ func checkOwner(ns, owner string) error {
 	if err := checkID("memory namespace", ns); err != nil {
 		return err
 	}
-	switch {
-	case owner == "":
+	if owner == "" {
 		return fmt.Errorf("%w: memory owner is empty", ErrInvalid)
-	case len(owner) > MaxOwnerLen:
-		return fmt.Errorf("%w: memory owner is %d bytes long (at most %d)", ErrInvalid, len(owner), MaxOwnerLen)
 	}
-	return nil
+	return checkText("memory owner", owner, MaxOwnerLen)
 }
 
 func checkMem(ns, owner, key string) error {
 	if err := checkOwner(ns, owner); err != nil {
 		return err
 	}
-	switch {
-	case key == "":
+	if key == "" {
 		return fmt.Errorf("%w: memory key is empty", ErrInvalid)
-	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: memory key is %d bytes long (at most %d)", ErrInvalid, len(key), MaxKeyLen)
-	case !utf8.ValidString(key):
-		return fmt.Errorf("%w: memory key is not valid UTF-8", ErrInvalid)
 	}
-	return nil
+	return checkText("memory key", key, MaxKeyLen)
 }

@@ -34,10 +34,13 @@ func (s *Store) SaveResponse(ctx context.Context, user string, r Response) error
 	if err := checkID("response id", r.ID); err != nil {
 		return fmt.Errorf("save response: %w", err)
 	}
+	if err := checkText("assistant id", r.AssistantID, MaxIDLen); err != nil {
+		return fmt.Errorf("save response: %w", err)
+	}
 	if len(r.Body) > MaxMessageBytes {
 		return fmt.Errorf("save response: %w: body is %d bytes long (at most %d)", ErrInvalid, len(r.Body), MaxMessageBytes)
 	}
-	if _, err := s.stmts.saveResponse.ExecContext(ctx, user, r.ID, r.ChatID, r.AssistantID, string(r.Body), millis(r.Created)); err != nil {
+	if _, err := s.stmts.saveResponse.ExecContext(ctx, user, r.ID, r.ChatID, r.AssistantID, s.be.blob(string(r.Body)), millis(r.Created)); err != nil {
 		return fmt.Errorf("save response %q: %w", r.ID, err)
 	}
 	return nil
@@ -53,6 +56,9 @@ func (s *Store) Response(ctx context.Context, user, id string) (r Response, foun
 	defer done()
 	if err := checkID("user id", user); err != nil {
 		return Response{}, false, fmt.Errorf("response: %w", err)
+	}
+	if checkID("response id", id) != nil {
+		return Response{}, false, nil // no response has such an id
 	}
 	var body string
 	var created int64

@@ -1,12 +1,28 @@
-// Package store is agentbox's embedded persistence: chat history per (user,
-// chat), the hooks' memory, usage records and workspace last-use times, in
-// one SQLite database file (modernc.org/sqlite, pure Go, no cgo).
+// Package store is agentbox's persistence: chat history per (user, chat),
+// the chats' assistants, the hooks' memory, usage records, workspace
+// last-use times, and the lock that serialises each chat's turns. It runs
+// on one of two databases, its drivers (Drivers):
 //
-// The database runs in WAL mode with a busy timeout; every write transaction
-// takes the write lock when it begins (BEGIN IMMEDIATE), so concurrent
-// writers queue on the busy timeout instead of failing on a lock upgrade.
-// The schema is versioned with PRAGMA user_version and migrated forward by
-// Open. A *Store is safe for concurrent use by many goroutines.
+//   - "sqlite" (the default): one database file under the data root
+//     (modernc.org/sqlite, pure Go), for one server. Chat locks hold
+//     within the process.
+//   - "postgres": a PostgreSQL database (pgx), shared by any number of
+//     servers. Chat locks are advisory locks, so a chat's turns run one
+//     at a time whichever server takes them; a server that dies releases
+//     its locks with its connections.
+//
+// Both drivers run the same Go code: a query is written once, with $1
+// placeholders, in the SQL both accept, and a driver gives its own text
+// only where they differ (queries.go). Each driver has its numbered,
+// forward-only migrations (migrations/DRIVER/NNNN_name.sql, the same
+// numbers and names for both), applied by Open under a lock so that
+// servers starting together do not race (migrate.go).
+//
+// One package rather than one per driver: the drivers differ in SQL text,
+// in how they open and migrate, and in their chat lock; everything else (a
+// feature's validation, scanning and transactions) is written once.
+//
+// A *Store is safe for concurrent use by many goroutines.
 package store
 
 import (
@@ -14,14 +30,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"github.com/agentbox/agentbox/internal/chatlock"
 )
 
 // Limits on what the store accepts. They protect the database from a client
@@ -48,18 +62,32 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 	// ErrClosed is returned by every method after Close.
 	ErrClosed = errors.New("store is closed")
-	// ErrSchemaTooNew means the database was written by a newer agentbox.
+	// ErrSchemaTooNew means the database was migrated by a newer agentbox.
 	ErrSchemaTooNew = errors.New("database schema is newer than this agentbox")
+	// ErrChatQueueFull and ErrChatWait are LockChat's refusals: too many
+	// turns wait for the chat, or the wait passed.
+	ErrChatQueueFull = chatlock.ErrQueueFull
+	ErrChatWait      = chatlock.ErrWait
 )
 
-// busyTimeout is how long a statement waits for another connection's write
-// lock before it fails with SQLITE_BUSY.
-const busyTimeout = 10 * time.Second
+// Config selects a driver and its database.
+type Config struct {
+	// Driver is "sqlite" (the default when empty) or "postgres".
+	Driver string
+	// Path is the SQLite database file.
+	Path string
+	// DSN is the PostgreSQL connection string, a URL
+	// ("postgres://user:pass@host:5432/db?sslmode=verify-full") or
+	// key=value pairs.
+	DSN string
+}
 
-// Store is an open database. Create it with Open and release it with Close.
+// Store is an open database. Create it with Open or OpenConfig and release
+// it with Close.
 type Store struct {
-	db   *sql.DB
-	path string
+	db  *sql.DB
+	be  backend
+	drv string
 
 	mu     sync.RWMutex // guards closed against use during Close
 	closed bool
@@ -67,67 +95,64 @@ type Store struct {
 	stmts statements
 }
 
-// Open opens (creating when absent) the database at path, applies pending
-// schema migrations, and prepares its statements. The parent folder is
-// created with mode 0700 and a new database file with mode 0600, since chat
-// history is private. path must be a file path (":memory:" is refused: each
-// pooled connection would see a different empty database).
+// Open opens (creating when absent) the SQLite database at path: see
+// OpenConfig.
 func Open(ctx context.Context, path string) (*Store, error) {
-	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
-		return nil, fmt.Errorf("open store %q: %w: want a database file path", path, ErrInvalid)
-	}
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("open store %q: %w: the path may not contain '?' or '#'", path, ErrInvalid)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-		return nil, fmt.Errorf("open store: create folder: %w", err)
-	}
-	// Create the file ourselves so it gets 0600 rather than SQLite's 0644.
-	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
+	return OpenConfig(ctx, Config{Driver: "sqlite", Path: path})
+}
 
-	q := url.Values{}
-	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
-	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "NORMAL")
-	q.Set("_foreign_keys", "1")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", abs+"?"+q.Encode())
+// OpenConfig opens the database cfg names, applies pending schema
+// migrations and prepares the store's statements. A database migrated by a
+// newer agentbox is refused with ErrSchemaTooNew.
+//
+// SQLite: the parent folder is created with mode 0700 and a new database
+// file with mode 0600, since chat history is private. Path must be a file
+// path (":memory:" is refused: each pooled connection would see a
+// different empty database).
+//
+// PostgreSQL: the database must exist; the store's tables are created in
+// the first schema of the connection's search_path. PostgreSQL 14 or later
+// is required.
+func OpenConfig(ctx context.Context, cfg Config) (*Store, error) {
+	name := cfg.Driver
+	if name == "" {
+		name = "sqlite"
+	}
+	d, ok := drivers[name]
+	if !ok {
+		return nil, fmt.Errorf("open store: %w: unknown driver %q (known: %s)", ErrInvalid, cfg.Driver, strings.Join(Drivers(), ", "))
+	}
+	ms, err := d.migrations()
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", abs, err)
+		return nil, fmt.Errorf("open store: %w", err)
 	}
-	// WAL allows many readers beside one writer; a small pool is plenty and
-	// bounds file handles. Idle connections are kept so pragmas are not
-	// re-applied on every burst.
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(8)
-	db.SetConnMaxIdleTime(5 * time.Minute)
-
-	s := &Store{db: db, path: abs}
-	if err := s.migrate(ctx); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", abs, err), db.Close())
+	db, be, err := d.open(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
-	if err := s.stmts.prepare(ctx, db); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", abs, err), s.stmts.close(), db.Close())
+	s := &Store{db: db, be: be, drv: name}
+	fail := func(err error, more ...error) (*Store, error) {
+		return nil, errors.Join(append([]error{fmt.Errorf("open store %s: %w", be, err)}, append(more, be.close(), db.Close())...)...)
+	}
+	if err := be.migrate(ctx, db, ms); err != nil {
+		return fail(err)
+	}
+	if err := s.stmts.prepare(ctx, db, name); err != nil {
+		return fail(err, s.stmts.close())
 	}
 	return s, nil
 }
 
-// Path returns the database file's absolute path.
-func (s *Store) Path() string { return s.path }
+// Driver returns the store's driver name.
+func (s *Store) Driver() string { return s.drv }
+
+// String describes the database without secrets: "sqlite /path/agentbox.db"
+// or "postgres host:5432/db".
+func (s *Store) String() string { return s.be.String() }
 
 // Close releases the prepared statements and the database. It waits for
-// calls in progress; calls after Close return ErrClosed. Close is
-// idempotent.
+// calls in progress; calls after Close return ErrClosed. Chat locks still
+// held are released. Close is idempotent.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -135,11 +160,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	// Let SQLite refresh its query planner statistics; cheap, bounded.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, optErr := s.db.ExecContext(ctx, "PRAGMA optimize")
-	return errors.Join(optErr, s.stmts.close(), s.db.Close())
+	return errors.Join(s.stmts.close(), s.be.close(), s.db.Close())
 }
 
 // enter guards one call against a concurrent Close; the caller defers the
@@ -153,8 +174,11 @@ func (s *Store) enter() (func(), error) {
 	return s.mu.RUnlock, nil
 }
 
-// tx runs fn in a write transaction (BEGIN IMMEDIATE), committing when fn
-// returns nil and rolling back otherwise.
+// tx runs fn in a write transaction, committing when fn returns nil and
+// rolling back otherwise. On SQLite it takes the database's write lock when
+// it begins (BEGIN IMMEDIATE); on PostgreSQL it runs at READ COMMITTED and
+// each write locks the rows it touches (a chat's row first: see
+// AppendMessages).
 func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -178,13 +202,23 @@ func ignoreDone(err error) error {
 
 // checkID validates one id-like argument.
 func checkID(what, v string) error {
-	switch {
-	case v == "":
+	if v == "" {
 		return fmt.Errorf("%w: %s is empty", ErrInvalid, what)
-	case len(v) > MaxIDLen:
-		return fmt.Errorf("%w: %s is %d bytes long (at most %d)", ErrInvalid, what, len(v), MaxIDLen)
+	}
+	return checkText(what, v, MaxIDLen)
+}
+
+// checkText validates text the store keeps as text on every driver: at
+// most limit bytes of UTF-8 without NUL bytes (PostgreSQL's text holds
+// nothing else; message contents, which may hold any bytes, are not text).
+func checkText(what, v string, limit int) error {
+	switch {
+	case len(v) > limit:
+		return fmt.Errorf("%w: %s is %d bytes long (at most %d)", ErrInvalid, what, len(v), limit)
 	case strings.IndexByte(v, 0) >= 0:
 		return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalid, what)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
 	}
 	return nil
 }

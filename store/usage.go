@@ -63,8 +63,8 @@ func (s *Store) RecordUsage(ctx context.Context, r UsageRecord) error {
 		{"chat id", r.ChatID}, {"assistant id", r.AssistantID}, {"connector", r.Connector},
 		{"model", r.Model}, {"error code", r.Error},
 	} {
-		if len(f.v) > MaxIDLen {
-			return fmt.Errorf("record usage: %w: %s is %d bytes long (at most %d)", ErrInvalid, f.what, len(f.v), MaxIDLen)
+		if err := checkText(f.what, f.v, MaxIDLen); err != nil {
+			return fmt.Errorf("record usage: %w", err)
 		}
 	}
 	t := r.Time
@@ -108,8 +108,8 @@ func (s *Store) UsageSummary(ctx context.Context, user string, since time.Time) 
 		return UsageSummary{}, err
 	}
 	defer done()
-	if len(user) > MaxIDLen {
-		return UsageSummary{}, fmt.Errorf("usage summary: %w: user id is too long", ErrInvalid)
+	if err := checkText("user id", user, MaxIDLen); err != nil {
+		return UsageSummary{}, fmt.Errorf("usage summary: %w", err)
 	}
 	from := millis(since)
 	var sum UsageSummary
