@@ -57,7 +57,7 @@ func openPostgres(ctx context.Context, cfg Config) (*sql.DB, backend, error) {
 		pc.RuntimeParams["application_name"] = "agentbox"
 	}
 	b := &pgBackend{where: net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))) + "/" + pc.Database, held: map[*sql.Conn]struct{}{}}
-	db := stdlib.OpenDB(*pc)
+	db := stdlib.OpenDB(*pc, stdlib.OptionShouldPing(pingIfStale))
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(8)
 	db.SetConnMaxIdleTime(5 * time.Minute)
@@ -75,7 +75,7 @@ func openPostgres(ctx context.Context, cfg Config) (*sql.DB, backend, error) {
 	lc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 2 * time.Second}
 	}
-	b.locks = stdlib.OpenDB(*lc)
+	b.locks = stdlib.OpenDB(*lc, stdlib.OptionShouldPing(pingIfStale))
 	b.locks.SetMaxIdleConns(4)
 	b.locks.SetConnMaxIdleTime(time.Minute)
 	return db, b, nil

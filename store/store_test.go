@@ -15,6 +15,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(lockHelperEnv) != "" {
+		lockHelper() // a second server, in a process of its own
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 

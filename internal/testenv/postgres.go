@@ -134,7 +134,11 @@ func startPostgres(bin, dir string, cred *syscall.Credential) (*PG, error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	logf, err := os.Create(filepath.Join(dir, "log"))
+	return startPostgresOn(bin, dir, cred, port)
+}
+
+func startPostgresOn(bin, dir string, cred *syscall.Credential, port int) (*PG, error) {
+	logf, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -326,4 +330,24 @@ func cleanStalePostgres() {
 			_ = os.RemoveAll(d)
 		}
 	}
+}
+
+// Restart stops the server (fast shutdown: every session ends) and starts
+// it again on the same port and data.
+func (p *PG) Restart(t testing.TB) {
+	t.Helper()
+	p.stop()
+	bin, _, err := postgresBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := postgresUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := startPostgresOn(bin, p.dir, cred, p.port)
+	if err != nil {
+		t.Fatalf("postgres restart: %v", err)
+	}
+	p.cmd, p.done = q.cmd, q.done
 }
