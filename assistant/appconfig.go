@@ -32,6 +32,7 @@ type rawApp struct {
 	Cleanup      rawCleanup         `json:"cleanup"`
 	Limits       rawLimits          `json:"limits"`
 	DrainTimeout string             `json:"drain_timeout"`
+	Store        rawStore           `json:"store"`
 }
 
 // rawSandboxDefaults is app.jsonc's sandbox block as written.
@@ -60,6 +61,11 @@ func (l *loader) loadConfig() *AppConfig {
 		Limits:       DefaultLimits(),
 		DrainTimeout: DefaultDrainTimeout,
 	}
+	defer func() {
+		if cfg.Store.Driver == "" { // no app.jsonc, or a broken one
+			cfg.Store = StoreConfig{Driver: "sqlite", Path: filepath.Join(cfg.DataRoot, "agentbox.db")}
+		}
+	}()
 	abs := filepath.Join(l.root, AppFile)
 	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
 		// app.yao and app.json are Yao's own app files (name, version,
@@ -113,6 +119,7 @@ func (l *loader) loadConfig() *AppConfig {
 	cfg.Auth = raw.Auth
 	cfg.Limits = d.limits(raw.Limits)
 	cfg.DrainTimeout = d.drainTimeout(raw.DrainTimeout)
+	cfg.Store = d.store(raw.Store, l.root, cfg.DataRoot)
 	s := SandboxDefaults{Runtime: raw.Sandbox.Runtime, MaxDisk: raw.Sandbox.MaxDisk, Images: raw.Sandbox.Images}
 	if !oneOf(s.Runtime, "", "docker", "local") {
 		d.errPath("sandbox.runtime", "sandbox.runtime: want docker or local, got %q", s.Runtime)

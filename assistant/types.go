@@ -76,6 +76,9 @@ type AppConfig struct {
 	// DrainTimeout is how long a shutdown lets running turns finish before
 	// it cancels them (default DefaultDrainTimeout; "drain_timeout").
 	DrainTimeout time.Duration `json:"-"`
+	// Store is the database of chats, memory and usage (default: SQLite
+	// at DATA_ROOT/agentbox.db); ResolveStore gives its store.Config.
+	Store StoreConfig `json:"store,omitempty"`
 }
 
 // AuthConfig maps bearer tokens to users.

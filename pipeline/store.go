@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/store"
@@ -14,7 +15,19 @@ var (
 	_ History           = (*store.Store)(nil)
 	_ UsageRecorder     = (*store.Store)(nil)
 	_ jsapi.MemoryStore = storeMemory{}
+	_ ChatLocks         = storeChatLocks{}
 )
+
+// StoreChatLocks makes the store's chat locks the pipeline's: in this
+// process on SQLite, across every server sharing the database on
+// PostgreSQL. Their errors are ErrChatQueueFull and ErrChatWait.
+func StoreChatLocks(s *store.Store) ChatLocks { return storeChatLocks{s} }
+
+type storeChatLocks struct{ s *store.Store }
+
+func (l storeChatLocks) Lock(ctx context.Context, user, chat string, queue int, wait time.Duration) (func(), error) {
+	return l.s.LockChat(ctx, user, chat, queue, wait)
+}
 
 // StoreMemory makes the store the hooks' persistent memory (the user and
 // chat namespaces).

@@ -295,3 +295,12 @@ func (b *pgBackend) close() error {
 	}
 	return b.locks.Close()
 }
+
+// CheckDSN reports whether dsn is a PostgreSQL connection string pgx
+// accepts; the error does not show the password.
+func CheckDSN(dsn string) error {
+	if _, err := pgx.ParseConfig(dsn); err != nil {
+		return fmt.Errorf("%w: postgres dsn: %v", ErrInvalid, err)
+	}
+	return nil
+}

@@ -186,8 +186,8 @@ type appEnv struct {
 }
 
 // openEnv loads the app and builds the pipeline with persistent history,
-// hook memory and usage (SQLite under the data root), the chat
-// workspaces, and the sandbox runtimes.
+// hook memory, usage and chat locks (app.jsonc's store: SQLite under the
+// data root by default), the chat workspaces, and the sandbox runtimes.
 func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	env := &appEnv{}
 	defer func() {
@@ -244,12 +244,17 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		// and the next start unmounts it once idle.
 		env.closers = append(env.closers, ws.Close)
 	}
-	st, err := store.Open(ctx, filepath.Join(dataRoot, "agentbox.db"))
+	storeCfg, err := app.Config.ResolveStore()
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.OpenConfig(ctx, storeCfg)
 	if err != nil {
 		return nil, err
 	}
 	env.closers = append(env.closers, func(context.Context) error { return st.Close() })
 	env.Store = st
+	opts.Logger.Info("store", "database", st.String(), "shared_chat_locks", st.SharedLocks())
 
 	rts, def, err := env.openRuntimes(ctx, app, opts)
 	if err != nil {
@@ -293,6 +298,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		History:        st,
 		Memory:         pipeline.StoreMemory(st),
 		Usage:          st,
+		ChatLocks:      pipeline.StoreChatLocks(st),
 		Logger:         opts.Logger,
 	})
 	if err != nil {
