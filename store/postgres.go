@@ -35,6 +35,9 @@ type pgBackend struct {
 	held map[*sql.Conn]struct{} // connections of held locks, dropped by close
 }
 
+// pgTracer, when set (by benchmarks), sees every statement sent.
+var pgTracer pgx.QueryTracer
+
 // pgConnectTimeout bounds a connection attempt when the DSN sets none.
 const pgConnectTimeout = 10 * time.Second
 
@@ -55,6 +58,9 @@ func openPostgres(ctx context.Context, cfg Config) (*sql.DB, backend, error) {
 	}
 	if pc.RuntimeParams["application_name"] == "" {
 		pc.RuntimeParams["application_name"] = "agentbox"
+	}
+	if pgTracer != nil {
+		pc.Tracer = pgTracer
 	}
 	b := &pgBackend{where: net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))) + "/" + pc.Database, held: map[*sql.Conn]struct{}{}}
 	db := stdlib.OpenDB(*pc, stdlib.OptionShouldPing(pingIfStale))
