@@ -16,7 +16,7 @@ type statements struct {
 	history, historyTail, appendChat, replaceChat, deleteMessages      *sql.Stmt
 	listChats, getChat, deleteChat, claimChat                          *sql.Stmt
 	memGet, memSet, memDel, memKeys, memClear                          *sql.Stmt
-	insertUsage, usageTotals, usageByModel                             *sql.Stmt
+	insertUsage, usageTotals, usageByModel, egressSummary              *sql.Stmt
 	touchWorkspace, workspaceLastUse, staleWorkspaces, forgetWorkspace *sql.Stmt
 	saveResponse, getResponse, latestResponse, deleteResponses         *sql.Stmt
 }
@@ -80,12 +80,18 @@ func (st *statements) queries() []query {
 		{dst: &st.memClear, sql: `DELETE FROM memory WHERE ns = $1 AND owner = $2`},
 		{dst: &st.insertUsage, sql: `INSERT INTO usage (time, user_id, chat_id, assistant_id, connector, model,
 			input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, cost_usd, turns, duration_ms, error)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`},
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+			RETURNING id`},
 		{dst: &st.usageTotals, sql: `SELECT COUNT(*), ` + usageSums + `
 			FROM usage WHERE ($1 = '' OR user_id = $1) AND time >= $2`},
 		{dst: &st.usageByModel, sql: `SELECT connector, model, COUNT(*), ` + usageSums + `
 			FROM usage WHERE ($1 = '' OR user_id = $1) AND time >= $2
 			GROUP BY connector, model ORDER BY connector, model`},
+		{dst: &st.egressSummary, sql: `SELECT e.host, CAST(SUM(e.requests) AS BIGINT), CAST(SUM(e.denied) AS BIGINT),
+			CAST(SUM(e.bytes_sent) AS BIGINT), CAST(SUM(e.bytes_received) AS BIGINT)
+			FROM usage_egress e JOIN usage u ON u.id = e.usage_id
+			WHERE ($1 = '' OR u.user_id = $1) AND u.time >= $2
+			GROUP BY e.host ORDER BY e.host`},
 		{dst: &st.touchWorkspace, sql: `INSERT INTO workspaces (user_id, chat_id, last_used) VALUES ($1, $2, $3)
 			ON CONFLICT (user_id, chat_id) DO UPDATE SET
 				last_used = CASE WHEN excluded.last_used > workspaces.last_used THEN excluded.last_used ELSE workspaces.last_used END`},

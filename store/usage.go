@@ -84,15 +84,11 @@ func (s *Store) RecordUsage(ctx context.Context, r UsageRecord) error {
 		return fmt.Errorf("record usage: %w", err)
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, s.stmts.insertUsage).ExecContext(ctx, args...)
-		if err != nil {
+		var id int64
+		if err := tx.StmtContext(ctx, s.stmts.insertUsage).QueryRowContext(ctx, args...).Scan(&id); err != nil {
 			return err
 		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		return insertEgress(ctx, tx, id, u.Egress)
+		return s.insertEgress(ctx, tx, id, u.Egress)
 	})
 	if err != nil {
 		return fmt.Errorf("record usage: %w", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/chat"
 )
@@ -18,6 +20,8 @@ func checkEgress(hosts []chat.HostUsage) error {
 		switch {
 		case h.Host == "" || len(h.Host) > maxHostLen:
 			return fmt.Errorf("%w: egress host %q: want 1 to %d bytes", ErrInvalid, h.Host, maxHostLen)
+		case !utf8.ValidString(h.Host) || strings.IndexByte(h.Host, 0) >= 0:
+			return fmt.Errorf("%w: egress host %q: want UTF-8 without NUL bytes", ErrInvalid, h.Host)
 		case seen[h.Host]:
 			return fmt.Errorf("%w: egress host %q listed twice", ErrInvalid, h.Host)
 		case h.Requests < 0 || h.Denied < 0 || h.BytesSent < 0 || h.BytesReceived < 0:
@@ -28,18 +32,21 @@ func checkEgress(hosts []chat.HostUsage) error {
 	return nil
 }
 
-// insertEgress stores the egress lines of usage record id.
-func insertEgress(ctx context.Context, tx *sql.Tx, id int64, hosts []chat.HostUsage) error {
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO usage_egress (usage_id, host, requests, denied, bytes_sent, bytes_received)
-		VALUES (?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	for _, h := range hosts {
-		if _, err := stmt.ExecContext(ctx, id, h.Host, h.Requests, h.Denied, h.BytesSent, h.BytesReceived); err != nil {
+// insertEgress stores the egress lines of usage record id, a few hundred
+// per statement.
+func (s *Store) insertEgress(ctx context.Context, tx *sql.Tx, id int64, hosts []chat.HostUsage) error {
+	const cols = 6
+	for len(hosts) > 0 {
+		n := min(len(hosts), insertRows)
+		args := make([]any, 0, n*cols)
+		for _, h := range hosts[:n] {
+			args = append(args, id, h.Host, h.Requests, h.Denied, h.BytesSent, h.BytesReceived)
+		}
+		q := `INSERT INTO usage_egress (usage_id, host, requests, denied, bytes_sent, bytes_received) VALUES ` + values(n, cols)
+		if _, err := tx.ExecContext(ctx, rebind(s.drv, q), args...); err != nil {
 			return err
 		}
+		hosts = hosts[n:]
 	}
 	return nil
 }
@@ -47,10 +54,7 @@ func insertEgress(ctx context.Context, tx *sql.Tx, id int64, hosts []chat.HostUs
 // egressSummary totals egress per host over the usage records of user
 // (every user for "") from millisecond from on, sorted by host.
 func (s *Store) egressSummary(ctx context.Context, user string, from int64) ([]chat.HostUsage, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT e.host, SUM(e.requests), SUM(e.denied), SUM(e.bytes_sent), SUM(e.bytes_received)
-		FROM usage_egress e JOIN usage u ON u.id = e.usage_id
-		WHERE (?1 = '' OR u.user_id = ?1) AND u.time >= ?2
-		GROUP BY e.host ORDER BY e.host`, user, from)
+	rows, err := s.stmts.egressSummary.QueryContext(ctx, user, from)
 	if err != nil {
 		return nil, err
 	}

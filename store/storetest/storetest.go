@@ -41,6 +41,7 @@ func Run(t *testing.T, o Opener) {
 		{"ClaimChat", testClaimChat},
 		{"Memory", testMemory},
 		{"Usage", testUsage},
+		{"UsageEgress", testUsageEgress},
 		{"Workspaces", testWorkspaces},
 		{"Unicode", testUnicode},
 		{"LargeValues", testLargeValues},

@@ -1,21 +1,23 @@
-package store
+package storetest
 
 import (
-	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/store"
 )
 
-func TestUsageEgress(t *testing.T) {
-	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
+// testUsageEgress: a turn's egress lines are stored with its usage
+// record and totalled per host; bad lines refuse the whole record.
+func testUsageEgress(t *testing.T, o Opener) {
+	s := o.Open(t)
+	ctx := bg
 	base := time.Now().Add(-time.Hour)
-	for _, r := range []UsageRecord{
+	for _, r := range []store.UsageRecord{
 		{Time: base, UserID: "alice", Usage: chat.Usage{InputTokens: 1, Egress: []chat.HostUsage{
 			{Host: "api.github.com:443", Requests: 3, BytesSent: 100, BytesReceived: 2000},
 			{Host: "evil.test:443", Denied: 2},
@@ -51,13 +53,25 @@ func TestUsageEgress(t *testing.T) {
 		{{Host: ""}},
 		{{Host: "a:443"}, {Host: "a:443"}},
 		{{Host: "a:443", BytesSent: -1}},
+		{{Host: "a\x00:443"}},
+		{{Host: "\xff:443"}},
 	} {
-		err := s.RecordUsage(ctx, UsageRecord{UserID: "carol", Usage: chat.Usage{Egress: bad}})
-		if !errors.Is(err, ErrInvalid) {
+		err := s.RecordUsage(ctx, store.UsageRecord{UserID: "carol", Usage: chat.Usage{Egress: bad}})
+		if !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%+v: %v", bad, err)
 		}
 	}
 	if sum, _ := s.UsageSummary(ctx, "carol", time.Time{}); sum.Requests != 0 {
 		t.Error("a refused record was stored")
+	}
+	var many []chat.HostUsage
+	for i := range 600 {
+		many = append(many, chat.HostUsage{Host: fmt.Sprintf("h%03d.test:443", i), Requests: 1})
+	}
+	if err := s.RecordUsage(ctx, store.UsageRecord{UserID: "dan", Usage: chat.Usage{Egress: many}}); err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := s.UsageSummary(ctx, "dan", time.Time{}); !reflect.DeepEqual(sum.Usage.Egress, many) {
+		t.Errorf("600 hosts came back as %d", len(sum.Usage.Egress))
 	}
 }
