@@ -36,6 +36,8 @@ func Run(t *testing.T, o Opener) {
 	}{
 		{"History", testHistory},
 		{"HistoryTail", testHistoryTail},
+		{"HistoryKeepsToolCalls", testHistoryKeepsToolCalls},
+		{"Responses", testResponses},
 		{"InvalidArguments", testInvalidArguments},
 		{"ListChatsAndDelete", testListChatsAndDelete},
 		{"ClaimChat", testClaimChat},
