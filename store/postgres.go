@@ -76,6 +76,11 @@ func openPostgres(ctx context.Context, cfg Config) (*sql.DB, backend, error) {
 	// A lock wait whose client is gone (its server died) leaves
 	// PostgreSQL's queue within a second instead of when it is granted.
 	lc.RuntimeParams["client_connection_check_interval"] = "1000"
+	// A held lock's session sits idle for the whole turn, and a wait is
+	// one statement as long as chat_wait: timeouts meant for queries (in
+	// the DSN or the server's settings) must not end them.
+	lc.RuntimeParams["statement_timeout"] = "0"
+	lc.RuntimeParams["idle_session_timeout"] = "0"
 	// A canceled wait is canceled on the server, not by dropping the
 	// connection (which would be slower to leave the queue).
 	lc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {

@@ -210,3 +210,27 @@ func TestPostgresSchemas(t *testing.T) {
 		t.Errorf("a search_path of no schema: %v", err)
 	}
 }
+
+// TestPostgresQueryTimeouts: statement and idle-session timeouts in the
+// DSN bound queries, not chat locks: a lock sits idle for a turn's length
+// and a wait lasts up to chat_wait.
+func TestPostgresQueryTimeouts(t *testing.T) {
+	t.Parallel()
+	pg := testenv.Postgres(t)
+	dsn := pg.NewDatabase(t) + "&statement_timeout=200&idle_session_timeout=300"
+	s := (database{Config{Driver: "postgres", DSN: dsn}}).open(t)
+	ctx := context.Background()
+	unlock, err := s.LockChat(ctx, "u", "c", 1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if _, err := s.LockChat(ctx, "u", "c", 1, time.Second); !errors.Is(err, ErrChatWait) || time.Since(t0) < 900*time.Millisecond {
+		t.Errorf("a 1s wait under a 200ms statement_timeout: %v after %s, want ErrChatWait after 1s", err, time.Since(t0))
+	}
+	time.Sleep(time.Second) // idle past idle_session_timeout
+	if n, err := s.ChatTurns(ctx, "u", "c"); n != 1 || err != nil {
+		t.Errorf("after an idle second the chat has %d turns (%v): the lock's session was ended", n, err)
+	}
+	unlock()
+}
