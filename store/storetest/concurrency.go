@@ -186,8 +186,9 @@ func testClosed(t *testing.T, o Opener) {
 		}
 	}
 	if s2.SharedLocks() {
-		// The closed store's lock went with its connections.
-		u, err := s2.LockChat(bg, "u", "held", 0, 10*time.Second)
+		// The closed store's lock went with its connections (the
+		// database ends their sessions a moment after: wait for it).
+		u, err := s2.LockChat(bg, "u", "held", 1, 10*time.Second)
 		if err != nil {
 			t.Fatalf("a lock of a closed store is still held: %v", err)
 		}
