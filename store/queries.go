@@ -19,6 +19,7 @@ type statements struct {
 	insertUsage, usageTotals, usageByModel, egressSummary              *sql.Stmt
 	touchWorkspace, workspaceLastUse, staleWorkspaces, forgetWorkspace *sql.Stmt
 	saveResponse, getResponse, latestResponse, deleteResponses         *sql.Stmt
+	renameChat, firstUserMessage                                       *sql.Stmt
 }
 
 // query is one statement: SQL both drivers accept, with $1-style
@@ -64,6 +65,10 @@ func (st *statements) queries() []query {
 		{dst: &st.getChat, sql: `SELECT chat_id, assistant_id, title, message_count, created_at, updated_at
 			FROM chats WHERE user_id = $1 AND chat_id = $2`},
 		{dst: &st.deleteChat, sql: `DELETE FROM chats WHERE user_id = $1 AND chat_id = $2`},
+		{dst: &st.renameChat, sql: `UPDATE chats SET title = $1, title_set = $2, updated_at = $3
+			WHERE user_id = $4 AND chat_id = $5`},
+		{dst: &st.firstUserMessage, sql: `SELECT content FROM messages WHERE user_id = $1 AND chat_id = $2 AND role = 'user'
+			ORDER BY seq LIMIT 1`},
 		// claimChat binds a chat to an assistant, creating the chat row
 		// when new, unless it already has one; RETURNING gives the
 		// assistant it has after.

@@ -43,15 +43,13 @@ func (s *Store) RenameChat(ctx context.Context, user, chatID, newTitle string) (
 	if newTitle == "" {
 		set = 0
 		var first string
-		err := s.db.QueryRowContext(ctx, `SELECT content FROM messages WHERE user_id = ? AND chat_id = ? AND role = 'user'
-			ORDER BY seq LIMIT 1`, user, chatID).Scan(&first)
+		err := s.stmts.firstUserMessage.QueryRowContext(ctx, user, chatID).Scan(&first)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return false, fmt.Errorf("rename chat %q: %w", chatID, err)
 		}
 		newTitle = title([]chat.Message{{Role: chat.RoleUser, Content: first}})
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE chats SET title = ?, title_set = ?, updated_at = ?
-		WHERE user_id = ? AND chat_id = ?`, newTitle, set, time.Now().UnixMilli(), user, chatID)
+	res, err := s.stmts.renameChat.ExecContext(ctx, newTitle, set, time.Now().UnixMilli(), user, chatID)
 	if err != nil {
 		return false, fmt.Errorf("rename chat %q: %w", chatID, err)
 	}

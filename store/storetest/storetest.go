@@ -41,6 +41,7 @@ func Run(t *testing.T, o Opener) {
 		{"InvalidArguments", testInvalidArguments},
 		{"ListChatsAndDelete", testListChatsAndDelete},
 		{"ClaimChat", testClaimChat},
+		{"RenameChat", testRenameChat},
 		{"Memory", testMemory},
 		{"Usage", testUsage},
 		{"UsageEgress", testUsageEgress},

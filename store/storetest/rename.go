@@ -1,18 +1,19 @@
-package store
+package storetest
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/store"
 )
 
-func TestRenameChat(t *testing.T) {
-	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
+// testRenameChat: a title the user sets is kept, also when the history is
+// replaced, until an empty one goes back to the first user message.
+func testRenameChat(t *testing.T, o Opener) {
+	s := o.Open(t)
+	ctx := bg
 	user := []chat.Message{{Role: chat.RoleUser, Content: "first question"}, {Role: chat.RoleAssistant, Content: "answer"}}
 	if err := s.AppendMessages(ctx, "u", "c", "a", user...); err != nil {
 		t.Fatal(err)
@@ -57,9 +58,12 @@ func TestRenameChat(t *testing.T) {
 	if found, _ := s.RenameChat(ctx, "other-user", "c", "x"); found {
 		t.Error("another user renamed the chat")
 	}
-	for _, bad := range []string{strings.Repeat("x", MaxTitleLen+1), "a\nb", "\xff"} {
-		if _, err := s.RenameChat(ctx, "u", "c", bad); !errors.Is(err, ErrInvalid) {
-			t.Errorf("title %q: err = %v, want ErrInvalid", bad, err)
+	if found, err := s.RenameChat(ctx, "u", "c", "  "+strings.Repeat("é", store.MaxTitleLen/2)+"  "); err != nil || !found || title() != strings.Repeat("é", store.MaxTitleLen/2) {
+		t.Errorf("a title of the longest length: %v, %v, %q", found, err, title())
+	}
+	for _, bad := range []string{strings.Repeat("x", store.MaxTitleLen+1), "a\nb", "\xff", "a\x00b"} {
+		if _, err := s.RenameChat(ctx, "u", "c", bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("title %q: err = %v, want store.ErrInvalid", bad, err)
 		}
 	}
 }
