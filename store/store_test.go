@@ -22,22 +22,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func openTest(t testing.TB) *Store {
-	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "data", "agentbox.db"))
-	t.Cleanup(func() {
-		if s != nil {
-			if err := s.Close(); err != nil {
-				t.Errorf("close: %v", err)
-			}
-		}
-	})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	return s
-}
-
 func TestOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
