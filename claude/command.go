@@ -106,6 +106,9 @@ func (e *Executor) buildCommand(req *executor.Request, p *prepared, maxTurns int
 	// it forces the permission mode to "default" and makes Bash require the
 	// CLI's own bubblewrap+socat sandbox, so no tool could run unattended
 	// inside our container. The env filter removes it when inherited.
+	if e.opts.APIRetries > 0 {
+		env["CLAUDE_CODE_MAX_RETRIES"] = strconv.Itoa(e.opts.APIRetries)
+	}
 	env["DISABLE_AUTOUPDATER"] = "1"
 	env["DISABLE_TELEMETRY"] = "1"
 	env["DISABLE_ERROR_REPORTING"] = "1"

@@ -8,7 +8,6 @@
 package claude
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -26,7 +25,16 @@ import (
 const (
 	DefaultBinary      = "claude"
 	DefaultMaxTurns    = 30
-	DefaultGracePeriod = 3 * time.Second
+	DefaultGracePeriod = 5 * time.Second
+	// DefaultIdleTimeout is how long the CLI may print nothing while no
+	// tool or task runs before the watchdog stops it. It is longer than a
+	// model's slowest first token: the CLI prints its status and retries
+	// while it waits for the model API.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultAPIRetries is how often the CLI retries a failed model API
+	// call (its own default is 10, with waits that add up to minutes):
+	// a model that keeps failing ends the turn with its error at once.
+	DefaultAPIRetries = 2
 )
 
 // Options configure an Executor. The zero value is usable.
@@ -35,9 +43,21 @@ type Options struct {
 	Binary string
 	// DefaultMaxTurns applies when the assistant sets no max_turns.
 	DefaultMaxTurns int
-	// GracePeriod is how long the CLI may keep running after it printed
-	// its result before it is killed.
+	// GracePeriod is how long the CLI may keep running after its work is
+	// done (its result printed and its background tasks ended) before it
+	// is killed with a cli_hung notice.
 	GracePeriod time.Duration
+	// IdleTimeout is the watchdog (DefaultIdleTimeout when 0, negative:
+	// none): a CLI that prints nothing for this long while no tool or
+	// task runs is stopped (headless Claude Code is known to hang).
+	IdleTimeout time.Duration
+	// APIRetries is how often the CLI retries a failed model API call
+	// (DefaultAPIRetries when 0; negative: the CLI's own default).
+	// MaxRetryWait is the longest wait before a retry a turn accepts
+	// (DefaultMaxRetryWait when 0, negative: any): a rate limit that asks
+	// for longer ends the turn at once with the model's error.
+	APIRetries   int
+	MaxRetryWait time.Duration
 	// Env is added to the CLI's environment (CLAUDECODE and CLAUDE_CODE_*
 	// entries are dropped).
 	Env map[string]string
@@ -70,6 +90,12 @@ func New(opts Options) *Executor {
 	}
 	if opts.GracePeriod <= 0 {
 		opts.GracePeriod = DefaultGracePeriod
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.APIRetries == 0 {
+		opts.APIRetries = DefaultAPIRetries
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -150,8 +176,11 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	run, xe := agentcli.Start(ctx, agentcli.Spec{
 		CLI: "claude", ErrorID: "cc-error", Emit: emit,
 		Sandbox: req.Sandbox,
-		Exec:    sandbox.ExecRequest{Argv: argv, Env: cmd.env, Stdin: bytes.NewReader(cmd.stdin)},
-		Timeout: req.Timeout, GracePeriod: e.opts.GracePeriod,
+		Exec:    sandbox.ExecRequest{Argv: argv, Env: cmd.env},
+		// Input stays open while the CLI works: 2.1.197 stops its
+		// background commands and subagents when its input ends.
+		Input: cmd.stdin, HoldInput: true,
+		Timeout: req.Timeout, GracePeriod: e.opts.GracePeriod, IdleTimeout: max(e.opts.IdleTimeout, 0),
 		Secrets: agentcli.Secrets(req.Connector.Key, prep.mcp.Env), Logger: log,
 	})
 	if xe != nil {
@@ -163,17 +192,22 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		skillNames = append(skillNames, s.Name)
 	}
 	parser := NewParser(emit, ParserOptions{
-		MaxTurns: maxTurns,
-		Skills:   skillNames,
-		OnResult: run.ResultSeen,
+		MaxTurns:      maxTurns,
+		Skills:        skillNames,
+		MaxRetryWait:  e.opts.MaxRetryWait,
+		MaxAPIRetries: max(e.opts.APIRetries, 0),
+		Monitor:       run,
 	})
 	exit := run.Wait(parser.Parse)
 	out := parser.Close()
 	_ = ws.RemoveAll(context.WithoutCancel(ctx), SystemPromptFile)
 
 	res := out.Result(prep.sessionID, exit.Started)
-	log.Debug("claude done", "exit", exit.Code, "result", out.GotResult, "subtype", out.Subtype,
-		"turns", res.Usage.Turns, "lines", out.Lines, "skipped", out.Skipped, "killed", exit.Killed)
+	res.Notices = append(res.Notices, exit.Notices...)
+	log.Debug("claude done", "exit", exit.Code, "results", out.Results, "subtype", out.Subtype,
+		"turns", res.Usage.Turns, "cost_usd", res.Usage.CostUSD, "tasks", out.Tasks, "tasks_left", out.TasksLeft,
+		"lines", out.Lines, "skipped", out.Skipped, "dropped", out.Dropped, "unknown", out.Unknown,
+		"discarded_bytes", out.Discarded, "killed", exit.Killed, "idle", exit.Idle)
 
 	if xe := exit.Failure(agentcli.Parsed{GotResult: out.GotResult, Err: out.Err, NoResult: func(string) (string, string) {
 		// The CLI reports the model API's last failure; without a result
@@ -181,7 +215,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		if out.APIErrorStatus == 0 {
 			return chat.ErrExecutor, ""
 		}
-		return errorCode("", out.APIErrorStatus), fmt.Sprintf("the model API last answered HTTP %d", out.APIErrorStatus)
+		return errorCode("", out.APIErrorStatus, ""), fmt.Sprintf("the model API last answered HTTP %d", out.APIErrorStatus)
 	}}); xe != nil {
 		return res, xe
 	}

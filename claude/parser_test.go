@@ -2,9 +2,7 @@ package claude
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -19,19 +17,13 @@ func collect(opts ParserOptions, input string) ([]chat.Event, *Outcome) {
 	return g.Events, g.Outcome
 }
 
-func TestLineReader(t *testing.T) {
-	t.Parallel()
-	clitest.CheckLineReader(t, func(r io.Reader) func() ([]byte, error) { return newLineReader(r).next })
-}
-
 // TestHugeToolResult: a 20 MB tool result line neither breaks the stream
 // nor reaches the client whole.
 func TestHugeToolResult(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("0123456789abcdef", 20<<16) // 20 MiB
-	line, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []any{
-		map[string]any{"type": "tool_result", "tool_use_id": "t1", "content": big},
-	}}})
+	// As the CLI prints it: type first.
+	line := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"` + big + `"}]}}`
 	in := `{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Read","input":{}}]}}` + "\n" +
 		string(line) + "\n" +
 		`{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"after"}]}}` + "\n" +

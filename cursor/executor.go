@@ -159,12 +159,13 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	parser := NewParser(emit, ParserOptions{
 		Skills:     skillNames,
 		MCPServers: prep.mcp.Servers,
-		OnResult:   run.ResultSeen,
+		Monitor:    run,
 	})
 	exit := run.Wait(parser.Parse)
 	out := parser.Close()
 
 	res := out.Result(prep.resume, exit.Started)
+	res.Notices = append(res.Notices, exit.Notices...)
 	log.Debug("cursor done", "exit", exit.Code, "result", out.GotResult, "subtype", out.Subtype,
 		"lines", out.Lines, "skipped", out.Skipped, "repeated_bytes", out.RepeatedBytes, "killed", exit.Killed)
 

@@ -1,6 +1,7 @@
 package cursor
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -58,9 +59,9 @@ type ParserOptions struct {
 	// MaxEventContent caps tool result content in events
 	// (DefaultMaxEventContent when 0).
 	MaxEventContent int
-	// OnResult, when set, is called as soon as the result line is parsed
-	// (from the parsing goroutine), so a runner can start its grace timer.
-	OnResult func()
+	// Monitor, when set, is told when the result line is parsed (from the
+	// parsing goroutine): the CLI's work is done (an agentcli.Run).
+	Monitor agentcli.Monitor
 }
 
 // Outcome is what a parsed stream amounts to. Its SessionID is the chat
@@ -98,6 +99,13 @@ type Parser struct {
 
 	answer strings.Builder
 	out    Outcome
+	cur    agentcli.Line // the line being handled (for its cuts)
+}
+
+// isToolCallLine reports a line that starts as a tool_call event (the CLI
+// prints type first).
+func isToolCallLine(start []byte) bool {
+	return bytes.HasPrefix(bytes.TrimLeft(start, "{ \t"), []byte(`"type":"tool_call"`))
 }
 
 // NewParser returns a parser that sends events to emit.
@@ -115,11 +123,14 @@ func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 		ev: agentcli.NewEvents(emit, opts.IDPrefix, opts.FailureThreshold)}
 }
 
-// Parse reads r to its end, line by line, with no limit on line length.
-// It returns nil at EOF and the read error otherwise. It does not call
-// Close.
+// Parse reads r to its end, line by line (lines up to
+// agentcli.DefaultMaxLine; a longer one is dropped with a notice, so
+// memory stays flat whatever is written). It returns nil at EOF and the
+// read error otherwise. It does not call Close.
 func (p *Parser) Parse(r io.Reader) error {
-	lr := agentcli.NewLineReader(r)
+	// Only a tool result's first MaxEventContent bytes are shown: the
+	// strings of a long tool_call line are kept to a little more.
+	lr := agentcli.NewLineReaderOptions(r, agentcli.LineOptions{KeepString: p.opts.MaxEventContent + 16, Elide: isToolCallLine})
 	for {
 		line, err := lr.Next()
 		if err != nil {
@@ -132,14 +143,18 @@ func (p *Parser) Parse(r io.Reader) error {
 	}
 }
 
-// Line handles one line of output (without its newline). Lines that are
-// not JSON objects are counted and dropped (see agentcli.LineStats; a
-// line without a string "type" is dropped too); unknown event types are
-// ignored (the documentation allows new fields and events). The parser
-// does not retain line.
-func (p *Parser) Line(line []byte) {
+// Line handles one line of output. Lines that are not JSON objects are
+// counted and dropped (see agentcli.LineStats; a line without a string
+// "type" is dropped too), a line the reader dropped for its length with a
+// notice; unknown event types are ignored (the documentation allows new
+// fields and events). The parser does not retain line.
+func (p *Parser) Line(line agentcli.Line) {
 	if s, ok := p.out.Object(line); ok {
+		p.cur = line
 		p.line(s)
+		p.cur = agentcli.Line{}
+	} else if line.Dropped {
+		p.ev.LineDropped(line.Size)
 	}
 }
 
@@ -381,7 +396,7 @@ func (p *Parser) toolCall(line string) {
 		return
 	}
 	t.done = true
-	res := toolResult(kind, body, p.opts.MaxEventContent)
+	res := toolResult(kind, body, p.cur, p.opts.MaxEventContent)
 	props := map[string]any{"tool_call_id": id, "name": t.name, "content": res.content, "is_error": res.isErr}
 	if res.truncated {
 		props["truncated"] = true
@@ -431,8 +446,11 @@ func (p *Parser) result(line string) {
 		p.out.Err = &chat.Error{Code: code, Message: msg}
 		chat.ErrorEvent(p.emit, p.ev.NewID(), code, msg)
 	}
-	if p.opts.OnResult != nil {
-		p.opts.OnResult()
+	if m := p.opts.Monitor; m != nil {
+		if !failed {
+			m.Answered()
+		}
+		m.Settled(true)
 	}
 }
 

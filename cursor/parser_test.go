@@ -137,9 +137,8 @@ func TestFunctionTool(t *testing.T) {
 func TestHugeLines(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("0123456789abcdef", 20<<16) // 20 MiB
-	res, _ := json.Marshal(map[string]any{"type": "tool_call", "subtype": "completed", "call_id": "r",
-		"tool_call": map[string]any{"readToolCall": map[string]any{"args": map[string]any{"path": "big"},
-			"result": map[string]any{"success": map[string]any{"content": big}}}}})
+	// As the CLI prints it: type first.
+	res := `{"type":"tool_call","subtype":"completed","call_id":"r","tool_call":{"readToolCall":{"args":{"path":"big"},"result":{"success":{"content":"` + big + `"}}}}}`
 	long := strings.Repeat("word ", 3<<20/5)
 	in := `{"type":"tool_call","subtype":"started","call_id":"r","tool_call":{"readToolCall":{"args":{"path":"big"}}}}` + "\n" +
 		string(res) + "\n" + asst(long, "") +

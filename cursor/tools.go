@@ -103,14 +103,14 @@ type outcomeOf struct {
 // toolResult reads a completed call's result: {"success": {...}} is a
 // success (a shell command that exited non-zero excepted), any other key
 // ({"error": ...}, {"failure": ...}, {"rejected": ...}) a failure.
-func toolResult(kind string, body gjson.Result, max int) outcomeOf {
+func toolResult(kind string, body gjson.Result, line agentcli.Line, max int) outcomeOf {
 	res := body.Get("result")
 	if kind == "function" && !res.Exists() {
 		res = body.Get("output")
 	}
 	if !res.IsObject() {
 		if res.Type == gjson.String {
-			return capped(res, max, false)
+			return capped(res, line, max, false)
 		}
 		return outcomeOf{}
 	}
@@ -121,21 +121,21 @@ func toolResult(kind string, body gjson.Result, max int) outcomeOf {
 		return false
 	})
 	if key == "success" {
-		o := successContent(kind, val, max)
+		o := successContent(kind, val, line, max)
 		if kind == "shellToolCall" && val.Get("exitCode").Int() != 0 {
 			o.isErr = true
 		}
 		return o
 	}
-	o := failureContent(kind, key, val, max)
+	o := failureContent(kind, key, val, line, max)
 	o.isErr = true
 	return o
 }
 
-func successContent(kind string, v gjson.Result, max int) outcomeOf {
+func successContent(kind string, v gjson.Result, line agentcli.Line, max int) outcomeOf {
 	switch kind {
 	case "shellToolCall":
-		return shellContent(v, max)
+		return shellContent(v, line, max)
 	case "mcpToolCall":
 		if c := v.Get("content"); c.IsArray() {
 			var sb strings.Builder
@@ -160,18 +160,20 @@ func successContent(kind string, v gjson.Result, max int) outcomeOf {
 		}
 	}
 	if c := v.Get("content"); c.Type == gjson.String {
-		return capped(c, max, false)
+		return capped(c, line, max, false)
 	}
 	if v.Type == gjson.String {
-		return capped(v, max, false)
+		return capped(v, line, max, false)
 	}
 	return capString(strings.Clone(v.Raw), max)
 }
 
 // shellContent is a command's output: stdout, then stderr, then the exit
 // code when it is not zero.
-func shellContent(v gjson.Result, max int) outcomeOf {
-	r := gjson.GetMany(v.Raw, "stdout", "stderr", "exitCode")
+func shellContent(v gjson.Result, line agentcli.Line, max int) outcomeOf {
+	r := []gjson.Result{v.Get("stdout"), v.Get("stderr"), v.Get("exitCode")}
+	// What the line reader dropped of the output counts in its size.
+	dropped := line.DroppedAt(r[0].Index) + line.DroppedAt(r[1].Index)
 	var sb strings.Builder
 	sb.WriteString(r[0].String())
 	if e := r[1].String(); e != "" {
@@ -186,42 +188,35 @@ func shellContent(v gjson.Result, max int) outcomeOf {
 		}
 		sb.WriteString("exit code " + strconv.FormatInt(c, 10))
 	}
-	return capString(sb.String(), max)
+	t := agentcli.CapString(sb.String(), sb.Len()+dropped, max)
+	return outcomeOf{content: t.Content, size: t.Size, truncated: t.Truncated}
 }
 
-func failureContent(kind, key string, v gjson.Result, max int) outcomeOf {
+func failureContent(kind, key string, v gjson.Result, line agentcli.Line, max int) outcomeOf {
 	if kind == "shellToolCall" && v.IsObject() && (v.Get("stdout").Exists() || v.Get("exitCode").Exists()) {
-		return shellContent(v, max)
+		return shellContent(v, line, max)
 	}
 	if v.Type == gjson.String {
-		return capped(v, max, true)
+		return capped(v, line, max, true)
 	}
 	for _, k := range []string{"error", "message", "errorMessage", "reason"} {
 		if e := v.Get(k); e.Type == gjson.String && e.Str != "" {
-			return capped(e, max, true)
+			return capped(e, line, max, true)
 		}
 		if e := v.Get(k + ".message"); e.Type == gjson.String && e.Str != "" {
-			return capped(e, max, true)
+			return capped(e, line, max, true)
 		}
 	}
 	return capString(key+": "+strings.Clone(v.Raw), max)
 }
 
-// capped unescapes a JSON string value, at most max bytes of it: a 20 MB
-// file read is not unescaped whole just to be cut.
-func capped(r gjson.Result, max int, isErr bool) outcomeOf {
-	if r.Type == gjson.String && len(r.Raw) > 2*max+2 {
-		text := gjson.Parse(r.Raw[:2*max] + `"`).String()
-		return outcomeOf{content: strings.Clone(agentcli.CapUTF8(text, max)), size: len(r.Raw) - 2, truncated: true, isErr: isErr}
-	}
-	o := capString(agentcli.String(r), max)
-	o.isErr = isErr
-	return o
+// capped is a JSON value's text capped at max bytes (agentcli.CapText).
+func capped(r gjson.Result, line agentcli.Line, max int, isErr bool) outcomeOf {
+	t := agentcli.CapText(r, line, max)
+	return outcomeOf{content: t.Content, size: t.Size, truncated: t.Truncated, isErr: isErr}
 }
 
 func capString(s string, max int) outcomeOf {
-	if len(s) > max {
-		return outcomeOf{content: strings.Clone(agentcli.CapUTF8(s, max)), size: len(s), truncated: true}
-	}
-	return outcomeOf{content: s, size: len(s)}
+	t := agentcli.CapString(s, len(s), max)
+	return outcomeOf{content: t.Content, size: t.Size, truncated: t.Truncated}
 }

@@ -19,6 +19,9 @@ const (
 	// NoticeRepeatedToolFailure: the same tool failed several times in a
 	// row (seed 004 "repeated-tool-error").
 	NoticeRepeatedToolFailure = "repeated_tool_failure"
+	// NoticeLineDropped: the CLI printed a line longer than a parser
+	// holds (LineOptions.Max); it was dropped.
+	NoticeLineDropped = "output_line_dropped"
 )
 
 // Caps every stream parser applies.
@@ -125,6 +128,14 @@ func (e *Events) MCPFailed(server, status string) {
 	e.Notice(NoticeMCPFailed,
 		fmt.Sprintf("MCP server %q is not available (status %s); its tools are missing from this run", server, status),
 		map[string]any{"server": server, "status": status})
+}
+
+// LineDropped raises NoticeLineDropped for a line of size bytes the line
+// reader dropped.
+func (e *Events) LineDropped(size int64) {
+	e.Notice(NoticeLineDropped,
+		fmt.Sprintf("the CLI printed a line of %d bytes, more than a turn holds; it was dropped", size),
+		map[string]any{"bytes": size})
 }
 
 // ServerStatus is an MCP server's state as a CLI reports it.

@@ -88,11 +88,14 @@ func TestLineStats(t *testing.T) {
 	var c agentcli.LineStats
 	var objects []string
 	for _, l := range []string{`{"type":"x"}`, "  ", "warning: noise", `  {"a":1}` + "\r", `{"cut":`, ""} {
-		if s, ok := c.Object([]byte(l)); ok {
+		if s, ok := c.Object(agentcli.Line{Bytes: []byte(l)}); ok {
 			objects = append(objects, s)
 		}
 	}
-	if !reflect.DeepEqual(objects, []string{`{"type":"x"}`, `{"a":1}`}) || c.Lines != 6 || c.Skipped != 2 {
+	if _, ok := c.Object(agentcli.Line{Size: 1 << 30, Dropped: true}); ok {
+		t.Error("a dropped line is an object")
+	}
+	if !reflect.DeepEqual(objects, []string{`{"type":"x"}`, `  {"a":1}` + "\r"}) || c.Lines != 7 || c.Skipped != 3 || c.Dropped != 1 {
 		t.Errorf("objects %q, stats %+v", objects, c)
 	}
 }

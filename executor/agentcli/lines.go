@@ -7,91 +7,219 @@ import (
 	"io"
 	"strings"
 	"sync"
-
-	"github.com/tidwall/gjson"
 )
 
-// LineReader splits a stream into lines of any length. bufio.Scanner has a
-// maximum token size and fails the whole stream on a longer line; a single
-// tool result (a file the agent read, a command's output) can be tens of
-// megabytes, so lines are accumulated from ReadSlice chunks instead.
+// LineReader splits a CLI's output into lines, keeping memory flat
+// whatever is written: bufio.Scanner fails the whole stream on a line
+// longer than its maximum, while a CLI's line can be tens of megabytes (a
+// file the agent read, a command's output) and a line written by something
+// else can be endless. So a LineReader
+//   - hands out lines that fit its read buffer without a copy;
+//   - accumulates longer ones, and may shorten the JSON strings of a line
+//     its Elide hook approves (from its first bytes) to KeepString decoded
+//     bytes each as it reads, remembering only how much it dropped of each
+//     (Line.Cuts): a parser that shows no more than a capped prefix of a
+//     tool result then needs no more memory than the cap;
+//   - drops a line that still grows past Max bytes, reading it to its end
+//     without holding it (Line.Dropped).
 //
 // A LineReader is not safe for concurrent use.
 type LineReader struct {
-	br  *bufio.Reader
-	buf []byte // accumulation for lines longer than the bufio buffer
+	br   *bufio.Reader
+	opts LineOptions
 
+	buf []byte // the line being accumulated
+
+	// The current line.
+	size    int64
+	dropped bool
+	checked bool // Elide was asked about it
+	eliding bool
+	lex     stringLexer
+	cuts    []Cut
 }
 
-// keepLineBuf is the largest accumulation buffer kept between lines; a
-// bigger one (left by a huge line) is dropped so memory stays flat.
-const keepLineBuf = 1 << 20
+// LineOptions configure a LineReader. The zero value holds lines of up to
+// DefaultMaxLine bytes and shortens nothing.
+type LineOptions struct {
+	// Max is the most bytes of one line the reader holds (DefaultMaxLine
+	// when 0; negative: no bound, for tests and trusted input). A longer
+	// line is read to its end and dropped.
+	Max int
+	// Buffer is the read buffer (DefaultLineBuffer when 0, at least 16):
+	// lines up to this long are handed out without a copy.
+	Buffer int
+	// KeepString, when positive, is how many decoded bytes of each JSON
+	// string a line that Elide approves keeps. Strings are only cut once
+	// the line is longer than ElideAfter.
+	KeepString int
+	// Elide reports, from the first bytes of a long line (up to 1 KiB),
+	// whether its strings may be shortened. Nil: none may.
+	Elide func(start []byte) bool
+	// ElideAfter is the length past which a line is lexed and may be
+	// shortened (DefaultLineBuffer when 0).
+	ElideAfter int
+}
 
-// DefaultLineBuffer is the read buffer of NewLineReader: lines up to this
-// long are handed out without a copy.
-const DefaultLineBuffer = 64 << 10
+// Line is one line of the stream.
+type Line struct {
+	// Bytes is the line without its end of line, with the strings listed
+	// in Cuts shortened; it is empty when Dropped. It is valid until the
+	// next call of Next.
+	Bytes []byte
+	// Size is the line's length in the stream, end of line excluded.
+	Size int64
+	// Dropped reports a line longer than LineOptions.Max: it was read to
+	// its end and not kept.
+	Dropped bool
+	// Cuts are the strings of Bytes that were shortened, in order.
+	Cuts []Cut
+}
 
-// NewLineReader returns a LineReader over r with a DefaultLineBuffer read
-// buffer.
+// Cut is a JSON string of a line that the reader shortened.
+type Cut struct {
+	// At is the offset in Line.Bytes of the string's opening quote (what
+	// gjson reports as a value's Index).
+	At int
+	// Dropped is how many decoded bytes were dropped from its end.
+	Dropped int
+}
+
+// DroppedAt returns how many decoded bytes were dropped from the end of
+// the JSON string that starts at index in the line (a gjson Result's
+// Index), 0 when it is whole.
+func (l Line) DroppedAt(index int) int {
+	for _, c := range l.Cuts {
+		if c.At == index {
+			return c.Dropped
+		}
+	}
+	return 0
+}
+
+// Sizes of lines and buffers.
+const (
+	// DefaultLineBuffer is the read buffer of a LineReader.
+	DefaultLineBuffer = 64 << 10
+	// DefaultMaxLine is the largest line a LineReader holds by default.
+	// It is far above what a CLI prints in one line once a tool result's
+	// strings are shortened, and small enough that many concurrent runs
+	// stay within a server's memory.
+	DefaultMaxLine = 16 << 20
+	// keepLineBuf is the largest accumulation buffer kept between lines; a
+	// bigger one (left by a huge line) is dropped so memory stays flat.
+	keepLineBuf = 1 << 20
+)
+
+// NewLineReader returns a LineReader over r with the default options.
 func NewLineReader(r io.Reader) *LineReader {
-	return NewLineReaderSize(r, DefaultLineBuffer)
+	return NewLineReaderOptions(r, LineOptions{})
 }
 
-// NewLineReaderSize returns a LineReader over r that reads in chunks of up
-// to size bytes (at least 16).
-func NewLineReaderSize(r io.Reader, size int) *LineReader {
-	return &LineReader{br: bufio.NewReaderSize(r, size)}
+// NewLineReaderOptions returns a LineReader over r configured by opts.
+func NewLineReaderOptions(r io.Reader, opts LineOptions) *LineReader {
+	if opts.Max == 0 {
+		opts.Max = DefaultMaxLine
+	}
+	if opts.Buffer <= 0 {
+		opts.Buffer = DefaultLineBuffer
+	}
+	if opts.ElideAfter <= 0 {
+		opts.ElideAfter = DefaultLineBuffer
+	}
+	return &LineReader{br: bufio.NewReaderSize(r, max(opts.Buffer, 16)), opts: opts}
 }
 
-// Next returns the next line without its trailing "\n" (and "\r"). The
-// slice is valid until the following call. At the end of the stream it
-// returns the last unterminated line, if any, and then io.EOF; a read
-// error is returned as it is, after the line it cut short.
-func (l *LineReader) Next() ([]byte, error) {
-	return l.NextGrow(nil)
-}
-
-// NextGrow is Next with grow accumulating the lines that cannot be handed
-// out from the read buffer (one longer than the buffer, or the stream's
-// last, unterminated line): grow appends chunk, the line's next part, to
-// line and returns the result. It may keep less than chunk (a reader that
-// drops what its parser never reads, so that a huge line is not held
-// whole). A nil grow appends. Lines that fit in the buffer never reach
-// grow, so a reader with a hook costs nothing more for them.
-func (l *LineReader) NextGrow(grow func(line, chunk []byte) []byte) ([]byte, error) {
+// Next returns the next line. At the end of the stream it returns the last
+// unterminated line, if any, and then io.EOF; a read error is returned as
+// it is, after the line it cut short.
+func (l *LineReader) Next() (Line, error) {
 	if cap(l.buf) > keepLineBuf {
 		l.buf = nil
 	}
 	l.buf = l.buf[:0]
-	add := func(chunk []byte) {
-		if grow != nil {
-			l.buf = grow(l.buf, chunk)
-			return
-		}
-		l.buf = append(l.buf, chunk...)
-	}
+	l.cuts = l.cuts[:0]
+	l.size, l.dropped, l.checked, l.eliding = 0, false, false, false
 	for {
 		chunk, err := l.br.ReadSlice('\n')
 		switch {
 		case err == nil:
-			if len(l.buf) == 0 {
-				return TrimEOL(chunk), nil
+			if len(l.buf) == 0 && !l.dropped {
+				line := TrimEOL(chunk)
+				return Line{Bytes: line, Size: int64(len(line))}, nil
 			}
-			add(chunk)
-			return TrimEOL(l.buf), nil
+			l.add(chunk)
+			return l.line(), nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			add(chunk)
+			l.add(chunk)
 		default:
 			// EOF or a read error: hand out what is left first.
-			add(chunk)
-			if len(l.buf) > 0 {
-				line := l.buf
+			l.add(chunk)
+			if len(l.buf) > 0 || l.dropped {
+				line := l.line()
 				l.buf = l.buf[len(l.buf):]
-				return TrimEOL(line), nil
+				l.dropped = false
+				return line, nil
 			}
-			return nil, err
+			return Line{}, err
 		}
 	}
+}
+
+// line is the accumulated line, end of line trimmed.
+func (l *LineReader) line() Line {
+	if l.dropped {
+		return Line{Size: l.size - eolLen(l.buf), Dropped: true}
+	}
+	b := TrimEOL(l.buf)
+	return Line{Bytes: b, Size: l.size - int64(len(l.buf)-len(b)), Cuts: l.cuts}
+}
+
+// eolLen is the length of the end of line that b, the tail of a dropped
+// line, ends with.
+func eolLen(b []byte) int64 {
+	return int64(len(b) - len(TrimEOL(b)))
+}
+
+// add takes the next chunk of the current line.
+func (l *LineReader) add(chunk []byte) {
+	l.size += int64(len(chunk))
+	if l.dropped {
+		l.keepTail(chunk)
+		return
+	}
+	if !l.checked && l.opts.KeepString > 0 && l.opts.Elide != nil && len(l.buf)+len(chunk) > l.opts.ElideAfter {
+		l.checked = true
+		start := l.buf
+		if len(start) < 1<<10 {
+			start = append(start[:len(start):len(start)], chunk[:min(len(chunk), 1<<10)]...)
+		}
+		if l.opts.Elide(start) {
+			// What is in buf stays: it is only lexed, to know where in
+			// the line the chunks start.
+			l.eliding = true
+			l.lex = stringLexer{}
+			l.lex.run(l, l.buf, false)
+		}
+	}
+	if l.eliding {
+		l.lex.run(l, chunk, true)
+	} else {
+		l.buf = appendDoubling(l.buf, chunk)
+	}
+	if l.opts.Max > 0 && len(TrimEOL(l.buf)) > l.opts.Max {
+		l.dropped = true
+		tail := l.buf[max(len(l.buf)-2, 0):]
+		l.buf = append(make([]byte, 0, 16), tail...)
+		l.cuts = l.cuts[:0]
+	}
+}
+
+// keepTail keeps the last two bytes of a dropped line read so far: all
+// that is needed to tell its end of line.
+func (l *LineReader) keepTail(chunk []byte) {
+	l.buf = append(l.buf, chunk[max(len(chunk)-2, 0):]...)
+	l.buf = append(l.buf[:0], l.buf[max(len(l.buf)-2, 0):]...)
 }
 
 // TrimEOL returns b without one trailing "\n" and then one trailing "\r".
@@ -103,6 +231,18 @@ func TrimEOL(b []byte) []byte {
 		b = b[:n-1]
 	}
 	return b
+}
+
+// appendDoubling is append that at least doubles a full buffer: append
+// grows big slices by a quarter, which makes a line of n bytes allocate
+// about 5n in total instead of 2n.
+func appendDoubling(dst, p []byte) []byte {
+	if n := len(dst) + len(p); n > cap(dst) {
+		grown := make([]byte, len(dst), max(2*cap(dst), n, 4<<10))
+		copy(grown, dst)
+		dst = grown
+	}
+	return append(dst, p...)
 }
 
 // Ring is an io.Writer that keeps the last bytes written to it: the tail
@@ -149,16 +289,6 @@ func CapUTF8(s string, max int) string {
 		i--
 	}
 	return s[:i]
-}
-
-// String returns r's string value (gjson's String) in memory of its own:
-// a gjson result of a line the reader handed out aliases the reader's
-// buffer, which the next line overwrites.
-func String(r gjson.Result) string {
-	if r.Type == gjson.String && strings.IndexByte(r.Raw, '\\') >= 0 {
-		return r.Str // unescaped into a fresh buffer already
-	}
-	return strings.Clone(r.String())
 }
 
 // Redact replaces every occurrence of each secret in s with "[redacted]".

@@ -1,9 +1,7 @@
 package agentcli
 
 import (
-	"bytes"
 	"time"
-	"unsafe"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
@@ -51,32 +49,4 @@ func (o *Outcome) Result(sessionID string, started time.Time) *executor.Result {
 		res.Usage.DurationMS = time.Since(started).Milliseconds()
 	}
 	return res
-}
-
-// LineStats counts the lines of a stream. Lines are what a parser read;
-// Skipped those it dropped as not for the client: not JSON objects (stdout
-// noise, lines cut short) or objects it could not dispatch on.
-type LineStats struct {
-	Lines   int `json:"lines"`
-	Skipped int `json:"skipped"`
-}
-
-// Object counts line and returns it, white space trimmed, when it may be
-// a JSON object: it starts with '{' and ends with '}'. That cheap shape
-// check stands in for full validation (which would cost a parser a good
-// part of its time): stdout noise and lines cut short never pass it. A
-// blank line is not an object and not skipped; anything else is skipped.
-// The string aliases line: whatever outlives the line must be copied
-// (String, strings.Clone).
-func (c *LineStats) Object(line []byte) (string, bool) {
-	c.Lines++
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
-		return "", false
-	}
-	if line[0] != '{' || line[len(line)-1] != '}' {
-		c.Skipped++
-		return "", false
-	}
-	return unsafe.String(&line[0], len(line)), true
 }

@@ -24,7 +24,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
@@ -40,34 +42,87 @@ const (
 	drainWait = 5 * time.Second
 	// stderrWait bounds the wait for the stderr copy once stdout ended.
 	stderrWait = 200 * time.Millisecond
+	// maxStopMargin bounds how long before the timeout a run stops the
+	// background work of a CLI that has answered (see Spec.Timeout).
+	maxStopMargin = 15 * time.Second
+)
+
+// Notice codes a run raises itself (see Exit.Notices).
+const (
+	// NoticeCLIHung: the CLI did not exit within the grace period after
+	// its work ended, or printed nothing for the idle timeout after it had
+	// answered, and was stopped; the answer stands.
+	NoticeCLIHung = "cli_hung"
+	// NoticeBackgroundStopped: background work the CLI started (commands,
+	// subagents) was still running when the turn's timeout came near and
+	// was stopped; the answer stands, that work may be incomplete.
+	NoticeBackgroundStopped = "background_stopped"
 )
 
 // Spec describes one run of a CLI process in a sandbox.
 type Spec struct {
 	// CLI names the program in messages ("claude", "cursor-agent").
 	CLI string
-	// ErrorID is the event id of the error events the run emits.
+	// ErrorID is the event id of the error events the run emits; its
+	// notices get ids ErrorID-notice-N.
 	ErrorID string
-	// Emit receives the run's error events (Turn.Emit: serialized).
+	// Emit receives the run's error and notice events (Turn.Emit:
+	// serialized).
 	Emit chat.EmitFunc
 	// Sandbox starts the process (required).
 	Sandbox sandbox.Sandbox
 	// Exec is the process: argv, environment (secrets go here only),
-	// stdin.
+	// stdin (unless Input is set).
 	Exec sandbox.ExecRequest
-	// Timeout bounds the run (0: only ctx bounds it).
+	// Input, when set, is written to the process's stdin. With HoldInput
+	// stdin stays open after it until the CLI's work is done
+	// (Monitor.Settled), the run stops it or its output ends: Claude Code
+	// stops its background commands and subagents when its input ends.
+	Input     []byte
+	HoldInput bool
+	// Timeout bounds the run (0: only ctx bounds it). When the CLI has
+	// answered but its background work still runs as the timeout nears
+	// (a tenth of it before, at most 15s), the run stops that work with
+	// a NoticeBackgroundStopped notice instead of failing the turn.
 	Timeout time.Duration
-	// GracePeriod is how long the CLI may keep running after its result
-	// (Run.ResultSeen) before it is killed (0: at once).
+	// GracePeriod is how long the CLI may keep running after its work is
+	// done (Monitor.Settled) before it is killed with a NoticeCLIHung
+	// notice (0: at once).
 	GracePeriod time.Duration
+	// IdleTimeout is the watchdog: a CLI that prints nothing for this long
+	// while it is not busy (Monitor.Busy: a tool or background task runs)
+	// is stopped (0: no watchdog). Before its answer that fails the run
+	// (timeout); after it, it is a NoticeCLIHung notice.
+	IdleTimeout time.Duration
 	// Secrets are redacted from the stderr tail.
 	Secrets []string
 	// Logger receives diagnostics. Nil: slog.Default.
 	Logger *slog.Logger
 }
 
-// Run is a started CLI process. Its methods are called in order: Wait
-// once, from the goroutine that started it; ResultSeen from any.
+// Monitor is what a stream parser tells the run about the CLI's state as
+// it reads the output. A Run implements it; its methods are safe to call
+// from the parser's goroutine, any number of times.
+type Monitor interface {
+	// Answered reports that the CLI printed a result: the turn has an
+	// answer, whatever happens to work still running.
+	Answered()
+	// Busy reports whether the CLI is working without printing: a tool,
+	// a subagent or a background task runs. The idle watchdog waits
+	// while it is busy.
+	Busy(busy bool)
+	// Settled reports whether the CLI's work for the turn is done: it
+	// answered and nothing it started still runs. The run then ends its
+	// input and gives it the grace period to exit; new work (false)
+	// stops the grace period.
+	Settled(settled bool)
+	// Stop stops the CLI at once: the parser found a failure that will
+	// not heal (its error is the parser's Err).
+	Stop()
+}
+
+// Run is a started CLI process. Wait is called once, from the goroutine
+// that started it; the Monitor methods from any.
 type Run struct {
 	spec    Spec
 	ctx     context.Context // the caller's
@@ -76,9 +131,24 @@ type Run struct {
 	proc    sandbox.Process
 	started time.Time
 
-	seenOnce sync.Once
-	seen     chan struct{}
+	// The CLI's stdin, without Spec.Input nil: an OS pipe, so that a
+	// runtime running the CLI with os/exec hands it over as it is
+	// instead of copying it (exec.Cmd.Wait would wait for that copy, and
+	// so for the input to end, before it reports the exit).
+	input, inputR *os.File
+	inputOnce     sync.Once
+
+	lastOutput atomic.Int64 // unix nanoseconds of the last stdout bytes
+	answered   atomic.Bool
+	mu         sync.Mutex
+	busy       bool
+	settled    bool
+	changed    chan struct{} // settled changed (buffered 1)
+	stopOnce   sync.Once
+	stop       chan struct{}
 }
+
+var _ Monitor = (*Run)(nil)
 
 // Start starts the process. A process that cannot start is a *chat.Error
 // (canceled, timeout, or sandbox) with no event emitted: the caller
@@ -87,28 +157,92 @@ func Start(ctx context.Context, spec Spec) (*Run, *chat.Error) {
 	if spec.Logger == nil {
 		spec.Logger = slog.Default()
 	}
-	r := &Run{spec: spec, ctx: ctx, runCtx: ctx, cancel: func() {}, seen: make(chan struct{})}
+	r := &Run{spec: spec, ctx: ctx, runCtx: ctx, cancel: func() {},
+		changed: make(chan struct{}, 1), stop: make(chan struct{})}
 	if spec.Timeout > 0 {
 		r.runCtx, r.cancel = context.WithTimeout(ctx, spec.Timeout)
 	}
+	exec := spec.Exec
+	if spec.Input != nil {
+		var err error
+		if r.inputR, r.input, err = os.Pipe(); err != nil {
+			r.cancel()
+			return nil, &chat.Error{Code: chat.ErrSandbox, Message: "start " + spec.CLI + ": " + err.Error(), Err: err}
+		}
+		exec.Stdin = r.inputR
+	}
 	r.started = time.Now()
-	proc, err := spec.Sandbox.Start(r.runCtx, spec.Exec)
+	r.lastOutput.Store(r.started.UnixNano())
+	proc, err := spec.Sandbox.Start(r.runCtx, exec)
 	if err != nil {
 		defer r.cancel()
+		r.closeInput()
+		if r.inputR != nil {
+			r.inputR.Close()
+		}
 		if code, msg, ok := r.stopped(); ok {
 			return nil, &chat.Error{Code: code, Message: msg, Err: err}
 		}
 		return nil, &chat.Error{Code: chat.ErrSandbox, Message: "start " + spec.CLI + ": " + err.Error(), Err: err}
 	}
 	r.proc = proc
+	if r.input != nil {
+		go func() {
+			// Fails only when the CLI is gone (the run then closes the
+			// pipe's read end): nothing to do.
+			if _, err := r.input.Write(spec.Input); err == nil && !spec.HoldInput {
+				r.closeInput()
+			}
+		}()
+	}
 	return r, nil
 }
 
-// ResultSeen tells the run that the CLI printed its result, which starts
-// the grace period. It is safe to call from any goroutine, any number of
-// times (a stream parser's OnResult).
+// closeInput ends the CLI's stdin (once).
+func (r *Run) closeInput() {
+	if r.input != nil {
+		r.inputOnce.Do(func() { _ = r.input.Close() })
+	}
+}
+
+// ResultSeen is Answered and Settled(true): for a CLI whose result ends
+// its work.
 func (r *Run) ResultSeen() {
-	r.seenOnce.Do(func() { close(r.seen) })
+	r.Answered()
+	r.Settled(true)
+}
+
+// Answered implements Monitor.
+func (r *Run) Answered() { r.answered.Store(true) }
+
+// Busy implements Monitor.
+func (r *Run) Busy(busy bool) {
+	r.mu.Lock()
+	r.busy = busy
+	r.mu.Unlock()
+}
+
+// Settled implements Monitor.
+func (r *Run) Settled(settled bool) {
+	r.mu.Lock()
+	changed := r.settled != settled
+	r.settled = settled
+	r.mu.Unlock()
+	if changed {
+		select {
+		case r.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Stop implements Monitor.
+func (r *Run) Stop() { r.stopOnce.Do(func() { close(r.stop) }) }
+
+func (r *Run) state() (busy, settled bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.busy, r.settled
 }
 
 // Exit is how a run ended.
@@ -117,9 +251,17 @@ type Exit struct {
 	// (a timeout, a lost sandbox).
 	Code int
 	Err  error
-	// Killed reports that the CLI was stopped a grace period after its
-	// result.
+	// Killed reports that the run stopped the CLI after its answer: it
+	// did not exit within the grace period after its work was done, or
+	// its background work was stopped as the timeout neared (Notices say
+	// which), or the parser asked (Monitor.Stop).
 	Killed bool
+	// Idle reports that the watchdog stopped a CLI that printed nothing
+	// for Spec.IdleTimeout while not busy.
+	Idle bool
+	// Notices are the codes of the notices the run emitted
+	// (NoticeCLIHung, NoticeBackgroundStopped), in order.
+	Notices []string
 	// ParseErr is the error the output parser returned, or that the
 	// output did not end after the process exited.
 	ParseErr error
@@ -128,23 +270,57 @@ type Exit struct {
 	// Started is when the process was started.
 	Started time.Time
 
-	spec *Spec
+	spec      *Spec
+	answered  bool
+	bgStopped bool // the run stopped work left after the answer
 	// Set when the run's contexts stopped it (see Run.stopped).
 	stopCode, stopMsg string
 }
 
+// activity is the CLI's stdout, noting when bytes arrive.
+type activity struct {
+	r io.Reader
+	t *atomic.Int64
+}
+
+func (a activity) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.t.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
 // Wait feeds the process's stdout to parse (on a goroutine of its own)
-// and its stderr to a StderrTail ring, waits for it to exit, and kills it
-// a grace period after ResultSeen: the answer is complete, and a CLI that
-// lingers (an MCP server that will not exit, a stuck hook, a background
-// command) must not hold the request. It then waits, bounded, for the
-// output to end. Every goroutine it starts has ended or is about to (its
-// stream closed) when it returns.
+// and its stderr to a StderrTail ring, and waits for it to exit. It ends
+// the CLI's input once its work is done (Monitor.Settled) and kills it
+// when it lingers a grace period after that (an MCP server that will not
+// exit, a stuck hook: the answer is complete, and the CLI must not hold
+// the request), when the watchdog finds it silent while not busy, when
+// the parser asks (Monitor.Stop), and stops work it still runs after its
+// answer as the timeout nears. It then waits, bounded, for the output to
+// end. Every goroutine it starts has ended or is about to (its stream
+// closed) when it returns.
 func (r *Run) Wait(parse func(stdout io.Reader) error) *Exit {
 	defer r.cancel()
+	defer func() {
+		r.closeInput()
+		if r.inputR != nil {
+			// Ends a write still blocked on a CLI that never read it.
+			r.inputR.Close()
+		}
+	}()
+	stopInput := context.AfterFunc(r.runCtx, r.closeInput)
+	defer stopInput()
 	proc := r.proc
 	parseDone := make(chan error, 1)
-	go func() { parseDone <- parse(proc.Stdout()) }()
+	go func() {
+		err := parse(activity{proc.Stdout(), &r.lastOutput})
+		// The output ended: the CLI is exiting. A runtime may wait for
+		// the stdin copy before it reports the exit.
+		r.closeInput()
+		parseDone <- err
+	}()
 	stderr := NewRing(StderrTail)
 	stderrDone := make(chan struct{})
 	go func() {
@@ -162,23 +338,90 @@ func (r *Run) Wait(parse func(stdout io.Reader) error) *Exit {
 	}()
 
 	x := &Exit{Started: r.started, spec: &r.spec}
+	notice := func(code, msg string) {
+		x.Notices = append(x.Notices, code)
+		r.spec.Logger.Warn(msg, "notice", code)
+		chat.Whole(r.spec.Emit, fmt.Sprintf("%s-notice-%d", r.spec.ErrorID, len(x.Notices)), chat.TypeNotice, msg,
+			map[string]any{"code": code, "message": msg})
+	}
+	kill := func() {
+		x.Killed = true
+		r.closeInput()
+		_ = proc.Kill()
+	}
+	var grace <-chan time.Time
+	var graceTimer *time.Timer
+	defer func() {
+		if graceTimer != nil {
+			graceTimer.Stop()
+		}
+	}()
+	startGrace := func() {
+		if graceTimer == nil {
+			graceTimer = time.NewTimer(r.spec.GracePeriod)
+			grace = graceTimer.C
+		}
+	}
+	var idle <-chan time.Time
+	if r.spec.IdleTimeout > 0 {
+		t := time.NewTicker(min(r.spec.IdleTimeout/4, time.Second))
+		defer t.Stop()
+		idle = t.C
+	}
+	var margin <-chan time.Time
+	if d, ok := r.runCtx.Deadline(); ok && r.spec.Timeout > 0 {
+		t := time.NewTimer(time.Until(d) - min(r.spec.Timeout/10, maxStopMargin))
+		defer t.Stop()
+		margin = t.C
+	}
+	stop := (<-chan struct{})(r.stop)
 	var wr waitRes
-	seen := (<-chan struct{})(r.seen)
-	grace := (<-chan time.Time)(nil)
 	for done := false; !done; {
 		select {
 		case wr = <-waitDone:
 			done = true
-		case <-seen:
-			seen = nil
-			t := time.NewTimer(r.spec.GracePeriod)
-			defer t.Stop()
-			grace = t.C
+		case <-r.changed:
+			if _, settled := r.state(); settled {
+				r.closeInput()
+				startGrace()
+			} else if graceTimer != nil && grace != nil {
+				graceTimer.Stop()
+				graceTimer, grace = nil, nil
+			}
 		case <-grace:
-			r.spec.Logger.Debug(r.spec.CLI + " still running after its result; stopping it")
-			x.Killed = true
-			_ = proc.Kill()
 			grace = nil
+			if !x.bgStopped {
+				notice(NoticeCLIHung, fmt.Sprintf("%s did not exit within %s after its work was done and was stopped", r.spec.CLI, r.spec.GracePeriod))
+			}
+			kill()
+		case <-idle:
+			busy, settled := r.state()
+			silent := time.Since(time.Unix(0, r.lastOutput.Load()))
+			if busy || settled || silent < r.spec.IdleTimeout {
+				continue
+			}
+			idle = nil
+			x.Idle = true
+			if r.answered.Load() {
+				notice(NoticeCLIHung, fmt.Sprintf("%s printed nothing for %s after it answered and was stopped", r.spec.CLI, r.spec.IdleTimeout.Round(time.Second)))
+			}
+			kill()
+		case <-margin:
+			margin = nil
+			if _, settled := r.state(); r.answered.Load() && !settled {
+				notice(NoticeBackgroundStopped, fmt.Sprintf("background work of %s was still running as the turn's timeout (%s) neared and was stopped; what it was doing may be incomplete", r.spec.CLI, r.spec.Timeout))
+				x.bgStopped = true
+				r.closeInput()
+				// The CLI may end its tasks itself once its input ends;
+				// it is killed before the timeout in any case.
+				if graceTimer == nil {
+					graceTimer = time.NewTimer(min(r.spec.GracePeriod, min(r.spec.Timeout/10, maxStopMargin)/2))
+					grace = graceTimer.C
+				}
+			}
+		case <-stop:
+			stop = nil
+			kill()
 		}
 	}
 	x.Code, x.Err = wr.code, wr.err
@@ -195,6 +438,7 @@ func (r *Run) Wait(parse func(stdout io.Reader) error) *Exit {
 	case <-time.After(stderrWait):
 	}
 	x.Stderr = Redact(stderr.String(), r.spec.Secrets)
+	x.answered = r.answered.Load()
 	x.stopCode, x.stopMsg, _ = r.stopped()
 	return x
 }
@@ -230,21 +474,27 @@ type Parsed struct {
 
 // Failure returns the run's error, nil when it succeeded, and emits its
 // error event unless the parser did (Parsed.Err). In order:
-//   - the failure the CLI reported itself, with the stderr tail added;
+//   - the failure the CLI reported itself (or the parser found), with the
+//     stderr tail added;
+//   - the watchdog stopped a CLI that had not answered (timeout);
 //   - the process could not be waited for (a stop by the contexts is
 //     canceled or timeout, a sandbox exec timeout is timeout, anything
-//     else sandbox), unless it was killed after its result;
+//     else sandbox), unless the run stopped it after its answer;
 //   - no result (executor, or what NoResult says), with the stderr's last
 //     line;
-//   - a non-zero exit after the result, unless it was killed.
+//   - a non-zero exit after the result, unless the run stopped it.
 func (x *Exit) Failure(p Parsed) *chat.Error {
 	cli, tail := x.spec.CLI, x.Stderr
+	afterAnswer := p.GotResult && (x.Killed || x.Idle || x.bgStopped)
 	var err *chat.Error
 	switch {
 	case p.Err != nil:
 		p.Err.Err = withStderr(tail, p.Err.Err)
 		return p.Err
-	case x.Err != nil && !(x.Killed && p.GotResult):
+	case x.Idle && !p.GotResult:
+		msg := fmt.Sprintf("%s printed nothing for %s while no tool was running and was stopped (the CLI hung)", cli, x.spec.IdleTimeout.Round(time.Second))
+		err = &chat.Error{Code: chat.ErrTimeout, Message: msg, Err: withStderr(tail, x.Err)}
+	case x.Err != nil && !afterAnswer:
 		code, msg := chat.ErrSandbox, cli+": "+x.Err.Error()
 		if x.stopCode != "" {
 			code, msg = x.stopCode, x.stopMsg
@@ -268,7 +518,7 @@ func (x *Exit) Failure(p Parsed) *chat.Error {
 			msg += ": " + LastLine(tail)
 		}
 		err = &chat.Error{Code: code, Message: msg, Err: withStderr(tail, nil)}
-	case x.Code != 0 && !x.Killed:
+	case x.Code != 0 && !afterAnswer:
 		msg := fmt.Sprintf("%s exited with code %d after its result", cli, x.Code)
 		if tail != "" {
 			msg += ": " + LastLine(tail)

@@ -1,9 +1,11 @@
 package agentcli_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +68,7 @@ func runScript(t *testing.T, ctx context.Context, s script, timeout time.Duratio
 				}
 				return err
 			}
-			if string(l) == "RESULT" {
+			if string(l.Bytes) == "RESULT" {
 				got = true
 				run.ResultSeen()
 				run.ResultSeen() // more than once is fine
@@ -89,9 +91,10 @@ func TestRunFailures(t *testing.T) {
 		code     string // "" for success
 		msg      string
 		killed   bool
+		notices  []string
 	}{
 		{name: "result, exit 0", s: script{stdout: "RESULT\n"}},
-		{name: "lingers after its result", s: script{stdout: "RESULT\n", hang: true}, killed: true},
+		{name: "lingers after its result", s: script{stdout: "RESULT\n", hang: true}, killed: true, notices: []string{agentcli.NoticeCLIHung}},
 		{name: "no result", s: script{stdout: "noise\n", stderr: "warming up\nboom: no key sk-SECRET\n", code: 3},
 			code: chat.ErrExecutor, msg: "fake-cli exited with code 3 without a result: boom: no key [redacted]"},
 		{name: "no result, classified", s: script{stderr: "rate limited", code: 1},
@@ -125,8 +128,8 @@ func TestRunFailures(t *testing.T) {
 				if exit.Killed != tc.killed {
 					t.Errorf("killed %v", exit.Killed)
 				}
-				if n := len(log.Events()); n != 0 {
-					t.Errorf("%d events", n)
+				if !slices.Equal(exit.Notices, tc.notices) || len(log.Starts(chat.TypeNotice)) != len(tc.notices) || len(log.Events()) != 2*len(tc.notices) {
+					t.Errorf("notices %v, events %+v", exit.Notices, log.Events())
 				}
 				return
 			}
@@ -210,5 +213,144 @@ func TestTurn(t *testing.T) {
 		if res, err := turn.Fail(chat.ErrSandbox, "late", nil); res != nil || err == nil || len(log.Events()) != 2 { // the error message: start and end
 			t.Errorf("%s: after End: %v, %d events", tc.name, err, len(log.Events()))
 		}
+	}
+}
+
+// monitored runs a fake CLI whose output lines steer the run through its
+// Monitor: ANSWER (Answered; the result counts), BUSY and FREE (Busy),
+// SETTLED and UNSETTLED (Settled), STOP (Stop, with a parser error).
+func monitored(t *testing.T, h sandboxtest.HandlerFunc, spec agentcli.Spec) (*agentcli.Exit, *chat.Error, *chattest.Recorder) {
+	t.Helper()
+	log := &chattest.Recorder{}
+	spec.CLI, spec.ErrorID, spec.Emit, spec.Exec = "fake-cli", "fk-error", log.Emit, fakeExec
+	spec.Sandbox = sandboxtest.New(t, sandboxtest.Config{Handler: h})
+	if spec.GracePeriod == 0 {
+		spec.GracePeriod = 50 * time.Millisecond
+	}
+	run, xe := agentcli.Start(context.Background(), spec)
+	if xe != nil {
+		t.Fatal(xe)
+	}
+	var p agentcli.Parsed
+	exit := run.Wait(func(r io.Reader) error {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			switch sc.Text() {
+			case "ANSWER":
+				p.GotResult = true
+				run.Answered()
+			case "BUSY", "FREE":
+				run.Busy(sc.Text() == "BUSY")
+			case "SETTLED", "UNSETTLED":
+				run.Settled(sc.Text() == "SETTLED")
+			case "STOP":
+				p.Err = &chat.Error{Code: chat.ErrRateLimit, Message: "the model is rate limited"}
+				run.Stop()
+			}
+		}
+		return sc.Err()
+	})
+	return exit, exit.Failure(p), log
+}
+
+// TestRunHoldsInput: the input stays open until the CLI's work is done,
+// then ends so the CLI exits on its own.
+func TestRunHoldsInput(t *testing.T) {
+	t.Parallel()
+	exit, xe, log := monitored(t, func(ctx context.Context, cmd *sandboxtest.Cmd) (int, error) {
+		in := bufio.NewReader(cmd.Stdin)
+		if l, err := in.ReadString('\n'); err != nil || l != "prompt\n" {
+			return 3, nil
+		}
+		io.WriteString(cmd.Stdout, "ANSWER\nBUSY\nUNSETTLED\n")
+		got := make(chan error, 1)
+		go func() { _, err := in.ReadByte(); got <- err }()
+		select {
+		case <-got:
+			return 4, nil // the input ended while work ran
+		case <-time.After(200 * time.Millisecond):
+		}
+		io.WriteString(cmd.Stdout, "FREE\nSETTLED\n")
+		select {
+		case err := <-got:
+			if errors.Is(err, io.EOF) {
+				return 0, nil
+			}
+			return 5, nil
+		case <-ctx.Done():
+			return -1, nil
+		}
+	}, agentcli.Spec{Input: []byte("prompt\n"), HoldInput: true, GracePeriod: 5 * time.Second})
+	if xe != nil || exit.Code != 0 || exit.Killed || len(log.Events()) != 0 {
+		t.Errorf("err %v, exit %+v, events %+v", xe, exit, log.Events())
+	}
+}
+
+// TestRunWatchdog: a CLI silent for the idle timeout while not busy is
+// stopped: a failure before its answer, a notice after it; a busy one is
+// left to its timeout.
+func TestRunWatchdog(t *testing.T) {
+	t.Parallel()
+	hang := func(out string) sandboxtest.HandlerFunc {
+		return func(ctx context.Context, cmd *sandboxtest.Cmd) (int, error) {
+			io.WriteString(cmd.Stdout, out)
+			<-ctx.Done()
+			return -1, nil
+		}
+	}
+	spec := agentcli.Spec{IdleTimeout: 150 * time.Millisecond, Timeout: 2 * time.Second}
+	start := time.Now()
+	exit, xe, _ := monitored(t, hang("starting\n"), spec)
+	if xe == nil || xe.Code != chat.ErrTimeout || !strings.Contains(xe.Message, "printed nothing for") || !exit.Idle || time.Since(start) > time.Second {
+		t.Errorf("silent before its answer: %v, %+v after %s", xe, exit, time.Since(start))
+	}
+	exit, xe, log := monitored(t, hang("ANSWER\nUNSETTLED\n"), spec)
+	if xe != nil || !exit.Idle || !slices.Equal(exit.Notices, []string{agentcli.NoticeCLIHung}) || len(log.Starts(chat.TypeNotice)) != 1 {
+		t.Errorf("silent after its answer: %v, %+v", xe, exit)
+	}
+	exit, xe, _ = monitored(t, hang("BUSY\n"), agentcli.Spec{IdleTimeout: 100 * time.Millisecond, Timeout: 500 * time.Millisecond})
+	if xe == nil || xe.Code != chat.ErrTimeout || !strings.Contains(xe.Message, "sandbox timeout") || exit.Idle {
+		t.Errorf("busy: %v, %+v", xe, exit)
+	}
+}
+
+// TestRunStopsBackgroundWork: work still running after the answer is
+// stopped as the timeout nears, with a notice; the turn succeeds.
+func TestRunStopsBackgroundWork(t *testing.T) {
+	t.Parallel()
+	closed := make(chan bool, 1)
+	exit, xe, log := monitored(t, func(ctx context.Context, cmd *sandboxtest.Cmd) (int, error) {
+		io.WriteString(cmd.Stdout, "ANSWER\nBUSY\nUNSETTLED\n")
+		go func() { _, err := io.ReadAll(cmd.Stdin); closed <- err == nil }()
+		<-ctx.Done()
+		return -1, nil
+	}, agentcli.Spec{Input: []byte("go\n"), HoldInput: true, Timeout: time.Second, GracePeriod: 5 * time.Second})
+	if xe != nil || !exit.Killed || !slices.Equal(exit.Notices, []string{agentcli.NoticeBackgroundStopped}) {
+		t.Errorf("err %v, exit %+v", xe, exit)
+	}
+	if n := log.Starts(chat.TypeNotice); len(n) != 1 || n[0].Props["code"] != agentcli.NoticeBackgroundStopped {
+		t.Errorf("notices %+v", n)
+	}
+	select {
+	case ok := <-closed:
+		if !ok {
+			t.Error("input not ended cleanly")
+		}
+	case <-time.After(time.Second):
+		t.Error("input never ended")
+	}
+}
+
+// TestRunStop: the parser stops the CLI at once; its error is the run's.
+func TestRunStop(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	exit, xe, _ := monitored(t, func(ctx context.Context, cmd *sandboxtest.Cmd) (int, error) {
+		io.WriteString(cmd.Stdout, "STOP\n")
+		<-ctx.Done()
+		return -1, nil
+	}, agentcli.Spec{Timeout: time.Minute})
+	if xe == nil || xe.Code != chat.ErrRateLimit || !exit.Killed || time.Since(start) > 5*time.Second {
+		t.Errorf("err %v, exit %+v after %s", xe, exit, time.Since(start))
 	}
 }

@@ -87,51 +87,6 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// CheckLineReader runs the cases every unlimited line reader passes
-// (empty input, an unterminated line, CRLF, blank lines, lines of several
-// megabytes) through the reader open returns; next is its Next method.
-// The input arrives in small reads, so long lines are accumulated.
-func CheckLineReader(t *testing.T, open func(r io.Reader) (next func() ([]byte, error))) {
-	t.Helper()
-	huge := strings.Repeat("x", 3<<20)
-	tests := []struct {
-		name string
-		in   string
-		want []string
-	}{
-		{"empty", "", nil},
-		{"one unterminated", "abc", []string{"abc"}},
-		{"crlf", "a\r\nb\r\n", []string{"a", "b"}},
-		{"blank lines", "\n\na\n", []string{"", "", "a"}},
-		{"huge then small", huge + "\nsmall\n" + huge, []string{huge, "small", huge}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			next := open(ChunkReader(tc.in, 7000))
-			var got []string
-			for {
-				l, err := next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, string(l))
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %d lines, want %d", len(got), len(tc.want))
-			}
-			for i := range got {
-				if got[i] != tc.want[i] {
-					t.Errorf("line %d: got %d bytes, want %d", i, len(got[i]), len(tc.want[i]))
-				}
-			}
-		})
-	}
-}
-
 // DecodeJSONLines decodes every line of data with encoding/json into
 // generic values: the baseline a parser's benchmarks compare it to.
 func DecodeJSONLines(data []byte) {
@@ -142,7 +97,7 @@ func DecodeJSONLines(data []byte) {
 			return
 		}
 		var v any
-		_ = json.Unmarshal(l, &v)
+		_ = json.Unmarshal(l.Bytes, &v)
 	}
 }
 
