@@ -44,6 +44,7 @@ export AGENTBOX_NODE_BIN            := $(CURDIR)/.cache/bin/node
 export NODE_PATH                    := $(CURDIR)/.cache/npm/node_modules
 export AGENTBOX_TSC                 := $(CURDIR)/.cache/npm/node_modules/.bin/tsc
 export AGENTBOX_WEB_MODULES         := $(CURDIR)/.cache/web/node_modules
+export AGENTBOX_CLAUDE_SDK          := $(CURDIR)/.cache/cli/sdk/node_modules/@anthropic-ai/claude-agent-sdk/sdk.d.ts
 export AGENTBOX_KUBECONFIG          := $(CURDIR)/.cache/cluster/kubeconfig
 # ... and the images of `make image` (AGENTBOX_IMAGES: all of them, for
 # the image tests, and for `make cluster CLUSTER_IMAGES="$AGENTBOX_IMAGES"`).

@@ -10,6 +10,9 @@
 #   .cache/bin/node              Node.js (the images' Node)
 #   .cache/npm                   typescript and the OpenAI-ecosystem clients (NODE_PATH, AGENTBOX_TSC)
 #   .cache/web                   the web app's npm packages (web/bundle bundles them)
+#   .cache/cli/sdk               the Claude Agent SDK's type declarations, whose
+#                                SDKMessage the claude parser is checked against
+#                                (AGENTBOX_CLAUDE_SDK)
 #
 # Each npm install lives in $AGENTBOX_CACHE/npm-NAME-KEY (KEY: a hash of
 # its package specs and platform), shared by every clone and built once
@@ -28,14 +31,19 @@ cd "$(dirname "$0")/.."
 
 platform=$(npm_platform)
 
-# The installs: NAME, a file each must hold (under node_modules), specs.
-names=() checks=() specs=()
+# The installs: NAME, a file each must hold (under node_modules), specs;
+# flags[i] are npm flags of install i (wantflags sets those of the next).
+names=() checks=() specs=() flags=()
+next_flags=""
 want() {
 	names+=("$1")
 	checks+=("$2")
 	shift 2
 	specs+=("$*")
+	flags+=("$next_flags")
+	next_flags=""
 }
+wantflags() { next_flags="$*"; }
 for v in $(claude_versions); do
 	want "claude-$v" "@anthropic-ai/claude-code-$platform/claude" "@anthropic-ai/claude-code@$v"
 done
@@ -49,8 +57,12 @@ want tools "typescript/bin/tsc" "typescript@$TYPESCRIPT_VERSION" "openai@$OPENAI
 	"@readme/openapi-parser@$OPENAPI_PARSER_VERSION"
 want web "@xterm/addon-fit/package.json" "preact@$PREACT_VERSION" "markdown-it@$MARKDOWN_IT_VERSION" \
 	"highlight.js@$HIGHLIGHT_JS_VERSION" "@xterm/xterm@$XTERM_VERSION" "@xterm/addon-fit@$XTERM_FIT_VERSION"
+# Only the declarations are read: not its platform binary (a copy of the
+# CLI) nor its peers.
+wantflags --omit=optional --omit=peer
+want sdk "@anthropic-ai/claude-agent-sdk/sdk.d.ts" "@anthropic-ai/claude-agent-sdk@$CLAUDE_AGENT_SDK_VERSION"
 
-shared_of() { echo "$AGENTBOX_CACHE/npm-$1-$(key_of "$2 $platform")"; }
+shared_of() { echo "$AGENTBOX_CACHE/npm-$1-$(key_of "$2 $platform${3:+ $3}")"; }
 
 # What the clone gets, as "KIND PATH SOURCE" (PATH under .cache, SOURCE
 # under .cache/cli): file (a hard link or a copy), tree (a folder of
@@ -73,13 +85,13 @@ bin=\$(dirname \"\$(readlink -f \"\$0\")\")
 exec \"\$bin/node\" \"\$bin/../opt/gemini-cli/node_modules/@google/gemini-cli/bundle/gemini.js\" \"\$@\"
 "
 # The state of a complete install: .cache/bin/.installed holds it.
-state=$(key_of "${specs[*]} $platform ${places[*]} $gemini_wrapper")
+state=$(key_of "${specs[*]} ${flags[*]} $platform ${places[*]} $gemini_wrapper")
 
 up_to_date() {
 	local i
 	[ "$(cat .cache/bin/.installed 2>/dev/null)" = "$state" ] || return 1
 	for i in "${!names[@]}"; do
-		[ "$(readlink ".cache/cli/${names[$i]}" 2>/dev/null)" = "$(shared_of "${names[$i]}" "${specs[$i]}")" ] &&
+		[ "$(readlink ".cache/cli/${names[$i]}" 2>/dev/null)" = "$(shared_of "${names[$i]}" "${specs[$i]}" "${flags[$i]}")" ] &&
 			[ -e ".cache/cli/${names[$i]}/node_modules/${checks[$i]}" ] || return 1
 	done
 	[ "$(readlink .cache/npm 2>/dev/null)" = cli/tools ] || return 1
@@ -89,11 +101,11 @@ up_to_date() {
 	done
 }
 
-# npm_install NAME CHECK SPECS installs SPECS into the shared cache unless
-# they are there.
+# npm_install NAME CHECK SPECS [FLAGS] installs SPECS into the shared cache
+# unless they are there.
 npm_install() {
-	local name=$1 check=$2 spec=$3 shared
-	shared=$(shared_of "$name" "$spec")
+	local name=$1 check=$2 spec=$3 extra=${4:-} shared
+	shared=$(shared_of "$name" "$spec" "$extra")
 	[ -e "$shared/node_modules/$check" ] && return 0
 	if ! command -v npm >/dev/null 2>&1; then
 		apt_install nodejs npm
@@ -102,8 +114,8 @@ npm_install() {
 	mkdir -p "$shared.tmp"
 	printf '{\n  "name": "agentbox-%s",\n  "private": true\n}\n' "$name" >"$shared.tmp/package.json"
 	log "npm install $spec"
-	# shellcheck disable=SC2086 # spec is a list of package specs
-	npm install --prefix "$shared.tmp" --no-audit --no-fund --ignore-scripts --loglevel=error $spec >&2 ||
+	# shellcheck disable=SC2086 # spec and extra are lists of words
+	npm install --prefix "$shared.tmp" --no-audit --no-fund --ignore-scripts --loglevel=error $extra $spec >&2 ||
 		die "npm install $spec failed (is the npm registry reachable? npm config get registry: $(npm config get registry 2>/dev/null))"
 	[ -e "$shared.tmp/node_modules/$check" ] ||
 		die "npm install $spec did not install node_modules/$check (is there a $platform build of it?)"
@@ -133,14 +145,14 @@ fi
 install_all() {
 	local i
 	for i in "${!names[@]}"; do
-		npm_install "${names[$i]}" "${checks[$i]}" "${specs[$i]}"
+		npm_install "${names[$i]}" "${checks[$i]}" "${specs[$i]}" "${flags[$i]}"
 	done
 }
 with_lock npm install_all
 mkdir -p .cache/cli .cache/bin .cache/opt
 rm -f .cache/bin/.installed
 for i in "${!names[@]}"; do
-	ln -sfn "$(shared_of "${names[$i]}" "${specs[$i]}")" ".cache/cli/${names[$i]}"
+	ln -sfn "$(shared_of "${names[$i]}" "${specs[$i]}" "${flags[$i]}")" ".cache/cli/${names[$i]}"
 done
 # .cache/npm was a folder (or another install) before: it is a link now.
 [ -L .cache/npm ] || rm -rf .cache/npm

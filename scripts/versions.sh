@@ -32,6 +32,10 @@ GO_VERSION=1.27.3
 GO_SHA256_AMD64=af4c06478303fdd1bfb335fab86c7ccb9b12e529044a946a16a1c4bcc779f8d7
 GO_SHA256_ARM64=0ec0774cad42ecf4df82691146ee0b10c303ea594f163acb1737baedd5cc2835
 
+# The Claude Agent SDK of CLAUDE_LATEST_VERSION (its claudeCodeVersion): the
+# claude parser is checked against the message kinds its sdk.d.ts declares.
+CLAUDE_AGENT_SDK_VERSION=0.3.330
+
 # npm packages the host tests use (NODE_PATH, AGENTBOX_TSC): typescript,
 # and the OpenAI-ecosystem clients test/openai-client drives with the
 # cached Node.js (the latest releases when pinned): openai, the AI SDK with

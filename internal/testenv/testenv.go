@@ -163,6 +163,21 @@ func ClaudeVersions(t testing.TB) []ClaudeCLI {
 	return out
 }
 
+// ClaudeSDK requires the Claude Agent SDK's type declarations (make cli)
+// and returns the path of its sdk.d.ts: AGENTBOX_CLAUDE_SDK, else the one
+// under .cache/cli/sdk.
+func ClaudeSDK(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv("AGENTBOX_CLAUDE_SDK")
+	if p == "" {
+		p = filepath.Join(RepoRoot(), ".cache", "cli", "sdk", "node_modules", "@anthropic-ai", "claude-agent-sdk", "sdk.d.ts")
+	}
+	if !fileExists(p) {
+		Missing(t, "the Claude Agent SDK's sdk.d.ts at "+p+" (make cli)")
+	}
+	return p
+}
+
 var pinLine = regexp.MustCompile(`^([A-Z][A-Z0-9_]*)=(\S+)$`)
 
 // Pins returns the pinned versions of scripts/versions.sh (NAME=value
