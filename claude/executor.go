@@ -1,10 +1,3 @@
-// Package claude runs chat turns with the Claude Code CLI inside a chat's
-// sandbox: it prepares the workspace (.mcp.json, .claude/skills, a per-chat
-// config dir that keeps sessions), starts `claude -p` with stream-json input
-// and output, and maps every line the CLI prints to chat events.
-//
-// The stream parser (Parser) is independent of the executor and works on
-// any io.Reader, so recorded transcripts can be replayed through it.
 package claude
 
 import (

@@ -7,6 +7,8 @@ package claude
 // against the installed SDK's declarations (every kind there must be
 // here) and against the parser (every kind here is handled as written).
 type messageKind struct {
+	// Type and Subtype tell the kind; Subtype lists the subtypes it may
+	// have, comma-separated.
 	Type, Subtype string
 	// SDK is the TypeScript type in sdk.d.ts.
 	SDK string
@@ -26,8 +28,10 @@ var messageKinds = []messageKind{
 		"tool results; other content (the prompt, a subagent's prompt, a task notification) was not written by the agent for the client: dropped"},
 	{"user", "", "SDKUserMessageReplay", "",
 		"printed only with --replay-user-messages, which is not used"},
-	{"result", "*", "SDKResultMessage", "done, error",
-		"usage, cost and turns of the turn (summed over the run's results); a failure is the error event; its text is the answer when nothing streamed"},
+	{"result", "success", "SDKResultSuccess", "text, error, notice",
+		"usage, cost and turns of the done event (summed over the run's results); its text is the answer when nothing streamed; is_error (a model API failure) makes it the error event, or a notice for a follow-up turn after the answer"},
+	{"result", "error_during_execution, error_max_turns, error_max_budget_usd, error_max_structured_output_retries", "SDKResultError", "error",
+		"the error event (max_turns for error_max_turns); usage as for success"},
 	{"system", "init", "SDKSystemMessage", "session, notice",
 		"the first of a run is the session event (later ones start a follow-up turn and are not repeated); an MCP server not connected or a skill missing is a notice"},
 	{"stream_event", "", "SDKPartialAssistantMessage", "text, thinking, tool_call",
