@@ -70,7 +70,11 @@ func (e *Executor) buildCommand(req *executor.Request, p *prepared, maxTurns int
 	if len(args.DisallowedTools) > 0 {
 		argv = append(argv, "--disallowedTools", strings.Join(dedupe(args.DisallowedTools), ","))
 	}
-	argv = append(argv, "--mcp-config", sandbox.Workdir+"/"+MCPConfigFile, "--strict-mcp-config")
+	argv = append(argv, "--mcp-config", sandbox.Workdir+"/"+p.paths.MCPConfig, "--strict-mcp-config")
+	// Settings come from the user level only: the config dir, which holds
+	// nothing but what prepare put there. Project and local settings
+	// (hooks, env, permissions) in the workspace are not read.
+	argv = append(argv, "--setting-sources", "user")
 
 	env := map[string]string{}
 	for k, v := range e.opts.Env {
@@ -100,7 +104,11 @@ func (e *Executor) buildCommand(req *executor.Request, p *prepared, maxTurns int
 		env["ANTHROPIC_SMALL_FAST_MODEL"] = model
 		env["ANTHROPIC_DEFAULT_HAIKU_MODEL"] = model
 	}
-	env["CLAUDE_CONFIG_DIR"] = sandbox.Workdir + "/" + ConfigDir
+	env["CLAUDE_CONFIG_DIR"] = sandbox.Workdir + "/" + p.paths.Config
+	// Memory files (CLAUDE.md in the workspace, its parents or the config
+	// dir) and auto memory are not the assistant's definition: off.
+	env["CLAUDE_CODE_DISABLE_CLAUDE_MDS"] = "1"
+	env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] = "1"
 	env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
 	// CLAUDE_CODE_SUBPROCESS_ENV_SCRUB is deliberately not set: in 2.1.197
 	// it forces the permission mode to "default" and makes Bash require the

@@ -17,19 +17,55 @@ import (
 	"github.com/agentbox/agentbox/skills"
 )
 
-// Workspace paths the executor owns, relative to the workspace root.
+// Workspace paths the executor owns, relative to the workspace root. Only
+// the assistant definition configures the CLI: everything it reads is in
+// the assistant's folder, rebuilt on every run, and the CLI is told to load
+// nothing from the workspace (see Paths and prepare).
 const (
-	// MCPConfigFile is rewritten from the assistant's MCP servers on every
-	// run.
-	MCPConfigFile = ".mcp.json"
-	// SkillsDir is synced from the assistant's skills on every run.
-	SkillsDir = ".claude/skills"
-	// ConfigDir is the chat's CLAUDE_CONFIG_DIR: sessions, transcripts and
-	// the CLI's own state live here, so they outlive the container.
-	ConfigDir = ".agentbox/claude"
-	// SystemPromptFile holds the run's appended system prompt.
-	SystemPromptFile = ConfigDir + "/system-prompt.md"
+	// ConfigRoot holds the CLI's state of every assistant of the chat, one
+	// folder each (ConfigPaths), so that the session, skills and settings
+	// of one assistant never reach another's run in the same chat.
+	ConfigRoot = ".agentbox/claude"
+	// SystemPromptFile holds a run's appended system prompt; the run
+	// removes it when it ends (see RunFiles).
+	SystemPromptFile = ConfigRoot + "/system-prompt.md"
 )
+
+// Paths are the workspace paths of one assistant's CLI configuration,
+// relative to the workspace root.
+type Paths struct {
+	// Dir is the assistant's folder: ConfigRoot/assistants/ID.
+	Dir string
+	// Config is the CLI's CLAUDE_CONFIG_DIR: sessions and transcripts
+	// (projects/), which are kept, and what the CLI writes for itself,
+	// which is not. Skills is its skills folder, synced from the
+	// assistant's skills on every run.
+	Config, Skills string
+	// MCPConfig is the --mcp-config file, rewritten on every run.
+	MCPConfig string
+}
+
+// ConfigPaths returns the paths of the assistant's CLI configuration.
+func ConfigPaths(assistantID string) Paths {
+	dir := ConfigRoot + "/assistants/" + folderName(assistantID)
+	return Paths{
+		Dir:          dir,
+		Config:       dir + "/config",
+		Skills:       dir + "/config/skills",
+		MCPConfig: dir + "/mcp.json",
+	}
+}
+
+// folderName is id when it is a safe folder name (assistant ids are), else
+// a hash of it.
+func folderName(id string) string {
+	if safeFolder.MatchString(id) {
+		return id
+	}
+	return "id-" + uuid.NewSHA1(sessionNamespace, []byte(id)).String()
+}
+
+var safeFolder = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
 // sessionNamespace seeds the deterministic session ids (UUID v5).
 var sessionNamespace = uuid.MustParse("5b0f7c8e-3d0a-4c59-9f3e-6a1d2c7b8e41")
@@ -42,11 +78,11 @@ func SessionID(assistantID, userID, chatID string) string {
 }
 
 // hasTranscript reports whether the CLI saved a transcript for session id
-// under the chat's config dir (projects/<encoded cwd>/<id>.jsonl). Any
-// project folder counts: the encoding of the working directory is the
-// CLI's business.
-func hasTranscript(ctx context.Context, ws *sandbox.Workspace, id string) bool {
-	dirs, err := ws.ListDir(ctx, ConfigDir+"/projects")
+// under the config dir (projects/<encoded cwd>/<id>.jsonl). Any project
+// folder counts: the encoding of the working directory is the CLI's
+// business.
+func hasTranscript(ctx context.Context, ws *sandbox.Workspace, config, id string) bool {
+	dirs, err := ws.ListDir(ctx, config+"/projects")
 	if err != nil {
 		return false
 	}
@@ -54,7 +90,7 @@ func hasTranscript(ctx context.Context, ws *sandbox.Workspace, id string) bool {
 		if !d.IsDir {
 			continue
 		}
-		st, err := ws.Stat(ctx, path.Join(ConfigDir, "projects", d.Name, id+".jsonl"))
+		st, err := ws.Stat(ctx, path.Join(config, "projects", d.Name, id+".jsonl"))
 		if err == nil && !st.IsDir && st.Size > 0 {
 			return true
 		}
@@ -115,6 +151,7 @@ var toolNameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
 // prepared is what preparation leaves for the command.
 type prepared struct {
+	paths     Paths
 	mcp       *mcpConfig
 	resume    bool
 	sessionID string
@@ -122,41 +159,42 @@ type prepared struct {
 	promptFile bool
 }
 
-// prepare rewrites the workspace's CLI configuration for this run. What
-// the agent left in the workspace is never opened or followed (a FIFO at
-// .mcp.json is replaced), and ctx bounds it all.
+// prepare rebuilds the assistant's CLI configuration for this run: the
+// config dir keeps only the CLI's session transcripts (settings, hooks,
+// memory, skills, agents and commands anyone wrote there are removed),
+// skills and the MCP configuration are written from the definition, and
+// the chat's former shared config dir is cleared. What the agent left is
+// never opened or followed (a FIFO where a file goes is replaced), and ctx
+// bounds it all.
 func prepare(ctx context.Context, ws *sandbox.Workspace, req *runInput, lookup func(string) (string, bool)) (*prepared, error) {
 	mcp, err := buildMCPConfig(req.assistant, req.extraMCP, lookup)
 	if err != nil {
 		return nil, err
 	}
-	if err := ws.RemoveAll(ctx, MCPConfigFile); err != nil {
-		return nil, fmt.Errorf("reset %s: %w", MCPConfigFile, err)
-	}
-	if err := ws.WriteFile(ctx, MCPConfigFile, mcp.JSON, 0o600); err != nil {
-		return nil, fmt.Errorf("write %s: %w", MCPConfigFile, err)
-	}
-	if err := skills.Sync(ctx, ws, SkillsDir, req.skills); err != nil {
-		return nil, err
-	}
-	if err := ws.MkdirAll(ctx, ConfigDir); err != nil {
+	paths := ConfigPaths(req.assistant.ID)
+	if err := ws.MkdirAll(ctx, paths.Config); err != nil {
 		return nil, fmt.Errorf("config dir: %w", err)
 	}
 	// Only the sandbox user (the owner) may read the chat's CLI state.
-	for _, d := range []string{".agentbox", ConfigDir} {
+	for _, d := range []string{".agentbox", ConfigRoot, ConfigRoot + "/assistants", paths.Dir, paths.Config} {
 		if err := ws.Chmod(ctx, d, 0o700); err != nil {
 			return nil, fmt.Errorf("config dir: %w", err)
 		}
 	}
-	// A settings file left in the config dir could add hooks or change
-	// permissions; the run's settings come from the assistant only.
-	for _, f := range []string{"settings.json", "settings.local.json"} {
-		if err := ws.RemoveAll(ctx, path.Join(ConfigDir, f)); err != nil {
-			return nil, fmt.Errorf("reset %s: %w", f, err)
-		}
+	if err := clearFormer(ctx, ws); err != nil {
+		return nil, err
 	}
-	p := &prepared{mcp: mcp, sessionID: req.sessionID}
-	p.resume = hasTranscript(ctx, ws, p.sessionID)
+	if err := keepTranscripts(ctx, ws, paths.Config); err != nil {
+		return nil, err
+	}
+	if err := ws.WriteFile(ctx, paths.MCPConfig, mcp.JSON, 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", paths.MCPConfig, err)
+	}
+	if err := skills.Sync(ctx, ws, paths.Skills, req.skills); err != nil {
+		return nil, err
+	}
+	p := &prepared{paths: paths, mcp: mcp, sessionID: req.sessionID}
+	p.resume = hasTranscript(ctx, ws, paths.Config, p.sessionID)
 	prompt := req.system
 	if !p.resume && len(req.history) > 0 {
 		prompt = appendHistory(prompt, req.history)
@@ -171,6 +209,78 @@ func prepare(ctx context.Context, ws *sandbox.Workspace, req *runInput, lookup f
 		p.promptFile = true
 	}
 	return p, nil
+}
+
+// isUUID reports a session id (a transcript's name without .jsonl).
+func isUUID(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil && len(s) == 36
+}
+
+// keepTranscripts empties the config dir but for the session transcripts:
+// projects/*/<uuid>.jsonl and the session folders beside them
+// (projects/*/<uuid>/: subagent transcripts, tool results). A file can be
+// put there, but it is read only as the agent's own history.
+func keepTranscripts(ctx context.Context, ws *sandbox.Workspace, config string) error {
+	entries, err := ws.ListDir(ctx, config)
+	if err != nil {
+		return fmt.Errorf("config dir: %w", err)
+	}
+	for _, e := range entries {
+		if e.Name == "projects" && e.IsDir {
+			continue
+		}
+		if err := ws.RemoveAll(ctx, path.Join(config, e.Name)); err != nil {
+			return fmt.Errorf("reset config dir: %w", err)
+		}
+	}
+	projects, err := ws.ListDir(ctx, config+"/projects")
+	if err != nil {
+		return nil // none yet
+	}
+	for _, pr := range projects {
+		dir := path.Join(config, "projects", pr.Name)
+		if !pr.IsDir {
+			if err := ws.RemoveAll(ctx, dir); err != nil {
+				return fmt.Errorf("reset config dir: %w", err)
+			}
+			continue
+		}
+		files, err := ws.ListDir(ctx, dir)
+		if err != nil {
+			return fmt.Errorf("config dir: %w", err)
+		}
+		for _, f := range files {
+			keep := (f.IsDir && isUUID(f.Name)) || (!f.IsDir && strings.HasSuffix(f.Name, ".jsonl") && isUUID(strings.TrimSuffix(f.Name, ".jsonl")))
+			if !keep {
+				if err := ws.RemoveAll(ctx, path.Join(dir, f.Name)); err != nil {
+					return fmt.Errorf("reset config dir: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// clearFormer removes what the chat's former shared config dir holds
+// (ConfigRoot was CLAUDE_CONFIG_DIR for every assistant: its settings,
+// memory, skills and sessions). A chat that had a session there goes on
+// from its history, given in the system prompt, as after a lost
+// workspace.
+func clearFormer(ctx context.Context, ws *sandbox.Workspace) error {
+	entries, err := ws.ListDir(ctx, ConfigRoot)
+	if err != nil {
+		return nil
+	}
+	for _, e := range entries {
+		if e.Name == "assistants" || e.Name == path.Base(SystemPromptFile) {
+			continue
+		}
+		if err := ws.RemoveAll(ctx, path.Join(ConfigRoot, e.Name)); err != nil {
+			return fmt.Errorf("reset former config dir: %w", err)
+		}
+	}
+	return nil
 }
 
 // appendHistory adds the prior conversation to the system prompt, for a

@@ -12,16 +12,18 @@ import (
 )
 
 // TestPrepareOverPlantedFIFOs: FIFOs the agent planted where preparation
-// writes or looks (.mcp.json, the system prompt, the transcripts folder,
-// a settings file) do not wedge the turn: each is replaced or skipped.
+// writes or looks (the MCP configuration, the system prompt, the
+// transcripts folder, a settings file, the former config folder) do not
+// wedge the turn: each is replaced or removed.
 func TestPrepareOverPlantedFIFOs(t *testing.T) {
 	t.Parallel()
 	sb := newHostSandbox(t)
 	ws := sb.ws.Dir()
-	if err := os.MkdirAll(filepath.Join(ws, ConfigDir), 0o700); err != nil {
+	paths := ConfigPaths("a")
+	if err := os.MkdirAll(filepath.Join(ws, paths.Config), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{MCPConfigFile, SystemPromptFile, ConfigDir + "/projects", ConfigDir + "/settings.json"} {
+	for _, p := range []string{paths.MCPConfig, SystemPromptFile, paths.Config + "/projects", paths.Config + "/settings.json", ConfigRoot + "/settings.json"} {
 		if err := syscall.Mkfifo(filepath.Join(ws, p), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -40,13 +42,15 @@ func TestPrepareOverPlantedFIFOs(t *testing.T) {
 	if p.resume || !p.promptFile {
 		t.Errorf("resume %v, prompt file %v", p.resume, p.promptFile)
 	}
-	for _, f := range []string{MCPConfigFile, SystemPromptFile} {
+	for _, f := range []string{paths.MCPConfig, SystemPromptFile} {
 		st, err := os.Lstat(filepath.Join(ws, f))
 		if err != nil || !st.Mode().IsRegular() {
 			t.Errorf("%s: %v, %v; want a regular file", f, st, err)
 		}
 	}
-	if _, err := os.Lstat(filepath.Join(ws, ConfigDir, "settings.json")); !os.IsNotExist(err) {
-		t.Errorf("settings.json FIFO kept: %v", err)
+	for _, f := range []string{paths.Config + "/settings.json", paths.Config + "/projects", ConfigRoot + "/settings.json"} {
+		if _, err := os.Lstat(filepath.Join(ws, f)); !os.IsNotExist(err) {
+			t.Errorf("%s FIFO kept: %v", f, err)
+		}
 	}
 }
