@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // This file is the in-sandbox side, run by `agentbox bridge ...` inside the
@@ -49,8 +52,10 @@ func dialHost(ctx context.Context, socket string) (*net.UnixConn, error) {
 
 // GuestMCP is `agentbox bridge mcp`: a stdio MCP server for the agent CLI
 // that relays every message to the host's MCP server on socket, where the
-// tools are listed and run. It returns when either side ends: stdin closed
-// (the CLI is done) or the host closed the connection (the request ended).
+// tools are listed and run. A line from the CLI that is not a JSON-RPC
+// message is answered with a JSON-RPC error and goes no further. It returns
+// when either side ends: stdin closed (the CLI is done) or the host closed
+// the connection (the request ended).
 func GuestMCP(ctx context.Context, socket string, stdin io.Reader, stdout io.Writer) error {
 	conn, err := dialHost(ctx, socket)
 	if err != nil {
@@ -59,17 +64,30 @@ func GuestMCP(ctx context.Context, socket string, stdin io.Reader, stdout io.Wri
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	out := &lineWriter{w: stdout}
+	host := &lineWriter{w: conn}
 	go func() {
-		// Messages are newline-delimited JSON on both sides, so bytes pass
-		// through as they are; EOF on stdin half-closes, letting the host
-		// finish what is in flight.
-		_, _ = io.Copy(conn, stdin)
+		// EOF on stdin half-closes, letting the host finish what is in
+		// flight.
+		_ = readMessages(stdin, out, func(raw []byte, _ jsonrpc.Message) error { return host.line(raw) })
 		_ = conn.CloseWrite()
 	}()
-	if _, err := io.Copy(stdout, conn); err != nil && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-		return fmt.Errorf("relay from host: %w", err)
+	br := bufio.NewReaderSize(conn, 64<<10)
+	for {
+		line, err := readLine(br, MaxMCPLine)
+		switch {
+		case errors.Is(err, errLineTooLong):
+			continue // the host's answers are bounded; never forward a partial line
+		case err != nil:
+			if errors.Is(err, io.EOF) || ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("relay from host: %w", err)
+		}
+		if err := out.line(line); err != nil {
+			return fmt.Errorf("relay to the CLI: %w", err)
+		}
 	}
-	return nil
 }
 
 // GuestProxy relays every connection accepted on ln to the host's model

@@ -17,12 +17,16 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+
+	"github.com/agentbox/agentbox/bridge/bridgetest"
 )
 
 // TestMain lets the test binary play the in-sandbox `agentbox bridge mcp`
 // (AGENTBOX_BRIDGE_GUEST=mcp), so tests and benchmarks run the real relay
-// in its own process without building the whole command.
+// in its own process without building the whole command, and the MCP
+// server the filter tests put behind the filter (bridgetest.StdioEnv).
 func TestMain(m *testing.M) {
+	bridgetest.ServeStdioIfAsked()
 	if os.Getenv("AGENTBOX_BRIDGE_GUEST") == "mcp" {
 		if err := GuestMCP(context.Background(), os.Getenv("AGENTBOX_BRIDGE_SOCKET"), os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
