@@ -110,6 +110,7 @@ type runInput struct {
 	system    string
 	history   []chat.Message
 	sessionID string
+	relay     string
 }
 
 // Run executes one turn (see executor.Executor). Events go to req.Emit from
@@ -149,6 +150,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		system:    req.System,
 		history:   req.History,
 		sessionID: SessionID(req.Assistant.ID, req.UserID, req.ChatID),
+		relay:     req.Relay,
 	}
 	prep, err := prepare(ctx, ws, in, e.opts.LookupEnv)
 	if err != nil {

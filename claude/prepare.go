@@ -49,9 +49,9 @@ type Paths struct {
 func ConfigPaths(assistantID string) Paths {
 	dir := ConfigRoot + "/assistants/" + folderName(assistantID)
 	return Paths{
-		Dir:          dir,
-		Config:       dir + "/config",
-		Skills:       dir + "/config/skills",
+		Dir:       dir,
+		Config:    dir + "/config",
+		Skills:    dir + "/config/skills",
 		MCPConfig: dir + "/mcp.json",
 	}
 }
@@ -124,8 +124,8 @@ var mcpFormat = agentcli.MCPFormat{
 // ${AGENTBOX_MCP_...} references, which the CLI expands from its own
 // environment. Every server's tools are pre-approved, or only those the
 // assistant's reference names.
-func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool)) (*mcpConfig, error) {
-	cfg, err := agentcli.ResolveMCP(a, extra, lookup, mcpFormat)
+func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool), relay string) (*mcpConfig, error) {
+	cfg, err := agentcli.ResolveMCP(a, extra, lookup, mcpFormat, relay)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ type prepared struct {
 // never opened or followed (a FIFO where a file goes is replaced), and ctx
 // bounds it all.
 func prepare(ctx context.Context, ws *sandbox.Workspace, req *runInput, lookup func(string) (string, bool)) (*prepared, error) {
-	mcp, err := buildMCPConfig(req.assistant, req.extraMCP, lookup)
+	mcp, err := buildMCPConfig(req.assistant, req.extraMCP, lookup, req.relay)
 	if err != nil {
 		return nil, err
 	}

@@ -119,6 +119,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		history:   req.History,
 		input:     req.Input,
 		inlineMax: e.opts.InlinePrompt,
+		relay:     req.Relay,
 	}
 	prep, err := prepare(ctx, ws, in, e.opts.LookupEnv)
 	if err != nil {
@@ -137,8 +138,8 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	log := e.opts.Logger.With("assistant", req.Assistant.ID, "chat", req.ChatID)
 	log.Debug("cursor run", "resume", prep.resume, "mode", mode, "model", model,
 		"mcp_servers", prep.mcp.Servers, "prompt_file", prep.promptFile, "max_turns_ignored", args.MaxTurns)
-	if len(prep.mcp.Limited) > 0 {
-		log.Warn("cursor-agent exposes every tool of an MCP server; the tool lists of these servers are not enforced", "servers", prep.mcp.Limited)
+	if len(prep.mcp.Filtered) > 0 {
+		log.Debug("mcp servers behind the tool filter", "servers", prep.mcp.Filtered)
 	}
 
 	run, xe := agentcli.Start(ctx, agentcli.Spec{

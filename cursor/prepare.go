@@ -58,9 +58,10 @@ type mcpConfig struct {
 	Env map[string]string
 	// Servers are the configured server names, sorted.
 	Servers []string
-	// Limited lists servers whose MCP reference names tools: the CLI has
-	// no way to expose only some of a server's tools.
-	Limited []string
+	// Filtered lists servers whose MCP reference names tools: they run
+	// behind the MCP filter, which exposes only those (the CLI has no way
+	// to).
+	Filtered []string
 }
 
 // mcpFormat is mcp.json's: ${env:NAME} references ("Config
@@ -77,15 +78,15 @@ var mcpFormat = agentcli.MCPFormat{
 // environment ("Config interpolation", https://cursor.com/docs/mcp).
 // Stdio servers have a command, remote ones (http, sse) a url: Cursor
 // tells the transports apart itself.
-func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool)) (*mcpConfig, error) {
-	cfg, err := agentcli.ResolveMCP(a, extra, lookup, mcpFormat)
+func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool), relay string) (*mcpConfig, error) {
+	cfg, err := agentcli.ResolveMCP(a, extra, lookup, mcpFormat, relay)
 	if err != nil {
 		return nil, err
 	}
 	out := &mcpConfig{JSON: cfg.File, Env: cfg.Env, Servers: cfg.Names()}
 	for _, s := range cfg.Servers {
-		if len(s.Tools) > 0 {
-			out.Limited = append(out.Limited, s.Name)
+		if s.Filtered {
+			out.Filtered = append(out.Filtered, s.Name)
 		}
 	}
 	return out, nil
@@ -181,6 +182,8 @@ type runInput struct {
 	input     []chat.Message
 	// inlineMax is the largest input passed on the command line.
 	inlineMax int
+	// relay runs the MCP filter (executor.Request.Relay).
+	relay string
 }
 
 // prepared is what preparation leaves for the command.
@@ -199,7 +202,7 @@ type prepared struct {
 // workspace is never opened or followed (a FIFO at .cursor/mcp.json is
 // replaced), and ctx bounds it all.
 func prepare(ctx context.Context, ws *sandbox.Workspace, in *runInput, lookup func(string) (string, bool)) (*prepared, error) {
-	mcp, err := buildMCPConfig(in.assistant, in.extraMCP, lookup)
+	mcp, err := buildMCPConfig(in.assistant, in.extraMCP, lookup, in.relay)
 	if err != nil {
 		return nil, err
 	}

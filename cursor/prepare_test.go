@@ -191,7 +191,7 @@ func TestBuildMCPAndPermissions(t *testing.T) {
 		},
 	}
 	lookup := func(k string) (string, bool) { return "ghp_X", k == "GH" }
-	cfg, err := buildMCPConfig(a, map[string]assistant.MCPServer{"host": {Command: "agentbox", Args: []string{"bridge"}}}, lookup)
+	cfg, err := buildMCPConfig(a, map[string]assistant.MCPServer{"host": {Command: "agentbox", Args: []string{"bridge"}}}, lookup, "/opt/agentbox/agentbox")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,15 +204,15 @@ func TestBuildMCPAndPermissions(t *testing.T) {
 	if strings.Contains(js, "ghp_X") || strings.Contains(js, "s3cret") || cfg.Env["AGENTBOX_MCP_GH_ENV_TOKEN"] != "ghp_X" {
 		t.Errorf("secrets: %s %v", js, cfg.Env)
 	}
-	if strings.Join(cfg.Servers, ",") != "gh,host,web" || strings.Join(cfg.Limited, ",") != "gh" {
-		t.Errorf("servers %v limited %v", cfg.Servers, cfg.Limited)
+	if strings.Join(cfg.Servers, ",") != "gh,host,web" || strings.Join(cfg.Filtered, ",") != "gh" {
+		t.Errorf("servers %v filtered %v", cfg.Servers, cfg.Filtered)
 	}
 	a.MCP = []assistant.MCPRef{{ServerID: "missing"}}
-	if _, err := buildMCPConfig(a, nil, lookup); err == nil || !strings.Contains(err.Error(), `"missing"`) {
+	if _, err := buildMCPConfig(a, nil, lookup, "/opt/agentbox/agentbox"); err == nil || !strings.Contains(err.Error(), `"missing"`) {
 		t.Errorf("err %v", err)
 	}
 	a.MCP = []assistant.MCPRef{{ServerID: "gh"}}
-	if _, err := buildMCPConfig(a, nil, noEnv); err == nil || !strings.Contains(err.Error(), "GH is not set") {
+	if _, err := buildMCPConfig(a, nil, noEnv, "/opt/agentbox/agentbox"); err == nil || !strings.Contains(err.Error(), "GH is not set") {
 		t.Errorf("err %v", err)
 	}
 

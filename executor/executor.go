@@ -50,6 +50,11 @@ type Request struct {
 	// MCPServers are extra MCP servers (for example the host-tools bridge)
 	// to add to the assistant's own, by name.
 	MCPServers map[string]assistant.MCPServer
+	// Relay is the agentbox binary inside the sandbox, which runs the
+	// in-sandbox relays (`agentbox bridge mcp-filter`, which enforces an MCP
+	// server's tool list); "" when the sandbox has none (then an MCP
+	// reference that lists tools is an error).
+	Relay string
 	// WrapArgv, when set, is applied to the CLI's argv just before it is
 	// started: the model bridge prefixes it with `agentbox bridge run ...
 	// --`, which serves the model proxy on the sandbox's loopback for the

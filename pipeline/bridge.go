@@ -189,6 +189,8 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request, maxTokens i
 	}
 	// The wrapper serves the model proxy, the egress proxy or both.
 	req.WrapArgv = sess.WrapCommand
+	// The session mounts the agentbox binary, which runs the MCP filter.
+	req.Relay = bridge.GuestBinary
 	if m := sess.MCPServer(); m.Command != "" {
 		if req.MCPServers == nil {
 			req.MCPServers = map[string]assistant.MCPServer{}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/agentbox/agentbox/bridge"
 )
@@ -23,6 +24,11 @@ bridge sockets; it holds no keys and needs no network.
 subcommands:
   mcp    --socket PATH
          stdio MCP server for the agent CLI, relaying to the host's tools
+  mcp-filter --allow TOOL,... [--transport stdio] -- COMMAND [ARGS...]
+  mcp-filter --allow TOOL,... --transport http|sse --url URL [--header NAME=ENV ...]
+         stdio MCP server for the agent CLI in front of one MCP server:
+         only the allowed tools are listed and may be called; header
+         values are read from the named environment variables
   run    --socket PATH [--listen 127.0.0.1:PORT] [EGRESS FLAGS] -- COMMAND [ARGS...]
          serve the model proxy on loopback, then run COMMAND with
          ANTHROPIC_BASE_URL pointing at it; exits with COMMAND's status.
@@ -50,6 +56,8 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var listen *string
 	var egress bridge.GuestEgress
 	switch sub {
+	case "mcp-filter":
+		return runMCPFilter(ctx, fs, args, stdout, stderr)
 	case "mcp":
 		*socket = bridge.GuestToolsSocket
 	case "run", "proxy":
@@ -135,6 +143,48 @@ func runBridgeProxy(ctx context.Context, socket, listen string, stderr io.Writer
 	fmt.Fprintf(stderr, "agentbox bridge proxy: listening on http://%s\n", ln.Addr())
 	if err := bridge.GuestProxy(ctx, ln, socket); err != nil {
 		fmt.Fprintf(stderr, "agentbox bridge proxy: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// runMCPFilter is `agentbox bridge mcp-filter`.
+func runMCPFilter(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	allow := fs.String("allow", "", "comma-separated tools of the server the agent may list and call")
+	transport := fs.String("transport", "stdio", "stdio, http or sse")
+	url := fs.String("url", "", "the server's address (http, sse)")
+	var headers []string
+	fs.Func("header", "NAME=ENV: a header whose value is environment variable ENV's (repeatable)", func(s string) error {
+		headers = append(headers, s)
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var tools []string
+	for _, t := range strings.Split(*allow, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			tools = append(tools, t)
+		}
+	}
+	h, err := bridge.FilterHeaders(headers)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentbox bridge mcp-filter: %v\n", err)
+		return 2
+	}
+	if *transport != "stdio" && fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "agentbox bridge mcp-filter: unexpected arguments %q for a %s server\n", fs.Args(), *transport)
+		return 2
+	}
+	err = bridge.GuestFilter(ctx, bridge.FilterConfig{
+		Allow: tools, Transport: *transport, Argv: fs.Args(), URL: *url, Headers: h,
+		Stdin: bridgeStdin, Stdout: stdout, Stderr: stderr,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "agentbox bridge mcp-filter: %v\n", err)
 		return 1
 	}
 	return 0

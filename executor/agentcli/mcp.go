@@ -38,8 +38,15 @@ type MCPServer struct {
 	// Tools are the tools the assistant's reference names (empty: all of
 	// them, and always for an extra server).
 	Tools []string
+	// Filtered reports a server the CLI reaches through the MCP filter
+	// (`agentbox bridge mcp-filter`), which lists and lets it call only
+	// Tools.
+	Filtered bool
 	// Extra reports a server from the request, not the assistant.
 	Extra bool
+
+	// The environment variables holding the header values, by header.
+	headerVars map[string]string
 }
 
 // MCPConfig is the MCP servers of a run.
@@ -90,12 +97,15 @@ type mcpEntry struct {
 // read: {"mcpServers": {NAME: {type, command, args, env, url, headers}}},
 // indented, with a final newline, members without a value left out. It
 // holds no secret: env and header values are references.
-func (c *MCPConfig) file(f MCPFormat) ([]byte, error) {
+func (c *MCPConfig) file(f MCPFormat, relay string) ([]byte, error) {
 	servers := make(map[string]mcpEntry, len(c.Servers))
 	for _, s := range c.Servers {
 		e := mcpEntry{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
 		if f.Type {
 			e.Type = s.Transport
+		}
+		if s.Filtered {
+			e = filterEntry(s, f, relay)
 		}
 		servers[s.Name] = e
 	}
@@ -106,16 +116,53 @@ func (c *MCPConfig) file(f MCPFormat) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// filterEntry is the stdio server that runs the MCP filter in front of s:
+// the relay binary with the allowed tools and s's command or address; the
+// values of s's env and headers reach it in its environment.
+func filterEntry(s MCPServer, f MCPFormat, relay string) mcpEntry {
+	args := []string{"bridge", "mcp-filter", "--allow", strings.Join(s.Tools, ","), "--transport", s.Transport}
+	env := map[string]string{}
+	for k, v := range s.Env {
+		env[k] = v
+	}
+	if s.Transport == "stdio" {
+		args = append(append(args, "--", s.Command), s.Args...)
+	} else {
+		args = append(args, "--url", s.URL)
+		names := make([]string, 0, len(s.headerVars))
+		for h := range s.headerVars {
+			names = append(names, h)
+		}
+		sort.Strings(names)
+		for _, h := range names {
+			v := s.headerVars[h]
+			args = append(args, "--header", h+"="+v)
+			env[v] = f.Reference(v)
+		}
+	}
+	e := mcpEntry{Command: relay, Args: args}
+	if len(env) > 0 {
+		e.Env = env
+	}
+	if f.Type {
+		e.Type = "stdio"
+	}
+	return e
+}
+
 // ResolveMCP resolves the assistant's MCP references (a may be nil)
 // against its server definitions, adds the request's extra servers, moves
 // every env and header value into the environment, and writes the file
 // in the CLI's format. Each value becomes a reference to
 // MCPEnvPrefix+SERVER_ENV_NAME (or _HDR_), with $ENV.NAME values looked
-// up first (lookup is called only for those). A server without a definition, defined twice,
-// without its command or url, with an unknown transport, an unset
-// $ENV variable, or names that collide once normalized is an error that
-// says which.
-func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(name string) (string, bool), format MCPFormat) (*MCPConfig, error) {
+// up first (lookup is called only for those). A server whose reference
+// lists tools goes through the MCP filter run by relay, the agentbox binary
+// inside the sandbox (MCPServer.Filtered); without a relay that is an
+// error, since nothing else can keep its other tools from the agent. A
+// server without a definition, defined twice, without its command or url,
+// with an unknown transport, an unset $ENV variable, or names that collide
+// once normalized is an error that says which.
+func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(name string) (string, bool), format MCPFormat, relay string) (*MCPConfig, error) {
 	out := &MCPConfig{Env: map[string]string{}}
 	seen := map[string]bool{}
 	add := func(name string, s *assistant.MCPServer, tools []string, isExtra bool) error {
@@ -153,6 +200,16 @@ func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, lo
 		if e.Headers, err = indirect(name, "HDR", s.Headers, lookup, format.Reference, out.Env); err != nil {
 			return err
 		}
+		if len(tools) > 0 {
+			if relay == "" {
+				return fmt.Errorf("mcp server %q lists its tools (%s), which only the agentbox MCP filter enforces, and this sandbox has no agentbox binary (the bridge)", name, strings.Join(tools, ", "))
+			}
+			e.Filtered = true
+			e.headerVars = map[string]string{}
+			for h := range s.Headers {
+				e.headerVars[h] = envName(name, "HDR", h)
+			}
+		}
 		seen[name] = true
 		out.Servers = append(out.Servers, e)
 		return nil
@@ -180,7 +237,7 @@ func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, lo
 		}
 	}
 	var err error
-	if out.File, err = out.file(format); err != nil {
+	if out.File, err = out.file(format, relay); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -201,7 +258,7 @@ func indirect(server, kind string, in map[string]string, lookup func(string) (st
 			}
 			v = val
 		}
-		name := MCPEnvPrefix + strings.ToUpper(envNameUnsafe.ReplaceAllString(server, "_")+"_"+kind+"_"+envNameUnsafe.ReplaceAllString(k, "_"))
+		name := envName(server, kind, k)
 		if old, dup := env[name]; dup && old != v {
 			return nil, fmt.Errorf("mcp server %q: %s %s collides with another setting after name normalization", server, strings.ToLower(kind), k)
 		}
@@ -209,4 +266,10 @@ func indirect(server, kind string, in map[string]string, lookup func(string) (st
 		out[k] = ref(name)
 	}
 	return out, nil
+}
+
+// envName is the variable holding a server's env (kind ENV) or header (HDR)
+// value.
+func envName(server, kind, key string) string {
+	return MCPEnvPrefix + strings.ToUpper(envNameUnsafe.ReplaceAllString(server, "_")+"_"+kind+"_"+envNameUnsafe.ReplaceAllString(key, "_"))
 }

@@ -1,0 +1,246 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+)
+
+// FilterConfig configures GuestFilter.
+type FilterConfig struct {
+	// Allow are the tools of the server the agent may see and call, by the
+	// names the server gives them (package.yao's tools of the server
+	// reference).
+	Allow []string
+	// Transport is how the server is reached: "stdio" (Argv) or "http" or
+	// "sse" (URL, Headers).
+	Transport string
+	// Argv starts a stdio server, with Env as its environment (nil: this
+	// process's, where the CLI put the server's).
+	Argv []string
+	Env  []string
+	// URL and Headers reach a remote server.
+	URL     string
+	Headers http.Header
+	// Stdin and Stdout are the CLI's side; Stderr gets the stdio server's
+	// stderr and the relay's own diagnostics.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// GuestFilter is `agentbox bridge mcp-filter`: a stdio MCP server for the
+// agent CLI standing in front of one MCP server of any transport, which it
+// starts or connects to. Every message passes through, except that the
+// server's tool list is cut to Allow and a call of another tool is refused
+// with a JSON-RPC error (-32602, what MCP servers answer for an unknown
+// tool) without reaching the server: a tool the assistant did not list is
+// neither offered to the model nor callable, whatever the CLI's permission
+// mode. A line from the CLI that is not a message gets a JSON-RPC error. It
+// returns when the CLI's input ends or the server goes away.
+func GuestFilter(ctx context.Context, cfg FilterConfig) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	server, err := connectServer(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer server.Close()
+	f := &filter{allow: cfg.Allow, out: &lineWriter{w: cfg.Stdout}, server: server, lists: map[string]bool{}}
+
+	done := make(chan error, 1)
+	go func() {
+		err := readMessages(cfg.Stdin, f.out, f.fromCLI)
+		// The CLI is done: the server ends with the connection.
+		server.Close()
+		done <- err
+	}()
+	var serverErr error
+	for {
+		msg, err := server.Read(ctx)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) && ctx.Err() == nil {
+				serverErr = fmt.Errorf("mcp server: %w", err)
+			}
+			break
+		}
+		if err := f.fromServer(msg); err != nil {
+			serverErr = err
+			break
+		}
+	}
+	server.Close()
+	select {
+	case err := <-done:
+		return errors.Join(serverErr, err)
+	case <-time.After(time.Second):
+		// The CLI's side is still open: the server is gone, so is the
+		// relay.
+		return serverErr
+	}
+}
+
+// connectServer starts or connects to the filtered server.
+func connectServer(ctx context.Context, cfg FilterConfig) (mcp.Connection, error) {
+	switch cfg.Transport {
+	case "", "stdio":
+		if len(cfg.Argv) == 0 {
+			return nil, errors.New("no server command: give it after --")
+		}
+		cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
+		cmd.Env = cfg.Env
+		cmd.Stderr = cfg.Stderr
+		setPdeathsig(cmd)
+		conn, err := (&mcp.CommandTransport{Command: cmd}).Connect(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("start mcp server %s: %w", cfg.Argv[0], err)
+		}
+		return conn, nil
+	case "http", "sse":
+		if cfg.URL == "" {
+			return nil, fmt.Errorf("a %s server needs --url", cfg.Transport)
+		}
+		client := &http.Client{Transport: headerTransport{h: cfg.Headers, rt: http.DefaultTransport}}
+		var t mcp.Transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client}
+		if cfg.Transport == "sse" {
+			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: client}
+		}
+		conn, err := t.Connect(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("connect to mcp server %s: %w", cfg.URL, err)
+		}
+		return conn, nil
+	}
+	return nil, fmt.Errorf("unknown transport %q (want stdio, http or sse)", cfg.Transport)
+}
+
+// headerTransport adds the server's headers to every request.
+type headerTransport struct {
+	h  http.Header
+	rt http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.h) > 0 {
+		r = r.Clone(r.Context())
+		for k, vs := range t.h {
+			r.Header[k] = vs
+		}
+	}
+	return t.rt.RoundTrip(r)
+}
+
+// filter is one relay's state.
+type filter struct {
+	allow  []string
+	out    *lineWriter
+	server mcp.Connection
+
+	mu    sync.Mutex
+	lists map[string]bool // ids of the CLI's tools/list calls in flight
+}
+
+func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
+
+// fromCLI passes a message of the CLI on, unless it calls a tool not
+// allowed.
+func (f *filter) fromCLI(raw []byte, msg jsonrpc.Message) error {
+	if msg == nil {
+		// A batch (not used by MCP since 2025-06-18): its calls cannot be
+		// checked one by one, so none passes.
+		return f.out.rpcError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not supported")
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		switch req.Method {
+		case "tools/call":
+			name := gjson.GetBytes(req.Params, "name").String()
+			if !slices.Contains(f.allow, name) {
+				return f.out.message(&jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{
+					Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Unknown tool: %s", name)}})
+			}
+		case "tools/list":
+			f.mu.Lock()
+			f.lists[idKey(req.ID)] = true
+			f.mu.Unlock()
+		}
+	}
+	if err := f.server.Write(context.Background(), msg); err != nil {
+		return fmt.Errorf("relay to mcp server: %w", err)
+	}
+	return nil
+}
+
+// fromServer passes a message of the server on, its tool lists cut to the
+// allowed tools.
+func (f *filter) fromServer(msg jsonrpc.Message) error {
+	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error == nil {
+		f.mu.Lock()
+		list := f.lists[idKey(resp.ID)]
+		delete(f.lists, idKey(resp.ID))
+		f.mu.Unlock()
+		if list {
+			result, err := f.allowedTools(resp.Result)
+			if err != nil {
+				return err
+			}
+			resp.Result = result
+		}
+	}
+	return f.out.message(msg)
+}
+
+// allowedTools returns a tools/list result with only the allowed tools.
+func (f *filter) allowedTools(result json.RawMessage) (json.RawMessage, error) {
+	var r map[string]json.RawMessage
+	if err := json.Unmarshal(result, &r); err != nil {
+		return nil, fmt.Errorf("mcp server's tool list: %w", err)
+	}
+	var tools []json.RawMessage
+	if err := json.Unmarshal(r["tools"], &tools); err != nil {
+		return nil, fmt.Errorf("mcp server's tool list: %w", err)
+	}
+	kept := make([]json.RawMessage, 0, len(tools))
+	for _, t := range tools {
+		if slices.Contains(f.allow, gjson.GetBytes(t, "name").String()) {
+			kept = append(kept, t)
+		}
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return nil, err
+	}
+	r["tools"] = b
+	return json.Marshal(r)
+}
+
+// FilterHeaders reads the headers of a remote server from the
+// environment: each spec is NAME=VARIABLE, and the header's value is the
+// variable's (the CLI sets it from its MCP configuration, so no secret is
+// on the command line).
+func FilterHeaders(specs []string) (http.Header, error) {
+	h := http.Header{}
+	for _, s := range specs {
+		name, env, ok := strings.Cut(s, "=")
+		if !ok || name == "" || env == "" {
+			return nil, fmt.Errorf("header %q: want NAME=ENVIRONMENT_VARIABLE", s)
+		}
+		v, ok := os.LookupEnv(env)
+		if !ok {
+			return nil, fmt.Errorf("header %s: environment variable %s is not set", name, env)
+		}
+		h.Add(name, v)
+	}
+	return h, nil
+}
