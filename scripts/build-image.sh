@@ -257,7 +257,13 @@ DOCKERFILE
 
 claude_version="" # the version fill_claude installs
 fill_claude() {
-	copy "$cli/claude-$claude_version/node_modules/@anthropic-ai/claude-code-$platform/claude" "$1/claude"
+	# Execute-only (0711, root's): the kernel makes a process of a binary
+	# its user cannot read non-dumpable, so the agent's own processes
+	# cannot open the CLI's /proc/PID/fd (its stdout: forged output, its
+	# stdin: forged input) nor read its environment. A copy of its own,
+	# since the mode goes into the image with it.
+	cp "$cli/claude-$claude_version/node_modules/@anthropic-ai/claude-code-$platform/claude" "$1/claude"
+	chmod 0711 "$1/claude"
 	cat <<DOCKERFILE
 COPY claude /usr/local/bin/claude
 CMD ["claude", "--version"]
@@ -317,14 +323,14 @@ fi
 if wanted claude; then
 	for claude_version in $(claude_versions); do
 		build "$(image_name claude "$claude_version")" "$base" "$base_hash" "claude $claude_version $platform" \
-			"$check_base"'; test "$(claude --version)" = "'$claude_version' (Claude Code)"' fill_claude
+			"$check_base"'; test "$(claude --version)" = "'$claude_version' (Claude Code)"; test ! -r /usr/local/bin/claude' fill_claude
 	done
 	retag "$(image_name claude "$CLAUDE_VERSION")" "$(image_name claude)"
 fi
 if wanted claude-full; then
 	claude_version=$CLAUDE_VERSION
 	build "$(image_name claude-full)" "$full" "$(label_of "$full")" "claude $claude_version $platform" \
-		"$check_base"'; go version >/dev/null; test "$(claude --version)" = "'$claude_version' (Claude Code)"' fill_claude
+		"$check_base"'; go version >/dev/null; test "$(claude --version)" = "'$claude_version' (Claude Code)"; test ! -r /usr/local/bin/claude' fill_claude
 fi
 if wanted codex; then
 	build "$(image_name codex)" "$base" "$base_hash" "codex $CODEX_VERSION $platform" \
