@@ -123,7 +123,7 @@ func TestEndToEndClaudeInNetworklessSandbox(t *testing.T) {
 			// reason.
 			probe(ctx, "key", `k1='`+realKey[:10]+`'; k2='`+realKey[10:]+`'; k="$k1$k2"
 				grep -rIlF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev --exclude-dir=usr --exclude-dir=claude-host -e "$k" / 2>/dev/null
-				n=0; tok=0; for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/environ 2>/dev/null; tr '\0' ' ' < $p/cmdline 2>/dev/null); [[ "$c" == *"$k"* ]] && n=$((n+1)); [[ "$c" == *ANTHROPIC_API_KEY=agentbox-bridge-* ]] && tok=$((tok+1)); done; echo "$n $tok"`)
+				n=0; tok=0; for p in /proc/[0-9]*; do c=$( { tr '\0' ' ' < $p/environ; tr '\0' ' ' < $p/cmdline; } 2>/dev/null); [[ "$c" == *"$k"* ]] && n=$((n+1)); [[ "$c" == *ANTHROPIC_API_KEY=agentbox-bridge-* ]] && tok=$((tok+1)); done; echo "$n $tok"`)
 			request := func(tok string) string {
 				return `exec 3<>/dev/tcp/127.0.0.1/` + strings.Split(bridge.GuestProxyAddr, ":")[1] + ` && printf 'POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: ` + tok + `\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}' >&3 && head -n 1 <&3`
 			}

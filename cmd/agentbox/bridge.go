@@ -49,6 +49,11 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 0
 	}
 	sub, args := args[0], args[1:]
+	// Before anything else: the relays hold the CLI's stdin and stdout.
+	if err := bridge.Harden(); err != nil {
+		fmt.Fprintf(stderr, "agentbox bridge %s: %v\n", sub, err)
+		return 1
+	}
 	fs := flag.NewFlagSet("agentbox bridge "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, bridgeUsage) }
