@@ -86,6 +86,10 @@ type Final struct {
 	SessionID string `json:"session_id,omitempty"`
 	// Error is the error code of a failed turn ("" on success).
 	Error string `json:"error,omitempty"`
+	// Notices are the codes of the notices the turn raised, in order: what
+	// the client should know of a turn that succeeded (background work
+	// stopped at the timeout, a CLI that hung after its answer, ...).
+	Notices []string `json:"notices,omitempty"`
 	// Content is the answer text of the turn (after a Next hook replaced it,
 	// its replacement).
 	Content string `json:"content,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -442,5 +443,22 @@ func TestCancelledHookIsCancelled(t *testing.T) {
 	}
 	if e.rt.Live() != 0 {
 		t.Fatal("sandbox left behind")
+	}
+}
+
+// TestDoneCarriesNotices: what an executor noticed about a turn that
+// succeeded (background work stopped, a CLI that hung after its answer)
+// is in the done event, for clients that read only that.
+func TestDoneCarriesNotices(t *testing.T) {
+	e := newEnv(t, nil, "")
+	e.ex.run = func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
+		return &executor.Result{Content: "answer", Notices: []string{"background_stopped"}}, nil
+	}
+	var rec chattest.Recorder
+	if _, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "c1", AssistantID: "coder", Messages: user("go")}, rec.Emit); err != nil {
+		t.Fatal(err)
+	}
+	if done := rec.Last(); done.Final == nil || !slices.Equal(done.Final.Notices, []string{"background_stopped"}) {
+		t.Errorf("done %+v", done.Final)
 	}
 }

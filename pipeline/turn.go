@@ -48,6 +48,7 @@ type turn struct {
 	data         any
 	finishReason string
 	toolCalls    []chat.ToolCall
+	notices      []string // an executor's notice codes
 
 	// bridge is the request's bridge session (nil without one);
 	// upstreamConn is the connector id its model proxy forwards to.
@@ -213,7 +214,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		var res *executor.Result
 		res, execErr = t.execSandboxed(ctx, app, run, sb, conv, options)
 		if res != nil {
-			t.content, t.sessionID = res.Content, res.SessionID
+			t.content, t.sessionID, t.notices = res.Content, res.SessionID, res.Notices
 			t.usage.Add(res.Usage)
 			tools = res.ToolCalls
 			completion.ID, completion.FinishReason = res.SessionID, "stop"
@@ -286,7 +287,7 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 		// Counted on the host, once the sandbox and its tunnels are gone.
 		t.usage.Egress = chat.MergeHostUsage(t.usage.Egress, t.bridge.EgressUsage())
 	}
-	final := &chat.Final{Usage: t.usage, SessionID: t.sessionID, Content: t.content, Data: t.data}
+	final := &chat.Final{Usage: t.usage, SessionID: t.sessionID, Content: t.content, Data: t.data, Notices: t.notices}
 	if err == nil {
 		final.FinishReason = t.finishReason
 	}
