@@ -19,12 +19,15 @@ import (
 
 var record = flag.Bool("record", false, "re-record testdata/claude transcripts from the real CLI (then run -update)")
 
-// recordScenario is one transcript recorded from the real CLI.
+// recordScenario is one transcript recorded from the real CLI: the output
+// of the last of its runs (one per input; a single "Please do the task."
+// when none are given).
 type recordScenario struct {
-	name  string
-	args  chat.Arguments
-	setup func(t *testing.T, sb *hostSandbox, a *assistant.Assistant)
-	turns func(ws string) []llmtest.Turn
+	name   string
+	args   chat.Arguments
+	inputs []string
+	setup  func(t *testing.T, sb *hostSandbox, a *assistant.Assistant)
+	turns  func(ws string) []llmtest.Turn
 }
 
 var recordScenarios = []recordScenario{
@@ -80,6 +83,54 @@ var recordScenarios = []recordScenario{
 		},
 	},
 	{
+		name: "bg_bash",
+		turns: func(string) []llmtest.Turn {
+			return []llmtest.Turn{
+				{Text: "Starting the job.", ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{
+					"command": "sleep 2; echo done > bg.txt", "description": "slow job", "run_in_background": true}}}},
+				{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "It runs in the background."},
+				{When: &llmtest.Match{Contains: "task-notification"}, Text: "The job finished."},
+			}
+		},
+	},
+	{
+		name: "bg_subagent",
+		turns: func(string) []llmtest.Turn {
+			return []llmtest.Turn{
+				{ToolCalls: []llmtest.ToolCall{{Name: "Task", Input: map[string]any{"description": "count files",
+					"prompt": "SUBAGENT-PROMPT: count the files", "subagent_type": "general-purpose", "run_in_background": true}}}},
+				{When: &llmtest.Match{Contains: "SUBAGENT-PROMPT"}, Delay: llmtest.Duration(2 * time.Second), Text: "No files."},
+				{When: &llmtest.Match{Contains: "task-notification"}, Text: "The subagent found no files."},
+				{Text: "The subagent is counting."},
+			}
+		},
+	},
+	{
+		name:   "resumed",
+		inputs: []string{"first", "second"},
+		turns: func(string) []llmtest.Turn {
+			u := &llmtest.Usage{InputTokens: 10000, OutputTokens: 1000}
+			return []llmtest.Turn{{Text: "One.", Usage: u}, {Text: "Two.", Usage: u}}
+		},
+	},
+	{
+		name: "cut_stream",
+		turns: func(string) []llmtest.Turn {
+			const answer = "This answer arrives whole on the second try."
+			return []llmtest.Turn{{Text: answer, CutAfter: 5}, {Text: answer}}
+		},
+	},
+	{
+		name: "model_500",
+		turns: func(string) []llmtest.Turn {
+			var ts []llmtest.Turn
+			for range 4 {
+				ts = append(ts, llmtest.Turn{Error: &llmtest.HTTPError{Status: 500}})
+			}
+			return ts
+		},
+	},
+	{
 		name: "mcp_skills",
 		setup: func(t *testing.T, sb *hostSandbox, a *assistant.Assistant) {
 			dir := t.TempDir()
@@ -95,42 +146,54 @@ var recordScenarios = []recordScenario{
 	},
 }
 
-// TestRecord re-records the transcripts with the real CLI. It runs only
-// with -record.
+// TestRecord re-records the transcripts of every supported CLI version
+// into testdata/claude/VERSION. It runs only with -record.
 func TestRecord(t *testing.T) {
 	if !*record {
 		t.Skip("records transcripts only with -record (not a CI test)")
 	}
-	bin := testenv.ClaudeBin(t)
-	for _, sc := range recordScenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			sb := newHostSandbox(t)
-			srv := llmtest.NewServer(&llmtest.Script{Turns: sc.turns(sb.ws.Dir())})
-			t.Cleanup(srv.Close)
-			a := &assistant.Assistant{ID: "recorder"}
-			if sc.setup != nil {
-				sc.setup(t, sb, a)
-			}
-			var out bytes.Buffer
-			sb.host.Tee = &out
-			e := New(Options{Binary: bin, GracePeriod: time.Second})
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			_, err := e.Run(ctx, &executor.Request{
-				Assistant: a, UserID: "u1", ChatID: "c-" + sc.name,
-				System:    "You are a test assistant.",
-				Input:     []chat.Message{{Role: chat.RoleUser, Content: "Please do the task."}},
-				Connector: executor.Connection{Type: "anthropic", Host: srv.URL, Key: "sk-ant-record", Model: "claude-test"},
-				Arguments: sc.args, Sandbox: sb, Timeout: time.Minute,
-				Emit: func(chat.Event) {},
+	for _, cli := range testenv.ClaudeVersions(t) {
+		dir := filepath.Join(testdataDir, cli.Version)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, sc := range recordScenarios {
+			t.Run(cli.Version+"/"+sc.name, func(t *testing.T) {
+				sb := newHostSandbox(t)
+				srv := llmtest.NewServer(&llmtest.Script{Turns: sc.turns(sb.ws.Dir())})
+				t.Cleanup(srv.Close)
+				a := &assistant.Assistant{ID: "recorder"}
+				if sc.setup != nil {
+					sc.setup(t, sb, a)
+				}
+				inputs := sc.inputs
+				if len(inputs) == 0 {
+					inputs = []string{"Please do the task."}
+				}
+				e := New(Options{Binary: cli.Bin, GracePeriod: time.Second})
+				var out bytes.Buffer
+				for _, in := range inputs {
+					out.Reset()
+					sb.host.Tee = &out
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+					_, err := e.Run(ctx, &executor.Request{
+						Assistant: a, UserID: "u1", ChatID: "c-" + sc.name,
+						System:    "You are a test assistant.",
+						Input:     []chat.Message{{Role: chat.RoleUser, Content: in}},
+						Connector: executor.Connection{Type: "anthropic", Host: srv.URL, Key: "sk-ant-record", Model: "claude-test"},
+						Arguments: sc.args, Sandbox: sb, Timeout: time.Minute,
+						Emit: func(chat.Event) {},
+					})
+					cancel()
+					t.Logf("%s %s: err=%v, %d bytes", cli.Version, sc.name, err, out.Len())
+				}
+				if out.Len() == 0 {
+					t.Fatal("no output recorded")
+				}
+				if err := os.WriteFile(filepath.Join(dir, sc.name+".jsonl"), out.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			})
-			t.Logf("%s: err=%v, %d bytes", sc.name, err, out.Len())
-			if out.Len() == 0 {
-				t.Fatal("no output recorded")
-			}
-			if err := os.WriteFile(filepath.Join(testdataDir, sc.name+".jsonl"), out.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		})
+		}
 	}
 }
