@@ -44,7 +44,7 @@ func newDockerChat(t *testing.T, cli testenv.ClaudeCLI, chatID string, srv *llmt
 	t.Helper()
 	img := testenv.RequireImage(t, cli.Image)
 	relay := testenv.Agentbox(t)
-	rt, err := docker.New(t.Context(), docker.Options{Instance: "claude-attack-test", Image: img})
+	rt, err := docker.New(t.Context(), docker.Options{Instance: "claude-attack-" + cli.Version, Image: img})
 	if err != nil {
 		t.Fatal(err)
 	}

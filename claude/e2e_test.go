@@ -19,19 +19,22 @@ import (
 	"github.com/agentbox/agentbox/skills"
 )
 
-// TestDockerEndToEnd runs the real CLI in the real sandbox image against a
-// scripted model: a Write and a Bash call change the persistent workspace,
+// TestDockerEndToEnd runs the real CLI of every supported version in its
+// sandbox image against a scripted model: a Write and a Bash call change the persistent workspace,
 // a second request in a fresh container resumes the session with the
 // first turn's tool history, the assistant's skill shows up in the init
 // event and an MCP server that cannot start yields a notice.
 func TestDockerEndToEnd(t *testing.T) {
-	img := testenv.Image(t)
 	if testing.Short() {
 		t.Skip("-short: starts containers")
 	}
+	eachVersion(t, func(t *testing.T, cli testenv.ClaudeCLI) { dockerEndToEnd(t, testenv.RequireImage(t, cli.Image), cli.Version) })
+}
+
+func dockerEndToEnd(t *testing.T, img, version string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rt, err := docker.New(ctx, docker.Options{Instance: "claude-e2e-test", Image: img, Network: sandbox.NetworkHost})
+	rt, err := docker.New(ctx, docker.Options{Instance: "claude-e2e-" + version, Image: img, Network: sandbox.NetworkHost})
 	if err != nil {
 		t.Fatal(err)
 	}

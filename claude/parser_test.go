@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,16 +52,18 @@ func TestHugeToolResult(t *testing.T) {
 // repeating them adds nothing.
 func TestNoDuplicateText(t *testing.T) {
 	t.Parallel()
-	evs, out := collect(ParserOptions{}, readTestdata(t, "write_bash.jsonl"))
-	var c chat.Collector
-	for _, e := range evs {
-		c.Add(e)
-	}
-	if c.Text() != out.Content { // one rule joins separate text messages
-		t.Errorf("collector %q != outcome %q", c.Text(), out.Content)
-	}
-	if strings.Count(c.Text(), "I'll create hello.txt.") != 1 {
-		t.Errorf("text duplicated: %q", c.Text())
+	for _, v := range supportedVersions(t) {
+		evs, out := collect(ParserOptions{}, readTestdata(t, v+"/write_bash.jsonl"))
+		var c chat.Collector
+		for _, e := range evs {
+			c.Add(e)
+		}
+		if c.Text() != out.Content { // one rule joins separate text messages
+			t.Errorf("%s: collector %q != outcome %q", v, c.Text(), out.Content)
+		}
+		if strings.Count(c.Text(), "I'll create hello.txt.") != 1 {
+			t.Errorf("%s: text duplicated: %q", v, c.Text())
+		}
 	}
 }
 
@@ -101,8 +104,10 @@ func readTestdata(t testing.TB, name string) string {
 // FuzzParser: no input makes the parser panic, emit an unbalanced stream
 // or show a non-JSON line as text.
 func FuzzParser(f *testing.F) {
-	for _, name := range []string{"write_bash.jsonl", "edge_noise.jsonl", "edge_truncated.jsonl", "edge_subagent.jsonl", "edge_no_partial.jsonl"} {
-		if b, err := os.ReadFile(testdataDir + "/" + name); err == nil {
+	seeds, _ := filepath.Glob(testdataDir + "/*.jsonl")
+	more, _ := filepath.Glob(testdataDir + "/*/*.jsonl")
+	for _, name := range append(seeds, more...) {
+		if b, err := os.ReadFile(name); err == nil {
 			f.Add(b)
 		}
 	}
