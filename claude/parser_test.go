@@ -3,6 +3,7 @@ package claude
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -204,6 +205,40 @@ func benchHugeResult(b *testing.B, size int) {
 
 func BenchmarkParserHugeResult2MB(b *testing.B)  { benchHugeResult(b, 2<<20) }
 func BenchmarkParserHugeResult20MB(b *testing.B) { benchHugeResult(b, 20<<20) }
+
+// BenchmarkParserFlood1GB parses a 1.2 GB line (what a process writing to
+// the CLI's stdout could produce) and a result: the line is dropped, and
+// the parser's memory (B/op) stays near the line cap, not the line.
+func BenchmarkParserFlood1GB(b *testing.B) {
+	const size = 1200 << 20
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		p := NewParser(func(chat.Event) {}, ParserOptions{})
+		r := io.MultiReader(strings.NewReader(`{"type":"assistant","x":"`), &zeros{n: size}, strings.NewReader("\"}\n"+`{"type":"result","subtype":"success","is_error":false,"num_turns":1,"result":"ok"}`+"\n"))
+		if err := p.Parse(r); err != nil {
+			b.Fatal(err)
+		}
+		if out := p.Close(); !out.GotResult || out.Dropped != 1 {
+			b.Fatalf("outcome %+v", out)
+		}
+	}
+}
+
+// zeros reads n bytes '0'.
+type zeros struct{ n int }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	if z.n == 0 {
+		return 0, io.EOF
+	}
+	p = p[:min(len(p), z.n)]
+	for i := range p {
+		p[i] = '0'
+	}
+	z.n -= len(p)
+	return len(p), nil
+}
 
 // BenchmarkEncodingJSON20MB decodes the same lines with encoding/json into
 // generic values, the baseline the parser is compared to.

@@ -202,16 +202,30 @@ func (l *LineReader) add(chunk []byte) {
 			l.lex.run(l, l.buf, false)
 		}
 	}
+	if !l.eliding && l.opts.Max > 0 && len(l.buf)+len(TrimEOL(chunk)) > l.opts.Max {
+		// Too long whatever comes next: not worth growing the buffer for.
+		l.drop(chunk)
+		return
+	}
 	if l.eliding {
 		l.lex.run(l, chunk, true)
 	} else {
 		l.buf = appendDoubling(l.buf, chunk)
 	}
 	if l.opts.Max > 0 && len(TrimEOL(l.buf)) > l.opts.Max {
-		l.dropped = true
-		tail := l.buf[max(len(l.buf)-2, 0):]
-		l.buf = append(make([]byte, 0, 16), tail...)
-		l.cuts = l.cuts[:0]
+		l.drop(nil)
+	}
+}
+
+// drop gives up the current line, keeping only what tells its end of line
+// (the end of buf, then of chunk).
+func (l *LineReader) drop(chunk []byte) {
+	l.dropped = true
+	tail := l.buf[max(len(l.buf)-2, 0):]
+	l.buf = append(make([]byte, 0, 16), tail...)
+	l.cuts = l.cuts[:0]
+	if chunk != nil {
+		l.keepTail(chunk)
 	}
 }
 
