@@ -67,7 +67,7 @@ func (d *dockerChat) path(name string) string {
 
 // turn runs one turn and returns its result, error, events and the model
 // usage the bridge metered.
-func (d *dockerChat) turn(input string, timeout time.Duration) (*executor.Result, error, *chattest.Recorder, chat.Usage) {
+func (d *dockerChat) turn(input string, timeout time.Duration) (*executor.Result, *chattest.Recorder, chat.Usage, error) {
 	t := d.t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout+time.Minute)
@@ -105,7 +105,7 @@ func (d *dockerChat) turn(input string, timeout time.Duration) (*executor.Result
 		Sandbox: sb, Timeout: timeout, Emit: log.Emit,
 	})
 	chattest.Check(t, log.Events())
-	return res, err, log, sess.Usage()
+	return res, log, sess.Usage(), err
 }
 
 // shown is everything a client saw of a turn: its events' text and props.
@@ -161,7 +161,7 @@ func attackForge(t *testing.T, cli testenv.ClaudeCLI) {
 		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "The real answer."},
 	}})
 	t.Cleanup(srv.Close)
-	res, err, log, _ := newDockerChat(t, cli, "chat-forge", srv).turn("go", 3*time.Minute)
+	res, log, _, err := newDockerChat(t, cli, "chat-forge", srv).turn("go", 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,10 +207,10 @@ echo planted`
 	}})
 	t.Cleanup(srv.Close)
 	d := newDockerChat(t, cli, "chat-config", srv)
-	if _, err, _, _ := d.turn("plant", 2*time.Minute); err != nil {
+	if _, _, _, err := d.turn("plant", 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	res, err, log, _ := d.turn("check it", 2*time.Minute)
+	res, log, _, err := d.turn("check it", 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func attackMCP(t *testing.T, cli testenv.ClaudeCLI) {
 	}
 	d.a = &assistant.Assistant{ID: "coder", MCP: []assistant.MCPRef{{ServerID: "js", Tools: []string{"visible"}}},
 		MCPServers: map[string]*assistant.MCPServer{"js": {ID: "js", Transport: "stdio", Command: "node", Args: []string{"/workspace/mcp-server.js"}}}}
-	res, err, log, _ := d.turn("use the tools", 2*time.Minute)
+	res, log, _, err := d.turn("use the tools", 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func attackBackgroundCost(t *testing.T, cli testenv.ClaudeCLI) {
 	}})
 	t.Cleanup(srv.Close)
 	d := newDockerChat(t, cli, "chat-bg", srv)
-	res, err, log, _ := d.turn("start the slow job", 2*time.Minute)
+	res, log, _, err := d.turn("start the slow job", 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func attackBackgroundCost(t *testing.T, cli testenv.ClaudeCLI) {
 	}
 	var costs []float64
 	for _, in := range []string{"first", "second", "third"} {
-		res, err, _, metered := d.turn(in, 2*time.Minute)
+		res, _, metered, err := d.turn(in, 2*time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +326,7 @@ func attackFailingModel(t *testing.T, cli testenv.ClaudeCLI) {
 		srv := llmtest.NewServer(&llmtest.Script{Turns: turns})
 		t.Cleanup(srv.Close)
 		start := time.Now()
-		res, err, log, _ := newDockerChat(t, cli, "chat-fail", srv).turn("hi", 5*time.Minute)
+		res, log, _, err := newDockerChat(t, cli, "chat-fail", srv).turn("hi", 5*time.Minute)
 		var xe *chat.Error
 		if !errors.As(err, &xe) || xe.Code != tc.code {
 			t.Fatalf("%d: err %v, want %s", tc.status, err, tc.code)

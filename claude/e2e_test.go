@@ -28,7 +28,9 @@ func TestDockerEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts containers")
 	}
-	eachVersion(t, func(t *testing.T, cli testenv.ClaudeCLI) { dockerEndToEnd(t, testenv.RequireImage(t, cli.Image), cli.Version) })
+	eachVersion(t, func(t *testing.T, cli testenv.ClaudeCLI) {
+		dockerEndToEnd(t, testenv.RequireImage(t, cli.Image), cli.Version)
+	})
 }
 
 func dockerEndToEnd(t *testing.T, img, version string) {

@@ -37,14 +37,14 @@ func eachVersion(t *testing.T, f func(t *testing.T, cli testenv.ClaudeCLI)) {
 
 // run runs one turn of chat chatID with input and returns its result,
 // error and events.
-func runTurn(t *testing.T, e *Executor, sb *hostSandbox, srv *llmtest.Server, chatID, input string, timeout time.Duration) (*executor.Result, error, *chattest.Recorder) {
+func runTurn(t *testing.T, e *Executor, sb *hostSandbox, srv *llmtest.Server, chatID, input string, timeout time.Duration) (*executor.Result, *chattest.Recorder, error) {
 	t.Helper()
 	log := &chattest.Recorder{}
 	req := newRequest(sb, srv, chatID, input, log)
 	req.Timeout = timeout
 	res, err := e.Run(context.Background(), req)
 	chattest.Check(t, log.Events())
-	return res, err, log
+	return res, log, err
 }
 
 // TestCostPerTurn: three equal turns of a resumed session are billed
@@ -59,7 +59,7 @@ func TestCostPerTurn(t *testing.T) {
 		e := New(Options{Binary: cli.Bin})
 		var costs []float64
 		for i, in := range []string{"first", "second", "third"} {
-			res, err, log := runTurn(t, e, sb, srv, "chat-cost", in, time.Minute)
+			res, log, err := runTurn(t, e, sb, srv, "chat-cost", in, time.Minute)
 			if err != nil {
 				t.Fatalf("turn %d: %v", i, err)
 			}
@@ -92,7 +92,7 @@ func TestBackgroundCommand(t *testing.T) {
 		}})
 		t.Cleanup(srv.Close)
 		start := time.Now()
-		res, err, log := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-bg", "run the slow job", time.Minute)
+		res, log, err := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-bg", "run the slow job", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestBackgroundSubagent(t *testing.T) {
 			{Text: "The subagent is working."},
 		}})
 		t.Cleanup(srv.Close)
-		res, err, log := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-sub", "count the files", time.Minute)
+		res, log, err := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-sub", "count the files", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestBackgroundStopped(t *testing.T) {
 		}})
 		t.Cleanup(srv.Close)
 		start := time.Now()
-		res, err, _ := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-stop", "run it", 20*time.Second)
+		res, _, err := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-stop", "run it", 20*time.Second)
 		if err != nil {
 			t.Fatalf("err %v after %s", err, time.Since(start))
 		}
@@ -187,7 +187,7 @@ func TestAPIErrorNotText(t *testing.T) {
 		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
 			{Error: &llmtest.HTTPError{Status: 400, Message: "prompt is too long: 300000 tokens > 200000 maximum"}}}})
 		t.Cleanup(srv.Close)
-		res, err, log := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-long", "hi", time.Minute)
+		res, log, err := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-long", "hi", time.Minute)
 		var xe *chat.Error
 		if !errors.As(err, &xe) || xe.Code != chat.ErrInvalidRequest || !strings.Contains(xe.Message, "too long") {
 			t.Fatalf("err %v", err)
@@ -225,7 +225,7 @@ func TestModelFailuresAtOnce(t *testing.T) {
 				srv := llmtest.NewServer(&llmtest.Script{Turns: turns})
 				t.Cleanup(srv.Close)
 				start := time.Now()
-				res, err, log := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-fail", "hi", 5*time.Minute)
+				res, log, err := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-fail", "hi", 5*time.Minute)
 				var xe *chat.Error
 				if !errors.As(err, &xe) || xe.Code != tc.code {
 					t.Fatalf("err %v, want %s", err, tc.code)
@@ -254,7 +254,7 @@ func TestCutStream(t *testing.T) {
 		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
 			{Text: answer, CutAfter: 5}, {Text: answer}}})
 		t.Cleanup(srv.Close)
-		res, err, log := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-cut", "hi", 2*time.Minute)
+		res, log, err := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-cut", "hi", 2*time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +279,7 @@ func TestWatchdog(t *testing.T) {
 		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Stall: true}}})
 		t.Cleanup(srv.Close)
 		start := time.Now()
-		_, err, _ := runTurn(t, New(Options{Binary: cli.Bin, IdleTimeout: 4 * time.Second}), sb, srv, "chat-idle", "hi", 5*time.Minute)
+		_, _, err := runTurn(t, New(Options{Binary: cli.Bin, IdleTimeout: 4 * time.Second}), sb, srv, "chat-idle", "hi", 5*time.Minute)
 		var xe *chat.Error
 		if !errors.As(err, &xe) || xe.Code != chat.ErrTimeout || !strings.Contains(xe.Message, "printed nothing") {
 			t.Fatalf("err %v", err)
