@@ -1,0 +1,124 @@
+package agentcli
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Exit is how a run ended.
+type Exit struct {
+	// Code is the process's exit code, Err the error waiting for it
+	// (a timeout, a lost sandbox).
+	Code int
+	Err  error
+	// Killed reports that the run stopped the CLI after its answer: it
+	// did not exit within the grace period after its work was done, or
+	// its background work was stopped as the timeout neared (Notices say
+	// which), or the parser asked (Monitor.Stop).
+	Killed bool
+	// Idle reports that the watchdog stopped a CLI that printed nothing
+	// for Spec.IdleTimeout while not busy.
+	Idle bool
+	// Notices are the codes of the notices the run emitted
+	// (NoticeCLIHung, NoticeBackgroundStopped), in order.
+	Notices []string
+	// ParseErr is the error the output parser returned, or that the
+	// output did not end after the process exited.
+	ParseErr error
+	// Stderr is the tail of the CLI's stderr, trimmed, secrets redacted.
+	Stderr string
+	// Started is when the process was started.
+	Started time.Time
+
+	spec      *Spec
+	answered  bool
+	bgStopped bool // the run stopped work left after the answer
+	// Set when the run's contexts stopped it (see Run.stopped).
+	stopCode, stopMsg string
+}
+
+// Parsed is what the output parser made of the stream, for Failure.
+type Parsed struct {
+	// GotResult reports that the CLI printed its result.
+	GotResult bool
+	// Err is the failure the CLI reported in its result; its error event
+	// was emitted by the parser.
+	Err *chat.Error
+	// NoResult, when set, refines the error of a run that ended without a
+	// result: from the stderr tail it returns the chat error code and a
+	// note for the message ("" for none). Nil: chat.ErrExecutor.
+	NoResult func(stderrTail string) (code, note string)
+}
+
+// Failure returns the run's error, nil when it succeeded, and emits its
+// error event unless the parser did (Parsed.Err). In order:
+//   - the failure the CLI reported itself (or the parser found), with the
+//     stderr tail added;
+//   - the watchdog stopped a CLI that had not answered (timeout);
+//   - the process could not be waited for (a stop by the contexts is
+//     canceled or timeout, a sandbox exec timeout is timeout, anything
+//     else sandbox), unless the run stopped it after its answer;
+//   - no result (executor, or what NoResult says), with the stderr's last
+//     line;
+//   - a non-zero exit after the result, unless the run stopped it.
+func (x *Exit) Failure(p Parsed) *chat.Error {
+	cli, tail := x.spec.CLI, x.Stderr
+	afterAnswer := p.GotResult && (x.Killed || x.Idle || x.bgStopped)
+	var err *chat.Error
+	switch {
+	case p.Err != nil:
+		p.Err.Err = withStderr(tail, p.Err.Err)
+		return p.Err
+	case x.Idle && !p.GotResult:
+		msg := fmt.Sprintf("%s printed nothing for %s while no tool was running and was stopped (the CLI hung)", cli, x.spec.IdleTimeout.Round(time.Second))
+		err = &chat.Error{Code: chat.ErrTimeout, Message: msg, Err: withStderr(tail, x.Err)}
+	case x.Err != nil && !afterAnswer:
+		code, msg := chat.ErrSandbox, cli+": "+x.Err.Error()
+		if x.stopCode != "" {
+			code, msg = x.stopCode, x.stopMsg
+		} else if errors.Is(x.Err, sandbox.ErrExecTimeout) {
+			code, msg = chat.ErrTimeout, fmt.Sprintf("%s ran longer than its timeout (%s) and was stopped", cli, x.spec.Timeout)
+		}
+		err = &chat.Error{Code: code, Message: msg, Err: withStderr(tail, x.Err)}
+	case !p.GotResult:
+		msg := fmt.Sprintf("%s exited with code %d without a result", cli, x.Code)
+		if x.ParseErr != nil {
+			msg += " (" + x.ParseErr.Error() + ")"
+		}
+		code := chat.ErrExecutor
+		if p.NoResult != nil {
+			var note string
+			if code, note = p.NoResult(tail); note != "" {
+				msg += "; " + note
+			}
+		}
+		if tail != "" {
+			msg += ": " + LastLine(tail)
+		}
+		err = &chat.Error{Code: code, Message: msg, Err: withStderr(tail, nil)}
+	case x.Code != 0 && !afterAnswer:
+		msg := fmt.Sprintf("%s exited with code %d after its result", cli, x.Code)
+		if tail != "" {
+			msg += ": " + LastLine(tail)
+		}
+		err = &chat.Error{Code: chat.ErrExecutor, Message: msg, Err: withStderr(tail, nil)}
+	default:
+		return nil
+	}
+	chat.ErrorEvent(x.spec.Emit, x.spec.ErrorID, err.Code, err.Message)
+	return err
+}
+
+// withStderr adds a stderr tail to the causes of a failure (none when the
+// tail is empty).
+func withStderr(tail string, cause error) error {
+	if tail == "" {
+		return cause
+	}
+	return &executor.Stderr{Tail: tail, Err: cause}
+}
