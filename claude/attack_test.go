@@ -252,7 +252,7 @@ func attackMCP(t *testing.T, cli testenv.ClaudeCLI) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = ws.WriteFile("mcp-server.js", []byte(mcpServerJS), 0o644)
+	err = ws.WriteFile(t.Context(), "mcp-server.js", []byte(mcpServerJS), 0o644)
 	release()
 	if err != nil {
 		t.Fatal(err)

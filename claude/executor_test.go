@@ -235,6 +235,7 @@ func TestRunEnvAndArgv(t *testing.T) {
 	req.Assistant.MCPServers = map[string]*assistant.MCPServer{"gh": {ID: "gh", Transport: "stdio", Command: "gh-mcp",
 		Env: map[string]string{"GITHUB_TOKEN": "$ENV.TEST_GH_TOKEN"}}}
 	req.Arguments = chat.Arguments{MaxTurns: 7, AllowedTools: []string{"Read"}, DisallowedTools: []string{"WebFetch"}}
+	req.Relay = "/opt/agentbox/agentbox"
 	e := New(Options{Binary: bin, LookupEnv: func(k string) (string, bool) {
 		if k == "TEST_GH_TOKEN" {
 			return "ghp_SECRETTOKEN123", true
@@ -277,7 +278,8 @@ func TestRunEnvAndArgv(t *testing.T) {
 		}
 	}
 	mcp, _ := os.ReadFile(filepath.Join(sb.ws.Dir(), ConfigPaths("coder").MCPConfig))
-	if strings.Contains(string(mcp), "ghp_") || !strings.Contains(string(mcp), "${AGENTBOX_MCP_GH_ENV_GITHUB_TOKEN}") {
+	if strings.Contains(string(mcp), "ghp_") || !strings.Contains(string(mcp), "${AGENTBOX_MCP_GH_ENV_GITHUB_TOKEN}") ||
+		!strings.Contains(string(mcp), `"mcp-filter"`) {
 		t.Errorf(".mcp.json:\n%s", mcp)
 	}
 	if _, err := os.Stat(filepath.Join(sb.ws.Dir(), SystemPromptFile)); !os.IsNotExist(err) {
