@@ -8,7 +8,7 @@ import (
 )
 
 // executeOnly returns an execute-only (0711) copy of the agentbox binary
-// in dir, made once per binary and kept: the kernel makes a process whose
+// in dir (made when missing), once per binary and kept: the kernel makes a process whose
 // binary its user cannot read non-dumpable from its start, so the agent's
 // processes cannot open the in-sandbox relays' /proc/PID/fd (the CLI's
 // input and output pass through them). A binary that is not readable by
@@ -20,6 +20,11 @@ func executeOnly(binary, dir string) (string, error) {
 		return "", fmt.Errorf("bridge binary: %w", err)
 	}
 	if st.Mode().Perm()&0o044 == 0 {
+		return binary, nil
+	}
+	// Traversable by the sandbox user, who runs the copy (the local
+	// runtime binds it as that user), not listable.
+	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return binary, nil
 	}
 	name := filepath.Join(dir, fmt.Sprintf("agentbox-%x-%d", st.ModTime().UnixNano(), st.Size()))

@@ -215,7 +215,9 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 	if err := os.Chmod(parent, 0o711); err != nil {
 		return nil, fmt.Errorf("bridge dir: %w", err)
 	}
-	if binary, err = executeOnly(binary, parent); err != nil {
+	// Beside the per-request folders, not among them: a copy is shared by
+	// every session and outlives them.
+	if binary, err = executeOnly(binary, filepath.Join(filepath.Dir(parent), "agentbox-bin")); err != nil {
 		return nil, err
 	}
 	// The per-request directory has a random name and mode 0700, owned by

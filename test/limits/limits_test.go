@@ -164,7 +164,7 @@ func TestConcurrentTurnsOnOneChat(t *testing.T) {
 	// The CLI's own transcript of the chat's session: the questions in
 	// order, one resumed session, no second transcript from a concurrent
 	// run.
-	ts, _ := filepath.Glob(filepath.Join(app, "data", "workspaces", "alice", chatID, ".agentbox", "claude", "projects", "*", "*.jsonl"))
+	ts, _ := filepath.Glob(filepath.Join(app, "data", "workspaces", "alice", chatID, ".agentbox", "claude", "assistants", "coder", "config", "projects", "*", "*.jsonl"))
 	if len(ts) != 1 {
 		t.Fatalf("session transcripts: %v, want one", ts)
 	}
