@@ -4,7 +4,7 @@
 # every file under the current folder.
 set -eu
 if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-	find . -type f -not -path './.git/*' -not -path './.claude/*' | sort
+	find . -type f -not -path './.git/*' -not -path './.claude/*' -not -path './.agentbox/*' | sort
 	exit 0
 fi
 if git rev-parse --verify HEAD >/dev/null 2>&1; then
