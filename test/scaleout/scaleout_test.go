@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/store"
 )
@@ -108,7 +109,7 @@ func mustDone(t testing.TB, what string, r reply) {
 // turn resumed the same session).
 func (c *cluster) transcript(t testing.TB, chatID string) string {
 	t.Helper()
-	ts, _ := filepath.Glob(filepath.Join(c.workspace(chatID), ".agentbox", "claude", "projects", "*", "*.jsonl"))
+	ts, _ := filepath.Glob(filepath.Join(c.workspace(chatID), filepath.FromSlash(claude.ConfigPaths("coder").Config), "projects", "*", "*.jsonl"))
 	if len(ts) != 1 {
 		t.Fatalf("session transcripts: %v, want one", ts)
 	}
