@@ -244,6 +244,13 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		// and the next start unmounts it once idle.
 		env.closers = append(env.closers, ws.Close)
 	}
+	if opts.Serve && opts.Metrics != nil {
+		um, err := startUsageMetrics(ctx, opts.Metrics, ws, usageInterval, opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		env.closers = append(env.closers, um.Close)
+	}
 	storeCfg, err := app.Config.ResolveStore()
 	if err != nil {
 		return nil, err

@@ -94,6 +94,18 @@ func TestServe(t *testing.T) {
 			t.Errorf("metrics = %d, lack %q", code, want)
 		}
 	}
+	// The data root is measured in the background, once at start.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, body = get("GET", "/metrics", "")
+		if strings.Contains(body, "agentbox_workspaces 0") && !strings.Contains(body, "agentbox_data_root_measured_timestamp_seconds 0") &&
+			!strings.Contains(body, "agentbox_data_root_filesystem_size_bytes 0") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack the data root usage:\n%s", grepLines(body, "agentbox_data_root", "agentbox_workspace"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	http.DefaultClient.CloseIdleConnections()
 	cancel()
 	select {
@@ -138,4 +150,18 @@ func TestServeRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// grepLines returns the lines of s that start with one of the prefixes.
+func grepLines(s string, prefixes ...string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(l, p) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
