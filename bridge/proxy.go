@@ -255,6 +255,7 @@ func (m *modelServer) rewrite(pr *httputil.ProxyRequest) {
 		up = info.up
 	}
 	pr.SetURL(up.url)
+	pr.Out.URL.Path, pr.Out.URL.RawPath = upstreamPath(up.url.Path, pr.In.URL.Path), ""
 	h := pr.Out.Header
 	h.Del("X-Api-Key")
 	h.Del("Authorization")
@@ -269,6 +270,25 @@ func (m *modelServer) rewrite(pr *httputil.ProxyRequest) {
 			h.Set("X-Api-Key", up.key)
 		}
 	}
+}
+
+// upstreamPath is where a request the CLI sent to path goes under the
+// connector host's base path, by Yao's rule for hosts (connector.endpoint
+// for direct calls): a host ending in "/" is the API's base as it is
+// ("https://h/api/" → https://h/api/messages for /v1/messages), one ending
+// in /v1 already holds the version (no /v1/v1), any other gets the path
+// as the CLI sent it.
+func upstreamPath(base, path string) string {
+	rest, versioned := strings.CutPrefix(path, "/v1/")
+	switch {
+	case base == "" || base == "/":
+		return path
+	case versioned && strings.HasSuffix(base, "/"):
+		return base + rest
+	case versioned && strings.HasSuffix(base, "/v1"):
+		return base + "/" + rest
+	}
+	return strings.TrimSuffix(base, "/") + path
 }
 
 // modifyResponse meters successful responses as they stream through.

@@ -363,6 +363,43 @@ func TestNewUpstream(t *testing.T) {
 	}
 }
 
+func TestUpstreamPath(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ base, path, want string }{
+		{"", "/v1/messages", "/v1/messages"},
+		{"/", "/v1/messages", "/v1/messages"},
+		{"/anthropic", "/v1/messages", "/anthropic/v1/messages"},
+		{"/api/", "/v1/messages", "/api/messages"},
+		{"/api/", "/v1/messages/count_tokens", "/api/messages/count_tokens"},
+		{"/compat/v1", "/v1/messages", "/compat/v1/messages"},
+		{"/api/", "/v1beta/models/m:streamGenerateContent", "/api/v1beta/models/m:streamGenerateContent"},
+	}
+	for _, tc := range tests {
+		if got := upstreamPath(tc.base, tc.path); got != tc.want {
+			t.Errorf("upstreamPath(%q, %q) = %q, want %q", tc.base, tc.path, got, tc.want)
+		}
+	}
+}
+
+// A connector host ending in "/" is the API's base as Yao reads it: the
+// CLI's /v1/messages goes to HOST/api/messages.
+func TestProxyYaoHostBase(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle("POST /api/messages", http.StripPrefix("/api", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.URL.Path = "/v1" + r.URL.Path
+		(&fakeAnthropic{}).ServeHTTP(w, r)
+	})))
+	up := httptest.NewServer(mux)
+	t.Cleanup(up.Close)
+	s := startSession(t, Options{Upstream: testUpstream(up.URL + "/api/"), Transport: up.Client().Transport})
+	resp := post(t, unixClient(s), "http://bridge", "/v1/messages", s.Token(), `{"model":"x"}`)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"text":"hi"`) {
+		t.Fatalf("got %d %s", resp.StatusCode, body)
+	}
+}
+
 func TestSessionEnvAndWrap(t *testing.T) {
 	s := startSession(t, Options{Upstream: testUpstream("http://127.0.0.1:1"), Tools: []Tool{{Name: "t", Handler: func(context.Context, json.RawMessage) (any, error) { return nil, nil }}}})
 	env := s.Env()
