@@ -115,7 +115,6 @@ func (l *loader) loadSandbox(d *doc, a *Assistant, r *rawSandbox, app *App, file
 		sb.File = fd.file
 		if l.done(fd) {
 			a.Sandbox = sb
-			l.checkSandboxConnector(d, a, app)
 		}
 		return
 	}
@@ -137,19 +136,6 @@ func (l *loader) loadSandbox(d *doc, a *Assistant, r *rawSandbox, app *App, file
 		return
 	}
 	a.Sandbox.File = d.file
-	l.checkSandboxConnector(d, a, app)
-}
-
-// checkSandboxConnector checks that the assistant's connector suits its
-// sandbox command: Claude Code speaks the Anthropic Messages API only.
-func (l *loader) checkSandboxConnector(d *doc, a *Assistant, app *App) {
-	c := app.Connectors[a.Connector]
-	if c == nil || a.Sandbox == nil {
-		return
-	}
-	if (a.Sandbox.Command == "claude" || a.Sandbox.Command == "") && c.Type == TypeOpenAI {
-		d.errPath("connector", "connector %q is an openai connector; sandbox command claude needs an anthropic (or scripted) connector", a.Connector)
-	}
 }
 
 // parseV2 maps a Yao v2 sandbox at prefix p onto agentbox's sandbox.

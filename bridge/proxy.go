@@ -27,8 +27,11 @@ import (
 const MaxModelRequest = 32 << 20
 
 // DefaultAnthropicHost is the upstream of an anthropic connector without a
-// host.
-const DefaultAnthropicHost = "https://api.anthropic.com"
+// host; DefaultOpenAIHost an openai connector's.
+const (
+	DefaultAnthropicHost = "https://api.anthropic.com"
+	DefaultOpenAIHost    = "https://api.openai.com"
+)
 
 // sharedTransport carries upstream requests of every session, so TLS
 // connections to the model API are reused across requests.
@@ -46,19 +49,24 @@ type upstreamTarget struct {
 	key     string
 	auth    string
 	breaker *breaker.Breaker
+	// chat is set for an openai connector: the CLI's Messages calls are
+	// translated to Chat Completions (openaicompat.go); model is the
+	// connector's model, which they name.
+	chat  bool
+	model string
 }
 
 func newUpstream(c executor.Connection, auth string, b *breaker.Breaker) (*upstreamTarget, error) {
-	switch c.Type {
-	case "openai":
-		return nil, fmt.Errorf("model proxy: connector type %q does not speak the Anthropic Messages API the sandbox CLI uses: use an anthropic connector", c.Type)
-	}
 	host := c.Host
 	if host == "" {
-		if c.Type != "anthropic" {
+		switch c.Type {
+		case "anthropic":
+			host = DefaultAnthropicHost
+		case "openai":
+			host = DefaultOpenAIHost
+		default:
 			return nil, fmt.Errorf("model proxy: connector %s has no host", c.Type)
 		}
-		host = DefaultAnthropicHost
 	}
 	u, err := url.Parse(host)
 	if err != nil {
@@ -76,6 +84,10 @@ func newUpstream(c executor.Connection, auth string, b *breaker.Breaker) (*upstr
 	case AuthAPIKey, AuthBearer:
 	default:
 		return nil, fmt.Errorf("model proxy: upstream auth %q: want %q or %q", auth, AuthAPIKey, AuthBearer)
+	}
+	if c.Type == "openai" {
+		// OpenAI-compatible hosts take the key as a bearer token.
+		return &upstreamTarget{url: u, key: c.Key, auth: AuthBearer, breaker: b, chat: true, model: c.Model}, nil
 	}
 	return &upstreamTarget{url: u, key: c.Key, auth: auth, breaker: b}, nil
 }
@@ -209,9 +221,27 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				m.s.log.Info("bridge model proxy: request held to the assistant's limits", "path", clean, "changed", changed)
 			}
 		}
+		if up.chat {
+			if clean == "/v1/messages/count_tokens" {
+				// Chat Completions has no token count: an estimate (four
+				// bytes a token) serves the CLI's context bookkeeping.
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"input_tokens":%d}`, len(body)/4+1)
+				return
+			}
+			if body, err = messagesToChat(body, up.model); err != nil {
+				apiError(w, http.StatusBadRequest, "invalid_request_error", "agentbox bridge: "+err.Error())
+				return
+			}
+			// Messages API query parameters (beta=true) mean nothing there.
+			r.URL.Path, r.URL.RawQuery = "/v1/chat/completions", ""
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		r.Header.Del("Content-Length")
+	} else if up.chat {
+		apiError(w, http.StatusNotFound, "not_found_error", "agentbox bridge: "+clean+" has no counterpart on the assistant's OpenAI-compatible connector")
+		return
 	}
 	// The call ends with the sandbox's connection or the session (Close,
 	// request deadline), whichever comes first.
@@ -281,7 +311,7 @@ func (m *modelServer) rewrite(pr *httputil.ProxyRequest) {
 func upstreamPath(base, path string) string {
 	rest, versioned := strings.CutPrefix(path, "/v1/")
 	switch {
-	case base == "" || base == "/":
+	case base == "":
 		return path
 	case versioned && strings.HasSuffix(base, "/"):
 		return base + rest
@@ -295,6 +325,11 @@ func upstreamPath(base, path string) string {
 func (m *modelServer) modifyResponse(resp *http.Response) error {
 	req := resp.Request
 	info, _ := req.Context().Value(reqInfoKey{}).(reqInfo)
+	if info.up != nil && info.up.chat {
+		if err := fromChat(resp, info.up.model); err != nil {
+			return err
+		}
+	}
 	mb := &meterBody{rc: resp.Body, m: &m.meter, sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
 	outcome := breaker.OfStatus(resp.StatusCode)
 	if outcome != breaker.Success && info.done != nil {

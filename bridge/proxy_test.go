@@ -174,7 +174,7 @@ func TestProxyTokenSwapAndMetering(t *testing.T) {
 func TestProxyBearerUpstream(t *testing.T) {
 	f := &fakeAnthropic{}
 	up := newUpstreamServer(t, f)
-	s := startSession(t, Options{Upstream: testUpstream(up.URL + "/"), UpstreamAuth: AuthBearer, Transport: up.Client().Transport})
+	s := startSession(t, Options{Upstream: testUpstream(up.URL), UpstreamAuth: AuthBearer, Transport: up.Client().Transport})
 	req, _ := http.NewRequest("POST", "http://bridge/v1/messages", strings.NewReader(`{}`))
 	req.Header.Set("Authorization", "Bearer "+s.Token())
 	resp, err := unixClient(s).Do(req)
@@ -336,7 +336,8 @@ func TestNewUpstream(t *testing.T) {
 	}{
 		{"anthropic default host", executor.Connection{Type: "anthropic", Key: "k"}, "", "", DefaultAnthropicHost},
 		{"custom host with path", executor.Connection{Type: "anthropic", Host: "https://example.com/anthropic"}, AuthBearer, "", "https://example.com/anthropic"},
-		{"openai", executor.Connection{Type: "openai", Host: "https://x"}, "", "does not speak the Anthropic", ""},
+		{"openai", executor.Connection{Type: "openai", Host: "https://x/"}, "", "", "https://x/"},
+		{"openai default host", executor.Connection{Type: "openai"}, "", "", DefaultOpenAIHost},
 		{"no scheme", executor.Connection{Type: "anthropic", Host: "api.example.com"}, "", "want http(s)", ""},
 		{"ftp", executor.Connection{Type: "anthropic", Host: "ftp://x"}, "", "want http(s)", ""},
 		{"credentials", executor.Connection{Type: "anthropic", Host: "https://u:p@x"}, "", "no credentials", ""},
@@ -367,7 +368,8 @@ func TestUpstreamPath(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ base, path, want string }{
 		{"", "/v1/messages", "/v1/messages"},
-		{"/", "/v1/messages", "/v1/messages"},
+		{"/", "/v1/messages", "/messages"},
+		{"/", "/v1/chat/completions", "/chat/completions"},
 		{"/anthropic", "/v1/messages", "/anthropic/v1/messages"},
 		{"/api/", "/v1/messages", "/api/messages"},
 		{"/api/", "/v1/messages/count_tokens", "/api/messages/count_tokens"},

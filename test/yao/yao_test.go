@@ -231,6 +231,53 @@ func TestYaoSandboxedClaudeInDocker(t *testing.T) {
 	})
 }
 
+// TestYaoSandboxedClaudeOnOpenAIConnector: a sandboxed Claude Code
+// assistant whose connector is an OpenAI-compatible provider (the DeepSeek
+// form, its host named with Yao's "proxy" and a trailing "/") runs: the
+// model proxy translates the CLI's Messages calls, streamed, with tool
+// calls and their results, to Chat Completions at {proxy}chat/completions
+// with the connector's key and model, and nothing calls the Messages API.
+func TestYaoSandboxedClaudeOnOpenAIConnector(t *testing.T) {
+	testenv.Docker(t)
+	testenv.Image(t)
+	app := copyApp(t, "sandbox-app")
+	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
+		{Text: "Writing the file.", ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/hello.txt", "content": "hello\n"}}}},
+		{When: &llmtest.Match{AfterToolResult: "Write"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "cat hello.txt"}}}},
+		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Done: hello.txt is written."},
+	}})
+	t.Cleanup(srv.Close)
+	events := run(t, app, []string{"YAO_E2E_OPENAI_HOST=" + srv.URL + "/", "YAO_E2E_OPENAI_KEY=sk-deepseek-test"},
+		"--runtime", "docker", "--chat", "yao-openai", "local", "Write hello.txt.")
+	last := events[len(events)-1]
+	if last.Event != chat.Done || last.Final.Error != "" || !strings.HasSuffix(last.Final.Content, "Done: hello.txt is written.") {
+		t.Fatalf("last event: %+v", last)
+	}
+	if last.Final.Usage.InputTokens == 0 || last.Final.Usage.OutputTokens == 0 {
+		t.Errorf("usage = %+v, want the upstream's token counts", last.Final.Usage)
+	}
+	if !sawToolResult(srv, "hello") {
+		t.Error("the Bash tool's result did not come back to the model")
+	}
+	turns := 0
+	for _, r := range srv.Requests() {
+		switch {
+		case r.Path != "/chat/completions":
+			t.Errorf("request to %s %s, want only POST /chat/completions", r.Method, r.Path)
+		case r.Header.Get("Authorization") != "Bearer sk-deepseek-test":
+			t.Errorf("authorization = %q, want the connector's key", r.Header.Get("Authorization"))
+		case !bytes.Contains(r.Body, []byte(`"model":"deepseek-chat"`)):
+			t.Errorf("request names another model: %.200s", r.Body)
+		}
+		if r.Turn >= 0 {
+			turns++
+		}
+	}
+	if turns != 3 {
+		t.Errorf("%d script turns used, want 3", turns)
+	}
+}
+
 // sawToolResult reports whether a request to srv carried s (in a tool
 // result the CLI sent back).
 func sawToolResult(srv *llmtest.Server, s string) bool {
