@@ -238,6 +238,9 @@ func bundle(dir, entry, src string, loader api.Loader) (string, error) {
 		SourcesContent: api.SourcesContentExclude,
 		TreeShaking:    api.TreeShakingFalse,
 		Charset:        api.CharsetUTF8,
+		// Licence comments of bundled npm packages stay where they are:
+		// at the end of the file they would follow the exports.
+		LegalComments: api.LegalCommentsInline,
 		LogLevel:       api.LogLevelSilent,
 		Plugins:        []api.Plugin{plugin},
 		// Free uses of Yao's globals point into one object (see yao.go).
@@ -372,14 +375,35 @@ func buildError(dir string, msgs []api.Message) error {
 				p.Msg += "\n    " + strings.TrimRight(m.Location.LineText, " \t")
 			}
 		}
+		pkg, missing := missingPackage(m.Text)
 		for _, n := range m.Notes {
-			if n.Text != "" {
+			// esbuild's advice to mark a missing package external would
+			// leave an import the hook engine cannot run.
+			if n.Text != "" && !(missing && strings.Contains(n.Text, "external")) {
 				p.Msg += "\n    note: " + n.Text
 			}
+		}
+		if missing {
+			p.Msg += fmt.Sprintf("\n    note: hooks bundle npm packages from a node_modules folder beside or above them: is %q installed (npm install in the app folder)?", pkg)
 		}
 		e.Problems = append(e.Problems, p)
 	}
 	return e
+}
+
+// missingPackage reports whether an esbuild message says an npm package
+// (a bare import path, not a file or an alias of the app) could not be
+// found, and its name.
+func missingPackage(text string) (string, bool) {
+	spec, ok := strings.CutPrefix(text, `Could not resolve "`)
+	if !ok {
+		return "", false
+	}
+	spec, _, _ = strings.Cut(spec, `"`)
+	if spec == "" || strings.HasPrefix(spec, ".") || strings.HasPrefix(spec, "/") || strings.HasPrefix(spec, "@yao/") {
+		return "", false
+	}
+	return spec, true
 }
 
 // compileError maps a goja syntax error in the bundle (syntax esbuild

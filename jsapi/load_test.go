@@ -106,6 +106,32 @@ func TestLoadImportedModuleRuns(t *testing.T) {
 	}
 }
 
+// An npm package from node_modules is bundled, its licence comment
+// included; a missing one is an error that says to install it.
+func TestLoadNodeModules(t *testing.T) {
+	t.Parallel()
+	dir := writeAssistant(t, map[string]string{
+		"src/index.ts":                     `import { shout } from "shouty"; function Create(ctx) { ctx.Send(shout("hi")); return null; }`,
+		"node_modules/shouty/package.json": `{"name": "shouty", "main": "index.js"}`,
+		"node_modules/shouty/index.js":     "/*! shouty v1 | MIT license */\nexport function shout(s) { return s.toUpperCase(); }\n",
+	})
+	h, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec chattest.Recorder
+	if _, err := h.Create(context.Background(), &Context{UserID: "ann", Emit: rec.Emit}, nil, chat.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := rec.Events(); len(ev) != 2 || ev[0].Text != "HI" {
+		t.Fatalf("events = %+v", ev)
+	}
+	_, err = Load(writeAssistant(t, map[string]string{"src/index.ts": `import { parse } from "node-html-parser"; function Create(ctx) { return parse; }`}))
+	if err == nil || !strings.Contains(err.Error(), `is "node-html-parser" installed (npm install in the app folder)?`) || strings.Contains(err.Error(), "external") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
