@@ -98,6 +98,8 @@ type Final struct {
 	// FinishReason says why the answer ended (one of the Finish* values);
 	// "tool_calls" means the model waits for the client's tool results.
 	FinishReason string `json:"finish_reason,omitempty"`
+	// Timings say where the turn's time went (nil when not measured).
+	Timings *Timings `json:"timings,omitempty"`
 }
 
 // EmitFunc receives events in order. Implementations must be safe to call

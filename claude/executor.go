@@ -199,6 +199,8 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 
 	res := out.Result(prep.sessionID, exit.Started)
 	res.Notices = append(res.Notices, exit.Notices...)
+	res.Timings = out.Timings
+	res.Timings.Started = exit.Started
 	log.Debug("claude done", "exit", exit.Code, "results", out.Results, "subtype", out.Subtype,
 		"turns", res.Usage.Turns, "cost_usd", res.Usage.CostUSD, "tasks", out.Tasks, "tasks_left", out.TasksLeft,
 		"lines", out.Lines, "skipped", out.Skipped, "dropped", out.Dropped, "unknown", out.Unknown,

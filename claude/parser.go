@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 )
 
@@ -138,6 +139,9 @@ type Outcome struct {
 	// Unknown counts lines of a kind the parser does not know (a newer
 	// CLI): dropped.
 	Unknown int `json:"unknown,omitempty"`
+	// Timings are when the init line, the model's first event and the
+	// answer's first text came (Started is left to the run).
+	Timings executor.Timings `json:"-"`
 	agentcli.LineStats
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -52,6 +53,9 @@ func (p *Parser) streamEvent(line string) {
 	switch e[0].Str {
 	case "message_start":
 		id := e[4].Str
+		if parent == "" && p.out.Timings.FirstByte.IsZero() {
+			p.out.Timings.FirstByte = time.Now()
+		}
 		if parent == "" {
 			// A new message of the main agent: text of an earlier one
 			// still unconfirmed was a stream cut short.
@@ -122,6 +126,9 @@ func (p *Parser) streamEvent(line string) {
 			t = agentcli.String(d[1])
 			if b.main && b.typ == chat.TypeText {
 				b.text.WriteString(t)
+				if t != "" && p.out.Timings.FirstText.IsZero() {
+					p.out.Timings.FirstText = time.Now()
+				}
 			}
 		case "thinking_delta":
 			t = agentcli.String(d[2])
@@ -247,7 +254,7 @@ func (p *Parser) addToolCall(id, name string, main bool) {
 		return
 	}
 	p.toolIdx[id] = len(p.out.ToolCalls)
-	p.out.ToolCalls = append(p.out.ToolCalls, executor.ToolCall{ID: id, Name: name})
+	p.out.ToolCalls = append(p.out.ToolCalls, executor.ToolCall{ID: id, Name: name, Started: time.Now()})
 	p.toolName = append(p.toolName, name)
 }
 
@@ -393,6 +400,7 @@ func (p *Parser) toolResult(id string, isErr bool, body gjson.Result, parent str
 		// Outcome keeps a summary; the event carried the content.
 		p.out.ToolCalls[idx].Result = agentcli.KeptResult(res.Content)
 		p.out.ToolCalls[idx].IsError = isErr
+		p.out.ToolCalls[idx].Ended = time.Now()
 	}
 	if msg, ok := p.progress[id]; ok {
 		p.endLoading(msg, nil)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -106,6 +107,9 @@ func (p *Parser) system(line string) {
 // init handles the CLI's init message: the first of a run is the session
 // event; a later one starts a follow-up turn of the same session.
 func (p *Parser) init(line string) {
+	if p.out.Timings.Init.IsZero() {
+		p.out.Timings.Init = time.Now()
+	}
 	if p.sessionSent {
 		if p.out.GotResult {
 			p.workAfter = true

@@ -91,6 +91,21 @@ type Result struct {
 	ToolCalls []ToolCall
 	// Notices are the notice codes raised (failure patterns, denials).
 	Notices []string
+	// Timings are when the run's steps happened (zero when not seen).
+	Timings Timings
+}
+
+// Timings are the moments of a run the pipeline reports (chat.Timings,
+// trace spans). A zero time was not seen.
+type Timings struct {
+	// Started is when the CLI process was started (zero when the turn
+	// ran on a CLI already running); Init when it printed its first
+	// line.
+	Started, Init time.Time
+	// FirstByte is when the model's answer began to stream (the first
+	// event of a model response), FirstText when the answer's first text
+	// arrived.
+	FirstByte, FirstText time.Time
 }
 
 // ToolCall is one tool the agent called and its outcome.
@@ -100,6 +115,10 @@ type ToolCall struct {
 	Input   chat.RawJSON `json:"input,omitempty"`
 	Result  string       `json:"result,omitempty"`
 	IsError bool         `json:"is_error,omitempty"`
+	// Started is when the model called the tool, Ended when its result
+	// came (zero when it did not).
+	Started time.Time `json:"-"`
+	Ended   time.Time `json:"-"`
 }
 
 // Stderr is the end of a failed CLI's stderr. It is in the causes of the
