@@ -42,7 +42,7 @@ func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversa
 	}
 	msgs := make([]chat.Message, 0, len(conv.history)+len(conv.input))
 	msgs = append(append(msgs, conv.history...), conv.input...)
-	return cl.Stream(ctx, &connector.Request{Model: model, System: conv.systemPrompt(), Messages: msgs, Options: options.ModelOptions}, t.emit)
+	return cl.Stream(ctx, &connector.Request{Model: model, System: conv.systemPrompt(), Messages: msgs, Options: options.ModelOptions}, t.sawAnswer(t.emit))
 }
 
 // execSandboxed runs the assistant's coding-agent CLI in the sandbox.

@@ -116,7 +116,7 @@ func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(),
 	start := time.Now()
 	unlock, err := p.chatLocks.Lock(ctx, req.UserID, req.ChatID, lim.ChatQueue, lim.ChatWait)
 	p.metrics.waiting.Dec()
-	p.metrics.phase("chat_wait", start)
+	t.phase(phaseChatWait, start)
 	switch {
 	case errors.Is(err, ErrChatQueueFull):
 		releaseUser()
@@ -149,17 +149,17 @@ func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(),
 
 // sandboxSlot waits for one of the server's sandbox slots.
 func (t *turn) sandboxSlot(ctx context.Context, lim assistant.Limits) (func(), error) {
+	start := time.Now()
+	defer t.phase(phaseSandboxWait, start)
 	return t.p.sandboxSlot(ctx, lim)
 }
 
 // sandboxSlot waits for one of the server's sandbox slots (a turn's or a
-// terminal's).
+// terminal's; each observes its wait).
 func (p *Pipeline) sandboxSlot(ctx context.Context, lim assistant.Limits) (func(), error) {
 	p.metrics.waiting.Inc()
-	start := time.Now()
 	release, err := p.slots.acquire(ctx, lim.Sandboxes, lim.SandboxWait)
 	p.metrics.waiting.Dec()
-	p.metrics.phase("sandbox_wait", start)
 	switch {
 	case err == nil:
 		return release, nil

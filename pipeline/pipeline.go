@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/breaker"
 	"github.com/agentbox/agentbox/bridge"
@@ -96,6 +98,9 @@ type Config struct {
 	// CleanupGrace is how long Close lets canceled turns clean up before
 	// it removes their sandboxes itself (0: DefaultCleanupGrace).
 	CleanupGrace time.Duration
+	// TracerProvider receives a span per turn with its phases as children
+	// (nil: OpenTelemetry's global provider, a no-op unless set up).
+	TracerProvider trace.TracerProvider
 }
 
 // Pipeline runs chat turns. It is safe for concurrent use.

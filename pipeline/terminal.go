@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/bridge"
@@ -103,7 +104,9 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Te
 			t.cleanup()
 		}
 	}()
+	slotStart := time.Now()
 	releaseSlot, err := p.sandboxSlot(ctx, limits(app))
+	p.metrics.phase(phaseSandboxWait, slotStart)
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,8 @@ type turn struct {
 	// refused is set when a limit refused the turn before it did any
 	// work: it gets no usage record.
 	refused bool
+	// tm records where the turn's time goes.
+	tm timings
 }
 
 // serialize makes emit safe to call from executor and hook goroutines,
@@ -70,6 +72,7 @@ func (t *turn) serialize(emit chat.EmitFunc) chat.EmitFunc {
 		if e.Type == chat.TypeError && e.Event == chat.Start {
 			t.errEmitted.Store(true)
 		}
+		t.sawEvent(e)
 		if emit != nil {
 			emit(e)
 		}
@@ -125,7 +128,9 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 			return nil, err
 		}
 	}
+	assembleStart := time.Now()
 	conv, err := t.assemble(ctx)
+	t.phase(phaseAssemble, assembleStart)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +163,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	if hooks != nil && hooks.Has("Create") {
 		start := time.Now()
 		res, err := hooks.Create(ctx, hc, conv.all(), options)
-		t.p.metrics.phase("hook_create", start)
+		t.phase(phaseHookCreate, start)
 		if err != nil {
 			return nil, jsapi.ChatError(err)
 		}
@@ -217,6 +222,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 			t.content, t.sessionID, t.notices = res.Content, res.SessionID, res.Notices
 			t.usage.Add(res.Usage)
 			tools = res.ToolCalls
+			t.tm.exec, t.tm.tools = res.Timings, res.ToolCalls
 			completion.ID, completion.FinishReason = res.SessionID, "stop"
 		}
 	} else {
@@ -234,14 +240,14 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 			completion.Model = res.Model
 		}
 	}
-	t.p.metrics.phase("execute", execStart)
+	t.phase(phaseExecute, execStart)
 	if execErr == nil && t.finishReason == "" {
 		t.finishReason = chat.FinishStop
 	}
 
 	if hooks != nil && hooks.Has("Next") {
 		start := time.Now()
-		defer func() { t.p.metrics.phase("hook_next", start) }()
+		defer t.phase(phaseHookNext, start)
 		completion.Content, completion.Usage = t.content, t.usage
 		completion.Model = cmp.Or(completion.Model, t.model)
 		payload := jsapi.NextPayload{Messages: conv.all(), Completion: completion, Tools: tools}
@@ -282,12 +288,14 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 	for _, c := range t.closers {
 		c()
 	}
-	t.usage.DurationMS = time.Since(t.start).Milliseconds()
+	end := time.Now()
+	t.usage.DurationMS = end.Sub(t.start).Milliseconds()
 	if t.bridge != nil {
 		// Counted on the host, once the sandbox and its tunnels are gone.
 		t.usage.Egress = chat.MergeHostUsage(t.usage.Egress, t.bridge.EgressUsage())
 	}
-	final := &chat.Final{Usage: t.usage, SessionID: t.sessionID, Content: t.content, Data: t.data, Notices: t.notices}
+	final := &chat.Final{Usage: t.usage, SessionID: t.sessionID, Content: t.content, Data: t.data, Notices: t.notices,
+		Timings: t.tm.report(t.start, end)}
 	if err == nil {
 		final.FinishReason = t.finishReason
 	}
@@ -328,7 +336,9 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 	t.p.log.Info("turn",
 		"user", rec.UserID, "chat", rec.ChatID, "assistant", rec.AssistantID, "connector", rec.Connector,
 		"model", rec.Model, "input_tokens", t.usage.InputTokens, "output_tokens", t.usage.OutputTokens,
-		"cost_usd", t.usage.CostUSD, "turns", t.usage.Turns, "duration_ms", rec.DurationMS, "error", code)
+		"cost_usd", t.usage.CostUSD, "turns", t.usage.Turns, "duration_ms", rec.DurationMS, "error", code,
+		"sandbox", final.Timings.Sandbox, logAttrs(final.Timings))
+	t.trace(ctx, end, code)
 }
 
 // createSandbox acquires the chat's workspace and creates the sandbox. The
@@ -351,6 +361,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	if err != nil {
 		return nil, nil, err
 	}
+	createStart := time.Now()
 	ws, releaseWS, err := p.cfg.Workspaces.AcquireWith(ctx, t.req.UserID, t.req.ChatID, sandbox.AcquireOptions{MaxDisk: a.Sandbox.DiskBytes})
 	if err != nil {
 		releaseSlot()
@@ -382,9 +393,9 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	t.emit(chat.Event{Event: chat.Start, ID: loading, Type: chat.TypeLoading, Text: msg, Props: map[string]any{"message": msg, "runtime": name}})
 	spec := p.sandboxSpec(app, a, t.req.UserID, t.req.ChatID, ws, mounts)
 	spec.Env = env
-	createStart := time.Now()
 	sb, err := rt.Create(ctx, spec)
-	p.metrics.phase("sandbox_create", createStart)
+	t.phase(phaseSandboxCreate, createStart)
+	t.tm.sandbox = chat.SandboxCold
 	t.emit(chat.Event{Event: chat.End, ID: loading, Type: chat.TypeLoading})
 	if err != nil {
 		release()
@@ -413,7 +424,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		} else {
 			p.untrack(live)
 		}
-		p.metrics.phase("sandbox_remove", start)
+		t.phase(phaseSandboxRemove, start)
 		stopWatch()
 		release()
 	}
