@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/breaker"
 	"github.com/agentbox/agentbox/bridge"
+	"github.com/agentbox/agentbox/internal/telemetry"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/runtimes"
@@ -215,6 +216,13 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	}
 	env.Live = live
 	env.closers = append(env.closers, live.Close)
+	// Traces go where the standard OTEL_* variables say (nowhere unless
+	// they name an exporter); closed last, after the pipeline's turns.
+	stopTraces, err := telemetry.Setup(ctx, "agentbox", version)
+	if err != nil {
+		return nil, err
+	}
+	env.closers = append([]func(context.Context) error{stopTraces}, env.closers...)
 	app := live.Current()
 	if opts.Assistant != "" {
 		if _, ok := app.Assistants[opts.Assistant]; !ok {
