@@ -28,6 +28,7 @@ const (
 	minCPUs       = 0.1
 	maxCPUs       = 64
 	minTimeout    = 10 * time.Second
+	minKeepAlive  = 10 * time.Second
 	maxTimeout    = 24 * time.Hour
 	maxTurnsLimit = 1000
 )
@@ -113,6 +114,9 @@ func parseV1(d *doc, p string, r *rawSandbox, cfg *AppConfig) *Sandbox {
 	if d.has(p + "timeout") {
 		s.Timeout = parseDurationIn(d, p+"timeout", r.Timeout, minTimeout, maxTimeout)
 	}
+	if d.has(p + "keep_alive") {
+		s.KeepAlive = parseKeepAlive(d, p+"keep_alive", r.KeepAlive)
+	}
 	if r.Arguments != nil {
 		s.Arguments = *r.Arguments
 		checkArguments(d, p+"arguments.", s.Command, s.Arguments)
@@ -185,6 +189,16 @@ func parseDurationIn(d *doc, path, s string, lo, hi time.Duration) time.Duration
 		return v
 	}
 	return 0
+}
+
+// parseKeepAlive checks sandbox.keep_alive: "0" or "off" (the default:
+// every turn starts its own sandbox), else 10s to 24h.
+func parseKeepAlive(d *doc, path, s string) time.Duration {
+	switch strings.TrimSpace(s) {
+	case "0", "off", "":
+		return 0
+	}
+	return parseDurationIn(d, path, s, minKeepAlive, maxTimeout)
 }
 
 // ParseMemory parses a memory size with a unit b, k, m or g ("512m", "4g",

@@ -30,6 +30,7 @@ type rawSandbox struct {
 	MaxDisk   string          `json:"max_disk"`
 	MaxCPU    *float64        `json:"max_cpu"`
 	Timeout   string          `json:"timeout"`
+	KeepAlive string          `json:"keep_alive"`
 	Arguments *chat.Arguments `json:"arguments"`
 	// Both forms (agentbox's network: "none", "host" or an allow list;
 	// secrets as strings, Yao v2's objects, or agentbox's {value, hosts}).
@@ -48,7 +49,7 @@ type rawSandbox struct {
 }
 
 var (
-	v1Fields = []string{"command", "image", "runtime", "max_memory", "max_disk", "max_cpu", "timeout", "arguments"}
+	v1Fields = []string{"command", "image", "runtime", "max_memory", "max_disk", "max_cpu", "timeout", "keep_alive", "arguments"}
 	v2Fields = []string{"computer", "runner", "lifecycle", "idle_timeout", "max_lifetime", "stop_timeout", "prepare", "environment", "filter"}
 )
 

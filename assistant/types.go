@@ -256,6 +256,12 @@ type Sandbox struct {
 	DiskBytes int64
 	CPUs      float64
 	Timeout   time.Duration
+	// KeepAlive (sandbox.keep_alive) keeps a chat's sandbox and its CLI
+	// running for this long after a turn, for the chat's next message
+	// (0, the default: every turn starts a sandbox and a CLI). Off by
+	// default because a kept chat holds a container and a CLI of some
+	// 280 MiB while its user reads and types.
+	KeepAlive time.Duration
 	// Network is none or host; app.jsonc's default is applied at load (""
 	// = the server's default). It is none when Egress is set.
 	Network string
