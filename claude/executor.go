@@ -142,6 +142,23 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		return fail(chat.ErrInvalidRequest, "no input message: a turn needs at least one user message", nil)
 	}
 
+	key := warmKey(req, maxTurns, permMode, model)
+	if w, ok := req.Warm.(*warmCLI); ok && w.Alive() && w.key == key {
+		// The chat's kept CLI takes the turn: it has the session and its
+		// configuration; nothing is prepared again.
+		input, err := inputLines(req.Input)
+		if err != nil {
+			return fail(chat.ErrInvalidRequest, err.Error(), err)
+		}
+		return e.runWarm(ctx, req, w, turn, input, e.parserOptions(maxTurns, req.Assistant.Skills), w.session, false)
+	} else if req.Warm != nil {
+		e.opts.Logger.Info("claude kept for the chat is restarted", "assistant", req.Assistant.ID, "chat", req.ChatID,
+			"alive", req.Warm.Alive(), "changed", ok && w.key != key)
+		// Closed before the new one starts: it ends its session (a
+		// transcript the new one resumes).
+		req.Warm.Close()
+	}
+
 	ws := req.Sandbox.Workspace()
 	in := &runInput{
 		assistant: req.Assistant,
@@ -167,6 +184,18 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	argv := cmd.argv
 	if req.WrapArgv != nil {
 		argv = req.WrapArgv(argv)
+	}
+	if req.KeepAlive {
+		w, err := startWarm(ctx, req.Sandbox, sandbox.ExecRequest{Argv: argv, Env: cmd.env}, key, prep.sessionID,
+			agentcli.Secrets(req.Connector.Key, prep.mcp.Env), NewParser(nil, ParserOptions{}).LineOptions(), log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fail(chat.ErrCanceled, "the request was canceled; claude was not started", err)
+			}
+			return fail(chat.ErrSandbox, "start claude: "+err.Error(), err)
+		}
+		log.Debug("claude started to be kept", "resume", prep.resume)
+		return e.runWarm(ctx, req, w, turn, cmd.stdin, e.parserOptions(maxTurns, in.skills), prep.sessionID, true)
 	}
 	run, xe := agentcli.Start(ctx, agentcli.Spec{
 		CLI: "claude", ErrorID: "cc-error", Emit: emit,
@@ -217,4 +246,13 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		return res, xe
 	}
 	return res, nil
+}
+
+// parserOptions are a run's parser options.
+func (e *Executor) parserOptions(maxTurns int, sk []*skills.Skill) ParserOptions {
+	names := make([]string, 0, len(sk))
+	for _, s := range sk {
+		names = append(names, s.Name)
+	}
+	return ParserOptions{MaxTurns: maxTurns, Skills: names, MaxRetryWait: e.opts.MaxRetryWait, MaxAPIRetries: max(e.opts.APIRetries, 0)}
 }

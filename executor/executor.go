@@ -62,6 +62,26 @@ type Request struct {
 	WrapArgv func(argv []string) []string
 	// Emit receives the run's events.
 	Emit chat.EmitFunc
+	// KeepAlive asks the executor to leave its CLI running after the turn
+	// for the chat's next one (sandbox.keep_alive), when it can: the
+	// result's Warm is then set. Executors that cannot ignore it.
+	KeepAlive bool
+	// Warm is the CLI the chat's previous turn left running in Sandbox
+	// (nil: none). The executor sends the turn's input to it when it
+	// is alive and was started as this turn would start it; otherwise it
+	// closes it and starts a new CLI.
+	Warm Warm
+}
+
+// Warm is a coding-agent CLI an executor left running in its sandbox
+// after a turn (Request.KeepAlive). Its methods are safe for concurrent
+// use.
+type Warm interface {
+	// Alive reports whether the CLI still runs and can take a turn.
+	Alive() bool
+	// Close stops the CLI and waits, bounded, for it to end. It is
+	// idempotent.
+	Close()
 }
 
 // Connection is a connector with $ENV references resolved.
@@ -93,6 +113,10 @@ type Result struct {
 	Notices []string
 	// Timings are when the run's steps happened (zero when not seen).
 	Timings Timings
+	// Warm is the CLI left running for the chat's next turn (nil: it
+	// ended). It is set only when the request asked (KeepAlive) and the
+	// turn ended cleanly.
+	Warm Warm
 }
 
 // Timings are the moments of a run the pipeline reports (chat.Timings,
