@@ -94,7 +94,11 @@ func (t *turn) startBridge(ctx context.Context, app *assistant.App, a *assistant
 		UserID: t.req.UserID, ChatID: t.req.ChatID, Tools: tools,
 		Logger: t.p.log.With("user", t.req.UserID, "chat", t.req.ChatID),
 	}
-	if a.Sandbox.Timeout > 0 {
+	if t.keep {
+		// A kept chat's bridge serves its sandbox across turns: it ends
+		// with the sandbox, not with this request.
+		ctx = context.WithoutCancel(ctx)
+	} else if a.Sandbox.Timeout > 0 {
 		// Hooks run before and after the CLI within the same request.
 		opts.Deadline = time.Now().Add(a.Sandbox.Timeout + 2*a.HookTimeout + time.Minute)
 	}

@@ -81,7 +81,19 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		req.Connector = conn
 	}
 	t.model = req.Connector.Model
+	if t.kept != nil {
+		req.KeepAlive, req.Warm = true, t.kept.cli
+	}
 	res, err := ex.Run(ctx, req)
+	if t.kept != nil {
+		t.kept.cli = nil
+		if res != nil {
+			t.kept.cli = res.Warm
+			if t.tm.sandbox == chat.SandboxWarm && !res.Timings.Started.IsZero() {
+				t.tm.sandbox = chat.SandboxRestart
+			}
+		}
+	}
 	if err != nil && t.bridge != nil {
 		// The CLI failed because the model proxy refused its calls: the
 		// connector's breaker is open. That is what the client must hear.
@@ -91,7 +103,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 	}
 	if t.bridge != nil && res != nil {
 		// Tokens metered on the host cannot be under-reported by the sandbox.
-		if m := t.bridge.Usage(); m.InputTokens+m.OutputTokens > 0 {
+		if m := subUsage(t.bridge.Usage(), t.usageBase); m.InputTokens+m.OutputTokens > 0 {
 			res.Usage.InputTokens, res.Usage.OutputTokens = m.InputTokens, m.OutputTokens
 			res.Usage.CacheReadTokens, res.Usage.CacheCreationTokens = m.CacheReadTokens, m.CacheCreationTokens
 		}

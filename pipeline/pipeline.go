@@ -101,6 +101,13 @@ type Config struct {
 	// TracerProvider receives a span per turn with its phases as children
 	// (nil: OpenTelemetry's global provider, a no-op unless set up).
 	TracerProvider trace.TracerProvider
+	// KeptChats caps the chats that keep their sandbox and CLI between
+	// turns (sandbox.keep_alive) at once (0: DefaultKeptChats); KeptMemory
+	// caps their sandboxes' memory limits added up (0: half the host's
+	// memory, negative: no cap). Over a cap, the least recently used idle
+	// chats stop first.
+	KeptChats  int
+	KeptMemory int64
 }
 
 // Pipeline runs chat turns. It is safe for concurrent use.
@@ -115,6 +122,7 @@ type Pipeline struct {
 	chatLocks ChatLocks
 	breakers  *breaker.Set
 	metrics   *Metrics
+	kept      *keptChats
 
 	mu     sync.Mutex
 	active map[*turn]struct{}
@@ -184,6 +192,7 @@ func New(cfg Config) (*Pipeline, error) {
 		metrics:   cfg.Metrics,
 		active:    map[*turn]struct{}{},
 		live:      map[*liveSandbox]struct{}{},
+		kept:      newKeptChats(cfg.KeptChats, cfg.KeptMemory),
 		closeDone: make(chan struct{}),
 	}, nil
 }
@@ -253,7 +262,13 @@ func (p *Pipeline) Close(ctx context.Context) error {
 		p.mu.Unlock()
 		p.closeTerminals("", "")
 		done := make(chan struct{})
-		go func() { p.wg.Wait(); close(done) }()
+		go func() {
+			p.wg.Wait()
+			// Chats kept between turns stop once no turn runs (a turn
+			// ending now stops its own).
+			p.kept.closeAll()
+			close(done)
+		}()
 		select {
 		case <-done:
 			return

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,13 @@ type turn struct {
 	refused bool
 	// tm records where the turn's time goes.
 	tm timings
+	// keep is set for a turn of an assistant with sandbox.keep_alive; kept
+	// is then the chat's kept sandbox and CLI, and usageBase and
+	// egressBase what its bridge had metered before this turn.
+	keep       bool
+	kept       *keptChat
+	usageBase  chat.Usage
+	egressBase []chat.HostUsage
 }
 
 // serialize makes emit safe to call from executor and hook goroutines,
@@ -149,15 +157,18 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	// runs on every path out of here, panics included.
 	var sb sandbox.Sandbox
 	if a.Sandbox != nil {
-		s, cleanup, err := t.createSandbox(ctx, app, a, lim, hooks, hc)
+		s, cleanup, err := t.sandboxFor(ctx, app, a, lim, hooks, hc)
 		if err != nil {
 			return nil, err
 		}
 		defer cleanup()
 		sb = s
 		hc.Sandbox = s
-		if err := t.prepare(ctx, a, s); err != nil {
-			return nil, err
+		if t.tm.sandbox != chat.SandboxWarm {
+			// A kept sandbox ran its prepare steps when it started.
+			if err := t.prepare(ctx, a, s); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if hooks != nil && hooks.Has("Create") {
@@ -292,7 +303,7 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 	t.usage.DurationMS = end.Sub(t.start).Milliseconds()
 	if t.bridge != nil {
 		// Counted on the host, once the sandbox and its tunnels are gone.
-		t.usage.Egress = chat.MergeHostUsage(t.usage.Egress, t.bridge.EgressUsage())
+		t.usage.Egress = chat.MergeHostUsage(t.usage.Egress, subHostUsage(t.bridge.EgressUsage(), t.egressBase))
 	}
 	final := &chat.Final{Usage: t.usage, SessionID: t.sessionID, Content: t.content, Data: t.data, Notices: t.notices,
 		Timings: t.tm.report(t.start, end)}
@@ -367,13 +378,21 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		releaseSlot()
 		return nil, nil, &chat.Error{Code: chat.ErrSandbox, Message: "workspace unavailable: " + err.Error(), Err: err}
 	}
+	// A kept chat's sandbox outlives the turn: the turn gives back its
+	// slot, the rest goes when the kept chat stops.
 	release := func() { releaseWS(); releaseSlot() }
+	if t.keep {
+		release = releaseWS
+	}
 	var mounts []sandbox.Mount
 	mounts = append(mounts, p.cfg.RuntimeMounts[name]...)
 	if p.cfg.Bridge != nil {
 		sess, err := t.startBridge(ctx, app, a, hooks, hc)
 		if err != nil {
 			release()
+			if t.keep {
+				releaseSlot()
+			}
 			return nil, nil, err
 		}
 		t.bridge = sess
@@ -399,6 +418,9 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	t.emit(chat.Event{Event: chat.End, ID: loading, Type: chat.TypeLoading})
 	if err != nil {
 		release()
+		if t.keep {
+			releaseSlot()
+		}
 		code := chat.ErrSandbox
 		if ctx.Err() != nil {
 			code = chat.ErrCanceled
@@ -415,7 +437,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 			t.cancel(sandbox.ErrDiskFull)
 		}
 	})
-	cleanup := func() {
+	remove := func() {
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 		defer cancel()
@@ -424,11 +446,24 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		} else {
 			p.untrack(live)
 		}
-		t.phase(phaseSandboxRemove, start)
-		stopWatch()
+		if t.keep {
+			// Stopped after the turn (keep_alive passed, caps): not its phase.
+			p.metrics.phase(phaseSandboxRemove, start)
+		} else {
+			t.phase(phaseSandboxRemove, start)
+		}
 		release()
 	}
-	return sb, cleanup, nil
+	if t.keep {
+		c := &keptChat{key: keptKey(t.req.UserID, t.req.ChatID), user: t.req.UserID, chat: t.req.ChatID, assistant: a,
+			sb: sb, bridge: t.bridge, memory: spec.MemoryBytes, keepAlive: a.Sandbox.KeepAlive}
+		var once sync.Once
+		c.remove = func() { once.Do(remove) }
+		p.kept.admit(c)
+		t.kept = c
+		return sb, func() { stopWatch(); releaseSlot(); t.keepOrDrop(c) }, nil
+	}
+	return sb, func() { stopWatch(); remove() }, nil
 }
 
 // runtimeFor returns the runtime a's sandboxes run on, and its name.

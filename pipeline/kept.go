@@ -1,0 +1,237 @@
+package pipeline
+
+import (
+	"container/list"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/bridge"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Default caps on kept chats (Config.KeptChats, Config.KeptMemory).
+const (
+	// DefaultKeptChats is how many chats may keep their sandbox and CLI
+	// between turns at once.
+	DefaultKeptChats = 32
+)
+
+// keptChat is a chat's sandbox and CLI kept running between its turns
+// (sandbox.keep_alive). While a turn runs on it, it is out of the idle
+// list; between turns it waits there until its keep_alive passes, the
+// caps stop it (least recently used first) or its next turn takes it.
+type keptChat struct {
+	key, user, chat string
+	// assistant is the definition it was started for: a reloaded or
+	// changed assistant is a new pointer, and the chat restarts.
+	assistant *assistant.Assistant
+	sb        sandbox.Sandbox
+	bridge    *bridge.Session
+	cli       executor.Warm
+	// remove stops the CLI's sandbox, closes its bridge and releases its
+	// workspace (once).
+	remove    func()
+	memory    int64
+	keepAlive time.Duration
+	// usage and egress are what the bridge metered up to the end of the
+	// previous turn: a turn reports only its own share.
+	usage  chat.Usage
+	egress []chat.HostUsage
+
+	elem  *list.Element // in keptChats.idle while idle
+	timer *time.Timer
+}
+
+// keptChats holds the kept chats of a pipeline.
+type keptChats struct {
+	mu        sync.Mutex
+	idle      *list.List // of *keptChat, least recently used first
+	byKey     map[string]*keptChat
+	count     int   // kept chats, idle or running a turn
+	memory    int64 // their memory limits, added up
+	maxCount  int
+	maxMemory int64
+	closed    bool
+}
+
+func newKeptChats(maxCount int, maxMemory int64) *keptChats {
+	if maxCount <= 0 {
+		maxCount = DefaultKeptChats
+	}
+	if maxMemory == 0 {
+		maxMemory = hostMemory() / 2
+	}
+	return &keptChats{idle: list.New(), byKey: map[string]*keptChat{}, maxCount: maxCount, maxMemory: maxMemory}
+}
+
+func keptKey(user, chatID string) string { return user + "\x00" + chatID }
+
+// take returns the chat's kept sandbox, out of the idle list (nil: none).
+func (k *keptChats) take(user, chatID string) *keptChat {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := k.byKey[keptKey(user, chatID)]
+	if c == nil {
+		return nil
+	}
+	delete(k.byKey, c.key)
+	k.idle.Remove(c.elem)
+	c.elem = nil
+	c.timer.Stop()
+	return c
+}
+
+// admit counts a new kept chat (its sandbox created for keeping).
+func (k *keptChats) admit(c *keptChat) {
+	k.mu.Lock()
+	k.count++
+	k.memory += c.memory
+	k.mu.Unlock()
+}
+
+// drop stops c (not in the idle list) and uncounts it.
+func (k *keptChats) drop(c *keptChat) {
+	k.mu.Lock()
+	k.count--
+	k.memory -= c.memory
+	k.mu.Unlock()
+	if c.cli != nil {
+		c.cli.Close()
+	}
+	c.remove()
+}
+
+// put returns c to the idle list after a turn; it stops after its
+// keep_alive. Over the caps, the least recently used idle chats stop
+// (c last).
+func (k *keptChats) put(c *keptChat) {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		k.drop(c)
+		return
+	}
+	c.elem = k.idle.PushBack(c)
+	k.byKey[c.key] = c
+	c.timer = time.AfterFunc(c.keepAlive, func() { k.expire(c) })
+	var evict []*keptChat
+	for k.idle.Len() > 0 && (k.count > k.maxCount || (k.maxMemory > 0 && k.memory > k.maxMemory)) {
+		old := k.idle.Front().Value.(*keptChat)
+		k.unlink(old)
+		k.count--
+		k.memory -= old.memory
+		evict = append(evict, old)
+	}
+	k.mu.Unlock()
+	for _, old := range evict {
+		go k.stop(old)
+	}
+}
+
+// unlink takes c out of the idle list (k.mu held).
+func (k *keptChats) unlink(c *keptChat) {
+	k.idle.Remove(c.elem)
+	c.elem = nil
+	delete(k.byKey, c.key)
+	c.timer.Stop()
+}
+
+// expire stops c when its keep_alive passed and no turn took it.
+func (k *keptChats) expire(c *keptChat) {
+	k.mu.Lock()
+	if c.elem == nil || k.byKey[c.key] != c {
+		k.mu.Unlock()
+		return
+	}
+	k.unlink(c)
+	k.count--
+	k.memory -= c.memory
+	k.mu.Unlock()
+	k.stop(c)
+}
+
+// stop stops an uncounted c.
+func (k *keptChats) stop(c *keptChat) {
+	if c.cli != nil {
+		c.cli.Close()
+	}
+	c.remove()
+}
+
+// closeAll stops every idle kept chat, in parallel, and makes put stop
+// the ones still running a turn.
+func (k *keptChats) closeAll() {
+	k.mu.Lock()
+	k.closed = true
+	var all []*keptChat
+	for k.idle.Len() > 0 {
+		c := k.idle.Front().Value.(*keptChat)
+		k.unlink(c)
+		k.count--
+		k.memory -= c.memory
+		all = append(all, c)
+	}
+	k.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range all {
+		wg.Go(func() { k.stop(c) })
+	}
+	wg.Wait()
+}
+
+// stats are the number of kept chats and of idle ones.
+func (k *keptChats) stats() (kept, idle int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.count, k.idle.Len()
+}
+
+// hostMemory is the host's memory in bytes (0 when unknown).
+func hostMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n << 10
+		}
+	}
+	return 0
+}
+
+// subUsage is a - b for the metered token counts.
+func subUsage(a, b chat.Usage) chat.Usage {
+	a.InputTokens -= b.InputTokens
+	a.OutputTokens -= b.OutputTokens
+	a.CacheReadTokens -= b.CacheReadTokens
+	a.CacheCreationTokens -= b.CacheCreationTokens
+	return a
+}
+
+// subHostUsage is each host's traffic in a less its traffic in b.
+func subHostUsage(a, b []chat.HostUsage) []chat.HostUsage {
+	base := map[string]chat.HostUsage{}
+	for _, u := range b {
+		base[u.Host] = u
+	}
+	var out []chat.HostUsage
+	for _, u := range a {
+		o := base[u.Host]
+		u.Requests -= o.Requests
+		u.Denied -= o.Denied
+		u.BytesSent -= o.BytesSent
+		u.BytesReceived -= o.BytesReceived
+		if u.Requests != 0 || u.Denied != 0 || u.BytesSent != 0 || u.BytesReceived != 0 {
+			out = append(out, u)
+		}
+	}
+	return out
+}

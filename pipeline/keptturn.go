@@ -1,0 +1,64 @@
+package pipeline
+
+import (
+	"time"
+
+	"context"
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/jsapi"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// sandboxFor gets the turn's sandbox: for an assistant with
+// sandbox.keep_alive, the chat's kept one when its CLI is alive and the
+// assistant is the one it was started for (a reload or a change restarts
+// it), else a new one to keep. The returned cleanup removes the sandbox,
+// or keeps it for the chat's next turn.
+func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.Assistant, lim assistant.Limits, hooks *jsapi.Hooks, hc *jsapi.Context) (sandbox.Sandbox, func(), error) {
+	t.keep = a.Sandbox.KeepAlive > 0
+	if !t.keep {
+		return t.createSandbox(ctx, app, a, lim, hooks, hc)
+	}
+	start := time.Now()
+	c := t.p.kept.take(t.req.UserID, t.req.ChatID)
+	if c != nil && c.assistant == a && c.cli != nil && c.cli.Alive() {
+		releaseSlot, err := t.sandboxSlot(ctx, lim)
+		if err != nil {
+			t.p.kept.put(c)
+			return nil, nil, err
+		}
+		t.kept, t.bridge = c, c.bridge
+		t.usageBase, t.egressBase = c.usage, c.egress
+		t.tm.sandbox = chat.SandboxWarm
+		t.phase(phaseSandboxCreate, start)
+		stopWatch := c.sb.Workspace().WatchDisk(ctx, func(f sandbox.DiskFull) {
+			chat.Notice(t.emit, t.nextID("notice"), sandbox.NoticeCode, f.Message())
+			if !f.Enforced {
+				t.cancel(sandbox.ErrDiskFull)
+			}
+		})
+		return c.sb, func() { stopWatch(); releaseSlot(); t.keepOrDrop(c) }, nil
+	}
+	if c != nil {
+		t.p.log.Info("kept chat restarted", "user", t.req.UserID, "chat", t.req.ChatID, "assistant", a.ID,
+			"assistant_changed", c.assistant != a, "cli_alive", c.cli != nil && c.cli.Alive())
+		t.p.kept.drop(c)
+	}
+	return t.createSandbox(ctx, app, a, lim, hooks, hc)
+}
+
+// keepOrDrop returns a kept chat to the idle list when its CLI is still
+// up for the next turn, and stops it otherwise.
+func (t *turn) keepOrDrop(c *keptChat) {
+	if c.cli == nil || !c.cli.Alive() {
+		start := time.Now()
+		t.p.kept.drop(c)
+		t.phase(phaseSandboxRemove, start)
+		return
+	}
+	if c.bridge != nil {
+		c.usage, c.egress = c.bridge.Usage(), c.bridge.EgressUsage()
+	}
+	t.p.kept.put(c)
+}
