@@ -37,7 +37,7 @@ type keptEnv struct {
 	ws    *sandbox.Workspaces
 }
 
-func newKeptEnv(t *testing.T, ctx context.Context, keepAlive time.Duration, turns []llmtest.Turn, mod func(*Config)) *keptEnv {
+func newKeptEnv(t testing.TB, ctx context.Context, keepAlive time.Duration, turns []llmtest.Turn, mod func(*Config)) *keptEnv {
 	t.Helper()
 	image := testenv.Image(t)
 	bin := testenv.Agentbox(t)
@@ -100,7 +100,7 @@ func newKeptEnv(t *testing.T, ctx context.Context, keepAlive time.Duration, turn
 }
 
 // turn runs one turn and returns its answer and timings.
-func (e *keptEnv) turn(t *testing.T, ctx context.Context, chatID, msg string) (string, *chat.Timings) {
+func (e *keptEnv) turn(t testing.TB, ctx context.Context, chatID, msg string) (string, *chat.Timings) {
 	t.Helper()
 	var rec chattest.Recorder
 	resp, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: chatID, AssistantID: "coder", Messages: user(msg)}, rec.Emit)

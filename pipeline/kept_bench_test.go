@@ -1,0 +1,161 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// answers is a script of n identical one-line answers.
+func answers(n int) []llmtest.Turn {
+	turns := make([]llmtest.Turn, n)
+	for i := range turns {
+		turns[i] = llmtest.Turn{Text: "Done."}
+	}
+	return turns
+}
+
+func median(d []float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkKeptFollowUp: a follow-up turn of a kept chat (keep_alive, the
+// real CLI in Docker behind the bridge, scripted model), request to the
+// first text delta, median; and the chat's first (cold) turn for scale.
+func BenchmarkKeptFollowUp(b *testing.B) {
+	ctx := context.Background()
+	e := newKeptEnv(b, ctx, 5*time.Minute, answers(b.N+10), nil)
+	_, cold := e.turn(b, ctx, "bench", "hello")
+	var first []float64
+	b.ResetTimer()
+	for i := range b.N {
+		_, tm := e.turn(b, ctx, "bench", fmt.Sprintf("message %d", i))
+		if tm.Sandbox != chat.SandboxWarm {
+			b.Fatalf("follow-up %d ran on a %s sandbox", i, tm.Sandbox)
+		}
+		first = append(first, tm.FirstTextMS)
+	}
+	b.ReportMetric(median(first), "ms/first-text-median")
+	b.ReportMetric(cold.FirstTextMS, "ms/cold-first-text")
+}
+
+// BenchmarkNewChatVsDockerRun: a new chat's turn (no keep_alive: the
+// sandbox, the bridge and the CLI started for it), request to done, against
+// a bare `docker run --rm IMAGE claude -p` answering the same prompt from
+// the same scripted model; runs paired and interleaved, medians and their
+// ratio.
+func BenchmarkNewChatVsDockerRun(b *testing.B) {
+	ctx := context.Background()
+	image := testenv.Image(b)
+	e := newKeptEnv(b, ctx, 0, answers(4*b.N+20), nil)
+	var ours, theirs []float64
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		e.turn(b, ctx, fmt.Sprintf("new-%d", i), "hello")
+		ours = append(ours, chat.MS(time.Since(start)))
+		start = time.Now()
+		out, err := exec.Command("docker", "run", "--rm", "--network", "host",
+			"-e", "ANTHROPIC_BASE_URL="+e.srv.URL, "-e", "ANTHROPIC_API_KEY=sk-ant-test",
+			"-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "-e", "DISABLE_AUTOUPDATER=1",
+			image, "claude", "-p", "--model", "claude-sonnet-4-5", "hello").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Done.") {
+			b.Fatalf("docker run: %v: %s", err, out)
+		}
+		theirs = append(theirs, chat.MS(time.Since(start)))
+	}
+	b.ReportMetric(median(ours), "ms/new-chat-median")
+	b.ReportMetric(median(theirs), "ms/docker-run-median")
+	b.ReportMetric(median(ours)/median(theirs), "ratio")
+}
+
+// BenchmarkKeptChats32x3: 32 concurrent chats of three turns each with
+// keep_alive: every answer correct, nothing left after Close; reports the
+// memory a kept chat holds (its container, CLI included, as docker stats
+// measures it) and the follow-ups' median first text.
+func BenchmarkKeptChats32x3(b *testing.B) {
+	const chats, turns = 32, 3
+	ctx := context.Background()
+	for range b.N {
+		b.StopTimer()
+		e := newKeptEnv(b, ctx, 5*time.Minute, answers(chats*turns+20), func(c *Config) { c.KeptChats = chats })
+		lim := assistant.DefaultLimits()
+		lim.Sandboxes, lim.TurnsPerUser = chats, chats
+		e.app.Config.Limits = lim
+		b.StartTimer()
+		var mu sync.Mutex
+		var follow []float64
+		var wg sync.WaitGroup
+		for c := range chats {
+			wg.Go(func() {
+				for i := range turns {
+					got, tm := e.turn(b, ctx, fmt.Sprintf("c%d", c), fmt.Sprintf("turn %d", i))
+					if got != "Done." {
+						b.Errorf("chat %d turn %d: %q", c, i, got)
+					}
+					if i > 0 {
+						mu.Lock()
+						follow = append(follow, tm.FirstTextMS)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		b.StopTimer()
+		if kept, _ := e.p.kept.stats(); kept != chats {
+			b.Errorf("%d chats kept, want %d", kept, chats)
+		}
+		b.ReportMetric(keptMemoryMiB(b), "MiB/kept-chat")
+		b.ReportMetric(median(follow), "ms/follow-up-first-text-median")
+		b.StartTimer()
+	}
+}
+
+// keptMemoryMiB is the mean memory use of this test's sandbox containers.
+func keptMemoryMiB(b *testing.B) float64 {
+	out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+sandbox.LabelInstance+"=pipeline-kept-test").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		return 0
+	}
+	args := append([]string{"stats", "--no-stream", "--format", "{{.MemUsage}}"}, ids...)
+	out, err = exec.Command("docker", args...).Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var v float64
+		var unit string
+		if _, err := fmt.Sscanf(strings.Fields(l)[0], "%f%s", &v, &unit); err == nil {
+			switch unit {
+			case "GiB":
+				v *= 1024
+			case "KiB":
+				v /= 1024
+			}
+			sum += v
+		}
+	}
+	return sum / float64(len(ids))
+}
