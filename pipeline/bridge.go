@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -129,6 +130,11 @@ func (t *turn) startBridge(ctx context.Context, app *assistant.App, a *assistant
 // the rest must be Go tools registered on the pipeline.
 func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) ([]bridge.Tool, error) {
 	var out []bridge.Tool
+	// The hook functions run with the context of the turn at hand: a kept
+	// chat's bridge serves its later turns too (sandboxFor repoints it).
+	t.hookCtx = &atomic.Pointer[jsapi.Context]{}
+	t.hookCtx.Store(hc)
+	ref := t.hookCtx
 	for _, d := range a.Tools {
 		if d.Function == "" {
 			gt, ok := t.p.cfg.Bridge.Tools[d.Name]
@@ -160,7 +166,7 @@ func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.C
 						return nil, fmt.Errorf("arguments: %w", err)
 					}
 				}
-				return hooks.Call(ctx, hc, fn, v)
+				return hooks.Call(ctx, ref.Load(), fn, v)
 			},
 		})
 	}

@@ -2,16 +2,15 @@ package pipeline
 
 import (
 	"container/list"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -34,6 +33,9 @@ type keptChat struct {
 	sb        sandbox.Sandbox
 	bridge    *bridge.Session
 	cli       executor.Warm
+	// hookCtx is what the bridge's host tools run with: each turn points
+	// it at its own hook context.
+	hookCtx *atomic.Pointer[jsapi.Context]
 	// remove stops the CLI's sandbox, closes its bridge and releases its
 	// workspace (once).
 	remove    func()
@@ -63,9 +65,6 @@ type keptChats struct {
 func newKeptChats(maxCount int, maxMemory int64) *keptChats {
 	if maxCount <= 0 {
 		maxCount = DefaultKeptChats
-	}
-	if maxMemory == 0 {
-		maxMemory = hostMemory() / 2
 	}
 	return &keptChats{idle: list.New(), byKey: map[string]*keptChat{}, maxCount: maxCount, maxMemory: maxMemory}
 }
@@ -190,21 +189,6 @@ func (k *keptChats) stats() (kept, idle int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.count, k.idle.Len()
-}
-
-// hostMemory is the host's memory in bytes (0 when unknown).
-func hostMemory() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n << 10
-		}
-	}
-	return 0
 }
 
 // subUsage is a - b for the metered token counts.

@@ -29,6 +29,9 @@ func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.
 			return nil, nil, err
 		}
 		t.kept, t.bridge = c, c.bridge
+		if c.hookCtx != nil {
+			c.hookCtx.Store(hc)
+		}
 		t.usageBase, t.egressBase = c.usage, c.egress
 		t.tm.sandbox = chat.SandboxWarm
 		t.phase(phaseSandboxCreate, start)

@@ -103,9 +103,10 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	// KeptChats caps the chats that keep their sandbox and CLI between
 	// turns (sandbox.keep_alive) at once (0: DefaultKeptChats); KeptMemory
-	// caps their sandboxes' memory limits added up (0: half the host's
-	// memory, negative: no cap). Over a cap, the least recently used idle
-	// chats stop first.
+	// caps their sandboxes' memory limits (max_memory) added up (0: no
+	// cap; limits are far above what an idle chat uses, some 300 MiB, so
+	// a cap of the host's memory lets few chats be kept). Over a cap, the
+	// least recently used idle chats stop first.
 	KeptChats  int
 	KeptMemory int64
 }

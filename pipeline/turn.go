@@ -67,8 +67,10 @@ type turn struct {
 	// keep is set for a turn of an assistant with sandbox.keep_alive; kept
 	// is then the chat's kept sandbox and CLI, and usageBase and
 	// egressBase what its bridge had metered before this turn.
-	keep       bool
-	kept       *keptChat
+	keep bool
+	kept *keptChat
+	// hookCtx is the hook context the bridge's host tools run with.
+	hookCtx    *atomic.Pointer[jsapi.Context]
 	usageBase  chat.Usage
 	egressBase []chat.HostUsage
 }
@@ -456,7 +458,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	}
 	if t.keep {
 		c := &keptChat{key: keptKey(t.req.UserID, t.req.ChatID), user: t.req.UserID, chat: t.req.ChatID, assistant: a,
-			sb: sb, bridge: t.bridge, memory: spec.MemoryBytes, keepAlive: a.Sandbox.KeepAlive}
+			sb: sb, bridge: t.bridge, hookCtx: t.hookCtx, memory: spec.MemoryBytes, keepAlive: a.Sandbox.KeepAlive}
 		var once sync.Once
 		c.remove = func() { once.Do(remove) }
 		p.kept.admit(c)
