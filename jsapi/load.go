@@ -241,8 +241,8 @@ func bundle(dir, entry, src string, loader api.Loader) (string, error) {
 		// Licence comments of bundled npm packages stay where they are:
 		// at the end of the file they would follow the exports.
 		LegalComments: api.LegalCommentsInline,
-		LogLevel:       api.LogLevelSilent,
-		Plugins:        []api.Plugin{plugin},
+		LogLevel:      api.LogLevelSilent,
+		Plugins:       []api.Plugin{plugin},
 		// Free uses of Yao's globals point into one object (see yao.go).
 		Define: yaoDefines(),
 	})
