@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -22,7 +23,8 @@ type Request struct {
 	// Body is the raw request body.
 	Body []byte
 	// API is "anthropic" (POST /v1/messages), "openai"
-	// (/v1/chat/completions), "count_tokens", "models" or "other".
+	// (/v1/chat/completions), "responses" (/v1/responses), "gemini"
+	// (/v1beta/models/MODEL:METHOD), "count_tokens", "models" or "other".
 	API string
 	// Side reports a request that did not consume a turn (see the package
 	// doc): title generation, quota probes, count_tokens, model listings.
@@ -32,8 +34,12 @@ type Request struct {
 }
 
 // Message is one conversation message of a request, in the Anthropic shape.
-// OpenAI requests are normalized: assistant tool_calls become tool_use
-// blocks and "tool" messages become tool_result blocks (role "tool").
+// OpenAI requests are normalized: assistant tool_calls (Responses:
+// function_call items) become tool_use blocks and "tool" messages
+// (function_call_output items) become tool_result blocks (role "tool");
+// Gemini contents keep their role ("model" becomes "assistant"), with
+// functionCall and functionResponse parts as tool_use and tool_result
+// blocks.
 type Message struct {
 	Role    string  `json:"role"`
 	Content []Block `json:"content"`
@@ -93,8 +99,12 @@ func (r Request) JSON() map[string]any {
 	return m
 }
 
-// Model returns the request's "model" field.
+// Model returns the request's "model" field (for Gemini, the model its
+// path names).
 func (r Request) Model() string {
+	if r.API == "gemini" {
+		return geminiModel(r.Path)
+	}
 	var b struct {
 		Model string `json:"model"`
 	}
@@ -104,6 +114,10 @@ func (r Request) Model() string {
 
 // Stream reports whether the request asked for a streamed response.
 func (r Request) Stream() bool {
+	if r.API == "gemini" {
+		_, m := geminiMethod(r.Path[strings.LastIndexByte(r.Path, '/')+1:])
+		return m == "streamGenerateContent"
+	}
 	var b struct {
 		Stream bool `json:"stream"`
 	}
@@ -111,10 +125,17 @@ func (r Request) Stream() bool {
 	return b.Stream
 }
 
-// ToolNames returns the names of the tools the request offers.
+// ToolNames returns the names of the tools the request offers (with a
+// Responses namespace's tools).
 func (r Request) ToolNames() []string {
+	if r.API == "gemini" {
+		return geminiToolNames(r.Body)
+	}
 	var b struct {
 		Tools []struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
 			Name     string `json:"name"`
 			Function struct {
 				Name string `json:"name"`
@@ -129,22 +150,33 @@ func (r Request) ToolNames() []string {
 		} else if t.Function.Name != "" {
 			names = append(names, t.Function.Name)
 		}
+		for _, n := range t.Tools {
+			names = append(names, n.Name)
+		}
 	}
 	return names
 }
 
 // System returns the system prompt text (Anthropic "system", string or
-// blocks; OpenAI system/developer messages), joined with newlines.
+// blocks; OpenAI system/developer messages and Responses instructions;
+// Gemini's systemInstruction), joined with newlines.
 func (r Request) System() string {
+	if r.API == "gemini" {
+		return strings.Join(geminiSystem(r.Body), "\n")
+	}
 	var b struct {
-		System json.RawMessage `json:"system"`
+		System       json.RawMessage `json:"system"`
+		Instructions string          `json:"instructions"`
 	}
 	_ = json.Unmarshal(r.Body, &b)
 	var parts []string
 	if len(b.System) > 0 {
 		parts = append(parts, textOf(b.System)...)
 	}
-	if r.API == "openai" {
+	if b.Instructions != "" {
+		parts = append(parts, b.Instructions)
+	}
+	if r.API == "openai" || r.API == "responses" {
 		for _, m := range r.Messages() {
 			if m.Role == "system" || m.Role == "developer" {
 				for _, c := range m.Content {
@@ -158,6 +190,12 @@ func (r Request) System() string {
 
 // Messages returns the conversation messages of the request (see Message).
 func (r Request) Messages() []Message {
+	switch r.API {
+	case "responses":
+		return responsesMessages(r.Body)
+	case "gemini":
+		return geminiMessages(r.Body)
+	}
 	var b struct {
 		Messages []struct {
 			Role       string          `json:"role"`
@@ -247,7 +285,7 @@ func (r Request) ToolResults() []ToolResult {
 		}
 		for _, m := range msgs[i+1:] {
 			for _, c := range m.Content {
-				out = append(out, ToolResult{Block: c, Tool: names[c.ToolUseID]})
+				out = append(out, ToolResult{Block: c, Tool: cmp.Or(names[c.ToolUseID], c.Name)})
 			}
 		}
 		return out
@@ -255,7 +293,7 @@ func (r Request) ToolResults() []ToolResult {
 	if i >= 0 && msgs[i].Role == "user" {
 		for _, c := range msgs[i].Content {
 			if c.Type == "tool_result" {
-				out = append(out, ToolResult{Block: c, Tool: names[c.ToolUseID]})
+				out = append(out, ToolResult{Block: c, Tool: cmp.Or(names[c.ToolUseID], c.Name)})
 			}
 		}
 	}
@@ -273,7 +311,7 @@ func (r Request) AllToolResults() []ToolResult {
 			case "tool_use":
 				names[c.ID] = c.Name
 			case "tool_result":
-				out = append(out, ToolResult{Block: c, Tool: names[c.ToolUseID]})
+				out = append(out, ToolResult{Block: c, Tool: cmp.Or(names[c.ToolUseID], c.Name)})
 			}
 		}
 	}

@@ -81,6 +81,10 @@ func newServer(s *Script) *Server {
 	mux.HandleFunc("POST /v1/messages/count_tokens", srv.serveCountTokens)
 	mux.HandleFunc("POST /v1/chat/completions", srv.serveOpenAI)
 	mux.HandleFunc("POST /chat/completions", srv.serveOpenAI)
+	mux.HandleFunc("POST /v1/responses", srv.serveResponses)
+	mux.HandleFunc("POST /responses", srv.serveResponses)
+	mux.HandleFunc("POST /v1beta/models/{spec}", srv.serveGemini)
+	mux.HandleFunc("POST /v1/models/{spec}", srv.serveGemini)
 	mux.HandleFunc("GET /v1/models", srv.serveModels)
 	mux.HandleFunc("GET /models", srv.serveModels)
 	mux.HandleFunc("/", srv.serveOther)
@@ -192,17 +196,59 @@ func (s *Server) unmatched() string {
 	return fmt.Sprintf("llmtest: none of the %d remaining turns matches the request (check their when: conditions)", n)
 }
 
-// isSide reports a request that must not consume a turn. Only Claude Code
-// (User-Agent claude-cli/... or X-App: cli) sends side requests; for any
-// other client every messages request is an agent turn.
+// isSide reports a request that must not consume a turn: a helper call of
+// a CLI, recognized by what only those calls carry. Claude Code
+// (User-Agent claude-cli/... or X-App: cli) titles sessions, probes quotas
+// and detects topics; opencode titles sessions with its "title
+// generator" agent; the Gemini CLI asks for JSON (model routing,
+// next-speaker and loop checks) and counts tokens. Every other request is
+// an agent turn.
 func isSide(r *Request) bool {
 	switch r.API {
-	case "anthropic":
-	case "openai":
-		return false
+	case "anthropic", "openai", "responses":
+		if strings.HasPrefix(r.Header.Get("User-Agent"), "opencode/") && strings.HasPrefix(r.System(), titleAgent) {
+			return true
+		}
+		if r.API != "anthropic" {
+			return false
+		}
+	case "gemini":
+		return geminiSide(r)
 	default:
 		return true
 	}
+	return claudeSide(r)
+}
+
+// titleAgent starts the system prompt of opencode's session titles.
+const titleAgent = "You are a title generator"
+
+// geminiSide reports the Gemini CLI's helper calls: token counts and
+// non-streamed calls that ask for JSON.
+func geminiSide(r *Request) bool {
+	_, method := geminiMethod(r.Path[strings.LastIndexByte(r.Path, '/')+1:])
+	if method == "countTokens" {
+		return true
+	}
+	if method != "generateContent" {
+		return false
+	}
+	var b struct {
+		GenerationConfig struct {
+			MimeType   string          `json:"responseMimeType"`
+			JSONSchema json.RawMessage `json:"responseJsonSchema"`
+			Schema     json.RawMessage `json:"responseSchema"`
+		} `json:"generationConfig"`
+	}
+	if json.Unmarshal(r.Body, &b) != nil {
+		return false
+	}
+	g := b.GenerationConfig
+	return g.MimeType == "application/json" || len(g.JSONSchema) > 0 || len(g.Schema) > 0
+}
+
+// claudeSide reports Claude Code's helper calls.
+func claudeSide(r *Request) bool {
 	if !strings.HasPrefix(r.Header.Get("User-Agent"), "claude-cli/") && r.Header.Get("X-App") != "cli" {
 		return false
 	}
