@@ -378,8 +378,14 @@ func (s *Session) Connection() executor.Connection {
 	if s.model == nil {
 		return executor.Connection{}
 	}
+	// The proxy speaks whatever its upstream speaks: an openai connector's
+	// Responses API (Codex, opencode), an anthropic one's Messages API.
+	typ := "anthropic"
+	if s.opts.Upstream.Type == "openai" {
+		typ = "openai"
+	}
 	return executor.Connection{
-		Type:  "anthropic",
+		Type:  typ,
 		Host:  "http://" + GuestProxyAddr,
 		Key:   s.model.token,
 		Model: s.opts.Upstream.Model,
@@ -399,7 +405,7 @@ func (s *Session) SetUpstream(c executor.Connection, auth string, b *breaker.Bre
 		return err
 	}
 	s.model.up.Store(up)
-	s.opts.Upstream.Model = c.Model
+	s.opts.Upstream.Model, s.opts.Upstream.Type = c.Model, c.Type
 	return nil
 }
 

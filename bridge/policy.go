@@ -16,25 +16,41 @@ import (
 )
 
 // What the model proxy lets a sandbox do with the real key: the routes the
-// Claude Code CLI uses and nothing else of the API (files, batches,
-// organization admin), and model requests held to the assistant's model and
-// token limit.
+// coding-agent CLIs use (Claude Code: the Messages API; Codex and opencode's
+// openai provider: the Responses API; the Gemini CLI: generateContent) and
+// nothing else of those APIs (files, batches, organization admin), and model
+// requests held to the assistant's model and token limit.
 
 // route is one API route a sandbox may reach.
 type route struct {
 	method string
 	path   string   // exact, or a prefix ending in "/" for one more segment
 	query  []string // the query parameters it may carry
+	// methods, for a prefix route, are the Gemini methods the segment
+	// must end with (MODEL:METHOD); none: a plain model id.
+	methods []string
 }
 
 // routes are the Messages API routes the CLI needs (observed with Claude
 // Code 2.1: messages with ?beta=true, token counting, model listings).
 var routes = []route{
-	{http.MethodPost, "/v1/messages", []string{"beta"}},
-	{http.MethodPost, "/v1/messages/count_tokens", []string{"beta"}},
-	{http.MethodGet, "/v1/models", []string{"beta", "limit", "after_id", "before_id"}},
-	{http.MethodGet, "/v1/models/", []string{"beta"}},
+	{http.MethodPost, "/v1/messages", []string{"beta"}, nil},
+	{http.MethodPost, "/v1/messages/count_tokens", []string{"beta"}, nil},
+	{http.MethodGet, "/v1/models", []string{"beta", "limit", "after_id", "before_id"}, nil},
+	{http.MethodGet, "/v1/models/", []string{"beta"}, nil},
+	// Codex (wire_api "responses") and opencode's openai provider.
+	{http.MethodPost, "/v1/responses", nil, nil},
+	// The Gemini CLI (@google/genai): the agent loop streams, its helper
+	// calls (routing, loop checks) and token counts do not.
+	{http.MethodPost, "/v1beta/models/", []string{"alt"}, geminiMethods},
 }
+
+// geminiMethods are the Gemini API methods a sandbox may call.
+var geminiMethods = []string{"generateContent", "streamGenerateContent", "countTokens"}
+
+// GeminiRoute reports whether a (checked) path is a Gemini API call, which
+// carries its key as x-goog-api-key and names its model in the path.
+func GeminiRoute(p string) bool { return strings.HasPrefix(p, "/v1beta/models/") }
 
 // modelID is what a model id in GET /v1/models/{id} may look like.
 var modelID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
@@ -67,7 +83,12 @@ func checkRoute(r *http.Request) (string, *routeError) {
 		ok := clean == rt.path
 		if strings.HasSuffix(rt.path, "/") {
 			rest, found := strings.CutPrefix(clean, rt.path)
-			ok = found && modelID.MatchString(rest)
+			if len(rt.methods) > 0 {
+				model, method, cut := strings.Cut(rest, ":")
+				ok = found && cut && modelID.MatchString(model) && slices.Contains(rt.methods, method)
+			} else {
+				ok = found && modelID.MatchString(rest)
+			}
 		}
 		if !ok {
 			continue
@@ -151,16 +172,20 @@ func (l Limits) apply(body []byte) ([]byte, []string) {
 			if l.Model != "" && (v.Type != gjson.String || v.String() != l.Model) {
 				replace(v, strconv.Quote(l.Model), fmt.Sprintf("model %s -> %s", v.Raw, l.Model))
 			}
-		case "max_tokens":
+		case "max_tokens", "max_output_tokens": // Messages, Responses
 			switch {
 			case l.MaxTokens <= 0:
 			case v.Type != gjson.Number || v.Float() > float64(l.MaxTokens):
-				replace(v, strconv.Itoa(l.MaxTokens), fmt.Sprintf("max_tokens %s -> %d", v.Raw, l.MaxTokens))
+				replace(v, strconv.Itoa(l.MaxTokens), fmt.Sprintf("%s %s -> %d", k.String(), v.Raw, l.MaxTokens))
 			case v.Float() >= 1:
 				limit = min(limit, int(v.Int()))
 			}
 		case "thinking":
 			thinking = append(thinking, v)
+		case "generationConfig": // Gemini
+			if m := v.Get("maxOutputTokens"); l.MaxTokens > 0 && m.Exists() && (m.Type != gjson.Number || m.Float() > float64(l.MaxTokens)) {
+				replace(m, strconv.Itoa(l.MaxTokens), fmt.Sprintf("generationConfig.maxOutputTokens %s -> %d", m.Raw, l.MaxTokens))
+			}
 		}
 		return true
 	})

@@ -44,6 +44,17 @@ func TestCheckRoute(t *testing.T) {
 		{"POST", "/v1/messages?beta=true&x=1", "status 400"},
 		{"GET", "/v1/models/x?limit=1", "status 400"},
 		{"POST", "/v1/messages?%zz", "status 400"},
+		{"POST", "/v1/responses", "/v1/responses"},
+		{"GET", "/v1/responses", "status 405"},
+		{"POST", "/v1/responses/x/cancel", "status 404"},
+		{"POST", "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", "/v1beta/models/gemini-2.5-pro:streamGenerateContent"},
+		{"POST", "/v1beta/models/gemini-2.5-pro:generateContent", "/v1beta/models/gemini-2.5-pro:generateContent"},
+		{"POST", "/v1beta/models/gemini-2.5-pro:countTokens", "/v1beta/models/gemini-2.5-pro:countTokens"},
+		{"POST", "/v1beta/models/gemini-2.5-pro:batchGenerateContent", "status 404"},
+		{"POST", "/v1beta/models/gemini-2.5-pro", "status 404"},
+		{"POST", "/v1beta/models/a/b:generateContent", "status 404"},
+		{"POST", "/v1beta/files", "status 404"},
+		{"POST", "/v1beta/models/m:generateContent?key=x", "status 400"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.target, func(t *testing.T) {
@@ -118,6 +129,8 @@ func TestLimitsApply(t *testing.T) {
 		{"a repeated key", Limits{Model: "m", MaxTokens: 10}, `{"model":"m","max_tokens":5,"model":"opus","max_tokens":99}`,
 			`{"model":"m","max_tokens":5,"model":"m","max_tokens":10}`, 2},
 		{"a model that is not a string", Limits{Model: "m"}, `{"model":{"id":"opus"}}`, `{"model":"m"}`, 1},
+		{"responses", Limits{Model: "m", MaxTokens: 100}, `{"model":"x","max_output_tokens":5000,"input":[]}`, `{"model":"m","max_output_tokens":100,"input":[]}`, 2},
+		{"gemini", Limits{MaxTokens: 100}, `{"contents":[],"generationConfig":{"temperature":1,"maxOutputTokens":5000}}`, `{"contents":[],"generationConfig":{"temperature":1,"maxOutputTokens":100}}`, 1},
 		{"nested keys stay", Limits{Model: "m"}, `{"model":"m","metadata":{"model":"x"}}`, `{"model":"m","metadata":{"model":"x"}}`, 0},
 	}
 	for _, tt := range tests {

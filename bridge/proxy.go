@@ -201,7 +201,15 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// that never reached the upstream (refused here, cut by the sandbox)
 	// says nothing about it.
 	defer done(breaker.Ignore)
-	// What is forwarded is what was checked.
+	// What is forwarded is what was checked, with the turn's model in a
+	// Gemini path.
+	if l := m.limits.Load(); l != nil && l.Model != "" && GeminiRoute(clean) {
+		model, method, _ := strings.Cut(strings.TrimPrefix(clean, "/v1beta/models/"), ":")
+		if model != l.Model {
+			clean = "/v1beta/models/" + l.Model + ":" + method
+			m.s.log.Info("bridge model proxy: request held to the assistant's limits", "path", clean, "changed", []string{"model " + model + " -> " + l.Model})
+		}
+	}
 	r.URL.Path, r.URL.RawPath = clean, ""
 	r.Body = http.MaxBytesReader(w, r.Body, MaxModelRequest)
 	if r.Method == http.MethodPost {
@@ -265,10 +273,14 @@ type reqInfo struct {
 
 type reqInfoKey struct{}
 
-// validToken compares the presented token in constant time. The CLI sends
-// ANTHROPIC_API_KEY as x-api-key, ANTHROPIC_AUTH_TOKEN as a bearer token.
+// validToken compares the presented token in constant time. Claude Code
+// sends ANTHROPIC_API_KEY as x-api-key, ANTHROPIC_AUTH_TOKEN (and Codex and
+// opencode their key) as a bearer token, the Gemini CLI x-goog-api-key.
 func (m *modelServer) validToken(r *http.Request) bool {
 	got := r.Header.Get("X-Api-Key")
+	if got == "" {
+		got = r.Header.Get("X-Goog-Api-Key")
+	}
 	if got == "" {
 		if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
 			got = a[7:]
@@ -288,15 +300,20 @@ func (m *modelServer) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Path, pr.Out.URL.RawPath = upstreamPath(up.url.Path, pr.In.URL.Path), ""
 	h := pr.Out.Header
 	h.Del("X-Api-Key")
+	h.Del("X-Goog-Api-Key")
 	h.Del("Authorization")
 	h.Del("Cookie")
 	// Let the transport negotiate compression and decompress, so the meter
 	// reads plain JSON and SSE.
 	h.Del("Accept-Encoding")
 	if up.key != "" {
-		if up.auth == AuthBearer {
+		switch {
+		case GeminiRoute(pr.In.URL.Path):
+			// The Gemini API takes a key in this header only.
+			h.Set("X-Goog-Api-Key", up.key)
+		case up.auth == AuthBearer:
 			h.Set("Authorization", "Bearer "+up.key)
-		} else {
+		default:
 			h.Set("X-Api-Key", up.key)
 		}
 	}
