@@ -1,0 +1,285 @@
+package agentcli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+)
+
+// This file is the chat side every JSON-lines parser of a CLI shares: a
+// parser reads its CLI's events and tells a Chat what happened (text,
+// thinking, a tool call, its result, the usage, a failure); the Chat emits
+// the chat events in the order and shape clients know from the claude
+// executor and keeps the outcome.
+
+// ChatOptions configure a Chat. The zero value is usable.
+type ChatOptions struct {
+	// IDPrefix starts every event id (IDPrefix-1, IDPrefix-2, ...).
+	IDPrefix string
+	// FailureThreshold is how many consecutive failures of one tool raise
+	// repeated_tool_failure (DefaultFailureThreshold when 0).
+	FailureThreshold int
+	// MaxEventContent caps a tool result's content in events
+	// (DefaultMaxEventContent when 0); the full size is reported in the
+	// content_bytes prop.
+	MaxEventContent int
+	// Monitor, when set, is told when the CLI answered and settled.
+	Monitor Monitor
+}
+
+// StreamOutcome is what a parsed stream of a CLI amounts to: the shared
+// outcome and the line counts.
+type StreamOutcome struct {
+	Outcome
+	LineStats
+}
+
+// chatTool is a tool call seen in the stream.
+type chatTool struct {
+	name string
+	idx  int // in out.ToolCalls
+	done bool
+}
+
+// Chat turns what a parser reads into chat events. It is not safe for
+// concurrent use; events are emitted from the calling goroutine, in order.
+type Chat struct {
+	emit chat.EmitFunc
+	opts ChatOptions
+	ev   Events
+
+	textID, thinkID string
+	answer          strings.Builder
+	tools           map[string]*chatTool
+	out             StreamOutcome
+}
+
+// NewChat returns a Chat that sends events to emit.
+func NewChat(emit chat.EmitFunc, opts ChatOptions) *Chat {
+	if opts.FailureThreshold <= 0 {
+		opts.FailureThreshold = DefaultFailureThreshold
+	}
+	if opts.MaxEventContent <= 0 {
+		opts.MaxEventContent = DefaultMaxEventContent
+	}
+	return &Chat{emit: emit, opts: opts, tools: map[string]*chatTool{},
+		ev: NewEvents(emit, opts.IDPrefix, opts.FailureThreshold)}
+}
+
+// Lines reads r to its end, one line at a time (lines longer than
+// DefaultMaxLine are dropped with a notice), and hands every JSON object
+// line to handle. It returns nil at EOF and the read error otherwise.
+func (c *Chat) Lines(r io.Reader, handle func(line string)) error {
+	lr := NewLineReaderOptions(r, LineOptions{KeepString: c.opts.MaxEventContent + 16})
+	for {
+		line, err := lr.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read stream: %w", err)
+		}
+		if s, ok := c.out.Object(line); ok {
+			handle(s)
+		} else if line.Dropped {
+			c.ev.LineDropped(line.Size)
+		}
+	}
+}
+
+// Skip counts a line the parser could not dispatch on.
+func (c *Chat) Skip() { c.out.Skipped++ }
+
+// Outcome is the outcome so far (the parser fills what only it knows).
+func (c *Chat) Outcome() *StreamOutcome { return &c.out }
+
+// Session emits the session message and keeps its id and model.
+func (c *Chat) Session(s Session) {
+	if s.ID != "" {
+		c.out.SessionID = s.ID
+	}
+	if s.Model != "" {
+		c.out.Model = s.Model
+	}
+	c.ev.Session(s)
+	for _, m := range s.MCPServers {
+		st := strings.ToLower(m.Status)
+		if strings.Contains(st, "fail") || strings.Contains(st, "error") || st == "disconnected" {
+			c.ev.MCPFailed(m.Name, m.Status)
+		}
+	}
+}
+
+// Text streams text into the open text message (opening one, and closing
+// open thinking, first).
+func (c *Chat) Text(text string) {
+	if text == "" {
+		return
+	}
+	if c.textID == "" {
+		c.EndThinking()
+		c.textID = c.ev.NewID()
+		if c.answer.Len() > 0 {
+			c.answer.WriteString("\n\n")
+		}
+		c.emit(chat.Event{Event: chat.Start, ID: c.textID, Type: chat.TypeText})
+	}
+	c.emit(chat.Event{Event: chat.Delta, ID: c.textID, Type: chat.TypeText, Text: text})
+	c.answer.WriteString(text)
+}
+
+// EndText closes the open text message.
+func (c *Chat) EndText() {
+	if c.textID != "" {
+		c.emit(chat.Event{Event: chat.End, ID: c.textID, Type: chat.TypeText})
+		c.textID = ""
+	}
+}
+
+// Thinking streams text into the open thinking message.
+func (c *Chat) Thinking(text string) {
+	if text == "" {
+		return
+	}
+	if c.thinkID == "" {
+		c.EndText()
+		c.thinkID = c.ev.NewID()
+		c.emit(chat.Event{Event: chat.Start, ID: c.thinkID, Type: chat.TypeThinking})
+	}
+	c.emit(chat.Event{Event: chat.Delta, ID: c.thinkID, Type: chat.TypeThinking, Text: text})
+}
+
+// EndThinking closes the open thinking message.
+func (c *Chat) EndThinking() {
+	if c.thinkID != "" {
+		c.emit(chat.Event{Event: chat.End, ID: c.thinkID, Type: chat.TypeThinking})
+		c.thinkID = ""
+	}
+}
+
+func (c *Chat) endOpen() {
+	c.EndText()
+	c.EndThinking()
+}
+
+// ToolCall emits a tool call (once per id): its name, id and input (a
+// JSON object), and the CLI's own kind of tool when it has one. The run
+// counts as busy until its result.
+func (c *Chat) ToolCall(id, name, kind string, input chat.RawJSON) {
+	if t := c.tools[id]; t != nil && id != "" {
+		return
+	}
+	c.endOpen()
+	t := &chatTool{name: name, idx: len(c.out.ToolCalls)}
+	if id != "" {
+		c.tools[id] = t
+	}
+	if len(input) == 0 {
+		input = chat.RawJSON("{}")
+	}
+	c.out.ToolCalls = append(c.out.ToolCalls, executor.ToolCall{ID: id, Name: name, Input: input})
+	eid := c.ev.NewID()
+	props := map[string]any{"name": name, "id": id}
+	if kind != "" {
+		props["kind"] = kind
+	}
+	c.emit(chat.Event{Event: chat.Start, ID: eid, Type: chat.TypeToolCall, Props: props})
+	c.emit(chat.Event{Event: chat.End, ID: eid, Type: chat.TypeToolCall, Props: map[string]any{"input": input}})
+	if m := c.opts.Monitor; m != nil {
+		m.Busy(true)
+	}
+}
+
+// ToolResult emits the result of the call with id (once; a result of a
+// call never announced announces it first, named name).
+func (c *Chat) ToolResult(id, name, content string, isErr bool) {
+	t := c.tools[id]
+	if t == nil || id == "" {
+		c.ToolCall(id, name, "", nil)
+		t = c.tools[id]
+		if t == nil { // no id: the call just added
+			t = &chatTool{name: name, idx: len(c.out.ToolCalls) - 1}
+		}
+	}
+	if t.done {
+		return
+	}
+	t.done = true
+	c.endOpen()
+	capped := CapString(content, len(content), c.opts.MaxEventContent)
+	props := map[string]any{"tool_call_id": id, "name": t.name, "content": capped.Content, "is_error": isErr}
+	if capped.Truncated {
+		props["truncated"] = true
+		props["content_bytes"] = capped.Size
+	}
+	tc := &c.out.ToolCalls[t.idx]
+	tc.Result = KeptResult(capped.Content)
+	tc.IsError = isErr
+	chat.Whole(c.emit, c.ev.NewID(), chat.TypeToolResult, "", props)
+	c.ev.ToolResult(t.name, isErr)
+	if m := c.opts.Monitor; m != nil {
+		m.Busy(false)
+	}
+}
+
+// Notice emits a notice with code and message.
+func (c *Chat) Notice(code, message string, extra map[string]any) {
+	c.endOpen()
+	c.ev.Notice(code, message, extra)
+}
+
+// Fail records the turn's failure (the first one) and emits its error.
+func (c *Chat) Fail(code, message string) {
+	c.endOpen()
+	if c.out.Err == nil {
+		c.out.Err = &chat.Error{Code: code, Message: message}
+	}
+	chat.ErrorEvent(c.emit, c.ev.NewID(), code, message)
+}
+
+// AddUsage adds a step's usage to the turn's.
+func (c *Chat) AddUsage(u chat.Usage) {
+	o := &c.out.Usage
+	o.InputTokens += u.InputTokens
+	o.OutputTokens += u.OutputTokens
+	o.CacheReadTokens += u.CacheReadTokens
+	o.CacheCreationTokens += u.CacheCreationTokens
+	o.CostUSD += u.CostUSD
+	o.Turns += u.Turns
+}
+
+// Result records the CLI's final result (subtype "success" or its kind of
+// failure): the turn has an answer unless it failed, and the CLI's work is
+// done.
+func (c *Chat) Result(subtype string) {
+	c.endOpen()
+	c.out.GotResult = true
+	c.out.Subtype = subtype
+	if m := c.opts.Monitor; m != nil {
+		if c.out.Err == nil {
+			m.Answered()
+		}
+		m.Settled(true)
+	}
+}
+
+// Stop stops the CLI at once (a failure that will not heal).
+func (c *Chat) Stop() {
+	if m := c.opts.Monitor; m != nil {
+		m.Stop()
+	}
+}
+
+// Close ends open messages and returns the outcome.
+func (c *Chat) Close() *StreamOutcome {
+	c.endOpen()
+	c.out.Notices = c.ev.Notices()
+	if c.out.Content == "" {
+		c.out.Content = c.answer.String()
+	}
+	return &c.out
+}
