@@ -31,6 +31,7 @@ func responsesMessages(body []byte) []Message {
 		Content   json.RawMessage `json:"content"`
 		CallID    string          `json:"call_id"`
 		Name      string          `json:"name"`
+		Namespace string          `json:"namespace"`
 		Arguments string          `json:"arguments"`
 		Input     string          `json:"input"`
 		Output    json.RawMessage `json:"output"`
@@ -59,7 +60,11 @@ func responsesMessages(body []byte) []Message {
 			if !json.Valid(in) {
 				in = nil
 			}
-			blk := Block{Type: "tool_use", ID: it.CallID, Name: it.Name, Input: in}
+			name := it.Name
+			if it.Namespace != "" {
+				name = it.Namespace + "__" + name
+			}
+			blk := Block{Type: "tool_use", ID: it.CallID, Name: name, Input: in}
 			if n := len(out); n > 0 && out[n-1].Role == "assistant" && len(out[n-1].Content) > 0 && out[n-1].Content[0].Type == "tool_use" {
 				out[n-1].Content = append(out[n-1].Content, blk)
 			} else {

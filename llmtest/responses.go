@@ -3,6 +3,7 @@ package llmtest
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -48,7 +49,12 @@ type responsesItem map[string]any
 
 // responsesItems turns a turn's blocks into Responses output items:
 // reasoning (with a summary), an assistant message, function calls.
-func (s *Server) responsesItems(blocks []anthropicBlock) []responsesItem {
+//
+// A call of a tool the request offers in a namespace (Codex lists an MCP
+// server's tools as namespace mcp__SERVER) is scripted by its full name,
+// NAMESPACE__TOOL, and answered as the namespace's call.
+func (s *Server) responsesItems(req *Request, blocks []anthropicBlock) []responsesItem {
+	namespaces := responsesNamespaces(req.Body)
 	out := make([]responsesItem, 0, len(blocks))
 	for _, b := range blocks {
 		switch b.kind {
@@ -59,8 +65,14 @@ func (s *Server) responsesItems(blocks []anthropicBlock) []responsesItem {
 			out = append(out, responsesItem{"id": s.id("msg_"), "type": "message", "role": "assistant", "status": "completed",
 				"content": []any{map[string]any{"type": "output_text", "text": b.text, "annotations": []any{}}}})
 		case "tool_use":
-			out = append(out, responsesItem{"id": s.id("fc_"), "type": "function_call", "status": "completed",
-				"call_id": b.id, "name": b.name, "arguments": b.input})
+			item := responsesItem{"id": s.id("fc_"), "type": "function_call", "status": "completed",
+				"call_id": b.id, "name": b.name, "arguments": b.input}
+			for _, ns := range namespaces {
+				if tool, ok := strings.CutPrefix(b.name, ns+"__"); ok {
+					item["namespace"], item["name"] = ns, tool
+				}
+			}
+			out = append(out, item)
 		}
 	}
 	return out
@@ -74,7 +86,7 @@ func (s *Server) responsesRespond(w http.ResponseWriter, r *http.Request, req *R
 	created := time.Now().Unix()
 	blocks := s.blocks(t)
 	usage := usageFor(t, req, blocks)
-	items := s.responsesItems(blocks)
+	items := s.responsesItems(req, blocks)
 	status := "completed"
 	var incomplete any
 	if stopReason(t) == "max_tokens" {
@@ -160,4 +172,23 @@ func (s *Server) responsesRespond(w http.ResponseWriter, r *http.Request, req *R
 		final = "response.incomplete"
 	}
 	send(final, map[string]any{"response": response(status, items, true)})
+}
+
+// responsesNamespaces are the names of the tool namespaces a request
+// offers.
+func responsesNamespaces(body []byte) []string {
+	var b struct {
+		Tools []struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	_ = json.Unmarshal(body, &b)
+	var out []string
+	for _, t := range b.Tools {
+		if t.Type == "namespace" && t.Name != "" {
+			out = append(out, t.Name)
+		}
+	}
+	return out
 }

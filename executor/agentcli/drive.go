@@ -72,6 +72,8 @@ type Plan struct {
 	Remove []string
 	// MaxTurns is the turn limit the parser enforces (0: the CLI does).
 	MaxTurns int
+	// Model is the turn's model, for the session event.
+	Model string
 }
 
 // Prepared is what Drive gives an executor's Prepare: the request and the

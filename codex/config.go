@@ -1,0 +1,133 @@
+package codex
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
+)
+
+// keyEnv carries the connector's key (the bridge's per-request token) to
+// the CLI's model provider.
+const keyEnv = "AGENTBOX_CODEX_KEY"
+
+// providerID is the model provider config.toml defines.
+const providerID = "agentbox"
+
+// mcpFormat: references are "${NAME}", which configTOML turns into what
+// Codex knows (env_vars, env_http_headers); Codex sets no type.
+var mcpFormat = agentcli.MCPFormat{Reference: func(n string) string { return "${" + n + "}" }}
+
+var reference = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+
+// str is a TOML basic string (JSON's escapes are TOML's).
+func str(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func strs(list []string) string {
+	q := make([]string, len(list))
+	for i, s := range list {
+		q[i] = str(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// baseURL is the provider's base URL: the connector's host with /v1.
+func baseURL(host string) string {
+	host = strings.TrimRight(host, "/")
+	if strings.HasSuffix(host, "/v1") {
+		return host
+	}
+	return host + "/v1"
+}
+
+// configTOML is CODEX_HOME/config.toml for a run: the model provider (the
+// bridge's proxy, Responses API over HTTP), the system prompt as developer
+// instructions, no update checks, history or telemetry, and the MCP
+// servers. It holds no secret: the key and MCP values are environment
+// variables the CLI reads (env_key, env_vars, env_http_headers); a stdio
+// server's env is set by `env` from those variables.
+func configTOML(c executor.Connection, model, system string, mcp *agentcli.MCPConfig) []byte {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	w("# Written by agentbox for every run; changes are overwritten.")
+	w("model_provider = %s", str(providerID))
+	if model != "" {
+		w("model = %s", str(model))
+	}
+	if system != "" {
+		w("developer_instructions = %s", str(system))
+	}
+	w("check_for_update_on_startup = false")
+	w("")
+	w("[history]")
+	w(`persistence = "none"`)
+	w("")
+	w("[analytics]")
+	w("enabled = false")
+	w("")
+	w("[model_providers.%s]", providerID)
+	w(`name = "agentbox"`)
+	w("base_url = %s", str(baseURL(c.Host)))
+	w("env_key = %s", str(keyEnv))
+	w(`wire_api = "responses"`)
+	w("request_max_retries = 2")
+	w("stream_max_retries = 2")
+	w("supports_websockets = false")
+	if mcp == nil {
+		return []byte(b.String())
+	}
+	for _, s := range mcp.Servers {
+		w("")
+		w("[mcp_servers.%s]", str(s.Name))
+		if s.Transport != "stdio" {
+			w("url = %s", str(s.URL))
+			if len(s.Headers) > 0 {
+				var hs []string
+				for _, h := range sortedKeys(s.Headers) {
+					if m := reference.FindStringSubmatch(s.Headers[h]); m != nil {
+						hs = append(hs, str(h)+" = "+str(m[1]))
+					}
+				}
+				w("env_http_headers = { %s }", strings.Join(hs, ", "))
+			}
+			continue
+		}
+		command, args := s.Command, s.Args
+		var vars, sets []string
+		for _, k := range sortedKeys(s.Env) {
+			if m := reference.FindStringSubmatch(s.Env[k]); m != nil {
+				vars = append(vars, m[1])
+				sets = append(sets, k+"="+m[1])
+			}
+		}
+		if len(vars) > 0 {
+			// Codex hands a server only the variables env_vars names;
+			// the server sees them under its own names.
+			script := `for a in "$@"; do case $a in --) break;; *) export "${a%%=*}=$(printenv "${a#*=}")";; esac; shift; done; shift; exec "$@"`
+			args = append(append(append([]string{"-c", script, "sh"}, sets...), "--", command), args...)
+			command = "/bin/sh"
+			w("env_vars = %s", strs(vars))
+		}
+		w("command = %s", str(command))
+		if len(args) > 0 {
+			w("args = %s", strs(args))
+		}
+	}
+	return []byte(b.String())
+}

@@ -1,0 +1,19 @@
+package codex
+
+import (
+	"testing"
+
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
+)
+
+// TestDockerEndToEnd runs the real CLI in its image, networkless, against
+// the scripted model through the bridge (see clitest.EndToEnd).
+func TestDockerEndToEnd(t *testing.T) {
+	clitest.EndToEnd{
+		CLI: "codex", Exec: New(Options{}), Type: "openai",
+		Shell:    "exec_command",
+		Input:    func(c string) map[string]any { return map[string]any{"cmd": c} },
+		HostTool: "mcp__agentbox__lookup_order",
+		Skills:   true,
+	}.Run(t)
+}

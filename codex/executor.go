@@ -1,0 +1,167 @@
+// Package codex runs chat turns with the Codex CLI (@openai/codex) inside
+// a chat's sandbox: `codex exec --json` against the bridge's model proxy
+// (the Responses API, through a model provider of its own, so no key
+// enters the sandbox), with CODEX_HOME in the assistant's state folder of
+// the workspace, where its sessions live and are resumed with `codex exec
+// resume ID`. Its JSONL events map onto the chat events (see Parser).
+package codex
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/skills"
+)
+
+// Defaults for Options.
+const (
+	DefaultBinary      = "codex"
+	DefaultMaxTurns    = 30
+	DefaultGracePeriod = 3 * time.Second
+	DefaultIdleTimeout = 5 * time.Minute
+)
+
+// Options configure an Executor. The zero value is usable.
+type Options struct {
+	// Binary is the CLI inside the sandbox ("codex", found on PATH).
+	Binary string
+	// DefaultMaxTurns applies when the assistant sets no max_turns.
+	DefaultMaxTurns int
+	// GracePeriod is how long the CLI may run after its turn completed.
+	GracePeriod time.Duration
+	// IdleTimeout stops a CLI silent this long while no tool runs
+	// (negative: never).
+	IdleTimeout time.Duration
+	// Logger receives run diagnostics (never secrets). Nil: slog.Default.
+	Logger *slog.Logger
+	// LookupEnv resolves $ENV.NAME in MCP definitions (os.LookupEnv when
+	// nil).
+	LookupEnv func(string) (string, bool)
+}
+
+// Executor runs turns with the Codex CLI. It is safe for concurrent use.
+type Executor struct{ opts Options }
+
+var _ executor.Executor = (*Executor)(nil)
+
+// New returns an executor with opts, defaults filled in.
+func New(opts Options) *Executor {
+	if opts.Binary == "" {
+		opts.Binary = DefaultBinary
+	}
+	if opts.DefaultMaxTurns <= 0 {
+		opts.DefaultMaxTurns = DefaultMaxTurns
+	}
+	if opts.GracePeriod <= 0 {
+		opts.GracePeriod = DefaultGracePeriod
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	return &Executor{opts: opts}
+}
+
+// Name returns "codex".
+func (e *Executor) Name() string { return "codex" }
+
+// RunFiles are the files a run writes into the workspace and removes.
+func (e *Executor) RunFiles() []string { return nil }
+
+// Run executes one turn (see executor.Executor).
+func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
+	return agentcli.Drive(ctx, req, agentcli.CLI{
+		Name: "codex", ErrorID: "cx-error",
+		Prepare:     e.prepare,
+		NewParser:   func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser { return NewParser(emit, parserOptions(plan, m)) },
+		GracePeriod: e.opts.GracePeriod, IdleTimeout: max(e.opts.IdleTimeout, 0),
+		Logger: e.opts.Logger,
+	})
+}
+
+func parserOptions(plan *agentcli.Plan, m agentcli.Monitor) ParserOptions {
+	o := ParserOptions{Model: plan.Model, Skills: plan.Skills, MaxTurns: plan.MaxTurns, Monitor: m}
+	if plan.MCP != nil {
+		o.MCPServers = plan.MCP.Names()
+	}
+	return o
+}
+
+// sandboxModes map permission_mode onto Codex's --sandbox: the container
+// is the sandbox, so every mode that lets the agent act runs without
+// Codex's own (which needs kernel features containers lack); plan is
+// read-only. `codex exec` never asks for approval.
+var sandboxModes = map[string]string{
+	"":                  "",
+	"default":           "",
+	"acceptEdits":       "",
+	"auto":              "",
+	"bypassPermissions": "",
+	"dontAsk":           "",
+	"plan":              "read-only",
+}
+
+func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
+	args := p.Arguments
+	mode, ok := sandboxModes[args.PermissionMode]
+	if !ok {
+		return nil, agentcli.Invalid("permission_mode %q is not one the codex command knows (default, acceptEdits, auto, bypassPermissions, dontAsk, plan)", args.PermissionMode)
+	}
+	maxTurns := args.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = e.opts.DefaultMaxTurns
+	}
+	ws := p.Sandbox.Workspace()
+	home := p.State + "/home"
+	if err := ws.MkdirAll(ctx, home); err != nil {
+		return nil, err
+	}
+	if err := skills.Sync(ctx, ws, home+"/skills", p.Assistant.Skills); err != nil {
+		return nil, err
+	}
+	mcp, err := agentcli.ResolveMCP(p.Assistant, p.MCPServers, e.opts.LookupEnv, mcpFormat, p.Relay)
+	if err != nil {
+		return nil, agentcli.Invalid("%s", err.Error())
+	}
+	conf := configTOML(p.Connector, p.Model, p.System, mcp)
+	if err := ws.WriteFile(ctx, home+"/config.toml", conf, 0o600); err != nil {
+		return nil, err
+	}
+	argv := []string{e.opts.Binary, "exec", "--json", "--skip-git-repo-check", "--cd", sandbox.Workdir}
+	if mode == "" {
+		argv = append(argv, "--dangerously-bypass-approvals-and-sandbox")
+	} else {
+		argv = append(argv, "--sandbox", mode)
+	}
+	if p.Model != "" {
+		argv = append(argv, "--model", p.Model)
+	}
+	prompt := agentcli.Prompt(p.History, p.Input, p.Resume)
+	if p.Resume != "" {
+		argv = append(argv, "resume", p.Resume)
+	}
+	// The prompt is read from standard input ("-"), never argv.
+	argv = append(argv, "-")
+	names := make([]string, 0, len(p.Assistant.Skills))
+	for _, s := range p.Assistant.Skills {
+		names = append(names, s.Name)
+	}
+	return &agentcli.Plan{
+		Argv:  argv,
+		Input: []byte(prompt),
+		Env: map[string]string{
+			"CODEX_HOME": sandbox.Workdir + "/" + home,
+			keyEnv:       p.Connector.Key,
+			"NO_COLOR":   "1",
+		},
+		MCP: mcp, Skills: names, MaxTurns: maxTurns, Model: p.Model,
+	}, nil
+}

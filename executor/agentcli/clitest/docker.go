@@ -1,0 +1,119 @@
+package clitest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/bridge"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/docker"
+)
+
+// RealKey is the upstream key of Docker runs: it must never reach a
+// sandbox (CheckNoSecret on the workspace and the events).
+const RealKey = "sk-e2e-REALKEY-5d1c9a"
+
+// Docker runs turns of a CLI executor as the product does: in its image,
+// with network none, the model reached through the bridge's model proxy
+// (the scripted server upstream, with RealKey) and the host tools through
+// the bridge's MCP server.
+type Docker struct {
+	t     *testing.T
+	img   string
+	exec  executor.Executor
+	srv   *llmtest.Server
+	typ   string
+	tools []bridge.Tool
+	rt    sandbox.Runtime
+	wss   *sandbox.Workspaces
+	bin   string
+	dir   string
+}
+
+// NewDocker prepares Docker runs of exec in the image of cli against srv,
+// whose connector has type typ ("anthropic" or "openai").
+func NewDocker(t *testing.T, ctx context.Context, cli string, exec executor.Executor, srv *llmtest.Server, typ string, tools ...bridge.Tool) *Docker {
+	t.Helper()
+	img := testenv.CLIImage(t, cli)
+	bin := testenv.Agentbox(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	rt, err := docker.New(ctx, docker.Options{Instance: cli + "-e2e-" + hex.EncodeToString(b), Image: img})
+	if rt != nil {
+		t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	wss, err := sandbox.NewWorkspaces(t.TempDir(), 1000, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unix socket paths are short: the bridge's folder is under /tmp.
+	dir, err := os.MkdirTemp("", "abx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return &Docker{t: t, img: img, exec: exec, srv: srv, typ: typ, tools: tools, rt: rt, wss: wss, bin: bin, dir: dir}
+}
+
+// Turn runs one turn of chat chatID in a fresh sandbox on the chat's
+// workspace and returns its result, events and workspace.
+func (d *Docker) Turn(ctx context.Context, a *assistant.Assistant, chatID, input string, args chat.Arguments, history ...chat.Message) (*executor.Result, *chattest.Recorder, *sandbox.Workspace, error) {
+	t := d.t
+	t.Helper()
+	ws, release, err := d.wss.Acquire(ctx, "alice", chatID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	sess, err := bridge.Start(ctx, bridge.Options{
+		Dir: d.dir, Binary: d.bin, UserID: "alice", ChatID: chatID, Tools: d.tools,
+		Upstream:     executor.Connection{Type: d.typ, Host: d.srv.URL, Key: RealKey, Model: "test-model"},
+		UpstreamAuth: map[bool]string{true: bridge.AuthBearer, false: bridge.AuthAPIKey}[d.typ == "openai"],
+		Deadline:     time.Now().Add(3 * time.Minute),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sess.Close(context.Background()) }()
+	sb, err := d.rt.Create(ctx, sandbox.Spec{UserID: "alice", ChatID: chatID, Workspace: ws, Image: d.img,
+		Network: sandbox.NetworkNone, Mounts: sess.Mounts()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sb.Remove(context.Background()) }()
+	conn := sess.Connection()
+	if err := sess.SetLimits(bridge.Limits{Model: conn.Model}); err != nil {
+		t.Fatal(err)
+	}
+	req := &executor.Request{
+		Assistant: a, UserID: "alice", ChatID: chatID,
+		System:    "You are a careful coding assistant.",
+		History:   history,
+		Input:     []chat.Message{{Role: chat.RoleUser, Content: input}},
+		Connector: conn, Arguments: args,
+		Sandbox: sb, Timeout: 2 * time.Minute,
+		WrapArgv: sess.WrapCommand, Relay: bridge.GuestBinary,
+	}
+	if m := sess.MCPServer(); m.Command != "" {
+		req.MCPServers = map[string]assistant.MCPServer{bridge.ServerName: m}
+	}
+	log := &chattest.Recorder{}
+	req.Emit = log.Emit
+	res, err := d.exec.Run(ctx, req)
+	chattest.Check(t, log.Events())
+	CheckNoSecret(t, RealKey, ws.Dir(), log)
+	return res, log, ws, err
+}
