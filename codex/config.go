@@ -62,7 +62,7 @@ func baseURL(host string) string {
 // servers. It holds no secret: the key and MCP values are environment
 // variables the CLI reads (env_key, env_vars, env_http_headers); a stdio
 // server's env is set by `env` from those variables.
-func configTOML(c executor.Connection, model, system string, mcp *agentcli.MCPConfig) []byte {
+func configTOML(c executor.Connection, model, system string, mcp *agentcli.MCPConfig, relay string) []byte {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	w("# Written by agentbox for every run; changes are overwritten.")
@@ -95,7 +95,7 @@ func configTOML(c executor.Connection, model, system string, mcp *agentcli.MCPCo
 	for _, s := range mcp.Servers {
 		w("")
 		w("[mcp_servers.%s]", str(s.Name))
-		if s.Transport != "stdio" {
+		if s.Transport != "stdio" && !s.Filtered {
 			w("url = %s", str(s.URL))
 			if len(s.Headers) > 0 {
 				var hs []string
@@ -108,10 +108,13 @@ func configTOML(c executor.Connection, model, system string, mcp *agentcli.MCPCo
 			}
 			continue
 		}
-		command, args := s.Command, s.Args
+		command, args, env := s.Command, s.Args, s.Env
+		if s.Filtered {
+			command, args, env = agentcli.FilterCommand(s, mcpFormat, relay)
+		}
 		var vars, sets []string
-		for _, k := range sortedKeys(s.Env) {
-			if m := reference.FindStringSubmatch(s.Env[k]); m != nil {
+		for _, k := range sortedKeys(env) {
+			if m := reference.FindStringSubmatch(env[k]); m != nil {
 				vars = append(vars, m[1])
 				sets = append(sets, k+"="+m[1])
 			}

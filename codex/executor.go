@@ -80,8 +80,10 @@ func (e *Executor) RunFiles() []string { return nil }
 func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
 	return agentcli.Drive(ctx, req, agentcli.CLI{
 		Name: "codex", ErrorID: "cx-error",
-		Prepare:     e.prepare,
-		NewParser:   func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser { return NewParser(emit, parserOptions(plan, m)) },
+		Prepare: e.prepare,
+		NewParser: func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser {
+			return NewParser(emit, parserOptions(plan, m))
+		},
 		GracePeriod: e.opts.GracePeriod, IdleTimeout: max(e.opts.IdleTimeout, 0),
 		Logger: e.opts.Logger,
 	})
@@ -131,7 +133,7 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 	if err != nil {
 		return nil, agentcli.Invalid("%s", err.Error())
 	}
-	conf := configTOML(p.Connector, p.Model, p.System, mcp)
+	conf := configTOML(p.Connector, p.Model, p.System, mcp, p.Relay)
 	if err := ws.WriteFile(ctx, home+"/config.toml", conf, 0o600); err != nil {
 		return nil, err
 	}

@@ -273,3 +273,12 @@ func indirect(server, kind string, in map[string]string, lookup func(string) (st
 func envName(server, kind, key string) string {
 	return MCPEnvPrefix + strings.ToUpper(envNameUnsafe.ReplaceAllString(server, "_")+"_"+kind+"_"+envNameUnsafe.ReplaceAllString(key, "_"))
 }
+
+// FilterCommand is the stdio server that runs the MCP filter in front of
+// the Filtered server s (its command, arguments and environment, with
+// references in f's form), for a CLI whose configuration has a shape of
+// its own.
+func FilterCommand(s MCPServer, f MCPFormat, relay string) (string, []string, map[string]string) {
+	e := filterEntry(s, f, relay)
+	return e.Command, e.Args, e.Env
+}

@@ -1,0 +1,214 @@
+// Package gemini runs chat turns with the Gemini CLI (@google/gemini-cli)
+// inside a chat's sandbox: `gemini --output-format stream-json` against the
+// bridge's model proxy (GOOGLE_GEMINI_BASE_URL, the per-request token as
+// its key), with HOME in the assistant's state folder of the workspace,
+// where ~/.gemini holds its settings (MCP servers, the turn limit), the
+// system prompt as GEMINI.md, the skills and the sessions it resumes.
+package gemini
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/skills"
+)
+
+// Defaults for Options.
+const (
+	DefaultBinary      = "gemini"
+	DefaultMaxTurns    = 30
+	DefaultGracePeriod = 3 * time.Second
+	DefaultIdleTimeout = 5 * time.Minute
+)
+
+// Options configure an Executor. The zero value is usable.
+type Options struct {
+	// Binary is the CLI inside the sandbox ("gemini", found on PATH).
+	Binary string
+	// DefaultMaxTurns applies when the assistant sets no max_turns.
+	DefaultMaxTurns int
+	// GracePeriod is how long the CLI may run after its result.
+	GracePeriod time.Duration
+	// IdleTimeout stops a CLI silent this long while no tool runs
+	// (negative: never).
+	IdleTimeout time.Duration
+	// Logger receives run diagnostics (never secrets). Nil: slog.Default.
+	Logger *slog.Logger
+	// LookupEnv resolves $ENV.NAME in MCP definitions (os.LookupEnv when
+	// nil).
+	LookupEnv func(string) (string, bool)
+}
+
+// Executor runs turns with the Gemini CLI. It is safe for concurrent use.
+type Executor struct{ opts Options }
+
+var _ executor.Executor = (*Executor)(nil)
+
+// New returns an executor with opts, defaults filled in.
+func New(opts Options) *Executor {
+	if opts.Binary == "" {
+		opts.Binary = DefaultBinary
+	}
+	if opts.DefaultMaxTurns <= 0 {
+		opts.DefaultMaxTurns = DefaultMaxTurns
+	}
+	if opts.GracePeriod <= 0 {
+		opts.GracePeriod = DefaultGracePeriod
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	return &Executor{opts: opts}
+}
+
+// Name returns "gemini".
+func (e *Executor) Name() string { return "gemini" }
+
+// Run executes one turn (see executor.Executor).
+func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
+	return agentcli.Drive(ctx, req, agentcli.CLI{
+		Name: "gemini", ErrorID: "gm-error",
+		Prepare: e.prepare,
+		NewParser: func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser {
+			o := ParserOptions{Skills: plan.Skills, Monitor: m}
+			if plan.MCP != nil {
+				o.MCPServers = plan.MCP.Names()
+			}
+			return NewParser(emit, o)
+		},
+		GracePeriod: e.opts.GracePeriod, IdleTimeout: max(e.opts.IdleTimeout, 0),
+		Logger: e.opts.Logger,
+	})
+}
+
+// approvalModes map permission_mode onto --approval-mode. Headless, the
+// CLI cannot ask: "default" refuses what needs approval.
+var approvalModes = map[string]string{
+	"":                  "yolo",
+	"default":           "default",
+	"acceptEdits":       "auto_edit",
+	"auto":              "yolo",
+	"bypassPermissions": "yolo",
+	"dontAsk":           "yolo",
+	"plan":              "plan",
+}
+
+// mcpFormat: the CLI expands ${NAME} in its settings' env and headers.
+var mcpFormat = agentcli.MCPFormat{Reference: func(n string) string { return "${" + n + "}" }}
+
+func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
+	args := p.Arguments
+	mode, ok := approvalModes[args.PermissionMode]
+	if !ok {
+		return nil, agentcli.Invalid("permission_mode %q is not one the gemini command knows (default, acceptEdits, auto, bypassPermissions, dontAsk, plan)", args.PermissionMode)
+	}
+	maxTurns := args.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = e.opts.DefaultMaxTurns
+	}
+	ws := p.Sandbox.Workspace()
+	home := p.State + "/home"
+	conf := home + "/.gemini"
+	if err := ws.MkdirAll(ctx, conf); err != nil {
+		return nil, err
+	}
+	if err := skills.Sync(ctx, ws, conf+"/skills", p.Assistant.Skills); err != nil {
+		return nil, err
+	}
+	mcp, err := agentcli.ResolveMCP(p.Assistant, p.MCPServers, e.opts.LookupEnv, mcpFormat, p.Relay)
+	if err != nil {
+		return nil, agentcli.Invalid("%s", err.Error())
+	}
+	settings, err := settingsJSON(mcp, maxTurns, p.Relay)
+	if err != nil {
+		return nil, err
+	}
+	if err := ws.WriteFile(ctx, conf+"/settings.json", settings, 0o600); err != nil {
+		return nil, err
+	}
+	// The system prompt is the user's context file, which the CLI adds to
+	// its own prompt.
+	if err := ws.WriteFile(ctx, conf+"/GEMINI.md", []byte(p.System+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	argv := []string{e.opts.Binary, "--output-format", "stream-json", "--skip-trust", "--approval-mode", mode}
+	if p.Model != "" {
+		argv = append(argv, "--model", p.Model)
+	}
+	if p.Resume != "" {
+		argv = append(argv, "--resume", p.Resume)
+	}
+	// The prompt comes on standard input; -p only makes the run headless.
+	argv = append(argv, "--prompt", " ")
+	names := make([]string, 0, len(p.Assistant.Skills))
+	for _, s := range p.Assistant.Skills {
+		names = append(names, s.Name)
+	}
+	return &agentcli.Plan{
+		Argv:  argv,
+		Input: []byte(agentcli.Prompt(p.History, p.Input, p.Resume)),
+		Env: map[string]string{
+			"HOME":                   sandbox.Workdir + "/" + home,
+			"GEMINI_API_KEY":         p.Connector.Key,
+			"GOOGLE_GEMINI_BASE_URL": p.Connector.Host,
+			"NO_COLOR":               "1",
+		},
+		MCP: mcp, Skills: names, Model: p.Model,
+	}, nil
+}
+
+// mcpEntry is a server in the settings' mcpServers.
+type mcpEntry struct {
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	HTTPURL string            `json:"httpUrl,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Trust   bool              `json:"trust"`
+}
+
+// settingsJSON is ~/.gemini/settings.json: API-key auth (the bridge's
+// token), the turn limit, no telemetry, update checks or usage
+// statistics, skills on, and the MCP servers (trusted: the approval mode
+// decides). It holds no secret.
+func settingsJSON(mcp *agentcli.MCPConfig, maxTurns int, relay string) ([]byte, error) {
+	servers := map[string]mcpEntry{}
+	for _, s := range mcp.Servers {
+		e := mcpEntry{Env: s.Env, Headers: s.Headers, Trust: true}
+		switch {
+		case s.Filtered:
+			e.Command, e.Args, e.Env = agentcli.FilterCommand(s, mcpFormat, relay)
+		case s.Transport == "stdio":
+			e.Command, e.Args = s.Command, s.Args
+		case s.Transport == "sse":
+			e.URL = s.URL
+		default:
+			e.HTTPURL = s.URL
+		}
+		servers[s.Name] = e
+	}
+	b, err := json.MarshalIndent(map[string]any{
+		"security":   map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}, "folderTrust": map[string]any{"enabled": false}},
+		"model":      map[string]any{"maxSessionTurns": maxTurns},
+		"general":    map[string]any{"disableAutoUpdate": true, "disableUpdateNag": true},
+		"privacy":    map[string]any{"usageStatisticsEnabled": false},
+		"telemetry":  map[string]any{"enabled": false},
+		"skills":     map[string]any{"enabled": true},
+		"mcpServers": servers,
+	}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

@@ -1,0 +1,113 @@
+package gemini
+
+import (
+	"cmp"
+	"io"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli"
+)
+
+// NoticeCLIWarning is a warning the CLI reported in its stream (an error
+// event of severity warning, or one that did not end the turn).
+const NoticeCLIWarning = "cli_warning"
+
+// ParserOptions configure a Parser. The zero value is usable.
+type ParserOptions struct {
+	// Skills and MCPServers are what the executor configured, reported in
+	// the session event (the CLI's init event lists neither).
+	Skills, MCPServers []string
+	// Monitor is told when the result arrives.
+	Monitor agentcli.Monitor
+}
+
+// Parser turns `gemini --output-format stream-json` output into chat
+// events: init is the session, assistant messages (deltas) text,
+// tool_use and tool_result tool calls and results, error events notices
+// and result the usage, or the error that ended the turn.
+type Parser struct {
+	c    *agentcli.Chat
+	opts ParserOptions
+}
+
+// NewParser returns a parser that sends events to emit.
+func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
+	return &Parser{opts: opts, c: agentcli.NewChat(emit, agentcli.ChatOptions{IDPrefix: "gm", Monitor: opts.Monitor})}
+}
+
+// Parse reads the stream to its end.
+func (p *Parser) Parse(r io.Reader) error { return p.c.Lines(r, p.line) }
+
+// Close ends open messages and returns the outcome.
+func (p *Parser) Close() *agentcli.StreamOutcome { return p.c.Close() }
+
+func (p *Parser) line(line string) {
+	r := gjson.GetMany(line, "type", "session_id", "model", "role", "content", "delta")
+	switch r[0].String() {
+	case "init":
+		servers := make([]agentcli.ServerStatus, 0, len(p.opts.MCPServers))
+		for _, n := range p.opts.MCPServers {
+			servers = append(servers, agentcli.ServerStatus{Name: n, Status: "configured"})
+		}
+		p.c.Session(agentcli.Session{ID: agentcli.String(r[1]), Model: agentcli.String(r[2]), Cwd: "/workspace",
+			Skills: append([]string{}, p.opts.Skills...), MCPServers: servers})
+	case "message":
+		if r[3].String() != "assistant" {
+			return
+		}
+		p.c.Text(agentcli.String(r[4]))
+		if !r[5].Bool() {
+			p.c.EndText()
+		}
+	case "tool_use":
+		f := gjson.GetMany(line, "tool_id", "tool_name", "parameters")
+		in := f[2].Raw
+		if !f[2].IsObject() {
+			in = "{}"
+		}
+		p.c.ToolCall(agentcli.String(f[0]), agentcli.String(f[1]), "", chat.RawJSON(in))
+	case "tool_result":
+		f := gjson.GetMany(line, "tool_id", "status", "output", "error.message")
+		failed := f[1].String() != "success"
+		out := f[2].String()
+		if failed {
+			out = cmp.Or(f[3].String(), out)
+		}
+		p.c.ToolResult(agentcli.String(f[0]), "", out, failed)
+	case "error":
+		f := gjson.GetMany(line, "severity", "message")
+		p.c.Notice(NoticeCLIWarning, agentcli.String(f[1]), map[string]any{"severity": f[0].String()})
+	case "result":
+		p.result(line)
+	default:
+		p.c.Skip()
+	}
+}
+
+func (p *Parser) result(line string) {
+	f := gjson.GetMany(line, "status", "error.type", "error.message", "stats")
+	st := f[3]
+	cached := st.Get("cached").Int()
+	p.c.AddUsage(chat.Usage{
+		InputTokens:     st.Get("input_tokens").Int() - cached,
+		CacheReadTokens: cached,
+		OutputTokens:    st.Get("output_tokens").Int(),
+		Turns:           max(1, int(st.Get("tool_calls").Int())+1),
+	})
+	p.c.Outcome().Usage.DurationMS = st.Get("duration_ms").Int()
+	if f[0].String() == "success" {
+		p.c.Result("success")
+		return
+	}
+	typ, msg := f[1].String(), cmp.Or(agentcli.String(f[2]), "the CLI reported an error")
+	code := agentcli.Classify(msg)
+	subtype := "error"
+	if strings.Contains(typ, "TurnLimited") {
+		code, subtype = chat.ErrMaxTurns, "error_max_turns"
+	}
+	p.c.Fail(code, msg)
+	p.c.Result(subtype)
+}
