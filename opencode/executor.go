@@ -1,0 +1,241 @@
+// Package opencode runs chat turns with opencode (opencode-ai) inside a
+// chat's sandbox: `opencode run --format json` with its anthropic or openai
+// provider pointed at the bridge's model proxy (the connector's type
+// decides), HOME in the assistant's state folder of the workspace, where
+// ~/.config/opencode holds its configuration (MCP servers, permissions,
+// the step limit, the system prompt, skills) and ~/.local/share/opencode
+// the sessions it continues with --session.
+package opencode
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/skills"
+)
+
+// Defaults for Options.
+const (
+	DefaultBinary      = "opencode"
+	DefaultMaxTurns    = 30
+	DefaultGracePeriod = 3 * time.Second
+	DefaultIdleTimeout = 5 * time.Minute
+)
+
+// keyEnv carries the connector's key (the bridge's per-request token).
+const keyEnv = "AGENTBOX_OPENCODE_KEY"
+
+// Options configure an Executor. The zero value is usable.
+type Options struct {
+	// Binary is the CLI inside the sandbox ("opencode", found on PATH).
+	Binary string
+	// DefaultMaxTurns applies when the assistant sets no max_turns.
+	DefaultMaxTurns int
+	// GracePeriod is how long the CLI may run after its last step.
+	GracePeriod time.Duration
+	// IdleTimeout stops a CLI silent this long while no tool runs
+	// (negative: never).
+	IdleTimeout time.Duration
+	// Logger receives run diagnostics (never secrets). Nil: slog.Default.
+	Logger *slog.Logger
+	// LookupEnv resolves $ENV.NAME in MCP definitions (os.LookupEnv when
+	// nil).
+	LookupEnv func(string) (string, bool)
+}
+
+// Executor runs turns with opencode. It is safe for concurrent use.
+type Executor struct{ opts Options }
+
+var _ executor.Executor = (*Executor)(nil)
+
+// New returns an executor with opts, defaults filled in.
+func New(opts Options) *Executor {
+	if opts.Binary == "" {
+		opts.Binary = DefaultBinary
+	}
+	if opts.DefaultMaxTurns <= 0 {
+		opts.DefaultMaxTurns = DefaultMaxTurns
+	}
+	if opts.GracePeriod <= 0 {
+		opts.GracePeriod = DefaultGracePeriod
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	return &Executor{opts: opts}
+}
+
+// Name returns "opencode".
+func (e *Executor) Name() string { return "opencode" }
+
+// Run executes one turn (see executor.Executor).
+func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
+	return agentcli.Drive(ctx, req, agentcli.CLI{
+		Name: "opencode", ErrorID: "oc-error",
+		Prepare: e.prepare,
+		NewParser: func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser {
+			o := ParserOptions{Model: plan.Model, Skills: plan.Skills, Monitor: m}
+			if plan.MCP != nil {
+				o.MCPServers = plan.MCP.Names()
+			}
+			return NewParser(emit, o)
+		},
+		GracePeriod: e.opts.GracePeriod, IdleTimeout: max(e.opts.IdleTimeout, 0),
+		Logger: e.opts.Logger,
+	})
+}
+
+// mode is how a permission_mode runs: opencode's agent, its permission
+// rules and whether --auto approves what they leave to ask (headless,
+// opencode cannot ask: what is left to ask is refused).
+type mode struct {
+	agent      string
+	permission any
+	auto       bool
+}
+
+var modes = map[string]mode{
+	"":                  {agent: "build", permission: "allow", auto: true},
+	"bypassPermissions": {agent: "build", permission: "allow", auto: true},
+	"dontAsk":           {agent: "build", permission: "allow", auto: true},
+	"auto":              {agent: "build", permission: "allow", auto: true},
+	"acceptEdits":       {agent: "build", permission: map[string]string{"edit": "allow", "bash": "ask", "webfetch": "ask"}},
+	"default":           {agent: "build"},
+	"plan":              {agent: "plan"},
+}
+
+// mcpFormat: opencode expands {env:NAME} in its configuration.
+var mcpFormat = agentcli.MCPFormat{Reference: func(n string) string { return "{env:" + n + "}" }}
+
+func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
+	args := p.Arguments
+	m, ok := modes[args.PermissionMode]
+	if !ok {
+		return nil, agentcli.Invalid("permission_mode %q is not one the opencode command knows (default, acceptEdits, auto, bypassPermissions, dontAsk, plan)", args.PermissionMode)
+	}
+	if p.Model == "" {
+		return nil, agentcli.Invalid("the opencode command needs a model: set the connector's model or sandbox.arguments.model")
+	}
+	provider := "anthropic"
+	if p.Connector.Type == "openai" {
+		provider = "openai"
+	}
+	maxTurns := args.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = e.opts.DefaultMaxTurns
+	}
+	ws := p.Sandbox.Workspace()
+	home := p.State + "/home"
+	conf := home + "/.config/opencode"
+	if err := ws.MkdirAll(ctx, conf); err != nil {
+		return nil, err
+	}
+	if err := skills.Sync(ctx, ws, conf+"/skills", p.Assistant.Skills); err != nil {
+		return nil, err
+	}
+	mcp, err := agentcli.ResolveMCP(p.Assistant, p.MCPServers, e.opts.LookupEnv, mcpFormat, p.Relay)
+	if err != nil {
+		return nil, agentcli.Invalid("%s", err.Error())
+	}
+	system := conf + "/system-prompt.md"
+	if err := ws.WriteFile(ctx, system, []byte(p.System+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	cfg, err := configJSON(provider, p.Connector.Host, p.Model, sandbox.Workdir+"/"+system, m, maxTurns, mcp, p.Relay)
+	if err != nil {
+		return nil, err
+	}
+	if err := ws.WriteFile(ctx, conf+"/opencode.json", cfg, 0o600); err != nil {
+		return nil, err
+	}
+	argv := []string{e.opts.Binary, "run", "--format", "json", "--model", provider + "/" + p.Model, "--agent", m.agent}
+	if m.auto {
+		argv = append(argv, "--auto")
+	}
+	if p.Resume != "" {
+		argv = append(argv, "--session", p.Resume)
+	}
+	names := make([]string, 0, len(p.Assistant.Skills))
+	for _, s := range p.Assistant.Skills {
+		names = append(names, s.Name)
+	}
+	return &agentcli.Plan{
+		Argv:  argv,
+		Input: []byte(agentcli.Prompt(p.History, p.Input, p.Resume)),
+		Env: map[string]string{
+			"HOME":                               sandbox.Workdir + "/" + home,
+			keyEnv:                               p.Connector.Key,
+			"OPENCODE_DISABLE_AUTOUPDATE":        "1",
+			"OPENCODE_DISABLE_MODELS_FETCH":      "1",
+			"OPENCODE_DISABLE_LSP_DOWNLOAD":      "1",
+			"OPENCODE_DISABLE_DEFAULT_PLUGINS":   "1",
+			"OPENCODE_DISABLE_CLAUDE_CODE":       "1",
+			"OPENCODE_DISABLE_SHARE":             "1",
+			"OPENCODE_DISABLE_TERMINAL_TITLE":    "1",
+			"OPENCODE_EXPERIMENTAL_DISABLE_COPY": "1",
+		},
+		MCP: mcp, Skills: names, Model: p.Model,
+	}, nil
+}
+
+// configJSON is ~/.config/opencode/opencode.json: the provider at the
+// bridge (key from the environment), the model, the mode's permissions,
+// the step limit of both agents, the system prompt file as instructions,
+// and the MCP servers. It holds no secret.
+func configJSON(provider, host, model, system string, m mode, maxTurns int, mcp *agentcli.MCPConfig, relay string) ([]byte, error) {
+	servers := map[string]any{}
+	for _, s := range mcp.Servers {
+		switch {
+		case s.Filtered || s.Transport == "stdio":
+			command, args, env := s.Command, s.Args, s.Env
+			if s.Filtered {
+				command, args, env = agentcli.FilterCommand(s, mcpFormat, relay)
+			}
+			e := map[string]any{"type": "local", "command": append([]string{command}, args...), "enabled": true}
+			if len(env) > 0 {
+				e["environment"] = env
+			}
+			servers[s.Name] = e
+		default:
+			e := map[string]any{"type": "remote", "url": s.URL, "enabled": true}
+			if len(s.Headers) > 0 {
+				e["headers"] = s.Headers
+			}
+			servers[s.Name] = e
+		}
+	}
+	agent := map[string]any{"steps": maxTurns}
+	c := map[string]any{
+		"$schema": "https://opencode.ai/config.json",
+		"provider": map[string]any{provider: map[string]any{
+			"options": map[string]any{"baseURL": strings.TrimRight(host, "/") + "/v1", "apiKey": "{env:" + keyEnv + "}"},
+			"models":  map[string]any{model: map[string]any{"name": model}},
+		}},
+		"model":        provider + "/" + model,
+		"small_model":  provider + "/" + model,
+		"autoupdate":   false,
+		"share":        "disabled",
+		"instructions": []string{system},
+		"agent":        map[string]any{"build": agent, "plan": agent},
+		"mcp":          servers,
+	}
+	if m.permission != nil {
+		c["permission"] = m.permission
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

@@ -1,0 +1,101 @@
+package opencode
+
+import (
+	"cmp"
+	"io"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli"
+)
+
+// ParserOptions configure a Parser. The zero value is usable.
+type ParserOptions struct {
+	// Model, Skills and MCPServers are what the executor configured,
+	// reported in the session event (the CLI reports none of them).
+	Model              string
+	Skills, MCPServers []string
+	// Monitor is told when the last step finishes.
+	Monitor agentcli.Monitor
+}
+
+// Parser turns `opencode run --format json` output into chat events: the
+// first event's sessionID is the session, text and reasoning parts text
+// and thinking, tool parts tool calls with their results, step_finish the
+// usage (a step that does not end in tool calls ends the turn) and error
+// the turn's error.
+type Parser struct {
+	c       *agentcli.Chat
+	opts    ParserOptions
+	session bool
+}
+
+// NewParser returns a parser that sends events to emit.
+func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
+	return &Parser{opts: opts, c: agentcli.NewChat(emit, agentcli.ChatOptions{IDPrefix: "oc", Monitor: opts.Monitor})}
+}
+
+// Parse reads the stream to its end.
+func (p *Parser) Parse(r io.Reader) error { return p.c.Lines(r, p.line) }
+
+// Close ends open messages and returns the outcome.
+func (p *Parser) Close() *agentcli.StreamOutcome { return p.c.Close() }
+
+func (p *Parser) line(line string) {
+	r := gjson.GetMany(line, "type", "sessionID", "part")
+	if !p.session && r[1].String() != "" {
+		p.session = true
+		servers := make([]agentcli.ServerStatus, 0, len(p.opts.MCPServers))
+		for _, n := range p.opts.MCPServers {
+			servers = append(servers, agentcli.ServerStatus{Name: n, Status: "configured"})
+		}
+		p.c.Session(agentcli.Session{ID: agentcli.String(r[1]), Model: p.opts.Model, Cwd: "/workspace",
+			Skills: append([]string{}, p.opts.Skills...), MCPServers: servers})
+	}
+	part := r[2]
+	switch r[0].String() {
+	case "step_start":
+	case "text":
+		p.c.Text(agentcli.String(part.Get("text")))
+		p.c.EndText()
+	case "reasoning":
+		p.c.Thinking(agentcli.String(part.Get("text")))
+		p.c.EndThinking()
+	case "tool_use":
+		f := gjson.GetMany(part.Raw, "callID", "tool", "state.status", "state.input", "state.output", "state.error")
+		id, name := agentcli.String(f[0]), agentcli.String(f[1])
+		in := f[3].Raw
+		if !f[3].IsObject() {
+			in = "{}"
+		}
+		p.c.ToolCall(id, name, "", chat.RawJSON(in))
+		switch f[2].String() {
+		case "completed":
+			p.c.ToolResult(id, name, f[4].String(), false)
+		case "error":
+			p.c.ToolResult(id, name, cmp.Or(f[5].String(), f[4].String()), true)
+		}
+	case "step_finish":
+		f := gjson.GetMany(part.Raw, "reason", "tokens", "cost")
+		t := f[1]
+		p.c.AddUsage(chat.Usage{
+			InputTokens:         t.Get("input").Int(),
+			OutputTokens:        t.Get("output").Int(),
+			CacheReadTokens:     t.Get("cache.read").Int(),
+			CacheCreationTokens: t.Get("cache.write").Int(),
+			CostUSD:             f[2].Float(),
+			Turns:               1,
+		})
+		if f[0].String() != "tool-calls" {
+			p.c.Result("success")
+		}
+	case "error":
+		f := gjson.GetMany(line, "error.name", "error.data.message", "error.message")
+		msg := cmp.Or(agentcli.String(f[1]), agentcli.String(f[2]), agentcli.String(f[0]), "the CLI reported an error")
+		p.c.Fail(agentcli.Classify(msg), msg)
+		p.c.Result("error")
+	default:
+		p.c.Skip()
+	}
+}
