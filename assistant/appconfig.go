@@ -127,7 +127,7 @@ func (l *loader) loadConfig() *AppConfig {
 	s.Network, s.Egress = parseNetwork(d, "sandbox.network", raw.Sandbox.Network)
 	for cmd, img := range s.Images {
 		if _, ok := defaultImages[cmd]; !ok {
-			d.errPath("sandbox.images."+cmd, "sandbox.images: unknown command %q (known: claude, cursor)", cmd)
+			d.errPath("sandbox.images."+cmd, "sandbox.images: unknown command %q (known: %s)", cmd, knownCommands())
 		} else if strings.TrimSpace(img) == "" {
 			d.errPath("sandbox.images."+cmd, "sandbox.images.%s is empty", cmd)
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
@@ -38,9 +39,25 @@ const (
 // are the commands an assistant may name: a command joins when its executor
 // does (package images already names the images of those to come).
 var defaultImages = map[string]string{
-	"claude": images.Claude,
-	"cursor": images.Cursor,
+	"claude":   images.Claude,
+	"codex":    images.Codex,
+	"cursor":   images.Cursor,
+	"gemini":   images.Gemini,
+	"opencode": images.Opencode,
 }
+
+// Commands lists the sandbox commands, sorted.
+func Commands() []string {
+	out := make([]string, 0, len(defaultImages))
+	for c := range defaultImages {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// knownCommands is Commands for messages: "claude, codex, ...".
+func knownCommands() string { return strings.Join(Commands(), ", ") }
 
 // DefaultImage returns the built-in sandbox image for command ("" when the
 // command is unknown).
@@ -53,6 +70,13 @@ func DefaultImage(command string) string { return defaultImages[command] }
 var PermissionModes = map[string][]string{
 	"claude": {"acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"},
 	"cursor": {"acceptEdits", "ask", "bypassPermissions", "default", "dontAsk", "plan"},
+	// Codex: plan is its read-only sandbox; the others run unsandboxed
+	// inside the container (codex exec never asks).
+	"codex": {"acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "plan"},
+	// Gemini CLI: --approval-mode default, auto_edit, yolo or plan.
+	"gemini": {"acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "plan"},
+	// opencode: its plan agent, or its build agent with permissions.
+	"opencode": {"acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "plan"},
 }
 
 // HasSandbox reports whether the assistant runs a coding-agent CLI in a
@@ -76,9 +100,9 @@ func parseV1(d *doc, p string, r *rawSandbox, cfg *AppConfig) *Sandbox {
 	switch {
 	case d.bad[p+"command"]:
 	case r.Command == "":
-		d.errPath(strings.TrimSuffix(p, "."), "%scommand is required: claude or cursor", p)
+		d.errPath(strings.TrimSuffix(p, "."), "%scommand is required: one of %s", p, knownCommands())
 	case defaultImages[r.Command] == "":
-		d.errPath(p+"command", "%scommand: unknown command %q (known: claude, cursor)", p, r.Command)
+		d.errPath(p+"command", "%scommand: unknown command %q (known: %s)", p, r.Command, knownCommands())
 	}
 	s.Image = sandboxImage(d, p+"image", r.Image, r.Command, cfg)
 	if !oneOf(r.Runtime, "", "docker", "local") {

@@ -90,7 +90,11 @@ type rawPrepare struct {
 // sandbox commands; the others are refused.
 var runners = map[string]string{
 	"claude": "claude",
-	"cursor": "cursor", // agentbox's; not a Yao runner
+	// agentbox's commands, runners of the same name.
+	"codex":    "codex",
+	"cursor":   "cursor",
+	"gemini":   "gemini",
+	"opencode": "opencode",
 }
 
 // loadSandbox gives the assistant its sandbox: Yao v2's sandbox.yao,

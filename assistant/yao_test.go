@@ -123,8 +123,8 @@ func TestYaoRefusals(t *testing.T) {
 		files map[string]string
 		want  string
 	}{
-		{"runner agentbox lacks", map[string]string{"assistants/a/sandbox.yao": `{"version": "2.0", "runner": {"name": "opencode"}}`},
-			`assistants/a/sandbox.yao:1:39: runner "opencode" is not available in agentbox`},
+		{"runner agentbox lacks", map[string]string{"assistants/a/sandbox.yao": `{"version": "2.0", "runner": {"name": "aider"}}`},
+			`assistants/a/sandbox.yao:1:39: runner "aider" is not available in agentbox`},
 		{"default runner", map[string]string{"assistants/a/sandbox.yao": `{"version": "2.0"}`},
 			`runner "yaocode" is not available`},
 		{"sandbox.yao version", map[string]string{"assistants/a/sandbox.yao": `{"version": "1.0", "runner": {"name": "claude"}}`},

@@ -39,13 +39,18 @@ type BridgeConfig struct {
 }
 
 // proxied reports whether the model traffic of a's CLI goes through the
-// bridge's model proxy (it speaks the Anthropic Messages API, which is what
-// Claude Code uses; other CLIs talk to their own services).
+// bridge's model proxy: Claude Code (Messages API), Codex (Responses API),
+// the Gemini CLI (generateContent) and opencode (its anthropic or openai
+// provider). Cursor talks to its own service.
 func (t *turn) proxied(a *assistant.Assistant) bool { return t.p.proxied(a) }
 
 func (p *Pipeline) proxied(a *assistant.Assistant) bool {
-	return p.cfg.Bridge != nil && a.Sandbox != nil && a.Sandbox.Command == "claude"
+	return p.cfg.Bridge != nil && a.Sandbox != nil && proxiedCommands[a.Sandbox.Command]
 }
+
+// proxiedCommands are the sandbox commands whose CLI reaches the model
+// through the bridge's model proxy.
+var proxiedCommands = map[string]bool{"claude": true, "codex": true, "gemini": true, "opencode": true}
 
 // connection resolves the turn's connector for a CLI. A scripted connector
 // gets a fresh scripted server for this turn, closed when the turn ends.
@@ -65,6 +70,22 @@ func (t *turn) connection(app *assistant.App) (executor.Connection, error) {
 		conn.Type, conn.Host, conn.Key = "anthropic", srv.URL, "scripted"
 	}
 	return conn, nil
+}
+
+// speaks checks that the turn's connector speaks the API command's CLI
+// calls: Claude Code the Messages API (anthropic), Codex the Responses API
+// (openai), opencode either; a scripted connector answers them all, and
+// the Gemini CLI's connector names a host that speaks the Gemini API.
+func (t *turn) speaks(command string, app *assistant.App) error {
+	r, err := t.resolve(app)
+	if err != nil {
+		return err
+	}
+	want := map[string]string{"claude": connector.TypeAnthropic, "codex": connector.TypeOpenAI}[command]
+	if want == "" || r.Type == want || r.Type == connector.TypeScripted {
+		return nil
+	}
+	return chat.Errorf(chat.ErrInvalidRequest, "connector %s has type %s, but the %s command's CLI calls the %s API: use a connector of type %s", t.connID, r.Type, command, want, want)
 }
 
 // upstreamAuth is how the model proxy presents the connector's key: its
@@ -106,6 +127,9 @@ func (t *turn) startBridge(ctx context.Context, app *assistant.App, a *assistant
 	if t.proxied(a) {
 		conn, err := t.connection(app)
 		if err != nil {
+			return nil, err
+		}
+		if err := t.speaks(a.Sandbox.Command, app); err != nil {
 			return nil, err
 		}
 		if t.authMode == connector.AuthAPIKey {

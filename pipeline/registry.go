@@ -4,8 +4,11 @@ import (
 	"sort"
 
 	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/codex"
 	"github.com/agentbox/agentbox/cursor"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/gemini"
+	"github.com/agentbox/agentbox/opencode"
 )
 
 // DefaultExecutors returns the executor registry, keyed by the sandbox
@@ -13,8 +16,11 @@ import (
 // effects.
 func DefaultExecutors() map[string]executor.Executor {
 	return map[string]executor.Executor{
-		"claude": claude.New(claude.Options{}),
-		"cursor": cursor.New(cursor.Options{}),
+		"claude":   claude.New(claude.Options{}),
+		"codex":    codex.New(codex.Options{}),
+		"cursor":   cursor.New(cursor.Options{}),
+		"gemini":   gemini.New(gemini.Options{}),
+		"opencode": opencode.New(opencode.Options{}),
 	}
 }
 
