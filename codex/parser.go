@@ -44,6 +44,9 @@ type Parser struct {
 	opts  ParserOptions
 	steps int  // model steps seen
 	tools bool // tool results since the last step
+	// pending is a stream error not yet shown: the CLI reports the error
+	// that fails the turn twice, as an error event and in turn.failed.
+	pending string
 }
 
 // NewParser returns a parser that sends events to emit.
@@ -55,11 +58,28 @@ func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 func (p *Parser) Parse(r io.Reader) error { return p.c.Lines(r, p.line) }
 
 // Close ends open messages and returns the outcome.
-func (p *Parser) Close() *agentcli.StreamOutcome { return p.c.Close() }
+func (p *Parser) Close() *agentcli.StreamOutcome {
+	p.flush("")
+	return p.c.Close()
+}
+
+// flush shows the pending stream error as a notice unless failed is it.
+func (p *Parser) flush(failed string) {
+	if p.pending != "" && p.pending != failed {
+		p.c.Notice(NoticeCLIWarning, p.pending, nil)
+	}
+	p.pending = ""
+}
 
 func (p *Parser) line(line string) {
 	r := gjson.GetMany(line, "type", "thread_id", "item", "usage", "error.message", "message")
-	switch r[0].String() {
+	typ := r[0].String()
+	if typ == "turn.failed" {
+		p.flush(agentcli.String(r[4]))
+	} else {
+		p.flush("")
+	}
+	switch typ {
 	case "thread.started":
 		servers := make([]agentcli.ServerStatus, 0, len(p.opts.MCPServers))
 		for _, n := range p.opts.MCPServers {
@@ -87,8 +107,8 @@ func (p *Parser) line(line string) {
 		p.c.Result("error")
 	case "error":
 		// A stream error the CLI retries ("Reconnecting... 1/5"), or the
-		// one before turn.failed.
-		p.c.Notice(NoticeCLIWarning, agentcli.String(r[5]), nil)
+		// one turn.failed repeats.
+		p.pending = agentcli.String(r[5])
 	default:
 		p.c.Skip()
 	}

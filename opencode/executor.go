@@ -159,7 +159,7 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 	if err := ws.WriteFile(ctx, conf+"/opencode.json", cfg, 0o600); err != nil {
 		return nil, err
 	}
-	argv := []string{e.opts.Binary, "run", "--format", "json", "--model", provider + "/" + p.Model, "--agent", m.agent}
+	argv := []string{e.opts.Binary, "run", "--format", "json", "--model", provider + "/" + p.Model, "--agent", m.agent, "--thinking"}
 	if m.auto {
 		argv = append(argv, "--auto")
 	}

@@ -91,9 +91,9 @@ func (p *Parser) line(line string) {
 			p.c.Result("success")
 		}
 	case "error":
-		f := gjson.GetMany(line, "error.name", "error.data.message", "error.message")
+		f := gjson.GetMany(line, "error.name", "error.data.message", "error.message", "error.data.statusCode")
 		msg := cmp.Or(agentcli.String(f[1]), agentcli.String(f[2]), agentcli.String(f[0]), "the CLI reported an error")
-		p.c.Fail(agentcli.Classify(msg), msg)
+		p.c.Fail(agentcli.StatusCode(int(f[3].Int()), msg), msg)
 		p.c.Result("error")
 	default:
 		p.c.Skip()

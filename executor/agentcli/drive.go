@@ -277,6 +277,22 @@ func Classify(msg string) string {
 	return chat.ErrExecutor
 }
 
+// StatusCode is the chat error code of a model API failure with HTTP
+// status (0: unknown, the message decides).
+func StatusCode(status int, msg string) string {
+	switch {
+	case status == 401 || status == 403:
+		return chat.ErrAuth
+	case status == 429:
+		return chat.ErrRateLimit
+	case status == 400 || status == 404 || status == 413:
+		return chat.ErrInvalidRequest
+	case status >= 500:
+		return chat.ErrUpstream
+	}
+	return Classify(msg)
+}
+
 // Invalid is the error a Prepare returns for a request the CLI cannot
 // honour.
 func Invalid(format string, args ...any) error {
