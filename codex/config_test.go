@@ -1,0 +1,68 @@
+package codex
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
+)
+
+func TestConfigTOML(t *testing.T) {
+	mcp := clitest.MCPAssistant(t, mcpFormat)
+	b := configTOML(executor.Connection{Host: "http://127.0.0.1:41880", Key: "tok"}, "gpt-5", "Be \"careful\".\nAlways.", mcp, "/agentbox")
+	clitest.CheckNoMCPSecret(t, b)
+	var c struct {
+		Model         string `toml:"model"`
+		ModelProvider string `toml:"model_provider"`
+		Developer     string `toml:"developer_instructions"`
+		Providers     map[string]struct {
+			BaseURL string `toml:"base_url"`
+			EnvKey  string `toml:"env_key"`
+			WireAPI string `toml:"wire_api"`
+		} `toml:"model_providers"`
+		MCP map[string]struct {
+			Command        string            `toml:"command"`
+			Args           []string          `toml:"args"`
+			EnvVars        []string          `toml:"env_vars"`
+			URL            string            `toml:"url"`
+			EnvHTTPHeaders map[string]string `toml:"env_http_headers"`
+		} `toml:"mcp_servers"`
+	}
+	if _, err := toml.Decode(string(b), &c); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	p := c.Providers[providerID]
+	if c.Model != "gpt-5" || c.ModelProvider != providerID || c.Developer != "Be \"careful\".\nAlways." ||
+		p.BaseURL != "http://127.0.0.1:41880/v1" || p.EnvKey != keyEnv || p.WireAPI != "responses" {
+		t.Errorf("config %+v", c)
+	}
+	gh := c.MCP["gh"]
+	if gh.Command != "/bin/sh" || len(gh.EnvVars) != 1 || !strings.HasPrefix(gh.EnvVars[0], agentcli.MCPEnvPrefix) ||
+		!strings.Contains(strings.Join(gh.Args, " "), "GH_TOKEN="+gh.EnvVars[0]+" -- gh-mcp --stdio") {
+		t.Errorf("gh %+v", gh)
+	}
+	if web := c.MCP["web"]; web.URL != "https://mcp.example.com/mcp" || !strings.HasPrefix(web.EnvHTTPHeaders["Authorization"], agentcli.MCPEnvPrefix) {
+		t.Errorf("web %+v", web)
+	}
+	if db := c.MCP["db"]; db.Command != "/agentbox" || !strings.Contains(strings.Join(db.Args, " "), "mcp-filter --allow query") {
+		t.Errorf("db %+v", db)
+	}
+	if mcp.Env[gh.EnvVars[0]] != "ghp_SECRET" {
+		t.Errorf("env %v", mcp.Env)
+	}
+}
+
+func TestPermissionModeRefused(t *testing.T) {
+	req := &executor.Request{Arguments: chat.Arguments{PermissionMode: "ask"}}
+	_, err := New(Options{}).prepare(t.Context(), &agentcli.Prepared{Request: req})
+	var ce *chat.Error
+	if !errors.As(err, &ce) || ce.Code != chat.ErrInvalidRequest || !strings.Contains(ce.Message, `permission_mode "ask"`) {
+		t.Fatalf("err = %v", err)
+	}
+}
