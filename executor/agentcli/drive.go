@@ -267,7 +267,7 @@ func Classify(msg string) string {
 	case has("enotfound", "econnrefused", "econnreset", "etimedout", "network error", "could not connect",
 		"connection refused", "unable to connect", "error sending request", "stream disconnected"):
 		return chat.ErrNetwork
-	case has("max turns", "max_turns", "maximum session turns", "maximum number of turns", "step limit"):
+	case has("max turns", "max_turns", "max session turns", "maximum session turns", "maximum number of turns", "step limit"):
 		return chat.ErrMaxTurns
 	case has("model") && has("not found", "not available", "unknown", "invalid"):
 		return chat.ErrInvalidRequest
