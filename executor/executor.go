@@ -1,5 +1,5 @@
 // Package executor is the contract between the pipeline and the coding-agent
-// CLI executors (claude, cursor): what a run is given and what it returns.
+// CLI executors (claude, codex, gemini, opencode, cursor): what a run is given and what it returns.
 package executor
 
 import (
@@ -14,7 +14,7 @@ import (
 // Executor runs one chat turn with a coding-agent CLI inside a sandbox.
 // Implementations are safe for concurrent use by many requests.
 type Executor interface {
-	// Name is the sandbox command it serves: "claude" or "cursor".
+	// Name is the sandbox command it serves: "claude", "codex", "gemini", "opencode" or "cursor".
 	Name() string
 	// Run executes the turn, streaming events through req.Emit as they
 	// happen. It returns when the CLI has exited (or was stopped). A failed
