@@ -47,6 +47,9 @@ type Parser struct {
 	// pending is a stream error not yet shown: the CLI reports the error
 	// that fails the turn twice, as an error event and in turn.failed.
 	pending string
+	// limited: the turn reached MaxTurns; what the CLI prints until it is
+	// stopped is not shown.
+	limited bool
 }
 
 // NewParser returns a parser that sends events to emit.
@@ -72,6 +75,9 @@ func (p *Parser) flush(failed string) {
 }
 
 func (p *Parser) line(line string) {
+	if p.limited {
+		return
+	}
 	r := gjson.GetMany(line, "type", "thread_id", "item", "usage", "error.message", "message")
 	typ := r[0].String()
 	if typ == "turn.failed" {
@@ -119,14 +125,12 @@ func (p *Parser) item(it gjson.Result, done bool) {
 	id, typ := agentcli.String(f[0]), f[1].String()
 	switch typ {
 	case "agent_message":
-		if done {
-			p.step()
+		if done && p.step() {
 			p.c.Text(agentcli.String(f[2]))
 			p.c.EndText()
 		}
 	case "reasoning":
-		if done {
-			p.step()
+		if done && p.step() {
 			p.c.Thinking(agentcli.String(f[2]))
 			p.c.EndThinking()
 		}
@@ -185,24 +189,29 @@ func (p *Parser) item(it gjson.Result, done bool) {
 }
 
 // step counts a model step: the first output after tool results starts a
-// new one; past MaxTurns the turn ends.
-func (p *Parser) step() {
+// new one; past MaxTurns the turn ends (false: the output is not shown).
+func (p *Parser) step() bool {
 	if !p.tools {
-		return
+		return true
 	}
 	p.tools = false
 	p.steps++
 	if p.opts.MaxTurns > 0 && p.steps > p.opts.MaxTurns {
+		p.limited = true
 		p.c.Fail(chat.ErrMaxTurns, fmt.Sprintf("the agent reached max_turns (%d) before it finished", p.opts.MaxTurns))
 		p.c.Result("error_max_turns")
 		p.c.Stop()
+		return false
 	}
+	return true
 }
 
 // tool announces a call when it starts and reports its result when it
 // completes; describe gives its input, output and failure.
 func (p *Parser) tool(id, name, kind string, done bool, describe func() (string, string, bool)) {
-	p.step()
+	if !p.step() {
+		return
+	}
 	in, out, failed := describe()
 	p.c.ToolCall(id, name, kind, chat.RawJSON(in))
 	if done {
