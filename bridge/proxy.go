@@ -229,7 +229,7 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				m.s.log.Info("bridge model proxy: request held to the assistant's limits", "path", clean, "changed", changed)
 			}
 		}
-		if up.chat {
+		if up.chat && messagesRoute(clean) {
 			if clean == "/v1/messages/count_tokens" {
 				// Chat Completions has no token count: an estimate (four
 				// bytes a token) serves the CLI's context bookkeeping.
@@ -260,6 +260,11 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(ctx, reqInfoKey{}, reqInfo{start: start, path: clean, up: up, done: done}))
 	m.proxy.ServeHTTP(w, r)
 }
+
+// messagesRoute reports a (checked) Messages API path: what an openai
+// upstream gets translated. The Responses API (Codex, opencode) and the
+// Gemini API pass as they are.
+func messagesRoute(p string) bool { return strings.HasPrefix(p, "/v1/messages") }
 
 // reqInfo is what the response side needs to know of the incoming request.
 type reqInfo struct {
@@ -342,7 +347,7 @@ func upstreamPath(base, path string) string {
 func (m *modelServer) modifyResponse(resp *http.Response) error {
 	req := resp.Request
 	info, _ := req.Context().Value(reqInfoKey{}).(reqInfo)
-	if info.up != nil && info.up.chat {
+	if info.up != nil && info.up.chat && messagesRoute(info.path) {
 		if err := fromChat(resp, info.up.model); err != nil {
 			return err
 		}

@@ -26,7 +26,11 @@ func TestProxyOtherAPIs(t *testing.T) {
 		_, _ = io.WriteString(w, `{}`)
 	}))
 	t.Cleanup(up.Close)
-	s := startSession(t, Options{Upstream: testUpstream(up.URL), UpstreamAuth: AuthBearer, Transport: up.Client().Transport})
+	// An openai connector: its Responses and Gemini calls pass as they
+	// are (only Messages calls are translated).
+	conn := testUpstream(up.URL)
+	conn.Type = "openai"
+	s := startSession(t, Options{Upstream: conn, UpstreamAuth: AuthBearer, Transport: up.Client().Transport})
 	if err := s.SetLimits(Limits{Model: "m-turn", MaxTokens: 100}); err != nil {
 		t.Fatal(err)
 	}

@@ -72,16 +72,17 @@ func (t *turn) connection(app *assistant.App) (executor.Connection, error) {
 	return conn, nil
 }
 
-// speaks checks that the turn's connector speaks the API command's CLI
-// calls: Claude Code the Messages API (anthropic), Codex the Responses API
-// (openai), opencode either; a scripted connector answers them all, and
-// the Gemini CLI's connector names a host that speaks the Gemini API.
+// speaks checks that the turn's connector speaks the API the command's CLI
+// calls: Codex the Responses API (openai). Claude Code's Messages calls
+// are translated for an openai connector, opencode uses the provider of
+// the connector's type, a scripted connector answers them all, and the
+// Gemini CLI's connector names a host that speaks the Gemini API.
 func (t *turn) speaks(command string, app *assistant.App) error {
 	r, err := t.resolve(app)
 	if err != nil {
 		return err
 	}
-	want := map[string]string{"claude": connector.TypeAnthropic, "codex": connector.TypeOpenAI}[command]
+	want := map[string]string{"codex": connector.TypeOpenAI}[command]
 	if want == "" || r.Type == want || r.Type == connector.TypeScripted {
 		return nil
 	}
