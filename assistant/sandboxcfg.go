@@ -70,9 +70,10 @@ func DefaultImage(command string) string { return defaultImages[command] }
 var PermissionModes = map[string][]string{
 	"claude": {"acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"},
 	"cursor": {"acceptEdits", "ask", "bypassPermissions", "default", "dontAsk", "plan"},
-	// Codex: plan is its read-only sandbox; the others run unsandboxed
-	// inside the container (codex exec never asks).
-	"codex": {"acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "plan"},
+	// Codex runs without its own sandbox inside the container (codex exec
+	// never asks); its read-only sandbox, which plan needs, cannot run
+	// there.
+	"codex": {"acceptEdits", "auto", "bypassPermissions", "default", "dontAsk"},
 	// Gemini CLI: --approval-mode default, auto_edit, yolo or plan.
 	"gemini": {"acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "plan"},
 	// opencode: its plan agent, or its build agent with permissions.

@@ -65,4 +65,8 @@ func TestPermissionModeRefused(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != chat.ErrInvalidRequest || !strings.Contains(ce.Message, `permission_mode "ask"`) {
 		t.Fatalf("err = %v", err)
 	}
+	req.Arguments.PermissionMode = "plan"
+	if _, err := New(Options{}).prepare(t.Context(), &agentcli.Prepared{Request: req}); err == nil || !strings.Contains(err.Error(), "read-only sandbox cannot run") {
+		t.Fatalf("plan: %v", err)
+	}
 }

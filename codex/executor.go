@@ -97,25 +97,20 @@ func parserOptions(plan *agentcli.Plan, m agentcli.Monitor) ParserOptions {
 	return o
 }
 
-// sandboxModes map permission_mode onto Codex's --sandbox: the container
-// is the sandbox, so every mode that lets the agent act runs without
-// Codex's own (which needs kernel features containers lack); plan is
-// read-only. `codex exec` never asks for approval.
-var sandboxModes = map[string]string{
-	"":                  "",
-	"default":           "",
-	"acceptEdits":       "",
-	"auto":              "",
-	"bypassPermissions": "",
-	"dontAsk":           "",
-	"plan":              "read-only",
-}
+// permissionModes are the permission_mode values the codex command takes.
+// The container is the sandbox, so the agent runs without Codex's own
+// (bubblewrap, which needs user namespaces a container does not give);
+// `codex exec` never asks for approval. plan would need that sandbox's
+// read-only mode: it is refused.
+var permissionModes = map[string]bool{"": true, "default": true, "acceptEdits": true, "auto": true, "bypassPermissions": true, "dontAsk": true}
 
 func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
 	args := p.Arguments
-	mode, ok := sandboxModes[args.PermissionMode]
-	if !ok {
-		return nil, agentcli.Invalid("permission_mode %q is not one the codex command knows (default, acceptEdits, auto, bypassPermissions, dontAsk, plan)", args.PermissionMode)
+	if args.PermissionMode == "plan" {
+		return nil, agentcli.Invalid("permission_mode plan is not available to the codex command: Codex's read-only sandbox cannot run inside the container (it needs user namespaces); use default")
+	}
+	if !permissionModes[args.PermissionMode] {
+		return nil, agentcli.Invalid("permission_mode %q is not one the codex command knows (default, acceptEdits, auto, bypassPermissions, dontAsk)", args.PermissionMode)
 	}
 	maxTurns := args.MaxTurns
 	if maxTurns <= 0 {
@@ -137,12 +132,8 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 	if err := ws.WriteFile(ctx, home+"/config.toml", conf, 0o600); err != nil {
 		return nil, err
 	}
-	argv := []string{e.opts.Binary, "exec", "--json", "--skip-git-repo-check", "--cd", sandbox.Workdir}
-	if mode == "" {
-		argv = append(argv, "--dangerously-bypass-approvals-and-sandbox")
-	} else {
-		argv = append(argv, "--sandbox", mode)
-	}
+	argv := []string{e.opts.Binary, "exec", "--json", "--skip-git-repo-check", "--cd", sandbox.Workdir,
+		"--dangerously-bypass-approvals-and-sandbox"}
 	if p.Model != "" {
 		argv = append(argv, "--model", p.Model)
 	}
