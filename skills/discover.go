@@ -93,11 +93,17 @@ func readSkillFile(path string) ([]byte, error) {
 }
 
 // Body reads the skill's instructions: SKILL.md without its front matter.
-// It reads the file each time, so an edit shows at once.
+// It reads the file each time, so an edit shows at once (a skill held in
+// memory has its own copy).
 func (s *Skill) Body() (string, error) {
-	data, err := readSkillFile(filepath.Join(s.Dir, FileName))
-	if err != nil {
-		return "", fmt.Errorf("skill %s: %w", s.Name, unwrapPath(err))
+	var data []byte
+	if s.files != nil {
+		data = []byte(s.files[0].Content) // SKILL.md (Draft.Build)
+	} else {
+		var err error
+		if data, err = readSkillFile(filepath.Join(s.Dir, FileName)); err != nil {
+			return "", fmt.Errorf("skill %s: %w", s.Name, unwrapPath(err))
+		}
 	}
 	_, body, _, err := splitFrontMatter(data)
 	if err != nil {

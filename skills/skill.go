@@ -13,6 +13,9 @@ type Skill struct {
 	Compatibility string            `yaml:"compatibility,omitempty" json:"compatibility,omitempty"`
 	Metadata      map[string]string `yaml:"metadata,omitempty" json:"metadata,omitempty"`
 	AllowedTools  string            `yaml:"allowed-tools,omitempty" json:"allowed_tools,omitempty"`
-	// Dir is the skill folder's absolute path.
+	// Dir is the skill folder's absolute path; "" for a skill held in
+	// memory (Draft.Build), whose files are in files.
 	Dir string `yaml:"-" json:"-"`
+
+	files []File
 }

@@ -18,7 +18,8 @@ const maxSkillBytes = 64 << 20
 
 // Sync makes the workspace folder dest (".claude/skills") contain exactly
 // the skills in list: each skill folder is copied recursively (scripts/,
-// references/, assets/, executable bits kept), and everything else under
+// references/, assets/, executable bits kept), a skill held in memory
+// (Draft.Build) is written out, and everything else under
 // dest, including whatever the agent left there, is removed first. All
 // writes go through the confined workspace; a symlink the agent planted on
 // the way to dest is removed rather than followed.
@@ -92,6 +93,9 @@ func clearPath(ctx context.Context, ws *sandbox.Workspace, rel string) error {
 
 // copySkill copies the skill folder into the workspace at dst.
 func copySkill(ctx context.Context, ws *sandbox.Workspace, dst string, s *Skill) error {
+	if s.files != nil {
+		return writeFiles(ctx, ws, dst, s.files)
+	}
 	src, err := os.OpenRoot(s.Dir)
 	if err != nil {
 		return fmt.Errorf("open: %w", unwrapPath(err))
@@ -145,4 +149,27 @@ func copySkill(ctx context.Context, ws *sandbox.Workspace, dst string, s *Skill)
 		}
 		return ws.WriteFile(ctx, target, data, perm)
 	})
+}
+
+// writeFiles writes the files of a skill held in memory (validated by
+// Draft.Build: relative, clean, bounded) into the workspace at dst; those
+// under scripts/ are executable.
+func writeFiles(ctx context.Context, ws *sandbox.Workspace, dst string, files []File) error {
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		target := path.Join(dst, f.Path)
+		if err := ws.MkdirAll(ctx, path.Dir(target)); err != nil {
+			return err
+		}
+		perm := fs.FileMode(0o644)
+		if strings.HasPrefix(f.Path, "scripts/") {
+			perm = 0o755
+		}
+		if err := ws.WriteFile(ctx, target, []byte(f.Content), perm); err != nil {
+			return err
+		}
+	}
+	return nil
 }
