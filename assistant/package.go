@@ -35,6 +35,7 @@ type rawPackage struct {
 	Sandbox              *rawSandbox           `json:"sandbox"`
 	Hooks                *rawHooks             `json:"hooks"`
 	Tools                []rawTool             `json:"tools"`
+	Skills               *rawSkills            `json:"skills"`
 	Source               string                `json:"source" yao:"lenient"`
 	Type                 string                `json:"type" yao:"lenient"`
 	Avatar               string                `json:"avatar" yao:"lenient"`
@@ -73,8 +74,6 @@ var yaoOnly = []string{"uses", "search", "kb", "db", "workflow", "dependencies",
 
 func (*rawPackage) fieldHint(name string) string {
 	switch name {
-	case "skills":
-		return "skills are found in the skills/ folder next to package.yao"
 	case "mcps", "servers":
 		return "MCP servers are defined in mcps/ and listed in mcp.servers"
 	case "command", "image", "max_memory", "max_cpu", "timeout", "arguments":
@@ -209,6 +208,9 @@ func (l *loader) applyPackage(d *doc, a *Assistant, raw *rawPackage, app *App, h
 	}
 	if len(raw.Tools) > 0 {
 		a.Tools = parseTools(d, raw.Tools, a.Sandbox != nil)
+	}
+	if raw.Skills != nil {
+		a.SkillAuthoring = parseSkills(d, raw.Skills, a.Sandbox != nil, a.Tools)
 	}
 	if raw.MCP != nil {
 		l.checkMCPRefs(d, a, raw.MCP, app)

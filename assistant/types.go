@@ -232,8 +232,13 @@ type Assistant struct {
 	// OwnMCPServers are this assistant's mcps/ definitions by Yao's id
 	// ("agents.<assistant id>.<path>").
 	OwnMCPServers map[string]*MCPServer
-	// Skills are discovered from skills/ (name and description only).
+	// Skills are discovered from skills/ (name and description only). For
+	// a turn (executor.Request.Assistant) they also hold the user's
+	// approved skills that no skill of the folder shadows.
 	Skills []*skills.Skill
+	// SkillAuthoring, when set, lets the agent draft skills for its user
+	// to approve (package.yao "skills": {"authoring": true}).
+	SkillAuthoring *SkillAuthoring
 	// Hooks is the hook entry file (src/index.ts or src/index.js), "" if none.
 	Hooks string
 	// HookTimeout bounds each hook call: package.yao "hooks": {"timeout":
