@@ -20,6 +20,7 @@ type statements struct {
 	touchWorkspace, workspaceLastUse, staleWorkspaces, forgetWorkspace *sql.Stmt
 	saveResponse, getResponse, latestResponse, deleteResponses         *sql.Stmt
 	renameChat, firstUserMessage                                       *sql.Stmt
+	skills                                                             skillStatements
 }
 
 // query is one statement: SQL both drivers accept, with $1-style
@@ -33,6 +34,10 @@ type query struct {
 }
 
 func (st *statements) queries() []query {
+	return append(st.coreQueries(), st.skillQueries()...)
+}
+
+func (st *statements) coreQueries() []query {
 	return []query{
 		{dst: &st.history, sql: `SELECT role, content, name, tool_call_id, tool_calls FROM messages
 			WHERE user_id = $1 AND chat_id = $2 ORDER BY seq`},

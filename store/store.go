@@ -68,6 +68,13 @@ var (
 	// turns wait for the chat, or the wait passed.
 	ErrChatQueueFull = chatlock.ErrQueueFull
 	ErrChatWait      = chatlock.ErrWait
+	// ErrNotFound: the record asked for does not exist (for this user).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the record's state does not allow the change (a skill
+	// proposal already decided, a test of it running).
+	ErrConflict = errors.New("conflict")
+	// ErrLimit: the change would take the user over a limit the caller set.
+	ErrLimit = errors.New("limit reached")
 )
 
 // Config selects a driver and its database.

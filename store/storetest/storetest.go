@@ -42,6 +42,8 @@ func Run(t *testing.T, o Opener) {
 		{"ListChatsAndDelete", testListChatsAndDelete},
 		{"ClaimChat", testClaimChat},
 		{"RenameChat", testRenameChat},
+		{"SkillProposals", testSkillProposals},
+		{"SkillApprovalRace", testSkillApprovalRace},
 		{"Memory", testMemory},
 		{"Usage", testUsage},
 		{"UsageEgress", testUsageEgress},
