@@ -23,7 +23,8 @@
 // event carrying usage and session info.
 //
 // Message types: text, thinking, tool_call, tool_result, loading, error,
-// notice, session, and any type a hook defines with ctx.Send.
+// notice, session, skill_proposed, and any type a hook defines with
+// ctx.Send.
 package chat
 
 import (

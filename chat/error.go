@@ -44,6 +44,11 @@ const (
 	ErrCircuitOpen = "circuit_open"
 	// ErrShuttingDown: the server is shutting down and takes no new turns.
 	ErrShuttingDown = "shutting_down"
+
+	// ErrSkillConflict: a skill proposal's state does not allow the
+	// request: it is already approved or rejected, a test of it runs, or
+	// the assistant's own skills (which win a name clash) have its name.
+	ErrSkillConflict = "skill_conflict"
 )
 
 // Error is a failure with a code a client can act on. It is made once,

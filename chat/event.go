@@ -28,6 +28,10 @@ const (
 	TypeError      = "error"
 	TypeNotice     = "notice"
 	TypeSession    = "session"
+	// TypeSkillProposed: the agent drafted a skill for its user, who
+	// approves or rejects it (GET /api/skills/proposals/{id}); it is not
+	// used until approved.
+	TypeSkillProposed = "skill_proposed"
 )
 
 // Event is one item of the chat event stream (see the package doc). Every
@@ -44,6 +48,10 @@ const (
 //   - notice: code, message
 //   - session: session_id, model, tools, mcp_servers, skills, cwd
 //   - loading: message
+//   - skill_proposed: proposal_id, assistant_id, name, description, files
+//     (the paths beside SKILL.md), status ("pending"), replaces (true when
+//     approving it replaces the user's skill of that name), test (true
+//     when a test turn runs after this turn)
 type Event struct {
 	Event string         `json:"event"`
 	ID    string         `json:"id,omitempty"`

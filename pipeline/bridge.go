@@ -154,12 +154,22 @@ func (t *turn) startBridge(ctx context.Context, app *assistant.App, a *assistant
 // functions run in the assistant's JS runtime with the request's context;
 // the rest must be Go tools registered on the pipeline.
 func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) ([]bridge.Tool, error) {
+	if t.trial != nil {
+		return nil, nil // a skill's test offers no host tools (see skillTrial)
+	}
 	var out []bridge.Tool
 	// The hook functions run with the context of the turn at hand: a kept
 	// chat's bridge serves its later turns too (sandboxFor repoints it).
 	t.hookCtx = &atomic.Pointer[jsapi.Context]{}
 	t.hookCtx.Store(hc)
 	ref := t.hookCtx
+	if a.SkillAuthoring != nil {
+		if t.p.cfg.Skills != nil {
+			out = append(out, t.proposeSkillTool(a))
+		} else {
+			t.p.log.Warn("skill authoring is on but this server keeps no skill proposals: propose_skill is not offered", "assistant", a.ID)
+		}
+	}
 	for _, d := range a.Tools {
 		if d.Function == "" {
 			gt, ok := t.p.cfg.Bridge.Tools[d.Name]

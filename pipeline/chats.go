@@ -58,13 +58,14 @@ func (p *Pipeline) chatStore() (ChatStore, bool) {
 }
 
 // running returns the turns of user (of one chat unless chatID is "")
-// that run now, oldest first.
+// that run now, oldest first. A skill proposal's test turn is not one of
+// the user's chats.
 func (p *Pipeline) running(user, chatID string) []*turn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []*turn
 	for t := range p.active {
-		if t.req.UserID == user && (chatID == "" || t.req.ChatID == chatID) {
+		if t.trial == nil && t.req.UserID == user && (chatID == "" || t.req.ChatID == chatID) {
 			out = append(out, t)
 		}
 	}

@@ -55,8 +55,15 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 	// A model the request (or the assistant's options) chose, when the
 	// assistant allows it, runs the CLI; the model proxy holds it there.
 	args.Model = cmp.Or(options.Model, args.Model)
+	timeout := a.Sandbox.Timeout
+	if tr := t.trial; tr != nil {
+		if args.MaxTurns <= 0 || args.MaxTurns > tr.maxTurns {
+			args.MaxTurns = tr.maxTurns
+		}
+		timeout = tr.timeout
+	}
 	req := &executor.Request{
-		Assistant: a,
+		Assistant: t.turnAssistant(ctx, a),
 		UserID:    t.req.UserID,
 		ChatID:    t.req.ChatID,
 		System:    conv.systemPrompt(),
@@ -64,7 +71,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		Input:     conv.input,
 		Arguments: args,
 		Sandbox:   sb,
-		Timeout:   a.Sandbox.Timeout,
+		Timeout:   timeout,
 		Emit:      t.emit,
 	}
 	if t.bridge != nil {

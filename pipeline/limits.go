@@ -133,6 +133,9 @@ func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(),
 		return nil, err
 	}
 	release = func() { unlock(); releaseUser() }
+	if t.trial != nil {
+		return release, nil // a skill's test runs in a throwaway chat, claimed by nobody
+	}
 	owner, err := p.cfg.History.ClaimChat(ctx, req.UserID, req.ChatID, t.asst.ID)
 	if err != nil {
 		release()

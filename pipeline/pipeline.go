@@ -77,6 +77,10 @@ type Config struct {
 	History History
 	Memory  jsapi.MemoryStore
 	Usage   UsageRecorder
+	// Skills keeps the skills agents propose and their users approve
+	// (nil: skill authoring is off, and turns install the assistants' own
+	// skills only).
+	Skills SkillStore
 	// Bridge, when set, gives every sandbox its host tools and (for
 	// claude) a model proxy; sandboxes then default to network "none" and
 	// hold no real key. Nil: sandboxes reach the model API themselves
@@ -367,10 +371,15 @@ func (p *Pipeline) untrack(l *liveSandbox) {
 // failure. A failed turn returns a *chat.Error; its cause is
 // ErrUnknownAssistant for an assistant the app does not have.
 func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (resp *Response, err error) {
+	return p.chat(ctx, req, emit, nil)
+}
+
+// chat runs a turn, a skill proposal's test when trial is set.
+func (p *Pipeline) chat(ctx context.Context, req *Request, emit chat.EmitFunc, trial *skillTrial) (resp *Response, err error) {
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	t := &turn{p: p, req: req, cancel: cancel, start: start, done: make(chan struct{})}
+	t := &turn{p: p, req: req, cancel: cancel, start: start, done: make(chan struct{}), trial: trial}
 	t.emit = t.serialize(emit)
 
 	p.mu.Lock()
@@ -404,6 +413,11 @@ func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (
 			err = chat.AsError(err)
 		}
 		t.finish(ctx, resp, err)
+		if len(t.proposed) > 0 {
+			// The turn's sandbox and slots are released: its proposals'
+			// tests do not wait for it, nor it for them.
+			p.testProposals(req.UserID, t.proposed)
+		}
 	}()
 	return t.run(ctx)
 }

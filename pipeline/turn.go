@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -72,6 +73,13 @@ type turn struct {
 	hookCtx    *atomic.Pointer[jsapi.Context]
 	usageBase  chat.Usage
 	egressBase []chat.HostUsage
+
+	// trial, when set, makes the turn the test of a skill proposal.
+	trial *skillTrial
+	// mu guards proposed: the proposals with a test prompt the agent made
+	// (host tools may run at once), tested once the turn ended.
+	mu       sync.Mutex
+	proposed []proposedTest
 }
 
 // serialize makes emit safe to call from executor and hook goroutines,
@@ -145,9 +153,11 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	}
 	options := t.options(a)
 
-	hooks, err := t.p.hooks.Get(a)
-	if err != nil {
-		return nil, &chat.Error{Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
+	var hooks *jsapi.Hooks
+	if t.trial == nil { // a skill's test runs no hooks (see skillTrial)
+		if hooks, err = t.p.hooks.Get(a); err != nil {
+			return nil, &chat.Error{Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
+		}
 	}
 	hc := t.hookContext(a)
 	// Messages a hook left streaming are ended before done, whatever path
