@@ -12,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/store"
 )
 
 // Error codes the server itself produces, beside the chat.Err* codes the
@@ -109,6 +110,7 @@ var statuses = map[string]int{
 	chat.ErrServerBusy:     http.StatusServiceUnavailable,
 	chat.ErrCircuitOpen:    http.StatusServiceUnavailable,
 	chat.ErrShuttingDown:   http.StatusServiceUnavailable,
+	chat.ErrSkillConflict:  http.StatusConflict,
 	CodeNotFound:           http.StatusNotFound,
 	CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
 	CodeBodyTooLarge:       http.StatusRequestEntityTooLarge,
@@ -125,7 +127,7 @@ var refusal = map[string]bool{
 // say more (what does not exist is a 404, a closing server a 503).
 func statusOf(e *chat.Error) int {
 	switch {
-	case e.Code == chat.ErrInvalidRequest && (errors.Is(e, pipeline.ErrUnknownAssistant) || errors.Is(e, sandbox.ErrNotFound)):
+	case e.Code == chat.ErrInvalidRequest && (errors.Is(e, pipeline.ErrUnknownAssistant) || errors.Is(e, sandbox.ErrNotFound) || errors.Is(e, store.ErrNotFound)):
 		return http.StatusNotFound
 	case errors.Is(e, pipeline.ErrClosed):
 		return http.StatusServiceUnavailable

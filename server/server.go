@@ -107,6 +107,9 @@ type Config struct {
 	// (default DefaultResumeRetention).
 	ResumeBuffer    int
 	ResumeRetention time.Duration
+	// Skills is the approval gate of the skills agents propose (nil: the
+	// Backend when it is one, else the skill routes answer 404).
+	Skills SkillGate
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -195,6 +198,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Responses == nil {
 		cfg.Responses = newMemResponses()
 	}
+	if cfg.Skills == nil {
+		cfg.Skills, _ = cfg.Backend.(SkillGate)
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = newRegistry()
 	}
@@ -270,6 +276,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET", "/api/assistants/{id}", s.assistant, false)
 	handle("POST", "/api/assistants/{id}/chat", s.nativeChat, false)
 	s.chatRoutes(mux, handle)
+	s.skillRoutes(handle)
 	s.webRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, notFound("no route for %s %s", r.Method, r.URL.Path))

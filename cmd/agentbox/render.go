@@ -209,6 +209,16 @@ func (r *renderer) content(e chat.Event, typ string) {
 				r.line(r.dim("session " + strings.Join(parts, " ")))
 			}
 		}
+	case chat.TypeSkillProposed:
+		if e.Event == chat.Start {
+			name, _ := e.Props["name"].(string)
+			id, _ := e.Props["proposal_id"].(string)
+			msg := fmt.Sprintf("skill proposed: %s (%s), waiting for approval: agentbox skills show|approve|reject %s", name, id, id)
+			if e.Props["test"] == true {
+				msg += "; a test turn tries it after this turn"
+			}
+			r.line(r.style(styleCyan, "* "+msg))
+		}
 	default: // hook-defined types
 		if e.Text != "" {
 			if e.Event == chat.Start || r.block != e.ID {

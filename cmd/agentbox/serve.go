@@ -314,6 +314,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		Memory:         pipeline.StoreMemory(st),
 		Usage:          st,
 		ChatLocks:      pipeline.StoreChatLocks(st),
+		Skills:         st,
 		Logger:         opts.Logger,
 	})
 	if err != nil {
