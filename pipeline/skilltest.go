@@ -260,7 +260,7 @@ func stringList(v any) []string {
 func skillStoreError(err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return &chat.Error{Code: chat.ErrInvalidRequest, Message: strings.TrimPrefix(err.Error(), "skill "), Err: err}
+		return &chat.Error{Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
 	case errors.Is(err, store.ErrConflict):
 		return &chat.Error{Code: chat.ErrSkillConflict, Message: conflictMessage(err), Err: err}
 	case errors.Is(err, store.ErrInvalid):

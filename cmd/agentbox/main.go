@@ -26,6 +26,7 @@ var commands = map[string]command{
 	"shell":      {"open an interactive shell in a sandbox of a chat", runShell},
 	"check":      {"load an app folder and report every problem", runCheck},
 	"workspaces": {"manage chat workspaces (prune)", runWorkspaces},
+	"skills":     {"list, approve, reject and test the skills agents proposed", runSkills},
 	"version":    {"print the version", runVersion},
 	"bridge":     {"run inside a sandbox: MCP stdio server and model proxy forwarding to the host", runBridge},
 }
