@@ -1,0 +1,422 @@
+// Package skills runs skill authoring end to end (issue 23): a real
+// `agentbox serve` whose sandboxed coder runs the real Claude Code CLI in
+// Docker against a scripted model. The agent drafts skills with the
+// propose_skill host tool (a bad draft first, then fixed ones), a test
+// turn tries a draft in a throwaway sandbox, and only an approved skill
+// reaches the chat's workspace and the CLI's session init; an unapproved
+// or rejected draft never does.
+package skills
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/llmtest"
+)
+
+const (
+	tokenAlice = "alice-token-0123456789"
+	tokenBob   = "bob-token-0123456789"
+)
+
+// The scripted model: one server for every turn of the test, its turns
+// picked in order by what each request holds.
+func script() *llmtest.Script {
+	propose := func(in map[string]any) llmtest.Turn {
+		return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__propose_skill", Input: in}}}
+	}
+	after := &llmtest.Match{AfterToolResult: "mcp__agentbox__propose_skill"}
+	good := propose(map[string]any{
+		"name":         "release-notes",
+		"description":  "Write release notes from the git log. Use when asked for release notes.",
+		"instructions": "# Release notes\n\nRun scripts/notes.sh and group what it prints by kind.\n",
+		"files":        []any{map[string]any{"path": "scripts/notes.sh", "content": "#!/bin/sh\necho NOTES-FROM-SCRIPT\n"}},
+		"test_prompt":  "TRY-THE-SKILL: write the release notes.",
+	})
+	good.When = after
+	second := propose(map[string]any{
+		"name": "lint-fix", "description": "Fix lint errors. Use after a failing lint run.",
+		"instructions": "Run the linter, then fix each error.\n",
+	})
+	second.When = after
+	done := llmtest.Turn{When: after, Text: "I proposed two skills."}
+	return &llmtest.Script{Turns: []llmtest.Turn{
+		// Turn 1 of chat c1: a bad draft, the fixed one, a second one.
+		propose(map[string]any{"name": "Release Notes", "description": "notes", "instructions": "---\nname: x\n---\n",
+			"files": []any{map[string]any{"path": "../escape.sh", "content": "x"}}}),
+		good, second, done,
+		// The test turn: the skill is loaded, then its script runs.
+		{When: &llmtest.Match{Contains: "TRY-THE-SKILL"}, ToolCalls: []llmtest.ToolCall{{Name: "Skill", Input: map[string]any{"skill": "release-notes"}}}},
+		{When: &llmtest.Match{AfterToolResult: "Skill"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash",
+			Input: map[string]any{"command": ".claude/skills/release-notes/scripts/notes.sh", "description": "run the skill's script"}}}},
+		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Release notes: NOTES-FROM-SCRIPT"},
+		// Later turns of c1.
+		{When: &llmtest.Match{Contains: "BEFORE-APPROVAL"}, Text: "Nothing new yet."},
+		{When: &llmtest.Match{Contains: "AFTER-APPROVAL"}, Text: "Now I have the skill."},
+	}}
+}
+
+func TestSkillAuthoringEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	image := testenv.Image(t)
+	testenv.ClaudeBin(t)
+	bin := testenv.Agentbox(t)
+	model := llmtest.NewServer(script())
+	t.Cleanup(model.Close)
+
+	app := filepath.Join(t.TempDir(), "app")
+	for name, body := range map[string]string{
+		"app.jsonc": `{"data_root": "./data", "sandbox": {"runtime": "docker"},
+			"auth": {"tokens": [{"token": "$ENV.T_ALICE", "user": "alice"}, {"token": "$ENV.T_BOB", "user": "bob"}]}}`,
+		"connectors/llm/test.conn.yao": `{"type": "anthropic", "options": {"host": "` + model.URL + `", "key": "sk-ant-test", "model": "claude-sonnet-4-5"}}`,
+		"assistants/coder/package.yao": `{
+			"connector": "llm.test",
+			"sandbox": {"command": "claude", "image": "` + image + `", "timeout": "3m",
+				"arguments": {"max_turns": 8, "permission_mode": "bypassPermissions"}},
+			"skills": {"authoring": true, "test": {"max_turns": 4, "timeout": "2m"}}
+		}`,
+		"assistants/coder/skills/house-style/SKILL.md": "---\nname: house-style\ndescription: The house style. Use for every change.\n---\nTabs.\n",
+	} {
+		p := filepath.Join(app, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := start(t, bin, app)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	ws := filepath.Join(app, "data", "workspaces", "alice", "c1")
+
+	// Turn 1: the bad draft is refused with what is wrong, the fixed ones
+	// are proposed; the CLI's init and the workspace have only the app's
+	// skill.
+	r := srv.chat(ctx, tokenAlice, "coder", "c1", "Make skills of what you did.")
+	if r.err != nil || r.status != 200 || r.final() == nil || r.final().Error != "" {
+		t.Fatalf("turn 1: %v %d %s %+v", r.err, r.status, r.body, r.final())
+	}
+	results := r.props(chat.TypeToolResult)
+	if len(results) != 3 || results[0]["is_error"] != true || results[1]["is_error"] == true || results[2]["is_error"] == true {
+		t.Fatalf("tool results = %+v", results)
+	}
+	refusal, _ := results[0]["content"].(string)
+	for _, want := range []string{`name: invalid name "Release Notes"`, "instructions: instructions start with front matter", `files[0].path: path "../escape.sh"`} {
+		if !strings.Contains(refusal, want) {
+			t.Errorf("the refusal lacks %q:\n%s", want, refusal)
+		}
+	}
+	proposed := r.props(chat.TypeSkillProposed)
+	if len(proposed) != 2 || proposed[0]["name"] != "release-notes" || proposed[0]["test"] != true || proposed[1]["name"] != "lint-fix" {
+		t.Fatalf("skill_proposed = %+v", proposed)
+	}
+	notesID, lintID := proposed[0]["proposal_id"].(string), proposed[1]["proposal_id"].(string)
+	if got := r.sessionSkills(); !slices.Contains(got, "house-style") || slices.Contains(got, "release-notes") || slices.Contains(got, "lint-fix") {
+		t.Fatalf("turn 1 init skills = %v", got)
+	}
+	checkWorkspace(t, ws, []string{"house-style"})
+
+	// The test turn ran after turn 1, in a sandbox of its own, and its
+	// outcome is attached to the proposal.
+	var p struct {
+		Status string `json:"status"`
+		Test   *struct {
+			Status        string   `json:"status"`
+			ChatID        string   `json:"chat_id"`
+			Answer        string   `json:"answer"`
+			SessionSkills []string `json:"session_skills"`
+			SkillLoaded   bool     `json:"skill_loaded"`
+			SkillUsed     bool     `json:"skill_used"`
+			ToolCalls     []struct {
+				Name    string `json:"name"`
+				IsError bool   `json:"is_error"`
+			} `json:"tool_calls"`
+			Usage chat.Usage `json:"usage"`
+			Error any        `json:"error"`
+		} `json:"test"`
+	}
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		code, body := srv.do(t, "GET", "/api/skills/proposals/"+notesID, tokenAlice, "")
+		if code != 200 {
+			t.Fatalf("proposal = %d %s", code, body)
+		}
+		if err := json.Unmarshal([]byte(body), &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Test != nil && p.Test.Status != "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the test turn did not end: %s", body)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	tr := p.Test
+	if tr.Status != "completed" || !tr.SkillLoaded || !tr.SkillUsed || !strings.Contains(tr.Answer, "NOTES-FROM-SCRIPT") || tr.Usage.InputTokens == 0 {
+		t.Fatalf("test outcome = %+v", tr)
+	}
+	if len(tr.ToolCalls) != 2 || tr.ToolCalls[0].Name != "Skill" || tr.ToolCalls[1].Name != "Bash" || tr.ToolCalls[1].IsError {
+		t.Fatalf("test tool calls = %+v", tr.ToolCalls)
+	}
+	if !slices.Contains(tr.SessionSkills, "house-style") || slices.Contains(tr.SessionSkills, "lint-fix") {
+		t.Fatalf("test init skills = %v", tr.SessionSkills)
+	}
+	if _, err := os.Stat(filepath.Join(app, "data", "workspaces", "alice", tr.ChatID)); !os.IsNotExist(err) {
+		t.Errorf("the test turn's workspace is left: %v", err)
+	}
+	if code, _ := srv.do(t, "GET", "/api/skills/proposals/"+notesID, tokenBob, ""); code != 404 {
+		t.Fatalf("bob reads alice's proposal: %d", code)
+	}
+
+	// Turn 2, before any decision: nothing proposed reaches the sandbox.
+	r = srv.chat(ctx, tokenAlice, "coder", "c1", "BEFORE-APPROVAL")
+	if r.err != nil || r.final() == nil || r.final().Error != "" {
+		t.Fatalf("turn 2: %v %d %s", r.err, r.status, r.body)
+	}
+	if got := r.sessionSkills(); slices.Contains(got, "release-notes") || slices.Contains(got, "lint-fix") {
+		t.Fatalf("turn 2 init skills = %v", got)
+	}
+	checkWorkspace(t, ws, []string{"house-style"})
+
+	// Approve one, reject the other (with a reason): only the approved
+	// one is in turn 3's workspace and init.
+	if code, body := srv.do(t, "POST", "/api/skills/proposals/"+notesID+"/approve", tokenBob, ""); code != 404 {
+		t.Fatalf("bob approves alice's proposal: %d %s", code, body)
+	}
+	if code, body := srv.do(t, "POST", "/api/skills/proposals/"+notesID+"/approve", tokenAlice, ""); code != 200 || !strings.Contains(body, `"status":"approved"`) {
+		t.Fatalf("approve = %d %s", code, body)
+	}
+	if code, body := srv.do(t, "POST", "/api/skills/proposals/"+lintID+"/reject", tokenAlice, `{"reason":"It does not name the linter."}`); code != 200 || !strings.Contains(body, `"reason":"It does not name the linter."`) {
+		t.Fatalf("reject = %d %s", code, body)
+	}
+	r = srv.chat(ctx, tokenAlice, "coder", "c1", "AFTER-APPROVAL")
+	if r.err != nil || r.final() == nil || r.final().Error != "" {
+		t.Fatalf("turn 3: %v %d %s", r.err, r.status, r.body)
+	}
+	if got := r.sessionSkills(); !slices.Contains(got, "release-notes") || !slices.Contains(got, "house-style") || slices.Contains(got, "lint-fix") {
+		t.Fatalf("turn 3 init skills = %v", got)
+	}
+	checkWorkspace(t, ws, []string{"house-style", "release-notes"})
+	b, err := os.ReadFile(filepath.Join(ws, ".claude", "skills", "release-notes", "SKILL.md"))
+	if err != nil || !strings.HasPrefix(string(b), "---\nname: release-notes\n") {
+		t.Fatalf("installed SKILL.md: %v\n%s", err, b)
+	}
+	if st, err := os.Stat(filepath.Join(ws, ".claude", "skills", "release-notes", "scripts", "notes.sh")); err != nil || st.Mode()&0o111 == 0 {
+		t.Fatalf("installed script: %v %v", st, err)
+	}
+	if code, body := srv.do(t, "GET", "/api/skills", tokenAlice, ""); code != 200 || !strings.Contains(body, `"name":"release-notes"`) || strings.Contains(body, "lint-fix") {
+		t.Fatalf("alice's skills = %d %s", code, body)
+	}
+	// Bob's turns never get alice's skill.
+	r = srv.chat(ctx, tokenBob, "coder", "c1", "BEFORE-APPROVAL")
+	if got := r.sessionSkills(); r.final() == nil || slices.Contains(got, "release-notes") {
+		t.Fatalf("bob's init skills = %v (%v %s)", got, r.err, r.body)
+	}
+}
+
+// checkWorkspace checks the skills in a chat's workspace.
+func checkWorkspace(t *testing.T, ws string, want []string) {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(ws, ".claude", "skills"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("workspace skills = %v, want %v", got, want)
+	}
+}
+
+// server is a running `agentbox serve`.
+type server struct {
+	url  string
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+	done chan struct{}
+}
+
+// start runs `agentbox serve` on app and waits until it answers; cleanup
+// stops it.
+func start(t *testing.T, bin, app string) *server {
+	t.Helper()
+	tmp, err := os.MkdirTemp("", "abs-") // short: bridge socket paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := &server{url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan struct{})}
+	s.cmd = exec.Command(bin, "serve", "--app", app, "--addr", addr, "--runtime", "docker")
+	s.cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "T_ALICE="+tokenAlice, "T_BOB="+tokenBob)
+	logs := &lockedWriter{w: s.logs}
+	s.cmd.Stdout, s.cmd.Stderr = logs, logs
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(90 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+			t.Error("server did not stop")
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := http.Get(s.url + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		select {
+		case <-s.done:
+			t.Fatalf("server exited:\n%s", logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not come up:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// reply is one native chat turn.
+type reply struct {
+	status int
+	body   string
+	events []chat.Event
+	err    error
+}
+
+func (r reply) final() *chat.Final {
+	for _, e := range r.events {
+		if e.Event == chat.Done {
+			return e.Final
+		}
+	}
+	return nil
+}
+
+// props are the props of the messages of type typ, in order.
+func (r reply) props(typ string) []map[string]any {
+	var out []map[string]any
+	for _, e := range r.events {
+		if e.Type == typ && e.Event == chat.Start {
+			out = append(out, e.Props)
+		}
+	}
+	return out
+}
+
+// sessionSkills are the skills of the CLI's session init.
+func (r reply) sessionSkills() []string {
+	var out []string
+	for _, p := range r.props(chat.TypeSession) {
+		list, _ := p["skills"].([]any)
+		for _, s := range list {
+			if name, ok := s.(string); ok {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+func (s *server) chat(ctx context.Context, token, assistant, chatID, message string) reply {
+	body, _ := json.Marshal(map[string]any{"chat_id": chatID, "message": message})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/assistants/"+assistant+"/chat", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return reply{err: err}
+	}
+	defer resp.Body.Close()
+	r := reply{status: resp.StatusCode}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		r.body = string(b)
+		return r
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var e chat.Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			r.err = fmt.Errorf("bad event %q: %w", data, err)
+			return r
+		}
+		r.events = append(r.events, e)
+	}
+	r.err = sc.Err()
+	return r
+}
+
+func (s *server) do(t *testing.T, method, path, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
