@@ -150,6 +150,9 @@ func TestSkillAuthoringGate(t *testing.T) {
 		tst.Usage.InputTokens != 5 || len(tst.ToolCalls) != 1 || tst.ToolCalls[0].Name != "Skill" {
 		t.Fatalf("test outcome = %+v", tst)
 	}
+	if dir, _ := e.p.cfg.Workspaces.Path("alice", tr.ChatID); dirExists(dir) {
+		t.Fatalf("the test turn's workspace %s is left", dir)
+	}
 	if h, _ := st.History(ctx, "alice", tr.ChatID); len(h) != 0 {
 		t.Fatalf("the test turn stored history: %+v", h)
 	}

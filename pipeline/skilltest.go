@@ -129,19 +129,12 @@ func (p *Pipeline) finishTest(sp *SkillProposal, test *SkillTest) {
 	}
 }
 
-// removeWorkspace deletes a throwaway chat's workspace, when the
-// workspaces can.
+// removeWorkspace deletes a throwaway chat's workspace.
 func (p *Pipeline) removeWorkspace(ctx context.Context, user, chatID string) error {
 	if p.cfg.Workspaces == nil {
 		return nil
 	}
-	type remover interface {
-		Remove(ctx context.Context, user, chat string) error
-	}
-	if r, ok := any(p.cfg.Workspaces).(remover); ok {
-		return r.Remove(ctx, user, chatID)
-	}
-	return nil
+	return p.cfg.Workspaces.Remove(ctx, user, chatID)
 }
 
 // trialRecorder reads a test turn's events: its answer, tool calls,

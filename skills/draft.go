@@ -112,6 +112,9 @@ func (d *Draft) Build() (*Skill, []Problem) {
 	// The same validation as a skill folder's: parse the rendered file.
 	s, fmProbs := parseSkill(FileName, skillFile, d.Name)
 	for _, p := range fmProbs {
+		if p.Warning() {
+			continue // the front matter holds name and description only
+		}
 		p.File, p.Line, p.Col = fieldOf(p, skillFile), 0, 0
 		probs = append(probs, p)
 	}
