@@ -94,7 +94,7 @@ func TestSkillAuthoringGate(t *testing.T) {
 		req.Emit(chat.Event{Event: chat.End, ID: "s", Type: chat.TypeSession})
 		if strings.HasPrefix(req.ChatID, "skill-test-") {
 			req.Emit(chat.Event{Event: chat.Start, ID: "c", Type: chat.TypeToolCall, Props: map[string]any{"name": "Skill", "id": "tu1"}})
-			req.Emit(chat.Event{Event: chat.End, ID: "c", Type: chat.TypeToolCall, Props: map[string]any{"id": "tu1", "input": chat.RawJSON(`{"skill":"release-notes"}`)}})
+			req.Emit(chat.Event{Event: chat.End, ID: "c", Type: chat.TypeToolCall, Props: map[string]any{"input": chat.RawJSON(`{"skill":"release-notes"}`)}})
 			chat.Whole(req.Emit, "r", chat.TypeToolResult, "", map[string]any{"tool_call_id": "tu1", "content": "loaded", "is_error": false})
 		}
 		chat.Whole(req.Emit, "t", chat.TypeText, "notes written", nil)

@@ -144,7 +144,8 @@ type trialRecorder struct {
 	text    chat.Collector
 	session []string
 	calls   []store.TestToolCall
-	callIdx map[string]int
+	byMsg   map[string]int // tool_call message id -> calls index
+	byTool  map[string]int // tool call id -> calls index
 	used    bool
 	notices []string
 }
@@ -157,20 +158,20 @@ func (r *trialRecorder) add(e chat.Event) {
 	case e.Type == chat.TypeToolCall && e.Event == chat.Start:
 		name, _ := e.Props["name"].(string)
 		id, _ := e.Props["id"].(string)
-		if r.callIdx == nil {
-			r.callIdx = map[string]int{}
+		if r.byMsg == nil {
+			r.byMsg, r.byTool = map[string]int{}, map[string]int{}
 		}
-		r.callIdx[id] = len(r.calls)
+		r.byMsg[e.ID], r.byTool[id] = len(r.calls), len(r.calls)
 		r.calls = append(r.calls, store.TestToolCall{Name: name})
 		r.checkUse(name, e.Props["input"])
 	case e.Type == chat.TypeToolCall && e.Event == chat.End:
-		id, _ := e.Props["id"].(string)
-		if i, ok := r.callIdx[id]; ok {
+		// The input comes whole with the end of the message.
+		if i, ok := r.byMsg[e.ID]; ok {
 			r.checkUse(r.calls[i].Name, e.Props["input"])
 		}
 	case e.Type == chat.TypeToolResult && e.Event == chat.Start:
 		id, _ := e.Props["tool_call_id"].(string)
-		if i, ok := r.callIdx[id]; ok && e.Props["is_error"] == true {
+		if i, ok := r.byTool[id]; ok && e.Props["is_error"] == true {
 			r.calls[i].IsError = true
 		}
 	case e.Type == chat.TypeNotice && e.Event == chat.Start:
