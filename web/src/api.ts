@@ -258,3 +258,73 @@ export function terminalSocket(chat: string, rows: number, cols: number): WebSoc
   ws.binaryType = "arraybuffer";
   return ws;
 }
+
+/** A file of a proposed skill, beside its SKILL.md. */
+export interface SkillFile {
+  path: string;
+  content: string;
+}
+
+/** The last test turn of a skill proposal. */
+export interface SkillTest {
+  status: "running" | "completed" | "failed";
+  prompt: string;
+  chat_id: string;
+  started_at: string;
+  finished_at?: string;
+  answer?: string;
+  tool_calls?: { name: string; is_error?: boolean }[];
+  usage: Usage;
+  session_skills?: string[];
+  skill_loaded: boolean;
+  skill_used: boolean;
+  notices?: string[];
+  error?: { code: string; message: string };
+}
+
+/** A skill an agent proposed for the user, and what became of it. */
+export interface SkillProposal {
+  id: string;
+  assistant_id: string;
+  chat_id: string;
+  name: string;
+  description: string;
+  instructions?: string;
+  files?: SkillFile[];
+  skill_md?: string;
+  test_prompt?: string;
+  status: "pending" | "approved" | "rejected" | "retired";
+  reason?: string;
+  created_at: string;
+  decided_at?: string;
+  test?: SkillTest;
+}
+
+/** One of the user's approved skills. */
+export interface UserSkill {
+  assistant_id: string;
+  name: string;
+  description: string;
+  proposal_id: string;
+  approved_at: string;
+  shadowed?: boolean;
+}
+
+const proposalPath = (id: string) => "/api/skills/proposals/" + encodeURIComponent(id);
+
+export async function proposals(status = ""): Promise<SkillProposal[]> {
+  const q = status ? "?" + new URLSearchParams({ status }) : "";
+  return (await call<{ data: SkillProposal[] }>("GET", "/api/skills/proposals" + q)).data;
+}
+
+export const proposal = (id: string) => call<SkillProposal>("GET", proposalPath(id));
+export const approveProposal = (id: string) => call<SkillProposal>("POST", proposalPath(id) + "/approve", {});
+export const rejectProposal = (id: string, reason: string) => call<SkillProposal>("POST", proposalPath(id) + "/reject", { reason });
+export const testProposal = (id: string, prompt: string) => call<SkillProposal>("POST", proposalPath(id) + "/test", prompt ? { prompt } : {});
+
+export async function userSkills(): Promise<UserSkill[]> {
+  return (await call<{ data: UserSkill[] }>("GET", "/api/skills")).data;
+}
+
+export const removeSkill = (assistant: string, name: string) =>
+  call<unknown>("DELETE", "/api/assistants/" + encodeURIComponent(assistant) + "/skills/" + encodeURIComponent(name));

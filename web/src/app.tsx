@@ -1,9 +1,11 @@
 // The page: sign-in with a bearer token (kept in the browser), the user's
-// chats, the open chat, and its workspace and terminal.
+// chats, the open chat, and its workspace and terminal; or the skills
+// agents proposed, to approve or reject.
 import { useCallback, useEffect, useState } from "preact/hooks";
 import * as api from "./api";
 import { ChatView } from "./chat";
 import { Files } from "./files";
+import { SkillsView } from "./skills";
 import { TerminalPanel } from "./terminal";
 
 /** The chat the address names: #/c/<chat id>. */
@@ -12,11 +14,20 @@ function chatFromHash(): string {
   return m ? decodeURIComponent(m[1]) : "";
 }
 
+/** The skills view the address names: #/skills, or #/skills/<proposal
+ * id>; null for the chats. */
+function skillsFromHash(): string | null {
+  const m = /^#\/skills(?:\/([^/]+))?$/.exec(location.hash);
+  return m ? decodeURIComponent(m[1] ?? "") : null;
+}
+
 export function App() {
   const [auth, setAuth] = useState<"checking" | "login" | "ok">("checking");
   const [assistants, setAssistants] = useState<api.Assistant[]>([]);
   const [chats, setChats] = useState<api.ChatInfo[]>([]);
   const [chatId, setChatId] = useState(chatFromHash());
+  const [skills, setSkills] = useState(skillsFromHash());
+  const [pending, setPending] = useState(0);
   const [error, setError] = useState("");
   const [panel, setPanel] = useState<"files" | "terminal">("files");
   const [filesVersion, setFilesVersion] = useState(0);
@@ -38,6 +49,14 @@ export function App() {
     }
   }, [fail]);
 
+  const loadPending = useCallback(async () => {
+    try {
+      setPending((await api.proposals("pending")).length);
+    } catch {
+      setPending(0); // a server that keeps no proposals
+    }
+  }, []);
+
   const load = useCallback(async () => {
     try {
       const [as, cs] = await Promise.all([api.assistants(), api.chats()]);
@@ -45,6 +64,7 @@ export function App() {
       setChats(cs);
       setAuth("ok");
       setError("");
+      loadPending();
     } catch (e) {
       if (e instanceof api.ApiError && e.status === 401) setAuth("login");
       else {
@@ -56,7 +76,10 @@ export function App() {
 
   useEffect(() => {
     load();
-    const onHash = () => setChatId(chatFromHash());
+    const onHash = () => {
+      setChatId(chatFromHash());
+      setSkills(skillsFromHash());
+    };
     window.addEventListener("hashchange", onHash);
     return () => window.removeEventListener("hashchange", onHash);
   }, [load]);
@@ -64,6 +87,11 @@ export function App() {
   const open = (id: string) => {
     location.hash = id ? "#/c/" + encodeURIComponent(id) : "#/";
     setChatId(id);
+    setSkills(null);
+  };
+  const openSkills = (id: string) => {
+    location.hash = "#/skills" + (id ? "/" + encodeURIComponent(id) : "");
+    setSkills(id);
   };
 
   if (auth === "checking") return <div class="splash" role="status">Loading…</div>;
@@ -82,6 +110,9 @@ export function App() {
             </button>
           </div>
         )}
+        <button type="button" class="skills-link" aria-current={skills !== null ? "page" : undefined} onClick={() => openSkills("")}>
+          Skills{pending > 0 && <span class="badge" aria-label={`${pending} waiting for your decision`}> {pending}</span>}
+        </button>
         {api.getToken() && (
           <button
             type="button"
@@ -94,7 +125,13 @@ export function App() {
           </button>
         )}
       </header>
-      <ChatList chats={chats} assistants={assistants} current={chatId} onOpen={open} onChanged={loadChats} onError={fail} />
+      <ChatList chats={chats} assistants={assistants} current={skills === null ? chatId : ""} onOpen={open} onChanged={loadChats} onError={fail} />
+      {skills !== null ? (
+        <main class="skills-main" aria-label="Skills">
+          <SkillsView proposalId={skills} assistants={assistants} onOpen={openSkills} onError={fail} onChanged={loadPending} />
+        </main>
+      ) : (
+        <>
       <main class="chat" aria-label="Chat">
         <ChatView
           key={chatId || "new"}
@@ -104,6 +141,7 @@ export function App() {
           onCreated={(id) => open(id)}
           onChanged={loadChats}
           onTool={() => setFilesVersion((v) => v + 1)}
+          onSkill={loadPending}
           onError={fail}
         />
       </main>
@@ -123,6 +161,8 @@ export function App() {
           {chatId ? <TerminalPanel key={chatId} chatId={chatId} visible={panel === "terminal"} onError={fail} /> : <p class="hint">Start or open a chat to open a terminal in its sandbox.</p>}
         </section>
       </aside>
+        </>
+      )}
     </div>
   );
 }

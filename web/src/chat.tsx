@@ -14,6 +14,7 @@ interface Props {
   onCreated: (id: string) => void;
   onChanged: () => void;
   onTool: () => void;
+  onSkill: () => void;
   onError: (e: unknown) => void;
 }
 
@@ -22,7 +23,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // A stream that drops is followed again from its last event, this often.
 const maxResumes = 8;
 
-export function ChatView({ chatId, info, assistants, onCreated, onChanged, onTool, onError }: Props) {
+export function ChatView({ chatId, info, assistants, onCreated, onChanged, onTool, onSkill, onError }: Props) {
   const [history, setHistory] = useState<api.Message[]>([]);
   const [turns, setTurns] = useState<Turn[]>([]);
   const turnsRef = useRef<Turn[]>([]);
@@ -62,6 +63,7 @@ export function ChatView({ chatId, info, assistants, onCreated, onChanged, onToo
     const onEvent: api.OnEvent = (ev, id) => {
       setTurnsNow((ts) => ts.map((t) => (t.key === key ? apply(t, ev, id) : t)));
       if (ev.type === "tool_result" || ev.event === "done") onTool();
+      if (ev.type === "skill_proposed" && ev.event === "start") onSkill();
     };
     let go = first;
     for (let attempt = 0; ; attempt++) {
@@ -293,6 +295,16 @@ function MsgView({ m, result }: { m: Msg; result?: Msg }) {
       );
     case "notice":
       return <div class="msg notice">{m.props.message ?? m.text}</div>;
+    case "skill_proposed":
+      return (
+        <div class="msg skill" role="note">
+          <strong>Skill proposed: {m.props.name}</strong> — {m.props.description}
+          <div class="meta">
+            It is not used until you approve it{m.props.test ? "; a test turn tries it after this turn" : ""}.{" "}
+            <a href={"#/skills/" + encodeURIComponent(String(m.props.proposal_id))}>Review it</a>
+          </div>
+        </div>
+      );
     case "session":
       return (
         <div class="msg session">
