@@ -55,7 +55,7 @@ var proposeSkillSchema = json.RawMessage(`{
 
 const proposeSkillDescription = "Propose a new Agent Skill for this user: reusable instructions (and scripts) for a task you learned to do here, " +
 	"so that future turns can do it again. The skill is NOT installed now: the user reviews it and approves or rejects it, " +
-	"and an approved skill is available from the next turn on (in .claude/skills/NAME/). Invalid drafts are refused " +
+	"and an approved skill is installed among your skills from the next turn on. Invalid drafts are refused " +
 	"with the reasons; fix them and call again. Propose only what you have seen work."
 
 // proposeArgs are the tool's arguments.
@@ -143,7 +143,7 @@ func (t *turn) proposeSkill(ctx context.Context, a *assistant.Assistant, args pr
 	})
 	t.p.log.Info("skill proposed", "user", t.req.UserID, "chat", t.req.ChatID, "assistant", a.ID, "proposal", sp.ID, "skill", d.Name)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Proposed skill %q as proposal %s. It is not installed: the user reviews it, and once approved it is in .claude/skills/%s/ from the next turn on.", d.Name, sp.ID, d.Name)
+	fmt.Fprintf(&b, "Proposed skill %q as proposal %s. It is not installed: the user reviews it, and once approved it is among your skills from the next turn on.", d.Name, sp.ID)
 	if replaces {
 		fmt.Fprintf(&b, " Approving it replaces the user's current skill %q.", d.Name)
 	}

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -104,7 +103,11 @@ func runSkills(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if err != nil {
 			return fail(err)
 		}
-		st, err := store.Open(ctx, filepath.Join(app.Config.DataRoot, "agentbox.db"))
+		storeCfg, err := app.Config.ResolveStore()
+		if err != nil {
+			return fail(err)
+		}
+		st, err := store.OpenConfig(ctx, storeCfg)
 		if err != nil {
 			return fail(err)
 		}

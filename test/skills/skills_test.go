@@ -27,9 +27,14 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/llmtest"
 )
+
+// skillsDir is where the coder's skills are installed in a chat's
+// workspace.
+var skillsDir = claude.ConfigPaths("coder").Skills
 
 const (
 	tokenAlice = "alice-token-0123456789"
@@ -65,7 +70,7 @@ func script() *llmtest.Script {
 		// The test turn: the skill is loaded, then its script runs.
 		{When: &llmtest.Match{Contains: "TRY-THE-SKILL"}, ToolCalls: []llmtest.ToolCall{{Name: "Skill", Input: map[string]any{"skill": "release-notes"}}}},
 		{When: &llmtest.Match{AfterToolResult: "Skill"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash",
-			Input: map[string]any{"command": ".claude/skills/release-notes/scripts/notes.sh", "description": "run the skill's script"}}}},
+			Input: map[string]any{"command": skillsDir + "/release-notes/scripts/notes.sh", "description": "run the skill's script"}}}},
 		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Release notes: NOTES-FROM-SCRIPT"},
 		// Later turns of c1.
 		{When: &llmtest.Match{Contains: "BEFORE-APPROVAL"}, Text: "Nothing new yet."},
@@ -218,11 +223,11 @@ func TestSkillAuthoringEndToEnd(t *testing.T) {
 		t.Fatalf("turn 3 init skills = %v", got)
 	}
 	checkWorkspace(t, ws, []string{"house-style", "release-notes"})
-	b, err := os.ReadFile(filepath.Join(ws, ".claude", "skills", "release-notes", "SKILL.md"))
+	b, err := os.ReadFile(filepath.Join(ws, skillsDir, "release-notes", "SKILL.md"))
 	if err != nil || !strings.HasPrefix(string(b), "---\nname: release-notes\n") {
 		t.Fatalf("installed SKILL.md: %v\n%s", err, b)
 	}
-	if st, err := os.Stat(filepath.Join(ws, ".claude", "skills", "release-notes", "scripts", "notes.sh")); err != nil || st.Mode()&0o111 == 0 {
+	if st, err := os.Stat(filepath.Join(ws, skillsDir, "release-notes", "scripts", "notes.sh")); err != nil || st.Mode()&0o111 == 0 {
 		t.Fatalf("installed script: %v %v", st, err)
 	}
 	if code, body := srv.do(t, "GET", "/api/skills", tokenAlice, ""); code != 200 || !strings.Contains(body, `"name":"release-notes"`) || strings.Contains(body, "lint-fix") {
@@ -238,7 +243,7 @@ func TestSkillAuthoringEndToEnd(t *testing.T) {
 // checkWorkspace checks the skills in a chat's workspace.
 func checkWorkspace(t *testing.T, ws string, want []string) {
 	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(ws, ".claude", "skills"))
+	ents, err := os.ReadDir(filepath.Join(ws, skillsDir))
 	if err != nil {
 		t.Fatal(err)
 	}
