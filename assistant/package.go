@@ -36,6 +36,7 @@ type rawPackage struct {
 	Hooks                *rawHooks             `json:"hooks"`
 	Tools                []rawTool             `json:"tools"`
 	Skills               *rawSkills            `json:"skills"`
+	Failures             *rawFailures          `json:"failures"`
 	Source               string                `json:"source" yao:"lenient"`
 	Type                 string                `json:"type" yao:"lenient"`
 	Avatar               string                `json:"avatar" yao:"lenient"`
@@ -211,6 +212,9 @@ func (l *loader) applyPackage(d *doc, a *Assistant, raw *rawPackage, app *App, h
 	}
 	if raw.Skills != nil {
 		a.SkillAuthoring = parseSkills(d, raw.Skills, a.Sandbox != nil, a.Tools)
+	}
+	if raw.Failures != nil {
+		a.Failures = parseFailures(d, raw.Failures, a.Sandbox != nil)
 	}
 	if raw.MCP != nil {
 		l.checkMCPRefs(d, a, raw.MCP, app)

@@ -239,6 +239,9 @@ type Assistant struct {
 	// SkillAuthoring, when set, lets the agent draft skills for its user
 	// to approve (package.yao "skills": {"authoring": true}).
 	SkillAuthoring *SkillAuthoring
+	// Failures are the thresholds of the failure patterns a turn watches
+	// for (package.yao "failures"; the zero value: the defaults).
+	Failures Failures
 	// Hooks is the hook entry file (src/index.ts or src/index.js), "" if none.
 	Hooks string
 	// HookTimeout bounds each hook call: package.yao "hooks": {"timeout":
