@@ -216,11 +216,12 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		skillNames = append(skillNames, s.Name)
 	}
 	parser := NewParser(emit, ParserOptions{
-		MaxTurns:      maxTurns,
-		Skills:        skillNames,
-		MaxRetryWait:  e.opts.MaxRetryWait,
-		MaxAPIRetries: max(e.opts.APIRetries, 0),
-		Monitor:       run,
+		MaxTurns:         maxTurns,
+		FailureThreshold: executor.FailureThreshold(req.Assistant),
+		Skills:           skillNames,
+		MaxRetryWait:     e.opts.MaxRetryWait,
+		MaxAPIRetries:    max(e.opts.APIRetries, 0),
+		Monitor:          run,
 	})
 	exit := run.Wait(parser.Parse)
 	out := parser.Close()

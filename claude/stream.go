@@ -461,5 +461,6 @@ func (p *Parser) checkNearMaxTurns() {
 	p.nearSent = true
 	p.ev.Notice(NoticeMaxTurnsNear,
 		fmt.Sprintf("the agent has used %d of its %d turns and is still calling tools", used, p.opts.MaxTurns),
-		map[string]any{"turns": used, "max_turns": p.opts.MaxTurns})
+		map[string]any{"turns": used, "max_turns": p.opts.MaxTurns,
+			"suggested_action": "Wrap up: report what is done and what is left, or raise max_turns for tasks this long."})
 }

@@ -158,9 +158,10 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		skillNames = append(skillNames, s.Name)
 	}
 	parser := NewParser(emit, ParserOptions{
-		Skills:     skillNames,
-		MCPServers: prep.mcp.Servers,
-		Monitor:    run,
+		Skills:           skillNames,
+		MCPServers:       prep.mcp.Servers,
+		FailureThreshold: executor.FailureThreshold(req.Assistant),
+		Monitor:          run,
 	})
 	exit := run.Wait(parser.Parse)
 	out := parser.Close()

@@ -62,6 +62,8 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		}
 		timeout = tr.timeout
 	}
+	// Every executor's events pass the failure patterns' watch.
+	watch := executor.NewWatch(t.emit, a)
 	req := &executor.Request{
 		Assistant: t.turnAssistant(ctx, a),
 		UserID:    t.req.UserID,
@@ -72,7 +74,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		Arguments: args,
 		Sandbox:   sb,
 		Timeout:   timeout,
-		Emit:      t.emit,
+		Emit:      watch.Emit,
 	}
 	if t.bridge != nil {
 		if err := t.wireBridge(app, req, options.TokenLimit()); err != nil {
@@ -100,6 +102,9 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 				t.tm.sandbox = chat.SandboxRestart
 			}
 		}
+	}
+	if res != nil {
+		res.Notices = append(res.Notices, watch.Notices()...)
 	}
 	if err != nil && t.bridge != nil {
 		// The CLI failed because the model proxy refused its calls: the

@@ -24,6 +24,10 @@ const (
 	NoticeLineDropped = "output_line_dropped"
 )
 
+// SuggestRepeatedToolFailure is the suggested_action prop of a
+// repeated_tool_failure notice.
+const SuggestRepeatedToolFailure = "Stop retrying the failing call: read its error, try another way, or ask the user for help."
+
 // Caps every stream parser applies.
 const (
 	// DefaultFailureThreshold is how many consecutive failures of one tool
@@ -118,7 +122,7 @@ func (e *Events) ToolResult(name string, isErr bool) {
 		}
 		e.Notice(NoticeRepeatedToolFailure,
 			fmt.Sprintf("%s failed %d times in a row; the agent may be stuck", tool, e.failCount),
-			map[string]any{"tool": name, "count": e.failCount})
+			map[string]any{"tool": name, "count": e.failCount, "suggested_action": SuggestRepeatedToolFailure})
 	}
 }
 
