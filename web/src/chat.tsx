@@ -294,7 +294,12 @@ function MsgView({ m, result }: { m: Msg; result?: Msg }) {
         </div>
       );
     case "notice":
-      return <div class="msg notice">{m.props.message ?? m.text}</div>;
+      return (
+        <div class="msg notice">
+          {m.props.message ?? m.text}
+          {m.props.suggested_action ? <div class="meta">Suggested: {String(m.props.suggested_action)}</div> : null}
+        </div>
+      );
     case "skill_proposed":
       return (
         <div class="msg skill" role="note">
