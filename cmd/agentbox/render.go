@@ -196,6 +196,9 @@ func (r *renderer) content(e chat.Event, typ string) {
 				msg = m
 			}
 			r.line(r.style(styleYellow, "! "+msg))
+			if a, ok := e.Props["suggested_action"].(string); ok && a != "" {
+				r.line(r.style(styleDim, "  suggested: "+a))
+			}
 		}
 	case chat.TypeSession:
 		if e.Event == chat.Start {
