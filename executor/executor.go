@@ -60,7 +60,11 @@ type Request struct {
 	// --`, which serves the model proxy on the sandbox's loopback for the
 	// CLI's lifetime (bridge.Session.WrapCommand).
 	WrapArgv func(argv []string) []string
-	// Emit receives the run's events.
+	// Emit receives the run's events. The pipeline's Watch reads them for
+	// the failure patterns: a tool_result of the main agent carries name,
+	// tool_call_id, content and is_error (parent_tool_use_id for a
+	// subagent's), a refused call a permission_denied notice or a refusal
+	// text in its result (see IsDenial).
 	Emit chat.EmitFunc
 	// KeepAlive asks the executor to leave its CLI running after the turn
 	// for the chat's next one (sandbox.keep_alive), when it can: the

@@ -35,16 +35,16 @@ const (
 // (lower case). A process's own "Permission denied" (EACCES) is a failure,
 // not a refusal, and is not among them.
 var denialTexts = []string{
-	"haven't granted it yet",      // Claude Code: a permission the mode does not give
-	"denied by a permission",      // Claude Code: a deny rule
-	"blocked by permission",       // Claude Code: settings
-	"no such tool available",      // Claude Code: a disallowed tool
-	"denied by policy",            // Gemini CLI, Codex
-	"rejected by the user",        // Codex, opencode
-	"user rejected",               // opencode
-	"user denied",                 // Cursor CLI
-	"not allowed to use",          // generic
-	"permission to use this tool", // generic
+	"haven't granted it yet",                          // Claude Code: a permission the mode does not give
+	"denied by a permission rule",                     // Claude Code: a deny rule
+	"blocked by permission settings",                  // Claude Code
+	"no such tool available",                          // Claude Code: a disallowed tool
+	"tool execution denied by policy",                 // Gemini CLI: a policy rule
+	"requires user confirmation",                      // Gemini CLI: no one to confirm in non-interactive mode
+	"rejected by user",                                // Codex: "exec command rejected by user", "patch rejected by user"
+	"rejected by the user",                            // generic
+	"rejected permission to use",                      // opencode: "The user rejected permission to use this specific tool call"
+	"prevents you from using this specific tool call", // opencode: a deny rule
 }
 
 // IsDenial reports whether a failed tool result's content says the tool

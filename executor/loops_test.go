@@ -109,6 +109,31 @@ func TestWatch(t *testing.T) {
 	}
 }
 
+// TestIsDenial: the refusals each CLI words (from their own sources) are
+// denials; failures of a tool that ran are not.
+func TestIsDenial(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		content string
+		want    bool
+	}{
+		{"Claude requested permissions to write to /workspace/a.txt, but you haven't granted it yet.", true},
+		{"<tool_use_error>Error: No such tool available: Write</tool_use_error>", true},
+		{"Tool execution denied by policy.", true},
+		{`Tool "run_shell_command" requires user confirmation, which is not supported in non-interactive mode.`, true},
+		{"exec command rejected by user", true},
+		{"The user rejected permission to use this specific tool call.", true},
+		{"The user has specified a rule which prevents you from using this specific tool call.", true},
+		{"cat: /root/x: Permission denied", false},
+		{"exit status 1", false},
+		{"", false},
+	} {
+		if got := IsDenial(tt.content); got != tt.want {
+			t.Errorf("IsDenial(%q) = %v, want %v", tt.content, got, tt.want)
+		}
+	}
+}
+
 func TestFailureThreshold(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
