@@ -409,7 +409,7 @@ func (p *Parser) toolResult(id string, isErr bool, body gjson.Result, parent str
 	delete(p.running, id)
 	chat.Whole(p.emit, p.ev.NewID(), chat.TypeToolResult, "", props)
 	if parent == "" {
-		p.ev.ToolResult(name, isErr)
+		p.ev.ToolResultContent(name, isErr, res.Content)
 	}
 }
 

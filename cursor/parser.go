@@ -406,7 +406,7 @@ func (p *Parser) toolCall(line string) {
 	tc.Result = agentcli.KeptResult(res.content)
 	tc.IsError = res.isErr
 	chat.Whole(p.emit, p.ev.NewID(), chat.TypeToolResult, "", props)
-	p.ev.ToolResult(t.name, res.isErr)
+	p.ev.ToolResultContent(t.name, res.isErr, res.content)
 }
 
 func (p *Parser) result(line string) {

@@ -132,6 +132,10 @@ func TestFailurePatternsInDocker(t *testing.T) {
 			t.Errorf("%s notice = %v, want tool %s, count %d and a suggested action", code, n, want.tool, want.count)
 		}
 	}
+	// Refusals are not failures: no repeated_tool_failure for them.
+	if n, ok := got["repeated_tool_failure"]; ok {
+		t.Errorf("repeated_tool_failure raised for refusals: %v", n)
+	}
 	// The Write never ran: each call was refused.
 	for _, r := range results {
 		if strings.HasPrefix(r, "Write: ") && !executor.IsDenial(r) {

@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
 )
 
 // Notice codes every stream parser may raise. They appear as the code prop
@@ -124,6 +125,17 @@ func (e *Events) ToolResult(name string, isErr bool) {
 			fmt.Sprintf("%s failed %d times in a row; the agent may be stuck", tool, e.failCount),
 			map[string]any{"tool": name, "count": e.failCount, "suggested_action": SuggestRepeatedToolFailure})
 	}
+}
+
+// ToolResultContent is ToolResult for a result whose content the parser
+// has: a refused call (executor.IsDenial) is no failure of the tool (the
+// pipeline's Watch counts it as a refusal, tool_rejection) and leaves the
+// count as it was.
+func (e *Events) ToolResultContent(name string, isErr bool, content string) {
+	if isErr && executor.IsDenial(content) {
+		return
+	}
+	e.ToolResult(name, isErr)
 }
 
 // MCPFailed raises NoticeMCPFailed for a server the CLI reports with a

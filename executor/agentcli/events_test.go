@@ -44,8 +44,9 @@ func TestEventsIDsAndNotices(t *testing.T) {
 func TestToolFailureStreak(t *testing.T) {
 	t.Parallel()
 	type call struct {
-		name  string
-		isErr bool
+		name    string
+		isErr   bool
+		content string
 	}
 	tests := []struct {
 		name      string
@@ -53,10 +54,12 @@ func TestToolFailureStreak(t *testing.T) {
 		calls     []call
 		want      []string // the tool prop of each notice
 	}{
-		{"three in a row", 0, []call{{"Bash", true}, {"Bash", true}, {"Bash", true}, {"Bash", true}}, []string{"Bash"}},
-		{"reset by success", 0, []call{{"Bash", true}, {"Bash", true}, {"Bash", false}, {"Bash", true}, {"Bash", true}}, nil},
-		{"reset by another tool", 0, []call{{"Bash", true}, {"Bash", true}, {"Read", true}, {"Bash", true}}, nil},
-		{"threshold two, twice", 2, []call{{"Read", true}, {"Read", true}, {"Read", false}, {"", true}, {"", true}}, []string{"Read", ""}},
+		{"three in a row", 0, []call{{"Bash", true, ""}, {"Bash", true, ""}, {"Bash", true, ""}, {"Bash", true, ""}}, []string{"Bash"}},
+		{"reset by success", 0, []call{{"Bash", true, ""}, {"Bash", true, ""}, {"Bash", false, ""}, {"Bash", true, ""}, {"Bash", true, ""}}, nil},
+		{"reset by another tool", 0, []call{{"Bash", true, ""}, {"Bash", true, ""}, {"Read", true, ""}, {"Bash", true, ""}}, nil},
+		{"refusals are no failures", 0, []call{{"Write", true, "Tool execution denied by policy."}, {"Write", true, "disk full"}, {"Write", true, "Tool execution denied by policy."},
+			{"Write", true, "disk full"}, {"Write", true, "exec command rejected by user"}, {"Write", true, "disk full"}}, []string{"Write"}},
+		{"threshold two, twice", 2, []call{{"Read", true, ""}, {"Read", true, ""}, {"Read", false, ""}, {"", true, ""}, {"", true, ""}}, []string{"Read", ""}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,7 +67,7 @@ func TestToolFailureStreak(t *testing.T) {
 			log := &chattest.Recorder{}
 			ev := agentcli.NewEvents(log.Emit, "t", tc.threshold)
 			for _, c := range tc.calls {
-				ev.ToolResult(c.name, c.isErr)
+				ev.ToolResultContent(c.name, c.isErr, c.content)
 			}
 			var got []string
 			for _, e := range log.Starts(chat.TypeNotice) {
