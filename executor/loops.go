@@ -45,6 +45,7 @@ var denialTexts = []string{
 	"rejected by the user",                            // generic
 	"rejected permission to use",                      // opencode: "The user rejected permission to use this specific tool call"
 	"prevents you from using this specific tool call", // opencode: a deny rule
+	"rejected by the permission configuration",        // Cursor CLI: a "rejected" result
 }
 
 // IsDenial reports whether a failed tool result's content says the tool

@@ -124,6 +124,7 @@ func TestIsDenial(t *testing.T) {
 		{"exec command rejected by user", true},
 		{"The user rejected permission to use this specific tool call.", true},
 		{"The user has specified a rule which prevents you from using this specific tool call.", true},
+		{"Tool call rejected by the permission configuration", true},
 		{"cat: /root/x: Permission denied", false},
 		{"exit status 1", false},
 		{"", false},
