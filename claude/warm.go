@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/skills"
 )
 
 // warmCloseWait bounds how long Close waits for a kept CLI to exit once
@@ -72,10 +73,20 @@ func warmKey(req *executor.Request, maxTurns int, permMode, model string) string
 		Model     string
 		Connector executor.Connection
 		Relay     string
-		Skills    int
-	}{req.System, req.MCPServers, req.Arguments, maxTurns, permMode, model, req.Connector, req.Relay, len(req.Assistant.Skills)})
+		Skills    []string
+	}{req.System, req.MCPServers, req.Arguments, maxTurns, permMode, model, req.Connector, req.Relay, skillPrints(req.Assistant.Skills)})
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// skillPrints are the fingerprints of the skills a CLI is started with: a
+// user's skill approved, replaced or removed since restarts it.
+func skillPrints(list []*skills.Skill) []string {
+	out := make([]string, 0, len(list))
+	for _, s := range list {
+		out = append(out, s.Fingerprint())
+	}
+	return out
 }
 
 // startWarm starts the CLI with its stdin held open, on a context of its
@@ -208,6 +219,7 @@ func (m *turnMonitor) Stop() { m.stopOnce.Do(func() { close(m.stop) }) }
 func (e *Executor) runWarm(ctx context.Context, req *executor.Request, w *warmCLI, turn *agentcli.Turn, input []byte, popts ParserOptions, sessionID string, fresh bool) (*executor.Result, error) {
 	mon := newTurnMonitor()
 	popts.Monitor = mon
+	popts.FailureThreshold = executor.FailureThreshold(req.Assistant)
 	parser := NewParser(turn.Emit, popts)
 	w.setSink(parser.Line)
 	start := time.Now()

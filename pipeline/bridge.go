@@ -163,6 +163,8 @@ func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.C
 	t.hookCtx = &atomic.Pointer[jsapi.Context]{}
 	t.hookCtx.Store(hc)
 	ref := t.hookCtx
+	t.cur = &atomic.Pointer[turn]{}
+	t.cur.Store(t)
 	if a.SkillAuthoring != nil {
 		if t.p.cfg.Skills != nil {
 			out = append(out, t.proposeSkillTool(a))

@@ -36,6 +36,8 @@ type keptChat struct {
 	// hookCtx is what the bridge's host tools run with: each turn points
 	// it at its own hook context.
 	hookCtx *atomic.Pointer[jsapi.Context]
+	// cur is the turn the bridge's own tools (propose_skill) serve.
+	cur *atomic.Pointer[turn]
 	// remove stops the CLI's sandbox, closes its bridge and releases its
 	// workspace (once).
 	remove    func()

@@ -16,7 +16,8 @@ import (
 // it), else a new one to keep. The returned cleanup removes the sandbox,
 // or keeps it for the chat's next turn.
 func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.Assistant, lim assistant.Limits, hooks *jsapi.Hooks, hc *jsapi.Context) (sandbox.Sandbox, func(), error) {
-	t.keep = a.Sandbox.KeepAlive > 0
+	// A skill's test turn runs in a throwaway chat: nothing to keep.
+	t.keep = a.Sandbox.KeepAlive > 0 && t.trial == nil
 	if !t.keep {
 		return t.createSandbox(ctx, app, a, lim, hooks, hc)
 	}
@@ -31,6 +32,9 @@ func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.
 		t.kept, t.bridge = c, c.bridge
 		if c.hookCtx != nil {
 			c.hookCtx.Store(hc)
+		}
+		if c.cur != nil {
+			c.cur.Store(t)
 		}
 		t.usageBase, t.egressBase = c.usage, c.egress
 		t.tm.sandbox = chat.SandboxWarm

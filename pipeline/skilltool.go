@@ -73,6 +73,7 @@ type proposedTest struct {
 // proposeSkillTool is the host tool through which the agent of an
 // assistant with skill authoring drafts a skill for the turn's user.
 func (t *turn) proposeSkillTool(a *assistant.Assistant) bridge.Tool {
+	cur := t.cur
 	return bridge.Tool{
 		Name:        assistant.ProposeSkillTool,
 		Description: proposeSkillDescription,
@@ -83,7 +84,8 @@ func (t *turn) proposeSkillTool(a *assistant.Assistant) bridge.Tool {
 			if err := json.Unmarshal(raw, &args); err != nil {
 				return nil, fmt.Errorf("arguments: %w", err)
 			}
-			return t.proposeSkill(ctx, a, args)
+			// A kept chat's bridge serves its later turns too.
+			return cur.Load().proposeSkill(ctx, a, args)
 		},
 	}
 }

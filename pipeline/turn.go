@@ -70,7 +70,10 @@ type turn struct {
 	keep bool
 	kept *keptChat
 	// hookCtx is the hook context the bridge's host tools run with.
-	hookCtx    *atomic.Pointer[jsapi.Context]
+	hookCtx *atomic.Pointer[jsapi.Context]
+	// cur is the turn the bridge's own tools serve (this one, or a later
+	// turn of a kept chat).
+	cur        *atomic.Pointer[turn]
 	usageBase  chat.Usage
 	egressBase []chat.HostUsage
 

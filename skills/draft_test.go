@@ -164,3 +164,35 @@ func FuzzDraftBuild(f *testing.F) {
 		}
 	})
 }
+
+// TestFingerprint: a skill built again from the same draft has the same
+// fingerprint; any change of what it installs changes it.
+func TestFingerprint(t *testing.T) {
+	t.Parallel()
+	build := func(edit func(d *Draft)) string {
+		d := goodDraft()
+		edit(&d)
+		s, probs := d.Build()
+		if len(probs) > 0 {
+			t.Fatal(probs)
+		}
+		return s.Fingerprint()
+	}
+	same := build(func(*Draft) {})
+	if build(func(*Draft) {}) != same {
+		t.Error("the same draft has two fingerprints")
+	}
+	for name, edit := range map[string]func(d *Draft){
+		"instructions": func(d *Draft) { d.Instructions += "3. Done.\n" },
+		"file content": func(d *Draft) { d.Files[1].Content = "Long lines.\n" },
+		"file path":    func(d *Draft) { d.Files[1].Path = "references/tone.md" },
+		"description":  func(d *Draft) { d.Description += " Also tags." },
+	} {
+		if build(edit) == same {
+			t.Errorf("a changed %s keeps the fingerprint", name)
+		}
+	}
+	if (&Skill{Name: "a", Dir: "/x/a"}).Fingerprint() == (&Skill{Name: "a", Dir: "/y/a"}).Fingerprint() {
+		t.Error("two folders, one fingerprint")
+	}
+}

@@ -3,6 +3,12 @@
 // workspace for a coding-agent CLI.
 package skills
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+)
+
 // Skill is one discovered skill. Discovery loads only the front matter
 // (progressive disclosure); Body reads the instructions on demand.
 type Skill struct {
@@ -18,4 +24,17 @@ type Skill struct {
 	Dir string `yaml:"-" json:"-"`
 
 	files []File
+}
+
+// Fingerprint identifies what installing s writes: its name and
+// description with its folder, or, for a skill held in memory, with every
+// file's path and content. Two skills with the same fingerprint install
+// the same files (a folder's content is the app's, which a reload
+// replaces).
+func (s *Skill) Fingerprint() string {
+	h := sha256.New()
+	for _, f := range append([]File{{Path: s.Name, Content: s.Description}, {Path: s.Dir}}, s.files...) {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(f.Path), f.Path, len(f.Content), f.Content)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

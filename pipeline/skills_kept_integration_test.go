@@ -1,0 +1,63 @@
+package pipeline
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
+	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/store"
+)
+
+// TestKeptChatProposesSkillsInDocker: in a kept chat the bridge the first
+// turn started serves the later turns, and so does its propose_skill
+// tool: a skill the agent proposes on the kept CLI is the later turn's
+// (its skill_proposed event goes to that turn's client), not the first's.
+func TestKeptChatProposesSkillsInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "agentbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	propose := func(name string) llmtest.Turn {
+		return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__propose_skill", Input: map[string]any{
+			"name": name, "description": "Notes on " + name + ". Use when asked about " + name + ".", "instructions": "# " + name + "\n\nWrite it down.\n"}}}}
+	}
+	e := newKeptEnv(t, ctx, time.Minute, []llmtest.Turn{
+		propose("alpha-notes"), {Text: "Proposed alpha."},
+		propose("beta-notes"), {Text: "Proposed beta."},
+	}, func(c *Config) { c.Skills = st })
+	e.coder.SkillAuthoring = &assistant.SkillAuthoring{TestMaxTurns: 2, TestTimeout: 30 * time.Second}
+
+	for i, want := range []struct{ skill, sandbox string }{{"alpha-notes", chat.SandboxCold}, {"beta-notes", chat.SandboxWarm}} {
+		var rec chattest.Recorder
+		if _, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user("turn " + want.skill)}, rec.Emit); err != nil {
+			t.Fatalf("turn %d: %v (events %+v)", i+1, err, rec.Events())
+		}
+		if tm := rec.Last().Final.Timings; tm == nil || tm.Sandbox != want.sandbox {
+			t.Fatalf("turn %d ran on %+v, want a %s sandbox", i+1, tm, want.sandbox)
+		}
+		ev := rec.Starts(chat.TypeSkillProposed)
+		if len(ev) != 1 || ev[0].Props["name"] != want.skill {
+			t.Fatalf("turn %d: skill_proposed events %+v, want one for %s", i+1, ev, want.skill)
+		}
+	}
+	list, err := e.p.SkillProposals(ctx, "alice", ProposalFilter{})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("proposals %d, %v", len(list), err)
+	}
+	for _, sp := range list {
+		if sp.Status != store.ProposalPending || sp.ChatID != "c1" {
+			t.Errorf("proposal %s: status %s, chat %q", sp.Name, sp.Status, sp.ChatID)
+		}
+	}
+}
