@@ -250,3 +250,36 @@ func TestSkillAuthoringGate(t *testing.T) {
 		t.Fatal("a turn changed the assistant's own skills")
 	}
 }
+
+// TestSkillTestIsNeverKept: the test turn of a proposal for an assistant
+// with keep_alive runs in a throwaway chat whose sandbox is removed with
+// it, even when the executor could keep its CLI.
+func TestSkillTestIsNeverKept(t *testing.T) {
+	e, _ := skillsEnv(t)
+	ctx := context.Background()
+	coder := e.app.Assistants["coder"]
+	coder.Sandbox.KeepAlive = time.Minute
+	t.Cleanup(func() { _ = e.p.Close(context.Background()) })
+	e.ex.run = func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
+		res := &executor.Result{Content: "ok"}
+		if req.KeepAlive {
+			res.Warm = &fakeWarm{}
+		}
+		return res, nil
+	}
+	tt := &turn{p: e.p, req: &Request{UserID: "alice", ChatID: "work", AssistantID: "coder"}, emit: func(chat.Event) {}}
+	if _, err := tt.proposeSkill(ctx, coder, draft("release-notes")); err != nil {
+		t.Fatal(err)
+	}
+	id := tt.proposed[0].id
+	if _, err := e.p.TestSkill(ctx, "alice", id, "try it"); err != nil {
+		t.Fatal(err)
+	}
+	if sp := waitTest(t, e.p, "alice", id); sp.Test.Status != store.TestCompleted {
+		t.Fatalf("test %+v", sp.Test)
+	}
+	waitFor(t, func() bool { return e.rt.Live() == 0 })
+	if kept, idle := e.p.kept.stats(); kept != 0 || idle != 0 {
+		t.Errorf("kept %d, idle %d after a skill's test", kept, idle)
+	}
+}
