@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,6 +36,7 @@ func TestKeptChatProposesSkillsInDocker(t *testing.T) {
 	e := newKeptEnv(t, ctx, time.Minute, []llmtest.Turn{
 		propose("alpha-notes"), {Text: "Proposed alpha."},
 		propose("beta-notes"), {Text: "Proposed beta."},
+		{Text: "Three."},
 	}, func(c *Config) { c.Skills = st })
 	e.coder.SkillAuthoring = &assistant.SkillAuthoring{TestMaxTurns: 2, TestTimeout: 30 * time.Second}
 
@@ -55,9 +57,31 @@ func TestKeptChatProposesSkillsInDocker(t *testing.T) {
 	if err != nil || len(list) != 2 {
 		t.Fatalf("proposals %d, %v", len(list), err)
 	}
+	var alpha string
 	for _, sp := range list {
 		if sp.Status != store.ProposalPending || sp.ChatID != "c1" {
 			t.Errorf("proposal %s: status %s, chat %q", sp.Name, sp.Status, sp.ChatID)
 		}
+		if sp.Name == "alpha-notes" {
+			alpha = sp.ID
+		}
+	}
+
+	// Approved, alpha joins the kept chat's next turn: its CLI is started
+	// anew with it (the session resumed); beta, still pending, does not.
+	if _, err := e.p.ApproveSkill(ctx, "alice", alpha); err != nil {
+		t.Fatal(err)
+	}
+	var rec chattest.Recorder
+	if _, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user("third")}, rec.Emit); err != nil {
+		t.Fatalf("turn 3: %v", err)
+	}
+	sess := rec.Starts(chat.TypeSession)
+	if len(sess) != 1 {
+		t.Fatalf("turn 3: %d session events, want the restarted CLI's", len(sess))
+	}
+	names, _ := sess[0].Props["skills"].([]string)
+	if !slices.Contains(names, "alpha-notes") || slices.Contains(names, "beta-notes") {
+		t.Errorf("turn 3's CLI has skills %v: want alpha-notes, not beta-notes", names)
 	}
 }
