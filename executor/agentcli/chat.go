@@ -21,7 +21,9 @@ type ChatOptions struct {
 	// IDPrefix starts every event id (IDPrefix-1, IDPrefix-2, ...).
 	IDPrefix string
 	// FailureThreshold is how many consecutive failures of one tool raise
-	// repeated_tool_failure (DefaultFailureThreshold when 0).
+	// repeated_tool_failure (when 0: the Monitor's, when it has one, as a
+	// Run that Drive started has the assistant's; else
+	// DefaultFailureThreshold).
 	FailureThreshold int
 	// MaxEventContent caps a tool result's content in events
 	// (DefaultMaxEventContent when 0); the full size is reported in the
@@ -60,6 +62,9 @@ type Chat struct {
 
 // NewChat returns a Chat that sends events to emit.
 func NewChat(emit chat.EmitFunc, opts ChatOptions) *Chat {
+	if m, ok := opts.Monitor.(interface{ FailureThreshold() int }); ok && opts.FailureThreshold <= 0 {
+		opts.FailureThreshold = m.FailureThreshold()
+	}
 	if opts.FailureThreshold <= 0 {
 		opts.FailureThreshold = DefaultFailureThreshold
 	}
@@ -220,7 +225,7 @@ func (c *Chat) ToolResult(id, name, content string, isErr bool) {
 	tc.Result = KeptResult(capped.Content)
 	tc.IsError = isErr
 	chat.Whole(c.emit, c.ev.NewID(), chat.TypeToolResult, "", props)
-	c.ev.ToolResult(t.name, isErr)
+	c.ev.ToolResultContent(t.name, isErr, capped.Content)
 	if m := c.opts.Monitor; m != nil {
 		m.Busy(false)
 	}

@@ -173,6 +173,7 @@ func Drive(ctx context.Context, req *executor.Request, cli CLI) (*executor.Resul
 		Input:   plan.Input,
 		Timeout: req.Timeout, GracePeriod: cli.GracePeriod, IdleTimeout: cli.IdleTimeout,
 		Secrets: Secrets(req.Connector.Key, mcpEnv), Logger: log,
+		FailureThreshold: executor.FailureThreshold(req.Assistant),
 	})
 	if xe != nil {
 		return fail(xe.Code, xe.Message, xe.Err)

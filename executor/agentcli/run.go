@@ -97,6 +97,10 @@ type Spec struct {
 	Secrets []string
 	// Logger receives diagnostics. Nil: slog.Default.
 	Logger *slog.Logger
+	// FailureThreshold is the assistant's repeated_tool_failure threshold
+	// (executor.FailureThreshold), which a Chat whose Monitor is the Run
+	// applies (see ChatOptions.FailureThreshold).
+	FailureThreshold int
 }
 
 // Monitor is what a stream parser tells the run about the CLI's state as
@@ -236,6 +240,9 @@ func (r *Run) Settled(settled bool) {
 }
 
 // Stop implements Monitor.
+// FailureThreshold is Spec.FailureThreshold (0: unset).
+func (r *Run) FailureThreshold() int { return r.spec.FailureThreshold }
+
 func (r *Run) Stop() { r.stopOnce.Do(func() { close(r.stop) }) }
 
 func (r *Run) state() (busy, settled bool) {
