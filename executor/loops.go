@@ -52,6 +52,10 @@ var denialTexts = []string{
 // call was refused rather than that it ran and failed.
 func IsDenial(content string) bool {
 	c := strings.ToLower(content)
+	if strings.HasPrefix(c, `tool "`) && strings.Contains(c, `" not found`) {
+		// Gemini CLI: a tool its approval mode does not offer.
+		return true
+	}
 	for _, t := range denialTexts {
 		if strings.Contains(c, t) {
 			return true

@@ -125,6 +125,7 @@ func TestIsDenial(t *testing.T) {
 		{"The user rejected permission to use this specific tool call.", true},
 		{"The user has specified a rule which prevents you from using this specific tool call.", true},
 		{"Tool call rejected by the permission configuration", true},
+		{`Tool "run_shell_command" not found. Did you mean one of: "update_topic"?`, true},
 		{"cat: /root/x: Permission denied", false},
 		{"exit status 1", false},
 		{"", false},

@@ -30,18 +30,48 @@ func TestFailurePatternsInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	image := testenv.Image(t)
+	// Bash is allowed; Write asks a permission no one gives.
+	failurePatterns(t, loopCLI{command: "claude", arguments: `{"max_turns": 20, "permission_mode": "default", "allowed_tools": ["Bash"]}`,
+		repeat:  llmtest.ToolCall{Name: "Bash", Input: map[string]any{"command": "echo waiting", "description": "check"}},
+		repeats: 4,
+		refused: llmtest.ToolCall{Name: "Write", Input: map[string]any{"file_path": "/workspace/out.txt", "content": "x\n"}}})
+}
+
+// TestFailurePatternsGeminiInDocker: the same with the Gemini CLI, whose
+// executor knows nothing of the patterns. In its auto_edit approval mode
+// (acceptEdits) a file write needs no confirmation, and its shell, which
+// would, is not offered: calling it is refused.
+func TestFailurePatternsGeminiInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	failurePatterns(t, loopCLI{command: "gemini", arguments: `{"max_turns": 20, "permission_mode": "acceptEdits"}`,
+		// Created, then overwritten with the same words again and again.
+		repeat:  llmtest.ToolCall{Name: "write_file", Input: map[string]any{"file_path": "/workspace/out.txt", "content": "x\n"}},
+		repeats: 5,
+		refused: llmtest.ToolCall{Name: "run_shell_command", Input: map[string]any{"command": "echo hi", "description": "check"}}})
+}
+
+// loopCLI is a coding-agent CLI, a call of it whose result stops changing
+// after a while (made repeats times) and a call it refuses.
+type loopCLI struct {
+	command, arguments string
+	repeat, refused    llmtest.ToolCall
+	repeats            int
+}
+
+func failurePatterns(t *testing.T, cli loopCLI) {
+	image := testenv.CLIImage(t, cli.command)
 	bin := testenv.Agentbox(t)
 
-	bash := func(cmd string) llmtest.Turn {
-		return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": cmd, "description": "check"}}}}
+	var turns []llmtest.Turn
+	for range cli.repeats {
+		turns = append(turns, llmtest.Turn{ToolCalls: []llmtest.ToolCall{cli.repeat}})
 	}
-	write := llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/out.txt", "content": "x\n"}}}}
-	model := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		bash("echo waiting"), bash("echo waiting"), bash("echo waiting"), bash("echo waiting"),
-		write, write, write,
-		{Text: "I am stuck."},
-	}})
+	for range 3 {
+		turns = append(turns, llmtest.Turn{ToolCalls: []llmtest.ToolCall{cli.refused}})
+	}
+	model := llmtest.NewServer(&llmtest.Script{Turns: append(turns, llmtest.Turn{Text: "I am stuck."})})
 	t.Cleanup(model.Close)
 
 	dir := t.TempDir()
@@ -51,9 +81,8 @@ func TestFailurePatternsInDocker(t *testing.T) {
 		"assistants/coder/package.yao": `{
 			"connector": "model",
 			"sandbox": {
-				"command": "claude", "image": "` + image + `", "timeout": "3m", "max_memory": "1g",
-				// Bash is allowed; Write asks a permission no one gives.
-				"arguments": {"max_turns": 20, "permission_mode": "default", "allowed_tools": ["Bash"]}
+				"command": "` + cli.command + `", "image": "` + image + `", "timeout": "3m", "max_memory": "1g",
+				"arguments": ` + cli.arguments + `
 			},
 			"failures": {"no_progress": 3, "tool_rejection": 3}
 		}`,
@@ -122,7 +151,7 @@ func TestFailurePatternsInDocker(t *testing.T) {
 	for code, want := range map[string]struct {
 		tool  string
 		count int
-	}{executor.NoticeNoProgress: {"Bash", 3}, executor.NoticeToolRejection: {"Write", 3}} {
+	}{executor.NoticeNoProgress: {cli.repeat.Name, 3}, executor.NoticeToolRejection: {cli.refused.Name, 3}} {
 		n, ok := got[code]
 		if !ok {
 			t.Errorf("no %s notice; notices %v", code, got)
@@ -136,10 +165,10 @@ func TestFailurePatternsInDocker(t *testing.T) {
 	if n, ok := got["repeated_tool_failure"]; ok {
 		t.Errorf("repeated_tool_failure raised for refusals: %v", n)
 	}
-	// The Write never ran: each call was refused.
+	// The refused tool never ran: each call was refused.
 	for _, r := range results {
-		if strings.HasPrefix(r, "Write: ") && !executor.IsDenial(r) {
-			t.Errorf("a Write was not refused: %q", r)
+		if c, ok := strings.CutPrefix(r, cli.refused.Name+": "); ok && !executor.IsDenial(c) {
+			t.Errorf("a call was not refused: %q", r)
 		}
 	}
 	last := rec.Last()
