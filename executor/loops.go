@@ -31,6 +31,9 @@ const (
 	SuggestToolRejection = "Stop calling this tool: it is not allowed here. Use an allowed tool, or ask the user to allow it (the assistant's sandbox arguments: allowed_tools, permission_mode)."
 )
 
+// maxDenialText is how much of a result IsDenial reads.
+const maxDenialText = 2 << 10
+
 // denialTexts are the ways CLIs word a refused tool call in its result
 // (lower case). A process's own "Permission denied" (EACCES) is a failure,
 // not a refusal, and is not among them.
@@ -49,9 +52,10 @@ var denialTexts = []string{
 }
 
 // IsDenial reports whether a failed tool result's content says the tool
-// call was refused rather than that it ran and failed.
+// call was refused rather than that it ran and failed. A refusal is short:
+// only the first maxDenialText bytes are read.
 func IsDenial(content string) bool {
-	c := strings.ToLower(content)
+	c := strings.ToLower(content[:min(len(content), maxDenialText)])
 	if strings.HasPrefix(c, `tool "`) && strings.Contains(c, `" not found`) {
 		// Gemini CLI: a tool its approval mode does not offer.
 		return true
