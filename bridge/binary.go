@@ -1,10 +1,15 @@
 package bridge
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"time"
 )
 
 // executeOnly returns an execute-only (0711) copy of the agentbox binary
@@ -14,6 +19,11 @@ import (
 // input and output pass through them). A binary that is not readable by
 // others already is used as it is; where no copy can be made, too (the
 // relays also make themselves non-dumpable, see Harden).
+//
+// Copies are named by their content, so every process running the same
+// build shares one; a copy no process has used for copyMaxAge is removed
+// when a new one is made (each is the size of the binary, and a host sees
+// a new build at every upgrade).
 func executeOnly(binary, dir string) (string, error) {
 	st, err := os.Stat(binary)
 	if err != nil {
@@ -27,8 +37,15 @@ func executeOnly(binary, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return binary, nil
 	}
-	name := filepath.Join(dir, fmt.Sprintf("agentbox-%x-%d", st.ModTime().UnixNano(), st.Size()))
+	sum, err := contentKey(binary, st)
+	if err != nil {
+		return binary, nil
+	}
+	name := filepath.Join(dir, "agentbox-"+sum)
 	if cst, err := os.Stat(name); err == nil && cst.Mode().Perm() == 0o711 && cst.Size() == st.Size() {
+		if now := time.Now(); now.Sub(cst.ModTime()) > time.Hour {
+			_ = os.Chtimes(name, now, now) // in use: not stale
+		}
 		return name, nil
 	}
 	src, err := os.Open(binary)
@@ -54,5 +71,58 @@ func executeOnly(binary, dir string) (string, error) {
 	if err != nil {
 		return binary, nil
 	}
+	removeStaleCopies(dir, name, time.Now().Add(-copyMaxAge))
 	return name, nil
+}
+
+// copyMaxAge is how long an execute-only copy no process uses is kept.
+const copyMaxAge = 24 * time.Hour
+
+// removeStaleCopies removes the copies in dir, but keep, that nothing has
+// used since before. A server still running an older build touches its
+// copy at least hourly while it uses it, and makes it again if it is gone.
+func removeStaleCopies(dir, keep string, before time.Time) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if p == keep || !strings.HasPrefix(e.Name(), "agentbox-") {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && info.ModTime().Before(before) {
+			_ = os.Remove(p)
+		}
+	}
+}
+
+// contentKeys caches each binary's content key by path, size and
+// modification time: hashing it takes a while, and every session asks.
+var contentKeys sync.Map
+
+type binaryID struct {
+	path  string
+	size  int64
+	mtime int64
+}
+
+// contentKey is a short hash of the binary's content.
+func contentKey(binary string, st os.FileInfo) (string, error) {
+	id := binaryID{binary, st.Size(), st.ModTime().UnixNano()}
+	if k, ok := contentKeys.Load(id); ok {
+		return k.(string), nil
+	}
+	f, err := os.Open(binary)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	k := hex.EncodeToString(h.Sum(nil)[:12])
+	contentKeys.Store(id, k)
+	return k, nil
 }

@@ -13,8 +13,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,7 +250,8 @@ var (
 func Agentbox(t testing.TB) string {
 	t.Helper()
 	agentboxOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentbox-bin-")
+		removeDeadBuilds()
+		dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", buildPrefix, os.Getpid()))
 		if err != nil {
 			agentboxErr = err
 			return
@@ -269,6 +272,27 @@ func Agentbox(t testing.TB) string {
 		t.Fatal(agentboxErr)
 	}
 	return agentboxBin
+}
+
+// buildPrefix names the folders Agentbox builds into: the test binary's
+// pid follows. Nothing runs after a package's last test to remove its
+// folder, so the next build removes those of test processes that are gone.
+const buildPrefix = "agentbox-testbin-"
+
+func removeDeadBuilds() {
+	entries, _ := os.ReadDir(os.TempDir())
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), buildPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
+	}
 }
 
 // LoopDisks requires what loop-mounted workspace disks need: root, loop
