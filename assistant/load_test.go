@@ -35,7 +35,7 @@ func TestLoadExample(t *testing.T) {
 	if app.Config.Cleanup.Schedule != "0 3 * * *" || app.Config.Cleanup.Retention != 7*24*time.Hour {
 		t.Errorf("cleanup: %+v", app.Config.Cleanup)
 	}
-	if got := keys(app.Connectors); got != "anthropic.sonnet openai.gpt scripted.demo scripted.qa" {
+	if got := keys(app.Connectors); got != "anthropic.sonnet openai.gpt scripted.codex scripted.demo scripted.gemini scripted.opencode scripted.qa" {
 		t.Errorf("connectors: %s", got)
 	}
 	demo := app.Connectors["scripted.demo"]
@@ -69,6 +69,14 @@ func TestLoadExample(t *testing.T) {
 	}
 	if len(coder.Prompts) != 1 || coder.Prompts[0].Role != chat.RoleSystem || !strings.Contains(coder.Prompts[0].Content, "/workspace") {
 		t.Errorf("prompts: %+v", coder.Prompts)
+	}
+
+	for _, id := range []string{"codex", "gemini", "opencode"} {
+		a := app.Assistants[id]
+		if a == nil || !a.HasSandbox() || a.Sandbox.Command != id || a.Connector != "scripted."+id || a.Sandbox.Arguments.MaxTurns != 20 ||
+			len(a.Tools) != 1 || a.Tools[0].Name != "remember" || a.Hooks != filepath.Join(root, "assistants", id, "src/index.ts") {
+			t.Errorf("%s: %+v", id, a)
+		}
 	}
 
 	qa := app.Assistants["qa"]

@@ -113,8 +113,8 @@ func TestCheckArgs(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{example}, 0, "\n2 of 2 assistants loaded, 4 connectors, 0 warnings, 0 errors\n"},
-		{[]string{"--app", example}, 0, "\n2 of 2 assistants loaded, 4 connectors, 0 warnings, 0 errors\n"},
+		{[]string{example}, 0, "\n5 of 5 assistants loaded, 7 connectors, 0 warnings, 0 errors\n"},
+		{[]string{"--app", example}, 0, "\n5 of 5 assistants loaded, 7 connectors, 0 warnings, 0 errors\n"},
 		{[]string{"--app", example, example}, 2, "not both"},
 		{[]string{"a", "b"}, 2, "usage"},
 		{[]string{"--nope"}, 2, "flag provided but not defined"},
@@ -140,18 +140,26 @@ func TestCheckCompileHooks(t *testing.T) {
 	var called []string
 	compileHooks = func(a *assistant.Assistant) error {
 		called = append(called, a.ID)
+		if a.ID != "coder" {
+			return nil
+		}
 		return &assistant.LoadError{Problems: []assistant.Problem{{File: "assistants/coder/src/index.ts", Line: 3, Col: 7, Msg: "Expected \";\""}}}
 	}
 	var stdout, stderr bytes.Buffer
 	code := runCheck(context.Background(), []string{"../../examples/app"}, &stdout, &stderr)
 	want := "assistants/coder/src/index.ts:3:7: Expected \";\"\n"
-	if code != 1 || !strings.HasPrefix(stdout.String(), want) || !strings.HasSuffix(stdout.String(), "\n1 of 2 assistants loaded, 4 connectors, 0 warnings, 1 error\n") {
+	if code != 1 || !strings.HasPrefix(stdout.String(), want) || !strings.HasSuffix(stdout.String(), "\n4 of 5 assistants loaded, 7 connectors, 0 warnings, 1 error\n") {
 		t.Fatalf("exit %d, output:\n%s\nwant\n%s", code, stdout.String(), want)
 	}
-	if strings.Join(called, ",") != "coder" {
-		t.Fatalf("compiled hooks of %v; want only coder (qa has none)", called)
+	if strings.Join(called, ",") != "coder,codex,gemini,opencode" {
+		t.Fatalf("compiled hooks of %v; want coder, codex, gemini and opencode (qa has none)", called)
 	}
-	compileHooks = func(a *assistant.Assistant) error { return errors.New("ReferenceError: x is not defined") }
+	compileHooks = func(a *assistant.Assistant) error {
+		if a.ID != "coder" {
+			return nil
+		}
+		return errors.New("ReferenceError: x is not defined")
+	}
 	stdout.Reset()
 	code = runCheck(context.Background(), []string{"../../examples/app"}, &stdout, &stderr)
 	if code != 1 || !strings.HasPrefix(stdout.String(), "assistants/coder/src/index.ts: ReferenceError: x is not defined\n") {
