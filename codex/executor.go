@@ -152,8 +152,11 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 		Input: []byte(prompt),
 		Env: map[string]string{
 			"CODEX_HOME": sandbox.Workdir + "/" + home,
-			keyEnv:       p.Connector.Key,
-			"NO_COLOR":   "1",
+			// Errors, and the warnings of MCP servers that fail to
+			// start (which the JSON stream leaves out; see Parser.Stderr).
+			"RUST_LOG": "error,codex_mcp::rmcp_client=warn",
+			keyEnv:     p.Connector.Key,
+			"NO_COLOR": "1",
 		},
 		MCP: mcp, Skills: names, MaxTurns: maxTurns, Model: p.Model,
 	}, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -64,6 +65,21 @@ func (p *Parser) Parse(r io.Reader) error { return p.c.Lines(r, p.line) }
 func (p *Parser) Close() *agentcli.StreamOutcome {
 	p.flush("")
 	return p.c.Close()
+}
+
+// mcpStartFailed is the warning Codex logs to stderr (RUST_LOG, see the
+// executor) for an MCP server that did not start; its JSON stream does
+// not report it.
+var mcpStartFailed = regexp.MustCompile(`MCP server startup failed server_name="?([^"\s]+)"? error=(.*)`)
+
+// Stderr raises mcp_server_failed for every MCP server Codex's stderr
+// says did not start (agentcli.StderrReader).
+func (p *Parser) Stderr(tail string) {
+	for _, line := range strings.Split(tail, "\n") {
+		if m := mcpStartFailed.FindStringSubmatch(line); m != nil {
+			p.c.MCPFailed(m[1], "failed", strings.TrimSpace(m[2]))
+		}
+	}
 }
 
 // flush shows the pending stream error as a notice unless failed is it.

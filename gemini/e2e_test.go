@@ -17,3 +17,17 @@ func TestDockerEndToEnd(t *testing.T) {
 		Skills:   true,
 	}.Run(t)
 }
+
+// TestDockerPermissionDefault: under permission_mode default the CLI,
+// headless, leaves the shell out of the agent's tools; the call fails as
+// a missing tool, the turn raises permission_denied and goes on.
+func TestDockerPermissionDefault(t *testing.T) {
+	res, _, err := clitest.Denied{
+		CLI: "gemini", Exec: New(Options{}), Type: "anthropic", Mode: "default",
+		Shell: "run_shell_command",
+		Input: func(c string) map[string]any { return map[string]any{"command": c, "description": "run"} },
+	}.Run(t)
+	if err != nil || res.Content == "" {
+		t.Errorf("turn: %v, content %q", err, res.Content)
+	}
+}

@@ -80,7 +80,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		Name: "gemini", ErrorID: "gm-error",
 		Prepare: e.prepare,
 		NewParser: func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser {
-			o := ParserOptions{Skills: plan.Skills, Monitor: m}
+			o := ParserOptions{Skills: plan.Skills, Monitor: m, PermissionMode: plan.PermissionMode}
 			if plan.MCP != nil {
 				o.MCPServers = plan.MCP.Names()
 			}
@@ -141,6 +141,13 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 	if err := ws.WriteFile(ctx, conf+"/GEMINI.md", []byte(p.System+"\n"), 0o644); err != nil {
 		return nil, err
 	}
+	// The CLI's debug log names an MCP server that did not connect (its
+	// stderr only says "MCP issues detected"); it is read when the run
+	// ends (Parser.Stderr). A log a lost run left is not this run's.
+	logFile := p.State + "/debug.log"
+	if err := ws.RemoveAll(ctx, logFile); err != nil {
+		return nil, err
+	}
 	argv := []string{e.opts.Binary, "--output-format", "stream-json", "--skip-trust", "--approval-mode", mode}
 	if p.Model != "" {
 		argv = append(argv, "--model", p.Model)
@@ -159,11 +166,12 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 		Input: []byte(agentcli.Prompt(p.History, p.Input, p.Resume)),
 		Env: map[string]string{
 			"HOME":                   sandbox.Workdir + "/" + home,
+			"GEMINI_DEBUG_LOG_FILE":  sandbox.Workdir + "/" + logFile,
 			"GEMINI_API_KEY":         p.Connector.Key,
 			"GOOGLE_GEMINI_BASE_URL": p.Connector.Host,
 			"NO_COLOR":               "1",
 		},
-		MCP: mcp, Skills: names, Model: p.Model,
+		MCP: mcp, Skills: names, Model: p.Model, PermissionMode: args.PermissionMode, LogFile: logFile,
 	}, nil
 }
 

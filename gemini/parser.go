@@ -2,7 +2,9 @@ package gemini
 
 import (
 	"cmp"
+	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -22,7 +24,22 @@ type ParserOptions struct {
 	Skills, MCPServers []string
 	// Monitor is told when the result arrives.
 	Monitor agentcli.Monitor
+	// PermissionMode is the turn's permission_mode, named when the CLI
+	// withholds a tool the mode leaves to a user's approval.
+	PermissionMode string
 }
+
+// withheld are the built-in tools that need approval under the approval
+// modes other than yolo: headless, the CLI leaves them out of the agent's
+// tools, and a call of one fails as "Tool ... not found".
+var withheld = map[string]bool{"run_shell_command": true, "write_file": true, "replace": true, "web_fetch": true}
+
+// notFound is the CLI's answer to a call of a tool it does not offer.
+var notFound = regexp.MustCompile(`^Tool "([^"]+)" not found`)
+
+// mcpFailed is how the CLI's debug log reports an MCP server that did
+// not connect.
+var mcpFailed = regexp.MustCompile(`\[MCP error\] Error (?:during discovery for|connecting to) MCP server '([^']+)': ([^\n]*)`)
 
 // Parser turns `gemini --output-format stream-json` output into chat
 // events: init is the session, assistant messages (deltas) text,
@@ -36,6 +53,15 @@ type Parser struct {
 // NewParser returns a parser that sends events to emit.
 func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 	return &Parser{opts: opts, c: agentcli.NewChat(emit, agentcli.ChatOptions{IDPrefix: "gm", Monitor: opts.Monitor})}
+}
+
+// Stderr raises mcp_server_failed for every MCP server the CLI's debug
+// log (Plan.LogFile, after the stderr tail) says did not connect
+// (agentcli.StderrReader).
+func (p *Parser) Stderr(text string) {
+	for _, m := range mcpFailed.FindAllStringSubmatch(text, -1) {
+		p.c.MCPFailed(m[1], "failed", strings.TrimSpace(m[2]))
+	}
 }
 
 // Parse reads the stream to its end.
@@ -76,7 +102,13 @@ func (p *Parser) line(line string) {
 		if failed {
 			out = cmp.Or(f[3].String(), out)
 		}
-		p.c.ToolResult(agentcli.String(f[0]), "", out, failed)
+		id := agentcli.String(f[0])
+		p.c.ToolResult(id, "", out, failed)
+		if m := notFound.FindStringSubmatch(out); failed && m != nil && withheld[m[1]] && p.opts.PermissionMode != "" && approvalModes[p.opts.PermissionMode] != "yolo" {
+			p.c.Denied(id, m[1], p.opts.PermissionMode, fmt.Sprintf(
+				"the Gemini CLI withholds %s under permission_mode %s: it needs a user's approval, which a headless run cannot give; set permission_mode bypassPermissions (or auto) to allow it",
+				m[1], p.opts.PermissionMode))
+		}
 	case "error":
 		f := gjson.GetMany(line, "severity", "message")
 		p.c.Notice(NoticeCLIWarning, agentcli.String(f[1]), map[string]any{"severity": f[0].String()})

@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
@@ -29,4 +30,19 @@ func TestDockerEndToEndOpenAI(t *testing.T) {
 		HostTool: "agentbox_lookup_order",
 		Skills:   true,
 	}.Run(t)
+}
+
+// TestDockerPermissionAcceptEdits: under permission_mode acceptEdits
+// opencode asks before bash; headless it refuses the call and ends the
+// session without an answer: the turn raises permission_denied and fails
+// with an error that names the mode and what to set.
+func TestDockerPermissionAcceptEdits(t *testing.T) {
+	_, _, err := clitest.Denied{
+		CLI: "opencode", Exec: New(Options{}), Type: "anthropic", Mode: "acceptEdits",
+		Shell: "bash",
+		Input: func(c string) map[string]any { return map[string]any{"command": c, "description": "run"} },
+	}.Run(t)
+	if err == nil || !strings.Contains(err.Error(), "permission_mode acceptEdits") || !strings.Contains(err.Error(), "bypassPermissions") {
+		t.Errorf("error %v; want one that names permission_mode acceptEdits and bypassPermissions", err)
+	}
 }

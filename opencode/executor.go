@@ -85,7 +85,7 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		Name: "opencode", ErrorID: "oc-error",
 		Prepare: e.prepare,
 		NewParser: func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser {
-			o := ParserOptions{Model: plan.Model, Skills: plan.Skills, Monitor: m}
+			o := ParserOptions{Model: plan.Model, Skills: plan.Skills, Monitor: m, PermissionMode: plan.PermissionMode}
 			if plan.MCP != nil {
 				o.MCPServers = plan.MCP.Names()
 			}
@@ -159,7 +159,9 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 	if err := ws.WriteFile(ctx, conf+"/opencode.json", cfg, 0o600); err != nil {
 		return nil, err
 	}
-	argv := []string{e.opts.Binary, "run", "--format", "json", "--model", provider + "/" + p.Model, "--agent", m.agent, "--thinking"}
+	// Warnings go to stderr: they name an MCP server that did not
+	// connect, which the JSON stream leaves out (Parser.Stderr).
+	argv := []string{e.opts.Binary, "run", "--format", "json", "--model", provider + "/" + p.Model, "--agent", m.agent, "--thinking", "--print-logs", "--log-level", "WARN"}
 	if m.auto {
 		argv = append(argv, "--auto")
 	}
@@ -185,7 +187,7 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 			"OPENCODE_DISABLE_TERMINAL_TITLE":    "1",
 			"OPENCODE_EXPERIMENTAL_DISABLE_COPY": "1",
 		},
-		MCP: mcp, Skills: names, Model: p.Model,
+		MCP: mcp, Skills: names, Model: p.Model, PermissionMode: args.PermissionMode,
 	}, nil
 }
 

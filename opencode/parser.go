@@ -2,7 +2,10 @@ package opencode
 
 import (
 	"cmp"
+	"fmt"
 	"io"
+	"regexp"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -18,7 +21,15 @@ type ParserOptions struct {
 	Skills, MCPServers []string
 	// Monitor is told when the last step finishes.
 	Monitor agentcli.Monitor
+	// PermissionMode is the turn's permission_mode, named when opencode
+	// refuses a call the mode leaves to a user's approval.
+	PermissionMode string
 }
+
+// rejected is how opencode answers a call its permission rules leave to
+// ask when nobody can answer (`opencode run` without --auto rejects it,
+// then ends the session without a result).
+const rejected = "rejected permission"
 
 // Parser turns `opencode run --format json` output into chat events: the
 // first event's sessionID is the session, text and reasoning parts text
@@ -29,6 +40,7 @@ type Parser struct {
 	c       *agentcli.Chat
 	opts    ParserOptions
 	session bool
+	denied  string // the tool of the last call opencode refused
 }
 
 // NewParser returns a parser that sends events to emit.
@@ -39,8 +51,32 @@ func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 // Parse reads the stream to its end.
 func (p *Parser) Parse(r io.Reader) error { return p.c.Lines(r, p.line) }
 
-// Close ends open messages and returns the outcome.
-func (p *Parser) Close() *agentcli.StreamOutcome { return p.c.Close() }
+// mcpUnavailable is the warning opencode logs (--print-logs) for an MCP
+// server that did not connect.
+var mcpUnavailable = regexp.MustCompile(`message="server unavailable" key=(\S+)(?:.* status=(\S+))?`)
+
+// Stderr raises mcp_server_failed for every MCP server opencode's log
+// on stderr says is unavailable (agentcli.StderrReader).
+func (p *Parser) Stderr(tail string) {
+	for _, m := range mcpUnavailable.FindAllStringSubmatch(tail, -1) {
+		p.c.MCPFailed(strings.Trim(m[1], `"`), cmp.Or(m[2], "failed"), "")
+	}
+}
+
+// Close ends open messages and returns the outcome. A run that ended
+// without a result after opencode refused a call fails with why.
+func (p *Parser) Close() *agentcli.StreamOutcome {
+	if o := p.c.Outcome(); !o.GotResult && o.Err == nil && p.denied != "" {
+		p.c.Fail(chat.ErrExecutor, fmt.Sprintf("opencode stopped after refusing the %s call: %s", p.denied, p.remedy()))
+	}
+	return p.c.Close()
+}
+
+// remedy says why a call was refused and what to set.
+func (p *Parser) remedy() string {
+	mode := cmp.Or(p.opts.PermissionMode, "default")
+	return fmt.Sprintf("permission_mode %s leaves it to a user's approval, which a headless run cannot give; set permission_mode bypassPermissions (or auto) to allow it", mode)
+}
 
 func (p *Parser) line(line string) {
 	r := gjson.GetMany(line, "type", "sessionID", "part")
@@ -74,7 +110,12 @@ func (p *Parser) line(line string) {
 		case "completed":
 			p.c.ToolResult(id, name, f[4].String(), false)
 		case "error":
-			p.c.ToolResult(id, name, cmp.Or(f[5].String(), f[4].String()), true)
+			msg := cmp.Or(f[5].String(), f[4].String())
+			p.c.ToolResult(id, name, msg, true)
+			if strings.Contains(msg, rejected) {
+				p.denied = name
+				p.c.Denied(id, name, cmp.Or(p.opts.PermissionMode, "default"), "opencode refused the "+name+" call: "+p.remedy())
+			}
 		}
 	case "step_finish":
 		f := gjson.GetMany(part.Raw, "reason", "tokens", "cost")

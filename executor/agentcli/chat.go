@@ -57,6 +57,7 @@ type Chat struct {
 	textID, thinkID string
 	answer          strings.Builder
 	tools           map[string]*chatTool
+	mcpFailed       map[string]bool
 	out             StreamOutcome
 }
 
@@ -114,7 +115,7 @@ func (c *Chat) Session(s Session) {
 	for _, m := range s.MCPServers {
 		st := strings.ToLower(m.Status)
 		if strings.Contains(st, "fail") || strings.Contains(st, "error") || st == "disconnected" {
-			c.ev.MCPFailed(m.Name, m.Status)
+			c.MCPFailed(m.Name, m.Status, "")
 		}
 	}
 }
@@ -235,6 +236,26 @@ func (c *Chat) ToolResult(id, name, content string, isErr bool) {
 func (c *Chat) Notice(code, message string, extra map[string]any) {
 	c.endOpen()
 	c.ev.Notice(code, message, extra)
+}
+
+// MCPFailed raises NoticeMCPFailed for server (once a server), which the
+// CLI reports with status (and detail, when it says why).
+func (c *Chat) MCPFailed(server, status, detail string) {
+	if c.mcpFailed[server] {
+		return
+	}
+	if c.mcpFailed == nil {
+		c.mcpFailed = map[string]bool{}
+	}
+	c.mcpFailed[server] = true
+	c.endOpen()
+	c.ev.MCPFailedWhy(server, status, detail)
+}
+
+// Denied raises NoticePermissionDenied for the call with id of tool,
+// refused under permission_mode mode: message says why and what to set.
+func (c *Chat) Denied(id, tool, mode, message string) {
+	c.Notice(NoticePermissionDenied, message, map[string]any{"tool": tool, "tool_use_id": id, "permission_mode": mode})
 }
 
 // Fail records the turn's failure (the first one) and emits its error.

@@ -70,10 +70,17 @@ type Plan struct {
 	Skills []string
 	// Remove are workspace files the run removes when it ends.
 	Remove []string
+	// LogFile, when set, is a workspace file the CLI writes its log to:
+	// read (its first MaxLogFile bytes) when the run ends and handed to a
+	// StderrReader parser after the stderr tail; removed with Remove.
+	LogFile string
 	// MaxTurns is the turn limit the parser enforces (0: the CLI does).
 	MaxTurns int
 	// Model is the turn's model, for the session event.
 	Model string
+	// PermissionMode is the turn's permission_mode, for the parser's
+	// messages about refused calls.
+	PermissionMode string
 }
 
 // Prepared is what Drive gives an executor's Prepare: the request and the
@@ -94,6 +101,17 @@ type StreamParser interface {
 	Parse(r io.Reader) error
 	Close() *StreamOutcome
 }
+
+// StderrReader is a StreamParser that also reads the CLI's stderr tail
+// (redacted), and its Plan.LogFile, once the run ended, before Close: for
+// what a CLI reports only there, such as an MCP server that did not
+// start.
+type StderrReader interface {
+	Stderr(tail string)
+}
+
+// MaxLogFile caps what a run reads of a CLI's Plan.LogFile.
+const MaxLogFile = 4 << 20
 
 // CLI is one coding-agent CLI as Drive runs it.
 type CLI struct {
@@ -145,7 +163,10 @@ func Drive(ctx context.Context, req *executor.Request, cli CLI) (*executor.Resul
 		return fail(chat.ErrSandbox, "prepare workspace: "+err.Error(), err)
 	}
 	defer func() {
-		for _, f := range plan.Remove {
+		for _, f := range append(plan.Remove, plan.LogFile) {
+			if f == "" {
+				continue
+			}
 			_ = ws.RemoveAll(context.WithoutCancel(ctx), f)
 		}
 	}()
@@ -180,7 +201,21 @@ func Drive(ctx context.Context, req *executor.Request, cli CLI) (*executor.Resul
 	}
 	parser := cli.NewParser(emit, plan, run)
 	exit := run.Wait(parser.Parse)
+	if sr, ok := parser.(StderrReader); ok {
+		text := exit.Stderr
+		if plan.LogFile != "" {
+			if f, err := ws.Open(context.WithoutCancel(ctx), plan.LogFile); err == nil {
+				b, _ := io.ReadAll(io.LimitReader(f, MaxLogFile))
+				f.Close()
+				text += "\n" + Redact(string(b), Secrets(req.Connector.Key, mcpEnv))
+			}
+		}
+		sr.Stderr(text)
+	}
 	out := parser.Close()
+	if sr, ok := parser.(StderrReader); ok {
+		sr.Stderr(exit.Stderr)
+	}
 	res := out.Result(p.Resume, exit.Started)
 	res.Notices = append(res.Notices, exit.Notices...)
 	log.Debug(cli.Name+" done", "exit", exit.Code, "result", out.GotResult, "subtype", out.Subtype,

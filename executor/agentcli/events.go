@@ -23,6 +23,10 @@ const (
 	// NoticeLineDropped: the CLI printed a line longer than a parser
 	// holds (LineOptions.Max); it was dropped.
 	NoticeLineDropped = "output_line_dropped"
+	// NoticePermissionDenied: the CLI refused a tool call its
+	// permission_mode leaves to a user's approval, which a headless run
+	// cannot give.
+	NoticePermissionDenied = "permission_denied"
 )
 
 // SuggestRepeatedToolFailure is the suggested_action prop of a
@@ -140,10 +144,17 @@ func (e *Events) ToolResultContent(name string, isErr bool, content string) {
 
 // MCPFailed raises NoticeMCPFailed for a server the CLI reports with a
 // status other than connected.
-func (e *Events) MCPFailed(server, status string) {
+func (e *Events) MCPFailed(server, status string) { e.MCPFailedWhy(server, status, "") }
+
+// MCPFailedWhy is MCPFailed with detail, the CLI's reason, as a prop.
+func (e *Events) MCPFailedWhy(server, status, detail string) {
+	extra := map[string]any{"server": server, "status": status}
+	if detail != "" {
+		extra["detail"] = detail
+	}
 	e.Notice(NoticeMCPFailed,
 		fmt.Sprintf("MCP server %q is not available (status %s); its tools are missing from this run", server, status),
-		map[string]any{"server": server, "status": status})
+		extra)
 }
 
 // LineDropped raises NoticeLineDropped for a line of size bytes the line

@@ -12,7 +12,9 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/skills"
 )
@@ -35,6 +37,58 @@ type EndToEnd struct {
 	// Skills reports whether the CLI's requests show the assistant's
 	// skill (the CLI supports skills).
 	Skills bool
+}
+
+// hasNotice reports whether log has a notice with code whose prop key is
+// value.
+func hasNotice(log *chattest.Recorder, code, key, value string) bool {
+	for _, e := range log.Starts("notice") {
+		if e.Props["code"] == code && e.Props[key] == value {
+			return true
+		}
+	}
+	return false
+}
+
+// Denied is the Docker scenario of a permission_mode that leaves the
+// shell to a user's approval: the model calls the shell, the CLI refuses
+// (a headless run cannot ask), and the turn raises a permission_denied
+// notice for it. Run returns the turn's result and error for the CLI's
+// own checks (opencode ends the turn, the Gemini CLI goes on).
+type Denied struct {
+	CLI  string
+	Exec executor.Executor
+	Type string
+	// Shell is the shell tool as the model calls it (and the notice
+	// names it), Input turns a command into its input.
+	Shell string
+	Input func(command string) map[string]any
+	// Mode is the permission_mode.
+	Mode string
+}
+
+// Run runs the scenario.
+func (d Denied) Run(t *testing.T) (*executor.Result, *chattest.Recorder, error) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: starts containers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
+		{Text: "Running.", ToolCalls: []llmtest.ToolCall{{Name: d.Shell, Input: d.Input("echo hi > x.txt")}}},
+		{When: &llmtest.Match{AfterToolResult: d.Shell}, Text: "Could not run it."},
+	}})
+	t.Cleanup(srv.Close)
+	dk := NewDocker(t, ctx, d.CLI, d.Exec, srv, d.Type)
+	res, log, ws, err := dk.Turn(ctx, &assistant.Assistant{ID: "a"}, "chat-denied", "write x.txt", chat.Arguments{PermissionMode: d.Mode})
+	if !hasNotice(log, agentcli.NoticePermissionDenied, "tool", d.Shell) {
+		t.Errorf("no permission_denied notice for %s: %v", d.Shell, log.Starts("notice"))
+	}
+	if _, serr := os.Stat(filepath.Join(ws.Dir(), "x.txt")); serr == nil {
+		t.Errorf("the refused command ran: x.txt exists")
+	}
+	return res, log, err
 }
 
 // Run runs the scenario: turn one calls the shell (which writes to the
@@ -100,6 +154,9 @@ func (e EndToEnd) Run(t *testing.T) {
 	}
 	if s := log.Starts(chat.TypeSession); len(s) != 1 {
 		t.Errorf("session events %+v", s)
+	}
+	if !hasNotice(log, agentcli.NoticeMCPFailed, "server", "broken") {
+		t.Errorf("no mcp_server_failed notice for the broken MCP server: %v", log.Starts("notice"))
 	}
 	if e.Skills {
 		first := srv.TurnRequests()[0]
