@@ -44,7 +44,9 @@ var mcpFailed = regexp.MustCompile(`\[MCP error\] Error (?:during discovery for|
 // Parser turns `gemini --output-format stream-json` output into chat
 // events: init is the session, assistant messages (deltas) text,
 // tool_use and tool_result tool calls and results, error events notices
-// and result the usage, or the error that ended the turn.
+// and result the usage, or the error that ended the turn. There is no
+// thinking: the CLI's headless loop (0.61.0) drops the model's thoughts,
+// and stream-json has no event for them (only its ACP mode sends them).
 type Parser struct {
 	c    *agentcli.Chat
 	opts ParserOptions

@@ -46,6 +46,20 @@ if [ -d "$data/.git" ]; then
 	git -C "$data" -c safe.directory='*' log --oneline
 fi
 
+# DEMO_AGENTS="codex gemini opencode" (make demo DEMO_AGENTS=...) also runs
+# the example app's assistants for those coding agents, each in its own
+# sandbox image (Docker only), on its scripted connector.
+for agent in ${DEMO_AGENTS:-}; do
+	if [ "$runtime" != docker ]; then
+		echo "DEMO_AGENTS needs the Docker runtime (each agent has its own image); skipping $agent."
+		continue
+	fi
+	say "Running the $agent assistant (chat $chat-$agent)"
+	"$BIN" run --app "$APP" --runtime docker --user demo --chat "$chat-$agent" "$agent" \
+		"Write a small program that greets the user, run it, and remember how to use it."
+	ls -la "$APP/data/workspaces/demo/$chat-$agent"
+done
+
 say "Asking the Q&A assistant through the OpenAI-compatible API"
 port=$(( 20000 + RANDOM % 20000 ))
 "$BIN" serve --app "$APP" --runtime "$runtime" --addr "127.0.0.1:$port" >/tmp/agentbox-demo-serve.log 2>&1 &
