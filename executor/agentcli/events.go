@@ -25,8 +25,8 @@ const (
 	NoticeLineDropped = "output_line_dropped"
 	// NoticePermissionDenied: the CLI refused a tool call its
 	// permission_mode leaves to a user's approval, which a headless run
-	// cannot give.
-	NoticePermissionDenied = "permission_denied"
+	// cannot give (executor.Watch counts it as a denial).
+	NoticePermissionDenied = executor.NoticePermissionDenied
 )
 
 // SuggestRepeatedToolFailure is the suggested_action prop of a
