@@ -36,7 +36,7 @@ func newApp(t *testing.T, clis []string) string {
 	imgs := map[string]string{}
 	for _, cli := range clis {
 		imgs[cli] = testenv.CLIImage(t, cli)
-		model := map[string]string{"codex": "gpt-5.5", "gemini": "gemini-2.5-pro", "opencode": "claude-sonnet-4-5"}[cli]
+		model := map[string]string{"codex": "gpt-5-codex", "gemini": "gemini-2.5-pro", "opencode": "claude-sonnet-4-5"}[cli]
 		// Codex calls the Responses API: an openai connector.
 		typ := map[bool]string{true: "openai", false: "anthropic"}[cli == "codex"]
 		write(t, filepath.Join(app, "connectors", "scripted", cli+".conn.yao"), fmt.Sprintf(
