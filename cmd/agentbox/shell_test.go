@@ -26,7 +26,7 @@ func TestShell(t *testing.T) {
 	shellStdin = strings.NewReader("echo \"made-$((20+1))\" > note.txt; cat note.txt; pwd; exit 3\n")
 	t.Cleanup(func() { shellStdin = prev })
 	var stdout, stderr bytes.Buffer
-	code := runShell(context.Background(), []string{"--app", app, "--chat", "c1", "--user", "alice"}, &stdout, &stderr)
+	code := runShell(context.Background(), []string{"--app", app, "--chat", "c1", "--user", "alice", "--assistant", "coder"}, &stdout, &stderr)
 	if code != 3 {
 		t.Fatalf("exit %d, want 3\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
