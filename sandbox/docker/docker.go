@@ -169,8 +169,8 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("docker: engine at %s does not answer (is the Docker daemon installed and running? try `docker version`; set DOCKER_HOST for a remote engine): %w: %w",
 			cli.DaemonHost(), sandbox.ErrEngineUnavailable, err)
 	}
-	r := &Runtime{cli: cli, opts: opts, run: newRunID(), tracked: newTracker()}
-	r.reaper = &reaper{engine: r, tracked: r.tracked, run: r.run, alive: runAlive, now: time.Now, log: opts.Logger}
+	r := &Runtime{cli: cli, opts: opts, run: sandbox.NewRunID(), tracked: newTracker()}
+	r.reaper = &reaper{engine: r, tracked: r.tracked, run: r.run, alive: sandbox.RunAlive, now: time.Now, log: opts.Logger}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }

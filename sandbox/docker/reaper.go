@@ -81,7 +81,7 @@ type reaper struct {
 	// run is the run id of the runtime it reaps for.
 	run string
 	// alive reports whether the process behind a run id may still run
-	// (runAlive).
+	// (sandbox.RunAlive).
 	alive func(run string) bool
 	now   func() time.Time
 	log   *slog.Logger
@@ -131,19 +131,8 @@ func (rp *reaper) verdict(c container.Summary, name string, now time.Time, grace
 	if t, err := time.Parse(time.RFC3339, c.Labels[sandbox.LabelCreated]); err == nil && t.Before(created) {
 		created = t
 	}
-	switch inst, run := c.Labels[sandbox.LabelInstance], c.Labels[LabelRun]; {
-	case run == rp.run:
-		return "not owned by any request of this run", true
-	case !rp.alive(run):
-		// The process that created it (a crashed server, a killed
-		// `agentbox run`) is gone, whatever instance it belonged to.
-		return fmt.Sprintf("its process is gone (instance %q)", inst), true
-	case now.Sub(created) > grace:
-		// Another live process, or one whose liveness cannot be told
-		// (another host on a shared engine, an older label format).
-		return fmt.Sprintf("of instance %q, older than %s", inst, grace), true
-	}
-	return "", false
+	o := sandbox.Owner{Instance: c.Labels[sandbox.LabelInstance], Run: c.Labels[LabelRun], Created: created}
+	return sandbox.Orphaned(o, rp.run, now, grace, rp.alive)
 }
 
 // loop reaps now and then every interval until ctx ends, logging failures.

@@ -179,27 +179,3 @@ func TestReaperLoop(t *testing.T) {
 	cancel()
 	<-done
 }
-
-func TestRunAlive(t *testing.T) {
-	t.Parallel()
-	self := newRunID()
-	cases := []struct {
-		run  string
-		want bool
-	}{
-		{self, true},
-		{"", true},                    // no label: only the grace period decides
-		{"other-host/1/2/abcd", true}, // another host: cannot tell
-	}
-	for _, c := range cases {
-		if got := runAlive(c.run); got != c.want {
-			t.Errorf("runAlive(%q) = %v, want %v", c.run, got, c.want)
-		}
-	}
-	// This process with another start time: a reused pid.
-	parts := strings.Split(self, "/")
-	parts[2] = "1"
-	if runAlive(strings.Join(parts, "/")) {
-		t.Errorf("a reused pid (start time differs) counts as alive")
-	}
-}

@@ -79,18 +79,8 @@ func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.P
 // execWrapper records the exec's pid, which is its process group and
 // session (the engine starts each exec as a session leader), before it
 // becomes the command: Docker has no API to kill an exec, so a timeout
-// kills the group through a second exec (killScript).
+// kills the group through a second exec (sandbox.KillGroupScript).
 const execWrapper = `echo $$ > "$0" 2>/dev/null; exec "$@"`
-
-// killScript waits briefly for the pid file, then kills the exec's whole
-// process group and session leader.
-const killScript = `f=$0; i=0
-while [ ! -s "$f" ] && [ $i -lt 100 ]; do sleep 0.01; i=$((i+1)); done
-[ -s "$f" ] || exit 3
-p=$(cat "$f")
-kill -KILL -- "-$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null
-command -v pkill >/dev/null 2>&1 && pkill -KILL -s "$p" 2>/dev/null
-rm -f "$f"; exit 0`
 
 func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.ExecRequest) (*process, error) {
 	s.mu.Lock()
@@ -319,13 +309,14 @@ func (p *process) Kill() error {
 func (p *process) kill() error { return p.sb.killGroup(p.pidfile) }
 
 // killGroup kills the process group and session of the exec whose
-// wrapper wrote its pid to pidfile, through a second exec (killScript).
+// wrapper wrote its pid to pidfile, through a second exec
+// (sandbox.KillGroupScript).
 func (s *Sandbox) killGroup(pidfile string) error {
 	r := s.rt
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
 	defer cancel()
 	created, err := r.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
-		Cmd:          []string{"/bin/sh", "-c", killScript, pidfile},
+		Cmd:          []string{"/bin/sh", "-c", sandbox.KillGroupScript, pidfile},
 		AttachStdout: true,
 		AttachStderr: true,
 	})
