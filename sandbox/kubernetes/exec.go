@@ -1,0 +1,350 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// How a command runs in a pod. The exec API takes argv alone: no
+// environment, no working directory, and it puts argv in the request's URL,
+// which API servers log and audit. So every exec runs one fixed script,
+// execWrapper, and sends it the command on stdin first (a preamble), then
+// the request's stdin:
+//
+//	P 1\n<pid file>\n  D 1\n<dir>\n  E n\n<KEY=value, n lines>\n  A n\n<arg>\n ... I 1\n\n  .\n
+//
+// Each record is a tag and its value's line count, then the value's lines
+// (values may hold newlines; NUL bytes were refused earlier). The shell's
+// read builtin reads a pipe byte by byte, so nothing past the preamble is
+// consumed. The wrapper writes its pid to the pid file (a timeout or Kill
+// kills the process group through a second exec, as on Docker: there is
+// no API to kill an exec), changes to the working directory, closes stdin
+// unless the request has some (I), drops the variables Kubernetes puts in
+// every container (the API server's address), and becomes env(1) with the
+// environment and argv. Secrets in the environment thus never reach the
+// pod object, a URL or a log.
+const execWrapper = `unset KUBERNETES_SERVICE_HOST KUBERNETES_SERVICE_PORT KUBERNETES_SERVICE_PORT_HTTPS KUBERNETES_PORT KUBERNETES_PORT_443_TCP KUBERNETES_PORT_443_TCP_PROTO KUBERNETES_PORT_443_TCP_PORT KUBERNETES_PORT_443_TCP_ADDR
+set --; in=
+while IFS= read -r h; do
+	[ "$h" = . ] && break
+	n=${h#? }; v=; i=0
+	while [ "$i" -lt "$n" ]; do
+		IFS= read -r l || exit 125
+		if [ "$i" = 0 ]; then v=$l; else v="$v
+$l"; fi
+		i=$((i+1))
+	done
+	case $h in
+	P*) echo $$ >"$v" ;;
+	D*) cd "$v" || exit 125 ;;
+	I*) in=1 ;;
+	*) set -- "$@" "$v" ;;
+	esac
+done
+[ -n "$in" ] || exec </dev/null
+exec env "$@"`
+
+// preamble encodes what execWrapper reads before the command's stdin.
+// env(1) takes every leading argument holding '=' for a variable, so a
+// program whose name holds one is started through the shell.
+func preamble(pidfile, dir string, env, argv []string, stdin bool) []byte {
+	var b bytes.Buffer
+	rec := func(tag byte, v string) {
+		b.WriteByte(tag)
+		b.WriteByte(' ')
+		b.WriteString(strconv.Itoa(strings.Count(v, "\n") + 1))
+		b.WriteByte('\n')
+		b.WriteString(v)
+		b.WriteByte('\n')
+	}
+	rec('P', pidfile)
+	rec('D', dir)
+	for _, e := range env {
+		rec('E', e)
+	}
+	if strings.Contains(argv[0], "=") {
+		argv = append([]string{sandbox.Shell, "-c", `exec "$0" "$@"`}, argv...)
+	}
+	for _, a := range argv {
+		rec('A', a)
+	}
+	if stdin {
+		rec('I', "")
+	}
+	b.WriteString(".\n")
+	return b.Bytes()
+}
+
+// Exec runs req to completion. A non-zero exit is not an error; a timeout
+// returns the output so far and an error wrapping sandbox.ErrExecTimeout
+// after killing the command's whole process group.
+func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+	start := time.Now()
+	cmd, err := sandbox.ResolveExec(ctx, s.ws, nil, req)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.start(ctx, cmd, req)
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.Collect(ctx, p, req.MaxOutput, cmd, start)
+}
+
+// Start runs req and streams its output as it is produced. Stdout holds up
+// to 1 MiB unread before the command is held back; stderr never holds it
+// back (beyond 1 MiB unread, its oldest bytes are dropped). Stdin, when
+// set, is copied to the command and closed when it reaches EOF. When ctx
+// ends, the command's process group is killed.
+func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
+	cmd, err := sandbox.ResolveExec(ctx, s.ws, nil, req)
+	if err != nil {
+		return nil, err
+	}
+	return s.start(ctx, cmd, req)
+}
+
+func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.ExecRequest) (*process, error) {
+	if s.isRemoved() || s.rt.pods.isGone(s.name) {
+		return nil, fmt.Errorf("exec in %s: %w", s.name, sandbox.ErrRemoved)
+	}
+	env, err := sandbox.MergeEnv(s.env, req.Env)
+	if err != nil {
+		return nil, fmt.Errorf("exec: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ex, err := s.rt.executor(s.name, []string{sandbox.Shell, "-c", execWrapper}, true)
+	if err != nil {
+		return nil, err
+	}
+	pidfile := "/tmp/.agentbox-exec-" + randHex(8)
+	stdin := io.Reader(bytes.NewReader(preamble(pidfile, cmd.Dir, env, cmd.Argv, req.Stdin != nil)))
+	if req.Stdin != nil {
+		stdin = io.MultiReader(stdin, req.Stdin)
+	}
+	sctx, cut := context.WithCancel(context.Background())
+	p := &process{
+		sb:      s,
+		pidfile: pidfile,
+		stdout:  sandbox.NewStream(1<<20, true),
+		stderr:  sandbox.NewStream(1<<20, false),
+		done:    make(chan struct{}),
+		cutFn:   cut,
+		timeout: req.Timeout,
+	}
+	s.mu.Lock()
+	s.procs[p] = struct{}{}
+	s.mu.Unlock()
+	go p.run(sctx, ex, stdin)
+	if req.Timeout > 0 {
+		p.timer = time.AfterFunc(req.Timeout, func() {
+			p.timedOut.Store(true)
+			p.abort()
+		})
+	}
+	p.stopCtx = context.AfterFunc(ctx, p.abort)
+	return p, nil
+}
+
+// executor prepares an exec of argv in the pod's sandbox container over
+// WebSocket, falling back to SPDY for API servers (or proxies) that do not
+// upgrade to it, as kubectl does.
+func (r *Runtime) executor(pod string, argv []string, stdin bool) (remotecommand.Executor, error) {
+	req := r.core.RESTClient().Post().Resource("pods").Namespace(r.opts.Namespace).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: containerName,
+			Command:   argv,
+			Stdin:     stdin,
+			Stdout:    true,
+			Stderr:    true,
+		}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(r.cfg, "GET", req.URL().String())
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes exec: %w", err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(r.cfg, "POST", req.URL())
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes exec: %w", err)
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes exec: %w", err)
+	}
+	return ex, nil
+}
+
+// run1 runs a short command of the runtime's own (no preamble) and returns
+// its output; a non-zero exit is an error.
+func (r *Runtime) run1(ctx context.Context, pod string, argv []string) (string, error) {
+	ex, err := r.executor(pod, argv, false)
+	if err != nil {
+		return "", err
+	}
+	var out, errb bytes.Buffer
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		return out.String(), fmt.Errorf("%s: %w (%s)", argv[len(argv)-1], err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+// process is one exec started by Start.
+type process struct {
+	sb      *Sandbox
+	pidfile string
+	stdout  *sandbox.Stream
+	stderr  *sandbox.Stream
+	done    chan struct{}
+	code    int
+	err     error // the stream's failure, not the command's exit
+	cutFn   context.CancelFunc
+	cutOnce sync.Once
+	wasCut  atomic.Bool
+
+	timeout  time.Duration
+	timer    *time.Timer
+	timedOut atomic.Bool
+	stopCtx  func() bool
+
+	killOnce sync.Once
+	killErr  error
+}
+
+var _ sandbox.Process = (*process)(nil)
+
+// run streams the exec until the command's output ends and records its
+// exit code (client-go reports a non-zero one as an ExitError).
+func (p *process) run(ctx context.Context, ex remotecommand.Executor, stdin io.Reader) {
+	err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: p.stdout, Stderr: p.stderr})
+	var ee utilexec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee) && ee.Exited():
+		p.code = ee.ExitStatus()
+	default:
+		p.code, p.err = -1, err
+	}
+	p.stdout.Close()
+	p.stderr.Close()
+	close(p.done)
+}
+
+func (p *process) Stdout() io.Reader { return p.stdout }
+func (p *process) Stderr() io.Reader { return p.stderr }
+
+// Wait waits for the exec to end and returns its exit code.
+func (p *process) Wait(ctx context.Context) (int, error) {
+	defer p.release()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		_ = p.Kill()
+		p.waitDone(2 * time.Second)
+		return -1, ctx.Err()
+	}
+	if p.timedOut.Load() {
+		return -1, sandbox.TimeoutError(p.timeout)
+	}
+	if p.err != nil {
+		s := p.sb
+		switch {
+		case s.isRemoved() || s.rt.pods.isGone(s.name):
+			return -1, fmt.Errorf("exec in %s: %w", s.name, sandbox.ErrRemoved)
+		case p.wasCut.Load():
+			return -1, fmt.Errorf("exec in %s: the output was cut 2s after the kill (a process that left the command's session holds it)", s.name)
+		}
+		return -1, s.rt.apiErr(context.Background(), "exec in "+s.name, p.err)
+	}
+	return p.code, nil
+}
+
+// abort kills the command and, should its output not end soon after (a
+// process that left the group still holds it), cuts the connection.
+func (p *process) abort() {
+	_ = p.Kill()
+	p.waitDone(2 * time.Second)
+}
+
+// waitDone waits up to d for the output to end, then cuts the connection.
+func (p *process) waitDone(d time.Duration) {
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		p.cut()
+		<-p.done
+	}
+}
+
+// Kill kills the exec's process group through a second exec. Idempotent.
+func (p *process) Kill() error {
+	p.killOnce.Do(func() {
+		select {
+		case <-p.done:
+			return // already over
+		default:
+		}
+		if p.sb.isRemoved() {
+			p.cut()
+			return
+		}
+		r := p.sb.rt
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
+		defer cancel()
+		if _, err := r.run1(ctx, p.sb.name, []string{sandbox.Shell, "-c", sandbox.KillGroupScript, p.pidfile}); err != nil {
+			select {
+			case <-p.done:
+				return // it ended meanwhile
+			default:
+			}
+			p.killErr = fmt.Errorf("kill in %s: %w", p.sb.name, err)
+			p.cut() // cut the stream at least: the pod's removal ends the rest
+		}
+	})
+	return p.killErr
+}
+
+// cut ends the exec's connection, which ends the output streams.
+func (p *process) cut() {
+	p.cutOnce.Do(func() {
+		p.wasCut.Store(true)
+		p.cutFn()
+	})
+}
+
+// release frees what the process holds once Wait returns.
+func (p *process) release() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.stopCtx != nil {
+		p.stopCtx()
+	}
+	p.sb.mu.Lock()
+	delete(p.sb.procs, p)
+	p.sb.mu.Unlock()
+	select {
+	case <-p.done:
+		p.cutOnce.Do(p.cutFn) // frees the context; the stream is over
+	default:
+	}
+}

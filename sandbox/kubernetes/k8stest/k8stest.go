@@ -1,0 +1,125 @@
+// Package k8stest gives tests a kubernetes sandbox runtime on the local
+// cluster of `make cluster`, set up as a deployment would be: the
+// manifests of deploy/kubernetes applied, and the runtime acting as the
+// server's service account, so a right the Role lacks fails the tests.
+package k8stest
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	manifests "github.com/agentbox/agentbox/deploy/kubernetes"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/sandbox/kubernetes"
+)
+
+// Image is the sandbox image the tests run: AGENTBOX_CLAUDE_IMAGE (the
+// Makefile sets it), else the product's Claude image; `make cluster`
+// imports it into the cluster.
+func Image() string {
+	if img := os.Getenv("AGENTBOX_CLAUDE_IMAGE"); img != "" {
+		return img
+	}
+	return testenv.ClaudeImage
+}
+
+// Admin requires the local cluster and returns its admin configuration.
+func Admin(t testing.TB) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", testenv.Cluster(t))
+	if err != nil {
+		t.Fatalf("load kubeconfig: %v", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg
+}
+
+var (
+	setupOnce sync.Once
+	setupErr  error
+)
+
+// ServiceAccount requires the local cluster, applies deploy/kubernetes
+// (once per test binary) and returns a configuration that acts as the
+// server's service account, with a token valid for an hour.
+func ServiceAccount(t testing.TB) *rest.Config {
+	t.Helper()
+	admin := Admin(t)
+	setupOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		objs, err := manifests.Objects()
+		if err == nil {
+			_, err = manifests.Apply(ctx, admin, objs, false)
+		}
+		setupErr = err
+	})
+	if setupErr != nil {
+		t.Fatalf("apply deploy/kubernetes: %v", setupErr)
+	}
+	core, err := corev1client.NewForConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The token controller may not have seen the new account yet.
+	var tok *authv1.TokenRequest
+	for {
+		exp := int64(3600)
+		tok, err = core.ServiceAccounts(manifests.ServerNamespace).CreateToken(ctx, manifests.ServiceAccount,
+			&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("token for service account %s/%s: %v", manifests.ServerNamespace, manifests.ServiceAccount, err)
+	}
+	return &rest.Config{
+		Host:            admin.Host,
+		TLSClientConfig: rest.TLSClientConfig{CAData: admin.TLSClientConfig.CAData, CAFile: admin.TLSClientConfig.CAFile},
+		BearerToken:     tok.Status.Token,
+		QPS:             50,
+		Burst:           100,
+	}
+}
+
+// Runtime returns a kubernetes runtime on the local cluster in the
+// sandbox namespace of deploy/kubernetes, acting as the server's service
+// account, with the pull policy Never (the cluster has no registry) and
+// opts' other settings; it is closed when the test ends.
+func Runtime(t testing.TB, opts kubernetes.Options) *kubernetes.Runtime {
+	t.Helper()
+	if opts.RESTConfig == nil {
+		opts.RESTConfig = ServiceAccount(t)
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = manifests.SandboxNamespace
+	}
+	if opts.ImagePullPolicy == "" {
+		opts.ImagePullPolicy = corev1.PullNever
+	}
+	if opts.Image == "" {
+		opts.Image = Image()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rt, err := kubernetes.New(ctx, opts)
+	if err != nil {
+		t.Fatalf("kubernetes runtime: %v", err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	return rt
+}

@@ -1,0 +1,132 @@
+package kubernetes
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// This file is the one place that decides what a sandbox pod mounts and
+// from where: the workspace, the memory-backed /tmp and home, and the
+// spec's extra mounts (the agentbox binary and the bridge's sockets, which
+// the pipeline adds). A network bridge replaces the socket mounts here.
+
+// Volume names in the pod.
+const (
+	volWorkspace = "workspace"
+	volTmp       = "tmp"
+	volHome      = "home"
+	volData      = "data" // the claim, with Storage.Claim
+)
+
+// check says whether s is complete.
+func (s Storage) check() error {
+	switch {
+	case s.Claim == "" && s.ClaimRoot != "":
+		return fmt.Errorf("storage: claim_root %q without a claim", s.ClaimRoot)
+	case s.Claim != "" && !filepath.IsAbs(s.ClaimRoot):
+		return fmt.Errorf("storage: claim %q needs claim_root, the absolute path where this server mounts the same volume", s.Claim)
+	}
+	return nil
+}
+
+// volumes returns the pod's volumes and the sandbox container's mounts
+// for spec, whose extra mounts CheckMounts has cleaned:
+//
+//   - hostPath storage (Storage.Claim empty): the workspace and every
+//     extra mount are the server's own paths on the node, read-only unless
+//     the mount is Writable (the bridge's sockets). This is right when the
+//     server runs on the node (a single-node cluster): elsewhere the node
+//     has no such files.
+//   - claim storage: the workspace is the claim's subPath under
+//     Storage.ClaimRoot; extra mounts under ClaimRoot come from the claim
+//     too, and any other is an error, as is a Unix socket (it cannot be
+//     connected to across nodes).
+//
+// /tmp and home are memory-backed emptyDirs of TmpfsBytes each, which
+// count against the pod's memory limit as Docker's tmpfs do.
+func (r *Runtime) volumes(spec sandbox.Spec, mounts []sandbox.Mount) ([]corev1.Volume, []corev1.VolumeMount, error) {
+	tmpSize := resource.NewQuantity(r.opts.TmpfsBytes, resource.BinarySI)
+	vols := []corev1.Volume{
+		{Name: volTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: tmpSize}}},
+		{Name: volHome, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: tmpSize}}},
+	}
+	vms := []corev1.VolumeMount{
+		{Name: volTmp, MountPath: "/tmp"},
+		{Name: volHome, MountPath: r.opts.Home},
+	}
+	wsDir := spec.Workspace.Dir()
+	st := r.opts.Storage
+	if st.Claim == "" {
+		vols = append(vols, hostPathVolume(volWorkspace, wsDir, corev1.HostPathDirectory))
+		vms = append(vms, corev1.VolumeMount{Name: volWorkspace, MountPath: sandbox.Workdir})
+		for i, m := range mounts {
+			fi, err := os.Stat(m.Source)
+			if err != nil {
+				return nil, nil, fmt.Errorf("mount %q: %w", m.Source, err)
+			}
+			name := fmt.Sprintf("mount-%d", i)
+			vols = append(vols, hostPathVolume(name, m.Source, hostPathType(fi.Mode())))
+			vms = append(vms, corev1.VolumeMount{Name: name, MountPath: m.Target, ReadOnly: !m.Writable})
+		}
+		return vols, vms, nil
+	}
+	sub, err := claimPath(st.ClaimRoot, wsDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("workspace %s cannot be mounted from claim %q: %w", wsDir, st.Claim, err)
+	}
+	vols = append(vols, corev1.Volume{Name: volData, VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: st.Claim}}})
+	vms = append(vms, corev1.VolumeMount{Name: volData, MountPath: sandbox.Workdir, SubPath: sub})
+	for _, m := range mounts {
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return nil, nil, fmt.Errorf("mount %q: %w", m.Source, err)
+		}
+		if fi.Mode()&os.ModeSocket != 0 {
+			return nil, nil, fmt.Errorf("mount %q -> %q cannot be honoured with claim storage: a Unix socket cannot be reached from another node", m.Source, m.Target)
+		}
+		sub, err := claimPath(st.ClaimRoot, m.Source)
+		if err != nil {
+			return nil, nil, fmt.Errorf("mount %q -> %q cannot be honoured with claim storage (claim %q at %s): sandbox pods run on any node, which has only the claim's files: %w",
+				m.Source, m.Target, st.Claim, st.ClaimRoot, err)
+		}
+		vms = append(vms, corev1.VolumeMount{Name: volData, MountPath: m.Target, SubPath: sub, ReadOnly: !m.Writable})
+	}
+	return vols, vms, nil
+}
+
+// claimPath is p relative to root, the claim's root as this server sees
+// it; p must lie beneath root.
+func claimPath(root, p string) (string, error) {
+	rel, err := filepath.Rel(root, p)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return "", errors.New("it is not under claim_root " + root)
+	}
+	return rel, nil
+}
+
+func hostPathVolume(name, path string, typ corev1.HostPathType) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &typ}}}
+}
+
+// hostPathType is the hostPath type that makes the kubelet check the
+// source is still what the server saw.
+func hostPathType(m os.FileMode) corev1.HostPathType {
+	switch {
+	case m.IsDir():
+		return corev1.HostPathDirectory
+	case m&os.ModeSocket != 0:
+		return corev1.HostPathSocket
+	case m.IsRegular():
+		return corev1.HostPathFile
+	}
+	return corev1.HostPathUnset
+}
