@@ -91,6 +91,20 @@ func preamble(pidfile, dir string, env, argv []string, stdin bool) []byte {
 	return b.Bytes()
 }
 
+// execErr explains an exec that failed as such (not the command's exit):
+// a pod whose container no longer runs (its main process died, it was
+// evicted or deleted) is sandbox.ErrRemoved.
+func (s *Sandbox) execErr(err error) error {
+	if pod := s.rt.pods.get(s.name); pod == nil || !running(pod) {
+		state := "deleted"
+		if pod != nil {
+			state = podState(pod)
+		}
+		return fmt.Errorf("exec in %s: the pod no longer runs (%s): %w: %w", s.name, state, sandbox.ErrRemoved, err)
+	}
+	return s.rt.apiErr(context.Background(), "exec in "+s.name, err)
+}
+
 // Exec runs req to completion. A non-zero exit is not an error; a timeout
 // returns the output so far and an error wrapping sandbox.ErrExecTimeout
 // after killing the command's whole process group.
@@ -273,7 +287,7 @@ func (p *process) Wait(ctx context.Context) (int, error) {
 		case p.wasCut.Load():
 			return -1, fmt.Errorf("exec in %s: the output was cut 2s after the kill (a process that left the command's session holds it)", s.name)
 		}
-		return -1, s.rt.apiErr(context.Background(), "exec in "+s.name, p.err)
+		return -1, s.execErr(p.err)
 	}
 	return p.code, nil
 }
