@@ -1,0 +1,128 @@
+package manifests_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"sigs.k8s.io/yaml"
+
+	manifests "github.com/agentbox/agentbox/deploy/kubernetes"
+	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
+)
+
+// TestKustomization: kustomization.yaml lists every manifest, so `kubectl
+// apply -k` applies what Apply does.
+func TestKustomization(t *testing.T) {
+	b, err := manifests.Files.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct{ Resources []string }
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := manifests.Files.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range ents {
+		if n := e.Name(); strings.HasSuffix(n, ".yaml") && n != "kustomization.yaml" {
+			files = append(files, n)
+		}
+	}
+	slices.Sort(k.Resources)
+	if !slices.Equal(k.Resources, files) {
+		t.Errorf("kustomization resources = %v, files = %v", k.Resources, files)
+	}
+	objs, err := manifests.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) == 0 || objs[0].GetKind() != "Namespace" {
+		t.Errorf("objects do not start with the namespaces: %d objects", len(objs))
+	}
+}
+
+// TestServerSideDryRun applies every manifest with a server-side dry run
+// on the local cluster: the API server validates and admits them without
+// storing anything. The namespaces are applied for real first (a dry run
+// of an object needs its namespace).
+func TestServerSideDryRun(t *testing.T) {
+	cfg := k8stest.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	objs, err := manifests.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nss []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			nss = append(nss, o)
+		}
+	}
+	if _, err := manifests.Apply(ctx, cfg, nss, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := manifests.Apply(ctx, cfg, objs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"Namespace agentbox", "Namespace agentbox-sandboxes",
+		"NetworkPolicy agentbox-sandboxes/default-deny",
+		"ServiceAccount agentbox/agentbox", "Role agentbox-sandboxes/agentbox-sandboxes", "RoleBinding agentbox-sandboxes/agentbox-sandboxes",
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("applied %v, want %v", got, want)
+	}
+}
+
+// TestRole: the service account may manage and exec into pods in the
+// sandbox namespace, and nothing else.
+func TestRole(t *testing.T) {
+	sa := k8stest.ServiceAccount(t)
+	az, err := authzclient.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		ns, verb, resource, sub string
+		want                    bool
+	}{
+		{manifests.SandboxNamespace, "create", "pods", "", true},
+		{manifests.SandboxNamespace, "delete", "pods", "", true},
+		{manifests.SandboxNamespace, "watch", "pods", "", true},
+		{manifests.SandboxNamespace, "create", "pods", "exec", true},
+		{manifests.SandboxNamespace, "get", "pods", "log", true},
+		{manifests.SandboxNamespace, "list", "events", "", true},
+		{manifests.SandboxNamespace, "update", "pods", "", false},
+		{manifests.SandboxNamespace, "get", "secrets", "", false},
+		{manifests.SandboxNamespace, "create", "networkpolicies", "", false},
+		{manifests.SandboxNamespace, "create", "pods", "ephemeralcontainers", false},
+		{manifests.ServerNamespace, "list", "pods", "", false},
+		{"default", "create", "pods", "", false},
+		{"kube-system", "get", "secrets", "", false},
+	} {
+		r, err := az.SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authzv1.ResourceAttributes{Namespace: c.ns, Verb: c.verb, Resource: c.resource, Subresource: c.sub}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed != c.want {
+			t.Errorf("%s %s/%s in %s: allowed = %v, want %v", c.verb, c.resource, c.sub, c.ns, r.Status.Allowed, c.want)
+		}
+	}
+}
