@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
@@ -182,19 +181,18 @@ func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.Ex
 // WebSocket, falling back to SPDY for API servers (or proxies) that do not
 // upgrade to it, as kubectl does.
 func (r *Runtime) executor(pod string, argv []string, stdin bool) (remotecommand.Executor, error) {
-	req := r.core.RESTClient().Post().Resource("pods").Namespace(r.opts.Namespace).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{
-			Container: containerName,
-			Command:   argv,
-			Stdin:     stdin,
-			Stdout:    true,
-			Stderr:    true,
-		}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(r.cfg, "GET", req.URL().String())
+	u := r.api.execURL(pod, &corev1.PodExecOptions{
+		Container: containerName,
+		Command:   argv,
+		Stdin:     stdin,
+		Stdout:    true,
+		Stderr:    true,
+	})
+	ws, err := remotecommand.NewWebSocketExecutor(r.cfg, "GET", u.String())
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes exec: %w", err)
 	}
-	spdy, err := remotecommand.NewSPDYExecutor(r.cfg, "POST", req.URL())
+	spdy, err := remotecommand.NewSPDYExecutor(r.cfg, "POST", u)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes exec: %w", err)
 	}

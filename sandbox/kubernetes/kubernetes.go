@@ -28,7 +28,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -160,7 +159,7 @@ type Storage struct {
 type Runtime struct {
 	cfg  *rest.Config
 	http *http.Client
-	core corev1client.CoreV1Interface
+	api  podAPI
 	opts Options
 	run  string
 
@@ -209,17 +208,17 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: client: %w", err)
 	}
-	core, err := corev1client.NewForConfigAndClient(cfg, hc)
+	api, err := newPodAPI(cfg, hc, opts.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: client: %w", err)
 	}
-	r := &Runtime{cfg: cfg, http: hc, core: core, opts: opts, run: sandbox.NewRunID(), tracked: newTracker()}
+	r := &Runtime{cfg: cfg, http: hc, api: api, opts: opts, run: sandbox.NewRunID(), tracked: newTracker()}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.pods = newPodWatch(r)
 	r.reaper = &reaper{engine: r, tracked: r.tracked, run: r.run, alive: sandbox.RunAlive, now: time.Now, log: opts.Logger}
 	pctx, cancel := context.WithTimeout(ctx, min(opts.CallTimeout, 10*time.Second))
 	defer cancel()
-	_, err = core.Pods(opts.Namespace).List(pctx, metav1.ListOptions{Limit: 1, LabelSelector: sandbox.LabelProduct + "=" + ProductLabelValue})
+	_, err = api.list(pctx, metav1.ListOptions{Limit: 1, LabelSelector: sandbox.LabelProduct + "=" + ProductLabelValue})
 	if err != nil {
 		r.cancel()
 		hc.CloseIdleConnections()

@@ -49,7 +49,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	}
 	r.tracked.add(name)
 	cctx, cancel := r.call(ctx)
-	created, err := r.core.Pods(r.opts.Namespace).Create(cctx, pod, metav1.CreateOptions{FieldManager: "agentbox"})
+	created, err := r.api.create(cctx, pod)
 	cancel()
 	if err != nil {
 		// The API server may have created it before the error (timeout).

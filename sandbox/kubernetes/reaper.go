@@ -141,7 +141,7 @@ func (rp *reaper) loop(ctx context.Context, interval time.Duration) {
 func (r *Runtime) labelled(ctx context.Context) ([]corev1.Pod, error) {
 	lctx, cancel := r.call(ctx)
 	defer cancel()
-	list, err := r.core.Pods(r.opts.Namespace).List(lctx, metav1.ListOptions{LabelSelector: productSelector()})
+	list, err := r.api.list(lctx, metav1.ListOptions{LabelSelector: productSelector()})
 	if err != nil {
 		return nil, r.apiErr(ctx, "reap: list", err)
 	}
@@ -155,7 +155,7 @@ func (r *Runtime) reapPod(ctx context.Context, pod *corev1.Pod) error {
 	defer cancel()
 	grace := int64(r.opts.GracePeriod.Round(time.Second) / time.Second)
 	uid := types.UID(pod.UID)
-	err := r.core.Pods(r.opts.Namespace).Delete(dctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := r.api.delete(dctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}

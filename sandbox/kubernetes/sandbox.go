@@ -108,7 +108,7 @@ func (r *Runtime) deletePod(ctx context.Context, name, uid string, kill bool) er
 		opts.Preconditions = &metav1.Preconditions{UID: &u}
 	}
 	dctx, cancel := r.call(ctx)
-	err := r.core.Pods(r.opts.Namespace).Delete(dctx, name, opts)
+	err := r.api.delete(dctx, name, opts)
 	cancel()
 	switch {
 	case apierrors.IsNotFound(err):
@@ -125,7 +125,7 @@ func (r *Runtime) deletePod(ctx context.Context, name, uid string, kill bool) er
 	defer cancel()
 	for {
 		gctx, gcancel := r.call(wctx)
-		pod, err := r.core.Pods(r.opts.Namespace).Get(gctx, name, metav1.GetOptions{})
+		pod, err := r.api.get(gctx, name)
 		gcancel()
 		switch {
 		case apierrors.IsNotFound(err), err == nil && uid != "" && string(pod.UID) != uid:

@@ -52,11 +52,11 @@ func (w *podWatch) start(ctx context.Context) error {
 		lw := &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				o.LabelSelector = sel
-				return r.core.Pods(ns).List(ctx, o)
+				return r.api.list(ctx, o)
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				o.LabelSelector = sel
-				return r.core.Pods(ns).Watch(ctx, o)
+				return r.api.watch(ctx, o)
 			},
 		}
 		w.inf = cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
@@ -292,7 +292,7 @@ func podState(p *corev1.Pod) string {
 func (r *Runtime) podEvents(name string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), min(r.opts.CallTimeout, 5*time.Second))
 	defer cancel()
-	list, err := r.core.Events(r.opts.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + name})
+	list, err := r.api.events(ctx, "involvedObject.kind=Pod,involvedObject.name="+name)
 	if err != nil || len(list.Items) == 0 {
 		return ""
 	}

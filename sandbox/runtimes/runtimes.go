@@ -11,13 +11,15 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/sandbox/kubernetes"
 	"github.com/agentbox/agentbox/sandbox/local"
 )
 
 // Options carries each runtime's options; New uses the one it builds.
 type Options struct {
-	Docker docker.Options
-	Local  local.Options
+	Docker     docker.Options
+	Kubernetes kubernetes.Options
+	Local      local.Options
 }
 
 // constructor builds a runtime; it connects or checks, and starts nothing
@@ -27,7 +29,10 @@ type constructor func(ctx context.Context, opts Options) (sandbox.Runtime, error
 // registry is every runtime agentbox knows.
 var registry = map[string]constructor{
 	docker.Name: func(ctx context.Context, o Options) (sandbox.Runtime, error) { return docker.New(ctx, o.Docker) },
-	local.Name:  func(ctx context.Context, o Options) (sandbox.Runtime, error) { return local.New(o.Local) },
+	kubernetes.Name: func(ctx context.Context, o Options) (sandbox.Runtime, error) {
+		return kubernetes.New(ctx, o.Kubernetes)
+	},
+	local.Name: func(ctx context.Context, o Options) (sandbox.Runtime, error) { return local.New(o.Local) },
 }
 
 // Names lists the known runtime names, sorted.

@@ -3,6 +3,8 @@ package runtimes_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,8 @@ import (
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/sandbox/kubernetes"
+	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
 	"github.com/agentbox/agentbox/sandbox/local"
 	"github.com/agentbox/agentbox/sandbox/runtimes"
 )
@@ -17,7 +21,7 @@ import (
 func TestNames(t *testing.T) {
 	t.Parallel()
 	got := runtimes.Names()
-	if !slices.Equal(got, []string{"docker", "local"}) {
+	if !slices.Equal(got, []string{"docker", "kubernetes", "local"}) {
 		t.Fatalf("Names() = %v", got)
 	}
 }
@@ -26,7 +30,7 @@ func TestUnknown(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"", "podman", "Docker"} {
 		_, err := runtimes.New(context.Background(), name, runtimes.Options{})
-		if err == nil || !strings.Contains(err.Error(), "known: docker, local") {
+		if err == nil || !strings.Contains(err.Error(), "known: docker, kubernetes, local") {
 			t.Errorf("%q: err = %v", name, err)
 		}
 	}
@@ -54,6 +58,37 @@ func TestNewEach(t *testing.T) {
 		defer rt.Close(ctx)
 		if rt.Name() != "docker" {
 			t.Errorf("name = %q", rt.Name())
+		}
+	})
+	t.Run("kubernetes", func(t *testing.T) {
+		rt, err := runtimes.New(ctx, "kubernetes", runtimes.Options{Kubernetes: kubernetes.Options{RESTConfig: k8stest.ServiceAccount(t)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close(ctx)
+		if rt.Name() != "kubernetes" {
+			t.Errorf("name = %q", rt.Name())
+		}
+	})
+	t.Run("kubernetes unavailable", func(t *testing.T) {
+		_, err := runtimes.New(ctx, "kubernetes", runtimes.Options{Kubernetes: kubernetes.Options{Kubeconfig: "/nonexistent/kubeconfig"}})
+		if err == nil || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
+			t.Errorf("missing kubeconfig: err = %v", err)
+		}
+		// A cluster that does not answer.
+		kc := filepath.Join(t.TempDir(), "kubeconfig")
+		if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err = runtimes.New(ctx, "kubernetes", runtimes.Options{Kubernetes: kubernetes.Options{Kubeconfig: kc}})
+		if !errors.Is(err, sandbox.ErrEngineUnavailable) {
+			t.Errorf("cluster down: err = %v", err)
 		}
 	})
 	t.Run("docker unavailable", func(t *testing.T) {
