@@ -41,6 +41,8 @@ type rawSandboxDefaults struct {
 	Network any               `json:"network"` // "none", "host" or an allow list
 	MaxDisk string            `json:"max_disk"`
 	Images  map[string]string `json:"images"`
+	// Kubernetes configures the kubernetes runtime.
+	Kubernetes KubernetesConfig `json:"kubernetes"`
 }
 
 type rawCleanup struct {
@@ -120,10 +122,11 @@ func (l *loader) loadConfig() *AppConfig {
 	cfg.Limits = d.limits(raw.Limits)
 	cfg.DrainTimeout = d.drainTimeout(raw.DrainTimeout)
 	cfg.Store = d.store(raw.Store, l.root, cfg.DataRoot)
-	s := SandboxDefaults{Runtime: raw.Sandbox.Runtime, MaxDisk: raw.Sandbox.MaxDisk, Images: raw.Sandbox.Images}
-	if !oneOf(s.Runtime, "", "docker", "local") {
-		d.errPath("sandbox.runtime", "sandbox.runtime: want docker or local, got %q", s.Runtime)
+	s := SandboxDefaults{Runtime: raw.Sandbox.Runtime, MaxDisk: raw.Sandbox.MaxDisk, Images: raw.Sandbox.Images, Kubernetes: raw.Sandbox.Kubernetes}
+	if !oneOf(s.Runtime, "", "docker", "kubernetes", "local") {
+		d.errPath("sandbox.runtime", "sandbox.runtime: want docker, kubernetes or local, got %q", s.Runtime)
 	}
+	checkKubernetes(d, &s.Kubernetes, l.root)
 	s.Network, s.Egress = parseNetwork(d, "sandbox.network", raw.Sandbox.Network)
 	for cmd, img := range s.Images {
 		if _, ok := defaultImages[cmd]; !ok {

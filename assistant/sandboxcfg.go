@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -106,8 +108,8 @@ func parseV1(d *doc, p string, r *rawSandbox, cfg *AppConfig) *Sandbox {
 		d.errPath(p+"command", "%scommand: unknown command %q (known: %s)", p, r.Command, knownCommands())
 	}
 	s.Image = sandboxImage(d, p+"image", r.Image, r.Command, cfg)
-	if !oneOf(r.Runtime, "", "docker", "local") {
-		d.errPath(p+"runtime", "%sruntime: want docker or local, got %q", p, r.Runtime)
+	if !oneOf(r.Runtime, "", "docker", "kubernetes", "local") {
+		d.errPath(p+"runtime", "%sruntime: want docker, kubernetes or local, got %q", p, r.Runtime)
 	}
 	if s.Runtime == "" {
 		s.Runtime = cfg.Sandbox.Runtime
@@ -252,4 +254,27 @@ func ParseDisk(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q is out of range: want 32m to 16t", s)
 	}
 	return n, nil
+}
+
+// k8sName is a Kubernetes object name that is a DNS label (namespaces).
+var k8sName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// checkKubernetes validates app.jsonc's sandbox.kubernetes and makes its
+// paths absolute (relative to the app folder root).
+func checkKubernetes(d *doc, k *KubernetesConfig, root string) {
+	const p = "sandbox.kubernetes."
+	if k.Namespace != "" && !k8sName.MatchString(k.Namespace) {
+		d.errPath(p+"namespace", "sandbox.kubernetes.namespace %q is not a Kubernetes namespace name (lower-case letters, digits and '-', at most 63)", k.Namespace)
+	}
+	if !oneOf(k.ImagePullPolicy, "", "Always", "IfNotPresent", "Never") {
+		d.errPath(p+"image_pull_policy", "sandbox.kubernetes.image_pull_policy: want Always, IfNotPresent or Never, got %q", k.ImagePullPolicy)
+	}
+	if k.ClaimRoot != "" && k.WorkspaceClaim == "" {
+		d.errPath(p+"claim_root", "sandbox.kubernetes.claim_root is set without workspace_claim")
+	}
+	for _, f := range []*string{&k.Kubeconfig, &k.ClaimRoot} {
+		if *f != "" && !filepath.IsAbs(*f) {
+			*f = filepath.Join(root, *f)
+		}
+	}
 }

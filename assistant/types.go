@@ -101,7 +101,7 @@ type TokenConfig struct {
 // SandboxDefaults apply to every sandboxed assistant that does not set its
 // own value.
 type SandboxDefaults struct {
-	Runtime string `json:"runtime,omitempty"` // docker | local
+	Runtime string `json:"runtime,omitempty"` // docker | kubernetes | local
 	Network string `json:"network,omitempty"` // none | host (none with Egress)
 	// Egress is the default allow-list policy, when app.jsonc's
 	// sandbox.network is an object.
@@ -112,6 +112,36 @@ type SandboxDefaults struct {
 	DiskBytes int64  `json:"-"`
 	// Images per command: {"claude": "agentbox/sandbox-claude:latest"}.
 	Images map[string]string `json:"images,omitempty"`
+	// Kubernetes configures the kubernetes runtime.
+	Kubernetes KubernetesConfig `json:"kubernetes,omitempty"`
+}
+
+// KubernetesConfig is app.jsonc's sandbox.kubernetes: where the kubernetes
+// runtime creates sandbox pods and how. Zero values are the runtime's
+// defaults.
+type KubernetesConfig struct {
+	// Kubeconfig is the kubeconfig file, relative to the app folder ("":
+	// $KUBECONFIG, else the in-cluster service account, else
+	// ~/.kube/config); --kubeconfig overrides it.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Context is the kubeconfig context ("": its current one).
+	Context string `json:"context,omitempty"`
+	// Namespace holds the sandbox pods (default agentbox-sandboxes).
+	Namespace string `json:"namespace,omitempty"`
+	// ImagePullPolicy is Always, IfNotPresent (default) or Never.
+	ImagePullPolicy string `json:"image_pull_policy,omitempty"`
+	// AllowHostNetwork lets sandboxes have network "host" (hostNetwork
+	// pods); off by default.
+	AllowHostNetwork bool `json:"allow_host_network,omitempty"`
+	// WorkspaceClaim names a PersistentVolumeClaim in Namespace holding
+	// the data root, mounted by every sandbox with a subPath ("": hostPath,
+	// for a single-node cluster that shares the server's file system).
+	WorkspaceClaim string `json:"workspace_claim,omitempty"`
+	// ClaimRoot is where this server mounts the same volume (default:
+	// data_root), relative to the app folder or absolute.
+	ClaimRoot string `json:"claim_root,omitempty"`
+	// RuntimeClass runs sandboxes under a RuntimeClass (gVisor, Kata).
+	RuntimeClass string `json:"runtime_class,omitempty"`
 }
 
 // CleanupConfig configures the workspace retention job.
@@ -257,7 +287,7 @@ type Assistant struct {
 type Sandbox struct {
 	Command     string // claude | cursor
 	Image       string
-	Runtime     string // docker | local; app.jsonc's default is applied at load ("" = the server's default)
+	Runtime     string // docker | kubernetes | local; app.jsonc's default is applied at load ("" = the server's default)
 	MemoryBytes int64
 	// DiskBytes limits the chat's workspace (sandbox.max_disk, else
 	// app.jsonc's sandbox.max_disk, else DefaultDisk).

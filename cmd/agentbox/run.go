@@ -39,7 +39,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	user := fl.String("user", "cli", "the user id the turn runs as")
 	chatID := fl.String("chat", "", "the chat id (default: a new chat)")
 	asJSON := fl.Bool("json", false, "print events as JSON lines")
-	runtimeName := fl.String("runtime", "", "sandbox runtime when the app names none: docker or local (default: docker when an engine answers, else local)")
+	runtimeName := fl.String("runtime", "", "sandbox runtime when the app names none: docker, kubernetes or local (default: docker when an engine answers, else local)")
+	kubeconfig := fl.String("kubeconfig", "", "kubeconfig of the kubernetes runtime (default: sandbox.kubernetes.kubeconfig in app.jsonc, else $KUBECONFIG, the in-cluster service account, ~/.kube/config)")
 	fl.Usage = func() {
 		fmt.Fprint(stderr, runUsage)
 		fl.PrintDefaults()
@@ -84,7 +85,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	logger := cliLogger(stderr, *asJSON)
-	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: logger, Assistant: assistantID, Runtime: *runtimeName})
+	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: logger, Assistant: assistantID, Runtime: *runtimeName, Kubeconfig: *kubeconfig})
 	if err != nil {
 		fmt.Fprintf(stderr, "agentbox run: %v\n", err)
 		return 1

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/breaker"
@@ -26,6 +27,7 @@ import (
 	"github.com/agentbox/agentbox/internal/telemetry"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/kubernetes"
 	"github.com/agentbox/agentbox/sandbox/runtimes"
 	"github.com/agentbox/agentbox/server"
 	"github.com/agentbox/agentbox/store"
@@ -61,7 +63,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fl.SetOutput(stderr)
 	appDir := fl.String("app", ".", "the app folder")
 	addr := fl.String("addr", "", "the listen address (default: listen in app.jsonc, else "+server.DefaultAddr+")")
-	runtimeName := fl.String("runtime", "", "sandbox runtime when the app names none: docker or local (default: docker when an engine answers, else local)")
+	runtimeName := fl.String("runtime", "", "sandbox runtime when the app names none: docker, kubernetes or local (default: docker when an engine answers, else local)")
+	kubeconfig := fl.String("kubeconfig", "", "kubeconfig of the kubernetes runtime (default: sandbox.kubernetes.kubeconfig in app.jsonc, else $KUBECONFIG, the in-cluster service account, ~/.kube/config)")
 	drain := fl.Duration("drain-timeout", 0, "how long SIGTERM lets running chats finish before canceling them (default: drain_timeout in app.jsonc, else 30s)")
 	fl.Usage = func() {
 		fmt.Fprint(stderr, serveUsage)
@@ -89,7 +92,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: logger, Serve: true, Runtime: *runtimeName, Metrics: reg})
+	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: logger, Serve: true, Runtime: *runtimeName, Kubeconfig: *kubeconfig, Metrics: reg})
 	if err != nil {
 		fmt.Fprintf(stderr, "agentbox serve: %v\n", err)
 		return 1
@@ -167,6 +170,8 @@ type envOptions struct {
 	// Runtime is the sandbox runtime for assistants and apps that name
 	// none ("" = docker when an engine answers, else local).
 	Runtime string
+	// Kubeconfig overrides app.jsonc's sandbox.kubernetes.kubeconfig.
+	Kubeconfig string
 	// Metrics, when set, gets the pipeline's metrics and the connectors'
 	// circuit breakers.
 	Metrics *prometheus.Registry
@@ -374,7 +379,7 @@ func (env *appEnv) openRuntimes(ctx context.Context, app *assistant.App, opts en
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		rt, err := env.openRuntime(ctx, name, opts)
+		rt, err := env.openRuntime(ctx, app, name, opts)
 		if err != nil {
 			if opts.Serve {
 				opts.Logger.Warn("sandbox runtime unavailable: sandboxed assistants will fail until it is", "runtime", name, "err", err)
@@ -400,7 +405,7 @@ func (env *appEnv) openRuntimes(ctx context.Context, app *assistant.App, opts en
 	return rts, def, nil
 }
 
-func (env *appEnv) openRuntime(ctx context.Context, name string, opts envOptions) (sandbox.Runtime, error) {
+func (env *appEnv) openRuntime(ctx context.Context, app *assistant.App, name string, opts envOptions) (sandbox.Runtime, error) {
 	logger := opts.Logger
 	auto := name == ""
 	if auto {
@@ -416,6 +421,8 @@ func (env *appEnv) openRuntime(ctx context.Context, name string, opts envOptions
 		ro.Docker.Instance, ro.Local.Instance = inst, inst
 	}
 	ro.Docker.Logger = logger
+	ro.Kubernetes = kubernetesOptions(app.Config, opts.Kubeconfig)
+	ro.Kubernetes.Instance, ro.Kubernetes.Logger = ro.Docker.Instance, logger
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	rt, err := runtimes.New(cctx, name, ro)
 	cancel()
@@ -433,6 +440,26 @@ func (env *appEnv) openRuntime(ctx context.Context, name string, opts envOptions
 		r.StartReaper(0) // orphaned containers: at start, then every minute
 	}
 	return rt, nil
+}
+
+// kubernetesOptions are the kubernetes runtime's options from app.jsonc's
+// sandbox.kubernetes, with kubeconfig (the --kubeconfig flag) over its
+// file. The claim's root defaults to the data root, where a server in a
+// pod mounts the same volume.
+func kubernetesOptions(cfg *assistant.AppConfig, kubeconfig string) kubernetes.Options {
+	k := cfg.Sandbox.Kubernetes
+	o := kubernetes.Options{
+		Kubeconfig:       cmp.Or(kubeconfig, k.Kubeconfig),
+		Context:          k.Context,
+		Namespace:        k.Namespace,
+		ImagePullPolicy:  corev1.PullPolicy(k.ImagePullPolicy),
+		AllowHostNetwork: k.AllowHostNetwork,
+		RuntimeClassName: k.RuntimeClass,
+	}
+	if k.WorkspaceClaim != "" {
+		o.Storage = kubernetes.Storage{Claim: k.WorkspaceClaim, ClaimRoot: cmp.Or(k.ClaimRoot, cfg.DataRoot)}
+	}
+	return o
 }
 
 // localMounts makes the host's coding-agent CLIs visible inside local

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/sandbox/kubernetes"
+)
+
+func TestKubernetesOptions(t *testing.T) {
+	t.Parallel()
+	cfg := &assistant.AppConfig{DataRoot: "/srv/data", Sandbox: assistant.SandboxDefaults{Kubernetes: assistant.KubernetesConfig{
+		Kubeconfig: "/app/kubeconfig", Context: "c", Namespace: "ns", ImagePullPolicy: "Never", AllowHostNetwork: true,
+		WorkspaceClaim: "data", RuntimeClass: "gvisor"}}}
+	o := kubernetesOptions(cfg, "")
+	if o.Kubeconfig != "/app/kubeconfig" || o.Context != "c" || o.Namespace != "ns" || o.ImagePullPolicy != "Never" || !o.AllowHostNetwork ||
+		o.RuntimeClassName != "gvisor" || o.Storage != (kubernetes.Storage{Claim: "data", ClaimRoot: "/srv/data"}) {
+		t.Errorf("options = %+v", o)
+	}
+	if o := kubernetesOptions(cfg, "/flag/kubeconfig"); o.Kubeconfig != "/flag/kubeconfig" {
+		t.Errorf("--kubeconfig did not win: %q", o.Kubeconfig)
+	}
+	cfg.Sandbox.Kubernetes = assistant.KubernetesConfig{}
+	if o := kubernetesOptions(cfg, ""); o.Storage != (kubernetes.Storage{}) {
+		t.Errorf("no claim: storage = %+v, want hostPath", o.Storage)
+	}
+}
+
+// TestOpenKubernetes: an app whose sandboxes run on kubernetes opens the
+// runtime on the cluster --kubeconfig names, and a kubeconfig that does
+// not exist is an error naming it.
+func TestOpenKubernetes(t *testing.T) {
+	kubeconfig := testenv.Cluster(t)
+	app := exampleApp(t)
+	cfg := `{"data_root": "./data", "sandbox": {"runtime": "kubernetes", "kubernetes": {"image_pull_policy": "Never"}}}`
+	if err := os.WriteFile(filepath.Join(app, "app.jsonc"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	ctx := context.Background()
+	env, err := openEnv(ctx, envOptions{AppDir: app, Logger: logger, Assistant: "coder", Kubeconfig: kubeconfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Close(ctx); err != nil {
+		t.Error(err)
+	}
+	if !strings.Contains(log.String(), "msg=\"sandbox runtime ready\" runtime=kubernetes") {
+		t.Errorf("log:\n%s", log.String())
+	}
+	_, err = openEnv(ctx, envOptions{AppDir: app, Logger: logger, Assistant: "coder", Kubeconfig: "/nonexistent/kubeconfig"})
+	if err == nil || !strings.Contains(err.Error(), "sandbox runtime kubernetes") || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
+		t.Errorf("missing kubeconfig: err = %v", err)
+	}
+}
