@@ -16,6 +16,8 @@ import (
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/sandbox/kubernetes"
+	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
 	"github.com/agentbox/agentbox/skills"
 )
 
@@ -41,6 +43,27 @@ func dockerEndToEnd(t *testing.T, img, version string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close(context.Background()) })
+	endToEnd(ctx, t, rt, img, nil)
+}
+
+// TestKubernetesEndToEnd runs the same turns in pods of the local cluster
+// (the pinned version's image, which `make cluster` imports), with the
+// node's network (allowed for the test) so the CLI reaches the scripted
+// model on this host's loopback.
+func TestKubernetesEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts pods")
+	}
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "claude-e2e-test", AllowHostNetwork: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	endToEnd(ctx, t, rt, k8stest.Image(), nil)
+}
+
+// endToEnd runs the turns on rt with image img; observe, when set, looks
+// at each sandbox after its turn.
+func endToEnd(ctx context.Context, t *testing.T, rt sandbox.Runtime, img string, observe func(sandbox.Sandbox)) {
+	t.Helper()
 	wss, err := sandbox.NewWorkspaces(t.TempDir(), 1000, 1000)
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +112,9 @@ func dockerEndToEnd(t *testing.T, img, version string) {
 		})
 		if err != nil {
 			t.Fatalf("run %q: %v", input, err)
+		}
+		if observe != nil {
+			observe(sb)
 		}
 		return res, log, ws
 	}

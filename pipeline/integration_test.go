@@ -16,6 +16,8 @@ import (
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/sandbox/kubernetes"
+	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
 )
 
 const toolHooks = `
@@ -32,15 +34,47 @@ function Next(ctx, payload) {
 }
 `
 
-// TestBridgedTurnInDocker runs a whole sandboxed turn the way a server
-// does: the real Claude Code CLI in a network-less Docker sandbox, its
-// model traffic through the bridge's proxy, and a host tool implemented by
-// a JS hook function.
+// TestBridgedTurnInDocker runs a whole sandboxed turn (bridgedTurn) in a
+// Docker sandbox.
 func TestBridgedTurnInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
 	image := testenv.Image(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt, err := docker.New(ctx, docker.Options{Instance: "pipeline-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	bridgedTurn(ctx, t, rt, image)
+}
+
+// TestBridgedTurnInKubernetes runs the same turn in a pod of the local
+// cluster: the bridge's sockets and the agentbox binary reach the pod
+// through hostPath volumes (the node shares this host's file system), and
+// the pod has loopback alone.
+func TestBridgedTurnInKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "pipeline-test"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bridgedTurn(ctx, t, rt, k8stest.Image())
+	// The turn removed its pod.
+	if left := k8stest.Pods(t, rt); len(left) != 0 {
+		t.Errorf("pods left: %v", left)
+	}
+}
+
+// bridgedTurn runs a whole sandboxed turn on rt the way a server does: the
+// real Claude Code CLI of image in a network-less sandbox, its model
+// traffic through the bridge's proxy, and a host tool implemented by a JS
+// hook function.
+func bridgedTurn(ctx context.Context, t *testing.T, rt sandbox.Runtime, image string) {
+	t.Helper()
 	bin := testenv.Agentbox(t)
 	const realKey = "sk-ant-real-key-never-in-sandbox"
 
@@ -75,13 +109,6 @@ func TestBridgedTurnInDocker(t *testing.T) {
 		Assistants: map[string]*assistant.Assistant{"coder": coder},
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rt, err := docker.New(ctx, docker.Options{Instance: "pipeline-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
 		uid, gid = 1000, 1000
@@ -91,7 +118,7 @@ func TestBridgedTurnInDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := New(Config{
-		App: Static{App: app}, Runtimes: map[string]sandbox.Runtime{"docker": rt}, DefaultRuntime: "docker",
+		App: Static{App: app}, Runtimes: map[string]sandbox.Runtime{rt.Name(): rt}, DefaultRuntime: rt.Name(),
 		Workspaces: ws, Bridge: &BridgeConfig{Binary: bin, Dir: filepath.Join(os.TempDir(), "abp")},
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	manifests "github.com/agentbox/agentbox/deploy/kubernetes"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/kubernetes"
 )
 
@@ -122,4 +123,26 @@ func Runtime(t testing.TB, opts kubernetes.Options) *kubernetes.Runtime {
 	}
 	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	return rt
+}
+
+// Pods lists the names of the pods rt made that still exist (deleted or
+// not), as an administrator sees them.
+func Pods(t testing.TB, rt *kubernetes.Runtime) []string {
+	t.Helper()
+	core, err := corev1client.NewForConfig(Admin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := core.Pods(rt.Namespace()).List(ctx, metav1.ListOptions{
+		LabelSelector: sandbox.LabelRun + "=" + kubernetes.LabelValue(rt.RunID())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range list.Items {
+		names = append(names, p.Name)
+	}
+	return names
 }
