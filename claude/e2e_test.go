@@ -57,7 +57,11 @@ func TestKubernetesEndToEnd(t *testing.T) {
 	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "claude-e2e-test", AllowHostNetwork: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	endToEnd(ctx, t, rt, k8stest.Image(), nil)
+	endToEnd(ctx, t, rt, k8stest.Image(), func(sb sandbox.Sandbox) {
+		// Sizing figures for the README: what a turn of the CLI took.
+		t.Logf("pod %s: peak memory %s bytes, CPU %s ns", sb.ID(),
+			k8stest.PodCgroup(t, sb, "memory", "memory.max_usage_in_bytes"), k8stest.PodCgroup(t, sb, "cpuacct", "cpuacct.usage"))
+	})
 }
 
 // endToEnd runs the turns on rt with image img; observe, when set, looks

@@ -59,10 +59,14 @@ func TestBridgedTurnInKubernetes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "pipeline-test"})
+	var reqs k8stest.Requests
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "pipeline-test", RESTConfig: reqs.Wrap(k8stest.ServiceAccount(t))})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bridgedTurn(ctx, t, rt, k8stest.Image())
+	// A sizing figure for the README: what one turn asks of the API server.
+	counts, total := reqs.Counts()
+	t.Logf("API server requests for the turn: %d %v", total, counts)
 	// The turn removed its pod.
 	if left := k8stest.Pods(t, rt); len(left) != 0 {
 		t.Errorf("pods left: %v", left)

@@ -184,40 +184,9 @@ env | grep -c '^KUBERNETES_' ; echo "key=$API_KEY"`}, Shell: true})
 	// The pids limit is the kubelet's podPidsLimit, on the pod's cgroup
 	// (the container's own says "max"); the local cluster's node is this
 	// host, whose cgroup file system shows it.
-	if got := podPidsMax(t, sb); got != "512" {
+	if got := k8stest.PodCgroup(t, sb, "pids", "pids.max"); got != "512" {
 		t.Errorf("the pod cgroup's pids.max = %q, want the local cluster's podPidsLimit 512", got)
 	}
-}
-
-// podPidsMax reads pids.max of the sandbox pod's cgroup on this host.
-func podPidsMax(t *testing.T, sb *kubernetes.Sandbox) string {
-	t.Helper()
-	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Argv: []string{"cat", "/proc/self/cgroup"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(res.Stdout, "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		dir := ""
-		switch {
-		case parts[1] == "pids":
-			dir = filepath.Join("/sys/fs/cgroup/pids", filepath.Dir(parts[2]))
-		case parts[0] == "0" && parts[1] == "":
-			dir = filepath.Join("/sys/fs/cgroup", filepath.Dir(parts[2]))
-		default:
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, "pids.max"))
-		if err != nil {
-			t.Fatalf("pod cgroup: %v", err)
-		}
-		return strings.TrimSpace(string(b))
-	}
-	t.Fatalf("no pids cgroup in %q", res.Stdout)
-	return ""
 }
 
 // TestImageMissing: an image the node lacks fails Create at once, naming

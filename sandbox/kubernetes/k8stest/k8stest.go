@@ -6,7 +6,11 @@ package k8stest
 
 import (
 	"context"
+	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,4 +149,106 @@ func Pods(t testing.TB, rt *kubernetes.Runtime) []string {
 		names = append(names, p.Name)
 	}
 	return names
+}
+
+// Requests counts the requests a client makes to the API server, by
+// "VERB resource[/subresource]" (an exec is "GET pods/exec" over
+// WebSocket); a watch counts once, when it starts.
+type Requests struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// Wrap makes cfg count its requests in r (rest.Config.WrapTransport, which
+// exec connections use too).
+func (r *Requests) Wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	prev := cfg.WrapTransport
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		if prev != nil {
+			rt = prev(rt)
+		}
+		return countingTransport{rt: rt, r: r}
+	}
+	return cfg
+}
+
+// Reset forgets the counts so far.
+func (r *Requests) Reset() {
+	r.mu.Lock()
+	r.n = nil
+	r.mu.Unlock()
+}
+
+// Counts returns the counts so far and their total.
+func (r *Requests) Counts() (map[string]int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out, total := map[string]int{}, 0
+	for k, v := range r.n {
+		out[k] = v
+		total += v
+	}
+	return out, total
+}
+
+type countingTransport struct {
+	rt http.RoundTripper
+	r  *Requests
+}
+
+func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// /api/v1/namespaces/NS/pods[/NAME[/SUB]]
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	what := req.URL.Path
+	if len(parts) >= 5 && parts[0] == "api" && parts[2] == "namespaces" {
+		what = parts[4]
+		if len(parts) >= 7 {
+			what += "/" + parts[6]
+		}
+	}
+	if req.URL.Query().Get("watch") == "true" {
+		what += " (watch)"
+	}
+	t.r.mu.Lock()
+	if t.r.n == nil {
+		t.r.n = map[string]int{}
+	}
+	t.r.n[req.Method+" "+what]++
+	t.r.mu.Unlock()
+	return t.rt.RoundTrip(req)
+}
+
+// PodCgroup reads file of the cgroup controller (v1: "pids", "memory";
+// v2: "") of sb's pod (the parent of the sandbox container's cgroup) on
+// this host, which is the local cluster's node; the kubelet sets pod-level
+// limits there.
+func PodCgroup(t testing.TB, sb sandbox.Sandbox, controller, file string) string {
+	t.Helper()
+	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Argv: []string{"cat", "/proc/self/cgroup"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var dir string
+		switch {
+		case controller != "" && slices.Contains(strings.Split(parts[1], ","), controller):
+			dir = filepath.Join("/sys/fs/cgroup", parts[1], filepath.Dir(parts[2]))
+		case parts[0] == "0" && parts[1] == "":
+			dir = filepath.Join("/sys/fs/cgroup", filepath.Dir(parts[2]))
+		default:
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatalf("pod cgroup: %v", err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	t.Fatalf("no %s cgroup in %q", controller, res.Stdout)
+	return ""
 }
