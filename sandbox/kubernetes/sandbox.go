@@ -45,7 +45,8 @@ func (s *Sandbox) isRemoved() bool {
 }
 
 // Remove kills every process and deletes the pod. Idempotent: a pod
-// already gone counts as removed. It runs with its own timeouts even when
+// already gone counts as removed; after a failure a second Remove tries
+// again, and the reaper deletes the pod within its next pass. It runs with its own timeouts even when
 // ctx has ended (request cancelled), so cleanup always happens.
 //
 // The processes are killed through one exec (`kill -KILL -1` as the
@@ -73,9 +74,11 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 		s.mu.Lock()
 		s.deleted = true
 		s.mu.Unlock()
-		r.tracked.drop(s.name)
-		r.pods.forget(s.name)
 	}
+	// Untracked even when the deletion failed: nothing uses the sandbox
+	// any more, so the reaper's next pass deletes what is left.
+	r.tracked.drop(s.name)
+	r.pods.forget(s.name)
 	for _, p := range procs {
 		p.cut() // the streams end with the pod; make sure
 	}

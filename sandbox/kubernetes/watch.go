@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -61,6 +63,11 @@ func (w *podWatch) start(ctx context.Context) error {
 		}
 		w.inf = cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
 		_ = w.inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+			// A watch that ends or expires is routine: the informer
+			// lists and watches again.
+			if errors.Is(err, io.EOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return
+			}
 			w.mu.Lock()
 			w.lastErr = err
 			w.mu.Unlock()
