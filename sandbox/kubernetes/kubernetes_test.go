@@ -460,3 +460,31 @@ func TestClaimStorage(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeMissing: a workspace the node does not have (here: deleted
+// after it was acquired) fails Create within seconds with the kubelet's
+// reason, as does a workspace claim that does not exist.
+func TestVolumeMissing(t *testing.T) {
+	t.Parallel()
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "volume-missing"})
+	start := time.Now()
+	_, err := newSandbox(t, rt, func(s *sandbox.Spec) {
+		if err := os.RemoveAll(s.Workspace.Dir()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "hostPath type check failed") || !strings.Contains(err.Error(), "workspace_claim") {
+		t.Errorf("workspace missing on the node: err = %v", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the error took %s", d)
+	}
+	noClaim := k8stest.Runtime(t, kubernetes.Options{Instance: "volume-missing",
+		Storage: kubernetes.Storage{Claim: "no-such-claim", ClaimRoot: "/"}})
+	if _, err := newSandbox(t, noClaim, nil); err == nil || !strings.Contains(err.Error(), `persistentvolumeclaim "no-such-claim" not found`) {
+		t.Errorf("claim missing: err = %v", err)
+	}
+	if left := append(k8stest.Pods(t, rt), k8stest.Pods(t, noClaim)...); len(left) != 0 {
+		t.Errorf("pods left: %v", left)
+	}
+}

@@ -188,14 +188,18 @@ func (w *podWatch) subscribe(name string) (chan struct{}, func()) {
 }
 
 // waitRunning waits until the pod's sandbox container runs. It fails at
-// once when the pod cannot start (podProblem), when it is deleted, and
-// after Options.StartTimeout with the last state seen (the scheduler's
-// reason for an unschedulable pod).
+// once when the pod cannot start (podProblem), when a volume cannot be
+// mounted (mountProblem, looked for every 2 s once the pod is on a node
+// and not yet running), when it is deleted, and after
+// Options.StartTimeout with the last state seen (the scheduler's reason
+// for an unschedulable pod).
 func (w *podWatch) waitRunning(ctx context.Context, name string) error {
 	ch, unsubscribe := w.subscribe(name)
 	defer unsubscribe()
 	timer := time.NewTimer(w.r.opts.StartTimeout)
 	defer timer.Stop()
+	poll := time.NewTicker(2 * time.Second)
+	defer poll.Stop()
 	var last *corev1.Pod
 	for {
 		if pod := w.get(name); pod != nil {
@@ -211,6 +215,12 @@ func (w *podWatch) waitRunning(ctx context.Context, name string) error {
 		}
 		select {
 		case <-ch:
+		case <-poll.C:
+			if last != nil && last.Spec.NodeName != "" {
+				if err := w.r.mountProblem(ctx, name, last.Spec.NodeName); err != nil {
+					return err
+				}
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-w.r.ctx.Done():
@@ -252,11 +262,18 @@ var fatalWaiting = map[string]string{
 	"CrashLoopBackOff":           "the container keeps exiting",
 }
 
-// podProblem is the error of a pod that will not run: it ended, or its
-// container waits for a reason in fatalWaiting.
+// podProblem is the error of a pod that will not run: it ended, its
+// container waits for a reason in fatalWaiting, or the scheduler cannot
+// place it for want of a PersistentVolumeClaim that does not exist.
 func podProblem(pod *corev1.Pod) error {
 	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 		return fmt.Errorf("the pod ended before it ran: %s", podState(pod))
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse &&
+			strings.Contains(c.Message, "persistentvolumeclaim") && strings.Contains(c.Message, "not found") {
+			return fmt.Errorf("the workspace claim does not exist in the namespace (create it, or set workspace_claim to one that does): %s", c.Message)
+		}
 	}
 	for _, st := range pod.Status.ContainerStatuses {
 		if w := st.State.Waiting; w != nil {
@@ -291,6 +308,26 @@ func podState(p *corev1.Pod) string {
 		}
 	}
 	return s
+}
+
+// mountProblem is the error of a pod whose volume the kubelet cannot
+// mount in a way that waiting does not mend: a hostPath that is not on
+// the node (hostPath storage with the server on another node) or is not
+// what the server saw. It reads the pod's events; nil when they hold no
+// such failure or cannot be read.
+func (r *Runtime) mountProblem(ctx context.Context, name, node string) error {
+	ectx, cancel := context.WithTimeout(ctx, min(r.opts.CallTimeout, 5*time.Second))
+	defer cancel()
+	list, err := r.api.events(ectx, "involvedObject.kind=Pod,involvedObject.name="+name+",reason=FailedMount")
+	if err != nil {
+		return nil
+	}
+	for _, e := range list.Items {
+		if strings.Contains(e.Message, "hostPath type check failed") {
+			return fmt.Errorf("node %s cannot mount a hostPath volume: %s (hostPath storage needs the server's files on the pod's node: run the server on it, or use workspace_claim)", node, e.Message)
+		}
+	}
+	return nil
 }
 
 // podEvents lists the pod's recent warning events ("; events: ..."), or
