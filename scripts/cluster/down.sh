@@ -112,7 +112,15 @@ for h in /sys/fs/cgroup/*"$CGROUP_ROOT" /sys/fs/cgroup"$CGROUP_ROOT"; do
 	[ ! -d "$h" ] || log "warning: cgroup $h could not be removed"
 done
 
-# 7. Files. The mounts made for pods lived in the node's namespace, now
+# 7. The shared folder's bind mount (up.sh). What is mounted under it
+# belongs to whoever mounted it (a server's workspace disks): stop that
+# first.
+if mountpoint -q "$SHARED"; then
+	umount "$SHARED" 2>/dev/null ||
+		die "$SHARED still has mounts under it (a server's workspace disks?): stop what uses them, then run this again"
+fi
+
+# 8. Files. The mounts made for pods lived in the node's namespace, now
 # gone; refuse to delete anything if one is visible here after all.
 if grep -qF " $STATE/" /proc/self/mountinfo; then
 	die "mounts under $STATE are still present: $(grep -F " $STATE/" /proc/self/mountinfo | awk '{print $5}' | tr '\n' ' ')"

@@ -55,6 +55,10 @@ PIDS="$STATE/pids"
 RUN="$STATE/run"
 CONTAINERD_SOCK="$RUN/containerd.sock"
 KUBECONFIG_ADMIN="$STATE/kubeconfig"
+# Mounts made on the host under SHARED after the node started (workspace
+# disk images, loop-mounted by a server) reach the node: a shared bind
+# mount of its own, of which the node's copy is a slave.
+SHARED="$STATE/shared"
 
 # bin_dir prints where the cluster's binaries are (built by build.sh);
 # .cache/cluster/bin links there once the cluster has been built.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The node half of the local cluster, run by up.sh inside
-# `unshare --mount --propagation private`: it prepares the private mounts,
+# `unshare --mount --propagation slave`: it prepares the private mounts,
 # starts containerd and the kubelet detached (they keep the namespace
 # alive), and returns.
 #

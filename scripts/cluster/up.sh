@@ -176,7 +176,13 @@ start kube-apiserver "$K8S_BIN/kube-apiserver" \
 # answers.
 log "starting containerd and the kubelet in a private mount namespace"
 touch "$STATE/node.started"
-unshare --mount --propagation private "$CLUSTER_SRC/node.sh" 8>&- ||
+# The node's namespace receives the host's mounts made later under shared
+# mounts (SHARED, and on hosts whose / is shared every path) and gives
+# back none of its own.
+mkdir -p "$SHARED"
+mountpoint -q "$SHARED" || mount --bind "$SHARED" "$SHARED"
+mount --make-shared "$SHARED"
+unshare --mount --propagation slave "$CLUSTER_SRC/node.sh" 8>&- ||
 	die "starting the node failed (logs: $LOGS/containerd.log, $LOGS/kubelet.log)"
 wait_for kube-apiserver 60 "$LOGS/kube-apiserver.log" kubectl get --raw /readyz
 
