@@ -15,8 +15,11 @@ import (
 )
 
 // TestConformance runs the runtime conformance suite on the local cluster,
-// as the server's service account of deploy/kubernetes.
+// as the server's service account of deploy/kubernetes. Its workspaces
+// live in the cluster's shared folder, where the loop-mounted disk images
+// of workspaces with a disk limit reach the node (hostPath storage).
 func TestConformance(t *testing.T) {
+	t.Setenv("TMPDIR", k8stest.SharedTempDir(t))
 	sandboxtest.Run(t, func(t *testing.T) (sandbox.Runtime, sandboxtest.Features) {
 		rt := k8stest.Runtime(t, kubernetes.Options{Instance: "conformance"})
 		return rt, sandboxtest.Features{UID: 1000, GID: 1000, Home: kubernetes.DefaultHome, Engine: newEngine(t, rt)}

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/kubernetes"
 	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
@@ -485,6 +486,39 @@ func TestVolumeMissing(t *testing.T) {
 		t.Errorf("claim missing: err = %v", err)
 	}
 	if left := append(k8stest.Pods(t, rt), k8stest.Pods(t, noClaim)...); len(left) != 0 {
+		t.Errorf("pods left: %v", left)
+	}
+}
+
+// TestWorkspaceMountUnseen: a workspace with a disk limit is a
+// loop-mounted image; outside the local cluster's shared folder the node
+// does not receive that mount, and Create says so rather than give the
+// pod the empty folder under it.
+func TestWorkspaceMountUnseen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "data")
+	if mode, why := sandbox.DetectDiskMode(ctx, root); mode != sandbox.DiskLoop {
+		testenv.Missing(t, "loop-mounted workspace disks ("+why+")")
+	}
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "mount-unseen"})
+	wss, err := sandbox.NewWorkspacesWith(root, sandbox.WorkspacesOptions{UID: 1000, GID: 1000, Disk: sandbox.DiskLoop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, release, err := wss.AcquireWith(ctx, "u1", "c1", sandbox.AcquireOptions{MaxDisk: 48 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	sb, err := rt.Create(ctx, sandbox.Spec{UserID: "u1", ChatID: "c1", Workspace: ws})
+	if sb != nil {
+		_ = sb.Remove(ctx)
+	}
+	if err == nil || !strings.Contains(err.Error(), "does not see the workspace's own file system") {
+		t.Fatalf("err = %v, want one saying the pod does not see the mount", err)
+	}
+	if left := k8stest.Pods(t, rt); len(left) != 0 {
 		t.Errorf("pods left: %v", left)
 	}
 }

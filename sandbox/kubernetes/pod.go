@@ -58,7 +58,11 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		return nil, r.createErr(ctx, err)
 	}
 	sb := &Sandbox{rt: r, name: name, uid: string(created.UID), ws: spec.Workspace, env: copyEnv(spec.Env), procs: map[*process]struct{}{}}
-	if err := r.pods.waitRunning(ctx, name); err != nil {
+	err = r.pods.waitRunning(ctx, name)
+	if err == nil {
+		err = r.checkWorkspaceSeen(ctx, name, spec.Workspace.Dir())
+	}
+	if err != nil {
 		if rerr := sb.Remove(ctx); rerr != nil {
 			err = errors.Join(err, rerr)
 		}

@@ -1,11 +1,14 @@
 package kubernetes
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -129,4 +132,34 @@ func hostPathType(m os.FileMode) corev1.HostPathType {
 		return corev1.HostPathFile
 	}
 	return corev1.HostPathUnset
+}
+
+// checkWorkspaceSeen makes sure the pod sees the workspace the server
+// sees, when that is in doubt: with hostPath storage, a workspace that is
+// a mount point here (a loop-mounted disk image, for a disk limit) is only
+// what the pod gets if the node's mount namespace received that mount
+// (the kubelet runs in this host's namespace, or the mount lies under a
+// shared mount it is a slave of). Otherwise the pod would write into the
+// folder under the mount, unseen and unlimited. One exec compares the
+// device and inode of /workspace with the server's.
+func (r *Runtime) checkWorkspaceSeen(ctx context.Context, pod, dir string) error {
+	if r.opts.Storage.Claim != "" {
+		return nil
+	}
+	var st, parent syscall.Stat_t
+	if syscall.Stat(dir, &st) != nil || syscall.Stat(filepath.Dir(dir), &parent) != nil || st.Dev == parent.Dev {
+		return nil // not a mount point
+	}
+	cctx, cancel := context.WithTimeout(ctx, min(r.opts.CallTimeout, 10*time.Second))
+	defer cancel()
+	out, err := r.run1(cctx, pod, []string{"stat", "-c", "%d %i", sandbox.Workdir})
+	if err != nil {
+		return ctx.Err() // nil: no stat(1) in the image, nothing to compare with
+	}
+	if want := fmt.Sprintf("%d %d", st.Dev, st.Ino); strings.TrimSpace(out) != want {
+		return fmt.Errorf("the pod does not see the workspace's own file system mounted at %s (device and inode %s in the pod, %s here): "+
+			"the node's mount namespace did not receive the mount; run the server where the kubelet sees its mounts, keep data_root under a shared mount "+
+			"(on the local cluster of `make cluster`: .cache/cluster/shared), or use workspace_claim", dir, strings.TrimSpace(out), want)
+	}
+	return nil
 }

@@ -252,3 +252,23 @@ func PodCgroup(t testing.TB, sb sandbox.Sandbox, controller, file string) string
 	t.Fatalf("no %s cgroup in %q", controller, res.Stdout)
 	return ""
 }
+
+// SharedTempDir requires the local cluster and returns a new folder under
+// its shared folder (.cache/cluster/shared, removed when the test ends):
+// what this host mounts there later, such as a workspace's loop-mounted
+// disk image, reaches the node, whose mount namespace is otherwise its
+// own. Tests whose workspaces have disk limits keep them there (e.g.
+// t.Setenv("TMPDIR", SharedTempDir(t))).
+func SharedTempDir(t testing.TB) string {
+	t.Helper()
+	shared := filepath.Join(filepath.Dir(testenv.Cluster(t)), "shared")
+	if _, err := os.Stat(shared); err != nil {
+		t.Fatalf("the local cluster's shared folder: %v (restart it: make cluster-down cluster)", err)
+	}
+	dir, err := os.MkdirTemp(shared, "t-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
