@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/kubernetes"
 )
 
@@ -59,5 +60,20 @@ func TestOpenKubernetes(t *testing.T) {
 	_, err = openEnv(ctx, envOptions{AppDir: app, Logger: logger, Assistant: "coder", Kubeconfig: "/nonexistent/kubeconfig"})
 	if err == nil || !strings.Contains(err.Error(), "sandbox runtime kubernetes") || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
 		t.Errorf("missing kubeconfig: err = %v", err)
+	}
+}
+
+// TestClaimWorkspacesNotLooped: with a workspace claim, workspaces are
+// plain folders on it (disk limits watched): a loop mount on the server's
+// host would not reach pods on other nodes.
+func TestClaimWorkspacesNotLooped(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	ws, err := openWorkspacesUnlooped(context.Background(), t.TempDir(), -1, -1, "the reason", slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.DiskMode() != sandbox.DiskWatch || !strings.Contains(log.String(), "the reason") {
+		t.Errorf("disk mode %s, log %q; want watch, with the reason", ws.DiskMode(), log.String())
 	}
 }

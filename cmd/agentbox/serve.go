@@ -247,7 +247,11 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	// Workspaces first: they create the data root world-traversable
 	// (0755), which the local runtime's sandbox user needs; the store
 	// would create it 0700.
-	ws, err := openWorkspaces(ctx, dataRoot, uid, gid, opts.Logger)
+	noLoop := ""
+	if app.Config.Sandbox.Kubernetes.WorkspaceClaim != "" {
+		noLoop = "workspaces are on a PersistentVolumeClaim that sandbox pods on other nodes mount, which a loop mount on this host would not reach"
+	}
+	ws, err := openWorkspacesUnlooped(ctx, dataRoot, uid, gid, noLoop, opts.Logger)
 	if err != nil {
 		return nil, err
 	}

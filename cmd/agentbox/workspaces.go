@@ -150,7 +150,16 @@ func parseAge(s string) (time.Duration, error) {
 // with disk limits as this host allows (sandbox.DetectDiskMode, said in
 // the log), after cleaning what a crashed server left of their disks.
 func openWorkspaces(ctx context.Context, dataRoot string, uid, gid int, log *slog.Logger) (*sandbox.Workspaces, error) {
-	mode, why := sandbox.DetectDiskMode(ctx, dataRoot)
+	return openWorkspacesUnlooped(ctx, dataRoot, uid, gid, "", log)
+}
+
+// openWorkspacesUnlooped is openWorkspaces with disk limits watched, not
+// loop-mounted, when noLoop says why they must not be.
+func openWorkspacesUnlooped(ctx context.Context, dataRoot string, uid, gid int, noLoop string, log *slog.Logger) (*sandbox.Workspaces, error) {
+	mode, why := sandbox.DiskWatch, noLoop
+	if noLoop == "" {
+		mode, why = sandbox.DetectDiskMode(ctx, dataRoot)
+	}
 	if mode == sandbox.DiskLoop {
 		log.Debug("workspace disk limits: loop-mounted ext4 images (sandbox.max_disk)")
 	} else {

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -207,5 +208,30 @@ func TestClaimVolumes(t *testing.T) {
 	other := &Runtime{opts: Options{TmpfsBytes: 1 << 20, Home: DefaultHome, Storage: Storage{Claim: "c", ClaimRoot: outside}}}
 	if _, _, err := other.volumes(spec, nil); err == nil || !strings.Contains(err.Error(), "workspace") {
 		t.Errorf("a workspace outside the claim: err = %v", err)
+	}
+}
+
+// TestClaimRefusesMountedWorkspace: a workspace that is a loop-mounted
+// disk image on this host cannot be given to pods through a claim, and the
+// error says so.
+func TestClaimRefusesMountedWorkspace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	if mode, why := sandbox.DetectDiskMode(ctx, root); mode != sandbox.DiskLoop {
+		testenv.Missing(t, "loop-mounted workspace disks ("+why+")")
+	}
+	wss, err := sandbox.NewWorkspacesWith(root, sandbox.WorkspacesOptions{UID: -1, GID: -1, Disk: sandbox.DiskLoop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, release, err := wss.AcquireWith(ctx, "u1", "c1", sandbox.AcquireOptions{MaxDisk: 48 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	r := &Runtime{opts: Options{TmpfsBytes: 1 << 20, Home: DefaultHome, Storage: Storage{Claim: "data", ClaimRoot: root}}}
+	if _, _, err := r.volumes(sandbox.Spec{Workspace: ws}, nil); err == nil || !strings.Contains(err.Error(), "is a mount on this host") {
+		t.Errorf("err = %v, want the mounted workspace refused", err)
 	}
 }

@@ -85,6 +85,10 @@ func (r *Runtime) volumes(spec sandbox.Spec, mounts []sandbox.Mount) ([]corev1.V
 	if err != nil {
 		return nil, nil, fmt.Errorf("workspace %s cannot be mounted from claim %q: %w", wsDir, st.Claim, err)
 	}
+	if _, ok := mountPoint(wsDir); ok {
+		return nil, nil, fmt.Errorf("workspace %s is a mount on this host (a loop-mounted disk image?), which pods mounting claim %q do not see: "+
+			"with claim storage workspaces must be plain folders on the claim (agentbox serve then watches disk limits instead of mounting images)", wsDir, st.Claim)
+	}
 	vols = append(vols, corev1.Volume{Name: volData, VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: st.Claim}}})
 	vms = append(vms, corev1.VolumeMount{Name: volData, MountPath: sandbox.Workdir, SubPath: sub})
@@ -134,6 +138,16 @@ func hostPathType(m os.FileMode) corev1.HostPathType {
 	return corev1.HostPathUnset
 }
 
+// mountPoint reports whether dir is a mount point on this host (its
+// device differs from its parent's), with its stat.
+func mountPoint(dir string) (syscall.Stat_t, bool) {
+	var st, parent syscall.Stat_t
+	if syscall.Stat(dir, &st) != nil || syscall.Stat(filepath.Dir(dir), &parent) != nil {
+		return st, false
+	}
+	return st, st.Dev != parent.Dev
+}
+
 // checkWorkspaceSeen makes sure the pod sees the workspace the server
 // sees, when that is in doubt: with hostPath storage, a workspace that is
 // a mount point here (a loop-mounted disk image, for a disk limit) is only
@@ -143,12 +157,9 @@ func hostPathType(m os.FileMode) corev1.HostPathType {
 // folder under the mount, unseen and unlimited. One exec compares the
 // device and inode of /workspace with the server's.
 func (r *Runtime) checkWorkspaceSeen(ctx context.Context, pod, dir string) error {
-	if r.opts.Storage.Claim != "" {
+	st, ok := mountPoint(dir)
+	if !ok || r.opts.Storage.Claim != "" {
 		return nil
-	}
-	var st, parent syscall.Stat_t
-	if syscall.Stat(dir, &st) != nil || syscall.Stat(filepath.Dir(dir), &parent) != nil || st.Dev == parent.Dev {
-		return nil // not a mount point
 	}
 	cctx, cancel := context.WithTimeout(ctx, min(r.opts.CallTimeout, 10*time.Second))
 	defer cancel()
