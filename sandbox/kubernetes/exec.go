@@ -57,10 +57,11 @@ $l"; fi
 	esac
 done
 [ -n "$in" ] || exec </dev/null
-exec env "$@"`
+exec env -- "$@"`
 
 // preamble encodes what execWrapper reads before the command's stdin.
-// env(1) takes every leading argument holding '=' for a variable, so a
+// env(1) takes every leading argument holding '=' for a variable (after
+// "--", which ends its options: a program may start with '-'), so a
 // program whose name holds one is started through the shell.
 func preamble(pidfile, dir string, env, argv []string, stdin bool) []byte {
 	var b bytes.Buffer

@@ -14,6 +14,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -243,22 +244,22 @@ func (o *Options) fill() error {
 		}
 		o.Instance = h
 	}
-	o.Namespace = cmpOr(o.Namespace, DefaultNamespace)
-	o.Image = cmpOr(o.Image, DefaultImage)
-	o.ImagePullPolicy = cmpOr(o.ImagePullPolicy, DefaultPullPolicy)
-	o.MemoryBytes = cmpOr(o.MemoryBytes, DefaultMemoryBytes)
-	o.CPUs = cmpOr(o.CPUs, DefaultCPUs)
-	o.RequestMemoryBytes = cmpOr(o.RequestMemoryBytes, DefaultRequestMemoryBytes)
-	o.RequestCPUs = cmpOr(o.RequestCPUs, DefaultRequestCPUs)
-	o.EphemeralBytes = cmpOr(o.EphemeralBytes, DefaultEphemeralBytes)
-	o.Network = cmpOr(o.Network, sandbox.NetworkNone)
-	o.UID = cmpOr(o.UID, DefaultUID)
-	o.GID = cmpOr(o.GID, DefaultGID)
-	o.Home = cmpOr(o.Home, DefaultHome)
-	o.TmpfsBytes = cmpOr(o.TmpfsBytes, DefaultTmpfsSize)
-	o.GracePeriod = cmpOr(o.GracePeriod, DefaultGracePeriod)
-	o.StartTimeout = cmpOr(o.StartTimeout, DefaultStartTimeout)
-	o.CallTimeout = cmpOr(o.CallTimeout, DefaultCallTimeout)
+	o.Namespace = cmp.Or(o.Namespace, DefaultNamespace)
+	o.Image = cmp.Or(o.Image, DefaultImage)
+	o.ImagePullPolicy = cmp.Or(o.ImagePullPolicy, DefaultPullPolicy)
+	o.MemoryBytes = cmp.Or(o.MemoryBytes, DefaultMemoryBytes)
+	o.CPUs = cmp.Or(o.CPUs, DefaultCPUs)
+	o.RequestMemoryBytes = cmp.Or(o.RequestMemoryBytes, DefaultRequestMemoryBytes)
+	o.RequestCPUs = cmp.Or(o.RequestCPUs, DefaultRequestCPUs)
+	o.EphemeralBytes = cmp.Or(o.EphemeralBytes, DefaultEphemeralBytes)
+	o.Network = cmp.Or(o.Network, sandbox.NetworkNone)
+	o.UID = cmp.Or(o.UID, DefaultUID)
+	o.GID = cmp.Or(o.GID, DefaultGID)
+	o.Home = cmp.Or(o.Home, DefaultHome)
+	o.TmpfsBytes = cmp.Or(o.TmpfsBytes, DefaultTmpfsSize)
+	o.GracePeriod = cmp.Or(o.GracePeriod, DefaultGracePeriod)
+	o.StartTimeout = cmp.Or(o.StartTimeout, DefaultStartTimeout)
+	o.CallTimeout = cmp.Or(o.CallTimeout, DefaultCallTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -298,14 +299,6 @@ func (o *Options) fill() error {
 		return fmt.Errorf("kubernetes options: %w", err)
 	}
 	return nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // loadConfig loads the client configuration the way kubectl does: the

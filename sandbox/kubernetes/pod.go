@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -115,7 +116,7 @@ func (r *Runtime) podFor(spec sandbox.Spec, name string, now time.Time) (*corev1
 	if spec.Image == "" {
 		return nil, errors.New("kubernetes create: no image (set the assistant's sandbox.image or the runtime's default image)")
 	}
-	network := cmpOr(spec.Network, r.opts.Network)
+	network := cmp.Or(spec.Network, r.opts.Network)
 	switch {
 	case network != sandbox.NetworkNone && network != sandbox.NetworkHost:
 		return nil, fmt.Errorf("kubernetes create: network %q: want %q or %q", network, sandbox.NetworkNone, sandbox.NetworkHost)
@@ -123,7 +124,7 @@ func (r *Runtime) podFor(spec sandbox.Spec, name string, now time.Time) (*corev1
 		return nil, errors.New(`kubernetes create: network "host" is not allowed on this runtime: a hostNetwork pod sees the node's interfaces and every service listening on the node; ` +
 			`use "none" with the bridge, or set the runtime's allow_host_network on a cluster where that is acceptable`)
 	}
-	mem, cpus := cmpOr(spec.MemoryBytes, r.opts.MemoryBytes), cmpOr(spec.CPUs, r.opts.CPUs)
+	mem, cpus := cmp.Or(spec.MemoryBytes, r.opts.MemoryBytes), cmp.Or(spec.CPUs, r.opts.CPUs)
 	switch {
 	case mem < 0, cpus < 0, spec.PidsLimit < 0:
 		return nil, errors.New("kubernetes create: negative limit")

@@ -77,10 +77,13 @@ func TestExecWrapper(t *testing.T) {
 		{"stdin after the preamble", nil, []string{"cat"}, "line 1\n.\nA 1\nrest", "line 1\n.\nA 1\nrest"},
 		{"program name with =", nil, []string{"./a=b"}, "", "ran a=b\n"},
 		{"working directory", nil, []string{"pwd"}, "", dir + "\n"},
+		{"program name starting with -", nil, []string{"-dash"}, "", "ran -dash\n"},
 		{"the API server's address is not passed on", []string{"KUBERNETES_SERVICE_HOST=x"}, []string{"sh", "-c", "echo ${KUBERNETES_SERVICE_HOST:-none}"}, "", "x\n"},
 	}
-	if err := os.WriteFile(filepath.Join(dir, "a=b"), []byte("#!/bin/sh\necho ran a=b\n"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, prog := range []string{"a=b", "-dash"} {
+		if err := os.WriteFile(filepath.Join(dir, prog), []byte("#!/bin/sh\necho ran "+prog+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,7 +91,7 @@ func TestExecWrapper(t *testing.T) {
 			in := preamble(pidfile, dir, tc.env, tc.argv, tc.stdin != "")
 			cmd := exec.Command("/bin/sh", "-c", execWrapper)
 			cmd.Stdin = strings.NewReader(string(in) + tc.stdin)
-			cmd.Env = []string{"PATH=/usr/bin:/bin", "KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_PORT=tcp://10.96.0.1:443"}
+			cmd.Env = []string{"PATH=/usr/bin:/bin:" + dir, "KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_PORT=tcp://10.96.0.1:443"}
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			if err := cmd.Run(); err != nil {
