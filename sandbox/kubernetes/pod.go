@@ -25,8 +25,9 @@ const containerName = "sandbox"
 // workspace at /workspace (plus spec.Mounts), its main process idling,
 // ready for exec. A failed Create leaves no pod behind. Errors that
 // waiting cannot mend (an image that is missing or cannot be pulled, a
-// rejected pod, a quota) come at once; an unschedulable pod fails after
-// Options.StartTimeout with the scheduler's reason.
+// rejected pod, a quota, a volume the node cannot mount, a workspace
+// mount the pod would not see) come at once; an unschedulable pod fails
+// after Options.StartTimeout with the scheduler's reason.
 func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	if spec.Image == "" {
 		spec.Image = r.opts.Image
