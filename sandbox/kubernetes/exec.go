@@ -38,8 +38,17 @@ import (
 // every container (the API server's address), and becomes env(1) with the
 // environment and argv. Secrets in the environment thus never reach the
 // pod object, a URL or a log.
-const execWrapper = `unset KUBERNETES_SERVICE_HOST KUBERNETES_SERVICE_PORT KUBERNETES_SERVICE_PORT_HTTPS KUBERNETES_PORT KUBERNETES_PORT_443_TCP KUBERNETES_PORT_443_TCP_PROTO KUBERNETES_PORT_443_TCP_PORT KUBERNETES_PORT_443_TCP_ADDR
-set --; in=
+const execWrapper = unsetKubernetes + preambleLoop + `[ -n "$in" ] || exec </dev/null
+exec env -- "$@"`
+
+// unsetKubernetes drops the variables Kubernetes puts in every container.
+const unsetKubernetes = `unset KUBERNETES_SERVICE_HOST KUBERNETES_SERVICE_PORT KUBERNETES_SERVICE_PORT_HTTPS KUBERNETES_PORT KUBERNETES_PORT_443_TCP KUBERNETES_PORT_443_TCP_PROTO KUBERNETES_PORT_443_TCP_PORT KUBERNETES_PORT_443_TCP_ADDR
+`
+
+// preambleLoop reads the preamble from stdin into the positional
+// parameters (the environment, then argv), writing the pid file, changing
+// directory and noting whether the command takes stdin (in).
+const preambleLoop = `set --; in=
 while IFS= read -r h; do
 	[ "$h" = . ] && break
 	n=${h#? }; v=; i=0
@@ -56,8 +65,7 @@ $l"; fi
 	*) set -- "$@" "$v" ;;
 	esac
 done
-[ -n "$in" ] || exec </dev/null
-exec env -- "$@"`
+`
 
 // preamble encodes what execWrapper reads before the command's stdin.
 // env(1) takes every leading argument holding '=' for a variable (after
@@ -145,7 +153,7 @@ func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.Ex
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ex, err := s.rt.executor(s.name, []string{sandbox.Shell, "-c", execWrapper}, true)
+	ex, err := s.rt.executor(s.name, []string{sandbox.Shell, "-c", execWrapper}, true, false)
 	if err != nil {
 		return nil, err
 	}
@@ -181,13 +189,14 @@ func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.Ex
 // executor prepares an exec of argv in the pod's sandbox container over
 // WebSocket, falling back to SPDY for API servers (or proxies) that do not
 // upgrade to it, as kubectl does.
-func (r *Runtime) executor(pod string, argv []string, stdin bool) (remotecommand.Executor, error) {
+func (r *Runtime) executor(pod string, argv []string, stdin, tty bool) (remotecommand.Executor, error) {
 	u := r.api.execURL(pod, &corev1.PodExecOptions{
 		Container: containerName,
 		Command:   argv,
 		Stdin:     stdin,
 		Stdout:    true,
-		Stderr:    true,
+		Stderr:    !tty, // a terminal's errors are on its output
+		TTY:       tty,
 	})
 	ws, err := remotecommand.NewWebSocketExecutor(r.cfg, "GET", u.String())
 	if err != nil {
@@ -206,19 +215,26 @@ func (r *Runtime) executor(pod string, argv []string, stdin bool) (remotecommand
 	return ex, nil
 }
 
-// run1 runs a short command of the runtime's own (no preamble) and returns
-// its output; a non-zero exit is an error.
-func (r *Runtime) run1(ctx context.Context, pod string, argv []string) (string, error) {
-	ex, err := r.executor(pod, argv, false)
+// run1 runs a short command of the runtime's own (no preamble) with
+// stdin (nil: none) and returns its output; a non-zero exit is an error.
+func (r *Runtime) run1(ctx context.Context, pod string, argv []string, stdin io.Reader) (string, error) {
+	ex, err := r.executor(pod, argv, stdin != nil, false)
 	if err != nil {
 		return "", err
 	}
 	var out, errb bytes.Buffer
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errb})
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &out, Stderr: &errb})
 	if err != nil {
 		return out.String(), fmt.Errorf("%s: %w (%s)", argv[len(argv)-1], err, strings.TrimSpace(errb.String()))
 	}
 	return out.String(), nil
+}
+
+// killGroup kills the process group and session of the exec whose wrapper
+// wrote its pid to pidfile, through a second exec.
+func (s *Sandbox) killGroup(ctx context.Context, pidfile string) error {
+	_, err := s.rt.run1(ctx, s.name, []string{sandbox.Shell, "-c", sandbox.KillGroupScript, pidfile}, nil)
+	return err
 }
 
 // process is one exec started by Start.
@@ -323,7 +339,7 @@ func (p *process) Kill() error {
 		r := p.sb.rt
 		ctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
 		defer cancel()
-		if _, err := r.run1(ctx, p.sb.name, []string{sandbox.Shell, "-c", sandbox.KillGroupScript, p.pidfile}); err != nil {
+		if err := p.sb.killGroup(ctx, p.pidfile); err != nil {
 			select {
 			case <-p.done:
 				return // it ended meanwhile

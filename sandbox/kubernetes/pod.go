@@ -59,7 +59,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		r.tracked.drop(name)
 		return nil, r.createErr(ctx, err)
 	}
-	sb := &Sandbox{rt: r, name: name, uid: string(created.UID), ws: spec.Workspace, env: copyEnv(spec.Env), procs: map[*process]struct{}{}}
+	sb := &Sandbox{rt: r, name: name, uid: string(created.UID), ws: spec.Workspace, env: copyEnv(spec.Env), procs: map[cutter]struct{}{}}
 	err = r.pods.waitRunning(ctx, name)
 	if err == nil {
 		err = r.checkWorkspaceSeen(ctx, name, spec.Workspace.Dir())

@@ -23,9 +23,12 @@ type Sandbox struct {
 
 	mu      sync.Mutex
 	removed bool
-	deleted bool // the pod is gone: Remove is done
-	procs   map[*process]struct{}
+	deleted bool                // the pod is gone: Remove is done
+	procs   map[cutter]struct{} // running execs and terminals
 }
+
+// cutter is an exec or terminal whose connection Remove cuts.
+type cutter interface{ cut() }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
 
@@ -60,7 +63,7 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 	s.mu.Lock()
 	s.removed = true
 	done := s.deleted
-	procs := make([]*process, 0, len(s.procs))
+	procs := make([]cutter, 0, len(s.procs))
 	for p := range s.procs {
 		procs = append(procs, p)
 	}
@@ -100,7 +103,7 @@ func (r *Runtime) deletePod(ctx context.Context, name, uid string, kill bool) er
 	grace := int64(r.opts.GracePeriod.Round(time.Second) / time.Second)
 	if kill {
 		kctx, cancel := context.WithTimeout(ctx, min(r.opts.CallTimeout, 5*time.Second))
-		if _, err := r.run1(kctx, name, []string{"/bin/sh", "-c", killAllScript}); err == nil {
+		if _, err := r.run1(kctx, name, []string{sandbox.Shell, "-c", killAllScript}, nil); err == nil {
 			grace = 0
 		}
 		cancel()

@@ -163,7 +163,7 @@ func (r *Runtime) checkWorkspaceSeen(ctx context.Context, pod, dir string) error
 	}
 	cctx, cancel := context.WithTimeout(ctx, min(r.opts.CallTimeout, 10*time.Second))
 	defer cancel()
-	out, err := r.run1(cctx, pod, []string{"stat", "-c", "%d %i", sandbox.Workdir})
+	out, err := r.run1(cctx, pod, []string{"stat", "-c", "%d %i", sandbox.Workdir}, nil)
 	if err != nil {
 		return ctx.Err() // nil: no stat(1) in the image, nothing to compare with
 	}

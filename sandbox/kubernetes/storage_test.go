@@ -1,0 +1,157 @@
+package kubernetes_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/kubernetes"
+	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
+)
+
+// TestClaimStorage: with claim storage the workspace reaches the pod as a
+// subPath of a PersistentVolumeClaim, as it would from shared storage on
+// a multi-node cluster (here a hostPath PersistentVolume over the test's
+// data root).
+func TestClaimStorage(t *testing.T) {
+	t.Parallel()
+	core := admin(t)
+	ctx := context.Background()
+	id := randID()
+	ns := "agentbox-claim-" + id
+	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = core.Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	wss := workspaces(t)
+	root := filepath.Dir(wss.Root())
+	size := resource.MustParse("1Gi")
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "agentbox-data-" + id},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              "",
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: root}},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "agentbox-data"},
+		}}
+	empty := ""
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "agentbox-data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			StorageClassName: &empty,
+			VolumeName:       pv.Name,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		}}
+	if _, err := core.PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The claim first: the volume controller then binds the two at once.
+	if _, err := core.PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = core.PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "claim", Namespace: ns, RESTConfig: k8stest.Admin(t),
+		Storage: kubernetes.Storage{Claim: "agentbox-data", ClaimRoot: root}})
+	ws, release, err := wss.Acquire(ctx, "u1", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if err := ws.WriteFile(ctx, "from-host.txt", []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := rt.Create(ctx, sandbox.Spec{UserID: "u1", ChatID: "c1", Workspace: ws})
+	if sb != nil {
+		defer sb.Remove(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"cat from-host.txt; echo pod > from-pod.txt; ls /workspace"}, Shell: true})
+	if err != nil || res.Stdout != "host"+"from-host.txt\nfrom-pod.txt\n" {
+		t.Fatalf("in the pod: %+v, %v", res, err)
+	}
+	if b, err := ws.ReadFile(ctx, "from-pod.txt", 0); err != nil || string(b) != "pod\n" {
+		t.Errorf("on the host: %q, %v", b, err)
+	}
+	pod, err := core.Pods(ns).Get(ctx, sb.ID(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil {
+			t.Errorf("claim storage, yet a hostPath volume: %+v", v)
+		}
+	}
+}
+
+// TestVolumeMissing: a workspace the node does not have (here: deleted
+// after it was acquired) fails Create within seconds with the kubelet's
+// reason, as does a workspace claim that does not exist.
+func TestVolumeMissing(t *testing.T) {
+	t.Parallel()
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "volume-missing"})
+	start := time.Now()
+	_, err := newSandbox(t, rt, func(s *sandbox.Spec) {
+		if err := os.RemoveAll(s.Workspace.Dir()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "hostPath type check failed") || !strings.Contains(err.Error(), "workspace_claim") {
+		t.Errorf("workspace missing on the node: err = %v", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the error took %s", d)
+	}
+	noClaim := k8stest.Runtime(t, kubernetes.Options{Instance: "volume-missing",
+		Storage: kubernetes.Storage{Claim: "no-such-claim", ClaimRoot: "/"}})
+	if _, err := newSandbox(t, noClaim, nil); err == nil || !strings.Contains(err.Error(), `persistentvolumeclaim "no-such-claim" not found`) {
+		t.Errorf("claim missing: err = %v", err)
+	}
+	if left := append(k8stest.Pods(t, rt), k8stest.Pods(t, noClaim)...); len(left) != 0 {
+		t.Errorf("pods left: %v", left)
+	}
+}
+
+// TestWorkspaceMountUnseen: a workspace with a disk limit is a
+// loop-mounted image; outside the local cluster's shared folder the node
+// does not receive that mount, and Create says so rather than give the
+// pod the empty folder under it.
+func TestWorkspaceMountUnseen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "data")
+	if mode, why := sandbox.DetectDiskMode(ctx, root); mode != sandbox.DiskLoop {
+		testenv.Missing(t, "loop-mounted workspace disks ("+why+")")
+	}
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "mount-unseen"})
+	wss, err := sandbox.NewWorkspacesWith(root, sandbox.WorkspacesOptions{UID: 1000, GID: 1000, Disk: sandbox.DiskLoop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, release, err := wss.AcquireWith(ctx, "u1", "c1", sandbox.AcquireOptions{MaxDisk: 48 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	sb, err := rt.Create(ctx, sandbox.Spec{UserID: "u1", ChatID: "c1", Workspace: ws})
+	if sb != nil {
+		_ = sb.Remove(ctx)
+	}
+	if err == nil || !strings.Contains(err.Error(), "does not see the workspace's own file system") {
+		t.Fatalf("err = %v, want one saying the pod does not see the mount", err)
+	}
+	if left := k8stest.Pods(t, rt); len(left) != 0 {
+		t.Errorf("pods left: %v", left)
+	}
+}
