@@ -134,6 +134,11 @@ type Options struct {
 	// Egress, when set, gives the sandbox an egress proxy: its only way to
 	// other hosts, within a policy, with secrets it never holds (egress.go).
 	Egress *EgressOptions
+	// Gateway, when set, carries the sandbox's connections over the
+	// network (mutual TLS and the session's token) instead of Unix
+	// sockets: for sandboxes that share no file system with the server
+	// (gateway.go). The sandbox then needs SandboxEnv and no socket mounts.
+	Gateway *Gateway
 }
 
 // Upstream authentication styles.
@@ -158,6 +163,9 @@ type Session struct {
 	tools  *toolServer   // nil without tools
 	model  *modelServer  // nil without upstream
 	egress *egressServer // nil without Options.Egress
+
+	gwID  string       // the session's id on Options.Gateway
+	creds *Credentials // what the sandbox needs to reach it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -264,6 +272,11 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 		stop()
 	})
 
+	if opts.Gateway != nil {
+		if err := s.register(len(tools) > 0, upstream != nil); err != nil {
+			return nil, err
+		}
+	}
 	if len(tools) > 0 {
 		ln, err := s.listen("tools.sock")
 		if err != nil {
@@ -298,6 +311,9 @@ func withDeadlineCancel(ctx context.Context, cancel context.CancelFunc, d time.T
 // listen creates the named socket in the session directory and gives it to
 // the sandbox user.
 func (s *Session) listen(name string) (net.Listener, error) {
+	if s.gwID != "" {
+		return s.opts.Gateway.listener(s.gwID, name), nil
+	}
 	path := filepath.Join(s.dir, name)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -329,6 +345,9 @@ func (s *Session) Dir() string { return s.dir }
 // needs write permission).
 func (s *Session) Mounts() []sandbox.Mount {
 	m := []sandbox.Mount{{Source: s.binary, Target: GuestBinary}}
+	if s.gwID != "" {
+		return m // the rest comes over the network
+	}
 	if s.tools != nil {
 		m = append(m, sandbox.Mount{Source: filepath.Join(s.dir, "tools.sock"), Target: GuestToolsSocket, Writable: true})
 	}
@@ -349,7 +368,7 @@ func (s *Session) MCPServer() assistant.MCPServer {
 		ID:        ServerName,
 		Transport: "stdio",
 		Command:   GuestBinary,
-		Args:      []string{"bridge", "mcp", "--socket", GuestToolsSocket},
+		Args:      []string{"bridge", "mcp", "--socket", s.guestSocket(channelTools, GuestToolsSocket)},
 	}
 }
 
@@ -436,12 +455,12 @@ func (s *Session) Token() string {
 // then runs argv with stdio passed through, signals forwarded and its exit
 // status. Without either proxy argv is returned unchanged.
 func (s *Session) WrapCommand(argv []string) []string {
-	if s.model == nil && s.egress == nil {
+	if s.model == nil && s.egress == nil && s.gwID == "" {
 		return argv
 	}
 	out := []string{GuestBinary, "bridge", "run"}
 	if s.model != nil {
-		out = append(out, "--socket", GuestModelSocket, "--listen", GuestProxyAddr)
+		out = append(out, "--socket", s.guestSocket(channelModel, GuestModelSocket), "--listen", GuestProxyAddr)
 	} else {
 		out = append(out, "--socket", "")
 	}
@@ -487,6 +506,9 @@ func (s *Session) Close(ctx context.Context) error {
 		var errs []error
 		if s.model != nil {
 			s.model.revoke()
+		}
+		if s.gwID != "" {
+			s.opts.Gateway.unregister(s.gwID)
 		}
 		s.cancel()
 		if s.tools != nil {

@@ -91,6 +91,9 @@ func (s *Session) startEgress(o *EgressOptions) error {
 			return err
 		}
 		cfg.CA = ca
+		if s.creds != nil {
+			s.creds.EgressCA = string(ca.CertPEM())
+		}
 		e.caPath = filepath.Join(s.dir, "egress-ca.pem")
 		// Public: the sandbox user reads it through a read-only mount.
 		if err := os.WriteFile(e.caPath, ca.CertPEM(), 0o644); err != nil {
@@ -120,6 +123,9 @@ func (s *Session) egressMounts() []sandbox.Mount {
 	if s.egress == nil {
 		return nil
 	}
+	if s.gwID != "" {
+		return nil // the socket and the CA come over the network
+	}
 	m := []sandbox.Mount{{Source: filepath.Join(s.dir, "egress.sock"), Target: GuestEgressSocket, Writable: true}}
 	if s.egress.caPath != "" {
 		m = append(m, sandbox.Mount{Source: s.egress.caPath, Target: GuestEgressCA})
@@ -133,9 +139,9 @@ func (s *Session) egressArgs() []string {
 	if s.egress == nil {
 		return nil
 	}
-	args := []string{"--egress-socket", GuestEgressSocket, "--egress-listen", GuestEgressAddr}
+	args := []string{"--egress-socket", s.guestSocket(channelEgress, GuestEgressSocket), "--egress-listen", GuestEgressAddr}
 	if s.egress.caPath != "" {
-		args = append(args, "--egress-ca", GuestEgressCA)
+		args = append(args, "--egress-ca", s.guestSocket(gatewayEgressCA[len(GatewayPrefix):], GuestEgressCA))
 	}
 	names := make([]string, 0, len(s.egress.env))
 	for n := range s.egress.env {

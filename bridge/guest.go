@@ -30,7 +30,10 @@ const dialTimeout = 3 * time.Second
 // dialHost connects to a host socket, retrying briefly while it is not there
 // yet (a sandbox can start before the host listens when a runtime is slow to
 // bind-mount).
-func dialHost(ctx context.Context, socket string) (*net.UnixConn, error) {
+func dialHost(ctx context.Context, socket string) (halfCloser, error) {
+	if channel, ok := strings.CutPrefix(socket, GatewayPrefix); ok {
+		return dialGateway(ctx, channel)
+	}
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	var d net.Dialer
@@ -217,15 +220,29 @@ func GuestRun(ctx context.Context, cfg RunConfig) (int, error) {
 	if len(cfg.Argv) == 0 {
 		return 2, errors.New("no command to run: give it after --")
 	}
-	if cfg.Socket == "" && cfg.Egress == nil {
-		return 2, errors.New("nothing to serve: give the model socket, the egress socket or both")
-	}
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
 	env := cfg.Env
 	if env == nil {
 		env = os.Environ()
 	}
+	if cfg.Socket == "" && cfg.Egress == nil && lookupEnv(env, EnvCredentials) == "" {
+		return 2, errors.New("nothing to serve: give the model socket, the egress socket or both")
+	}
+	// Across the network: the credentials, for the processes that do not
+	// inherit the environment (the CLI's MCP servers).
+	egressCA, err := writeCredentials(env)
+	if err != nil {
+		return 1, err
+	}
+	if cfg.Egress != nil && cfg.Egress.CA == gatewayEgressCA {
+		if egressCA == "" {
+			return 1, fmt.Errorf("egress CA: $%s carries none", EnvCredentials)
+		}
+		eg := *cfg.Egress
+		eg.CA = egressCA
+		cfg.Egress = &eg
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
 	if cfg.Socket != "" {
 		addr, stop, err := startRelay(pctx, cfg.Socket, cfg.Listen, "model")
 		if err != nil {
@@ -280,7 +297,9 @@ func GuestRun(ctx context.Context, cfg RunConfig) (int, error) {
 // startRelay serves a host socket on a loopback address (listen, or a free
 // port of its IP when it is taken) until stop, which waits for it.
 func startRelay(ctx context.Context, socket, listen, what string) (addr string, stop func(), err error) {
-	if st, err := os.Stat(socket); err != nil {
+	if strings.HasPrefix(socket, GatewayPrefix) {
+		// Reached over the network: nothing to check on disk.
+	} else if st, err := os.Stat(socket); err != nil {
 		return "", nil, fmt.Errorf("%s socket: %w (is the bridge socket mounted?)", what, err)
 	} else if st.Mode()&os.ModeSocket == 0 {
 		return "", nil, fmt.Errorf("%s socket %s: not a socket", what, socket)

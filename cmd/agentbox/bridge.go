@@ -87,7 +87,7 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return 2
 	}
-	if *socket == "" && (sub != "run" || egress.Socket == "") {
+	if *socket == "" && (sub != "run" || egress.Socket == "" && os.Getenv(bridge.EnvCredentials) == "") {
 		fmt.Fprintf(stderr, "agentbox bridge %s: --socket must not be empty\n", sub)
 		return 2
 	}

@@ -1,0 +1,181 @@
+package bridge
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func startGateway(t testing.TB) *Gateway {
+	t.Helper()
+	g, err := NewGateway(GatewayOptions{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	return g
+}
+
+// TestGatewayCarriesToolsAndModel runs a session across the network: the
+// sandbox gets no socket mounts but the binary, only credentials in its
+// environment; the in-sandbox relays reach the tools and the model proxy
+// through the gateway with mutual TLS and the token.
+func TestGatewayCarriesToolsAndModel(t *testing.T) {
+	g := startGateway(t)
+	f := &fakeAnthropic{}
+	up := newUpstreamServer(t, f)
+	var calls atomic.Int32
+	s := startSession(t, Options{Tools: testTools(&calls), UserID: "alice", ChatID: "c1",
+		Upstream: testUpstream(up.URL), Transport: up.Client().Transport, Gateway: g})
+	if !s.Networked() {
+		t.Fatal("session is not networked")
+	}
+	if m := s.Mounts(); len(m) != 1 || m[0].Target != GuestBinary {
+		t.Fatalf("mounts = %+v, want the binary only", m)
+	}
+	env := s.SandboxEnv()
+	if env[EnvCredentials] == "" {
+		t.Fatal("no credentials in the sandbox environment")
+	}
+	wrapped := strings.Join(s.WrapCommand([]string{"claude"}), " ")
+	if !strings.Contains(wrapped, "--socket gateway:model.sock") {
+		t.Fatalf("wrapped argv = %s", wrapped)
+	}
+	if args := strings.Join(s.MCPServer().Args, " "); !strings.Contains(args, "gateway:tools.sock") {
+		t.Fatalf("MCP args = %s", args)
+	}
+	t.Setenv(EnvCredentials, env[EnvCredentials])
+
+	// Tools: the real relay in a child process, as in the sandbox.
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "AGENTBOX_BRIDGE_GUEST=mcp", "AGENTBOX_BRIDGE_SOCKET=gateway:tools.sock")
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": "A-1"}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("tool calls = %d", calls.Load())
+	}
+
+	// Model: the loopback relay to the gateway's model channel.
+	ln, err := ListenLoopback("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- GuestProxy(ctx, ln, GatewayPrefix+channelModel) }()
+	resp := post(t, http.DefaultClient, "http://"+ln.Addr().String(), "/v1/messages", s.Token(), `{"model":"x"}`)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"hi"`) {
+		t.Fatalf("messages: %d %s", resp.StatusCode, body)
+	}
+	if h := f.lastHeader(); h.Get("X-Api-Key") != realKey {
+		t.Fatalf("upstream key = %q", h.Get("X-Api-Key"))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+
+	// After Close the session's credentials open nothing.
+	_ = s.Close(context.Background())
+	c, err := dialGateway(context.Background(), channelModel)
+	if err == nil {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, rerr := c.Read(make([]byte, 1)); rerr == nil || n > 0 {
+			t.Fatalf("a closed session's connection was served (read %d, %v)", n, rerr)
+		}
+		c.Close()
+	}
+}
+
+// TestGatewayRefusals: a wrong token, an unknown channel, a certificate of
+// another gateway and no certificate at all get nowhere.
+func TestGatewayRefusals(t *testing.T) {
+	g := startGateway(t)
+	other := startGateway(t)
+	var calls atomic.Int32
+	s := startSession(t, Options{Tools: testTools(&calls), Gateway: g})
+	s2 := startSession(t, Options{Tools: testTools(&calls), Gateway: other})
+	creds := func(s *Session) *Credentials { c := *s.creds; return &c }
+
+	refused := func(name string, c *Credentials, channel string) {
+		t.Helper()
+		t.Setenv(EnvCredentials, c.encode())
+		conn, err := dialGateway(context.Background(), channel)
+		if err != nil {
+			return // refused in the handshake
+		}
+		defer conn.Close()
+		// An MCP initialize: a served connection answers it.
+		_, _ = fmt.Fprintln(conn, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := conn.Read(make([]byte, 64)); err == nil || n > 0 {
+			t.Errorf("%s: served (read %d bytes)", name, n)
+		}
+	}
+	bad := creds(s)
+	bad.Token = "agentbox-bridge-wrong"
+	refused("wrong token", bad, channelTools)
+	refused("unknown channel", creds(s), channelModel)
+	foreign := creds(s2)
+	foreign.Address = g.Address()
+	refused("other gateway's certificate", foreign, channelTools)
+	// Another session's token with this session's certificate.
+	s3 := startSession(t, Options{Tools: testTools(&calls), Gateway: g})
+	mixed := creds(s)
+	mixed.Token = s3.creds.Token
+	refused("another session's token", mixed, channelTools)
+
+	// No client certificate: the handshake fails.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(s.creds.CA))
+	conn, err := tls.Dial("tcp", g.Address(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err == nil {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.Read(make([]byte, 1)); err == nil {
+			t.Error("served a connection without a client certificate")
+		}
+		conn.Close()
+	}
+	if calls.Load() != 0 {
+		t.Fatalf("tool calls = %d", calls.Load())
+	}
+}
+
+func TestGatewayOptions(t *testing.T) {
+	if _, err := NewGateway(GatewayOptions{Listen: "0.0.0.0:0"}); err == nil || !strings.Contains(err.Error(), "wildcard") {
+		t.Fatalf("wildcard without address: %v", err)
+	}
+	g, err := NewGateway(GatewayOptions{Listen: "127.0.0.1:0", Address: "agentbox-0.agentbox.svc:41890"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if g.Address() != "agentbox-0.agentbox.svc:41890" {
+		t.Fatalf("address = %s", g.Address())
+	}
+	if _, err := decodeCredentials("e30="); err == nil {
+		t.Fatal("empty credentials accepted")
+	}
+}
