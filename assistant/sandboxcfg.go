@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"net"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -268,6 +269,17 @@ func checkKubernetes(d *doc, k *KubernetesConfig, root string) {
 	}
 	if !oneOf(k.ImagePullPolicy, "", "Always", "IfNotPresent", "Never") {
 		d.errPath(p+"image_pull_policy", "sandbox.kubernetes.image_pull_policy: want Always, IfNotPresent or Never, got %q", k.ImagePullPolicy)
+	}
+	for _, f := range []struct{ name, v string }{{"bridge_listen", k.BridgeListen}, {"bridge_address", k.BridgeAddress}} {
+		if f.v == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(f.v); err != nil || port == "" {
+			d.errPath(p+f.name, "sandbox.kubernetes.%s %q: want host:port (host may be empty for bridge_listen)", f.name, f.v)
+		}
+	}
+	if k.BridgeAddress != "" && k.BridgeListen == "" {
+		d.errPath(p+"bridge_address", "sandbox.kubernetes.bridge_address is set without bridge_listen")
 	}
 	if k.ClaimRoot != "" && k.WorkspaceClaim == "" {
 		d.errPath(p+"claim_root", "sandbox.kubernetes.claim_root is set without workspace_claim")

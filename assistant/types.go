@@ -142,6 +142,16 @@ type KubernetesConfig struct {
 	ClaimRoot string `json:"claim_root,omitempty"`
 	// RuntimeClass runs sandboxes under a RuntimeClass (gVisor, Kata).
 	RuntimeClass string `json:"runtime_class,omitempty"`
+	// BridgeListen, when set, is the TCP address of the server's bridge
+	// gateway (":41890"): sandbox pods reach their bridge over the network
+	// with mutual TLS and the request's token. "": Unix sockets on hostPath
+	// volumes, which only a pod on the server's own node can use (a
+	// single-node cluster).
+	BridgeListen string `json:"bridge_listen,omitempty"`
+	// BridgeAddress is the host:port sandbox pods dial ("": $POD_IP with
+	// bridge_listen's port, else bridge_listen itself). It must reach this
+	// server, not any replica: the session lives in one server.
+	BridgeAddress string `json:"bridge_address,omitempty"`
 }
 
 // CleanupConfig configures the workspace retention job.

@@ -211,6 +211,9 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 	}
 
 	parent := opts.Dir
+	if opts.Gateway != nil && opts.Gateway.dir != "" {
+		parent = opts.Gateway.dir
+	}
 	if parent == "" {
 		parent = DefaultDir()
 	}
@@ -248,7 +251,7 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 			return nil, fmt.Errorf("bridge dir: %w", err)
 		}
 	}
-	if len(filepath.Join(dir, "model.sock")) > 107 {
+	if opts.Gateway == nil && len(filepath.Join(dir, "model.sock")) > 107 {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("bridge dir %s: %w", parent, ErrPathTooLong)
 	}

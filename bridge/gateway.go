@@ -59,6 +59,13 @@ type GatewayOptions struct {
 	// over replicas that do not hold the session). "" = the listener's
 	// address, which must then not be a wildcard.
 	Address string
+	// Dir, when set, replaces Options.Dir for the sessions on this
+	// gateway: the folder of their files (the execute-only copy of the
+	// agentbox binary beside it, the egress CA), which sandboxes mount.
+	// Pods on other nodes see it only on a volume they share with the
+	// server (the workspace claim). No socket lives there, so its path
+	// may be long.
+	Dir string
 	// Logger receives refused connections (nil: discard).
 	Logger *slog.Logger
 }
@@ -68,6 +75,7 @@ type GatewayOptions struct {
 type Gateway struct {
 	ln      net.Listener
 	addr    string
+	dir     string
 	log     *slog.Logger
 	ca      *x509.Certificate
 	caKey   *ecdsa.PrivateKey
@@ -110,7 +118,7 @@ func NewGateway(opts GatewayOptions) (*Gateway, error) {
 		ln.Close()
 		return nil, fmt.Errorf("bridge gateway: address %q: want host:port", addr)
 	}
-	g := &Gateway{ln: ln, addr: addr, log: opts.Logger, byID: map[string]*gatewaySession{}, conns: map[net.Conn]struct{}{}}
+	g := &Gateway{ln: ln, addr: addr, dir: opts.Dir, log: opts.Logger, byID: map[string]*gatewaySession{}, conns: map[net.Conn]struct{}{}}
 	if g.log == nil {
 		g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,10 @@ type BridgeConfig struct {
 	// re-encrypts a tunnel to a secret's host (nil: the system's). For
 	// tests with their own CA; verification cannot be turned off.
 	EgressRootCAs *x509.CertPool
+	// Gateways carry the bridge over the network for sandboxes of the
+	// runtimes named (kubernetes pods that share no file system with the
+	// server); other runtimes' sandboxes get Unix sockets.
+	Gateways map[string]*bridge.Gateway
 }
 
 // proxied reports whether the model traffic of a's CLI goes through the
@@ -106,7 +111,7 @@ func upstreamAuth(connType, authMode string) string {
 
 // startBridge starts the request's bridge session before the sandbox is
 // created (its sockets are mounted into it).
-func (t *turn) startBridge(ctx context.Context, app *assistant.App, a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) (*bridge.Session, error) {
+func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.App, a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) (*bridge.Session, error) {
 	cfg := t.p.cfg.Bridge
 	tools, err := t.hostTools(a, hooks, hc)
 	if err != nil {
@@ -115,7 +120,8 @@ func (t *turn) startBridge(ctx context.Context, app *assistant.App, a *assistant
 	opts := bridge.Options{
 		Dir: cfg.Dir, Binary: cfg.Binary, UID: cfg.UID, GID: cfg.GID,
 		UserID: t.req.UserID, ChatID: t.req.ChatID, Tools: tools,
-		Logger: t.p.log.With("user", t.req.UserID, "chat", t.req.ChatID),
+		Logger:  t.p.log.With("user", t.req.UserID, "chat", t.req.ChatID),
+		Gateway: cfg.Gateways[runtime],
 	}
 	if t.keep {
 		// A kept chat's bridge serves its sandbox across turns: it ends
@@ -245,4 +251,21 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request, maxTokens i
 		req.MCPServers[bridge.ServerName] = m
 	}
 	return nil
+}
+
+// withBridgeEnv adds what the sandbox needs to reach sess (its credentials
+// when the bridge runs over the network) to env.
+func withBridgeEnv(env map[string]string, sess *bridge.Session) map[string]string {
+	if sess == nil {
+		return env
+	}
+	extra := sess.SandboxEnv()
+	if len(extra) == 0 {
+		return env
+	}
+	if env == nil {
+		env = make(map[string]string, len(extra))
+	}
+	maps.Copy(env, extra)
+	return env
 }

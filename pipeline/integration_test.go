@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -30,7 +31,7 @@ function LookupOrder(ctx, args) {
 }
 function Next(ctx, payload) {
   // What the sandbox's processes could see: their environment.
-  return {data: ctx.sandbox.Exec(["sh", "-c", "env; cat /proc/net/dev"])};
+  return {data: ctx.sandbox.Exec(["sh", "-c", "env; cat /proc/net/dev; ls /run/agentbox 2>&1; true"])};
 }
 `
 
@@ -48,7 +49,7 @@ func TestBridgedTurnInDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Close(context.Background()) })
-	bridgedTurn(ctx, t, rt, image)
+	bridgedTurn(ctx, t, rt, image, nil)
 }
 
 // TestBridgedTurnInKubernetes runs the same turn in a pod of the local
@@ -63,7 +64,7 @@ func TestBridgedTurnInKubernetes(t *testing.T) {
 	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "pipeline-test", RESTConfig: reqs.Wrap(k8stest.ServiceAccount(t))})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bridgedTurn(ctx, t, rt, k8stest.Image())
+	bridgedTurn(ctx, t, rt, k8stest.Image(), nil)
 	// A sizing figure for the README: what one turn asks of the API server.
 	counts, total := reqs.Counts()
 	t.Logf("API server requests for the turn: %d %v", total, counts)
@@ -73,11 +74,45 @@ func TestBridgedTurnInKubernetes(t *testing.T) {
 	}
 }
 
+// TestBridgedTurnInKubernetesOverNetwork runs the turn with the bridge
+// across the network: the pod mounts no socket (only the agentbox binary),
+// gets the session's credentials in its exec environment, and its relays
+// reach the server's gateway over TCP with mutual TLS and the token. The
+// local cluster's pod network is loopback alone, so the pod shares the
+// node's network to reach the gateway on 127.0.0.1; on a real cluster the
+// pod network and a NetworkPolicy allowing only the gateway do.
+func TestBridgedTurnInKubernetesOverNetwork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	var reqs k8stest.Requests
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "pipeline-test", AllowHostNetwork: true, RESTConfig: reqs.Wrap(k8stest.ServiceAccount(t))})
+	gw, err := bridge.NewGateway(bridge.GatewayOptions{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	inside := bridgedTurn(ctx, t, rt, k8stest.Image(), gw)
+	if !strings.Contains(inside, bridge.EnvCredentials+"=") {
+		t.Error("the sandbox has no bridge credentials in its environment")
+	}
+	if strings.Contains(inside, ".sock") {
+		t.Errorf("a bridge socket is mounted in the pod:\n%s", inside)
+	}
+	if left := k8stest.Pods(t, rt); len(left) != 0 {
+		t.Errorf("pods left: %v", left)
+	}
+}
+
 // bridgedTurn runs a whole sandboxed turn on rt the way a server does: the
 // real Claude Code CLI of image in a network-less sandbox, its model
 // traffic through the bridge's proxy, and a host tool implemented by a JS
-// hook function.
-func bridgedTurn(ctx context.Context, t *testing.T, rt sandbox.Runtime, image string) {
+// hook function. With gw the bridge runs across the network and the
+// sandbox gets the host's network (to reach gw on loopback). It returns
+// what the sandbox's processes saw (environment, interfaces, /run/agentbox).
+func bridgedTurn(ctx context.Context, t *testing.T, rt sandbox.Runtime, image string, gw *bridge.Gateway) string {
 	t.Helper()
 	bin := testenv.Agentbox(t)
 	const realKey = "sk-ant-real-key-never-in-sandbox"
@@ -108,6 +143,11 @@ func bridgedTurn(ctx context.Context, t *testing.T, rt sandbox.Runtime, image st
 		t.Fatal(err)
 	}
 	coder.Hooks = src
+	bcfg := &BridgeConfig{Binary: bin, Dir: filepath.Join(os.TempDir(), "abp")}
+	if gw != nil {
+		bcfg.Gateways = map[string]*bridge.Gateway{rt.Name(): gw}
+		coder.Sandbox.Network = sandbox.NetworkHost
+	}
 	app := &assistant.App{Root: dir, Config: &assistant.AppConfig{},
 		Connectors: map[string]*assistant.Connector{"real": {ID: "real", Type: "anthropic", Options: assistant.ConnectorOptions{Host: srv.URL, Key: realKey, Model: "claude-sonnet-4-5"}}},
 		Assistants: map[string]*assistant.Assistant{"coder": coder},
@@ -123,7 +163,7 @@ func bridgedTurn(ctx context.Context, t *testing.T, rt sandbox.Runtime, image st
 	}
 	p, err := New(Config{
 		App: Static{App: app}, Runtimes: map[string]sandbox.Runtime{rt.Name(): rt}, DefaultRuntime: rt.Name(),
-		Workspaces: ws, Bridge: &BridgeConfig{Binary: bin, Dir: filepath.Join(os.TempDir(), "abp")},
+		Workspaces: ws, Bridge: bcfg,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +216,7 @@ func bridgedTurn(ctx context.Context, t *testing.T, rt sandbox.Runtime, image st
 	if strings.Contains(inside, realKey) {
 		t.Error("the real key is visible inside the sandbox")
 	}
-	if strings.Contains(inside, "eth0") {
+	if gw == nil && strings.Contains(inside, "eth0") {
 		t.Errorf("sandbox has a network interface besides loopback:\n%s", inside)
 	}
 	var streamed chat.Collector
@@ -189,4 +229,5 @@ func bridgedTurn(ctx context.Context, t *testing.T, rt sandbox.Runtime, image st
 	if resp.Content != inside {
 		t.Error("the Next hook's data did not replace the response")
 	}
+	return inside
 }

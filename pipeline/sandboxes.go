@@ -46,7 +46,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	var mounts []sandbox.Mount
 	mounts = append(mounts, p.cfg.RuntimeMounts[name]...)
 	if p.cfg.Bridge != nil {
-		sess, err := t.startBridge(ctx, app, a, hooks, hc)
+		sess, err := t.startBridge(ctx, name, app, a, hooks, hc)
 		if err != nil {
 			release()
 			if t.keep {
@@ -70,7 +70,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	msg := "Starting sandbox (" + name + ")…"
 	t.emit(chat.Event{Event: chat.Start, ID: loading, Type: chat.TypeLoading, Text: msg, Props: map[string]any{"message": msg, "runtime": name}})
 	spec := p.sandboxSpec(app, a, t.req.UserID, t.req.ChatID, ws, mounts)
-	spec.Env = env
+	spec.Env = withBridgeEnv(env, t.bridge)
 	sb, err := rt.Create(ctx, spec)
 	t.phase(phaseSandboxCreate, createStart)
 	t.tm.sandbox = chat.SandboxCold

@@ -120,7 +120,7 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Te
 	argv := TerminalShell
 	var sess *bridge.Session
 	if a.Sandbox.Egress != nil {
-		if sess, err = p.terminalBridge(ctx, a, req); err != nil {
+		if sess, err = p.terminalBridge(ctx, name, a, req); err != nil {
 			return nil, err
 		}
 		t.cleanups = append(t.cleanups, func() {
@@ -138,7 +138,7 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Te
 		return nil, err
 	}
 	spec := p.sandboxSpec(app, a, req.UserID, req.ChatID, ws, mounts)
-	spec.Env = env
+	spec.Env = withBridgeEnv(env, sess)
 	spec.Labels["dev.agentbox.terminal"] = "true"
 	sb, err := rt.Create(ctx, spec)
 	if err != nil {
@@ -179,7 +179,7 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Te
 // terminalBridge starts the bridge session of a terminal whose assistant
 // has an egress allow list: the egress proxy alone (refusals are logged;
 // the shell's command gets the proxy's 403 with the reason).
-func (p *Pipeline) terminalBridge(ctx context.Context, a *assistant.Assistant, req TerminalRequest) (*bridge.Session, error) {
+func (p *Pipeline) terminalBridge(ctx context.Context, runtime string, a *assistant.Assistant, req TerminalRequest) (*bridge.Session, error) {
 	log := p.log.With("user", req.UserID, "chat", req.ChatID, "terminal", true)
 	eg, err := p.egressOptions(a, func(d *egress.Denial) {
 		log.Info("egress denied", "host", d.Target.String(), "reason", d.Reason)
@@ -189,7 +189,7 @@ func (p *Pipeline) terminalBridge(ctx context.Context, a *assistant.Assistant, r
 	}
 	cfg := p.cfg.Bridge
 	sess, err := bridge.Start(ctx, bridge.Options{Dir: cfg.Dir, Binary: cfg.Binary, UID: cfg.UID, GID: cfg.GID,
-		UserID: req.UserID, ChatID: req.ChatID, Logger: log, Egress: eg})
+		UserID: req.UserID, ChatID: req.ChatID, Logger: log, Egress: eg, Gateway: cfg.Gateways[runtime]})
 	if err != nil {
 		return nil, &chat.Error{Code: chat.ErrSandbox, Message: "bridge not started: " + err.Error(), Err: err}
 	}

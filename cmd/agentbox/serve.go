@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -299,6 +300,14 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		// proxy (`agentbox bridge`), mounted read-only.
 		bridgeCfg.Binary = exe
 	}
+	if rts[kubernetes.Name] != nil && app.Config.Sandbox.Kubernetes.BridgeListen != "" {
+		gw, err := openGateway(app.Config, opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		env.closers = append(env.closers, func(context.Context) error { return gw.Close() })
+		bridgeCfg.Gateways = map[string]*bridge.Gateway{kubernetes.Name: gw}
+	}
 	var metrics *pipeline.Metrics
 	breakers := breaker.NewSet(breaker.Settings{Failures: app.Config.Limits.Breaker.Failures, Cooldown: app.Config.Limits.Breaker.Cooldown}, opts.Logger)
 	if opts.Metrics != nil {
@@ -444,6 +453,31 @@ func (env *appEnv) openRuntime(ctx context.Context, app *assistant.App, name str
 		r.StartReaper(0) // orphaned containers: at start, then every minute
 	}
 	return rt, nil
+}
+
+// openGateway starts the bridge gateway of sandbox pods from app.jsonc's
+// sandbox.kubernetes.bridge_listen and bridge_address (default: $POD_IP,
+// which the Deployment sets, with the listen port). With a workspace claim
+// the sessions' files (the agentbox binary the pods run) go on the claim,
+// which pods on every node mount.
+func openGateway(cfg *assistant.AppConfig, logger *slog.Logger) (*bridge.Gateway, error) {
+	k := cfg.Sandbox.Kubernetes
+	addr := k.BridgeAddress
+	if host, port, err := net.SplitHostPort(k.BridgeListen); err == nil && addr == "" && os.Getenv("POD_IP") != "" {
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			addr = net.JoinHostPort(os.Getenv("POD_IP"), port)
+		}
+	}
+	o := bridge.GatewayOptions{Listen: k.BridgeListen, Address: addr, Logger: logger}
+	if k.WorkspaceClaim != "" {
+		o.Dir = filepath.Join(cmp.Or(k.ClaimRoot, cfg.DataRoot), ".agentbox-bridge", "sessions")
+	}
+	gw, err := bridge.NewGateway(o)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox.kubernetes.bridge_listen: %w", err)
+	}
+	logger.Info("bridge gateway for sandbox pods", "listen", gw.ListenAddr(), "address", gw.Address())
+	return gw, nil
 }
 
 // kubernetesOptions are the kubernetes runtime's options from app.jsonc's
