@@ -78,7 +78,9 @@ func TestServerSideDryRun(t *testing.T) {
 	}
 	want := []string{
 		"Namespace agentbox", "Namespace agentbox-sandboxes",
-		"NetworkPolicy agentbox-sandboxes/default-deny",
+		"NetworkPolicy agentbox-sandboxes/default-deny", "NetworkPolicy agentbox-sandboxes/allow-bridge", "NetworkPolicy agentbox/agentbox-server",
+		"Deployment agentbox/agentbox", "Service agentbox/agentbox",
+		"PersistentVolumeClaim agentbox/agentbox-data", "PersistentVolumeClaim agentbox-sandboxes/agentbox-workspaces",
 		"ServiceAccount agentbox/agentbox", "Role agentbox-sandboxes/agentbox-sandboxes", "RoleBinding agentbox-sandboxes/agentbox-sandboxes",
 	}
 	slices.Sort(got)
