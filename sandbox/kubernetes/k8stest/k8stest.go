@@ -18,6 +18,7 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -55,7 +56,7 @@ var (
 )
 
 // ServiceAccount requires the local cluster, applies deploy/kubernetes
-// (once per test binary) and returns a configuration that acts as the
+// (once per test binary, but the server's own workload) and returns a configuration that acts as the
 // server's service account, with a token valid for an hour.
 func ServiceAccount(t testing.TB) *rest.Config {
 	t.Helper()
@@ -65,7 +66,7 @@ func ServiceAccount(t testing.TB) *rest.Config {
 		defer cancel()
 		objs, err := manifests.Objects()
 		if err == nil {
-			_, err = manifests.Apply(ctx, admin, objs, false)
+			_, err = manifests.Apply(ctx, admin, sandboxSide(objs), false)
 		}
 		setupErr = err
 	})
@@ -99,6 +100,22 @@ func ServiceAccount(t testing.TB) *rest.Config {
 		QPS:             50,
 		Burst:           100,
 	}
+}
+
+// sandboxSide leaves out the server's own workload (its Deployment,
+// Service and claims): tests run the server themselves, and the
+// Deployment's pods would wait forever for an image and a volume the
+// local cluster does not have.
+func sandboxSide(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment", "Service", "PersistentVolumeClaim":
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // Runtime returns a kubernetes runtime on the local cluster in the
