@@ -45,12 +45,22 @@ const authJSONC = `"auth": {"tokens": [{"token": "$ENV.T_ALICE", "user": "alice"
 // and script as the coder's model script.
 func newApp(t testing.TB, appJSONC, script string) string {
 	t.Helper()
-	app := filepath.Join(t.TempDir(), "app")
+	return newAppIn(t, "", `{"runtime": "docker"}`, appJSONC, script)
+}
+
+// newAppIn is newApp in parent ("": a temporary folder) with sandboxJSONC
+// as app.jsonc's sandbox block.
+func newAppIn(t testing.TB, parent, sandboxJSONC, appJSONC, script string) string {
+	t.Helper()
+	if parent == "" {
+		parent = t.TempDir()
+	}
+	app := filepath.Join(parent, "app")
 	if out, err := exec.Command("cp", "-r", filepath.Join(testenv.RepoRoot(), "examples", "app"), app).CombinedOutput(); err != nil {
 		t.Fatalf("copy the example app: %v\n%s", err, out)
 	}
 	_ = os.RemoveAll(filepath.Join(app, "data"))
-	cfg := `{"data_root": "./data", "sandbox": {"runtime": "docker"}, "store": {"driver": "postgres", "dsn": "$ENV.DATABASE_URL"}, ` + authJSONC
+	cfg := `{"data_root": "./data", "sandbox": ` + sandboxJSONC + `, "store": {"driver": "postgres", "dsn": "$ENV.DATABASE_URL"}, ` + authJSONC
 	if appJSONC != "" {
 		cfg += ", " + appJSONC
 	}

@@ -51,15 +51,36 @@ type cluster struct {
 	dsn   string
 	a, b  *server
 	store *store.Store
+	// args are the servers' runtime flags; sandboxes lists the sandboxes
+	// of a chat on that runtime.
+	args      []string
+	sandboxes func(t testing.TB, chatID string) []string
 }
 
 func newCluster(t *testing.T, appJSONC string) *cluster {
 	t.Helper()
+	return newClusterOn(t, dockerRuntime(), appJSONC)
+}
+
+// runtimeSetup is what a cluster needs of its sandbox runtime.
+type runtimeSetup struct {
+	appDir    string // the parent of the app folder ("": a temporary one)
+	sandbox   string // app.jsonc's "sandbox" block
+	args      []string
+	sandboxes func(t testing.TB, chatID string) []string
+}
+
+func dockerRuntime() runtimeSetup {
+	return runtimeSetup{sandbox: `{"runtime": "docker"}`, sandboxes: chatContainers}
+}
+
+func newClusterOn(t *testing.T, rt runtimeSetup, appJSONC string) *cluster {
+	t.Helper()
 	pg := testenv.Postgres(t)
-	c := &cluster{dsn: pg.NewDatabase(t)}
-	c.app = newApp(t, appJSONC, script())
-	c.a = start(t, "A", c.app, c.dsn)
-	c.b = start(t, "B", c.app, c.dsn)
+	c := &cluster{dsn: pg.NewDatabase(t), args: rt.args, sandboxes: rt.sandboxes}
+	c.app = newAppIn(t, rt.appDir, rt.sandbox, appJSONC, script())
+	c.a = start(t, "A", c.app, c.dsn, c.args...)
+	c.b = start(t, "B", c.app, c.dsn, c.args...)
 	st, err := store.OpenConfig(context.Background(), store.Config{Driver: "postgres", DSN: c.dsn})
 	if err != nil {
 		t.Fatal(err)
@@ -131,59 +152,7 @@ func TestTwoServersShareChats(t *testing.T) {
 	c := newCluster(t, `"limits": {"chat_queue": 1, "chat_wait": "3m"}`)
 	ctx := context.Background()
 
-	t.Run("alternating", func(t *testing.T) {
-		chatID := uniq("alt")
-		servers := []*server{c.a, c.b, c.a, c.b}
-		for i, s := range servers {
-			mustDone(t, fmt.Sprintf("turn %d on %s", i+1, s.name), s.chat(ctx, tokenAlice, "coder", chatID, fmt.Sprintf("Turn %d. Add your file.", i+1)))
-		}
-		// History: every turn's question and answer, in order, whichever
-		// server wrote it.
-		var want []string
-		for i := range servers {
-			want = append(want, fmt.Sprintf("user: Turn %d. Add your file.", i+1), "assistant: Done.")
-		}
-		if got := c.history(t, chatID); strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Errorf("history:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-		// Hook memory: the remember tool's notes of all four turns, and
-		// the Next hook's last commit.
-		notes, _, err := c.store.MemGet(ctx, "chat", "alice/"+chatID, "notes")
-		var list []string
-		if err != nil || json.Unmarshal(notes, &list) != nil || len(list) != 4 {
-			t.Errorf("chat memory notes = %s, %v; want four", notes, err)
-		}
-		head, found, _ := c.store.MemGet(ctx, "chat", "alice/"+chatID, "last_commit")
-		// Workspace: every turn's file, and one git commit per turn (the
-		// Create hook made the repository on A; B committed into it).
-		for i := range servers {
-			if b, err := os.ReadFile(filepath.Join(c.workspace(chatID), fmt.Sprintf("turn%d.txt", i+1))); err != nil || string(b) != fmt.Sprintf("file of turn %d\n", i+1) {
-				t.Errorf("turn%d.txt = %q, %v", i+1, b, err)
-			}
-		}
-		out, err := exec.Command("git", "-c", "safe.directory=*", "-C", c.workspace(chatID), "log", "--format=%h %s").Output()
-		commits := strings.Split(strings.TrimSpace(string(out)), "\n")
-		if err != nil || len(commits) != 4 {
-			t.Errorf("git log: %v %v, want 4 commits", commits, err)
-		} else if !found || !strings.HasPrefix(commits[0], strings.Trim(string(head), `"`)+" ") {
-			t.Errorf("memory last_commit = %s, the workspace's head is %s", head, commits[0])
-		}
-		// The CLI's session resumed across servers: one transcript with the
-		// four questions in order, and the last turn saw all four files.
-		tr := c.transcript(t, chatID)
-		last := -1
-		for i := range servers {
-			j := strings.Index(tr, fmt.Sprintf("Turn %d. Add your file.", i+1))
-			if j <= last {
-				t.Errorf("transcript: turn %d at %d, after the previous one at %d", i+1, j, last)
-			}
-			last = j
-		}
-		if !strings.Contains(tr, `file of turn 1\nfile of turn 2\nfile of turn 3\nfile of turn 4`) {
-			t.Error("transcript: the last turn's listing does not show all four files")
-		}
-	})
-
+	t.Run("alternating", func(t *testing.T) { alternating(t, c) })
 	t.Run("concurrent", func(t *testing.T) {
 		chatID := uniq("conc")
 		stop := make(chan struct{})
@@ -220,6 +189,63 @@ func TestTwoServersShareChats(t *testing.T) {
 	})
 }
 
+// alternating: one chat's turns alternate between the two servers, with
+// history, hook memory, workspace files and the CLI's session intact.
+func alternating(t *testing.T, c *cluster) (chatID string) {
+	ctx := context.Background()
+	chatID = uniq("alt")
+	servers := []*server{c.a, c.b, c.a, c.b}
+	for i, s := range servers {
+		mustDone(t, fmt.Sprintf("turn %d on %s", i+1, s.name), s.chat(ctx, tokenAlice, "coder", chatID, fmt.Sprintf("Turn %d. Add your file.", i+1)))
+	}
+	// History: every turn's question and answer, in order, whichever
+	// server wrote it.
+	var want []string
+	for i := range servers {
+		want = append(want, fmt.Sprintf("user: Turn %d. Add your file.", i+1), "assistant: Done.")
+	}
+	if got := c.history(t, chatID); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("history:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Hook memory: the remember tool's notes of all four turns, and
+	// the Next hook's last commit.
+	notes, _, err := c.store.MemGet(ctx, "chat", "alice/"+chatID, "notes")
+	var list []string
+	if err != nil || json.Unmarshal(notes, &list) != nil || len(list) != 4 {
+		t.Errorf("chat memory notes = %s, %v; want four", notes, err)
+	}
+	head, found, _ := c.store.MemGet(ctx, "chat", "alice/"+chatID, "last_commit")
+	// Workspace: every turn's file, and one git commit per turn (the
+	// Create hook made the repository on A; B committed into it).
+	for i := range servers {
+		if b, err := os.ReadFile(filepath.Join(c.workspace(chatID), fmt.Sprintf("turn%d.txt", i+1))); err != nil || string(b) != fmt.Sprintf("file of turn %d\n", i+1) {
+			t.Errorf("turn%d.txt = %q, %v", i+1, b, err)
+		}
+	}
+	out, err := exec.Command("git", "-c", "safe.directory=*", "-C", c.workspace(chatID), "log", "--format=%h %s").Output()
+	commits := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || len(commits) != 4 {
+		t.Errorf("git log: %v %v, want 4 commits", commits, err)
+	} else if !found || !strings.HasPrefix(commits[0], strings.Trim(string(head), `"`)+" ") {
+		t.Errorf("memory last_commit = %s, the workspace's head is %s", head, commits[0])
+	}
+	// The CLI's session resumed across servers: one transcript with the
+	// four questions in order, and the last turn saw all four files.
+	tr := c.transcript(t, chatID)
+	last := -1
+	for i := range servers {
+		j := strings.Index(tr, fmt.Sprintf("Turn %d. Add your file.", i+1))
+		if j <= last {
+			t.Errorf("transcript: turn %d at %d, after the previous one at %d", i+1, j, last)
+		}
+		last = j
+	}
+	if !strings.Contains(tr, `file of turn 1\nfile of turn 2\nfile of turn 3\nfile of turn 4`) {
+		t.Error("transcript: the last turn's listing does not show all four files")
+	}
+	return chatID
+}
+
 // TestKilledServerReleasesItsChat: a server SIGKILLed while its turn holds
 // a chat releases it at once (PostgreSQL ends its session with its
 // connection): the other server's turn on that chat runs right away. The
@@ -229,18 +255,24 @@ func TestKilledServerReleasesItsChat(t *testing.T) {
 		t.Skip("-short: integration test")
 	}
 	t.Parallel()
-	c := newCluster(t, `"limits": {"chat_wait": "3m"}`)
+	killedServer(t, newCluster(t, `"limits": {"chat_wait": "3m"}`))
+}
+
+// killedServer: a server SIGKILLed mid-turn releases its chat at once, the
+// other serves the chat's next turn, and the killed server's sandbox is
+// removed once its restart (or the other's reaper) runs.
+func killedServer(t *testing.T, c *cluster) {
 	ctx := context.Background()
 	chatID := uniq("kill")
 	go c.a.chat(ctx, tokenAlice, "coder", chatID, "Stall.")
 	waitUntil(t, 2*time.Minute, "A's turn to run its sandbox", func() bool {
-		return c.turns(t, chatID) == 1 && len(chatContainers(t, chatID)) == 1
+		return c.turns(t, chatID) == 1 && len(c.sandboxes(t, chatID)) == 1
 	})
 	c.a.stop(syscall.SIGKILL, 30*time.Second)
 	t0 := time.Now()
 	waitUntil(t, 10*time.Second, "the killed server's chat to be free", func() bool { return c.turns(t, chatID) == 0 })
 	t.Logf("the chat was free %s after the kill", time.Since(t0).Round(time.Millisecond))
-	if len(chatContainers(t, chatID)) != 1 {
+	if len(c.sandboxes(t, chatID)) != 1 {
 		t.Fatal("the killed server's sandbox is gone already: the test proves less than it says")
 	}
 
@@ -251,8 +283,8 @@ func TestKilledServerReleasesItsChat(t *testing.T) {
 		t.Errorf("history: %v", got)
 	}
 	// The killed server, restarted, reaps its sandbox.
-	start(t, "A2", c.app, c.dsn)
-	waitUntil(t, time.Minute, "the killed server's sandbox to be reaped", func() bool { return len(chatContainers(t, chatID)) == 0 })
+	start(t, "A2", c.app, c.dsn, c.args...)
+	waitUntil(t, time.Minute, "the killed server's sandbox to be reaped", func() bool { return len(c.sandboxes(t, chatID)) == 0 })
 }
 
 // peakContainers samples, until stop is closed, how many sandbox
