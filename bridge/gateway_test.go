@@ -1,20 +1,27 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox/agentbox/bridge/egress"
+	"github.com/agentbox/agentbox/bridge/egress/egresstest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 func startGateway(t testing.TB) *Gateway {
@@ -177,5 +184,56 @@ func TestGatewayOptions(t *testing.T) {
 	}
 	if _, err := decodeCredentials("e30="); err == nil {
 		t.Fatal("empty credentials accepted")
+	}
+}
+
+// TestGatewayEgressWithCurl: the egress proxy across the network. `agentbox
+// bridge run` (GuestRun) gets only the credentials in its environment: it
+// writes them (and the egress CA they carry) for the processes after it,
+// serves the egress channel on loopback, and curl reaches the allowed host
+// with the secret swapped in on the host side.
+func TestGatewayEgressWithCurl(t *testing.T) {
+	curl := testenv.Tool(t, "curl")
+	guestCredentials = filepath.Join(t.TempDir(), "guest", "credentials")
+	t.Cleanup(func() { guestCredentials = GuestCredentials })
+	pki := egresstest.NewPKI(t)
+	srv := egresstest.NewServer(t, pki, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("hello " + r.Host + " " + r.Header.Get("Authorization") + "\n"))
+	}), "api.test")
+	loop := netip.MustParseAddr("127.0.0.1")
+	g := startGateway(t)
+	s := startSession(t, Options{Gateway: g, Egress: &EgressOptions{
+		Policy:  egress.Policy{Allow: []egress.Rule{mustRule(t, srv.Addr("api.test"))}, Hosts: map[string]netip.Addr{"api.test": loop}},
+		Secrets: []egress.Secret{{Name: "GITHUB_TOKEN", Value: egressSecret, Hosts: []egress.Rule{mustRule(t, srv.Addr("api.test"))}}},
+		RootCAs: pki.Pool(),
+	}})
+	if m := s.Mounts(); len(m) != 1 {
+		t.Fatalf("mounts = %+v, want the binary only", m)
+	}
+	argv := strings.Join(s.WrapCommand([]string{"claude"}), " ")
+	if !strings.Contains(argv, "--egress-socket gateway:egress.sock") || !strings.Contains(argv, "--egress-ca gateway:egress-ca") {
+		t.Fatalf("argv: %s", argv)
+	}
+	ph := s.Placeholders()["GITHUB_TOKEN"]
+	sys := filepath.Join(t.TempDir(), "system.pem")
+	if err := os.WriteFile(sys, pki.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	code, err := GuestRun(context.Background(), RunConfig{
+		Egress: &GuestEgress{Socket: GatewayPrefix + channelEgress, Listen: "127.0.0.1:0", CA: gatewayEgressCA, Env: []string{"GITHUB_TOKEN=" + ph}},
+		Argv:   []string{"sh", "-c", curl + ` -sS -H "Authorization: Bearer $GITHUB_TOKEN" ` + srv.URL("api.test") + `/user`},
+		Env: []string{"PATH=" + os.Getenv("PATH"), "SSL_CERT_FILE=" + sys,
+			EnvCredentials + "=" + s.SandboxEnv()[EnvCredentials]},
+		Stdout: &out, Stderr: &out,
+	})
+	if err != nil || code != 0 {
+		t.Fatalf("GuestRun = %d, %v\n%s", code, err, out.String())
+	}
+	if got := out.String(); !strings.Contains(got, "hello api.test:") || !strings.Contains(got, "Bearer "+egressSecret) {
+		t.Errorf("output: %s", got)
+	}
+	if st, err := os.Stat(guestCredentials); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("credentials file: %v %v", st, err)
 	}
 }

@@ -47,6 +47,9 @@ type Credentials struct {
 	EgressCA string `json:"egress_ca,omitempty"`
 }
 
+// guestCredentials is GuestCredentials (tests on the host move it).
+var guestCredentials = GuestCredentials
+
 // encode is the value of EnvCredentials.
 func (c *Credentials) encode() string {
 	b, _ := json.Marshal(c)
@@ -73,9 +76,9 @@ func decodeCredentials(s string) (*Credentials, error) {
 func loadCredentials() (*Credentials, error) {
 	v := os.Getenv(EnvCredentials)
 	if v == "" {
-		b, err := os.ReadFile(GuestCredentials)
+		b, err := os.ReadFile(guestCredentials)
 		if err != nil {
-			return nil, fmt.Errorf("bridge credentials: neither $%s nor %s: %w", EnvCredentials, GuestCredentials, err)
+			return nil, fmt.Errorf("bridge credentials: neither $%s nor %s: %w", EnvCredentials, guestCredentials, err)
 		}
 		v = string(b)
 	}
@@ -94,11 +97,11 @@ func writeCredentials(env []string) (egressCA string, err error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Dir(GuestCredentials)
+	dir := filepath.Dir(guestCredentials)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("bridge credentials: %w", err)
 	}
-	if err := os.WriteFile(GuestCredentials, []byte(v), 0o600); err != nil {
+	if err := os.WriteFile(guestCredentials, []byte(v), 0o600); err != nil {
 		return "", fmt.Errorf("bridge credentials: %w", err)
 	}
 	if c.EgressCA == "" {
