@@ -296,7 +296,12 @@ func startGuestProxy(t testing.TB, s *Session) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- GuestProxy(ctx, ln, filepath.Join(s.Dir(), "model.sock")) }()
+	socket := filepath.Join(s.Dir(), "model.sock")
+	if s.Networked() {
+		socket = GatewayPrefix + channelModel
+		t.Setenv(EnvCredentials, s.SandboxEnv()[EnvCredentials])
+	}
+	go func() { done <- GuestProxy(ctx, ln, socket) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
