@@ -118,6 +118,10 @@ func NewGateway(opts GatewayOptions) (*Gateway, error) {
 		ln.Close()
 		return nil, fmt.Errorf("bridge gateway: address %q: want host:port", addr)
 	}
+	if port == "0" { // the port the listener got
+		_, port, _ = net.SplitHostPort(ln.Addr().String())
+		addr = net.JoinHostPort(host, port)
+	}
 	g := &Gateway{ln: ln, addr: addr, dir: opts.Dir, log: opts.Logger, byID: map[string]*gatewaySession{}, conns: map[net.Conn]struct{}{}}
 	if g.log == nil {
 		g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -145,6 +149,9 @@ func NewGateway(opts GatewayOptions) (*Gateway, error) {
 
 // Address is what sandboxes dial (host:port).
 func (g *Gateway) Address() string { return g.addr }
+
+// Dir is GatewayOptions.Dir ("": the sessions' own Options.Dir).
+func (g *Gateway) Dir() string { return g.dir }
 
 // ListenAddr is the address the gateway listens on.
 func (g *Gateway) ListenAddr() string { return g.ln.Addr().String() }

@@ -77,3 +77,36 @@ func TestClaimWorkspacesNotLooped(t *testing.T) {
 		t.Errorf("disk mode %s, log %q; want watch, with the reason", ws.DiskMode(), log.String())
 	}
 }
+
+// TestOpenGateway: the gateway's address is bridge_address, else $POD_IP
+// with the listen port when it listens on every interface; with a claim,
+// the sessions' folder is on it.
+func TestOpenGateway(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	cfg := &assistant.AppConfig{DataRoot: "/srv/data", Sandbox: assistant.SandboxDefaults{Kubernetes: assistant.KubernetesConfig{
+		BridgeListen: "127.0.0.1:0", BridgeAddress: "agentbox-0.test:41890"}}}
+	gw, err := openGateway(cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gw.Address() != "agentbox-0.test:41890" || gw.Dir() != "" {
+		t.Errorf("address %s, dir %q", gw.Address(), gw.Dir())
+	}
+	gw.Close()
+
+	t.Setenv("POD_IP", "10.1.2.3")
+	cfg.Sandbox.Kubernetes = assistant.KubernetesConfig{BridgeListen: "0.0.0.0:0", WorkspaceClaim: "data"}
+	gw, err = openGateway(cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(gw.Address(), "10.1.2.3:") || strings.HasSuffix(gw.Address(), ":0") || gw.Dir() != "/srv/data/.agentbox-bridge/sessions" {
+		t.Errorf("address %s, dir %q", gw.Address(), gw.Dir())
+	}
+	gw.Close()
+
+	t.Setenv("POD_IP", "")
+	if _, err := openGateway(cfg, logger); err == nil || !strings.Contains(err.Error(), "bridge_listen") {
+		t.Errorf("wildcard without an address: %v", err)
+	}
+}

@@ -344,6 +344,14 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	env.closers = append(env.closers, p.Close)
 	if opts.Serve {
 		cleanLeftovers(ctx, bridgeCfg.Dir, ws, p.RunFiles(), opts.Logger)
+		for _, gw := range bridgeCfg.Gateways {
+			if gw.Dir() != "" {
+				// On the claim: what this host's dead servers left there.
+				if _, err := bridge.CleanStale(gw.Dir(), 0, opts.Logger); err != nil {
+					opts.Logger.Warn("crash leftovers: bridge folders on the claim", "err", err)
+				}
+			}
+		}
 	}
 	return env, nil
 }
