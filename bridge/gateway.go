@@ -161,6 +161,11 @@ func (g *Gateway) ListenAddr() string { return g.ln.Addr().String() }
 func (g *Gateway) Close() error {
 	g.mu.Lock()
 	g.closed = true
+	for _, gs := range g.byID {
+		for _, l := range gs.listeners {
+			l.Close()
+		}
+	}
 	g.mu.Unlock()
 	err := g.ln.Close()
 	g.connsMu.Lock()
