@@ -134,6 +134,11 @@ type Options struct {
 	// reason. Errors that waiting cannot mend (an image that is missing
 	// or cannot be pulled, a pod that failed) fail at once.
 	StartTimeout time.Duration
+	// LeaseDuration is how often a runtime that created pods proves to
+	// other servers' reapers that it lives (a Lease renewed every third
+	// of it; default 30s, at least 1s; negative: no lease). Its pods are
+	// reaped by others once the lease is three durations old.
+	LeaseDuration time.Duration
 	// CallTimeout bounds every single API call (default 15s).
 	CallTimeout time.Duration
 	// Logger receives reaper reports (default: discard).
@@ -169,6 +174,7 @@ type Runtime struct {
 	tracked *tracker
 	reaper  *reaper
 	pods    *podWatch
+	lease   leaseState
 
 	mu     sync.Mutex
 	closed bool
@@ -213,10 +219,14 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: client: %w", err)
 	}
-	r := &Runtime{cfg: cfg, http: hc, api: api, opts: opts, run: sandbox.NewRunID(), tracked: newTracker()}
+	leases, err := newLeaseAPI(cfg, hc, opts.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: client: %w", err)
+	}
+	r := &Runtime{cfg: cfg, http: hc, api: api, opts: opts, run: sandbox.NewRunID(), tracked: newTracker(), lease: leaseState{api: leases}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.pods = newPodWatch(r)
-	r.reaper = &reaper{engine: r, tracked: r.tracked, run: r.run, alive: sandbox.RunAlive, now: time.Now, log: opts.Logger}
+	r.reaper = &reaper{engine: r, tracked: r.tracked, run: r.run, alive: sandbox.RunAlive, now: time.Now, log: opts.Logger, leases: r.expiredRuns}
 	pctx, cancel := context.WithTimeout(ctx, min(opts.CallTimeout, 10*time.Second))
 	defer cancel()
 	_, err = api.list(pctx, metav1.ListOptions{Limit: 1, LabelSelector: sandbox.LabelProduct + "=" + ProductLabelValue})
@@ -260,6 +270,10 @@ func (o *Options) fill() error {
 	o.GracePeriod = cmp.Or(o.GracePeriod, DefaultGracePeriod)
 	o.StartTimeout = cmp.Or(o.StartTimeout, DefaultStartTimeout)
 	o.CallTimeout = cmp.Or(o.CallTimeout, DefaultCallTimeout)
+	o.LeaseDuration = cmp.Or(o.LeaseDuration, DefaultLeaseDuration)
+	if o.LeaseDuration > 0 && o.LeaseDuration < time.Second {
+		return fmt.Errorf("kubernetes: lease duration %s: want at least 1s", o.LeaseDuration)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -348,6 +362,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	defer r.http.CloseIdleConnections()
 	select {
 	case <-done:
+		r.stopLease(ctx)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

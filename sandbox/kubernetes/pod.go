@@ -49,6 +49,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err := r.pods.start(ctx); err != nil {
 		return nil, err
 	}
+	r.startLease()
 	r.tracked.add(name)
 	cctx, cancel := r.call(ctx)
 	created, err := r.api.create(cctx, pod)

@@ -55,6 +55,9 @@ type reaper struct {
 	alive   func(run string) bool
 	now     func() time.Time
 	log     *slog.Logger
+	// leases says, per run that keeps a lease, whether it expired (nil:
+	// no leases; lease.go).
+	leases func(ctx context.Context) (map[string]bool, error)
 }
 
 // Reap deletes our labelled pods that no live request owns: pods of this
@@ -90,6 +93,20 @@ func (rp *reaper) reap(ctx context.Context, opts ReapOptions) ([]string, error) 
 		return nil, err
 	}
 	now := rp.now()
+	alive := rp.alive
+	if rp.leases != nil {
+		expired, err := rp.leases(ctx)
+		if err != nil {
+			rp.log.Debug("sandbox reaper: leases unreadable; runs of other hosts wait for the grace period", "error", err)
+		} else {
+			alive = func(run string) bool {
+				if exp, ok := expired[run]; ok {
+					return !exp
+				}
+				return rp.alive(run)
+			}
+		}
+	}
 	var reaped []string
 	var errs []error
 	for i := range list {
@@ -102,7 +119,7 @@ func (rp *reaper) reap(ctx context.Context, opts ReapOptions) ([]string, error) 
 			created = t
 		}
 		o := sandbox.Owner{Instance: pod.Annotations[sandbox.LabelInstance], Run: pod.Annotations[sandbox.LabelRun], Created: created}
-		reason, dangling := sandbox.Orphaned(o, rp.run, now, grace, rp.alive)
+		reason, dangling := sandbox.Orphaned(o, rp.run, now, grace, alive)
 		if !dangling {
 			continue
 		}
