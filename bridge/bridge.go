@@ -18,6 +18,10 @@
 //     other hosts, within the policy, with secrets the sandbox holds only as
 //     placeholders (egress.go, package bridge/egress).
 //
+// Where the sandbox shares no file system with the host (a Kubernetes pod
+// on another node), the same three channels run over TCP with mutual TLS
+// through the server's Gateway instead (gateway.go).
+//
 // The host side is a Session (Start ... Close), one per request. The
 // in-sandbox side is the Guest* functions, run by the agentbox binary that
 // the session mounts read-only into the sandbox.
@@ -456,7 +460,9 @@ func (s *Session) Token() string {
 // WrapCommand returns argv prefixed with `agentbox bridge run`, which starts
 // the in-sandbox model and egress proxies, waits until they listen, and
 // then runs argv with stdio passed through, signals forwarded and its exit
-// status. Without either proxy argv is returned unchanged.
+// status. Without either proxy argv is returned unchanged, unless the
+// session runs across the network (then the wrapper also saves the
+// credentials for the CLI's MCP relay).
 func (s *Session) WrapCommand(argv []string) []string {
 	if s.model == nil && s.egress == nil && s.gwID == "" {
 		return argv

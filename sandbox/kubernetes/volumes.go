@@ -19,7 +19,8 @@ import (
 // This file is the one place that decides what a sandbox pod mounts and
 // from where: the workspace, the memory-backed /tmp and home, and the
 // spec's extra mounts (the agentbox binary and the bridge's sockets, which
-// the pipeline adds). A network bridge replaces the socket mounts here.
+// the pipeline adds; with the bridge across the network, bridge.Gateway,
+// there are no socket mounts).
 
 // Volume names in the pod.
 const (
