@@ -99,12 +99,10 @@ func (rp *reaper) reap(ctx context.Context, opts ReapOptions) ([]string, error) 
 		if err != nil {
 			rp.log.Debug("sandbox reaper: leases unreadable; runs of other hosts wait for the grace period", "error", err)
 		} else {
-			alive = func(run string) bool {
-				if exp, ok := expired[run]; ok {
-					return !exp
-				}
-				return rp.alive(run)
-			}
+			// Dead when either says so: a fresh lease of a process this
+			// host knows is gone (killed before its lease expired)
+			// proves nothing.
+			alive = func(run string) bool { return !expired[run] && rp.alive(run) }
 		}
 	}
 	var reaped []string
