@@ -398,6 +398,20 @@ func (p *Pipeline) chat(ctx context.Context, req *Request, emit chat.EmitFunc, t
 		close(t.done)
 		p.wg.Done()
 	}()
+	var record func()
+	// After the done event: the sandbox's removal and the chat's release,
+	// then the turn's records (which include the removal).
+	defer func() {
+		t.teardown()
+		if record != nil {
+			record()
+		}
+		if len(t.proposed) > 0 {
+			// The turn's sandbox and slots are released: its proposals'
+			// tests do not wait for it, nor it for them.
+			p.testProposals(req.UserID, t.proposed)
+		}
+	}()
 
 	defer func() {
 		if r := recover(); r != nil {
@@ -412,12 +426,7 @@ func (p *Pipeline) chat(ctx context.Context, req *Request, emit chat.EmitFunc, t
 			// The one place a failure nobody classified gets its code.
 			err = chat.AsError(err)
 		}
-		t.finish(ctx, resp, err)
-		if len(t.proposed) > 0 {
-			// The turn's sandbox and slots are released: its proposals'
-			// tests do not wait for it, nor it for them.
-			p.testProposals(req.UserID, t.proposed)
-		}
+		record = t.finish(ctx, resp, err)
 	}()
 	return t.run(ctx)
 }

@@ -83,6 +83,29 @@ type turn struct {
 	// (host tools may run at once), tested once the turn ended.
 	mu       sync.Mutex
 	proposed []proposedTest
+	// after is the turn's teardown (the sandbox's removal, the chat's
+	// admission), run after the done event, last registered first, before
+	// Chat returns: the client has its answer without waiting for it.
+	after []func()
+}
+
+// defer registers f to run after the done event (see after).
+func (t *turn) defer_(f func()) { t.after = append(t.after, f) }
+
+// teardown runs the turn's after functions, last registered first; a
+// panic in one does not skip the others.
+func (t *turn) teardown() {
+	for i := len(t.after) - 1; i >= 0; i-- {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.p.log.Error("turn teardown panicked", "panic", r, "user", t.req.UserID, "chat", t.req.ChatID)
+				}
+			}()
+			t.after[i]()
+		}()
+	}
+	t.after = nil
 }
 
 // serialize makes emit safe to call from executor and hook goroutines,
@@ -138,7 +161,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	}
 	// Released last, after the sandbox is gone: the chat's next turn never
 	// meets this one's sandbox.
-	defer release()
+	t.defer_(release)
 	t.p.metrics.running.Inc()
 	defer t.p.metrics.running.Dec()
 	if t.proxied(a) {
@@ -175,7 +198,8 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer cleanup()
+		// After the done event: the answer does not wait for the removal.
+		t.defer_(cleanup)
 		sb = s
 		hc.Sandbox = s
 		if t.tm.sandbox != chat.SandboxWarm {
@@ -307,11 +331,22 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		FinishReason: t.finishReason, ToolCalls: t.toolCalls}, nil
 }
 
-// finish emits the error (when not yet emitted) and the done event, and
-// records usage and the audit line. It runs on every path out of Chat.
-func (t *turn) finish(ctx context.Context, resp *Response, err error) {
+// finish emits the error (when not yet emitted) and the done event; the
+// returned record, called after the turn's teardown, records usage, the
+// audit line and the trace (with the sandbox's removal). It runs on every
+// path out of Chat.
+func (t *turn) finish(ctx context.Context, resp *Response, err error) (record func()) {
 	for _, c := range t.closers {
 		c()
+	}
+	if t.bridge != nil && t.kept == nil {
+		// Its tunnels end before the egress is counted (the sandbox goes
+		// after the done event).
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		if cerr := t.bridge.Close(cctx); cerr != nil {
+			t.p.log.Error("bridge not closed", "user", t.req.UserID, "chat", t.req.ChatID, "error", cerr)
+		}
+		cancel()
 	}
 	end := time.Now()
 	t.usage.DurationMS = end.Sub(t.start).Milliseconds()
@@ -341,6 +376,17 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 		}
 	}
 	t.emit(chat.Event{Event: chat.Done, Final: final})
+	return func() { t.record(ctx, final, code, err) }
+}
+
+// record records a finished turn: metrics, usage, the log line and the
+// trace, with the phases after the done event (the sandbox's removal).
+func (t *turn) record(ctx context.Context, final *chat.Final, code string, err error) {
+	// The done event's timings, with the removal that came after it.
+	tm := *final.Timings
+	if iv, ok := t.tm.phases[phaseSandboxRemove]; ok {
+		tm.SandboxRemoveMS = chat.MS(iv.dur())
+	}
 	// Labels name only the app's assistants: an id a client made up (a
 	// turn refused before its assistant was found) is "".
 	asstID := ""
@@ -362,8 +408,8 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) {
 		"user", rec.UserID, "chat", rec.ChatID, "assistant", rec.AssistantID, "connector", rec.Connector,
 		"model", rec.Model, "input_tokens", t.usage.InputTokens, "output_tokens", t.usage.OutputTokens,
 		"cost_usd", t.usage.CostUSD, "turns", t.usage.Turns, "duration_ms", rec.DurationMS, "error", code,
-		"sandbox", final.Timings.Sandbox, logAttrs(final.Timings))
-	t.trace(ctx, end, code)
+		"sandbox", tm.Sandbox, logAttrs(&tm))
+	t.trace(ctx, time.Now(), code)
 }
 
 // runtimeFor returns the runtime a's sandboxes run on, and its name.
