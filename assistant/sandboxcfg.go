@@ -24,17 +24,22 @@ const (
 	DefaultCPUs    = 2.0
 	// DefaultDisk is sandbox.max_disk when neither package.yao nor
 	// app.jsonc sets it: what one chat's workspace may hold.
-	DefaultDisk   = 10 << 30
-	minMemory     = 64 << 20
-	maxMemory     = 64 << 30
-	minDisk       = sandbox.MinDisk
-	maxDisk       = 16 << 40
-	minCPUs       = 0.1
-	maxCPUs       = 64
-	minTimeout    = 10 * time.Second
-	minKeepAlive  = 10 * time.Second
-	maxTimeout    = 24 * time.Hour
-	maxTurnsLimit = 1000
+	DefaultDisk  = 10 << 30
+	minMemory    = 64 << 20
+	maxMemory    = 64 << 30
+	minDisk      = sandbox.MinDisk
+	maxDisk      = 16 << 40
+	minCPUs      = 0.1
+	maxCPUs      = 64
+	minTimeout   = 10 * time.Second
+	minKeepAlive = 10 * time.Second
+	// DefaultSessionKeepAlive is the keep_alive of a Yao v2 sandbox with
+	// lifecycle session and no idle_timeout: long enough for a user's
+	// next message in a conversation, short enough that an abandoned chat
+	// gives its memory back within minutes.
+	DefaultSessionKeepAlive = 5 * time.Minute
+	maxTimeout              = 24 * time.Hour
+	maxTurnsLimit           = 1000
 )
 
 // defaultImages are the sandbox images per command, unless app.jsonc's

@@ -243,15 +243,25 @@ func (l *loader) parseV2(d *doc, p string, r *rawSandbox, a *Assistant, app *App
 	} else {
 		s.Image = sandboxImage(d, p+"computer.image", "", s.Command, app.Config)
 	}
+	// Yao's session lifecycle is agentbox's keep_alive: the chat's
+	// container (and here its CLI) lives between the chat's requests and
+	// stops after idle_timeout without one.
+	session := r.Lifecycle == "session"
 	switch r.Lifecycle {
 	case "", "oneshot":
-	case "session", "longrunning", "persistent":
-		d.warnPath(p+"lifecycle", "lifecycle %s: agentbox starts a fresh container for each request; the chat's workspace and the CLI's session carry over, running processes do not", r.Lifecycle)
+	case "session":
+		s.KeepAlive = DefaultSessionKeepAlive
+	case "longrunning", "persistent":
+		d.warnPath(p+"lifecycle", "lifecycle %s: agentbox keeps a container per chat, never one shared across chats; a fresh container serves each request (use lifecycle session, or keep_alive in the v1 form, to keep a chat's container between its requests)", r.Lifecycle)
 	default:
 		d.errPath(p+"lifecycle", "lifecycle: want oneshot, session, longrunning or persistent, got %q", r.Lifecycle)
 	}
 	for _, f := range []struct{ name, val string }{{"idle_timeout", r.IdleTimeout}, {"max_lifetime", r.MaxLifetime}, {"stop_timeout", r.StopTimeout}} {
 		if f.val == "" {
+			continue
+		}
+		if f.name == "idle_timeout" && session {
+			s.KeepAlive = parseKeepAlive(d, p+f.name, f.val)
 			continue
 		}
 		parseDurationIn(d, p+f.name, f.val, time.Second, 365*24*time.Hour)

@@ -112,6 +112,42 @@ func TestLoadYaoApp(t *testing.T) {
 		v2.Prepare[0].Action != "copy" || !v2.Prepare[1].Once || !v2.Prepare[2].IgnoreError || v2.File != "assistants/builder/sandbox.yao" {
 		t.Errorf("builder sandbox: %+v", v2)
 	}
+	// lifecycle session with idle_timeout 15m: the chat is kept 15m.
+	if v2.KeepAlive != 15*time.Minute {
+		t.Errorf("builder keep_alive %s, want 15m (lifecycle session, idle_timeout)", v2.KeepAlive)
+	}
+}
+
+// TestYaoLifecycle: a v2 sandbox's lifecycle session keeps the chat's
+// sandbox and CLI between requests (keep_alive): idle_timeout long, or
+// DefaultSessionKeepAlive; oneshot does not; a bad idle_timeout is an error.
+func TestYaoLifecycle(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		sandbox string
+		want    time.Duration
+		err     string
+	}{
+		{`{"version": "2.0", "runner": {"name": "claude"}, "lifecycle": "session"}`, DefaultSessionKeepAlive, ""},
+		{`{"version": "2.0", "runner": {"name": "claude"}, "lifecycle": "session", "idle_timeout": "90s"}`, 90 * time.Second, ""},
+		{`{"version": "2.0", "runner": {"name": "claude"}, "lifecycle": "oneshot", "idle_timeout": "90s"}`, 0, ""},
+		{`{"version": "2.0", "runner": {"name": "claude"}}`, 0, ""},
+		{`{"version": "2.0", "runner": {"name": "claude"}, "lifecycle": "session", "idle_timeout": "1s"}`, 0, "idle_timeout"},
+	} {
+		app, err := loadFiles(t, map[string]string{"assistants/a/sandbox.yao": tc.sandbox})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err = %v, want one naming %s", tc.sandbox, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.sandbox, err)
+		}
+		if got := app.Assistants["a"].Sandbox.KeepAlive; got != tc.want {
+			t.Errorf("%s: keep_alive %s, want %s", tc.sandbox, got, tc.want)
+		}
+	}
 }
 
 // TestYaoRefusals: what agentbox cannot honour and Yao would not load
@@ -183,24 +219,7 @@ func TestYaoRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			files := map[string]string{"connectors/c/x.conn.yao": `{"type": "anthropic", "options": {"model": "m", "key": "k"}}`}
-			if _, ok := tt.files["assistants/a/package.yao"]; !ok {
-				files["assistants/a/package.yao"] = `{"connector": "c.x"}`
-			}
-			for k, v := range tt.files {
-				files[k] = v
-			}
-			for p, content := range files {
-				full := filepath.Join(dir, filepath.FromSlash(p))
-				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			_, err := Load(dir)
+			_, err := loadFiles(t, tt.files)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v\nwant an error containing %q", err, tt.want)
 			}
@@ -290,4 +309,28 @@ func TestSymlinkedFolders(t *testing.T) {
 	if !errors.As(err, &le) || len(le.Problems) != 1 || le.Problems[0].File != "connectors/c/x.conn.yao" {
 		t.Fatalf("err = %v (the connector's problem is named under the app)", err)
 	}
+}
+
+// loadFiles loads an app of files (path: content) with a connector c.x
+// and, unless given, assistants/a/package.yao using it.
+func loadFiles(t *testing.T, given map[string]string) (*App, error) {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{"connectors/c/x.conn.yao": `{"type": "anthropic", "options": {"model": "m", "key": "k"}}`}
+	if _, ok := given["assistants/a/package.yao"]; !ok {
+		files["assistants/a/package.yao"] = `{"connector": "c.x"}`
+	}
+	for k, v := range given {
+		files[k] = v
+	}
+	for p, content := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Load(dir)
 }
