@@ -2,8 +2,11 @@ package assistant
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/units"
 )
 
 // Limits protect a server from a heavy user and from a hostile agent
@@ -27,6 +30,13 @@ type Limits struct {
 	// and Retry-After.
 	Sandboxes   int
 	SandboxWait time.Duration
+	// KeptChats bounds the chats kept between turns (sandbox.keep_alive)
+	// at once; KeptMemory the memory they hold together, in bytes, or,
+	// when it is 0, KeptMemoryShare of the host's memory. Over either,
+	// the least recently used idle kept chats stop.
+	KeptChats       int
+	KeptMemory      int64
+	KeptMemoryShare float64
 	// Breaker tunes the circuit breaker of every connector.
 	Breaker BreakerLimits
 }
@@ -50,18 +60,28 @@ const (
 	DefaultSandboxWait     = time.Minute
 	DefaultBreakerFailures = 5
 	DefaultBreakerCooldown = 30 * time.Second
+	// DefaultKeptChats: 32 idle kept chats hold about 9 GiB (some 280 MiB
+	// each, measured); the memory share below is the tighter cap on a
+	// small host.
+	DefaultKeptChats = 32
+	// DefaultKeptMemoryShare: idle kept chats are a cache of started
+	// CLIs; half the host's memory leaves the other half to the turns
+	// that run (limits.sandboxes of them) and the server.
+	DefaultKeptMemoryShare = 0.5
 	DefaultDrainTimeout    = 30 * time.Second
 )
 
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
 	return Limits{
-		TurnsPerUser: DefaultTurnsPerUser,
-		ChatQueue:    DefaultChatQueue,
-		ChatWait:     DefaultChatWait,
-		Sandboxes:    DefaultSandboxes,
-		SandboxWait:  DefaultSandboxWait,
-		Breaker:      BreakerLimits{Failures: DefaultBreakerFailures, Cooldown: DefaultBreakerCooldown},
+		TurnsPerUser:    DefaultTurnsPerUser,
+		ChatQueue:       DefaultChatQueue,
+		ChatWait:        DefaultChatWait,
+		Sandboxes:       DefaultSandboxes,
+		SandboxWait:     DefaultSandboxWait,
+		KeptChats:       DefaultKeptChats,
+		KeptMemoryShare: DefaultKeptMemoryShare,
+		Breaker:         BreakerLimits{Failures: DefaultBreakerFailures, Cooldown: DefaultBreakerCooldown},
 	}
 }
 
@@ -86,6 +106,12 @@ func (l Limits) WithDefaults() Limits {
 	if l.SandboxWait <= 0 {
 		l.SandboxWait = d.SandboxWait
 	}
+	if l.KeptChats <= 0 {
+		l.KeptChats = d.KeptChats
+	}
+	if l.KeptMemory <= 0 && l.KeptMemoryShare <= 0 {
+		l.KeptMemoryShare = d.KeptMemoryShare
+	}
 	if l.Breaker.Failures <= 0 {
 		l.Breaker.Failures = d.Breaker.Failures
 	}
@@ -102,6 +128,8 @@ type rawLimits struct {
 	ChatWait     string     `json:"chat_wait"`
 	Sandboxes    *int       `json:"sandboxes"`
 	SandboxWait  string     `json:"sandbox_wait"`
+	KeptChats    *int       `json:"kept_chats"`
+	KeptMemory   string     `json:"kept_memory"`
 	Breaker      rawBreaker `json:"breaker"`
 }
 
@@ -136,6 +164,15 @@ func (d *doc) limits(r rawLimits) Limits {
 	durIn("limits.chat_wait", r.ChatWait, time.Second, 24*time.Hour, &l.ChatWait)
 	intIn("limits.sandboxes", r.Sandboxes, 1, 10000, &l.Sandboxes)
 	durIn("limits.sandbox_wait", r.SandboxWait, time.Second, time.Hour, &l.SandboxWait)
+	intIn("limits.kept_chats", r.KeptChats, 1, 10000, &l.KeptChats)
+	if d.has("limits.kept_memory") {
+		n, share, err := ParseMemoryCap(r.KeptMemory)
+		if err != nil {
+			d.errPath("limits.kept_memory", "limits.kept_memory: %v", err)
+		} else {
+			l.KeptMemory, l.KeptMemoryShare = n, share
+		}
+	}
 	intIn("limits.breaker.failures", r.Breaker.Failures, 1, 1000, &l.Breaker.Failures)
 	durIn("limits.breaker.cooldown", r.Breaker.Cooldown, time.Second, time.Hour, &l.Breaker.Cooldown)
 	return l
@@ -187,4 +224,23 @@ func (c *AppConfig) ResolveMetricsToken() (string, error) {
 		return "", fmt.Errorf("app.jsonc: auth.metrics_token is empty")
 	}
 	return v, nil
+}
+
+// ParseMemoryCap parses limits.kept_memory: a size ("8g", "512m"; 64m to
+// 16t) or a share of the host's memory ("50%"; 1% to 100%). It returns
+// the bytes or the share (0 to 1), the other 0.
+func ParseMemoryCap(s string) (bytes int64, share float64, err error) {
+	t := strings.TrimSpace(s)
+	if pct, ok := strings.CutSuffix(t, "%"); ok {
+		v, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
+		if err != nil || v < 1 || v > 100 {
+			return 0, 0, fmt.Errorf("%q: want a share of the host's memory from 1%% to 100%%, like \"50%%\"", s)
+		}
+		return 0, v / 100, nil
+	}
+	n, err := units.ParseBytes(t)
+	if err != nil || n < minMemory || n > maxDisk {
+		return 0, 0, fmt.Errorf("%q: want a size from 64m to 16t (like \"8g\") or a share of the host's memory (like \"50%%\")", s)
+	}
+	return n, 0, nil
 }

@@ -46,6 +46,7 @@ func TestLimitsDefaults(t *testing.T) {
 func TestLimitsFromAppJSONC(t *testing.T) {
 	app, err := Load(appWith(t, `{
 		"limits": {"turns_per_user": 2, "chat_queue": 0, "chat_wait": "30s", "sandboxes": 3, "sandbox_wait": "5s",
+			"kept_chats": 5, "kept_memory": "6g",
 			"breaker": {"failures": 7, "cooldown": "1m"}},
 		"drain_timeout": "5s",
 		"auth": {"tokens": [{"token": "t1", "user": "alice"}], "metrics_token": "$ENV.AGENTBOX_TEST_METRICS"},
@@ -54,6 +55,7 @@ func TestLimitsFromAppJSONC(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Limits{TurnsPerUser: 2, ChatQueue: 0, ChatWait: 30 * time.Second, Sandboxes: 3, SandboxWait: 5 * time.Second,
+		KeptChats: 5, KeptMemory: 6 << 30,
 		Breaker: BreakerLimits{Failures: 7, Cooldown: time.Minute}}
 	if app.Config.Limits != want || app.Config.DrainTimeout != 5*time.Second {
 		t.Errorf("limits = %+v, drain %s", app.Config.Limits, app.Config.DrainTimeout)
@@ -101,6 +103,48 @@ func TestLimitsProblems(t *testing.T) {
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("problems lack %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestKeptLimits: the kept chats' caps, their defaults and their problems.
+func TestKeptLimits(t *testing.T) {
+	t.Parallel()
+	if d := DefaultLimits(); d.KeptChats != DefaultKeptChats || d.KeptMemory != 0 || d.KeptMemoryShare != DefaultKeptMemoryShare {
+		t.Errorf("defaults %+v", d)
+	}
+	app, err := Load(appWith(t, `{"limits": {"kept_memory": "25%"}}`))
+	if err != nil || app.Config.Limits.KeptMemoryShare != 0.25 || app.Config.Limits.KeptMemory != 0 || app.Config.Limits.KeptChats != DefaultKeptChats {
+		t.Fatalf("limits %+v, %v", app.Config.Limits, err)
+	}
+	_, err = Load(appWith(t, `{"limits": {
+  "kept_chats": 0,
+  "kept_memory": "150%",
+}}`))
+	for _, want := range []string{
+		"app.jsonc:2:17: limits.kept_chats: 0 is out of range: want 1 to 10000",
+		`app.jsonc:3:18: limits.kept_memory: "150%": want a share of the host's memory from 1% to 100%`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("problems lack %q: %v", want, err)
+		}
+	}
+}
+
+func TestParseMemoryCap(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]struct {
+		n     int64
+		share float64
+	}{"8g": {8 << 30, 0}, "512m": {512 << 20, 0}, "50%": {0, 0.5}, " 25 % ": {0, 0.25}} {
+		n, share, err := ParseMemoryCap(in)
+		if err != nil || n != want.n || share != want.share {
+			t.Errorf("%q: %d, %v, %v", in, n, share, err)
+		}
+	}
+	for _, bad := range []string{"", "0%", "lots", "1k", "-5g"} {
+		if _, _, err := ParseMemoryCap(bad); err == nil {
+			t.Errorf("%q: no error", bad)
 		}
 	}
 }

@@ -14,13 +14,6 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// Default caps on kept chats (Config.KeptChats, Config.KeptMemory).
-const (
-	// DefaultKeptChats is how many chats may keep their sandbox and CLI
-	// between turns at once.
-	DefaultKeptChats = 32
-)
-
 // keptChat is a chat's sandbox and CLI kept running between its turns
 // (sandbox.keep_alive). While a turn runs on it, it is out of the idle
 // list; between turns it waits there until its keep_alive passes, the
@@ -40,7 +33,10 @@ type keptChat struct {
 	cur *atomic.Pointer[turn]
 	// remove stops the CLI's sandbox, closes its bridge and releases its
 	// workspace (once).
-	remove    func()
+	remove func()
+	// memory is what it counts against limits.kept_memory: the memory it
+	// used at the end of its last turn when the runtime can tell, else its
+	// memory limit.
 	memory    int64
 	keepAlive time.Duration
 	// usage and egress are what the bridge metered up to the end of the
@@ -64,11 +60,32 @@ type keptChats struct {
 	closed    bool
 }
 
-func newKeptChats(maxCount int, maxMemory int64) *keptChats {
-	if maxCount <= 0 {
-		maxCount = DefaultKeptChats
+func newKeptChats() *keptChats {
+	lim := assistant.DefaultLimits()
+	k := &keptChats{idle: list.New(), byKey: map[string]*keptChat{}}
+	k.setCaps(lim, hostMemory())
+	return k
+}
+
+// setCaps sets the caps from the app's limits: limits.kept_memory in
+// bytes, or its share of host (the host's memory; 0: unknown, no memory
+// cap).
+func (k *keptChats) setCaps(lim assistant.Limits, host int64) {
+	mem := lim.KeptMemory
+	if mem <= 0 {
+		mem = int64(lim.KeptMemoryShare * float64(host))
 	}
-	return &keptChats{idle: list.New(), byKey: map[string]*keptChat{}, maxCount: maxCount, maxMemory: maxMemory}
+	k.mu.Lock()
+	k.maxCount, k.maxMemory = lim.KeptChats, mem
+	k.mu.Unlock()
+}
+
+// resize counts c (running a turn) at memory bytes from now on.
+func (k *keptChats) resize(c *keptChat, memory int64) {
+	k.mu.Lock()
+	k.memory += memory - c.memory
+	c.memory = memory
+	k.mu.Unlock()
 }
 
 func keptKey(user, chatID string) string { return user + "\x00" + chatID }
@@ -121,6 +138,31 @@ func (k *keptChats) put(c *keptChat) {
 	c.elem = k.idle.PushBack(c)
 	k.byKey[c.key] = c
 	c.timer = time.AfterFunc(c.keepAlive, func() { k.expire(c) })
+	k.mu.Unlock()
+	k.trim()
+}
+
+// takeIf takes the idle kept chats match says yes to out of the idle
+// list (still counted: drop them).
+func (k *keptChats) takeIf(match func(*keptChat) bool) []*keptChat {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []*keptChat
+	for e := k.idle.Front(); e != nil; {
+		next := e.Next()
+		if c := e.Value.(*keptChat); match(c) {
+			k.unlink(c)
+			out = append(out, c)
+		}
+		e = next
+	}
+	return out
+}
+
+// trim stops the least recently used idle chats while the kept ones are
+// over the caps.
+func (k *keptChats) trim() {
+	k.mu.Lock()
 	var evict []*keptChat
 	for k.idle.Len() > 0 && (k.count > k.maxCount || (k.maxMemory > 0 && k.memory > k.maxMemory)) {
 		old := k.idle.Front().Value.(*keptChat)

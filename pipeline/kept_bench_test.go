@@ -122,9 +122,9 @@ func BenchmarkKeptChats32x3(b *testing.B) {
 	ctx := context.Background()
 	for range b.N {
 		b.StopTimer()
-		e := newKeptEnv(b, ctx, 5*time.Minute, answers(chats*turns+20), func(c *Config) { c.KeptChats = chats })
+		e := newKeptEnv(b, ctx, 5*time.Minute, answers(chats*turns+20), nil)
 		lim := assistant.DefaultLimits()
-		lim.Sandboxes, lim.TurnsPerUser = chats, chats
+		lim.Sandboxes, lim.TurnsPerUser, lim.KeptChats, lim.KeptMemory = chats, chats, chats, 64<<30
 		e.app.Config.Limits = lim
 		b.StartTimer()
 		var mu sync.Mutex

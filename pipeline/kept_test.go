@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"github.com/agentbox/agentbox/assistant"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,7 +84,8 @@ func TestKeptChatStopsAfterKeepAlive(t *testing.T) {
 }
 
 func TestKeptChatsCapStopsLeastRecentlyUsed(t *testing.T) {
-	e, _ := keptFake(t, time.Minute, func(c *Config) { c.KeptChats = 2 })
+	e, _ := keptFake(t, time.Minute, nil)
+	e.app.Config.Limits = assistant.Limits{KeptChats: 2}.WithDefaults()
 	for _, id := range []string{"a", "b", "c"} {
 		e.chatTurn(t, id)
 	}
@@ -100,12 +102,46 @@ func TestKeptChatsCapStopsLeastRecentlyUsed(t *testing.T) {
 	if tm := e.chatTurn(t, "c"); tm.Sandbox != chat.SandboxWarm {
 		t.Errorf("chat c on %q, want kept", tm.Sandbox)
 	}
-	// By memory: each sandbox's limit counts.
-	e2, _ := keptFake(t, time.Minute, func(c *Config) { c.KeptMemory = 1 << 20 })
+	// By memory: each sandbox's limit counts (the fake runtime cannot
+	// tell its use).
+	e2, _ := keptFake(t, time.Minute, nil)
+	e2.app.Config.Limits = assistant.Limits{KeptMemory: 1 << 20}.WithDefaults()
 	e2.app.Assistants["coder"].Sandbox.MemoryBytes = 2 << 20
 	e2.chatTurn(t, "x")
 	if tm := e2.chatTurn(t, "x"); tm.Sandbox != chat.SandboxCold {
 		t.Errorf("over the memory cap: turn on %q, want nothing kept", tm.Sandbox)
+	}
+}
+
+// TestKeptChatCapsFromTheApp: the caps come from app.jsonc's limits, a
+// share of the host's memory by default; a reload applies new ones and
+// stops the idle chats of changed assistants at once.
+func TestKeptChatCapsFromTheApp(t *testing.T) {
+	k := newKeptChats()
+	if host := hostMemory(); k.maxCount != assistant.DefaultKeptChats || (host > 0 && k.maxMemory != int64(assistant.DefaultKeptMemoryShare*float64(host))) {
+		t.Errorf("default caps %d chats, %d bytes (host %d)", k.maxCount, k.maxMemory, host)
+	}
+	e, _ := keptFake(t, time.Minute, nil)
+	for _, id := range []string{"a", "b", "c"} {
+		e.chatTurn(t, id)
+	}
+	if kept, _ := e.p.kept.stats(); kept != 3 {
+		t.Fatalf("kept %d, want 3", kept)
+	}
+	// A reload with a lower cap, and coder changed: all stop.
+	next := *e.app
+	cfg := *e.app.Config
+	cfg.Limits = assistant.Limits{KeptChats: 1}.WithDefaults()
+	next.Config = &cfg
+	changed := *e.app.Assistants["coder"]
+	next.Assistants = map[string]*assistant.Assistant{"coder": &changed}
+	e.p.AppReloaded(&next)
+	deadline := time.Now().Add(5 * time.Second)
+	for e.rt.Live() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if kept, idle := e.p.kept.stats(); kept != 0 || idle != 0 || e.rt.Live() != 0 || e.p.kept.maxCount != 1 {
+		t.Fatalf("after the reload: kept %d, idle %d, live %d, cap %d; want 0, 0, 0, 1", kept, idle, e.rt.Live(), e.p.kept.maxCount)
 	}
 }
 

@@ -1,9 +1,9 @@
 package pipeline
 
 import (
+	"context"
 	"time"
 
-	"context"
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/jsapi"
@@ -67,5 +67,41 @@ func (t *turn) keepOrDrop(c *keptChat) {
 	if c.bridge != nil {
 		c.usage, c.egress = c.bridge.Usage(), c.bridge.EgressUsage()
 	}
+	// A changed or reloaded assistant's chat stops now, not at its next
+	// message.
+	if cur := t.p.App().Assistants[c.assistant.ID]; cur != c.assistant {
+		t.p.kept.drop(c)
+		return
+	}
+	// Counted by what it holds idle (after the done event: the answer
+	// does not wait for the measure).
+	if m, ok := c.sb.(memoryMeter); ok {
+		mctx, cancel := context.WithTimeout(context.Background(), memoryMeasureTimeout)
+		if n, err := m.MemoryUsage(mctx); err == nil && n > 0 {
+			t.p.kept.resize(c, n)
+		}
+		cancel()
+	}
+	t.p.kept.setCaps(limits(t.p.App()), hostMemory())
 	t.p.kept.put(c)
+}
+
+// memoryMeter is a sandbox that can tell the memory it uses (docker).
+type memoryMeter interface {
+	MemoryUsage(ctx context.Context) (int64, error)
+}
+
+// memoryMeasureTimeout bounds measuring a kept chat's memory.
+const memoryMeasureTimeout = 5 * time.Second
+
+// AppReloaded stops the idle kept chats of assistants app changed or
+// dropped (a kept chat running a turn stops when its turn ends), and
+// applies app's caps. The server calls it after each reload.
+func (p *Pipeline) AppReloaded(app *assistant.App) {
+	p.kept.setCaps(limits(app), hostMemory())
+	for _, c := range p.kept.takeIf(func(c *keptChat) bool { return app.Assistants[c.assistant.ID] != c.assistant }) {
+		p.log.Info("kept chat stopped: its assistant was reloaded", "user", c.user, "chat", c.chat, "assistant", c.assistant.ID)
+		go p.kept.drop(c)
+	}
+	p.kept.trim()
 }

@@ -105,14 +105,6 @@ type Config struct {
 	// TracerProvider receives a span per turn with its phases as children
 	// (nil: OpenTelemetry's global provider, a no-op unless set up).
 	TracerProvider trace.TracerProvider
-	// KeptChats caps the chats that keep their sandbox and CLI between
-	// turns (sandbox.keep_alive) at once (0: DefaultKeptChats); KeptMemory
-	// caps their sandboxes' memory limits (max_memory) added up (0: no
-	// cap; limits are far above what an idle chat uses, some 300 MiB, so
-	// a cap of the host's memory lets few chats be kept). Over a cap, the
-	// least recently used idle chats stop first.
-	KeptChats  int
-	KeptMemory int64
 }
 
 // Pipeline runs chat turns. It is safe for concurrent use.
@@ -197,7 +189,7 @@ func New(cfg Config) (*Pipeline, error) {
 		metrics:   cfg.Metrics,
 		active:    map[*turn]struct{}{},
 		live:      map[*liveSandbox]struct{}{},
-		kept:      newKeptChats(cfg.KeptChats, cfg.KeptMemory),
+		kept:      newKeptChats(),
 		closeDone: make(chan struct{}),
 	}, nil
 }

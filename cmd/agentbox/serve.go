@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -209,7 +210,13 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	// A (re)loaded app is taken only when its hooks compile; the pipeline
 	// then uses the same compiled hooks.
 	hooks := &pipeline.HookCache{}
-	live, err := assistant.NewLive(dir, opts.Logger, assistant.WithCheck(func(app *assistant.App) error {
+	// A reload stops the kept chats of changed assistants at once.
+	var reloaded atomic.Pointer[pipeline.Pipeline]
+	live, err := assistant.NewLive(dir, opts.Logger, assistant.WithNotify(func(app *assistant.App) {
+		if p := reloaded.Load(); p != nil {
+			p.AppReloaded(app)
+		}
+	}), assistant.WithCheck(func(app *assistant.App) error {
 		for _, a := range app.Assistants {
 			if err := checkHooks(a, hooks.Get); err != nil {
 				return fmt.Errorf("assistant %s: hooks: %w", a.ID, err)
@@ -339,6 +346,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		return nil, err
 	}
 	env.Pipeline = p
+	reloaded.Store(p)
 	// Closed first (closers run in reverse): running turns end before the
 	// runtimes and the store go away.
 	env.closers = append(env.closers, p.Close)

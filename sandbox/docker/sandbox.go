@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -360,4 +361,28 @@ func (p *process) release() {
 		p.close()
 	default:
 	}
+}
+
+// MemoryUsage is the container's memory use now, as `docker stats` shows
+// it: the cgroup's usage less its inactive page cache.
+func (s *Sandbox) MemoryUsage(ctx context.Context) (int64, error) {
+	cctx, cancel := s.rt.call(ctx)
+	defer cancel()
+	resp, err := s.rt.cli.ContainerStatsOneShot(cctx, s.id)
+	if err != nil {
+		return 0, s.execErr(ctx, "stats", err)
+	}
+	defer resp.Body.Close()
+	var st container.StatsResponse
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, fmt.Errorf("docker stats %s: %w", s.name, err)
+	}
+	use := st.MemoryStats.Usage
+	for _, k := range []string{"inactive_file", "total_inactive_file"} {
+		if v, ok := st.MemoryStats.Stats[k]; ok && v < use {
+			use -= v
+			break
+		}
+	}
+	return int64(use), nil
 }
