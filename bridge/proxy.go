@@ -165,7 +165,7 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusUnauthorized, "authentication_error", "agentbox bridge: invalid or expired token for this request")
 		return
 	}
-	if err := m.s.ctx.Err(); err != nil {
+	if err := m.s.active().Err(); err != nil {
 		apiError(w, http.StatusForbidden, "permission_error", "agentbox bridge: the request's deadline has passed")
 		return
 	}
@@ -255,7 +255,7 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// request deadline), whichever comes first.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stop := context.AfterFunc(m.s.ctx, cancel)
+	stop := context.AfterFunc(m.s.active(), cancel)
 	defer stop()
 	r = r.WithContext(context.WithValue(ctx, reqInfoKey{}, reqInfo{start: start, path: clean, up: up, done: done}))
 	m.proxy.ServeHTTP(w, r)
@@ -382,11 +382,11 @@ func (m *modelServer) modifyResponse(resp *http.Response) error {
 func (m *modelServer) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	var mbe *http.MaxBytesError
 	if info, ok := r.Context().Value(reqInfoKey{}).(reqInfo); ok && info.done != nil &&
-		m.s.ctx.Err() == nil && r.Context().Err() == nil && !errors.As(err, &mbe) {
+		m.s.active().Err() == nil && r.Context().Err() == nil && !errors.As(err, &mbe) {
 		info.done(breaker.Failure) // the upstream could not be reached
 	}
 	switch {
-	case m.s.ctx.Err() != nil:
+	case m.s.active().Err() != nil:
 		m.s.log.Warn("bridge model proxy: request ended by the session", "path", r.URL.Path)
 		apiError(w, http.StatusGatewayTimeout, "timeout_error", "agentbox bridge: the request's deadline has passed")
 	case errors.Is(err, context.Canceled):

@@ -219,7 +219,8 @@ func (ts *toolServer) handler(t *compiledTool) mcp.ToolHandler {
 		// gone), the session (Close, request deadline) or its own timeout.
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		stop := context.AfterFunc(ts.s.ctx, cancel)
+		turn := ts.s.active()
+		stop := context.AfterFunc(turn, cancel)
 		defer stop()
 		ctx = context.WithValue(ctx, callInfoKey{}, CallInfo{Tool: t.Name, UserID: ts.s.opts.UserID, ChatID: ts.s.opts.ChatID})
 
@@ -250,7 +251,7 @@ func (ts *toolServer) handler(t *compiledTool) mcp.ToolHandler {
 			// A handler that ignores ctx must not hold the agent: answer now,
 			// the handler's late result is dropped.
 			switch {
-			case ts.s.ctx.Err() != nil:
+			case turn.Err() != nil:
 				res = toolError(fmt.Errorf("tool %s: the request has ended", t.Name))
 			case errors.Is(ctx.Err(), context.DeadlineExceeded):
 				res = toolError(fmt.Errorf("tool %s: timed out after %s", t.Name, timeout))

@@ -300,6 +300,44 @@ func TestToolsSessionEnd(t *testing.T) {
 	}
 }
 
+// TestToolsTurns: a session kept between turns serves a turn's calls
+// while it runs; a call running when the turn ends, or past its deadline,
+// ends at once; between turns calls are refused; the next turn is served
+// on the same connection.
+func TestToolsTurns(t *testing.T) {
+	var calls atomic.Int32
+	s := startSession(t, Options{Tools: testTools(&calls)})
+	cs := connectDirect(t, s)
+	call := func(args map[string]any) (string, bool) {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "sleep", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text(t, res), res.IsError
+	}
+	end := s.BeginTurn(context.Background(), time.Time{})
+	if got, isErr := call(map[string]any{"ms": 1}); isErr || got != "slept" {
+		t.Fatalf("in a turn: %q (error %v)", got, isErr)
+	}
+	time.AfterFunc(200*time.Millisecond, end)
+	if got, isErr := call(map[string]any{"ms": 5000}); !isErr || !strings.Contains(got, "ended") {
+		t.Fatalf("across the turn's end: %q (error %v), want it ended", got, isErr)
+	}
+	if got, isErr := call(map[string]any{"ms": 1}); !isErr {
+		t.Fatalf("between turns: %q, want refused", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	end = s.BeginTurn(ctx, time.Now().Add(300*time.Millisecond))
+	defer end()
+	if got, isErr := call(map[string]any{"ms": 1}); isErr {
+		t.Fatalf("next turn: %q", got)
+	}
+	if got, isErr := call(map[string]any{"ms": 5000}); !isErr {
+		t.Fatalf("past the turn's deadline: %q, want an error", got)
+	}
+	cancel()
+}
+
 func TestSocketPermissions(t *testing.T) {
 	var calls atomic.Int32
 	s := startSession(t, Options{Tools: testTools(&calls), Upstream: testUpstream("http://127.0.0.1:1")})

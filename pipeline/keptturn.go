@@ -45,7 +45,8 @@ func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.
 				t.cancel(sandbox.ErrDiskFull)
 			}
 		})
-		return c.sb, func() { stopWatch(); releaseSlot(); t.keepOrDrop(c) }, nil
+		endTurn := t.bridgeTurn(ctx, a)
+		return c.sb, func() { stopWatch(); endTurn(); releaseSlot(); t.keepOrDrop(c) }, nil
 	}
 	if c != nil {
 		t.p.log.Info("kept chat restarted", "user", t.req.UserID, "chat", t.req.ChatID, "assistant", a.ID,
@@ -53,6 +54,20 @@ func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.
 		t.p.kept.drop(c)
 	}
 	return t.createSandbox(ctx, app, a, lim, hooks, hc)
+}
+
+// bridgeTurn bounds a kept chat's bridge (its model proxy and host tools)
+// by this turn: its requests end with the turn's context or past the
+// deadline a new chat's bridge gets, and none are served between turns.
+func (t *turn) bridgeTurn(ctx context.Context, a *assistant.Assistant) (end func()) {
+	if t.bridge == nil {
+		return func() {}
+	}
+	var deadline time.Time
+	if a.Sandbox.Timeout > 0 {
+		deadline = time.Now().Add(a.Sandbox.Timeout + 2*a.HookTimeout + time.Minute)
+	}
+	return t.bridge.BeginTurn(ctx, deadline)
 }
 
 // keepOrDrop returns a kept chat to the idle list when its CLI is still

@@ -120,7 +120,8 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		c.remove = func() { once.Do(remove) }
 		p.kept.admit(c)
 		t.kept = c
-		return sb, func() { stopWatch(); releaseSlot(); t.keepOrDrop(c) }, nil
+		endTurn := t.bridgeTurn(ctx, a)
+		return sb, func() { stopWatch(); endTurn(); releaseSlot(); t.keepOrDrop(c) }, nil
 	}
 	return sb, func() { stopWatch(); remove() }, nil
 }
