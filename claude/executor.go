@@ -2,8 +2,10 @@ package claude
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -150,7 +152,13 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		if err != nil {
 			return fail(chat.ErrInvalidRequest, err.Error(), err)
 		}
-		return e.runWarm(ctx, req, w, turn, input, e.parserOptions(maxTurns, req.Assistant.Skills), w.session, false)
+		res, err := e.runWarm(ctx, req, w, turn, input, e.parserOptions(maxTurns, req.Assistant.Skills), w.session, false)
+		if !errors.Is(err, errWarmHung) {
+			return res, err
+		}
+		// Hung (and stopped): a new CLI resumes the session and takes the
+		// turn, which emitted nothing.
+		e.opts.Logger.Warn("claude kept for the chat is hung and restarted", "assistant", req.Assistant.ID, "chat", req.ChatID)
 	} else if req.Warm != nil {
 		e.opts.Logger.Info("claude kept for the chat is restarted", "assistant", req.Assistant.ID, "chat", req.ChatID,
 			"alive", req.Warm.Alive(), "changed", ok && w.key != key)
@@ -182,6 +190,11 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		"model", model, "mcp_servers", prep.mcp.Servers, "input_bytes", len(cmd.stdin))
 
 	argv := cmd.argv
+	if req.KeepAlive {
+		// A kept CLI acknowledges each message it reads (the liveness
+		// check of its next turns).
+		argv = append(slices.Clone(argv), "--replay-user-messages")
+	}
 	if req.WrapArgv != nil {
 		argv = req.WrapArgv(argv)
 	}

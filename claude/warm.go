@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
@@ -25,6 +27,20 @@ import (
 // warmCloseWait bounds how long Close waits for a kept CLI to exit once
 // its input ended before it kills it.
 const warmCloseWait = 2 * time.Second
+
+// warmAckWait is how long a kept CLI has to acknowledge a turn's message
+// (it prints it back, --replay-user-messages, as soon as it reads it,
+// before any model call). One that does not is hung: it is stopped and a
+// new CLI, resuming the session, takes the turn.
+var warmAckWait = 10 * time.Second
+
+// errWarmHung: the kept CLI did not acknowledge the turn's message; the
+// turn emitted nothing and starts a new CLI.
+var errWarmHung = errors.New("the kept claude did not acknowledge the message")
+
+// maxStopMargin bounds how long before a turn's timeout background work
+// still running after the answer is stopped (as agentcli does).
+const maxStopMargin = 15 * time.Second
 
 // warmCLI is a Claude Code process kept running between the turns of one
 // chat (sandbox.keep_alive). Its stdin stays open: each turn writes its
@@ -48,6 +64,11 @@ type warmCLI struct {
 	mu    sync.Mutex // held while a line is handed to sink
 	sink  func(agentcli.Line)
 	stray int
+
+	// acks receives the CLI's acknowledgements of input messages (its
+	// replays); lastOutput is when it last printed (unix nanoseconds).
+	acks       chan struct{}
+	lastOutput atomic.Int64
 
 	eof      chan struct{} // closed when the CLI's output ended
 	exited   chan struct{} // closed when the process exited
@@ -99,7 +120,8 @@ func startWarm(ctx context.Context, sb sandbox.Sandbox, exec sandbox.ExecRequest
 	exec.Stdin = inputR
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &warmCLI{key: key, session: session, started: time.Now(), input: input, inputR: inputR, cancel: cancel, secrets: secrets, log: log,
-		eof: make(chan struct{}), exited: make(chan struct{}), stderr: agentcli.NewRing(agentcli.StderrTail)}
+		eof: make(chan struct{}), exited: make(chan struct{}), stderr: agentcli.NewRing(agentcli.StderrTail), acks: make(chan struct{}, 1)}
+	w.lastOutput.Store(time.Now().UnixNano())
 	proc, err := sb.Start(pctx, exec)
 	if err != nil {
 		cancel()
@@ -127,6 +149,15 @@ func (w *warmCLI) read(opts agentcli.LineOptions) {
 		if err != nil {
 			w.dead.Store(true)
 			return
+		}
+		w.lastOutput.Store(time.Now().UnixNano())
+		if isUserLine(line.Bytes) && gjson.GetBytes(line.Bytes, "isReplay").Bool() {
+			// The CLI read a message: its acknowledgement, not output.
+			select {
+			case w.acks <- struct{}{}:
+			default:
+			}
+			continue
 		}
 		w.mu.Lock()
 		if w.sink != nil {
@@ -162,6 +193,21 @@ func (w *warmCLI) send(ctx context.Context, lines []byte) error {
 	}
 }
 
+// acked waits for the CLI to acknowledge the message just sent, up to
+// warmAckWait; false when it did not (or ctx ended, or the CLI did).
+func (w *warmCLI) acked(ctx context.Context) bool {
+	t := time.NewTimer(warmAckWait)
+	defer t.Stop()
+	select {
+	case <-w.acks:
+		return true
+	case <-w.eof:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
+}
+
 // Alive implements executor.Warm.
 func (w *warmCLI) Alive() bool { return !w.dead.Load() }
 
@@ -191,20 +237,23 @@ func (w *warmCLI) stderrTail() string { return agentcli.Redact(w.stderr.String()
 // turnMonitor is a kept CLI's Monitor for one turn: the turn ends when the
 // CLI's work is settled, or when the parser asks to stop it.
 type turnMonitor struct {
-	answered atomic.Bool
-	settled  chan struct{}
-	stop     chan struct{}
-	once     sync.Once
-	stopOnce sync.Once
+	answered  atomic.Bool
+	busy      atomic.Bool
+	isSettled atomic.Bool
+	settled   chan struct{}
+	stop      chan struct{}
+	once      sync.Once
+	stopOnce  sync.Once
 }
 
 func newTurnMonitor() *turnMonitor {
 	return &turnMonitor{settled: make(chan struct{}), stop: make(chan struct{})}
 }
 
-func (m *turnMonitor) Answered() { m.answered.Store(true) }
-func (m *turnMonitor) Busy(bool) {}
+func (m *turnMonitor) Answered()   { m.answered.Store(true) }
+func (m *turnMonitor) Busy(b bool) { m.busy.Store(b) }
 func (m *turnMonitor) Settled(s bool) {
+	m.isSettled.Store(s)
 	if s {
 		m.once.Do(func() { close(m.settled) })
 	}
@@ -229,15 +278,68 @@ func (e *Executor) runWarm(ctx context.Context, req *executor.Request, w *warmCL
 		defer t.Stop()
 		timeout = t.C
 	}
+	// The watchdog: a CLI that prints nothing for the idle timeout while
+	// no tool or task runs is stopped (as a new chat's).
+	var idle <-chan time.Time
+	if it := e.opts.IdleTimeout; it > 0 {
+		t := time.NewTicker(min(it/4, time.Second))
+		defer t.Stop()
+		idle = t.C
+	}
+	// Background work still running after the answer as the timeout nears
+	// is stopped (with the kept CLI: it is closed; the next turn resumes).
+	var margin <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout - min(req.Timeout/10, maxStopMargin))
+		defer t.Stop()
+		margin = t.C
+	}
+	var notices []string
+	notice := func(code, msg string) {
+		notices = append(notices, code)
+		chat.Notice(turn.Emit, fmt.Sprintf("cc-error-notice-%d", len(notices)), code, msg)
+	}
 	var failCode, failMsg string
 	var failErr error
+	select {
+	case <-w.acks: // stale
+	default:
+	}
+	w.lastOutput.Store(time.Now().UnixNano())
 	if err := w.send(ctx, input); err != nil {
 		failCode, failMsg, failErr = chat.ErrSandbox, "claude did not take the message: "+err.Error(), err
-	} else {
+	} else if !fresh && !w.acked(ctx) {
+		if ctx.Err() == nil && w.Alive() {
+			// Hung: nothing of this turn was emitted; a new CLI takes it.
+			w.log.Warn("kept claude did not acknowledge the message within "+warmAckWait.String()+"; stopped", "stderr", w.stderrTail())
+			w.setSink(nil)
+			w.Close()
+			return nil, errWarmHung
+		}
+	}
+	for failCode == "" {
 		select {
 		case <-mon.settled:
 		case <-w.eof:
 		case <-mon.stop:
+			w.Close()
+		case <-idle:
+			silent := time.Since(time.Unix(0, w.lastOutput.Load()))
+			if mon.busy.Load() || mon.isSettled.Load() || silent < e.opts.IdleTimeout {
+				continue
+			}
+			w.Close()
+			if mon.answered.Load() {
+				notice(agentcli.NoticeCLIHung, fmt.Sprintf("claude printed nothing for %s after it answered and was stopped", e.opts.IdleTimeout.Round(time.Second)))
+				break
+			}
+			failCode, failMsg = chat.ErrTimeout, fmt.Sprintf("claude printed nothing for %s while no tool ran and was stopped", e.opts.IdleTimeout.Round(time.Second))
+		case <-margin:
+			margin = nil
+			if !mon.answered.Load() || mon.isSettled.Load() {
+				continue
+			}
+			notice(agentcli.NoticeBackgroundStopped, fmt.Sprintf("background work of claude was still running as the turn's timeout (%s) neared and was stopped; what it was doing may be incomplete", req.Timeout))
 			w.Close()
 		case <-ctx.Done():
 			w.Close()
@@ -249,6 +351,7 @@ func (e *Executor) runWarm(ctx context.Context, req *executor.Request, w *warmCL
 			w.Close()
 			failCode, failMsg = chat.ErrTimeout, fmt.Sprintf("claude ran longer than the sandbox timeout (%s) and was stopped", req.Timeout)
 		}
+		break
 	}
 	if !w.Alive() {
 		// The rest of the output belongs to this turn.
@@ -266,6 +369,7 @@ func (e *Executor) runWarm(ctx context.Context, req *executor.Request, w *warmCL
 	res := out.Result(sessionID, start)
 	res.Timings = out.Timings
 	res.Timings.Started = started
+	res.Notices = append(res.Notices, notices...)
 	if failCode == "" && !out.GotResult {
 		failCode, failMsg = chat.ErrExecutor, "claude ended before it answered"
 		if tail := w.stderrTail(); tail != "" {
