@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -190,11 +189,6 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		"model", model, "mcp_servers", prep.mcp.Servers, "input_bytes", len(cmd.stdin))
 
 	argv := cmd.argv
-	if req.KeepAlive {
-		// A kept CLI acknowledges each message it reads (the liveness
-		// check of its next turns).
-		argv = append(slices.Clone(argv), "--replay-user-messages")
-	}
 	if req.WrapArgv != nil {
 		argv = req.WrapArgv(argv)
 	}

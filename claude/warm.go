@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
@@ -28,10 +26,11 @@ import (
 // its input ended before it kills it.
 const warmCloseWait = 2 * time.Second
 
-// warmAckWait is how long a kept CLI has to acknowledge a turn's message
-// (it prints it back, --replay-user-messages, as soon as it reads it,
-// before any model call). One that does not is hung: it is stopped and a
-// new CLI, resuming the session, takes the turn.
+// warmAckWait is how long a kept CLI has to acknowledge a turn's message:
+// Claude Code prints a system init line as soon as it reads one, before
+// any model call. One that prints nothing is hung (a live process is not
+// enough): it is stopped and a new CLI, resuming the session, takes the
+// turn.
 var warmAckWait = 10 * time.Second
 
 // errWarmHung: the kept CLI did not acknowledge the turn's message; the
@@ -65,8 +64,9 @@ type warmCLI struct {
 	sink  func(agentcli.Line)
 	stray int
 
-	// acks receives the CLI's acknowledgements of input messages (its
-	// replays); lastOutput is when it last printed (unix nanoseconds).
+	// acks receives a token for each line the CLI prints (the liveness
+	// check of a turn); lastOutput is when it last printed (unix
+	// nanoseconds).
 	acks       chan struct{}
 	lastOutput atomic.Int64
 
@@ -151,13 +151,11 @@ func (w *warmCLI) read(opts agentcli.LineOptions) {
 			return
 		}
 		w.lastOutput.Store(time.Now().UnixNano())
-		if isUserLine(line.Bytes) && gjson.GetBytes(line.Bytes, "isReplay").Bool() {
-			// The CLI read a message: its acknowledgement, not output.
-			select {
-			case w.acks <- struct{}{}:
-			default:
-			}
-			continue
+		// Any line after a message is the CLI's sign of life (it prints
+		// its init line as soon as it reads one).
+		select {
+		case w.acks <- struct{}{}:
+		default:
 		}
 		w.mu.Lock()
 		if w.sink != nil {

@@ -1,0 +1,187 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/bridge"
+	"github.com/agentbox/agentbox/bridge/egress"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
+	"github.com/agentbox/agentbox/llmtest"
+)
+
+// TestKeptChatToolsAndEgressInDocker: a kept chat's warm turns call host
+// tools through the bridge (with the turn's user and chat) and reach only
+// the hosts of the assistant's allow list through the egress proxy.
+func TestKeptChatToolsAndEgressInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var seen atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		fmt.Fprint(w, "allowed-body-7731")
+	}))
+	t.Cleanup(api.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(api.URL, "http://"))
+	var calls atomic.Int32
+	var caller atomic.Value
+	lookup := bridge.Tool{Name: "lookup", Description: "Look up an order.", InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`),
+		Handler: func(ctx context.Context, args json.RawMessage) (any, error) {
+			calls.Add(1)
+			ci, _ := bridge.CallFrom(ctx)
+			caller.Store(ci.UserID + "/" + ci.ChatID)
+			return map[string]any{"status": "shipped-4410"}, nil
+		}}
+	curl := "curl -sS --max-time 20 http://api.test:" + port + "/ok; echo; curl -sS --max-time 20 http://evil.test:" + port + "/ 2>&1; echo"
+	e := newKeptEnv(t, ctx, time.Minute, []llmtest.Turn{
+		{When: &llmtest.Match{Contains: "first"}, Text: "One."},
+		{When: &llmtest.Match{Contains: "order"}, ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__lookup", Input: map[string]any{"id": "A-1"}}}},
+		{When: &llmtest.Match{AfterToolResult: "mcp__agentbox__lookup"}, Text: "Shipped."},
+		{When: &llmtest.Match{Contains: "fetch"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": curl}}}},
+		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Fetched."},
+	}, func(c *Config) { c.Bridge.Tools = map[string]bridge.Tool{"lookup": lookup} })
+	e.coder.Tools = []assistant.Tool{{Name: "lookup"}}
+	rule, err := egress.ParseRule("api.test:" + port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.coder.Sandbox.Egress = &assistant.Egress{Allow: []egress.Rule{rule},
+		Hosts: map[string]netip.Addr{"api.test": netip.MustParseAddr("127.0.0.1"), "evil.test": netip.MustParseAddr("127.0.0.1")}}
+
+	if got, tm := e.turn(t, ctx, "c1", "first"); got != "One." || tm.Sandbox != chat.SandboxCold {
+		t.Fatalf("first: %q on %s", got, tm.Sandbox)
+	}
+	if got, tm := e.turn(t, ctx, "c1", "where is my order?"); got != "Shipped." || tm.Sandbox != chat.SandboxWarm {
+		t.Fatalf("order: %q on %s", got, tm.Sandbox)
+	}
+	if calls.Load() != 1 || caller.Load() != "alice/c1" {
+		t.Errorf("host tool: %d calls by %v, want 1 by alice/c1", calls.Load(), caller.Load())
+	}
+	var rec chattest.Recorder
+	resp, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user("fetch it")}, rec.Emit)
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	if tm := rec.Last().Final.Timings; resp.Content != "Fetched." || tm.Sandbox != chat.SandboxWarm {
+		t.Fatalf("fetch: %q on %s", resp.Content, tm.Sandbox)
+	}
+	var out string
+	for _, ev := range rec.Events() {
+		if ev.Type == chat.TypeToolResult && ev.Event == chat.Start {
+			out, _ = ev.Props["content"].(string)
+		}
+	}
+	if !strings.Contains(out, "allowed-body-7731") || strings.Count(out, "allowed-body-7731") != 1 || seen.Load() != 1 {
+		t.Errorf("Bash output %q (server saw %d requests): want the allowed host's body once and evil.test refused", out, seen.Load())
+	}
+	if eg := rec.Last().Final.Usage.Egress; len(eg) == 0 {
+		t.Errorf("no egress usage in the warm turn's done event")
+	}
+}
+
+// TestKeptChatCancelTimeoutConcurrentInDocker: on a kept chat, two turns
+// sent at once run one after the other on the kept CLI; a turn canceled
+// mid-answer, and one past its timeout, stop the CLI, and the next turn
+// resumes the conversation in a new one.
+func TestKeptChatCancelTimeoutConcurrentInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := newKeptEnv(t, ctx, time.Minute, []llmtest.Turn{
+		{When: &llmtest.Match{Contains: "first"}, Text: "One."},
+		{When: &llmtest.Match{Contains: "second"}, Text: "Two.", Delay: llmtest.Duration(300 * time.Millisecond)},
+		{When: &llmtest.Match{Contains: "third"}, Text: "Three.", Delay: llmtest.Duration(300 * time.Millisecond)},
+		{When: &llmtest.Match{Contains: "hang"}, Stall: true},
+		{When: &llmtest.Match{Contains: "after cancel"}, Text: "Back."},
+		{When: &llmtest.Match{Contains: "slow"}, Stall: true},
+		{When: &llmtest.Match{Contains: "after timeout"}, Text: "Again."},
+	}, nil)
+	if got, _ := e.turn(t, ctx, "c1", "first"); got != "One." {
+		t.Fatalf("first: %q", got)
+	}
+	// Two at once: serialised, both on the kept CLI, both answered.
+	var wg sync.WaitGroup
+	res := map[string]*chat.Timings{}
+	var mu sync.Mutex
+	for _, m := range []string{"second", "third"} {
+		wg.Go(func() {
+			got, tm := e.turn(t, ctx, "c1", m)
+			mu.Lock()
+			res[got] = tm
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	two, three := res["Two."], res["Three."]
+	if two == nil || three == nil {
+		t.Fatalf("concurrent turns answered %v", res)
+	}
+	if two.Sandbox != chat.SandboxWarm || three.Sandbox != chat.SandboxWarm || max(two.ChatWaitMS, three.ChatWaitMS) < 200 {
+		t.Errorf("concurrent turns: %+v and %+v; want both warm, one waiting for the other", two, three)
+	}
+
+	// Canceled while the model answers.
+	cctx, ccancel := context.WithCancel(ctx)
+	before := len(e.srv.TurnRequests())
+	go func() {
+		for len(e.srv.TurnRequests()) == before && cctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		ccancel()
+	}()
+	_, err := e.p.Chat(cctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user("hang")}, nil)
+	if ce := chat.AsError(err); err == nil || ce.Code != chat.ErrCanceled {
+		t.Fatalf("canceled turn: %v", err)
+	}
+	got, tm := e.turn(t, ctx, "c1", "after cancel")
+	if got != "Back." || tm.Sandbox == chat.SandboxWarm {
+		t.Fatalf("after cancel: %q on %s, want an answer from a new CLI", got, tm.Sandbox)
+	}
+	if last := lastRequest(e.srv); !strings.Contains(last, "Three.") {
+		t.Errorf("after cancel the session lacks the earlier turns: %.300s", last)
+	}
+
+	// Past the sandbox timeout.
+	e.coder.Sandbox.Timeout = 8 * time.Second
+	_, err = e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user("slow")}, nil)
+	if ce := chat.AsError(err); err == nil || ce.Code != chat.ErrTimeout {
+		t.Fatalf("slow turn: %v", err)
+	}
+	e.coder.Sandbox.Timeout = 2 * time.Minute
+	got, tm = e.turn(t, ctx, "c1", "after timeout")
+	if got != "Again." || tm.Sandbox == chat.SandboxWarm {
+		t.Fatalf("after timeout: %q on %s", got, tm.Sandbox)
+	}
+	if last := lastRequest(e.srv); !strings.Contains(last, "Back.") {
+		t.Errorf("after the timeout the session lacks the earlier turns: %.300s", last)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatal("test deadline")
+	}
+}
+
+func lastRequest(s *llmtest.Server) string {
+	reqs := s.TurnRequests()
+	if len(reqs) == 0 {
+		return ""
+	}
+	return string(reqs[len(reqs)-1].Body)
+}
