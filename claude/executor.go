@@ -29,6 +29,9 @@ const (
 	// call (its own default is 10, with waits that add up to minutes):
 	// a model that keeps failing ends the turn with its error at once.
 	DefaultAPIRetries = 2
+	// DefaultAckWait: Claude Code prints its init line within milliseconds
+	// of reading a message; ten seconds leave room for a loaded host.
+	DefaultAckWait = 10 * time.Second
 )
 
 // Options configure an Executor. The zero value is usable.
@@ -45,6 +48,10 @@ type Options struct {
 	// none): a CLI that prints nothing for this long while no tool or
 	// task runs is stopped (headless Claude Code is known to hang).
 	IdleTimeout time.Duration
+	// AckWait is how long a CLI kept between turns has to print its first
+	// line after a turn's message (DefaultAckWait when 0); one that does
+	// not is hung, and a new CLI takes the turn.
+	AckWait time.Duration
 	// APIRetries is how often the CLI retries a failed model API call
 	// (DefaultAPIRetries when 0; negative: the CLI's own default).
 	// MaxRetryWait is the longest wait before a retry a turn accepts
@@ -87,6 +94,9 @@ func New(opts Options) *Executor {
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.AckWait <= 0 {
+		opts.AckWait = DefaultAckWait
 	}
 	if opts.APIRetries == 0 {
 		opts.APIRetries = DefaultAPIRetries

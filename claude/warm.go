@@ -26,13 +26,6 @@ import (
 // its input ended before it kills it.
 const warmCloseWait = 2 * time.Second
 
-// warmAckWait is how long a kept CLI has to acknowledge a turn's message:
-// Claude Code prints a system init line as soon as it reads one, before
-// any model call. One that prints nothing is hung (a live process is not
-// enough): it is stopped and a new CLI, resuming the session, takes the
-// turn.
-var warmAckWait = 10 * time.Second
-
 // errWarmHung: the kept CLI did not acknowledge the turn's message; the
 // turn emitted nothing and starts a new CLI.
 var errWarmHung = errors.New("the kept claude did not acknowledge the message")
@@ -191,10 +184,10 @@ func (w *warmCLI) send(ctx context.Context, lines []byte) error {
 	}
 }
 
-// acked waits for the CLI to acknowledge the message just sent, up to
-// warmAckWait; false when it did not (or ctx ended, or the CLI did).
-func (w *warmCLI) acked(ctx context.Context) bool {
-	t := time.NewTimer(warmAckWait)
+// acked waits up to wait for the CLI to print a line after the message
+// just sent; false when it did not (or ctx ended, or the CLI did).
+func (w *warmCLI) acked(ctx context.Context, wait time.Duration) bool {
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-w.acks:
@@ -306,10 +299,12 @@ func (e *Executor) runWarm(ctx context.Context, req *executor.Request, w *warmCL
 	w.lastOutput.Store(time.Now().UnixNano())
 	if err := w.send(ctx, input); err != nil {
 		failCode, failMsg, failErr = chat.ErrSandbox, "claude did not take the message: "+err.Error(), err
-	} else if !fresh && !w.acked(ctx) {
+	} else if !fresh && !w.acked(ctx, e.opts.AckWait) {
 		if ctx.Err() == nil && w.Alive() {
 			// Hung: nothing of this turn was emitted; a new CLI takes it.
-			w.log.Warn("kept claude did not acknowledge the message within "+warmAckWait.String()+"; stopped", "stderr", w.stderrTail())
+			// A live process is not enough: Claude Code prints its init
+			// line as soon as it reads a message, before any model call.
+			w.log.Warn("kept claude printed nothing within "+e.opts.AckWait.String()+" of the message; stopped", "stderr", w.stderrTail())
 			w.setSink(nil)
 			w.Close()
 			return nil, errWarmHung

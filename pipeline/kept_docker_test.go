@@ -20,7 +20,10 @@ import (
 	"github.com/agentbox/agentbox/bridge/egress"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
+	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 // TestKeptChatToolsAndEgressInDocker: a kept chat's warm turns call host
@@ -184,4 +187,50 @@ func lastRequest(s *llmtest.Server) string {
 		return ""
 	}
 	return string(reqs[len(reqs)-1].Body)
+}
+
+// TestKeptChatHungCLIInDocker: a kept CLI that is alive but prints nothing
+// after the turn's message (stopped with SIGSTOP) is found hung, stopped,
+// and a new CLI resuming the session answers the same turn; a warm turn
+// whose CLI falls silent while no tool runs is stopped by the watchdog.
+func TestKeptChatHungCLIInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := newKeptEnv(t, ctx, time.Minute, []llmtest.Turn{
+		{When: &llmtest.Match{Contains: "first"}, Text: "One."},
+		{When: &llmtest.Match{Contains: "second"}, Text: "Two."},
+		{When: &llmtest.Match{Contains: "silent"}, Stall: true},
+		{When: &llmtest.Match{Contains: "third"}, Text: "Three."},
+	}, func(c *Config) {
+		c.Executors = map[string]executor.Executor{"claude": claude.New(claude.Options{AckWait: 3 * time.Second, IdleTimeout: 4 * time.Second})}
+	})
+	if got, _ := e.turn(t, ctx, "c1", "first"); got != "One." {
+		t.Fatalf("first: %q", got)
+	}
+	c := e.p.kept.take("alice", "c1")
+	if c == nil || !c.cli.Alive() {
+		t.Fatal("no kept CLI after the first turn")
+	}
+	stop := `for p in /proc/[0-9]*; do n=${p#/proc/}; [ "$n" = "$$" ] && continue; grep -q claude "$p/cmdline" 2>/dev/null && kill -STOP "$n"; done; exit 0`
+	if res, err := c.sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"/bin/sh", "-c", stop}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("SIGSTOP: %v %+v", err, res)
+	}
+	e.p.kept.put(c)
+	got, tm := e.turn(t, ctx, "c1", "second")
+	if got != "Two." || tm.Sandbox != chat.SandboxRestart {
+		t.Fatalf("second (hung CLI): %q on %s, want an answer from a new CLI in the same sandbox", got, tm.Sandbox)
+	}
+	if last := lastRequest(e.srv); !strings.Contains(last, "One.") {
+		t.Errorf("the new CLI lacks the session: %.300s", last)
+	}
+	_, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user("silent")}, nil)
+	if ce := chat.AsError(err); err == nil || ce.Code != chat.ErrTimeout || !strings.Contains(ce.Message, "printed nothing") {
+		t.Fatalf("silent turn: %v, want the watchdog's timeout", err)
+	}
+	if got, _ := e.turn(t, ctx, "c1", "third"); got != "Three." {
+		t.Fatalf("third: %q", got)
+	}
 }
