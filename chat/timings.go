@@ -52,8 +52,9 @@ type Timings struct {
 	// model's call to its result), and Tools how many there were.
 	ToolsMS float64 `json:"tools_ms,omitempty"`
 	Tools   int     `json:"tools,omitempty"`
-	// SandboxRemoveMS is removing the sandbox (0 when it was kept for the
-	// chat's next turn).
+	// SandboxRemoveMS is removing the sandbox: the sandbox goes after the
+	// done event, so the event has 0 (the turn's log line and trace have
+	// it), as for a sandbox kept for the chat's next turn.
 	SandboxRemoveMS float64 `json:"sandbox_remove_ms,omitempty"`
 	// TotalMS is the whole turn, from the request to the done event.
 	TotalMS float64 `json:"total_ms"`
