@@ -38,6 +38,7 @@ type keptChat struct {
 	// used at the end of its last turn when the runtime can tell, else its
 	// memory limit.
 	memory    int64
+	counted   bool // k.mu; it counts in keptChats.count and memory
 	keepAlive time.Duration
 	// usage and egress are what the bridge metered up to the end of the
 	// previous turn: a turn reports only its own share.
@@ -80,12 +81,23 @@ func (k *keptChats) setCaps(lim assistant.Limits, host int64) {
 	k.mu.Unlock()
 }
 
-// resize counts c (running a turn) at memory bytes from now on.
+// resize counts c at memory bytes from now on, unless it stopped.
 func (k *keptChats) resize(c *keptChat, memory int64) {
 	k.mu.Lock()
-	k.memory += memory - c.memory
-	c.memory = memory
+	if c.counted {
+		k.memory += memory - c.memory
+		c.memory = memory
+	}
 	k.mu.Unlock()
+}
+
+// uncount stops counting c (k.mu held).
+func (k *keptChats) uncount(c *keptChat) {
+	if c.counted {
+		c.counted = false
+		k.count--
+		k.memory -= c.memory
+	}
 }
 
 func keptKey(user, chatID string) string { return user + "\x00" + chatID }
@@ -110,14 +122,14 @@ func (k *keptChats) admit(c *keptChat) {
 	k.mu.Lock()
 	k.count++
 	k.memory += c.memory
+	c.counted = true
 	k.mu.Unlock()
 }
 
 // drop stops c (not in the idle list) and uncounts it.
 func (k *keptChats) drop(c *keptChat) {
 	k.mu.Lock()
-	k.count--
-	k.memory -= c.memory
+	k.uncount(c)
 	k.mu.Unlock()
 	if c.cli != nil {
 		c.cli.Close()
@@ -167,8 +179,7 @@ func (k *keptChats) trim() {
 	for k.idle.Len() > 0 && (k.count > k.maxCount || (k.maxMemory > 0 && k.memory > k.maxMemory)) {
 		old := k.idle.Front().Value.(*keptChat)
 		k.unlink(old)
-		k.count--
-		k.memory -= old.memory
+		k.uncount(old)
 		evict = append(evict, old)
 	}
 	k.mu.Unlock()
@@ -193,8 +204,7 @@ func (k *keptChats) expire(c *keptChat) {
 		return
 	}
 	k.unlink(c)
-	k.count--
-	k.memory -= c.memory
+	k.uncount(c)
 	k.mu.Unlock()
 	k.stop(c)
 }
@@ -216,8 +226,7 @@ func (k *keptChats) closeAll() {
 	for k.idle.Len() > 0 {
 		c := k.idle.Front().Value.(*keptChat)
 		k.unlink(c)
-		k.count--
-		k.memory -= c.memory
+		k.uncount(c)
 		all = append(all, c)
 	}
 	k.mu.Unlock()

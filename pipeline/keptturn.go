@@ -88,17 +88,23 @@ func (t *turn) keepOrDrop(c *keptChat) {
 		t.p.kept.drop(c)
 		return
 	}
-	// Counted by what it holds idle (after the done event: the answer
-	// does not wait for the measure).
-	if m, ok := c.sb.(memoryMeter); ok {
-		mctx, cancel := context.WithTimeout(context.Background(), memoryMeasureTimeout)
-		if n, err := m.MemoryUsage(mctx); err == nil && n > 0 {
-			t.p.kept.resize(c, n)
-		}
-		cancel()
-	}
 	t.p.kept.setCaps(limits(t.p.App()), hostMemory())
 	t.p.kept.put(c)
+	// Counted by what it holds idle, measured aside: a stats call can take
+	// long on a busy engine, and the chat's next turn does not wait for it.
+	if m, ok := c.sb.(memoryMeter); ok {
+		t.p.measuring.Go(func() {
+			start := time.Now()
+			mctx, cancel := context.WithTimeout(context.Background(), memoryMeasureTimeout)
+			n, err := m.MemoryUsage(mctx)
+			cancel()
+			if err == nil && n > 0 {
+				t.p.kept.resize(c, n)
+				t.p.kept.trim()
+			}
+			t.p.log.Debug("kept chat measured", "user", c.user, "chat", c.chat, "memory_bytes", n, "error", err, "took", time.Since(start))
+		})
+	}
 }
 
 // memoryMeter is a sandbox that can tell the memory it uses (docker).

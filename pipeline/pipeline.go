@@ -130,6 +130,8 @@ type Pipeline struct {
 
 	closeOnce sync.Once
 	closeDone chan struct{}
+	// measuring runs the kept chats' memory measures (Close waits).
+	measuring sync.WaitGroup
 	closeErr  error
 }
 
@@ -261,6 +263,7 @@ func (p *Pipeline) Close(ctx context.Context) error {
 		done := make(chan struct{})
 		go func() {
 			p.wg.Wait()
+			p.measuring.Wait()
 			// Chats kept between turns stop once no turn runs (a turn
 			// ending now stops its own).
 			p.kept.closeAll()
