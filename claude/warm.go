@@ -321,8 +321,9 @@ func (e *Executor) runWarm(ctx context.Context, req *executor.Request, w *warmCL
 			if mon.busy.Load() || mon.isSettled.Load() || silent < e.opts.IdleTimeout {
 				continue
 			}
+			answered := mon.answered.Load()
 			w.Close()
-			if mon.answered.Load() {
+			if answered {
 				notice(agentcli.NoticeCLIHung, fmt.Sprintf("claude printed nothing for %s after it answered and was stopped", e.opts.IdleTimeout.Round(time.Second)))
 				break
 			}

@@ -205,8 +205,10 @@ func TestKeptChatHungCLIInDocker(t *testing.T) {
 		{When: &llmtest.Match{Contains: "silent"}, Stall: true},
 		{When: &llmtest.Match{Contains: "third"}, Text: "Three."},
 	}, func(c *Config) {
-		c.Executors = map[string]executor.Executor{"claude": claude.New(claude.Options{AckWait: 3 * time.Second, IdleTimeout: 4 * time.Second})}
+		c.Executors = map[string]executor.Executor{"claude": claude.New(claude.Options{AckWait: 3 * time.Second, IdleTimeout: 10 * time.Second})}
 	})
+	// The watchdog counts a new CLI's start as silence, as a new chat's
+	// does: 10s leave room for a loaded host.
 	if got, _ := e.turn(t, ctx, "c1", "first"); got != "One." {
 		t.Fatalf("first: %q", got)
 	}
