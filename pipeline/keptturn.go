@@ -39,14 +39,14 @@ func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.
 		t.usageBase, t.egressBase = c.usage, c.egress
 		t.tm.sandbox = chat.SandboxWarm
 		t.phase(phaseSandboxCreate, start)
-		stopWatch := c.sb.Workspace().WatchDisk(ctx, func(f sandbox.DiskFull) {
+		t.stopWatch = c.sb.Workspace().WatchDisk(ctx, func(f sandbox.DiskFull) {
 			chat.Notice(t.emit, t.nextID("notice"), sandbox.NoticeCode, f.Message())
 			if !f.Enforced {
 				t.cancel(sandbox.ErrDiskFull)
 			}
 		})
 		endTurn := t.bridgeTurn(ctx, a)
-		return c.sb, func() { stopWatch(); endTurn(); releaseSlot(); t.keepOrDrop(c) }, nil
+		return c.sb, func() { endTurn(); releaseSlot(); t.keepOrDrop(c) }, nil
 	}
 	if c != nil {
 		t.p.log.Info("kept chat restarted", "user", t.req.UserID, "chat", t.req.ChatID, "assistant", a.ID,

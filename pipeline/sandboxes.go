@@ -90,7 +90,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	p.track(live)
 	// A full workspace is a notice (the agent got ENOSPC); where the limit
 	// is only measured (no root), the turn is stopped too.
-	stopWatch := ws.WatchDisk(ctx, func(f sandbox.DiskFull) {
+	t.stopWatch = ws.WatchDisk(ctx, func(f sandbox.DiskFull) {
 		chat.Notice(t.emit, t.nextID("notice"), sandbox.NoticeCode, f.Message())
 		if !f.Enforced {
 			t.cancel(sandbox.ErrDiskFull)
@@ -121,7 +121,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		p.kept.admit(c)
 		t.kept = c
 		endTurn := t.bridgeTurn(ctx, a)
-		return sb, func() { stopWatch(); endTurn(); releaseSlot(); t.keepOrDrop(c) }, nil
+		return sb, func() { endTurn(); releaseSlot(); t.keepOrDrop(c) }, nil
 	}
-	return sb, func() { stopWatch(); remove() }, nil
+	return sb, remove, nil
 }

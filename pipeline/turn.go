@@ -87,6 +87,9 @@ type turn struct {
 	// admission), run after the done event, last registered first, before
 	// Chat returns: the client has its answer without waiting for it.
 	after []func()
+	// stopWatch ends the watch on the sandbox's workspace disk, before the
+	// done event (its last check may send a notice).
+	stopWatch func()
 }
 
 // defer registers f to run after the done event (see after).
@@ -200,6 +203,9 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		}
 		// After the done event: the answer does not wait for the removal.
 		t.defer_(cleanup)
+		if t.stopWatch != nil {
+			defer t.stopWatch()
+		}
 		sb = s
 		hc.Sandbox = s
 		if t.tm.sandbox != chat.SandboxWarm {
