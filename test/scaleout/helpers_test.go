@@ -39,17 +39,11 @@ const (
 // authJSONC is the auth block of every test app.
 const authJSONC = `"auth": {"tokens": [{"token": "$ENV.T_ALICE", "user": "alice"}, {"token": "$ENV.T_BOB", "user": "bob"}], "metrics_token": "$ENV.T_OPERATOR"}`
 
-// newApp copies the example app (the sandboxed coder on the scripted
-// connector demo.yaml) into a temporary folder, with an app.jsonc that
-// keeps the store in PostgreSQL ($ENV.DATABASE_URL) and appJSONC's fields,
-// and script as the coder's model script.
-func newApp(t testing.TB, appJSONC, script string) string {
-	t.Helper()
-	return newAppIn(t, "", `{"runtime": "docker"}`, appJSONC, script)
-}
-
-// newAppIn is newApp in parent ("": a temporary folder) with sandboxJSONC
-// as app.jsonc's sandbox block.
+// newAppIn copies the example app (the sandboxed coder on the scripted
+// connector demo.yaml) into parent ("": a temporary folder), with an
+// app.jsonc that keeps the store in PostgreSQL ($ENV.DATABASE_URL), has
+// sandboxJSONC as its sandbox block and appJSONC's fields, and script as
+// the coder's model script.
 func newAppIn(t testing.TB, parent, sandboxJSONC, appJSONC, script string) string {
 	t.Helper()
 	if parent == "" {
