@@ -8,9 +8,6 @@ package codex
 
 import (
 	"context"
-	"log/slog"
-	"os"
-	"time"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
@@ -19,31 +16,12 @@ import (
 	"github.com/agentbox/agentbox/skills"
 )
 
-// Defaults for Options.
-const (
-	DefaultBinary      = "codex"
-	DefaultMaxTurns    = 30
-	DefaultGracePeriod = 3 * time.Second
-	DefaultIdleTimeout = 5 * time.Minute
-)
+// DefaultBinary is the CLI the executor runs when Options names none.
+const DefaultBinary = "codex"
 
-// Options configure an Executor. The zero value is usable.
-type Options struct {
-	// Binary is the CLI inside the sandbox ("codex", found on PATH).
-	Binary string
-	// DefaultMaxTurns applies when the assistant sets no max_turns.
-	DefaultMaxTurns int
-	// GracePeriod is how long the CLI may run after its turn completed.
-	GracePeriod time.Duration
-	// IdleTimeout stops a CLI silent this long while no tool runs
-	// (negative: never).
-	IdleTimeout time.Duration
-	// Logger receives run diagnostics (never secrets). Nil: slog.Default.
-	Logger *slog.Logger
-	// LookupEnv resolves $ENV.NAME in MCP definitions (os.LookupEnv when
-	// nil).
-	LookupEnv func(string) (string, bool)
-}
+// Options configure an Executor (see agentcli.Options). The zero value is
+// usable.
+type Options = agentcli.Options
 
 // Executor runs turns with the Codex CLI. It is safe for concurrent use.
 type Executor struct{ opts Options }
@@ -52,22 +30,7 @@ var _ executor.Executor = (*Executor)(nil)
 
 // New returns an executor with opts, defaults filled in.
 func New(opts Options) *Executor {
-	if opts.Binary == "" {
-		opts.Binary = DefaultBinary
-	}
-	if opts.DefaultMaxTurns <= 0 {
-		opts.DefaultMaxTurns = DefaultMaxTurns
-	}
-	if opts.GracePeriod <= 0 {
-		opts.GracePeriod = DefaultGracePeriod
-	}
-	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
-	if opts.LookupEnv == nil {
-		opts.LookupEnv = os.LookupEnv
-	}
-	return &Executor{opts: opts}
+	return &Executor{opts: opts.WithDefaults(DefaultBinary)}
 }
 
 // Name returns "codex".

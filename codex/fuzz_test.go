@@ -1,8 +1,6 @@
 package codex
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
@@ -14,17 +12,7 @@ import (
 // FuzzParser: no input makes the parser panic, emit an unbalanced stream
 // or show a non-JSON line as text. The seeds are the recorded transcripts.
 func FuzzParser(f *testing.F) {
-	seeds, _ := filepath.Glob("../testdata/codex/*.jsonl")
-	if len(seeds) == 0 {
-		f.Fatal("no transcripts in ../testdata/codex")
-	}
-	for _, name := range seeds {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	clitest.AddTranscripts(f, "../testdata/codex")
 	f.Add([]byte("not json\n" + `{"type":"item.started","item":{"type":"command_execution"}}` + "\n"))
 	// A recorded stderr line naming an MCP server that did not start.
 	f.Add([]byte(`2026-11-25T01:04:26.267050Z  WARN codex_mcp::rmcp_client: MCP server startup failed server_name="broken" error=No such file or directory (os error 2)`))

@@ -103,12 +103,8 @@ func (p *Parser) line(line string) {
 	}
 	switch typ {
 	case "thread.started":
-		servers := make([]agentcli.ServerStatus, 0, len(p.opts.MCPServers))
-		for _, n := range p.opts.MCPServers {
-			servers = append(servers, agentcli.ServerStatus{Name: n, Status: "configured"})
-		}
 		p.c.Session(agentcli.Session{ID: agentcli.String(r[1]), Model: p.opts.Model, Cwd: "/workspace",
-			Skills: append([]string{}, p.opts.Skills...), MCPServers: servers})
+			Skills: append([]string{}, p.opts.Skills...), MCPServers: agentcli.Configured(p.opts.MCPServers)})
 	case "turn.started":
 	case "item.started", "item.updated":
 		p.item(r[2], false)

@@ -76,12 +76,8 @@ func (p *Parser) line(line string) {
 	r := gjson.GetMany(line, "type", "session_id", "model", "role", "content", "delta")
 	switch r[0].String() {
 	case "init":
-		servers := make([]agentcli.ServerStatus, 0, len(p.opts.MCPServers))
-		for _, n := range p.opts.MCPServers {
-			servers = append(servers, agentcli.ServerStatus{Name: n, Status: "configured"})
-		}
 		p.c.Session(agentcli.Session{ID: agentcli.String(r[1]), Model: agentcli.String(r[2]), Cwd: "/workspace",
-			Skills: append([]string{}, p.opts.Skills...), MCPServers: servers})
+			Skills: append([]string{}, p.opts.Skills...), MCPServers: agentcli.Configured(p.opts.MCPServers)})
 	case "message":
 		if r[3].String() != "assistant" {
 			return

@@ -10,10 +10,7 @@ package opencode
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
@@ -22,34 +19,15 @@ import (
 	"github.com/agentbox/agentbox/skills"
 )
 
-// Defaults for Options.
-const (
-	DefaultBinary      = "opencode"
-	DefaultMaxTurns    = 30
-	DefaultGracePeriod = 3 * time.Second
-	DefaultIdleTimeout = 5 * time.Minute
-)
+// DefaultBinary is the CLI the executor runs when Options names none.
+const DefaultBinary = "opencode"
 
 // keyEnv carries the connector's key (the bridge's per-request token).
 const keyEnv = "AGENTBOX_OPENCODE_KEY"
 
-// Options configure an Executor. The zero value is usable.
-type Options struct {
-	// Binary is the CLI inside the sandbox ("opencode", found on PATH).
-	Binary string
-	// DefaultMaxTurns applies when the assistant sets no max_turns.
-	DefaultMaxTurns int
-	// GracePeriod is how long the CLI may run after its last step.
-	GracePeriod time.Duration
-	// IdleTimeout stops a CLI silent this long while no tool runs
-	// (negative: never).
-	IdleTimeout time.Duration
-	// Logger receives run diagnostics (never secrets). Nil: slog.Default.
-	Logger *slog.Logger
-	// LookupEnv resolves $ENV.NAME in MCP definitions (os.LookupEnv when
-	// nil).
-	LookupEnv func(string) (string, bool)
-}
+// Options configure an Executor (see agentcli.Options). The zero value is
+// usable.
+type Options = agentcli.Options
 
 // Executor runs turns with opencode. It is safe for concurrent use.
 type Executor struct{ opts Options }
@@ -58,22 +36,7 @@ var _ executor.Executor = (*Executor)(nil)
 
 // New returns an executor with opts, defaults filled in.
 func New(opts Options) *Executor {
-	if opts.Binary == "" {
-		opts.Binary = DefaultBinary
-	}
-	if opts.DefaultMaxTurns <= 0 {
-		opts.DefaultMaxTurns = DefaultMaxTurns
-	}
-	if opts.GracePeriod <= 0 {
-		opts.GracePeriod = DefaultGracePeriod
-	}
-	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
-	if opts.LookupEnv == nil {
-		opts.LookupEnv = os.LookupEnv
-	}
-	return &Executor{opts: opts}
+	return &Executor{opts: opts.WithDefaults(DefaultBinary)}
 }
 
 // Name returns "opencode".

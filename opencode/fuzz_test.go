@@ -1,8 +1,6 @@
 package opencode
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
@@ -14,17 +12,7 @@ import (
 // FuzzParser: no input makes the parser panic, emit an unbalanced stream
 // or show a non-JSON line as text. The seeds are the recorded transcripts.
 func FuzzParser(f *testing.F) {
-	seeds, _ := filepath.Glob("../testdata/opencode/*.jsonl")
-	if len(seeds) == 0 {
-		f.Fatal("no transcripts in ../testdata/opencode")
-	}
-	for _, name := range seeds {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	clitest.AddTranscripts(f, "../testdata/opencode")
 	f.Add([]byte("not json\n" + `{"type":"tool_use","part":{}}` + "\n"))
 	// A recorded stderr line naming an MCP server that did not start.
 	f.Add([]byte(`timestamp=2026-11-25T01:07:04.396Z level=WARN run=fd09caaa message="server unavailable" key=broken type=local status=failed`))

@@ -82,12 +82,8 @@ func (p *Parser) line(line string) {
 	r := gjson.GetMany(line, "type", "sessionID", "part")
 	if !p.session && r[1].String() != "" {
 		p.session = true
-		servers := make([]agentcli.ServerStatus, 0, len(p.opts.MCPServers))
-		for _, n := range p.opts.MCPServers {
-			servers = append(servers, agentcli.ServerStatus{Name: n, Status: "configured"})
-		}
 		p.c.Session(agentcli.Session{ID: agentcli.String(r[1]), Model: p.opts.Model, Cwd: "/workspace",
-			Skills: append([]string{}, p.opts.Skills...), MCPServers: servers})
+			Skills: append([]string{}, p.opts.Skills...), MCPServers: agentcli.Configured(p.opts.MCPServers)})
 	}
 	part := r[2]
 	switch r[0].String() {

@@ -44,6 +44,23 @@ func CheckFuzzed[O any](t testing.TB, input []byte, newParser func(emit chat.Emi
 	}
 }
 
+// AddTranscripts adds every recorded transcript (*.jsonl) in dir to f's
+// seed corpus, and fails f when there is none.
+func AddTranscripts(f *testing.F, dir string) {
+	f.Helper()
+	seeds, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if len(seeds) == 0 {
+		f.Fatalf("no transcripts in %s", dir)
+	}
+	for _, name := range seeds {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
 // CheckNoSecret fails t when secret is in any recorded event or in any
 // file under dir (a workspace).
 func CheckNoSecret(t testing.TB, secret, dir string, logs ...*chattest.Recorder) {
