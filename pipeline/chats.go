@@ -159,7 +159,7 @@ func (p *Pipeline) GetChat(ctx context.Context, user, chatID string) (*ChatDetai
 	d.Workspace = p.hasWorkspace(user, chatID)
 	h, err := p.cfg.History.History(ctx, user, chatID)
 	if err != nil {
-		return nil, &chat.Error{Code: chat.ErrInternal, Message: "chat history unavailable", Err: err}
+		return nil, historyError(ctx, err)
 	}
 	if len(h) > 0 {
 		d.History, found = h, true

@@ -139,7 +139,7 @@ func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(),
 	owner, err := p.cfg.History.ClaimChat(ctx, req.UserID, req.ChatID, t.asst.ID)
 	if err != nil {
 		release()
-		return nil, &chat.Error{Code: chat.ErrInternal, Message: "chat history unavailable", Err: err}
+		return nil, historyError(ctx, err)
 	}
 	if owner != t.asst.ID {
 		release()

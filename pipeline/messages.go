@@ -96,7 +96,7 @@ func (t *turn) assemble(ctx context.Context) (conversation, error) {
 	}
 	stored, err := t.p.cfg.History.History(ctx, t.req.UserID, t.req.ChatID)
 	if err != nil {
-		return c, &chat.Error{Code: chat.ErrInternal, Message: "chat history unavailable", Err: err}
+		return c, historyError(ctx, err)
 	}
 	c.history = append(stored, client.history...)
 	c.added = client.history
@@ -136,4 +136,14 @@ func (t *turn) saveHistory(ctx context.Context, c conversation) error {
 	}
 	msgs := append(append(append([]chat.Message{}, c.added...), c.input...), answer)
 	return h.AppendMessages(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs...)
+}
+
+// historyError is a failed read or write of the chat's history: canceled
+// or timed out when the request's context ended (the store's error only
+// says it was interrupted), else an internal error.
+func historyError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return chat.AsError(context.Cause(ctx))
+	}
+	return &chat.Error{Code: chat.ErrInternal, Message: "chat history unavailable", Err: err}
 }

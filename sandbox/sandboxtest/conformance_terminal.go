@@ -150,10 +150,21 @@ func (c *suite) testTerminalInteractive(t *testing.T, ts sandbox.TerminalSandbox
 	if err := term.Resize(context.Background(), 40, 120); err != nil {
 		t.Fatalf("resize: %v", err)
 	}
-	typeIn(t, term, `stty size; echo "end-$((3+1))"`+"\n")
-	scr.await(t, end, "end-4")
-	if out := scr.String()[end:]; !strings.Contains(out, "40 120") {
-		t.Errorf("after resize to 40x120, stty size printed:\n%q", out)
+	// A resize may reach the terminal after input sent later (Kubernetes
+	// carries them on separate streams): it must be seen within seconds.
+	for i, from := 0, end; ; i++ {
+		typeIn(t, term, fmt.Sprintf(`stty size; echo "end-$((4+%d))"`, i)+"\n")
+		to := scr.await(t, from, fmt.Sprintf("end-%d", 4+i))
+		out := scr.String()[from:to]
+		if strings.Contains(out, "40 120") {
+			break
+		}
+		if i == 20 {
+			t.Errorf("after resize to 40x120, stty size printed:\n%q", out)
+			break
+		}
+		from = to
+		time.Sleep(100 * time.Millisecond)
 	}
 	if err := term.Resize(context.Background(), 0, 10); err == nil {
 		t.Error("resize to 0x10: no error")
