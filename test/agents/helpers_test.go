@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -118,25 +117,8 @@ func decodeEvents(t *testing.T, r io.Reader, prefix string) []chat.Event {
 type server struct {
 	url  string
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *testenv.SyncBuffer
 	done chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // serve starts `agentbox serve` on app with env and waits until it
@@ -149,7 +131,7 @@ func serve(t *testing.T, app string, env []string) *server {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := &server{url: "http://" + addr, logs: &syncBuffer{}, done: make(chan struct{})}
+	s := &server{url: "http://" + addr, logs: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(testenv.Agentbox(t), "serve", "--app", app, "--addr", addr)
 	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs

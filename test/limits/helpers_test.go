@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -88,25 +87,8 @@ type server struct {
 	app  string
 	tmp  string // its TMPDIR: the bridge folders are under tmp/agentbox-bridge
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *testenv.SyncBuffer
 	done chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // start runs `agentbox serve` on app with TMPDIR tmp ("" = a new one) and
@@ -125,7 +107,7 @@ func start(t testing.TB, app, tmp string, args ...string) *server {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := &server{t: t, url: "http://" + addr, app: app, tmp: tmp, logs: &syncBuffer{}, done: make(chan struct{})}
+	s := &server{t: t, url: "http://" + addr, app: app, tmp: tmp, logs: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, append([]string{"serve", "--app", app, "--addr", addr, "--runtime", "docker"}, args...)...)
 	s.cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "T_ALICE="+tokenAlice, "T_BOB="+tokenBob, "T_OPERATOR="+tokenOperator)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs

@@ -7,7 +7,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,24 +33,7 @@ type server struct {
 	app   string
 	token string
 	cmd   *exec.Cmd
-	logs  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs  *testenv.SyncBuffer
 }
 
 func startServer(t *testing.T) *server {
@@ -70,7 +51,7 @@ func startServer(t *testing.T) *server {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := &server{url: "http://" + addr, app: app, token: "web-test-token-" + fmt.Sprint(time.Now().UnixNano()), logs: &syncBuffer{}}
+	s := &server{url: "http://" + addr, app: app, token: "web-test-token-" + fmt.Sprint(time.Now().UnixNano()), logs: &testenv.SyncBuffer{}}
 	s.cmd = exec.Command(bin, "serve", "--app", app, "--addr", addr)
 	s.cmd.Env = append(os.Environ(), "AGENTBOX_WEB_TEST_TOKEN="+s.token)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
