@@ -359,6 +359,9 @@ func TestDiskPruneAndRecover(t *testing.T) {
 	must(t, err)
 	defer releaseLive()
 	must(t, os.WriteFile(imagePath(w.Root(), "u", "x")+".tmp-abc", nil, 0o600))
+	// The image a live process is making for a chat it holds.
+	liveTmp := imagePath(w.Root(), "u", "live") + ".tmp-def"
+	must(t, os.WriteFile(liveTmp, nil, 0o600))
 
 	// Another process (a fresh Workspaces) starting over the same root.
 	w2, err := NewWorkspacesWith(filepath.Dir(w.Root()), WorkspacesOptions{UID: -1, GID: -1, Disk: DiskLoop})
@@ -376,6 +379,9 @@ func TestDiskPruneAndRecover(t *testing.T) {
 	must(t, err)
 	if strings.Join(rec.Unmounted, ",") != "u/crashed" || len(rec.Removed) != 1 {
 		t.Errorf("recover: %+v", rec)
+	}
+	if _, err := os.Stat(liveTmp); err != nil {
+		t.Errorf("recover removed the image a live process is making: %v", err)
 	}
 	if isMounted(t, filepath.Join(w.Root(), "u", "crashed")) {
 		t.Error("crashed workspace still mounted")

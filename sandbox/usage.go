@@ -224,7 +224,12 @@ func (w *Workspaces) recoverUser(user string, rep *RecoverReport, mounted map[st
 		name := e.Name()
 		if strings.HasPrefix(name, ".") && strings.Contains(name, imageSuffix+".") {
 			// A half-made image (.tmp-), or a shrink's copy (.new-) and
-			// mount point (.shrink-), from a process that stopped.
+			// mount point (.shrink-), from a process that stopped. One
+			// a live process is making holds its chat's lock: spared.
+			chat, _, _ := strings.Cut(name[1:], imageSuffix+".")
+			if w.InUse(user, chat) || markerLocked(markerPath(w.root, user, chat)) {
+				continue
+			}
 			p := filepath.Join(udir, name)
 			if e.IsDir() {
 				_ = unmount(p)
