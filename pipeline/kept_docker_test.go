@@ -216,6 +216,13 @@ func TestKeptChatHungCLIInDocker(t *testing.T) {
 	if c == nil || !c.cli.Alive() {
 		t.Fatal("no kept CLI after the first turn")
 	}
+	// The CLI writes its session transcript as it goes: the test's hang
+	// comes once the first answer is on disk (a CLI stopped before that
+	// would resume without it).
+	flushed := `for i in $(seq 100); do grep -rqs "One." /workspace/.agentbox/claude && exit 0; sleep 0.1; done; exit 1`
+	if res, err := c.sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"/bin/sh", "-c", flushed}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("the first answer never reached the session transcript: %v %+v", err, res)
+	}
 	stop := `for p in /proc/[0-9]*; do n=${p#/proc/}; [ "$n" = "$$" ] && continue; grep -q claude "$p/cmdline" 2>/dev/null && kill -STOP "$n"; done; exit 0`
 	if res, err := c.sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"/bin/sh", "-c", stop}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("SIGSTOP: %v %+v", err, res)

@@ -127,7 +127,7 @@ func TestTerminalEgress(t *testing.T) {
 	if term.AssistantID != "coder" {
 		t.Errorf("terminal of %q, want the chat's coder", term.AssistantID)
 	}
-	var out lockedBuf
+	var out testenv.SyncBuffer
 	copied := make(chan struct{})
 	go func() { _, _ = io.Copy(&out, term); close(copied) }()
 	script := "curl -sS --cacert test-ca.pem " + srv.URL("api.test") + "/; curl -sS https://example.com/ 2>&1; echo \"end-$((1+1))\"; exit\n"

@@ -1,14 +1,12 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,24 +51,6 @@ func terminalEnv(t *testing.T) *Pipeline {
 	return p
 }
 
-// lockedBuf collects a terminal's output.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestTerminal(t *testing.T) {
 	p := terminalEnv(t)
 	ctx := context.Background()
@@ -90,7 +70,7 @@ func TestTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer term.Close()
-	var out lockedBuf
+	var out testenv.SyncBuffer
 	copied := make(chan struct{})
 	go func() { _, _ = io.Copy(&out, term); close(copied) }()
 	if _, err := io.WriteString(term, "echo hi > made-here; stty size; echo \"ok-$((40+2))\"; exit 7\n"); err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // freeAddr returns a loopback address with a port nobody listens on.
@@ -44,7 +46,7 @@ func TestServe(t *testing.T) {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testenv.SyncBuffer
 	exited := make(chan int, 1)
 	go func() { exited <- runServe(ctx, []string{"--app", app, "--addr", addr}, &stdout, &stderr) }()
 

@@ -3,11 +3,13 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 func TestSpinner(t *testing.T) {
 	t.Parallel()
-	var buf lockedBuffer
+	var buf testenv.SyncBuffer
 	s := newSpinner(&buf)
 	s.Start("starting sandbox…")
 	s.Start("still starting")

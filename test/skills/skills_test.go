@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -260,7 +259,7 @@ func checkWorkspace(t *testing.T, ws string, want []string) {
 type server struct {
 	url  string
 	cmd  *exec.Cmd
-	logs *bytes.Buffer
+	logs *testenv.SyncBuffer
 	done chan struct{}
 }
 
@@ -279,11 +278,10 @@ func start(t *testing.T, bin, app string) *server {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := &server{url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan struct{})}
+	s := &server{url: "http://" + addr, logs: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, "serve", "--app", app, "--addr", addr, "--runtime", "docker")
 	s.cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "T_ALICE="+tokenAlice, "T_BOB="+tokenBob)
-	logs := &lockedWriter{w: s.logs}
-	s.cmd.Stdout, s.cmd.Stderr = logs, logs
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +296,7 @@ func start(t *testing.T, bin, app string) *server {
 			t.Error("server did not stop")
 		}
 		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
+			t.Logf("server log:\n%s", s.logs.String())
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
@@ -311,11 +309,11 @@ func start(t *testing.T, bin, app string) *server {
 		}
 		select {
 		case <-s.done:
-			t.Fatalf("server exited:\n%s", logs.String())
+			t.Fatalf("server exited:\n%s", s.logs.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server did not come up:\n%s", logs.String())
+			t.Fatalf("server did not come up:\n%s", s.logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -407,21 +405,4 @@ func (s *server) do(t *testing.T, method, path, token, body string) (int, string
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
 }
