@@ -7,7 +7,6 @@
 package scaleout
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -201,21 +200,7 @@ func (s *server) chat(ctx context.Context, token, assistant, chatID, message str
 		r.body = string(b)
 		return r
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var e chat.Event
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
-			r.err = fmt.Errorf("bad event %q: %w", data, err)
-			return r
-		}
-		r.events = append(r.events, e)
-	}
-	r.err = sc.Err()
+	r.events, r.err = testenv.ReadEvents(resp.Body)
 	return r
 }
 
