@@ -239,8 +239,25 @@ func TestYaoSandboxedClaudeInDocker(t *testing.T) {
 // with the connector's key and model, and nothing calls the Messages API.
 func TestYaoSandboxedClaudeOnOpenAIConnector(t *testing.T) {
 	testenv.Docker(t)
-	testenv.Image(t)
-	app := copyApp(t, "sandbox-app")
+	for _, cli := range testenv.ClaudeVersions(t) {
+		t.Run(cli.Version, func(t *testing.T) {
+			testenv.RequireImage(t, cli.Image)
+			app := copyApp(t, "sandbox-app")
+			pkg := filepath.Join(app, "assistants", "local", "package.yao")
+			b, err := os.ReadFile(pkg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = bytes.Replace(b, []byte(`"command": "claude",`), []byte(`"command": "claude", "image": "`+cli.Image+`",`), 1)
+			if err := os.WriteFile(pkg, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			openAIConnectorTurn(t, app, cli.Version)
+		})
+	}
+}
+
+func openAIConnectorTurn(t *testing.T, app, version string) {
 	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
 		{Text: "Writing the file.", ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/hello.txt", "content": "hello\n"}}}},
 		{When: &llmtest.Match{AfterToolResult: "Write"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "cat hello.txt"}}}},
@@ -249,6 +266,9 @@ func TestYaoSandboxedClaudeOnOpenAIConnector(t *testing.T) {
 	t.Cleanup(srv.Close)
 	events := run(t, app, []string{"YAO_E2E_OPENAI_HOST=" + srv.URL + "/", "YAO_E2E_OPENAI_KEY=sk-deepseek-test"},
 		"--runtime", "docker", "--chat", "yao-openai", "local", "Write hello.txt.")
+	if v := sessionVersion(events); v != version {
+		t.Errorf("the CLI in the sandbox is %q, want %s", v, version)
+	}
 	last := events[len(events)-1]
 	if last.Event != chat.Done || last.Final.Error != "" || !strings.HasSuffix(last.Final.Content, "Done: hello.txt is written.") {
 		t.Fatalf("last event: %+v", last)
@@ -276,6 +296,17 @@ func TestYaoSandboxedClaudeOnOpenAIConnector(t *testing.T) {
 	if turns != 3 {
 		t.Errorf("%d script turns used, want 3", turns)
 	}
+}
+
+// sessionVersion is the CLI version the session event reports.
+func sessionVersion(events []chat.Event) string {
+	for _, e := range events {
+		if e.Type == chat.TypeSession {
+			v, _ := e.Props["version"].(string)
+			return v
+		}
+	}
+	return ""
 }
 
 // sawToolResult reports whether a request to srv carried s (in a tool
