@@ -40,12 +40,11 @@ func TestCrashLeftovers(t *testing.T) {
 		t.Fatal("SIGKILL left no bridge folder behind: the test proves nothing")
 	}
 	if len(chatContainers(t, deadChat)) != 1 {
-		// The live server's reaper (at start, then every minute) removes
-		// a container whose server is gone: it may come first.
-		if !reapedBy(live, deadChat) {
-			t.Fatal("SIGKILL left no container behind: the test proves nothing")
-		}
-		t.Log("the live server's reaper removed the crashed server's container first")
+		// Every agentbox on the host reaps containers whose server is gone
+		// (at its start, then every minute): the live server, or another
+		// test package's, may come first. The bridge folder and the prompt
+		// file are only this data root's to clean.
+		t.Logf("the crashed server's container was reaped by another agentbox first (by the live server: %v)", reapedBy(live, deadChat))
 	}
 	if _, err := os.Stat(prompt); err != nil {
 		t.Fatalf("the run's prompt file is not there after the crash: %v", err)
