@@ -55,7 +55,7 @@ export AGENTBOX_GEMINI_IMAGE        := $(AGENTBOX_IMAGE_PREFIX)/sandbox-gemini:l
 export AGENTBOX_OPENCODE_IMAGE      := $(AGENTBOX_IMAGE_PREFIX)/sandbox-opencode:latest
 export AGENTBOX_IMAGES              := $(shell AGENTBOX_IMAGE_PREFIX=$(AGENTBOX_IMAGE_PREFIX) scripts/build-image.sh --list)
 
-.PHONY: help build web cli docker tools image image-cursor setup cluster cluster-down test bench demo check clean distclean go
+.PHONY: help build web cli docker tools image image-cursor setup cluster cluster-down test gotest bench demo check clean distclean go
 
 ## go: Go itself is not installed here; say so clearly when it is missing
 go:
@@ -125,6 +125,15 @@ test: go setup web
 	AGENTBOX_CLUSTER=$(CLUSTER) AGENTBOX_CLUSTER_IMAGES='$(CLUSTER_IMAGES)' \
 		scripts/cluster/with.sh $(GO) test -p $(TEST_P) -timeout 30m $(TEST_PKGS)
 	scripts/check-leftovers.sh check .cache/containers-before
+
+## gotest: go test with the environment the suite uses (CLIs, images,
+##   cluster config) and nothing else: no set-up, no cluster start, no
+##   leftover check; for a developer's quick loop once `make setup` ran:
+##   make gotest PKGS=./bridge/... ARGS='-run TestEgress -count=1'
+PKGS ?= ./...
+ARGS ?=
+gotest: go
+	$(GO) test $(ARGS) $(PKGS)
 
 ## bench: the benchmarks, with the same set-up as test
 bench: go setup
