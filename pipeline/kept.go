@@ -35,8 +35,8 @@ type keptChat struct {
 	// workspace (once).
 	remove func()
 	// memory is what it counts against limits.kept_memory: the memory it
-	// used at the end of its last turn when the runtime can tell, else its
-	// memory limit.
+	// holds, measured at the end of each turn and every measureEvery while
+	// idle when the runtime can tell (memoryMeter), else its memory limit.
 	memory    int64
 	counted   bool // k.mu; it counts in keptChats.count and memory
 	keepAlive time.Duration
@@ -59,11 +59,22 @@ type keptChats struct {
 	maxCount  int
 	maxMemory int64
 	closed    bool
+	// measureEvery is how often the idle chats are measured; metering is
+	// set while a meter runs (Pipeline.meterKept); closing meterDone ends it.
+	measureEvery time.Duration
+	metering     bool
+	stopped      bool
+	meterDone    chan struct{}
 }
+
+// keptMeasureInterval is how often the memory of idle kept chats is
+// measured: a chat that grows between its turns (a process the agent left
+// running) counts at what it holds within this time.
+const keptMeasureInterval = 10 * time.Second
 
 func newKeptChats() *keptChats {
 	lim := assistant.DefaultLimits()
-	k := &keptChats{idle: list.New(), byKey: map[string]*keptChat{}}
+	k := &keptChats{idle: list.New(), byKey: map[string]*keptChat{}, measureEvery: keptMeasureInterval, meterDone: make(chan struct{})}
 	k.setCaps(lim, hostMemory())
 	return k
 }
@@ -217,9 +228,50 @@ func (k *keptChats) stop(c *keptChat) {
 	c.remove()
 }
 
+// startMeter reports whether a meter should start now (none runs, the
+// kept chats are not closed), and marks it running.
+func (k *keptChats) startMeter() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.metering || k.stopped {
+		return false
+	}
+	k.metering = true
+	return true
+}
+
+// toMeasure returns the idle chats whose sandbox can be measured; when
+// there is none it marks the meter stopped and returns nil.
+func (k *keptChats) toMeasure() []*keptChat {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []*keptChat
+	for e := k.idle.Front(); e != nil; e = e.Next() {
+		if c := e.Value.(*keptChat); isMemoryMeter(c.sb) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 || k.stopped {
+		k.metering = false
+		return nil
+	}
+	return out
+}
+
+// stopMeter ends the meter (Close, before it waits for it).
+func (k *keptChats) stopMeter() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.stopped {
+		k.stopped = true
+		close(k.meterDone)
+	}
+}
+
 // closeAll stops every idle kept chat, in parallel, and makes put stop
 // the ones still running a turn.
 func (k *keptChats) closeAll() {
+	k.stopMeter()
 	k.mu.Lock()
 	k.closed = true
 	var all []*keptChat

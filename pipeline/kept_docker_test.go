@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -241,5 +242,80 @@ func TestKeptChatHungCLIInDocker(t *testing.T) {
 	}
 	if got, _ := e.turn(t, ctx, "c1", "third"); got != "Three." {
 		t.Fatalf("third: %q", got)
+	}
+}
+
+// TestKeptChatGrowingAfterItsTurnIsEvictedInDocker: kept chats are
+// counted at the memory they hold now, not at what they held when their
+// turn ended. Two kept chats fit limits.kept_memory when their turns end
+// (the second is admitted at its memory limit, the first at what it was
+// measured to hold); then the agent's processes left in both grow (once
+// the test writes the file they wait for). Measured again while idle,
+// they hold more than the cap, and the least recently used one is stopped.
+func TestKeptChatGrowingAfterItsTurnIsEvictedInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const limit, capBytes, growBytes = 1536 << 20, 2 << 30, 1000 << 20
+	grow := fmt.Sprintf(`setsid sh -c 'while [ ! -e /workspace/grow ]; do sleep 0.2; done; exec python3 -c "import time; a = b\"x\" * %d; time.sleep(600)"' </dev/null >/dev/null 2>&1 &`, growBytes)
+	start := []llmtest.Turn{
+		{When: &llmtest.Match{Contains: "start"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": grow}}}},
+		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Started."},
+	}
+	e := newKeptEnv(t, ctx, 10*time.Minute, append(start, start...), nil)
+	e.coder.Sandbox.MemoryBytes = limit
+	e.app.Config.Limits = assistant.Limits{KeptMemory: capBytes}.WithDefaults()
+	e.p.kept.measureEvery = time.Second
+	counted := func() (n int, bytes int64, chats []string) {
+		e.p.kept.mu.Lock()
+		defer e.p.kept.mu.Unlock()
+		for el := e.p.kept.idle.Front(); el != nil; el = el.Next() {
+			chats = append(chats, el.Value.(*keptChat).chat)
+		}
+		return e.p.kept.count, e.p.kept.memory, chats
+	}
+
+	// Each turn leaves the waiting process; each chat is measured once its
+	// turn ended (its limit counts until then), the two well under the cap.
+	for i, c := range []string{"c1", "c2"} {
+		if got, _ := e.turn(t, ctx, c, "start the job"); got != "Started." {
+			t.Fatalf("turn in %s: %q", c, got)
+		}
+		waitUntil(t, time.Minute, "the kept chats measured after their turns", func() bool {
+			n, m, _ := counted()
+			return n == i+1 && m < limit
+		})
+	}
+	_, before, _ := counted()
+
+	for _, c := range []string{"c1", "c2"} {
+		ws, release, err := e.ws.Acquire(ctx, "alice", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ws.WriteFile(ctx, "grow", nil, 0o644)
+		release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 2*time.Minute, fmt.Sprintf("c1, the least recently used, stopped: both chats grew after their turns (%d MiB counted when they ended), past limits.kept_memory (%d MiB)", before>>20, capBytes>>20),
+		func() bool { n, _, chats := counted(); return n == 1 && slices.Equal(chats, []string{"c2"}) })
+	if _, m, _ := counted(); m < growBytes {
+		t.Errorf("c2 is counted at %d MiB, less than its grown process alone", m>>20)
+	}
+}
+
+// waitUntil waits up to d for cond, failing with what was awaited.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

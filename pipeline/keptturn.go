@@ -92,24 +92,67 @@ func (t *turn) keepOrDrop(c *keptChat) {
 	t.p.kept.put(c)
 	// Counted by what it holds idle, measured aside: a stats call can take
 	// long on a busy engine, and the chat's next turn does not wait for it.
-	if m, ok := c.sb.(memoryMeter); ok {
+	if isMemoryMeter(c.sb) {
 		t.p.measuring.Go(func() {
-			start := time.Now()
-			mctx, cancel := context.WithTimeout(context.Background(), memoryMeasureTimeout)
-			n, err := m.MemoryUsage(mctx)
-			cancel()
-			if err == nil && n > 0 {
-				t.p.kept.resize(c, n)
-				t.p.kept.trim()
-			}
-			t.p.log.Debug("kept chat measured", "user", c.user, "chat", c.chat, "memory_bytes", n, "error", err, "took", time.Since(start))
+			t.p.measureKept(c)
+			t.p.kept.trim()
 		})
+		if t.p.kept.startMeter() {
+			t.p.measuring.Go(t.p.meterKept)
+		}
 	}
+}
+
+// meterKept measures the idle kept chats every keptChats.measureEvery and
+// stops the least recently used while they hold more than the caps allow,
+// until no idle chat can be measured or the pipeline closes: a kept chat
+// is counted at what it holds now, not at what it held when its turn
+// ended (a process the agent left running may grow meanwhile).
+func (p *Pipeline) meterKept() {
+	tick := time.NewTicker(p.kept.measureEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.kept.meterDone:
+			return
+		case <-tick.C:
+		}
+		chats := p.kept.toMeasure()
+		if chats == nil {
+			return
+		}
+		for _, c := range chats {
+			p.measureKept(c)
+		}
+		p.kept.trim()
+	}
+}
+
+// measureKept counts c at the memory its sandbox holds now, when the
+// runtime can tell.
+func (p *Pipeline) measureKept(c *keptChat) {
+	m, ok := c.sb.(memoryMeter)
+	if !ok {
+		return
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), memoryMeasureTimeout)
+	n, err := m.MemoryUsage(ctx)
+	cancel()
+	if err == nil && n > 0 {
+		p.kept.resize(c, n)
+	}
+	p.log.Debug("kept chat measured", "user", c.user, "chat", c.chat, "memory_bytes", n, "error", err, "took", time.Since(start))
 }
 
 // memoryMeter is a sandbox that can tell the memory it uses (docker).
 type memoryMeter interface {
 	MemoryUsage(ctx context.Context) (int64, error)
+}
+
+func isMemoryMeter(sb sandbox.Sandbox) bool {
+	_, ok := sb.(memoryMeter)
+	return ok
 }
 
 // memoryMeasureTimeout bounds measuring a kept chat's memory.

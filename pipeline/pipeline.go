@@ -263,6 +263,7 @@ func (p *Pipeline) Close(ctx context.Context) error {
 		done := make(chan struct{})
 		go func() {
 			p.wg.Wait()
+			p.kept.stopMeter()
 			p.measuring.Wait()
 			// Chats kept between turns stop once no turn runs (a turn
 			// ending now stops its own).
