@@ -82,8 +82,10 @@ help:
 cli:
 	scripts/ensure-cli.sh
 
-## docker: a Docker engine that answers (installed and started when missing)
-docker:
+## docker: a Docker engine that answers (installed and started when missing),
+##   with gVisor built (scripts/ensure-gvisor.sh, cached) and registered as
+##   its runsc and runsc-hostnet runtimes (AGENTBOX_GVISOR=0: without)
+docker: go
 	scripts/ensure-docker.sh
 
 ## tools: host tools (bubblewrap, git) installed when missing

@@ -59,5 +59,9 @@ HIGHLIGHT_JS_VERSION=11.12.0
 XTERM_VERSION=6.0.0
 XTERM_FIT_VERSION=0.11.0
 
+# gVisor (runsc and its containerd shim) is pinned in scripts/gvisor/go.mod,
+# where the go tool needs it: the pseudo-version of gVisor's Go branch that
+# the Go module proxy serves (scripts/ensure-gvisor.sh builds it).
+
 # The Debian release of the images' root filesystem.
 DEBIAN_SUITE=bookworm
