@@ -30,6 +30,11 @@ var (
 	// ErrEngineUnavailable: the runtime's engine (Docker daemon, bwrap) is
 	// missing or not answering (SANDBOX_UNAVAILABLE).
 	ErrEngineUnavailable = errors.New("sandbox engine unavailable")
+	// ErrIsolation: the runtime cannot give the isolation a spec asks for
+	// (Spec.Isolation), or it is not set up there (gVisor not registered
+	// with the engine, no RuntimeClass for it). Create returns it, so
+	// hooks never meet it.
+	ErrIsolation = errors.New("isolation not available")
 	// ErrRemoved: the sandbox was removed (SANDBOX_REMOVED).
 	ErrRemoved = errors.New("sandbox removed")
 	// ErrInUse: a workspace cannot be removed while a request holds it

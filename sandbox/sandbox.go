@@ -33,6 +33,8 @@ const (
 	LabelUser     = "dev.agentbox.user"
 	LabelChat     = "dev.agentbox.chat"
 	LabelCreated  = "dev.agentbox.created" // RFC 3339
+	// LabelIsolation is the sandbox's isolation level (IsolationRunc, ...).
+	LabelIsolation = "dev.agentbox.isolation"
 )
 
 // Network modes a sandbox may be given.
@@ -72,6 +74,10 @@ type Spec struct {
 	PidsLimit int64
 	// Network is NetworkNone or NetworkHost ("" means the runtime default).
 	Network string
+	// Isolation is the boundary between the sandbox and the host's kernel:
+	// IsolationRunc ("" too), IsolationGVisor or IsolationKata. A runtime
+	// that cannot give it refuses the spec (ErrIsolation).
+	Isolation string
 	// Env is set for every process in the sandbox. Secrets belong here (or
 	// in ExecRequest.Env), never in argv.
 	Env map[string]string

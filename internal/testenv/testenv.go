@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,32 @@ func Docker(t testing.TB) {
 	})
 	if dockerErr != nil {
 		Missing(t, "a running Docker engine ("+dockerErr.Error()+")")
+	}
+}
+
+var (
+	gvisorOnce sync.Once
+	gvisorErr  error
+)
+
+// GVisor requires a Docker engine with gVisor registered as its runsc and
+// runsc-hostnet runtimes (scripts/ensure-docker.sh, part of `make setup`).
+func GVisor(t testing.TB) {
+	t.Helper()
+	Docker(t)
+	gvisorOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{range $k, $v := .Runtimes}}{{$k}} {{end}}").Output()
+		switch have := strings.Fields(string(out)); {
+		case err != nil:
+			gvisorErr = err
+		case !slices.Contains(have, "runsc") || !slices.Contains(have, "runsc-hostnet"):
+			gvisorErr = fmt.Errorf("the engine's runtimes are %v", have)
+		}
+	})
+	if gvisorErr != nil {
+		Missing(t, "gVisor registered with the Docker engine as runsc and runsc-hostnet ("+gvisorErr.Error()+"; scripts/ensure-docker.sh)")
 	}
 }
 

@@ -7,17 +7,29 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
 	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
 
 // TestConformance runs the runtime conformance suite on the Docker
-// engine.
+// engine, with runc.
 func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, func(t *testing.T) (sandbox.Runtime, sandboxtest.Features) {
 		rt, _ := newRuntime(t)
 		return rt, sandboxtest.Features{UID: 1000, GID: 1000, Home: docker.DefaultHome, Engine: engine{rt}}
+	})
+}
+
+// TestConformanceGVisor runs the suite again with every sandbox on
+// gVisor's runsc: the same contracts hold in its user-space kernel.
+func TestConformanceGVisor(t *testing.T) {
+	testenv.GVisor(t)
+	sandboxtest.Run(t, func(t *testing.T) (sandbox.Runtime, sandboxtest.Features) {
+		rt, _ := newRuntime(t)
+		return rt, sandboxtest.Features{UID: 1000, GID: 1000, Home: docker.DefaultHome, Engine: engine{rt}, Isolation: sandbox.IsolationGVisor,
+			InnerSpecialFiles: "gVisor keeps a FIFO made on a host mount in its own kernel"}
 	})
 }
 

@@ -46,10 +46,20 @@ const (
 	DefaultHome        = "/home/agent"
 	DefaultCallTimeout = 15 * time.Second
 	DefaultTmpfsSize   = 512 << 20
+	// DefaultGVisorRuntime is the engine's runtime for sandboxes with
+	// sandbox.IsolationGVisor, as scripts/ensure-docker.sh registers it
+	// (its host-network twin is DefaultGVisorRuntime + HostNetSuffix).
+	DefaultGVisorRuntime = "runsc"
 	// DefaultReapGrace is how long a container of another instance may
 	// live before the reaper removes it.
 	DefaultReapGrace = time.Hour
 )
+
+// HostNetSuffix names the engine runtime of a gVisor sandbox with network
+// "host": gVisor's own network stack needs a network namespace of its own,
+// so the host's network is a runsc of its own (runsc --network=host,
+// registered as GVisorRuntime + HostNetSuffix).
+const HostNetSuffix = "-hostnet"
 
 // Options configures the runtime. Zero values mean the defaults above.
 type Options struct {
@@ -77,6 +87,10 @@ type Options struct {
 	Home string
 	// TmpfsBytes bounds each of the /tmp and home tmpfs (default 512 MiB).
 	TmpfsBytes int64
+	// GVisorRuntime is the engine's name of gVisor's runsc, which runs
+	// sandboxes with sandbox.IsolationGVisor (default "runsc"); with
+	// network "host" they run on GVisorRuntime + HostNetSuffix.
+	GVisorRuntime string
 	// CallTimeout bounds every single engine call (default 15s).
 	CallTimeout time.Duration
 	// Logger receives reaper reports (default: discard).
@@ -141,6 +155,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.GVisorRuntime == "" {
+		opts.GVisorRuntime = DefaultGVisorRuntime
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -269,6 +286,9 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		if cerrdefs.IsNotFound(err) && ctx.Err() == nil {
 			return nil, fmt.Errorf("docker create: image %q is not on this engine (agentbox never pulls; build or load it, e.g. `make image`): %w", spec.Image, err)
 		}
+		if err := missingRuntime(ctx, "create", hc, err); err != nil {
+			return nil, err
+		}
 		return nil, r.engineErr(ctx, "create", err)
 	}
 	sctx, cancel := r.call(ctx)
@@ -277,13 +297,40 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err != nil {
 		_ = r.remove(ctx, created.ID)
 		r.tracked.drop(name)
+		if err := missingRuntime(ctx, "start", hc, err); err != nil {
+			return nil, err
+		}
 		return nil, r.engineErr(ctx, "start", err)
 	}
 	env := map[string]string{}
 	for k, v := range spec.Env {
 		env[k] = v
 	}
-	return &Sandbox{rt: r, id: created.ID, name: name, ws: spec.Workspace, env: env, procs: map[*process]struct{}{}}, nil
+	return &Sandbox{rt: r, id: created.ID, name: name, ws: spec.Workspace, env: env, procs: map[*process]struct{}{}, terms: map[*terminal]struct{}{}}, nil
+}
+
+// GVisorHostPids is the host's pids limit of a gVisor sandbox whose agent
+// may run pids processes. runsc puts the limit on the host cgroup of its
+// Sentry, where each process of the agent is a stub process with its
+// threads (systrap: about three host tasks), beside some thirty threads
+// of the Sentry's own: the agent gets about the processes it was given,
+// and the host stays bounded. Past it the Sentry cannot start a thread
+// and the whole sandbox stops, where runc fails the one fork.
+func GVisorHostPids(pids int64) int64 { return 3*pids + 64 }
+
+// missingRuntime explains an engine that refused a container for its
+// runtime (gVisor not registered: engines before 23 refuse the create,
+// later ones the start), and returns nil for every other error.
+func missingRuntime(ctx context.Context, op string, hc *container.HostConfig, err error) error {
+	// Docker 20.10: "Unknown runtime specified NAME"; 23 and later:
+	// "unknown or invalid runtime name: NAME".
+	msg := strings.ToLower(err.Error())
+	if hc.Runtime == "" || ctx.Err() != nil ||
+		!strings.Contains(msg, "unknown runtime specified") && !strings.Contains(msg, "unknown or invalid runtime name") {
+		return nil
+	}
+	return fmt.Errorf("docker %s: the engine has no runtime %q for isolation %q (install gVisor and register it with the engine: scripts/ensure-docker.sh does both; see the README's Isolation section): %w: %w",
+		op, hc.Runtime, sandbox.IsolationGVisor, sandbox.ErrIsolation, err)
 }
 
 // containerConfig builds the container's configuration: the one place that
@@ -293,6 +340,9 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 // a cpu limit, a read-only root with tmpfs /tmp and home, the network mode
 // (none by default), never privileged, and nothing of the host mounted but
 // the workspace and the spec's mounts (read-only unless marked writable).
+// With sandbox.IsolationGVisor the same container runs on gVisor's runsc
+// (Options.GVisorRuntime), which applies every one of these inside its
+// own kernel and keeps the host's behind it.
 func (r *Runtime) containerConfig(spec sandbox.Spec, name string, now time.Time) (*container.Config, *container.HostConfig, error) {
 	if spec.Workspace == nil {
 		return nil, nil, errors.New("docker create: spec has no workspace")
@@ -312,6 +362,13 @@ func (r *Runtime) containerConfig(spec sandbox.Spec, name string, now time.Time)
 	}
 	if network != sandbox.NetworkNone && network != sandbox.NetworkHost {
 		return nil, nil, fmt.Errorf("docker create: network %q: want %q or %q", network, sandbox.NetworkNone, sandbox.NetworkHost)
+	}
+	isolation, err := sandbox.CheckIsolation(Name, spec.Isolation, sandbox.IsolationRunc, sandbox.IsolationGVisor)
+	if err != nil {
+		if spec.Isolation == sandbox.IsolationKata {
+			err = fmt.Errorf("%w; use the kubernetes runtime on a cluster with a Kata RuntimeClass", err)
+		}
+		return nil, nil, fmt.Errorf("docker create: %w", err)
 	}
 	mem, cpus, pids := spec.MemoryBytes, spec.CPUs, spec.PidsLimit
 	if mem == 0 {
@@ -347,6 +404,7 @@ func (r *Runtime) containerConfig(spec sandbox.Spec, name string, now time.Time)
 	labels[sandbox.LabelUser] = spec.UserID
 	labels[sandbox.LabelChat] = spec.ChatID
 	labels[sandbox.LabelCreated] = now.UTC().Format(time.RFC3339)
+	labels[sandbox.LabelIsolation] = isolation
 	labels[LabelRun] = r.run
 
 	uid, gid, _ := strings.Cut(r.opts.User, ":")
@@ -391,6 +449,13 @@ func (r *Runtime) containerConfig(spec sandbox.Spec, name string, now time.Time)
 		// The idle main process writes nothing; exec output goes through
 		// the attach streams.
 		LogConfig: container.LogConfig{Type: "none"},
+	}
+	if isolation == sandbox.IsolationGVisor {
+		hc.Runtime = r.opts.GVisorRuntime
+		if network == sandbox.NetworkHost {
+			hc.Runtime += HostNetSuffix
+		}
+		pidsLimit = GVisorHostPids(pids)
 	}
 	hc.Mounts = append(hc.Mounts, bindMount(spec.Workspace.Dir(), sandbox.Workdir, false))
 	for _, m := range mounts {

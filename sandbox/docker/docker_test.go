@@ -72,8 +72,29 @@ func newSandbox(t testing.TB, rt *docker.Runtime, adjust func(*sandbox.Spec)) (*
 	return sb.(*docker.Sandbox), ws
 }
 
+// isolations are the isolation levels the Docker runtime offers; tests of
+// its hardening run under each (gVisor when the engine has it).
+var isolations = []string{sandbox.IsolationRunc, sandbox.IsolationGVisor}
+
+// eachIsolation runs test as a parallel subtest per isolation.
+func eachIsolation(t *testing.T, test func(t *testing.T, isolation string)) {
+	for _, iso := range isolations {
+		t.Run(iso, func(t *testing.T) {
+			t.Parallel()
+			if iso == sandbox.IsolationGVisor {
+				testenv.GVisor(t)
+			}
+			test(t, iso)
+		})
+	}
+}
+
 func TestHardeningAsInspected(t *testing.T) {
 	t.Parallel()
+	eachIsolation(t, testHardeningAsInspected)
+}
+
+func testHardeningAsInspected(t *testing.T, isolation string) {
 	rt, _ := newRuntime(t)
 	extra := t.TempDir()
 	sb, ws := newSandbox(t, rt, func(s *sandbox.Spec) {
@@ -82,7 +103,12 @@ func TestHardeningAsInspected(t *testing.T) {
 		s.PidsLimit = 100
 		s.Mounts = []sandbox.Mount{{Source: extra, Target: "/opt/extra"}}
 		s.Labels = map[string]string{"dev.agentbox.assistant": "a1", sandbox.LabelInstance: "forged"}
+		s.Isolation = isolation
 	})
+	wantRuntime, wantPids := "", int64(100)
+	if isolation == sandbox.IsolationGVisor {
+		wantRuntime, wantPids = docker.DefaultGVisorRuntime, docker.GVisorHostPids(100)
+	}
 	ctx := context.Background()
 	ins, err := rt.Client().ContainerInspect(ctx, sb.ID())
 	if err != nil {
@@ -100,7 +126,9 @@ func TestHardeningAsInspected(t *testing.T) {
 		{"cap drop all", slices.Equal(hc.CapDrop, []string{"ALL"}) && len(hc.CapAdd) == 0, hc.CapDrop},
 		{"no-new-privileges", slices.Contains(hc.SecurityOpt, "no-new-privileges"), hc.SecurityOpt},
 		{"not privileged", !hc.Privileged, hc.Privileged},
-		{"pids limit", hc.PidsLimit != nil && *hc.PidsLimit == 100, hc.PidsLimit},
+		{"pids limit", hc.PidsLimit != nil && *hc.PidsLimit == wantPids, hc.PidsLimit},
+		{"engine runtime", hc.Runtime == wantRuntime || wantRuntime == "" && hc.Runtime == "runc", hc.Runtime},
+		{"label isolation", cfg.Labels[sandbox.LabelIsolation] == isolation, cfg.Labels},
 		{"memory", hc.Memory == 256<<20, hc.Memory},
 		{"swap equals memory", hc.MemorySwap == hc.Memory, hc.MemorySwap},
 		{"nano cpus", hc.NanoCPUs == 1_500_000_000, hc.NanoCPUs},
@@ -156,17 +184,101 @@ touch /etc/x 2>/dev/null && echo rootfs-writable; touch /tmp/x /home/agent/x /wo
 	}
 }
 
+// TestNetworkHost: network host is the host's, under gVisor too (its
+// host-network runtime), where a server on the host's loopback answers.
 func TestNetworkHost(t *testing.T) {
 	t.Parallel()
-	rt, _ := newRuntime(t)
-	sb, _ := newSandbox(t, rt, func(s *sandbox.Spec) { s.Network = sandbox.NetworkHost })
-	ins, err := rt.Client().ContainerInspect(context.Background(), sb.ID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ins.HostConfig.NetworkMode != "host" {
-		t.Errorf("network = %q, want host", ins.HostConfig.NetworkMode)
-	}
+	eachIsolation(t, func(t *testing.T, isolation string) {
+		rt, _ := newRuntime(t)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("from the host\n"))
+				c.Close()
+			}
+		}()
+		sb, _ := newSandbox(t, rt, func(s *sandbox.Spec) { s.Network = sandbox.NetworkHost; s.Isolation = isolation })
+		ins, err := rt.Client().ContainerInspect(context.Background(), sb.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ins.HostConfig.NetworkMode != "host" {
+			t.Errorf("network = %q, want host", ins.HostConfig.NetworkMode)
+		}
+		if want := docker.DefaultGVisorRuntime + docker.HostNetSuffix; isolation == sandbox.IsolationGVisor && ins.HostConfig.Runtime != want {
+			t.Errorf("engine runtime = %q, want %q", ins.HostConfig.Runtime, want)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Argv: []string{"curl", "-sS", "--max-time", "30", fmt.Sprintf("telnet://127.0.0.1:%d", port)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Stdout != "from the host\n" {
+			t.Errorf("the host's loopback from the sandbox: %+v", res)
+		}
+	})
+}
+
+// TestLimitsEnforced: the memory and process limits hold from inside. A
+// program that allocates past the memory limit is killed and the sandbox
+// lives on; a fork bomb never takes more of the host than the limit
+// allows: under runc its forks fail, under gVisor the sandbox stops whole
+// once the Sentry cannot start a thread (see GVisorHostPids); either way a
+// new sandbox works after it.
+func TestLimitsEnforced(t *testing.T) {
+	t.Parallel()
+	eachIsolation(t, func(t *testing.T, isolation string) {
+		rt, _ := newRuntime(t)
+		ctx := context.Background()
+		sb, _ := newSandbox(t, rt, func(s *sandbox.Spec) { s.MemoryBytes = 256 << 20; s.PidsLimit = 64; s.Isolation = isolation })
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"node", "-e", "const a = []; for (let i = 0; i < 100; i++) a.push(Buffer.alloc(10 << 20, 1)); console.log('allocated')"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode == 0 || strings.Contains(res.Stdout, "allocated") {
+			t.Errorf("1 GB allocated within a 256 MiB limit: %+v", res)
+		}
+		if res, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"echo", "alive"}}); err != nil || res.Stdout != "alive\n" {
+			t.Fatalf("after the allocation: %+v, %v; want the sandbox alive", res, err)
+		}
+		cgroup := "/sys/fs/cgroup/pids/docker/" + sb.ID() + "/pids.max"
+		if b, err := os.ReadFile(cgroup); err == nil {
+			want := int64(64)
+			if isolation == sandbox.IsolationGVisor {
+				want = docker.GVisorHostPids(64)
+			}
+			if got := strings.TrimSpace(string(b)); got != fmt.Sprint(want) {
+				t.Errorf("host pids.max = %s, want %d", got, want)
+			}
+		}
+		// dash gives up at its first failed fork; the sleeps end soon.
+		_, err = sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{`i=0; while [ $i -lt 300 ]; do sleep 3 & i=$((i+1)); done`}, Shell: true, Timeout: time.Minute})
+		if isolation == sandbox.IsolationRunc {
+			if err != nil {
+				t.Fatalf("fork bomb under runc: %v", err)
+			}
+			alive := false
+			for deadline := time.Now().Add(30 * time.Second); !alive && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				res, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"echo", "alive"}})
+				alive = err == nil && res.Stdout == "alive\n"
+			}
+			if !alive {
+				t.Error("the sandbox did not run commands again once the fork bomb's processes ended")
+			}
+		}
+		again, _ := newSandbox(t, rt, func(s *sandbox.Spec) { s.Isolation = isolation })
+		if res, err := again.Exec(ctx, sandbox.ExecRequest{Argv: []string{"echo", "ok"}}); err != nil || res.Stdout != "ok\n" {
+			t.Errorf("a new sandbox after the fork bomb: %+v, %v", res, err)
+		}
+	})
 }
 
 // TestCreateRejectsBadSpecs: what only Docker refuses (the conformance

@@ -35,6 +35,7 @@ type Sandbox struct {
 	mu      sync.Mutex
 	removed bool
 	procs   map[*process]struct{}
+	terms   map[*terminal]struct{}
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -173,13 +174,22 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 	for p := range s.procs {
 		procs = append(procs, p)
 	}
+	terms := make([]*terminal, 0, len(s.terms))
+	for t := range s.terms {
+		terms = append(terms, t)
+	}
 	s.mu.Unlock()
 	err := s.rt.remove(ctx, s.id)
 	if err == nil {
 		s.rt.tracked.drop(s.name)
 	}
+	// The streams end with the container; make sure (a loaded engine may
+	// take its time to close an exec's stream, runsc's TTY execs most).
 	for _, p := range procs {
-		p.close() // the streams end with the container; make sure
+		p.close()
+	}
+	for _, t := range terms {
+		t.conn.Close()
 	}
 	return err
 }

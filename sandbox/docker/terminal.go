@@ -64,6 +64,9 @@ func (s *Sandbox) StartTerminal(ctx context.Context, req sandbox.TerminalRequest
 	}
 	t := &terminal{sb: s, execID: created.ID, pidfile: pidfile, conn: conn,
 		out: sandbox.NewStream(1<<20, true), done: make(chan struct{})}
+	s.mu.Lock()
+	s.terms[t] = struct{}{}
+	s.mu.Unlock()
 	go t.pump()
 	// Engines before API 1.42 ignore ConsoleSize: the size is set again
 	// now the exec runs (as the docker CLI does).
@@ -91,6 +94,9 @@ func (t *terminal) pump() {
 	_, err := io.Copy(t.out, t.conn.Reader)
 	t.out.CloseWithError(nil)
 	_ = err // the stream ends with the exec or the connection; Wait tells which
+	t.sb.mu.Lock()
+	delete(t.sb.terms, t)
+	t.sb.mu.Unlock()
 	close(t.done)
 }
 

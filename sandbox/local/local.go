@@ -184,6 +184,11 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if network != sandbox.NetworkNone && network != sandbox.NetworkHost {
 		return nil, fmt.Errorf("local create: network %q: want %q or %q", network, sandbox.NetworkNone, sandbox.NetworkHost)
 	}
+	// bubblewrap's namespaces share the host's kernel: runc's boundary,
+	// without the container's cgroups.
+	if _, err := sandbox.CheckIsolation(Name, spec.Isolation, sandbox.IsolationRunc); err != nil {
+		return nil, fmt.Errorf("local create: %w; gvisor runs on the docker and kubernetes runtimes, kata on kubernetes", err)
+	}
 	mounts, err := sandbox.CheckMounts(spec.Mounts)
 	if err != nil {
 		return nil, fmt.Errorf("local create: %w", err)

@@ -1,6 +1,7 @@
 package sandboxtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -29,6 +31,10 @@ type Features struct {
 	// Home is $HOME in every command, a writable folder outside the
 	// workspace (docker and local: /home/agent).
 	Home string
+	// Isolation is the sandbox.Spec.Isolation of every sandbox the suite
+	// creates ("": the runtime's default, runc); the Isolation check
+	// looks from inside at the kernel the commands meet.
+	Isolation string
 	// MissingProgramExit is the exit code of a command whose program does
 	// not exist (0 means 127, the shell's).
 	MissingProgramExit int
@@ -36,6 +42,11 @@ type Features struct {
 	// system folders under it are not (local: bwrap's root is a fresh
 	// tmpfs per command, discarded when it ends).
 	WritableRoot bool
+	// InnerSpecialFiles, when set, is why the FIFOs a command makes in
+	// the workspace exist only inside the sandbox (gVisor keeps them in
+	// its own kernel): the host side finds nothing there rather than a
+	// special file to refuse.
+	InnerSpecialFiles string
 	// NoTerminal, when set, is why the runtime's sandboxes cannot run
 	// commands on a pseudo-terminal (sandbox.TerminalSandbox); the
 	// terminal checks are skipped, naming it.
@@ -65,7 +76,8 @@ type Engine interface {
 // output caps, streaming Start, Wait and Kill, timeouts and cancellation
 // that kill the whole process tree, the workspace shared both ways, the
 // sandbox user, a read-only system, no network but loopback by default,
-// confined file operations, special files the sandbox made refused by the
+// the isolation asked for, a host Unix socket mounted in (the bridge's
+// way), confined file operations, special files the sandbox made refused by the
 // host side, a disk limit that stops writes with ENOSPC (where the host
 // can enforce one), labels, concurrent commands, and commands on a
 // pseudo-terminal.
@@ -114,6 +126,8 @@ func Run(t *testing.T, newRuntime Factory) {
 		{"User", c.testUser},
 		{"ReadOnlySystem", c.testReadOnly},
 		{"NetworkNone", c.testNetworkNone},
+		{"Isolation", c.testIsolation},
+		{"SocketMount", c.testSocketMount},
 		{"Confinement", c.testConfinement},
 		{"SpecialFiles", c.testSpecialFiles},
 		{"DiskLimit", c.testDiskLimit},
@@ -186,7 +200,7 @@ func (c *suite) workspace(t *testing.T) (*sandbox.Workspace, string) {
 func (c *suite) sandbox(t *testing.T, adjust func(*sandbox.Spec)) sandbox.Sandbox {
 	t.Helper()
 	ws, chat := c.workspace(t)
-	spec := sandbox.Spec{UserID: "u1", ChatID: chat, Workspace: ws}
+	spec := c.spec(ws, chat)
 	if adjust != nil {
 		adjust(&spec)
 	}
@@ -198,6 +212,11 @@ func (c *suite) sandbox(t *testing.T, adjust func(*sandbox.Spec)) sandbox.Sandbo
 		t.Fatalf("create: %v", err)
 	}
 	return sb
+}
+
+// spec is the suite's spec for a sandbox of user u1 in chat over ws.
+func (c *suite) spec(ws *sandbox.Workspace, chat string) sandbox.Spec {
+	return sandbox.Spec{UserID: "u1", ChatID: chat, Workspace: ws, Isolation: c.f.Isolation}
 }
 
 // mustExec runs req and fails the test on an error.
@@ -220,6 +239,24 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// awaitSleeps waits (up to 10s) until n `sleep marker` processes run in
+// sb: seen on the host for runc, from inside for a sandbox with a kernel
+// of its own, whose processes the host does not see as such.
+func (c *suite) awaitSleeps(sb sandbox.Sandbox, marker string, n int) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cmp.Or(c.f.Isolation, sandbox.IsolationRunc) == sandbox.IsolationRunc {
+			if len(hostProcesses(marker)) >= n {
+				return
+			}
+		} else if res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Argv: []string{"ps", "-eo", "args"}}); err == nil &&
+			strings.Count(res.Stdout, "sleep "+marker) >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // hostProcesses lists the processes of the test's host whose command line

@@ -1,6 +1,7 @@
 package sandboxtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,21 +19,24 @@ import (
 func (c *suite) testBadSpecs(t *testing.T) {
 	ws, _ := c.workspace(t)
 	cases := []struct {
-		name string
-		spec sandbox.Spec
-		want string
+		name   string
+		adjust func(*sandbox.Spec)
+		want   string
 	}{
-		{"no workspace", sandbox.Spec{UserID: "u", ChatID: "c"}, "no workspace"},
-		{"bad user", sandbox.Spec{UserID: "../x", ChatID: "c", Workspace: ws}, "user id"},
-		{"bad chat", sandbox.Spec{UserID: "u", ChatID: "a/b", Workspace: ws}, "chat id"},
-		{"bad network", sandbox.Spec{UserID: "u", ChatID: "c", Workspace: ws, Network: "bridge"}, "network"},
-		{"relative mount", sandbox.Spec{UserID: "u", ChatID: "c", Workspace: ws, Mounts: []sandbox.Mount{{Source: "x", Target: "/x"}}}, "absolute"},
-		{"mount over workspace", sandbox.Spec{UserID: "u", ChatID: "c", Workspace: ws, Mounts: []sandbox.Mount{{Source: "/usr", Target: "/workspace/x"}}}, "workspace"},
-		{"bad env", sandbox.Spec{UserID: "u", ChatID: "c", Workspace: ws, Env: map[string]string{"A=B": "x"}}, "environment variable"},
+		{"no workspace", func(s *sandbox.Spec) { s.Workspace = nil }, "no workspace"},
+		{"bad user", func(s *sandbox.Spec) { s.UserID = "../x" }, "user id"},
+		{"bad chat", func(s *sandbox.Spec) { s.ChatID = "a/b" }, "chat id"},
+		{"bad network", func(s *sandbox.Spec) { s.Network = "bridge" }, "network"},
+		{"bad isolation", func(s *sandbox.Spec) { s.Isolation = "vm" }, "isolation"},
+		{"relative mount", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: "x", Target: "/x"}} }, "absolute"},
+		{"mount over workspace", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: "/usr", Target: "/workspace/x"}} }, "workspace"},
+		{"bad env", func(s *sandbox.Spec) { s.Env = map[string]string{"A=B": "x"} }, "environment variable"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sb, err := c.rt.Create(context.Background(), tc.spec)
+			spec := c.spec(ws, "c")
+			tc.adjust(&spec)
+			sb, err := c.rt.Create(context.Background(), spec)
 			if sb != nil {
 				_ = sb.Remove(context.Background())
 			}
@@ -49,7 +53,7 @@ func (c *suite) testBadSpecs(t *testing.T) {
 func (c *suite) testCreateRemove(t *testing.T) {
 	ws, chat := c.workspace(t)
 	ctx := context.Background()
-	sb, err := c.rt.Create(ctx, sandbox.Spec{UserID: "u1", ChatID: chat, Workspace: ws})
+	sb, err := c.rt.Create(ctx, c.spec(ws, chat))
 	if sb != nil {
 		t.Cleanup(func() { _ = sb.Remove(context.Background()) })
 	}
@@ -148,9 +152,7 @@ func (c *suite) testRemoveKillsRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 100 && len(hostProcesses(marker)) < 2; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
+	c.awaitSleeps(sb, marker, 2)
 	if err := sb.Remove(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -264,8 +266,9 @@ func (c *suite) testLabels(t *testing.T) {
 	}
 	before := time.Now().Add(-time.Minute)
 	ws, chat := c.workspace(t)
-	sb, err := c.rt.Create(context.Background(), sandbox.Spec{UserID: "u1", ChatID: chat, Workspace: ws,
-		Labels: map[string]string{"dev.agentbox.assistant": "a1", sandbox.LabelInstance: "forged", sandbox.LabelProduct: "forged"}})
+	spec := c.spec(ws, chat)
+	spec.Labels = map[string]string{"dev.agentbox.assistant": "a1", sandbox.LabelInstance: "forged", sandbox.LabelProduct: "forged", sandbox.LabelIsolation: "forged"}
+	sb, err := c.rt.Create(context.Background(), spec)
 	if sb != nil {
 		t.Cleanup(func() { _ = sb.Remove(context.Background()) })
 	}
@@ -286,6 +289,7 @@ func (c *suite) testLabels(t *testing.T) {
 		{"user", l[sandbox.LabelUser] == "u1"},
 		{"chat", l[sandbox.LabelChat] == chat},
 		{"created (RFC 3339, now)", err == nil && created.After(before) && created.Before(time.Now().Add(time.Minute))},
+		{"isolation (not forgeable)", l[sandbox.LabelIsolation] == cmp.Or(c.f.Isolation, sandbox.IsolationRunc)},
 		{"the spec's own", l["dev.agentbox.assistant"] == "a1"},
 	}
 	for _, ch := range checks {

@@ -203,9 +203,7 @@ func (c *suite) testTerminalClose(t *testing.T, ts sandbox.TerminalSandbox) {
 	term := startTerminal(t, ts, sandbox.TerminalRequest{Argv: []string{"sh", "-c", fmt.Sprintf(`echo "up-$((1+1))"; sleep %s & sleep %s`, marker, marker)}})
 	scr := watch(term)
 	scr.await(t, 0, "up-2")
-	for i := 0; i < 100 && len(hostProcesses(marker)) < 2; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
+	c.awaitSleeps(ts, marker, 2)
 	start := time.Now()
 	if err := term.Close(); err != nil {
 		t.Fatalf("close: %v", err)

@@ -34,8 +34,8 @@ func (r *Runtime) Name() string { return "fake" }
 // Close does nothing.
 func (r *Runtime) Close(context.Context) error { return nil }
 
-// Create checks spec (a workspace, valid ids, a known network, valid
-// mounts) and returns a fake Sandbox with spec's workspace and env.
+// Create checks spec (a workspace, valid ids, a known network and
+// isolation, valid mounts) and returns a fake Sandbox with spec's workspace and env.
 func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -54,6 +54,9 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	}
 	if n := spec.Network; n != "" && n != sandbox.NetworkNone && n != sandbox.NetworkHost {
 		return nil, fmt.Errorf("fake create: network %q: want %q or %q", n, sandbox.NetworkNone, sandbox.NetworkHost)
+	}
+	if _, err := sandbox.CheckIsolation(r.Name(), spec.Isolation, sandbox.Isolations()...); err != nil {
+		return nil, fmt.Errorf("fake create: %w", err)
 	}
 	if _, err := sandbox.CheckMounts(spec.Mounts); err != nil {
 		return nil, fmt.Errorf("fake create: %w", err)
