@@ -37,10 +37,11 @@ type rawApp struct {
 
 // rawSandboxDefaults is app.jsonc's sandbox block as written.
 type rawSandboxDefaults struct {
-	Runtime string            `json:"runtime"`
-	Network any               `json:"network"` // "none", "host" or an allow list
-	MaxDisk string            `json:"max_disk"`
-	Images  map[string]string `json:"images"`
+	Runtime   string            `json:"runtime"`
+	Isolation string            `json:"isolation"`
+	Network   any               `json:"network"` // "none", "host" or an allow list
+	MaxDisk   string            `json:"max_disk"`
+	Images    map[string]string `json:"images"`
 	// Kubernetes configures the kubernetes runtime.
 	Kubernetes KubernetesConfig `json:"kubernetes"`
 }
@@ -126,6 +127,7 @@ func (l *loader) loadConfig() *AppConfig {
 	if !oneOf(s.Runtime, "", "docker", "kubernetes", "local") {
 		d.errPath("sandbox.runtime", "sandbox.runtime: want docker, kubernetes or local, got %q", s.Runtime)
 	}
+	s.Isolation = parseIsolation(d, "sandbox.isolation", raw.Sandbox.Isolation, s.Runtime)
 	checkKubernetes(d, &s.Kubernetes, l.root)
 	s.Network, s.Egress = parseNetwork(d, "sandbox.network", raw.Sandbox.Network)
 	for cmd, img := range s.Images {

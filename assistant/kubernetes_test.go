@@ -3,6 +3,7 @@ package assistant
 import (
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -12,21 +13,21 @@ func TestKubernetesConfig(t *testing.T) {
 	dir := appWith(t, `{"sandbox": {"runtime": "kubernetes", "kubernetes": {
   "kubeconfig": "kube/config", "context": "prod", "namespace": "sandboxes",
   "image_pull_policy": "Never", "allow_host_network": true,
-  "workspace_claim": "agentbox-data", "claim_root": "/data", "runtime_class": "gvisor",
+  "workspace_claim": "agentbox-data", "claim_root": "/data", "runtime_classes": {"gvisor": "gvisor-systrap", "kata": ""},
   "bridge_listen": ":41890", "bridge_address": "10.0.0.7:41890"}}}`)
 	app, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := KubernetesConfig{Kubeconfig: filepath.Join(dir, "kube/config"), Context: "prod", Namespace: "sandboxes",
-		ImagePullPolicy: "Never", AllowHostNetwork: true, WorkspaceClaim: "agentbox-data", ClaimRoot: "/data", RuntimeClass: "gvisor",
+		ImagePullPolicy: "Never", AllowHostNetwork: true, WorkspaceClaim: "agentbox-data", ClaimRoot: "/data", RuntimeClasses: map[string]string{"gvisor": "gvisor-systrap", "kata": ""},
 		BridgeListen: ":41890", BridgeAddress: "10.0.0.7:41890"}
-	if got := app.Config.Sandbox.Kubernetes; got != want || app.Config.Sandbox.Runtime != "kubernetes" {
+	if got := app.Config.Sandbox.Kubernetes; !reflect.DeepEqual(got, want) || app.Config.Sandbox.Runtime != "kubernetes" {
 		t.Errorf("sandbox = %+v, want kubernetes with %+v", app.Config.Sandbox, want)
 	}
 
 	bad := appWith(t, `{"sandbox": {"kubernetes": {"namespace": "Sandboxes", "image_pull_policy": "Sometimes", "claim_root": "/data", "nodes": 3,
-  "bridge_address": "no-port"}}}`)
+  "bridge_address": "no-port", "runtime_class": "gvisor", "runtime_classes": {"vm": "kata", "gvisor": "GVisor"}}}}`)
 	_, err = Load(bad)
 	var le *LoadError
 	if !errors.As(err, &le) {
@@ -34,7 +35,9 @@ func TestKubernetesConfig(t *testing.T) {
 	}
 	msgs := le.Error()
 	for _, want := range []string{"nodes", "sandbox.kubernetes.namespace", "image_pull_policy", "claim_root is set without workspace_claim",
-		`bridge_address "no-port": want host:port`, "bridge_address is set without bridge_listen"} {
+		`bridge_address "no-port": want host:port`, "bridge_address is set without bridge_listen",
+		`unknown field "runtime_class" in sandbox.kubernetes (a sandbox's RuntimeClass follows its isolation now`,
+		`runtime_classes: "vm" is not an isolation`, `runtime_classes.gvisor "GVisor" is not a RuntimeClass name`} {
 		if !strings.Contains(msgs, want) {
 			t.Errorf("problems lack %q:\n%s", want, msgs)
 		}

@@ -120,6 +120,7 @@ func parseV1(d *doc, p string, r *rawSandbox, cfg *AppConfig) *Sandbox {
 	if s.Runtime == "" {
 		s.Runtime = cfg.Sandbox.Runtime
 	}
+	s.Isolation = sandboxIsolation(d, p, r.Isolation, s.Runtime, cfg)
 	s.Network, s.Egress = parseNetwork(d, p+"network", r.Network)
 	if s.Network == "" && !d.bad[p+"network"] {
 		s.Network, s.Egress = cfg.Sandbox.Network, cfg.Sandbox.Egress
@@ -265,6 +266,18 @@ func ParseDisk(s string) (int64, error) {
 // k8sName is a Kubernetes object name that is a DNS label (namespaces).
 var k8sName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
+// k8sSubdomain is a Kubernetes object name that is a DNS subdomain
+// (RuntimeClasses), at most 253 long.
+var k8sSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// fieldHint points the field sandbox.isolation replaced at it.
+func (*KubernetesConfig) fieldHint(name string) string {
+	if name == "runtime_class" {
+		return `a sandbox's RuntimeClass follows its isolation now: set "isolation": "gvisor" (or "kata") in app.jsonc's sandbox or an assistant's, and name the class in runtime_classes, {"gvisor": "NAME"}, when it is not "gvisor"`
+	}
+	return ""
+}
+
 // checkKubernetes validates app.jsonc's sandbox.kubernetes and makes its
 // paths absolute (relative to the app folder root).
 func checkKubernetes(d *doc, k *KubernetesConfig, root string) {
@@ -285,6 +298,14 @@ func checkKubernetes(d *doc, k *KubernetesConfig, root string) {
 	}
 	if k.BridgeAddress != "" && k.BridgeListen == "" {
 		d.errPath(p+"bridge_address", "sandbox.kubernetes.bridge_address is set without bridge_listen")
+	}
+	for iso, class := range k.RuntimeClasses {
+		at := p + "runtime_classes." + iso
+		if !sandbox.IsIsolation(iso) {
+			d.errPath(at, "sandbox.kubernetes.runtime_classes: %q is not an isolation (want %s)", iso, strings.Join(sandbox.Isolations(), ", "))
+		} else if class != "" && (len(class) > 253 || !k8sSubdomain.MatchString(class)) {
+			d.errPath(at, "sandbox.kubernetes.runtime_classes.%s %q is not a RuntimeClass name (lower-case letters, digits, '-' and '.', at most 253)", iso, class)
+		}
 	}
 	if k.ClaimRoot != "" && k.WorkspaceClaim == "" {
 		d.errPath(p+"claim_root", "sandbox.kubernetes.claim_root is set without workspace_claim")

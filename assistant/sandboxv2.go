@@ -23,10 +23,12 @@ const SandboxV2 = "2.0"
 type rawSandbox struct {
 	Version string `json:"version"`
 	// v1 and agentbox.
-	Command   string          `json:"command"`
-	Image     string          `json:"image"`
-	Runtime   string          `json:"runtime"`
-	MaxMemory string          `json:"max_memory"`
+	Command   string `json:"command"`
+	Image     string `json:"image"`
+	Runtime   string `json:"runtime"`
+	MaxMemory string `json:"max_memory"`
+	// Isolation applies to both forms, like network.
+	Isolation string          `json:"isolation"`
 	MaxDisk   string          `json:"max_disk"`
 	MaxCPU    *float64        `json:"max_cpu"`
 	Timeout   string          `json:"timeout"`
@@ -152,11 +154,13 @@ func (l *loader) parseV2(d *doc, p string, r *rawSandbox, a *Assistant, app *App
 	}
 	s := &Sandbox{Version: SandboxV2, MemoryBytes: DefaultMemory, CPUs: DefaultCPUs, Timeout: DefaultTimeout,
 		DiskBytes: cmp.Or(app.Config.Sandbox.DiskBytes, DefaultDisk), Runtime: app.Config.Sandbox.Runtime}
-	// agentbox's network applies to both forms: Yao v2 has no field for it.
+	// agentbox's network and isolation apply to both forms: Yao v2 has no
+	// field for them.
 	s.Network, s.Egress = parseNetwork(d, p+"network", r.Network)
 	if s.Network == "" && !d.bad[p+"network"] {
 		s.Network, s.Egress = app.Config.Sandbox.Network, app.Config.Sandbox.Egress
 	}
+	s.Isolation = sandboxIsolation(d, p, r.Isolation, s.Runtime, app.Config)
 	name := ""
 	if r.Runner != nil {
 		name = r.Runner.Name

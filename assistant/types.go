@@ -102,7 +102,11 @@ type TokenConfig struct {
 // own value.
 type SandboxDefaults struct {
 	Runtime string `json:"runtime,omitempty"` // docker | kubernetes | local
-	Network string `json:"network,omitempty"` // none | host (none with Egress)
+	// Isolation is the default boundary between a sandbox and the host's
+	// kernel: runc (the default when empty), gvisor or kata (see
+	// sandbox.IsolationRunc).
+	Isolation string `json:"isolation,omitempty"`
+	Network   string `json:"network,omitempty"` // none | host (none with Egress)
 	// Egress is the default allow-list policy, when app.jsonc's
 	// sandbox.network is an object.
 	Egress *Egress `json:"-"`
@@ -140,8 +144,12 @@ type KubernetesConfig struct {
 	// ClaimRoot is where this server mounts the same volume (default:
 	// data_root), relative to the app folder or absolute.
 	ClaimRoot string `json:"claim_root,omitempty"`
-	// RuntimeClass runs sandboxes under a RuntimeClass (gVisor, Kata).
-	RuntimeClass string `json:"runtime_class,omitempty"`
+	// RuntimeClasses names the RuntimeClass of each sandbox isolation
+	// (sandbox.isolation): {"gvisor": "gvisor", "kata": "kata-qemu"}. An
+	// entry replaces the default (kubernetes.DefaultRuntimeClasses: gvisor
+	// and kata under their own names, runc under none); "" takes the
+	// isolation away.
+	RuntimeClasses map[string]string `json:"runtime_classes,omitempty"`
 	// BridgeListen, when set, is the TCP address of the server's bridge
 	// gateway (":41890"): sandbox pods reach their bridge over the network
 	// with mutual TLS and the request's token. "": Unix sockets on hostPath
@@ -295,9 +303,12 @@ type Assistant struct {
 // Sandbox is an assistant's sandbox: package.yao's sandbox block (Yao v1
 // or agentbox's form) or Yao's v2 sandbox.yao, parsed and range-checked.
 type Sandbox struct {
-	Command     string // claude | cursor
-	Image       string
-	Runtime     string // docker | kubernetes | local; app.jsonc's default is applied at load ("" = the server's default)
+	Command string // claude | cursor
+	Image   string
+	Runtime string // docker | kubernetes | local; app.jsonc's default is applied at load ("" = the server's default)
+	// Isolation is runc, gvisor or kata (sandbox.IsolationRunc, ...):
+	// sandbox.isolation, else app.jsonc's, else "" (runc).
+	Isolation   string
 	MemoryBytes int64
 	// DiskBytes limits the chat's workspace (sandbox.max_disk, else
 	// app.jsonc's sandbox.max_disk, else DefaultDisk).

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -66,10 +67,14 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 			releaseRest()
 		}
 	}
-	loading := t.nextID("loading")
-	msg := "Starting sandbox (" + name + ")…"
-	t.emit(chat.Event{Event: chat.Start, ID: loading, Type: chat.TypeLoading, Text: msg, Props: map[string]any{"message": msg, "runtime": name}})
 	spec := p.sandboxSpec(app, a, t.req.UserID, t.req.ChatID, ws, mounts)
+	loading := t.nextID("loading")
+	isolation := cmp.Or(spec.Isolation, sandbox.IsolationRunc)
+	msg := "Starting sandbox (" + name + ")…"
+	if isolation != sandbox.IsolationRunc {
+		msg = "Starting sandbox (" + name + ", " + isolation + ")…"
+	}
+	t.emit(chat.Event{Event: chat.Start, ID: loading, Type: chat.TypeLoading, Text: msg, Props: map[string]any{"message": msg, "runtime": name, "isolation": isolation}})
 	spec.Env = withBridgeEnv(env, t.bridge)
 	sb, err := rt.Create(ctx, spec)
 	t.phase(phaseSandboxCreate, createStart)

@@ -432,7 +432,7 @@ func (p *Pipeline) runtimeFor(app *assistant.App, a *assistant.Assistant) (sandb
 }
 
 // sandboxSpec is the spec of a's sandboxes in the chat (user, chat): its
-// image, limits, network policy and labels. Turns and terminals both get
+// image, limits, network policy, isolation and labels. Turns and terminals both get
 // theirs here, so a terminal is confined like the agent it looks after.
 func (p *Pipeline) sandboxSpec(app *assistant.App, a *assistant.Assistant, user, chatID string, ws *sandbox.Workspace, mounts []sandbox.Mount) sandbox.Spec {
 	return sandbox.Spec{
@@ -443,6 +443,7 @@ func (p *Pipeline) sandboxSpec(app *assistant.App, a *assistant.Assistant, user,
 		MemoryBytes: a.Sandbox.MemoryBytes,
 		CPUs:        a.Sandbox.CPUs,
 		Network:     cmp.Or(a.Sandbox.Network, app.Config.Sandbox.Network, p.defaultNetwork(a)),
+		Isolation:   cmp.Or(a.Sandbox.Isolation, app.Config.Sandbox.Isolation),
 		Mounts:      mounts,
 		Labels:      map[string]string{"dev.agentbox.assistant": a.ID},
 	}

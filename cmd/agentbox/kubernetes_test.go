@@ -19,10 +19,10 @@ func TestKubernetesOptions(t *testing.T) {
 	t.Parallel()
 	cfg := &assistant.AppConfig{DataRoot: "/srv/data", Sandbox: assistant.SandboxDefaults{Kubernetes: assistant.KubernetesConfig{
 		Kubeconfig: "/app/kubeconfig", Context: "c", Namespace: "ns", ImagePullPolicy: "Never", AllowHostNetwork: true,
-		WorkspaceClaim: "data", RuntimeClass: "gvisor"}}}
+		WorkspaceClaim: "data", RuntimeClasses: map[string]string{"kata": "kata-qemu"}}}}
 	o := kubernetesOptions(cfg, "")
 	if o.Kubeconfig != "/app/kubeconfig" || o.Context != "c" || o.Namespace != "ns" || o.ImagePullPolicy != "Never" || !o.AllowHostNetwork ||
-		o.RuntimeClassName != "gvisor" || o.Storage != (kubernetes.Storage{Claim: "data", ClaimRoot: "/srv/data"}) {
+		o.RuntimeClasses["kata"] != "kata-qemu" || o.Storage != (kubernetes.Storage{Claim: "data", ClaimRoot: "/srv/data"}) {
 		t.Errorf("options = %+v", o)
 	}
 	if o := kubernetesOptions(cfg, "/flag/kubeconfig"); o.Kubeconfig != "/flag/kubeconfig" {

@@ -508,7 +508,7 @@ func kubernetesOptions(cfg *assistant.AppConfig, kubeconfig string) kubernetes.O
 		Namespace:        k.Namespace,
 		ImagePullPolicy:  corev1.PullPolicy(k.ImagePullPolicy),
 		AllowHostNetwork: k.AllowHostNetwork,
-		RuntimeClassName: k.RuntimeClass,
+		RuntimeClasses:   k.RuntimeClasses,
 	}
 	if k.WorkspaceClaim != "" {
 		o.Storage = kubernetes.Storage{Claim: k.WorkspaceClaim, ClaimRoot: cmp.Or(k.ClaimRoot, cfg.DataRoot)}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -71,6 +72,14 @@ const (
 	DefaultReapGrace = time.Hour
 )
 
+// DefaultRuntimeClasses are the RuntimeClass names of each isolation:
+// the names deploy/kubernetes/runtimeclasses.yaml gives them, GKE Sandbox's
+// "gvisor", and kata-deploy's "kata". runc has none: the node's default.
+var DefaultRuntimeClasses = map[string]string{
+	sandbox.IsolationGVisor: "gvisor",
+	sandbox.IsolationKata:   "kata",
+}
+
 // Options configures the runtime. Zero values mean the defaults above.
 type Options struct {
 	// Instance names the owning server instance; it labels every pod.
@@ -122,9 +131,12 @@ type Options struct {
 	TmpfsBytes int64
 	// Storage says where workspaces live (default: hostPath).
 	Storage Storage
-	// RuntimeClassName, when set, runs sandboxes under that RuntimeClass
-	// (gVisor, Kata) for a stronger boundary than runc's.
-	RuntimeClassName string
+	// RuntimeClasses maps a sandbox's isolation (sandbox.Spec.Isolation)
+	// to the RuntimeClass its pod runs under: each entry replaces the
+	// default of DefaultRuntimeClasses (gvisor: "gvisor", kata: "kata";
+	// runc: none, the node's default handler); an empty name takes the
+	// isolation away (a Create asking for it is an error).
+	RuntimeClasses map[string]string
 	// GracePeriod is the pods' termination grace period (default 1s). A
 	// sandbox whose processes could be killed through exec is deleted at
 	// once; the grace period applies otherwise, and to reaped pods.
@@ -304,11 +316,18 @@ func (o *Options) fill() error {
 	if err := o.Storage.check(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.RuntimeClassName != "" {
-		if msgs := validation.IsDNS1123Subdomain(o.RuntimeClassName); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("runtime class %q: %s", o.RuntimeClassName, strings.Join(msgs, "; ")))
+	classes := maps.Clone(DefaultRuntimeClasses)
+	for iso, class := range o.RuntimeClasses {
+		if !sandbox.IsIsolation(iso) {
+			errs = append(errs, fmt.Errorf("runtime class for isolation %q: want one of %s", iso, strings.Join(sandbox.Isolations(), ", ")))
+			continue
 		}
+		if msgs := validation.IsDNS1123Subdomain(class); class != "" && len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("runtime class %q of isolation %s: %s", class, iso, strings.Join(msgs, "; ")))
+		}
+		classes[iso] = class
 	}
+	o.RuntimeClasses = classes
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kubernetes options: %w", err)
 	}

@@ -43,10 +43,10 @@ func LabelValue(v string) string {
 
 // metadata builds a sandbox pod's labels and annotations: the spec's own
 // labels, then the runtime's, which a spec cannot override (product,
-// instance, run, user, chat, created, network). Every label value is made
+// instance, run, user, chat, created, network, isolation). Every label value is made
 // label-safe (LabelValue) and its exact value kept in the annotation of
 // the same key, which is what the reaper reads.
-func (r *Runtime) metadata(spec sandbox.Spec, network string, now time.Time) (labels, annotations map[string]string, err error) {
+func (r *Runtime) metadata(spec sandbox.Spec, network, isolation string, now time.Time) (labels, annotations map[string]string, err error) {
 	exact := map[string]string{}
 	for k, v := range spec.Labels {
 		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
@@ -61,6 +61,7 @@ func (r *Runtime) metadata(spec sandbox.Spec, network string, now time.Time) (la
 	exact[sandbox.LabelChat] = spec.ChatID
 	exact[sandbox.LabelCreated] = now.UTC().Format(time.RFC3339)
 	exact[LabelNetwork] = network
+	exact[sandbox.LabelIsolation] = isolation
 	labels = make(map[string]string, len(exact))
 	for k, v := range exact {
 		labels[k] = LabelValue(v)

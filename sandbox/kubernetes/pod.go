@@ -74,6 +74,22 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	return sb, nil
 }
 
+// isolation checks the isolation a spec asks for against the runtime
+// classes this runtime has (runc always: the node's default handler).
+func (r *Runtime) isolation(iso string) (string, error) {
+	offered := []string{sandbox.IsolationRunc}
+	for _, i := range sandbox.Isolations() {
+		if i != sandbox.IsolationRunc && r.opts.RuntimeClasses[i] != "" {
+			offered = append(offered, i)
+		}
+	}
+	iso, err := sandbox.CheckIsolation(Name, iso, offered...)
+	if err != nil {
+		return "", fmt.Errorf("%w (sandbox.kubernetes.runtime_classes names the RuntimeClass of each)", err)
+	}
+	return iso, nil
+}
+
 // createErr explains a rejected pod create.
 func (r *Runtime) createErr(ctx context.Context, err error) error {
 	msg := err.Error()
@@ -81,6 +97,8 @@ func (r *Runtime) createErr(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "exceeded quota"):
 		return fmt.Errorf("kubernetes create: the namespace %q's ResourceQuota leaves no room for another sandbox (wait for running ones to end, or raise the quota): %w", r.opts.Namespace, err)
+	case apierrors.IsForbidden(err) && strings.Contains(msg, "RuntimeClass") && strings.Contains(msg, "not found"):
+		return fmt.Errorf("kubernetes create: the cluster has no such RuntimeClass (apply deploy/kubernetes/runtimeclasses.yaml on nodes whose containerd has the handler, or set sandbox.kubernetes.runtime_classes): %w: %w", sandbox.ErrIsolation, err)
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "violates PodSecurity"):
 		return fmt.Errorf("kubernetes create: the namespace %q's Pod Security admission rejects the sandbox pod: %w", r.opts.Namespace, err)
 	case apierrors.IsNotFound(err):
@@ -126,6 +144,10 @@ func (r *Runtime) podFor(spec sandbox.Spec, name string, now time.Time) (*corev1
 		return nil, errors.New(`kubernetes create: network "host" is not allowed on this runtime: a hostNetwork pod sees the node's interfaces and every service listening on the node; ` +
 			`use "none" with the bridge, or set the runtime's allow_host_network on a cluster where that is acceptable`)
 	}
+	isolation, err := r.isolation(spec.Isolation)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes create: %w", err)
+	}
 	mem, cpus := cmp.Or(spec.MemoryBytes, r.opts.MemoryBytes), cmp.Or(spec.CPUs, r.opts.CPUs)
 	switch {
 	case mem < 0, cpus < 0, spec.PidsLimit < 0:
@@ -140,7 +162,7 @@ func (r *Runtime) podFor(spec sandbox.Spec, name string, now time.Time) (*corev1
 	if _, err := sandbox.MergeEnv(spec.Env); err != nil {
 		return nil, fmt.Errorf("kubernetes create: %w", err)
 	}
-	labels, annotations, err := r.metadata(spec, network, now)
+	labels, annotations, err := r.metadata(spec, network, isolation, now)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes create: %w", err)
 	}
@@ -208,9 +230,8 @@ func (r *Runtime) podFor(spec sandbox.Spec, name string, now time.Time) (*corev1
 			Volumes: vols,
 		},
 	}
-	if r.opts.RuntimeClassName != "" {
-		rc := r.opts.RuntimeClassName
-		pod.Spec.RuntimeClassName = &rc
+	if class := r.opts.RuntimeClasses[isolation]; class != "" {
+		pod.Spec.RuntimeClassName = &class
 	}
 	return pod, nil
 }

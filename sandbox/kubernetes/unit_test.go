@@ -130,7 +130,8 @@ func TestOptionsChecked(t *testing.T) {
 		{"claim root without claim", Options{Storage: Storage{ClaimRoot: "/data"}}, "without a claim"},
 		{"negative", Options{MemoryBytes: -1}, "negative"},
 		{"relative home", Options{Home: "home"}, "home"},
-		{"runtime class", Options{RuntimeClassName: "Bad Class"}, "runtime class"},
+		{"runtime class", Options{RuntimeClasses: map[string]string{sandbox.IsolationGVisor: "Bad Class"}}, "runtime class"},
+		{"runtime class of no isolation", Options{RuntimeClasses: map[string]string{"vm": "kata"}}, "isolation \"vm\""},
 	} {
 		_, err := New(context.Background(), tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
