@@ -42,7 +42,8 @@ func TestLoadEgress(t *testing.T) {
 				"GITHUB_TOKEN": {"value": "$ENV.GH_TOKEN", "hosts": ["api.github.com"], "required": true},
 				"GIT_TOKEN": {"value": "literal-token-value", "hosts": ["*.git.test:8443"]},
 				"YAO_STYLE": "$ENV.YAO_SECRET",
-				"YAO_V2": {"value": "$ENV.YAO_V2", "label": "Token", "description": "for the API", "multiline": false}
+				"YAO_V2": {"value": "$ENV.YAO_V2", "label": "Token", "description": "for the API", "multiline": false},
+				"API_KEY": {"value": "$ENV.API_KEY", "hosts": ["api.github.com"], "headers": ["x-api-key", "Authorization"]}
 			}}}`,
 		// Plain strings still work, and override the app's policy.
 		"assistants/hostnet/package.yao": `{"connector": "claude", "sandbox": {"command": "claude", "network": "host"}}`,
@@ -62,8 +63,12 @@ func TestLoadEgress(t *testing.T) {
 	if own.Network != "none" || len(own.Egress.Allow) != 3 || own.Egress.Hosts["a.git.test"].String() != "127.0.0.1" {
 		t.Errorf("own policy: %+v", own.Egress)
 	}
-	if got := keys(own.Secrets); got != "GITHUB_TOKEN GIT_TOKEN YAO_STYLE YAO_V2" {
+	if got := keys(own.Secrets); got != "API_KEY GITHUB_TOKEN GIT_TOKEN YAO_STYLE YAO_V2" {
 		t.Fatalf("secrets: %v", got)
+	}
+	// Named headers, canonical; the others name none (Authorization).
+	if h := own.Secrets["API_KEY"].Headers; strings.Join(h, " ") != "X-Api-Key Authorization" || own.Secrets["GITHUB_TOKEN"].Headers != nil {
+		t.Errorf("headers: %v, %v", h, own.Secrets["GITHUB_TOKEN"].Headers)
 	}
 	gh, git, yao, v2 := own.Secrets["GITHUB_TOKEN"], own.Secrets["GIT_TOKEN"], own.Secrets["YAO_STYLE"], own.Secrets["YAO_V2"]
 	if len(gh.Hosts) != 1 || gh.Hosts[0].String() != "api.github.com" || gh.AllHosts || !gh.Required {

@@ -13,12 +13,13 @@ import (
 // Secret is one entry of sandbox.secrets (Sandbox.Secrets, by variable
 // name): a credential the agent may use but never holds. Inside the
 // sandbox the variable holds a per-request placeholder; the egress proxy
-// puts the real value in its place in the headers of HTTPS requests to
-// Hosts, and nowhere else.
+// puts the real value in its place in the credential headers (Headers) of
+// HTTPS requests to Hosts, and nowhere else.
 //
 // The forms that load into it:
 //
 //	"secrets": {"GITHUB_TOKEN": {"value": "$ENV.GH_TOKEN", "hosts": ["api.github.com"], "required": true}}
+//	"secrets": {"OPENAI_KEY": {"value": "$ENV.OPENAI_KEY", "hosts": ["api.openai.com"], "headers": ["Authorization"]}}
 //	"secrets": {"GITHUB_TOKEN": "$ENV.GH_TOKEN"}
 //
 // The second is Yao's (sandbox v1; v2's objects add label, description and
@@ -28,7 +29,9 @@ import (
 // it and the allow list, which the author wrote for this assistant, bounds
 // where it goes. Naming hosts narrows that and is the better form. Either
 // form needs an allow-list network: without the proxy a placeholder could
-// never become the value.
+// never become the value. "headers" (agentbox's; Yao has no such field)
+// names the request headers the value may go in, Authorization when it is
+// left out.
 type Secret struct {
 	// Value is "$ENV.NAME" (read at request time) or a literal value.
 	Value string
@@ -40,6 +43,9 @@ type Secret struct {
 	Hosts []egress.Rule
 	// AllHosts is set when the secret names no hosts.
 	AllHosts bool
+	// Headers are the request headers the value may be put in, canonical
+	// (nil: egress.DefaultSecretHeaders, Authorization).
+	Headers []string
 	// Label and Description are Yao v2's words for the UI.
 	Label, Description string
 }
@@ -106,7 +112,7 @@ func reservedName(name string) string {
 
 // secretFields are the fields of a secret's object form: agentbox's and
 // Yao v2's.
-var secretFields = []string{"description", "hosts", "label", "multiline", "required", "value"}
+var secretFields = []string{"description", "headers", "hosts", "label", "multiline", "required", "value"}
 
 // parseSecrets checks sandbox.secrets at path (a map from variable names
 // to a value or {value, hosts, required, ...}) against the sandbox's
@@ -174,6 +180,12 @@ func parseSecrets(d *doc, path string, raw map[string]any, eg *Egress) map[strin
 			} else {
 				s.Hosts, s.AllHosts = slices.Clone(eg.Allow), true
 			}
+			if headers, ok := v["headers"]; ok {
+				s.Headers = parseSecretHeaders(d, p+".headers", headers)
+				if s.Headers == nil {
+					continue
+				}
+			}
 		default:
 			d.errPath(p, "%s: want \"$ENV.NAME\" or {\"value\": \"$ENV.NAME\", \"hosts\": [HOSTS]}", p)
 			continue
@@ -182,12 +194,16 @@ func parseSecrets(d *doc, path string, raw map[string]any, eg *Egress) map[strin
 		if isObject {
 			vp = p + ".value"
 		}
+		_, isEnv := envRef(s.Value)
 		switch {
 		case s.Value == "":
 			d.errPath(vp, "%s is empty", vp)
 			continue
 		case checkEnvRef(s.Value) != "":
 			d.errPath(vp, "%s: %s", vp, checkEnvRef(s.Value))
+			continue
+		case !isEnv && len(s.Value) < egress.MinSecretLen:
+			d.errPath(vp, "%s is %d characters: the egress proxy recognises a value in what comes back only from %d", vp, len(s.Value), egress.MinSecretLen)
 			continue
 		}
 		if len(s.Hosts) == 0 {
@@ -196,6 +212,42 @@ func parseSecrets(d *doc, path string, raw map[string]any, eg *Egress) map[strin
 		out[name] = s
 	}
 	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// parseSecretHeaders checks a secret's headers: names the value may be
+// put in, canonical, no header twice; nil after a problem.
+func parseSecretHeaders(d *doc, path string, v any) []string {
+	list, ok := v.([]any)
+	if !ok || len(list) == 0 {
+		d.errPath(path, "%s: want a non-empty list of the request headers the value goes in, like [\"Authorization\"] or [\"X-Api-Key\"]", path)
+		return nil
+	}
+	var out []string
+	bad := false
+	for i, item := range list {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		s, ok := item.(string)
+		if !ok {
+			d.errPath(p, "%s: want a header name as a string", p)
+			bad = true
+			continue
+		}
+		h, err := egress.CheckSecretHeader(s)
+		switch {
+		case err != nil:
+			d.errPath(p, "%s: %v", p, err)
+			bad = true
+		case slices.Contains(out, h):
+			d.errPath(p, "%s: %s is listed already", p, h)
+			bad = true
+		default:
+			out = append(out, h)
+		}
+	}
+	if bad {
 		return nil
 	}
 	return out

@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -181,7 +182,8 @@ func TestEgressInLocalSandbox(t *testing.T) {
 	}
 	pki := egresstest.NewPKI(t)
 	srv := egresstest.NewServer(t, pki, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("auth=" + r.Header.Get("Authorization") + "\n"))
+		// The host checks the value and echoes it, as a careless API might.
+		fmt.Fprintf(w, "valid=%v auth=%s\n", r.Header.Get("Authorization") == "Bearer "+egressSecret, r.Header.Get("Authorization"))
 	}), "api.test")
 	s := startSession(t, Options{Binary: bin, Egress: &EgressOptions{
 		Policy:  egress.Policy{Allow: []egress.Rule{mustRule(t, srv.Addr("api.test"))}, Hosts: map[string]netip.Addr{"api.test": netip.MustParseAddr("127.0.0.1")}},
@@ -215,7 +217,7 @@ func TestEgressInLocalSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "auth=Bearer "+egressSecret) ||
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "valid=true auth=Bearer ****") || strings.Contains(res.Stdout, egressSecret) ||
 		!strings.Contains(res.Stdout, "env: agentbox-placeholder-GITHUB_TOKEN-") {
 		t.Errorf("exit %d\nstdout %s\nstderr %s", res.ExitCode, res.Stdout, res.Stderr)
 	}

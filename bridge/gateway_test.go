@@ -198,7 +198,7 @@ func TestGatewayEgressWithCurl(t *testing.T) {
 	t.Cleanup(func() { guestCredentials = GuestCredentials })
 	pki := egresstest.NewPKI(t)
 	srv := egresstest.NewServer(t, pki, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("hello " + r.Host + " " + r.Header.Get("Authorization") + "\n"))
+		fmt.Fprintf(w, "hello %s valid=%v %s\n", r.Host, r.Header.Get("Authorization") == "Bearer "+egressSecret, r.Header.Get("Authorization"))
 	}), "api.test")
 	loop := netip.MustParseAddr("127.0.0.1")
 	g := startGateway(t)
@@ -230,7 +230,7 @@ func TestGatewayEgressWithCurl(t *testing.T) {
 	if err != nil || code != 0 {
 		t.Fatalf("GuestRun = %d, %v\n%s", code, err, out.String())
 	}
-	if got := out.String(); !strings.Contains(got, "hello api.test:") || !strings.Contains(got, "Bearer "+egressSecret) {
+	if got := out.String(); !strings.Contains(got, "hello api.test:") || !strings.Contains(got, "valid=true Bearer ****") || strings.Contains(got, egressSecret) {
 		t.Errorf("output: %s", got)
 	}
 	if st, err := os.Stat(guestCredentials); err != nil || st.Mode().Perm() != 0o600 {

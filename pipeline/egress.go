@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -44,7 +45,11 @@ func (p *Pipeline) egressOptions(a *assistant.Assistant, onDeny func(*egress.Den
 			p.log.Warn("sandbox secret left out: its variable is not set", "assistant", a.ID, "secret", name)
 			continue
 		}
-		o.Secrets = append(o.Secrets, egress.Secret{Name: name, Value: v, Hosts: s.Hosts})
+		if len(v) < egress.MinSecretLen {
+			err := fmt.Errorf("secret %s: its value is %d bytes; the egress proxy recognises a value in what comes back only from %d, so a shorter one is refused", name, len(v), egress.MinSecretLen)
+			return nil, &chat.Error{Code: chat.ErrAuth, Message: "assistant " + a.ID + ": " + err.Error(), Err: err}
+		}
+		o.Secrets = append(o.Secrets, egress.Secret{Name: name, Value: v, Hosts: s.Hosts, Headers: s.Headers})
 	}
 	return o, nil
 }

@@ -21,8 +21,9 @@ import (
 
 // TestTerminalEgress: the terminal of an assistant with a network allow
 // list gets the same policy as its turns: an allowed host answers through
-// the egress proxy, any other is refused. A chat that belongs to one
-// assistant gets no terminal of another.
+// the egress proxy, any other is refused, and a secret goes into its
+// credential header only and never comes back, whatever a user types. A
+// chat that belongs to one assistant gets no terminal of another.
 func TestTerminalEgress(t *testing.T) {
 	testenv.Bwrap(t)
 	testenv.Tool(t, "curl")
@@ -43,7 +44,13 @@ func TestTerminalEgress(t *testing.T) {
 	}
 	_ = os.Chmod(binDir, 0o755)
 	pki := egresstest.NewPKI(t)
+	const secret = "tok_TERMINALsecret_38d1e0a7"
+	t.Setenv("AB_TERM_TOKEN", secret)
 	srv := egresstest.NewServer(t, pki, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/echo/") {
+			egresstest.Echo(w, r)
+			return
+		}
 		_, _ = io.WriteString(w, "hello-from-api\n")
 	}), "api.test")
 
@@ -55,7 +62,8 @@ func TestTerminalEgress(t *testing.T) {
 		"connectors/m.conn.yao": `{"type": "anthropic", "options": {"host": "http://127.0.0.1:9", "key": "k", "model": "m"}}`,
 		"app.jsonc":             `{"data_root": "data", "sandbox": {"runtime": "local"}}`,
 		"assistants/coder/package.yao": `{"connector": "m", "sandbox": {"command": "claude",
-			"network": {"allow": ["` + srv.Addr("api.test") + `"], "hosts": {"api.test": "127.0.0.1"}}}}`,
+			"network": {"allow": ["` + srv.Addr("api.test") + `"], "hosts": {"api.test": "127.0.0.1"}},
+			"secrets": {"API_TOKEN": {"value": "$ENV.AB_TERM_TOKEN", "hosts": ["` + srv.Addr("api.test") + `"]}}}}`,
 		"assistants/open/package.yao": `{"connector": "m", "sandbox": {"command": "claude", "network": "host"}}`,
 	}
 	for p, c := range files {
@@ -109,16 +117,6 @@ func TestTerminalEgress(t *testing.T) {
 	if _, err := p.OpenTerminal(ctx, TerminalRequest{UserID: "u", ChatID: "c", AssistantID: "open"}); !asChatError(err, &ce) || ce.Code != chat.ErrChatAssistant {
 		t.Fatalf("another assistant's terminal: %v", err)
 	}
-	// The test server's certificate is the test CA's: curl trusts it from
-	// a file (the proxy passes tunnels to hosts without secrets through).
-	ws, release, err := p.OpenWorkspace(ctx, "u", "c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ws.WriteFile(ctx, "test-ca.pem", pki.CertPEM(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	release()
 	term, err := p.OpenTerminal(ctx, TerminalRequest{UserID: "u", ChatID: "c"})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +128,9 @@ func TestTerminalEgress(t *testing.T) {
 	var out testenv.SyncBuffer
 	copied := make(chan struct{})
 	go func() { _, _ = io.Copy(&out, term); close(copied) }()
-	script := "curl -sS --cacert test-ca.pem " + srv.URL("api.test") + "/; curl -sS https://example.com/ 2>&1; echo \"end-$((1+1))\"; exit\n"
+	script := "curl -sS " + srv.URL("api.test") + "/; curl -sS -A \"$API_TOKEN\" " + srv.URL("api.test") + "/echo/plain; " +
+		"curl -sS -i --compressed -H \"Authorization: Bearer $API_TOKEN\" " + srv.URL("api.test") + "/echo/gzip; " +
+		"curl -sS https://example.com/ 2>&1; echo \"end-$((1+1))\"; exit\n"
 	if _, err := io.WriteString(term, script); err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +143,19 @@ func TestTerminalEgress(t *testing.T) {
 	s := out.String()
 	if !strings.Contains(s, "hello-from-api") || !strings.Contains(s, "403") || !strings.Contains(s, "end-2") {
 		t.Errorf("the allowed host answers and the other is refused; the terminal printed:\n%s", s)
+	}
+	if !strings.Contains(s, "placeholder of secret API_TOKEN in the User-Agent header") || !strings.Contains(s, `"Authorization":["Bearer ****`) {
+		t.Errorf("the secret in User-Agent is refused and its echo in Authorization masked; the terminal printed:\n%s", s)
+	}
+	if l := egresstest.Leaks(secret, s); len(l) > 0 {
+		t.Errorf("the value came back to the terminal (%v):\n%s", l, s)
+	}
+	got := false
+	for _, r := range srv.Requests() {
+		got = got || r.Header.Get("Authorization") == "Bearer "+secret
+	}
+	if !got {
+		t.Error("the host never got the value")
 	}
 }
 

@@ -19,6 +19,10 @@ const (
 	// ReasonBadRequest: the request is not one a proxy can forward (no
 	// absolute URL, https:// without CONNECT, a malformed host).
 	ReasonBadRequest = "bad_request"
+	// ReasonSecretRefused: the request would carry a secret where the
+	// proxy does not send one (its placeholder outside the headers the
+	// secret names, or in a protocol upgrade).
+	ReasonSecretRefused = "secret_refused"
 )
 
 // Denial is a refused request: what it was for, why it was refused and how

@@ -13,10 +13,13 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/netutil"
 
 	"github.com/agentbox/agentbox/chat"
@@ -37,6 +40,9 @@ type Config struct {
 	Policy Policy
 	// Secrets are put into requests to their hosts. They need CA.
 	Secrets []Secret
+	// Scrub are more values to keep out of what comes back, besides the
+	// secrets' (values under MinSecretLen are ignored).
+	Scrub []string
 	// CA signs the certificates the proxy presents for the hosts of
 	// Secrets (nil without secrets).
 	CA *CA
@@ -63,12 +69,15 @@ type Config struct {
 // Proxy is one sandbox's egress proxy: an HTTP forward proxy for plain
 // HTTP requests (absolute-form) and CONNECT tunnels. Tunnels to the hosts
 // of a secret are terminated with the CA's certificates so the secret can
-// be put into their headers; every other tunnel passes bytes untouched.
-// Methods are safe for concurrent use.
+// be put into their credential headers; every other tunnel passes bytes
+// untouched. Every response the proxy can read (plain HTTP, terminated
+// tunnels) comes back with the secrets' values scrubbed from its headers,
+// body and trailers. Methods are safe for concurrent use.
 type Proxy struct {
 	cfg     Config
 	log     *slog.Logger
 	secrets []*Secret
+	scrub   *Scrubber
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -114,13 +123,16 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, log: lg, tunnels: map[net.Conn]struct{}{}}
 	p.dial = (&net.Dialer{Timeout: cfg.DialTimeout}).DialContext
+	values := slices.Clone(cfg.Scrub)
 	for i := range cfg.Secrets {
 		s := cfg.Secrets[i]
-		if s.Name == "" || s.Value == "" || s.Placeholder == "" || len(s.Hosts) == 0 {
-			return nil, fmt.Errorf("egress secret %q: name, value, placeholder and hosts are required", s.Name)
+		if err := s.check(); err != nil {
+			return nil, err
 		}
 		p.secrets = append(p.secrets, &s)
+		values = append(values, s.Value)
 	}
+	p.scrub = NewScrubber(values...)
 	if len(p.secrets) > 0 && cfg.CA == nil {
 		return nil, errors.New("egress: secrets need a CA")
 	}
@@ -134,7 +146,8 @@ func New(cfg Config) (*Proxy, error) {
 		IdleConnTimeout:       60 * time.Second,
 		TLSHandshakeTimeout:   cfg.DialTimeout,
 		ExpectContinueTimeout: time.Second,
-		// Bodies pass through as the sandbox and the host encode them.
+		// The proxy asks for gzip itself and decodes what comes back, to
+		// scrub it (identityBody).
 		DisableCompression: true,
 	}
 	discard := log.New(io.Discard, "", 0)
@@ -412,7 +425,10 @@ type forwardInfo struct {
 	start   time.Time
 }
 
-// forward sends r to t through the shared transport.
+// forward sends r to t through the shared transport. Over TLS the
+// proxy terminated, the secrets of t go into the headers they name; a
+// request that carries a placeholder elsewhere, or would carry a value
+// into a protocol upgrade, is refused.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t Target, tls bool) {
 	info := &forwardInfo{target: t, tls: tls, start: time.Now()}
 	if tls {
@@ -421,14 +437,36 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t Target, tls bo
 				info.secrets = append(info.secrets, s)
 			}
 		}
+		if s, where := misplaced(r, info.secrets); s != nil {
+			p.deny(w, r, &Denial{Target: t, Reason: ReasonSecretRefused,
+				Why:  fmt.Sprintf("the request carries the placeholder of secret %s in %s; the proxy puts its value only into the %s header of requests to its hosts, and sends no placeholder elsewhere", s.Name, where, strings.Join(s.Headers, " or ")),
+				Hint: fmt.Sprintf("send $%s in the %s header only (another header the host reads it from goes into the secret's \"headers\" in sandbox.secrets)", s.Name, s.Headers[0])})
+			return
+		}
+		if httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") && carries(r.Header, info.secrets) {
+			p.deny(w, r, &Denial{Target: t, Reason: ReasonSecretRefused,
+				Why: "the request upgrades the connection (" + r.Header.Get("Upgrade") + ") with a secret in it: what comes back over an upgraded connection cannot be scrubbed, so the proxy does not send a secret into one"})
+			return
+		}
 	}
 	p.meter.host(t.String()).requests.Add(1)
-	p.fwd.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, info)))
+	p.fwd.ServeHTTP(scrubWriter{ResponseWriter: w, s: p.scrub}, r.WithContext(context.WithValue(r.Context(), forwardKey{}, info)))
 }
 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	info := pr.In.Context().Value(forwardKey{}).(*forwardInfo)
 	out := pr.Out
+	// What comes back is read to be scrubbed: gzip (decoded by
+	// identityBody) or nothing. A range of an encoded body could not be
+	// decoded. Without secrets, bodies pass as the sandbox and the host
+	// encode them.
+	switch {
+	case p.scrub.Empty():
+	case out.Header.Get("Range") != "":
+		out.Header.Set("Accept-Encoding", "identity")
+	default:
+		out.Header.Set("Accept-Encoding", "gzip")
+	}
 	if info.tls {
 		out.URL.Scheme = "https"
 		out.URL.Host = info.target.String()
@@ -443,12 +481,44 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	info := resp.Request.Context().Value(forwardKey{}).(*forwardInfo)
 	// Any secret, not only those sent: a value must not come back into the
 	// sandbox whichever way it got to the host.
-	scrub(resp.Header, p.secrets)
-	scrub(resp.Trailer, p.secrets)
+	p.scrub.Header(resp.Header)
 	p.log.Debug("bridge egress request", "method", resp.Request.Method, "host", info.target.String(),
 		"status", resp.StatusCode, "duration", time.Since(info.start))
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// An upgrade carries no secret (forward refused it); its bytes
+		// pass as they are.
+		return nil
+	}
+	if p.scrub.Empty() {
+		return nil
+	}
+	if err := identityBody(resp); err != nil {
+		return &unreadable{err}
+	}
+	resp.Body = p.scrub.Reader(resp.Body, func() { p.scrub.Header(resp.Trailer) })
 	return nil
 }
+
+// unreadable is a response the proxy refuses because it cannot scrub it.
+type unreadable struct{ error }
+
+// scrubWriter scrubs the headers of informational (1xx) responses, which
+// the reverse proxy writes straight to the sandbox.
+type scrubWriter struct {
+	http.ResponseWriter
+	s *Scrubber
+}
+
+func (w scrubWriter) WriteHeader(code int) {
+	if code < http.StatusOK {
+		w.s.Header(w.Header())
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes,
+// upgrades).
+func (w scrubWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // forwardError answers a request that could not be forwarded: a denial
 // found when dialing (the address check), or the host out of reach.
@@ -467,6 +537,9 @@ func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	p.log.Warn("bridge egress upstream", "host", host, "err", err)
 	msg := "agentbox egress proxy: " + host + " could not be reached: " + err.Error() + "\n"
+	if u, ok := err.(*unreadable); ok {
+		msg = "agentbox egress proxy: the answer of " + host + " was refused: " + u.Error() + "\n"
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(msg)))
 	w.WriteHeader(http.StatusBadGateway)

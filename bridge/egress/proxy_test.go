@@ -29,8 +29,13 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // echo answers with the host it was asked for and echoes the request's
-// credential in a header, as a careless API might.
+// credential in a header, as a careless API might; under /echo/ it echoes
+// the whole request every way a host might (egresstest.Echo).
 func echo(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/echo/") {
+		egresstest.Echo(w, r)
+		return
+	}
 	w.Header().Set("X-Echo", r.Header.Get("Authorization"))
 	fmt.Fprintf(w, "hello from %s", r.Host)
 }
@@ -200,24 +205,21 @@ func TestSecretOnlyReachesItsHosts(t *testing.T) {
 	ph := f.secret.Placeholder
 
 	// To the secret's host over HTTPS: the proxy terminates TLS and puts
-	// the value into headers, and only headers.
-	resp, body := f.do(t, http.MethodPost, "https://api.test:"+f.tlsPort+"/v1/items?token="+ph,
-		`{"note":"`+ph+`"}`, http.Header{"Authorization": {"Bearer " + ph}, "X-Api-Key": {ph}})
+	// the value into the credential header, and only there.
+	resp, body := f.do(t, http.MethodPost, "https://api.test:"+f.tlsPort+"/v1/items?q=1",
+		`{"note":"`+ph+`"}`, http.Header{"Authorization": {"Bearer " + ph}})
 	if resp.StatusCode != http.StatusOK || body != "hello from api.test:"+f.tlsPort {
 		t.Fatalf("status %d, body %q", resp.StatusCode, body)
 	}
 	got := last(t, f.seen)
-	if got.Header.Get("Authorization") != "Bearer "+realValue || got.Header.Get("X-Api-Key") != realValue {
-		t.Errorf("host got Authorization %q, X-Api-Key %q; want the real value", got.Header.Get("Authorization"), got.Header.Get("X-Api-Key"))
-	}
-	if !strings.Contains(got.URI, ph) || strings.Contains(got.URI, realValue) {
-		t.Errorf("the URL must keep the placeholder: %q", got.URI)
+	if got.Header.Get("Authorization") != "Bearer "+realValue {
+		t.Errorf("host got Authorization %q; want the real value", got.Header.Get("Authorization"))
 	}
 	if !strings.Contains(got.Body, ph) || strings.Contains(got.Body, realValue) {
 		t.Errorf("the body must keep the placeholder: %q", got.Body)
 	}
-	if echo := resp.Header.Get("X-Echo"); echo != "Bearer "+ph {
-		t.Errorf("a response header echoing the value reached the sandbox as %q; want the placeholder", echo)
+	if echo := resp.Header.Get("X-Echo"); echo != "Bearer "+strings.Repeat("*", len(realValue)) {
+		t.Errorf("a response header echoing the value reached the sandbox as %q; want it masked", echo)
 	}
 	if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; !strings.Contains(issuer, "agentbox egress") {
 		t.Errorf("the secret's host was not terminated by the proxy (issuer %q)", issuer)
@@ -261,6 +263,90 @@ func TestSecretOnlyReachesItsHosts(t *testing.T) {
 	}
 	if use["api.test:"+f.tlsPort] != 2 || use["plain.test:"+f.tlsPort] != 1 || use["api.test:"+f.httpPort] != 1 {
 		t.Errorf("usage = %+v", f.proxy.Usage())
+	}
+}
+
+// TestSecretOnlyInItsHeaders: the value goes into the headers the secret
+// names and nowhere else; a request with the placeholder in another header
+// (one a host may echo) or in the URL is refused before it reaches the
+// host, and so is an upgrade that would carry the value.
+func TestSecretOnlyInItsHeaders(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ph := f.secret.Placeholder
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+ph))
+	for _, tt := range []struct {
+		name, path string
+		header     http.Header
+		where      string
+	}{
+		{"Accept", "/", http.Header{"Accept": {ph}}, "the Accept header"},
+		{"User-Agent", "/", http.Header{"User-Agent": {"curl " + ph}}, "the User-Agent header"},
+		{"an API-key header it does not name", "/", http.Header{"X-Api-Key": {ph}, "Authorization": {"Bearer " + ph}}, "the X-Api-Key header"},
+		{"Cookie", "/", http.Header{"Cookie": {"session=" + ph}}, "the Cookie header"},
+		{"Basic credentials in another header", "/", http.Header{"X-Auth": {basic}}, "the X-Auth header"},
+		{"query", "/search?token=" + ph, nil, "the URL"},
+		{"path", "/users/" + ph, nil, "the URL"},
+		{"escaped path", "/users/%61" + ph[1:], nil, "the URL"},
+	} {
+		resp, body := f.do(t, http.MethodGet, "https://api.test:"+f.tlsPort+tt.path, "", tt.header)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "placeholder of secret TOKEN in "+tt.where) ||
+			!strings.Contains(body, "only into the Authorization header") {
+			t.Errorf("%s: %d %q", tt.name, resp.StatusCode, body)
+		}
+	}
+	// An upgrade (WebSocket) with the secret in it.
+	resp, body := f.do(t, http.MethodGet, "https://api.test:"+f.tlsPort+"/ws", "", http.Header{"Authorization": {"Bearer " + ph},
+		"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}})
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "upgrades the connection (websocket)") {
+		t.Errorf("upgrade with a secret: %d %q", resp.StatusCode, body)
+	}
+	if reqs := f.seen.Requests(); len(reqs) != 0 {
+		t.Errorf("refused requests reached the host: %d", len(reqs))
+	}
+	f.mu.Lock()
+	n := 0
+	for _, d := range f.denied {
+		if d.Reason == ReasonSecretRefused {
+			n++
+		}
+	}
+	f.mu.Unlock()
+	if n != 1 {
+		t.Errorf("secret_refused reported %d times, want once per host", n)
+	}
+
+	// A secret that names its header: there and only there.
+	g := newFixture(t, func(c *Config) { c.Secrets[0].Headers = []string{"x-api-key", "Private-Token"} })
+	ph = g.secret.Placeholder
+	resp, _ = g.do(t, http.MethodGet, "https://api.test:"+g.tlsPort+"/", "", http.Header{"X-Api-Key": {ph}, "Private-Token": {"t " + ph}})
+	if got := last(t, g.seen); resp.StatusCode != http.StatusOK || got.Header.Get("X-Api-Key") != realValue || got.Header.Get("Private-Token") != "t "+realValue {
+		t.Errorf("named headers: %d, host got %v", resp.StatusCode, got.Header)
+	}
+	if resp, body := g.do(t, http.MethodGet, "https://api.test:"+g.tlsPort+"/", "", http.Header{"Authorization": {"Bearer " + ph}}); resp.StatusCode != http.StatusForbidden ||
+		!strings.Contains(body, "in the Authorization header; the proxy puts its value only into the X-Api-Key or Private-Token header") {
+		t.Errorf("Authorization for a secret that names other headers: %d %q", resp.StatusCode, body)
+	}
+}
+
+func TestSecretConfigChecked(t *testing.T) {
+	t.Parallel()
+	ca, err := NewCA([]Rule{rule(t, "api.test")}, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		s    Secret
+		want string
+	}{
+		{Secret{Name: "T", Value: "short", Placeholder: "p-1234567890", Hosts: []Rule{rule(t, "api.test")}}, "its value is 5 bytes"},
+		{Secret{Name: "T", Value: "long-enough-value", Placeholder: "p-1234567890", Hosts: []Rule{rule(t, "api.test")}, Headers: []string{"Host"}}, "Host cannot carry a secret"},
+		{Secret{Name: "T", Value: "long-enough-value", Placeholder: "p-1234567890", Hosts: []Rule{rule(t, "api.test")}, Headers: []string{"bad header"}}, "not a valid header name"},
+		{Secret{Name: "T", Value: "long-enough-value", Placeholder: "p-1234567890", Hosts: []Rule{rule(t, "api.test")}, Headers: []string{"Proxy-Authorization"}}, "cannot carry a secret"},
+	} {
+		if _, err := New(Config{Secrets: []Secret{tt.s}, CA: ca}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: %v, want %q", tt.s.Headers, err, tt.want)
+		}
 	}
 }
 

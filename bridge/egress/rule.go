@@ -1,7 +1,8 @@
 // Package egress is a sandbox's only way out: a per-request HTTP(S) forward
 // proxy that lets the sandbox reach the hosts and ports its policy allows
-// and nothing else, and that puts credentials into requests the sandbox
-// itself never holds.
+// and nothing else, that puts credentials the sandbox itself never holds
+// into the credential headers of requests to their hosts (secret.go), and
+// that scrubs their values from whatever comes back (scrub.go).
 //
 // The policy (this file and address.go) is separate from the proxy's
 // transport: Proxy.Serve takes any net.Listener (a Unix socket mounted into
