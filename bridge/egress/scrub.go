@@ -92,10 +92,6 @@ func (s *Scrubber) addPair(a, b byte) {
 	}
 }
 
-func (s *Scrubber) hasPair(a, b byte) bool {
-	i := int(a)<<8 | int(b)
-	return s.pairs[i>>6]&(1<<(i&63)) != 0
-}
 
 // NewScrubber returns a scrubber for values (each at least MinSecretLen
 // bytes; shorter ones and duplicates are ignored).
