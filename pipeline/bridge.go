@@ -160,9 +160,6 @@ func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.A
 // functions run in the assistant's JS runtime with the request's context;
 // the rest must be Go tools registered on the pipeline.
 func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) ([]bridge.Tool, error) {
-	if t.trial != nil {
-		return nil, nil // a skill's test offers no host tools (see skillTrial)
-	}
 	var out []bridge.Tool
 	// The hook functions run with the context of the turn at hand: a kept
 	// chat's bridge serves its later turns too (sandboxFor repoints it).
@@ -171,7 +168,7 @@ func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.C
 	ref := t.hookCtx
 	t.cur = &atomic.Pointer[turn]{}
 	t.cur.Store(t)
-	if a.SkillAuthoring != nil {
+	if a.SkillAuthoring != nil && t.trial == nil { // a skill's test proposes none
 		if t.p.cfg.Skills != nil {
 			out = append(out, t.proposeSkillTool(a))
 		} else {

@@ -274,17 +274,11 @@ func (p *Pipeline) DeleteChat(ctx context.Context, user, chatID string) error {
 			return &chat.Error{Code: chat.ErrInternal, Message: "workspace not removed", Err: err}
 		}
 	}
-	owner := jsapi.ChatOwner(user, chatID)
-	keys, err := p.cfg.Memory.Keys(ctx, jsapi.NamespaceChat, owner)
+	n, err := p.forgetChatMemory(ctx, user, chatID)
 	if err != nil {
 		return &chat.Error{Code: chat.ErrInternal, Message: "chat memory not removed", Err: err}
 	}
-	for _, k := range keys {
-		if err := p.cfg.Memory.Del(ctx, jsapi.NamespaceChat, owner, k); err != nil {
-			return &chat.Error{Code: chat.ErrInternal, Message: "chat memory not removed", Err: err}
-		}
-	}
-	found = found || len(keys) > 0
+	found = found || n > 0
 	if hasStore {
 		if err := cs.DeleteChat(ctx, user, chatID); err != nil {
 			return &chat.Error{Code: chat.ErrInternal, Message: "chat history not removed", Err: err}
@@ -300,6 +294,22 @@ func (p *Pipeline) DeleteChat(ctx context.Context, user, chatID string) error {
 	}
 	p.log.Info("chat deleted", "user", user, "chat", chatID)
 	return nil
+}
+
+// forgetChatMemory removes the hook memory of the user's chat (the chat
+// namespace) and returns how many keys it held.
+func (p *Pipeline) forgetChatMemory(ctx context.Context, user, chatID string) (int, error) {
+	owner := jsapi.ChatOwner(user, chatID)
+	keys, err := p.cfg.Memory.Keys(ctx, jsapi.NamespaceChat, owner)
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		if err := p.cfg.Memory.Del(ctx, jsapi.NamespaceChat, owner, k); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
 }
 
 // OpenWorkspace acquires the workspace of the user's chat, creating it

@@ -2,8 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +86,75 @@ func TestKeptChatProposesSkillsInDocker(t *testing.T) {
 	names, _ := sess[0].Props["skills"].([]string)
 	if !slices.Contains(names, "alpha-notes") || slices.Contains(names, "beta-notes") {
 		t.Errorf("turn 3's CLI has skills %v: want alpha-notes, not beta-notes", names)
+	}
+}
+
+// TestSkillTestRunsHooksInDocker: a skill's test turn is the turn the skill
+// will run in once approved, with the real CLI in Docker: the Create hook
+// shapes the message the model gets (and sees ctx.metadata.skill_test),
+// the agent calls the assistant's host tool, and the Next hook shapes the
+// answer the test records.
+func TestSkillTestRunsHooksInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "agentbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := newKeptEnv(t, ctx, 0, []llmtest.Turn{
+		{When: &llmtest.Match{Contains: "HOOKED(test of release-notes) try the skill"}, ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__lookup", Input: map[string]any{"id": "A-7"}}}},
+		{When: &llmtest.Match{AfterToolResult: "mcp__agentbox__lookup"}, Text: "Done."},
+	}, func(c *Config) { c.Skills = st })
+	hooks := `
+function Create(ctx, messages) {
+  const test = ctx.metadata && ctx.metadata.skill_test;
+  const last = messages[messages.length - 1];
+  const tag = test ? "test of " + test.skill : "chat";
+  return { messages: [...messages.slice(0, -1), { role: "user", content: "HOOKED(" + tag + ") " + last.content }] };
+}
+function Next(ctx, payload) { return { data: payload.completion.content + " [next]" }; }
+function lookup(ctx, args) { return { status: "shipped-" + args.id }; }
+`
+	if err := os.WriteFile(e.coder.Hooks, []byte(hooks), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.coder.Tools = []assistant.Tool{{Name: "lookup", Function: "lookup", Description: "Look up an order.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`)}}
+	e.coder.SkillAuthoring = &assistant.SkillAuthoring{TestMaxTurns: 3, TestTimeout: time.Minute}
+
+	tt := &turn{p: e.p, req: &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder"}, emit: func(chat.Event) {}}
+	if _, err := tt.proposeSkill(ctx, e.coder, draft("release-notes")); err != nil {
+		t.Fatal(err)
+	}
+	id := tt.proposed[0].id
+	if _, err := e.p.TestSkill(ctx, "alice", id, "try the skill"); err != nil {
+		t.Fatal(err)
+	}
+	var sp *SkillProposal
+	for {
+		if sp, err = e.p.SkillProposal(ctx, "alice", id); err != nil {
+			t.Fatal(err)
+		}
+		if sp.Test.Status != store.TestRunning {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the test turn did not end")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tst := sp.Test
+	if tst.Status != store.TestCompleted || tst.Answer != "Done. [next]" {
+		t.Fatalf("test outcome: %s, answer %q, error %+v: want the Next hook's answer", tst.Status, tst.Answer, tst.Error)
+	}
+	if len(tst.ToolCalls) != 1 || tst.ToolCalls[0].Name != "mcp__agentbox__lookup" || tst.ToolCalls[0].IsError {
+		t.Errorf("tool calls %+v: want the host tool, answered", tst.ToolCalls)
+	}
+	if last := lastRequest(e.srv); !strings.Contains(last, "shipped-A-7") {
+		t.Errorf("the model did not get the host tool's result: %.300s", last)
 	}
 }

@@ -13,14 +13,16 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/skills"
 	"github.com/agentbox/agentbox/store"
 )
 
 // skillsEnv is newEnv with a store for skills, skill authoring on for the
-// coder (which has a skill "house-style" of its own) and hooks that would
-// leave a trace in memory.
+// coder (which has a skill "house-style" of its own) and hooks that shape
+// every turn (Create prefixes the user's message, Next marks the answer)
+// and leave a trace in memory, saying whether the turn was a skill's test.
 func skillsEnv(t *testing.T) (*env, *store.Store) {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "agentbox.db"))
@@ -32,7 +34,19 @@ func skillsEnv(t *testing.T) (*env, *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hooks := `function Create(ctx, messages) { ctx.memory.user.Set("hook-ran", ctx.chat_id); return null; }`
+	hooks := `
+function Create(ctx, messages) {
+  const test = ctx.metadata && ctx.metadata.skill_test;
+  if (test) ctx.memory.user.Set("test-hook-ran", test.skill + " " + test.proposal_id);
+  else ctx.memory.user.Set("hook-ran", ctx.chat_id);
+  ctx.memory.chat.Set("seen", true);
+  const last = messages[messages.length - 1];
+  return { messages: [...messages.slice(0, -1), { role: "user", content: "[house rules] " + last.content }] };
+}
+function Next(ctx, payload) {
+  return { data: payload.completion.content + " (checked)" };
+}
+`
 	e := newEnvWith(t, &llmtest.Script{}, hooks, func(c *Config) { c.Skills = st })
 	coder := e.app.Assistants["coder"]
 	coder.SkillAuthoring = &assistant.SkillAuthoring{TestMaxTurns: 3, TestTimeout: 20 * time.Second}
@@ -80,7 +94,7 @@ func waitTest(t *testing.T, p *Pipeline, user, id string) *SkillProposal {
 
 // TestSkillAuthoringGate: a draft the agent proposes is checked, stored
 // for the turn's user, announced, tested after the turn in a throwaway
-// chat without hooks, and installed only once approved; rejected and
+// chat with the assistant's hooks, and installed only once approved; rejected and
 // unapproved ones never reach an executor.
 func TestSkillAuthoringGate(t *testing.T) {
 	e, st := skillsEnv(t)
@@ -135,18 +149,32 @@ func TestSkillAuthoringGate(t *testing.T) {
 		t.Fatalf("skills before approval = %v", got)
 	}
 
-	// The test turn: a throwaway chat, bounded, without hooks.
+	// A client cannot pass its turn off as a skill's test to the hooks.
+	if _, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "work", AssistantID: "coder", Messages: user("hi"),
+		Metadata: map[string]any{SkillTestMetadata: map[string]any{"skill": "forged"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, _ := e.p.cfg.Memory.Get(ctx, "user", "alice", "test-hook-ran"); ok {
+		t.Fatalf("a client's metadata reached the hooks as a skill test: %s", v)
+	}
+
+	// The test turn: a throwaway chat, bounded, as the skill will run once
+	// approved: the Create hook shapes its message, the Next hook its
+	// answer, and the hooks know it is the skill's test.
 	e.p.testProposals("alice", tt.proposed)
 	sp := waitTest(t, e.p, "alice", id)
 	tr := e.ex.reqs[len(e.ex.reqs)-1]
 	if !strings.HasPrefix(tr.ChatID, "skill-test-"+id) || tr.Arguments.MaxTurns != 3 || tr.Timeout != 20*time.Second ||
-		!slices.Equal(skillNames(tr), []string{"house-style", "release-notes"}) || tr.Input[0].Content != "Write release notes for the last commit." {
+		!slices.Equal(skillNames(tr), []string{"house-style", "release-notes"}) || tr.Input[0].Content != "[house rules] Write release notes for the last commit." {
 		t.Fatalf("test request: chat %s, max turns %d, timeout %s, skills %v, input %+v", tr.ChatID, tr.Arguments.MaxTurns, tr.Timeout, skillNames(tr), tr.Input)
 	}
-	if v, _, _ := e.p.cfg.Memory.Get(ctx, "user", "alice", "hook-ran"); string(v) != `"work"` {
-		t.Fatalf("hook memory = %s: a test turn must not run hooks", v)
+	if v, _, _ := e.p.cfg.Memory.Get(ctx, "user", "alice", "test-hook-ran"); string(v) != `"release-notes `+id+`"` {
+		t.Fatalf("hook memory = %s: the test turn's Create hook must run, told it is the skill's test", v)
 	}
-	if tst := sp.Test; tst.Status != store.TestCompleted || !tst.SkillLoaded || !tst.SkillUsed || tst.Answer != "notes written" ||
+	if keys, _ := e.p.cfg.Memory.Keys(ctx, jsapi.NamespaceChat, jsapi.ChatOwner("alice", tr.ChatID)); len(keys) != 0 {
+		t.Fatalf("the test chat's memory is left: %v", keys)
+	}
+	if tst := sp.Test; tst.Status != store.TestCompleted || !tst.SkillLoaded || !tst.SkillUsed || tst.Answer != "notes written (checked)" ||
 		tst.Usage.InputTokens != 5 || len(tst.ToolCalls) != 1 || tst.ToolCalls[0].Name != "Skill" {
 		t.Fatalf("test outcome = %+v", tst)
 	}

@@ -18,14 +18,24 @@ import (
 // the proposal's assistant in a throwaway chat (a fresh workspace and
 // sandbox, made as for any turn of the assistant) with the proposal
 // installed beside the assistant's skills and the user's approved ones.
-// It runs no hooks and offers no host tools (hooks keep memory and may
-// reach other systems: a test must leave nothing behind), stores no
-// history and claims no chat; its usage is recorded as the user's.
+// It is the turn the skill will run in once approved: the assistant's
+// Create and Next hooks run and its host tools are offered (not
+// propose_skill: a test proposes nothing). Hooks tell it from other turns
+// by ctx.metadata.skill_test (the proposal's id and the skill's name), so
+// one that reaches other systems or keeps user memory can hold back; the
+// throwaway chat's own memory (ctx.memory.chat) and workspace are removed
+// after it. It stores no history and claims no chat; its usage is
+// recorded as the user's.
 type skillTrial struct {
 	skill    *skills.Skill
 	maxTurns int
 	timeout  time.Duration
 }
+
+// SkillTestMetadata is the key of the request metadata that marks a
+// skill's test turn for its hooks (ctx.metadata.skill_test): an object
+// with the proposal's id and the skill's name.
+const SkillTestMetadata = "skill_test"
 
 // testGrace is what a test turn may take beyond its timeout (sandbox
 // start and removal); a test still "running" after that is taken for one
@@ -110,11 +120,16 @@ func (p *Pipeline) runTest(sp *SkillProposal, test *SkillTest, trial *skillTrial
 	defer cancel()
 	rec := &trialRecorder{skill: sp.Name}
 	req := &Request{UserID: sp.UserID, ChatID: test.ChatID, AssistantID: sp.AssistantID, Ephemeral: true,
-		Messages: []chat.Message{{Role: chat.RoleUser, Content: test.Prompt}}}
+		Messages: []chat.Message{{Role: chat.RoleUser, Content: test.Prompt}},
+		Metadata: map[string]any{SkillTestMetadata: map[string]any{"proposal_id": sp.ID, "skill": sp.Name}}}
 	resp, err := p.chat(ctx, req, rec.add, trial)
 	rec.fill(test, resp, err)
-	if err := p.removeWorkspace(context.WithoutCancel(ctx), sp.UserID, test.ChatID); err != nil {
+	cctx := context.WithoutCancel(ctx)
+	if err := p.removeWorkspace(cctx, sp.UserID, test.ChatID); err != nil {
 		p.log.Warn("skill test workspace not removed", "user", sp.UserID, "chat", test.ChatID, "error", err)
+	}
+	if _, err := p.forgetChatMemory(cctx, sp.UserID, test.ChatID); err != nil {
+		p.log.Warn("skill test chat memory not removed", "user", sp.UserID, "chat", test.ChatID, "error", err)
 	}
 	p.finishTest(sp, test)
 	p.log.Info("skill tested", "user", sp.UserID, "proposal", sp.ID, "status", test.Status,

@@ -144,6 +144,10 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	}
 	t.asst = a
 	t.meta = maps.Clone(req.Metadata)
+	if t.trial == nil {
+		// Only a skill's test turn carries it, so hooks may trust it.
+		delete(t.meta, SkillTestMetadata)
+	}
 	if err := checkMessages(req.Messages); err != nil {
 		return nil, err
 	}
@@ -182,11 +186,9 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	}
 	options := t.options(a)
 
-	var hooks *jsapi.Hooks
-	if t.trial == nil { // a skill's test runs no hooks (see skillTrial)
-		if hooks, err = t.p.hooks.Get(a); err != nil {
-			return nil, &chat.Error{Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
-		}
+	hooks, err := t.p.hooks.Get(a)
+	if err != nil {
+		return nil, &chat.Error{Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
 	}
 	hc := t.hookContext(a)
 	// Messages a hook left streaming are ended before done, whatever path
