@@ -92,7 +92,6 @@ func (s *Scrubber) addPair(a, b byte) {
 	}
 }
 
-
 // NewScrubber returns a scrubber for values (each at least MinSecretLen
 // bytes; shorter ones and duplicates are ignored).
 func NewScrubber(values ...string) *Scrubber {
