@@ -289,7 +289,7 @@ func TestUploadAndZip(t *testing.T) {
 	}
 
 	resp, zbody := do(t, ts, "GET", "/api/chats/c3/files?path=.&format=zip", tokenAlice, "")
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/zip" || !strings.Contains(resp.Header.Get("Content-Disposition"), `filename="c3.zip"`) {
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/zip" || resp.Header.Get("Content-Disposition") != "attachment; filename=c3.zip" {
 		t.Fatalf("zip: %d %v", resp.StatusCode, resp.Header)
 	}
 	zr, err := zip.NewReader(strings.NewReader(zbody), int64(len(zbody)))

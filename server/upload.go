@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"path"
 	"strings"
@@ -128,7 +129,7 @@ func (s *Server) zipFolder(w http.ResponseWriter, r *http.Request, ws *sandbox.W
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/zip")
-	h.Set("Content-Disposition", `attachment; filename="`+name+`.zip"`)
+	h.Set("Content-Disposition", attachment(name+".zip"))
 	h.Set("Cache-Control", "private, no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	cw := &countingWriter{w: w}
@@ -145,6 +146,24 @@ func (s *Server) zipFolder(w http.ResponseWriter, r *http.Request, ws *sandbox.W
 		panic(http.ErrAbortHandler)
 	}
 	s.log.Info("workspace zipped", "chat", chatID, "path", rel, "files", rep.Files, "bytes", rep.Bytes, "skipped", rep.Skipped)
+}
+
+// attachment is the Content-Disposition of a download saved as name. The
+// name comes from folders the agent named: control characters become "_"
+// and mime.FormatMediaType quotes the rest, or encodes it as RFC 6266's
+// filename* (UTF-8, percent-encoded) when it is not plain ASCII, so no
+// name can add a parameter or break the header.
+func attachment(name string) string {
+	name = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '_'
+		}
+		return r
+	}, name)
+	if v := mime.FormatMediaType("attachment", map[string]string{"filename": name}); v != "" {
+		return v
+	}
+	return "attachment"
 }
 
 // countingWriter counts what went through it.
