@@ -25,14 +25,16 @@ const minRetention = time.Hour
 
 // rawApp is app.jsonc as written; loadConfig checks it into an AppConfig.
 type rawApp struct {
-	DataRoot     string             `json:"data_root"`
-	Listen       string             `json:"listen"`
-	Auth         AuthConfig         `json:"auth"`
-	Sandbox      rawSandboxDefaults `json:"sandbox"`
-	Cleanup      rawCleanup         `json:"cleanup"`
-	Limits       rawLimits          `json:"limits"`
-	DrainTimeout string             `json:"drain_timeout"`
-	Store        rawStore           `json:"store"`
+	DataRoot       string             `json:"data_root"`
+	Listen         string             `json:"listen"`
+	AllowedHosts   []string           `json:"allowed_hosts"`
+	AllowedOrigins []string           `json:"allowed_origins"`
+	Auth           AuthConfig         `json:"auth"`
+	Sandbox        rawSandboxDefaults `json:"sandbox"`
+	Cleanup        rawCleanup         `json:"cleanup"`
+	Limits         rawLimits          `json:"limits"`
+	DrainTimeout   string             `json:"drain_timeout"`
+	Store          rawStore           `json:"store"`
 }
 
 // rawSandboxDefaults is app.jsonc's sandbox block as written.
@@ -96,6 +98,20 @@ func (l *loader) loadConfig() *AppConfig {
 			d.errPath("listen", "listen: want host:port (\"127.0.0.1:8080\", \":8080\"), got %q", raw.Listen)
 		} else {
 			cfg.Listen = raw.Listen
+		}
+	}
+	for i, h := range raw.AllowedHosts {
+		if n, err := CheckAllowedHost(h); err != nil {
+			d.errPath(fmt.Sprintf("allowed_hosts[%d]", i), "allowed_hosts[%d]: %v", i, err)
+		} else {
+			cfg.AllowedHosts = append(cfg.AllowedHosts, n)
+		}
+	}
+	for i, o := range raw.AllowedOrigins {
+		if n, err := CheckAllowedOrigin(o); err != nil {
+			d.errPath(fmt.Sprintf("allowed_origins[%d]", i), "allowed_origins[%d]: %v", i, err)
+		} else {
+			cfg.AllowedOrigins = append(cfg.AllowedOrigins, n)
 		}
 	}
 	seen := map[string]int{}

@@ -65,6 +65,15 @@ type AppConfig struct {
 	DataRoot string `json:"data_root,omitempty"`
 	// Listen is the HTTP listen address (default 127.0.0.1:8080).
 	Listen string `json:"listen,omitempty"`
+	// AllowedHosts are the host names requests may name in Host, beside
+	// IP addresses, localhost and Listen's host ("*.example.com" for the
+	// names under example.com): the server refuses others when it has no
+	// tokens, or when this lists any (CheckAllowedHost).
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+	// AllowedOrigins are the web origins beside the server's own whose
+	// pages may send state-changing requests and open terminals, with
+	// CORS ("https://app.example.com"; CheckAllowedOrigin).
+	AllowedOrigins []string `json:"allowed_origins,omitempty"`
 	// Auth maps bearer tokens to user ids. Token values may be $ENV.NAME.
 	Auth AuthConfig `json:"auth,omitempty"`
 	// Sandbox holds defaults for sandboxed assistants.

@@ -69,7 +69,7 @@ for _ in $(seq 1 100); do
 	curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
 	sleep 0.1
 done
-echo "\$ curl http://127.0.0.1:$port/v1/chat/completions -d '{\"model\": \"qa\", \"stream\": true, ...}'"
+echo "\$ curl http://127.0.0.1:$port/v1/chat/completions --json '{\"model\": \"qa\", \"stream\": true, ...}'"
 curl -fsSN "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' \
 	-d '{"model": "qa", "stream": true, "messages": [{"role": "user", "content": "What is agentbox?"}]}'
 say "Done: the coder ran in a $runtime sandbox, the Q&A assistant answered over HTTP"

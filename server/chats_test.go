@@ -205,6 +205,7 @@ func TestCancelAPI(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequest("POST", e.ts.URL+"/api/assistants/qa/chat", strings.NewReader(`{"chat_id":"c2","message":"stall please","detach":true}`))
 		req.Header.Set("Authorization", "Bearer "+tokenAlice)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := e.ts.Client().Do(req)
 		if err != nil {
 			answered <- answer{}

@@ -19,18 +19,11 @@ import (
 // streaming responses).
 const bodyReadTimeout = 30 * time.Second
 
-// readBody reads the whole request body, at most limit bytes.
+// readBody reads the whole request body, at most limit bytes. A body
+// must be JSON and say so (Content-Type: application/json): a web page
+// of another site can send text/plain, form or multipart bodies without
+// the browser asking this server first, never JSON.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	// The body is parsed as JSON whatever its Content-Type says (curl -d
-	// sends form encoding); only uploads are refused outright.
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, _ := strings.Cut(ct, ";")
-		mt = strings.TrimSpace(strings.ToLower(mt))
-		if strings.HasPrefix(mt, "multipart/") {
-			return nil, errorf(http.StatusUnsupportedMediaType, "invalid_request",
-				"unsupported content type %q: send a JSON body", mt)
-		}
-	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	defer rc.SetReadDeadline(time.Time{})
@@ -42,6 +35,14 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 				"request body is over the limit of %d bytes", limit)
 		}
 		return nil, badRequest("read request body: %v", err)
+	}
+	if ct := r.Header.Get("Content-Type"); len(bytes.TrimSpace(b)) > 0 && !jsonContentType(ct) {
+		what := "a body without Content-Type"
+		if ct != "" {
+			what = fmt.Sprintf("Content-Type %q", ct)
+		}
+		return nil, errorf(http.StatusUnsupportedMediaType, chat.ErrInvalidRequest,
+			"%s is not accepted: send the JSON body with Content-Type: application/json (curl: --json, or -H 'Content-Type: application/json')", what)
 	}
 	return b, nil
 }

@@ -157,6 +157,7 @@ func TestServeAbort(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/api/assistants/qa/chat", strings.NewReader(`{"message":"x"}`))
 		req.Header.Set("Authorization", "Bearer "+tokenAlice)
+		req.Header.Set("Content-Type", "application/json")
 		if resp, err := client.Do(req); err == nil {
 			_, _ = bufio.NewReader(resp.Body).WriteTo(&strings.Builder{})
 			resp.Body.Close()

@@ -35,6 +35,7 @@ func openStream(t *testing.T, ts *httptest.Server, method, path, token, body str
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -250,6 +251,7 @@ func TestShutdownEndsDetachedTurns(t *testing.T) {
 	req, _ := http.NewRequestWithContext(rctx, "POST", "http://"+ln.Addr().String()+"/api/assistants/qa/chat",
 		strings.NewReader(`{"chat_id":"c1","message":"hi","detach":true}`))
 	req.Header.Set("Authorization", "Bearer "+tokenAlice)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -74,6 +74,18 @@ type Config struct {
 	Tokens map[string]string
 	// Addr is the listen address (default DefaultAddr).
 	Addr string
+	// AllowedHosts are the host names requests may name in Host besides
+	// IP addresses, localhost and Addr's host ("*.example.com" for every
+	// name under example.com). Without tokens only those pass, so that no
+	// page of another site reaches a development server through a name
+	// pointed at it (DNS rebinding); with tokens and no AllowedHosts, any
+	// name passes.
+	AllowedHosts []string
+	// AllowedOrigins are the origins of web pages besides the server's own
+	// ("https://app.example.com") that may send state-changing requests
+	// and open WebSockets; they get CORS answers. Others are refused
+	// (browsers tell them by Sec-Fetch-Site and Origin).
+	AllowedOrigins []string
 	// BodyLimit caps request bodies in bytes (default DefaultBodyLimit).
 	BodyLimit int64
 	// DrainTimeout bounds how long a shutdown waits for running requests
@@ -119,6 +131,7 @@ type Server struct {
 	responses ResponseStore
 	routeList []Route
 	auth      *authenticator
+	guard     *guard
 	handler   http.Handler
 	started   time.Time
 	// runs are the native turns whose events clients can follow.
@@ -204,6 +217,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = newRegistry()
 	}
+	g, err := newGuard(cfg, dev)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	sm, err := newServerMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
@@ -212,6 +229,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:         cfg,
 		log:         cfg.Logger,
 		auth:        newAuthenticator(cfg.Tokens, dev),
+		guard:       g,
 		started:     time.Now(),
 		backend:     cfg.Backend,
 		promHandler: newPromHandler(cfg.Metrics),
@@ -281,7 +299,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, notFound("no route for %s %s", r.Method, r.URL.Path))
 	})
-	return s.logged(mux)
+	return s.logged(s.guarded(mux))
 }
 
 func methodNotAllowed(allow string) http.Handler {

@@ -282,8 +282,13 @@ func TestCompletionRequestErrors(t *testing.T) {
 		{"bad chat id", `{"model":"qa","chat_id":"../x","messages":[{"role":"user","content":"hi"}]}`, nil, 400, "chat id"},
 		{"bad chat header", `{"model":"qa","messages":[{"role":"user","content":"hi"}]}`, []string{"X-Chat-ID", ".hidden"}, 400, "chat id"},
 		{"chat id conflict", `{"model":"qa","chat_id":"a","messages":[{"role":"user","content":"hi"}]}`, []string{"X-Chat-ID", "b"}, 400, "differ"},
-		{"multipart", `{"model":"qa"}`, []string{"Content-Type", "multipart/form-data; boundary=x"}, 415, `unsupported content type \"multipart/form-data\"`},
-		{"form encoded is parsed as JSON", `{"model":"qa"}`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 400, "messages: missing"},
+		// A page of another site sends these without asking first (CORS
+		// "simple" requests); JSON it cannot send.
+		{"multipart", `{"model":"qa"}`, []string{"Content-Type", "multipart/form-data; boundary=x"}, 415, `Content-Type \"multipart/form-data; boundary=x\" is not accepted`},
+		{"form encoded", `{"model":"qa"}`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "send the JSON body with Content-Type: application/json"},
+		{"text/plain", `{"model":"qa"}`, []string{"Content-Type", "text/plain;charset=UTF-8"}, 415, "is not accepted"},
+		{"no content type", `{"model":"qa"}`, []string{"Content-Type", ""}, 415, "a body without Content-Type is not accepted"},
+		{"json with charset", `{"model":"qa"}`, []string{"Content-Type", "Application/JSON; charset=utf-8"}, 400, "messages: missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -627,6 +632,7 @@ func TestDisconnectCancels(t *testing.T) {
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+path, strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+tokenAlice)
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := ts.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -846,6 +852,7 @@ func TestServeDrains(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequest("POST", url+"/api/assistants/qa/chat", strings.NewReader(`{"message":"x"}`))
 		req.Header.Set("Authorization", "Bearer "+tokenAlice)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			got <- err.Error()
@@ -905,6 +912,7 @@ func TestServeDrainTimeout(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/api/assistants/qa/chat", strings.NewReader(`{"message":"x"}`))
 		req.Header.Set("Authorization", "Bearer "+tokenAlice)
+		req.Header.Set("Content-Type", "application/json")
 		if resp, err := client.Do(req); err == nil {
 			_, _ = bufio.NewReader(resp.Body).WriteTo(&strings.Builder{})
 			resp.Body.Close()

@@ -99,9 +99,9 @@ func (s *Server) serveTerminal(w http.ResponseWriter, r *http.Request, cs Chats,
 		return errorf(http.StatusUpgradeRequired, chat.ErrInvalidRequest,
 			"this is a WebSocket endpoint: connect with the %s subprotocol", TerminalProtocol)
 	}
-	// Origin: the request's own host only (the library's default), so no
-	// other site's page can open a shell with the browser's credentials.
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{TerminalProtocol}})
+	// The guard let only the server's own pages and allowed origins
+	// through; the library checks Origin once more against the same.
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{TerminalProtocol}, OriginPatterns: s.guard.wsPatterns})
 	if err != nil {
 		return nil // Accept answered the client itself
 	}

@@ -363,6 +363,7 @@ func (s *server) chat(ctx context.Context, token, assistant, chatID, message str
 	body, _ := json.Marshal(map[string]any{"chat_id": chatID, "message": message})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/assistants/"+assistant+"/chat", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return reply{err: err}
@@ -382,6 +383,7 @@ func (s *server) do(t *testing.T, method, path, token, body string) (int, string
 	t.Helper()
 	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

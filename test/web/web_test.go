@@ -36,7 +36,9 @@ type server struct {
 	logs  *testenv.SyncBuffer
 }
 
-func startServer(t *testing.T) *server {
+// startServer serves a copy of app/; appJSONC, when given, replaces its
+// app.jsonc.
+func startServer(t *testing.T, appJSONC ...string) *server {
 	t.Helper()
 	testenv.Image(t)
 	testenv.ClaudeBin(t)
@@ -44,6 +46,11 @@ func startServer(t *testing.T) *server {
 	app := filepath.Join(t.TempDir(), "app")
 	if err := os.CopyFS(app, os.DirFS("app")); err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range appJSONC {
+		if err := os.WriteFile(filepath.Join(app, "app.jsonc"), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -134,8 +141,9 @@ type browser struct {
 
 // newBrowser starts chromium with a fresh profile. The flags keep it
 // from reaching out to any service: this network is closed, and Chrome's
-// background connections would otherwise be refused and retried.
-func newBrowser(t *testing.T) *browser {
+// background connections would otherwise be refused and retried. extra
+// adds flags.
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	exe := testenv.Chromium(t)
 	opts := []chromedp.ExecAllocatorOption{
@@ -156,6 +164,7 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1400, 900),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	b := &browser{t: t, ctx: ctx}
