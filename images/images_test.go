@@ -130,6 +130,15 @@ func kindOf(t *testing.T, image string, pins map[string]string) kind {
 	return k
 }
 
+// running is how each CLI is started so that it waits for its input (on
+// stdin) or runs until stopped, for the dumpable check.
+var running = map[string]string{
+	"claude":   "claude -p --input-format stream-json --output-format stream-json --verbose",
+	"codex":    "codex exec --json --skip-git-repo-check -",
+	"gemini":   "gemini --output-format stream-json --prompt ' '",
+	"opencode": "timeout 7 opencode serve --port 0 --hostname 127.0.0.1",
+}
+
 func randID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -242,6 +251,24 @@ func testImage(t *testing.T, rt *docker.Runtime, img string, k kind, pins map[st
 	}
 	if got := run(`node -e 'console.log(6*7)' && python3 -c 'print(6*7)'`); !slices.Equal(got, []string{"42", "42"}) {
 		t.Errorf("node and python3 run scripts: got %q", got)
+	}
+
+	// The CLI's processes are not dumpable: while it waits for its input,
+	// no process of the sandbox but the shell's own may be opened (its
+	// /proc/PID/fd), as the agent's processes, its children, would.
+	if cmd := running[k.cli]; cmd != "" {
+		got := run(`(sleep 8 | ` + cmd + ` >/dev/null 2>&1) & sleep 5
+for p in /proc/[0-9]*; do
+  [ $p = /proc/1 ] && continue
+  ls $p/fd >/dev/null 2>&1 || continue
+  c=$(tr '\0' ' ' < $p/cmdline); case "$c" in sh\ *|/bin/sh\ *|sleep\ *|timeout\ *|"") continue ;; esac
+  echo "open: $c"
+done
+wait
+echo checked`)
+		if !slices.Equal(got, []string{"checked"}) {
+			t.Errorf("%s's processes are open to the agent's:\n%s", k.cli, strings.Join(got, "\n"))
+		}
 	}
 
 	if k.full {

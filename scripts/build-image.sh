@@ -255,15 +255,25 @@ LABEL dev.agentbox.go-version="$GO_VERSION"
 DOCKERFILE
 }
 
+# execute_only SRC DST puts the program a CLI runs as (its native binary,
+# or the interpreter of a CLI written as a script) at DST, execute-only
+# (0711, root's in the image). The kernel makes a process of a program its
+# user cannot read non-dumpable, so the agent's processes, the CLI's own
+# children under the same user, can neither open the CLI's /proc/PID/fd
+# (its stdout: forged output; its stdin: forged input), nor read or write
+# its memory, nor read its environment, nor ptrace it; what the CLI spawns
+# is dumpable again only when it runs another program. Every CLI image
+# uses it. A copy of its own, since the mode goes into the image with it
+# (copy hard-links the cache's files).
+execute_only() {
+	rm -f "$2"
+	cp "$1" "$2"
+	chmod 0711 "$2"
+}
+
 claude_version="" # the version fill_claude installs
 fill_claude() {
-	# Execute-only (0711, root's): the kernel makes a process of a binary
-	# its user cannot read non-dumpable, so the agent's own processes
-	# cannot open the CLI's /proc/PID/fd (its stdout: forged output, its
-	# stdin: forged input) nor read its environment. A copy of its own,
-	# since the mode goes into the image with it.
-	cp "$cli/claude-$claude_version/node_modules/@anthropic-ai/claude-code-$platform/claude" "$1/claude"
-	chmod 0711 "$1/claude"
+	execute_only "$cli/claude-$claude_version/node_modules/@anthropic-ai/claude-code-$platform/claude" "$1/claude"
 	cat <<DOCKERFILE
 COPY claude /usr/local/bin/claude
 CMD ["claude", "--version"]
@@ -275,8 +285,14 @@ DOCKERFILE
 # /usr/local/bin by a relative link inside a copied folder (the builder
 # cannot COPY a link to a file outside the build context).
 fill_codex() {
+	local vendor bin
+	vendor="$cli/codex/node_modules/@openai/codex-$platform/vendor/$(codex_triple)"
 	mkdir -p "$1/opt" "$1/usr/local/bin"
-	copy "$cli/codex/node_modules/@openai/codex-$platform/vendor/$(codex_triple)" "$1/opt/codex"
+	copy "$vendor" "$1/opt/codex"
+	# The CLI and the helper it runs for code mode.
+	for bin in codex codex-code-mode-host; do
+		[ -f "$vendor/bin/$bin" ] && execute_only "$vendor/bin/$bin" "$1/opt/codex/bin/$bin"
+	done
 	ln -s ../../../opt/codex/bin/codex "$1/usr/local/bin/codex"
 	cat <<DOCKERFILE
 COPY opt /opt
@@ -286,10 +302,15 @@ LABEL dev.agentbox.codex-version="$CODEX_VERSION"
 DOCKERFILE
 }
 
+# The Gemini CLI is a Node.js program: it runs on a Node.js of its own,
+# execute-only, started by a launcher (its scripts stay readable, and the
+# agent's node is the base's).
 fill_gemini() {
 	mkdir -p "$1/opt/gemini-cli" "$1/usr/local/bin"
 	copy "$cli/gemini/node_modules" "$1/opt/gemini-cli/node_modules"
-	ln -s ../../../opt/gemini-cli/node_modules/@google/gemini-cli/bundle/gemini.js "$1/usr/local/bin/gemini"
+	execute_only "$cli/node/node_modules/node-$platform/bin/node" "$1/opt/gemini-cli/node"
+	printf '#!/bin/sh\nexec /opt/gemini-cli/node /opt/gemini-cli/node_modules/@google/gemini-cli/bundle/gemini.js "$@"\n' >"$1/usr/local/bin/gemini"
+	chmod 0755 "$1/usr/local/bin/gemini"
 	cat <<DOCKERFILE
 COPY opt /opt
 COPY usr /usr
@@ -299,7 +320,7 @@ DOCKERFILE
 }
 
 fill_opencode() {
-	copy "$cli/opencode/node_modules/$(opencode_package)/bin/opencode" "$1/opencode"
+	execute_only "$cli/opencode/node_modules/$(opencode_package)/bin/opencode" "$1/opencode"
 	cat <<DOCKERFILE
 COPY opencode /usr/local/bin/opencode
 CMD ["opencode", "--version"]
@@ -334,15 +355,15 @@ if wanted claude-full; then
 fi
 if wanted codex; then
 	build "$(image_name codex)" "$base" "$base_hash" "codex $CODEX_VERSION $platform" \
-		"$check_base"'; test "$(codex --version)" = "codex-cli '$CODEX_VERSION'"' fill_codex
+		"$check_base"'; test "$(codex --version)" = "codex-cli '$CODEX_VERSION'"; test ! -r /opt/codex/bin/codex' fill_codex
 fi
 if wanted gemini; then
 	build "$(image_name gemini)" "$base" "$base_hash" "gemini $GEMINI_VERSION $platform" \
-		"$check_base"'; test "$(gemini --version)" = "'$GEMINI_VERSION'"' fill_gemini
+		"$check_base"'; test "$(gemini --version)" = "'$GEMINI_VERSION'"; test ! -r /opt/gemini-cli/node; test -r /usr/local/bin/node' fill_gemini
 fi
 if wanted opencode; then
 	build "$(image_name opencode)" "$base" "$base_hash" "opencode $OPENCODE_VERSION $(opencode_package)" \
-		"$check_base"'; test "$(opencode --version)" = "'$OPENCODE_VERSION'"' fill_opencode
+		"$check_base"'; test "$(opencode --version)" = "'$OPENCODE_VERSION'"; test ! -r /usr/local/bin/opencode' fill_opencode
 fi
 
 # Replaced images are dangling now: remove them (newest first, so children

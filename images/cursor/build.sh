@@ -66,7 +66,13 @@ CURSOR_AGENT_TARBALL=/path/to/agent-cli-package.tar.gz (the package the installe
 	source_desc="installer $(basename "$version_dir")"
 fi
 [ -x "$stage/opt/cursor-agent/cursor-agent" ] || die "cannot build $image: the CLI package has no executable cursor-agent"
+[ -f "$stage/opt/cursor-agent/node" ] || die "cannot build $image: the CLI package has no node beside cursor-agent (its launcher runs the package's own Node.js)"
 chmod -R a+rX "$stage/opt/cursor-agent"
+# The CLI runs on the package's Node.js, which is made execute-only (0711,
+# root's in the image) as every CLI's program is (scripts/build-image.sh,
+# execute_only): its processes are then not dumpable, so the agent's
+# processes cannot write into its output, read its memory or ptrace it.
+chmod 0711 "$stage/opt/cursor-agent/node"
 
 inputs=$(
 	{
@@ -104,8 +110,8 @@ if ! out=$(DOCKER_BUILDKIT=0 docker build --quiet --network none -t "$image" "$s
 fi
 rm -rf "$stage"
 
-# 4. Smoke test: the CLI runs as the non-root user.
-out=$(timeout 60 docker run --rm --network none "$image" sh -c 'id -u; cursor-agent --version; git --version' 2>&1) ||
+# 4. Smoke test: the CLI runs as the non-root user, its Node.js unreadable.
+out=$(timeout 60 docker run --rm --network none "$image" sh -c 'id -u; test ! -r /opt/cursor-agent/node; cursor-agent --version; git --version' 2>&1) ||
 	die "the new image does not run: $out"
 case "$out" in
 1000*git*) ;;
