@@ -210,8 +210,10 @@ func (p *Pipeline) RenameChat(ctx context.Context, user, chatID, title string) (
 
 // CancelChat ends the turns of the user's chat, running or waiting for
 // the chat, and waits for them to return (their sandboxes are removed by
-// then), or for ctx. It returns how many it ended. Each ends with the
-// canceled error.
+// then), or for ctx; then it stops the chat's kept sandbox
+// (sandbox.keep_alive), so nothing the agent left running goes on after
+// its user said stop. It returns how many turns it ended. Each ends with
+// the canceled error.
 func (p *Pipeline) CancelChat(ctx context.Context, user, chatID string) (int, error) {
 	if err := validateIDs(user, chatID); err != nil {
 		return 0, err
@@ -228,6 +230,11 @@ func (p *Pipeline) CancelChat(ctx context.Context, user, chatID string) (int, er
 			return len(ts), fmt.Errorf("canceled turns still ending: %w", ctx.Err())
 		}
 	}
+	// A turn that ended returned its kept sandbox to the idle list first.
+	if c := p.kept.take(user, chatID); c != nil {
+		p.kept.drop(c)
+		p.log.Info("kept chat stopped by its user", "user", user, "chat", chatID, "assistant", c.assistant.ID)
+	}
 	return len(ts), nil
 }
 
@@ -235,8 +242,8 @@ func (p *Pipeline) CancelChat(ctx context.Context, user, chatID string) (int, er
 // terminals to end.
 const deleteWait = 30 * time.Second
 
-// DeleteChat removes the user's chat: it ends its running turns and
-// terminals, then removes its workspace, its hook memory (the chat
+// DeleteChat removes the user's chat: it ends its running turns, its
+// kept sandbox and its terminals, then removes its workspace, its hook memory (the chat
 // namespace) and its stored history. A chat that has none of these is an
 // error whose cause is sandbox.ErrNotFound; a workspace still held (by a
 // request of another process) is one whose cause is sandbox.ErrInUse, and

@@ -21,8 +21,8 @@ type Chats interface {
 	GetChat(ctx context.Context, user, chatID string) (*pipeline.ChatDetail, error)
 	RenameChat(ctx context.Context, user, chatID, title string) (*pipeline.ChatInfo, error)
 	DeleteChat(ctx context.Context, user, chatID string) error
-	// CancelChat ends the chat's turns and returns once they and
-	// their sandboxes are gone.
+	// CancelChat ends the chat's turns and its kept sandbox, and
+	// returns once they and their sandboxes are gone.
 	CancelChat(ctx context.Context, user, chatID string) (int, error)
 	// OpenWorkspace acquires the chat's workspace, creating it when
 	// missing (an upload may come before the first message).
@@ -139,8 +139,9 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, user string) 
 	writeJSON(w, http.StatusOK, info)
 }
 
-// deleteChat is DELETE /api/chats/{chat}: the chat's running turns and
-// terminals end, then its workspace, hook memory and history go.
+// deleteChat is DELETE /api/chats/{chat}: the chat's running turns, kept
+// sandbox and terminals end, then its workspace, hook memory and history
+// go.
 func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request, user string) {
 	cs, err := s.chats()
 	if err != nil {
@@ -161,7 +162,8 @@ func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request, user string)
 }
 
 // cancelChat is POST /api/chats/{chat}/cancel: it ends the chat's
-// running turns and answers once their sandboxes are removed.
+// running turns and its kept sandbox, and answers once their sandboxes
+// are removed.
 func (s *Server) cancelChat(w http.ResponseWriter, r *http.Request, user string) {
 	cs, err := s.chats()
 	if err != nil {
