@@ -1,9 +1,13 @@
 // Package manifests holds the Kubernetes manifests agentbox needs on a
 // cluster (the YAML files beside this one, `kubectl apply -k
 // deploy/kubernetes`) and applies them with server-side apply: the
-// namespaces, the server's ServiceAccount with a Role limited to the
-// sandbox namespace's pods, and the NetworkPolicy that denies sandbox pods
-// every connection.
+// namespaces (the sandbox namespace enforcing the restricted Pod Security
+// profile), the server's ServiceAccount with a Role limited to the
+// sandbox namespace's pods, the ValidatingAdmissionPolicy that holds
+// sandbox pods to their shape, and the NetworkPolicy that denies sandbox
+// pods every connection. SingleNode is deploy/kubernetes-single-node, the
+// variant for a server on the one node of its cluster with hostPath
+// workspaces or host network.
 package manifests
 
 import (
@@ -80,6 +84,36 @@ func Objects() ([]*unstructured.Unstructured, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].GetKind() == "Namespace" && out[j].GetKind() != "Namespace" })
 	return out, nil
+}
+
+// Pod Security labels of the sandbox namespace.
+const (
+	labelEnforce = "pod-security.kubernetes.io/enforce"
+	labelWarn    = "pod-security.kubernetes.io/warn"
+)
+
+// SingleNode turns Objects into deploy/kubernetes-single-node: the sandbox
+// side alone (the server's Deployment, Service and claims left out: the
+// server runs on the node) with a sandbox namespace whose Pod Security
+// admission enforces nothing, as hostPath volumes (workspaces, the
+// bridge's sockets) and host network need; the ValidatingAdmissionPolicy
+// still holds its pods to their shape. objs are changed in place.
+func SingleNode(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment", "Service", "PersistentVolumeClaim":
+			continue
+		case "Namespace":
+			if o.GetName() == SandboxNamespace {
+				labels := o.GetLabels()
+				labels[labelEnforce], labels[labelWarn] = "privileged", "privileged"
+				o.SetLabels(labels)
+			}
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // Apply applies objs (Objects, or some of them) to the cluster of cfg with

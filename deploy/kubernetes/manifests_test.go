@@ -1,7 +1,14 @@
 package manifests_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,10 +17,12 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"sigs.k8s.io/yaml"
 
 	manifests "github.com/agentbox/agentbox/deploy/kubernetes"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
 )
 
@@ -53,23 +62,15 @@ func TestKustomization(t *testing.T) {
 
 // TestServerSideDryRun applies every manifest with a server-side dry run
 // on the local cluster: the API server validates and admits them without
-// storing anything. The namespaces are applied for real first (a dry run
-// of an object needs its namespace).
+// storing anything. The namespaces exist (a dry run of an object needs its
+// namespace): the single-node variant's, which the tests' sandboxes use.
 func TestServerSideDryRun(t *testing.T) {
 	cfg := k8stest.Admin(t)
+	k8stest.ServiceAccount(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	objs, err := manifests.Objects()
 	if err != nil {
-		t.Fatal(err)
-	}
-	var nss []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == "Namespace" {
-			nss = append(nss, o)
-		}
-	}
-	if _, err := manifests.Apply(ctx, cfg, nss, false); err != nil {
 		t.Fatal(err)
 	}
 	got, err := manifests.Apply(ctx, cfg, objs, true)
@@ -82,11 +83,53 @@ func TestServerSideDryRun(t *testing.T) {
 		"Deployment agentbox/agentbox", "Service agentbox/agentbox",
 		"PersistentVolumeClaim agentbox/agentbox-data", "PersistentVolumeClaim agentbox-sandboxes/agentbox-workspaces",
 		"ServiceAccount agentbox/agentbox", "Role agentbox-sandboxes/agentbox-sandboxes", "RoleBinding agentbox-sandboxes/agentbox-sandboxes",
+		"ValidatingAdmissionPolicy agentbox-sandbox-pods", "ValidatingAdmissionPolicyBinding agentbox-sandbox-pods",
 	}
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("applied %v, want %v", got, want)
+	}
+}
+
+// TestSingleNode: SingleNode is what `kubectl apply -k
+// deploy/kubernetes-single-node` applies: the same objects, the sandbox
+// namespace's labels included.
+func TestSingleNode(t *testing.T) {
+	kubectl := testenv.ClusterKubectl(t)
+	out, err := exec.Command(kubectl, "kustomize", filepath.Join("..", "kubernetes-single-node")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v", err)
+	}
+	describe := func(objs []*unstructured.Unstructured) []string {
+		var d []string
+		for _, o := range objs {
+			s := o.GetKind() + " " + path.Join(o.GetNamespace(), o.GetName())
+			if o.GetKind() == "Namespace" {
+				s += fmt.Sprint(" ", o.GetLabels())
+			}
+			d = append(d, s)
+		}
+		slices.Sort(d)
+		return d
+	}
+	var want []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, &unstructured.Unstructured{Object: m})
+	}
+	objs, err := manifests.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := describe(manifests.SingleNode(objs)), describe(want); !slices.Equal(got, want) {
+		t.Errorf("SingleNode:\n%s\nkubectl kustomize deploy/kubernetes-single-node:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -100,7 +100,10 @@ func (r *Runtime) createErr(ctx context.Context, err error) error {
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "RuntimeClass") && strings.Contains(msg, "not found"):
 		return fmt.Errorf("kubernetes create: the cluster has no such RuntimeClass (apply deploy/kubernetes/runtimeclasses.yaml on nodes whose containerd has the handler, or set sandbox.kubernetes.runtime_classes): %w: %w", sandbox.ErrIsolation, err)
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "violates PodSecurity"):
-		return fmt.Errorf("kubernetes create: the namespace %q's Pod Security admission rejects the sandbox pod: %w", r.opts.Namespace, err)
+		return fmt.Errorf("kubernetes create: the namespace %q's Pod Security admission rejects the sandbox pod "+
+			"(with workspace_claim and bridge_listen, and without network \"host\", sandbox pods meet the restricted profile; "+
+			"hostPath workspaces, the bridge's sockets and host network need a namespace that allows them, as deploy/kubernetes-single-node makes it on a one-node cluster): %w",
+			r.opts.Namespace, err)
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("kubernetes create: namespace %q does not exist (apply deploy/kubernetes, or set the runtime's namespace): %w", r.opts.Namespace, err)
 	case apierrors.IsForbidden(err):

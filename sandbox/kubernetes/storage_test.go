@@ -18,17 +18,17 @@ import (
 	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
 )
 
-// TestClaimStorage: with claim storage the workspace reaches the pod as a
-// subPath of a PersistentVolumeClaim, as it would from shared storage on
-// a multi-node cluster (here a hostPath PersistentVolume over the test's
-// data root).
-func TestClaimStorage(t *testing.T) {
-	t.Parallel()
+// claimNamespace makes a namespace (with labels) holding the claim
+// "agentbox-data", bound to a hostPath PersistentVolume over the data root
+// of the workspaces it returns: shared storage as a multi-node cluster
+// would have it.
+func claimNamespace(t *testing.T, prefix string, labels map[string]string) (string, *sandbox.Workspaces) {
+	t.Helper()
 	core := admin(t)
 	ctx := context.Background()
 	id := randID()
-	ns := "agentbox-claim-" + id
-	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	ns := prefix + id
+	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = core.Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
@@ -60,6 +60,19 @@ func TestClaimStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = core.PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	return ns, wss
+}
+
+// TestClaimStorage: with claim storage the workspace reaches the pod as a
+// subPath of a PersistentVolumeClaim, as it would from shared storage on
+// a multi-node cluster (here a hostPath PersistentVolume over the test's
+// data root).
+func TestClaimStorage(t *testing.T) {
+	t.Parallel()
+	core := admin(t)
+	ctx := context.Background()
+	ns, wss := claimNamespace(t, "agentbox-claim-", nil)
+	root := filepath.Dir(wss.Root())
 	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "claim", Namespace: ns, RESTConfig: k8stest.Admin(t),
 		Storage: kubernetes.Storage{Claim: "agentbox-data", ClaimRoot: root}})
 	ws, release, err := wss.Acquire(ctx, "u1", "c1")

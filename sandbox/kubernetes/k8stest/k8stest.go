@@ -6,6 +6,7 @@ package k8stest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,7 +19,6 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -55,9 +55,11 @@ var (
 	setupErr  error
 )
 
-// ServiceAccount requires the local cluster, applies deploy/kubernetes
-// (once per test binary, but the server's own workload) and returns a configuration that acts as the
-// server's service account, with a token valid for an hour.
+// ServiceAccount requires the local cluster, applies
+// deploy/kubernetes-single-node (once per test binary: the tests run the
+// server on the node, with hostPath workspaces and host network) and
+// returns a configuration that acts as the server's service account, with
+// a token valid for an hour.
 func ServiceAccount(t testing.TB) *rest.Config {
 	t.Helper()
 	admin := Admin(t)
@@ -66,7 +68,10 @@ func ServiceAccount(t testing.TB) *rest.Config {
 		defer cancel()
 		objs, err := manifests.Objects()
 		if err == nil {
-			_, err = manifests.Apply(ctx, admin, sandboxSide(objs), false)
+			_, err = manifests.Apply(ctx, admin, manifests.SingleNode(objs), false)
+		}
+		if err == nil {
+			err = policyActive(ctx, admin)
 		}
 		setupErr = err
 	})
@@ -102,20 +107,30 @@ func ServiceAccount(t testing.TB) *rest.Config {
 	}
 }
 
-// sandboxSide leaves out the server's own workload (its Deployment,
-// Service and claims): tests run the server themselves, and the
-// Deployment's pods would wait forever for an image and a volume the
-// local cluster does not have.
-func sandboxSide(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "Deployment", "Service", "PersistentVolumeClaim":
-			continue
-		}
-		out = append(out, o)
+// policyActive waits until the API server enforces the sandbox pod
+// policy of deploy/kubernetes (it loads a new ValidatingAdmissionPolicy
+// a moment after it is stored): a root pod's dry run in the sandbox
+// namespace is refused.
+func policyActive(ctx context.Context, cfg *rest.Config) error {
+	core, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return err
 	}
-	return out
+	root := int64(0)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe"}, Spec: corev1.PodSpec{
+		SecurityContext: &corev1.PodSecurityContext{RunAsUser: &root},
+		Containers:      []corev1.Container{{Name: "c", Image: Image()}}}}
+	for {
+		_, err := core.Pods(manifests.SandboxNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), "agentbox-sandbox-pods") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the sandbox pod policy is not enforced (a root pod's dry run: %v): %w", err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Runtime returns a kubernetes runtime on the local cluster in the
