@@ -266,3 +266,28 @@ func BenchmarkParserVsEncodingJSON20MB(b *testing.B) {
 	b.ReportMetric(mb/decode.Seconds(), "json-MB/s")
 	b.ReportMetric(decode.Seconds()/parse.Seconds(), "x-json")
 }
+
+// TestTaskLabels: a long command the agent waits for (is_backgrounded
+// false) is a command, not a background one; a task that leaves the field
+// out, as CLIs before 2.1.3xx did for their only kind, is in the
+// background.
+func TestTaskLabels(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ flag, want string }{
+		{`,"is_backgrounded":false`, "Command: build"},
+		{`,"is_backgrounded":true`, "Background command: build"},
+		{``, "Background command: build"},
+	} {
+		in := `{"type":"system","subtype":"task_started","task_id":"k","tool_use_id":"t1","description":"build","task_type":"local_bash"` + tc.flag + "}\n"
+		evs, _ := collect(ParserOptions{}, in)
+		var got string
+		for _, e := range evs {
+			if e.Type == chat.TypeLoading && e.Event == chat.Start {
+				got = e.Text
+			}
+		}
+		if got != tc.want {
+			t.Errorf("task_started%s: %q, want %q", tc.flag, got, tc.want)
+		}
+	}
+}

@@ -192,16 +192,23 @@ func (p *Parser) taskStarted(line string) {
 		p.workAfter = true
 	}
 	kind := cmpOr(r[4].Str, r[3].Str)
-	text := fmt.Sprintf("%s: %s", taskLabel(r[3].Str, kind), t.desc)
+	// A task runs in the background unless the CLI says it blocks its
+	// tool call (is_backgrounded false: a long foreground command); CLIs
+	// before 2.1.3xx registered only background tasks and leave it out.
+	background := !r[5].Exists() || r[5].Bool()
+	text := fmt.Sprintf("%s: %s", taskLabel(r[3].Str, kind, background), t.desc)
 	props := map[string]any{"message": text, "task_id": id, "tool_use_id": agentcli.String(r[1]),
-		"task_type": agentcli.String(r[3]), "background": r[5].Bool()}
+		"task_type": agentcli.String(r[3]), "background": background}
 	p.emit(chat.Event{Event: chat.Start, ID: t.msg, Type: chat.TypeLoading, Text: text, Props: props})
 }
 
 // taskLabel names a kind of task for people.
-func taskLabel(taskType, kind string) string {
+func taskLabel(taskType, kind string, background bool) string {
 	switch taskType {
 	case "local_bash":
+		if !background {
+			return "Command"
+		}
 		return "Background command"
 	case "local_agent", "remote_agent":
 		return "Subagent (" + kind + ")"
