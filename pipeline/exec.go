@@ -24,6 +24,7 @@ func (t *turn) resolve(app *assistant.App) (assistant.Resolved, error) {
 	if err != nil {
 		return assistant.Resolved{}, &chat.Error{Code: chat.ErrAuth, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
 	}
+	t.scripted = r.Type == connector.TypeScripted
 	return r, nil
 }
 

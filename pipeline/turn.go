@@ -40,8 +40,14 @@ type turn struct {
 
 	asst *assistant.Assistant
 	// meta is the request's metadata with the Create hook's merged in.
-	meta         map[string]any
-	connID       string
+	meta   map[string]any
+	connID string
+	// scripted is set when the turn's model is a scripted connector.
+	scripted bool
+	// conv is the turn's conversation once assembled (nil before), saved
+	// tells that the turn is in the chat's history.
+	conv         *conversation
+	saved        bool
 	model        string
 	usage        chat.Usage
 	sessionID    string
@@ -358,6 +364,11 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) (record fu
 	}
 	end := time.Now()
 	t.usage.DurationMS = end.Sub(t.start).Milliseconds()
+	if t.scripted {
+		// A scripted model's token counts are made up, and a CLI prices
+		// them as the model it names: nothing was spent.
+		t.usage.CostUSD = 0
+	}
 	if t.bridge != nil {
 		// Counted on the host, once the sandbox and its tunnels are gone.
 		t.usage.Egress = chat.MergeHostUsage(t.usage.Egress, subHostUsage(t.bridge.EgressUsage(), t.egressBase))
@@ -370,6 +381,7 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) (record fu
 	if resp != nil {
 		resp.Usage.DurationMS = t.usage.DurationMS
 		resp.Usage.Egress = t.usage.Egress
+		resp.Usage.CostUSD = t.usage.CostUSD
 	}
 	code := ""
 	if err != nil {
