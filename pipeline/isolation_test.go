@@ -11,7 +11,7 @@ import (
 )
 
 // TestSandboxIsolation: a turn's sandbox asks for the assistant's
-// isolation, else app.jsonc's, and the loading message names it when it
+// isolation, else app.jsonc's, and the progress message names it when it
 // is not runc.
 func TestSandboxIsolation(t *testing.T) {
 	e := newEnv(t, &llmtest.Script{}, "")
@@ -21,7 +21,7 @@ func TestSandboxIsolation(t *testing.T) {
 	var mu sync.Mutex
 	var loading []map[string]any
 	emit := func(ev chat.Event) {
-		if ev.Type == chat.TypeLoading && ev.Event == chat.Start {
+		if ev.Type == chat.TypeLoading && (ev.Event == chat.Start || ev.Event == chat.Replace) && ev.Props["step"] == "sandbox" {
 			mu.Lock()
 			loading = append(loading, ev.Props)
 			mu.Unlock()
@@ -39,8 +39,8 @@ func TestSandboxIsolation(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(loading) != 2 || loading[0]["message"] != "Starting sandbox (fake, gvisor)…" || loading[0]["isolation"] != "gvisor" ||
-		loading[1]["message"] != "Starting sandbox (fake)…" || loading[1]["isolation"] != "runc" {
+	if len(loading) != 2 || loading[0]["message"] != "Starting the sandbox (fake, gvisor)…" || loading[0]["isolation"] != "gvisor" ||
+		loading[1]["message"] != "Starting the sandbox (fake)…" || loading[1]["isolation"] != "runc" {
 		t.Errorf("loading messages: %v", loading)
 	}
 }

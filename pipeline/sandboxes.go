@@ -3,6 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -32,6 +33,12 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	if err != nil {
 		return nil, nil, err
 	}
+	// One progress message says what the turn waits for until the sandbox
+	// runs: its workspace (mounted, made on first use), then the sandbox
+	// (named with its isolation when it is not runc's).
+	isolation := cmp.Or(a.Sandbox.Isolation, app.Config.Sandbox.Isolation, sandbox.IsolationRunc)
+	prog := t.startProgress("Preparing the workspace…", map[string]any{"runtime": name, "isolation": isolation, "step": "workspace"})
+	defer prog.end()
 	createStart := time.Now()
 	ws, releaseWS, err := p.cfg.Workspaces.AcquireWith(ctx, t.req.UserID, t.req.ChatID, sandbox.AcquireOptions{MaxDisk: a.Sandbox.DiskBytes})
 	if err != nil {
@@ -46,6 +53,11 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	}
 	var mounts []sandbox.Mount
 	mounts = append(mounts, p.cfg.RuntimeMounts[name]...)
+	starting := "Starting the sandbox (" + name + ")…"
+	if isolation != sandbox.IsolationRunc {
+		starting = "Starting the sandbox (" + name + ", " + isolation + ")…"
+	}
+	prog.set(starting, "sandbox")
 	if p.cfg.Bridge != nil {
 		sess, err := t.startBridge(ctx, name, app, a, hooks, hc)
 		if err != nil {
@@ -68,18 +80,11 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		}
 	}
 	spec := p.sandboxSpec(app, a, t.req.UserID, t.req.ChatID, ws, mounts)
-	loading := t.nextID("loading")
-	isolation := cmp.Or(spec.Isolation, sandbox.IsolationRunc)
-	msg := "Starting sandbox (" + name + ")…"
-	if isolation != sandbox.IsolationRunc {
-		msg = "Starting sandbox (" + name + ", " + isolation + ")…"
-	}
-	t.emit(chat.Event{Event: chat.Start, ID: loading, Type: chat.TypeLoading, Text: msg, Props: map[string]any{"message": msg, "runtime": name, "isolation": isolation}})
 	spec.Env = withBridgeEnv(env, t.bridge)
 	sb, err := rt.Create(ctx, spec)
 	t.phase(phaseSandboxCreate, createStart)
 	t.tm.sandbox = chat.SandboxCold
-	t.emit(chat.Event{Event: chat.End, ID: loading, Type: chat.TypeLoading})
+	prog.end()
 	if err != nil {
 		release()
 		if t.keep {
@@ -129,4 +134,41 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		return sb, func() { endTurn(); releaseSlot(); t.keepOrDrop(c) }, nil
 	}
 	return sb, remove, nil
+}
+
+// progress is a loading message that says what a turn waits for: set
+// replaces its text as the wait moves on, end ends it (once; later calls
+// do nothing).
+type progress struct {
+	t     *turn
+	id    string
+	props map[string]any
+	ended bool
+}
+
+// startProgress starts a progress message with text; props (the same on
+// every event of it) get "message" (the text) and "step".
+func (t *turn) startProgress(text string, props map[string]any) *progress {
+	pr := &progress{t: t, id: t.nextID("loading"), props: props}
+	pr.emit(chat.Start, text, props["step"])
+	return pr
+}
+
+func (pr *progress) set(text, step string) {
+	if !pr.ended {
+		pr.emit(chat.Replace, text, step)
+	}
+}
+
+func (pr *progress) end() {
+	if !pr.ended {
+		pr.ended = true
+		pr.t.emit(chat.Event{Event: chat.End, ID: pr.id, Type: chat.TypeLoading})
+	}
+}
+
+func (pr *progress) emit(phase, text string, step any) {
+	props := maps.Clone(pr.props)
+	props["message"], props["step"] = text, step
+	pr.t.emit(chat.Event{Event: phase, ID: pr.id, Type: chat.TypeLoading, Text: text, Props: props})
 }
