@@ -57,6 +57,18 @@ type Message struct {
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	// ToolCalls are the calls an assistant message asked for.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// Failure, on an assistant message of a stored history, says why its
+	// turn failed or stopped (its Code is "" for an answer that ended
+	// well): Content is what was answered until then, often nothing.
+	// Models never see it.
+	Failure Failure `json:"error,omitzero"`
+}
+
+// Failure is the error a stored turn ended with: the code and message its
+// client was sent.
+type Failure struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // ToolCall is a call of a client's function the model asked for. The

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,5 +133,68 @@ func TestCancelChatAndRunningChats(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("turn still running")
+	}
+}
+
+// TestFailedTurnIsKept: a turn that fails after it held its chat is in the
+// chat's history (its message, and its error on the answer), so the chat
+// is titled by that message and shows what went wrong; the next turn's
+// model does not see the failed exchange.
+func TestFailedTurnIsKept(t *testing.T) {
+	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{
+		{Error: &llmtest.HTTPError{Status: 401, Message: "invalid x-api-key"}},
+		{Text: "Paris."},
+	}}, "")
+	st := withStore(t, e)
+	ctx := context.Background()
+	_, err := e.p.Chat(ctx, &Request{UserID: "u", ChatID: "c1", AssistantID: "qa", Messages: user("Capital of France?")}, nil)
+	var ce *chat.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("first turn: %v, want an error", err)
+	}
+	chats, err := e.p.ListChats(ctx, "u")
+	if err != nil || len(chats) != 1 || chats[0].Title != "Capital of France?" {
+		t.Fatalf("chats after the failed turn = %+v, %v", chats, err)
+	}
+	d, err := e.p.GetChat(ctx, "u", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := d.History; len(h) != 2 || h[0].Content != "Capital of France?" || h[1].Role != chat.RoleAssistant ||
+		h[1].Failure.Code != ce.Code || h[1].Failure.Message != ce.Message {
+		t.Fatalf("history = %+v, want the message and the error %s", d.History, ce)
+	}
+
+	if _, err := e.p.Chat(ctx, &Request{UserID: "u", ChatID: "c1", AssistantID: "qa", Messages: user("And its population?")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reqs := e.llm.TurnRequests()
+	if body := string(reqs[len(reqs)-1].Body); strings.Contains(body, "Capital of France?") || strings.Contains(body, "invalid x-api-key") {
+		t.Errorf("the model saw the failed exchange: %s", body)
+	}
+	h, _ := st.History(ctx, "u", "c1")
+	if len(h) != 4 || h[3].Content != "Paris." || h[3].Failure.Code != "" {
+		t.Errorf("history after the next turn = %+v", h)
+	}
+}
+
+// TestAnswered: what a model sees of a stored history with failed turns.
+func TestAnswered(t *testing.T) {
+	fail := chat.Failure{Code: "timeout", Message: "took too long"}
+	msgs := []chat.Message{
+		{Role: chat.RoleUser, Content: "a"}, {Role: chat.RoleAssistant, Content: "A"},
+		{Role: chat.RoleUser, Content: "b"}, {Role: chat.RoleAssistant, Failure: fail},
+		{Role: chat.RoleUser, Content: "c"}, {Role: chat.RoleAssistant, Content: "C, cut", Failure: fail},
+		{Role: chat.RoleUser, Content: "d"},
+	}
+	var got []string
+	for _, m := range answered(msgs) {
+		if m.Failure.Code != "" {
+			t.Errorf("a failure reached the model: %+v", m)
+		}
+		got = append(got, m.Content)
+	}
+	if want := "a A c C, cut d"; strings.Join(got, " ") != want {
+		t.Errorf("answered = %q, want %q", strings.Join(got, " "), want)
 	}
 }

@@ -98,7 +98,7 @@ func (t *turn) assemble(ctx context.Context) (conversation, error) {
 	if err != nil {
 		return c, historyError(ctx, err)
 	}
-	c.history = append(stored, client.history...)
+	c.history = append(answered(stored), client.history...)
 	c.added = client.history
 	return c, nil
 }
@@ -122,13 +122,59 @@ func (c conversation) withPrompts(prompts []chat.Message) conversation {
 	return c
 }
 
+// answered is a stored history as a model sees it: what was said, not
+// what went wrong. An exchange whose turn failed before it answered
+// anything (the messages it added and its failure) is left out; a failed
+// answer cut short keeps its text.
+func answered(msgs []chat.Message) []chat.Message {
+	out := make([]chat.Message, 0, len(msgs))
+	for _, m := range msgs {
+		switch {
+		case m.Failure.Code == "":
+			out = append(out, m)
+		case m.Content != "" || len(m.ToolCalls) > 0:
+			m.Failure = chat.Failure{}
+			out = append(out, m)
+		default:
+			for len(out) > 0 && out[len(out)-1].Role != chat.RoleAssistant {
+				out = out[:len(out)-1]
+			}
+		}
+	}
+	return out
+}
+
+// maxFailureBytes bounds the error message a failed turn stores.
+const maxFailureBytes = 4 << 10
+
+// saveFailure stores a turn that failed or stopped after it held its chat
+// (the request's messages, what was answered, and the error), so the chat
+// shows it, titled by its first message, after a reload too.
+func (t *turn) saveFailure(ctx context.Context, err error) {
+	if t.conv == nil || t.saved || t.trial != nil {
+		return
+	}
+	ce := chat.AsError(err)
+	msg := ce.Message
+	if len(msg) > maxFailureBytes {
+		msg = strings.ToValidUTF8(msg[:maxFailureBytes], "") + "…"
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
+	if serr := t.saveHistory(sctx, *t.conv, chat.Failure{Code: ce.Code, Message: msg}); serr != nil {
+		t.p.log.Error("failed turn not saved", "user", t.req.UserID, "chat", t.req.ChatID, "error", serr)
+	}
+}
+
 // saveHistory stores this turn (input and answer, with the answer's tool
-// calls) in the chat history, unless the request is ephemeral.
-func (t *turn) saveHistory(ctx context.Context, c conversation) error {
+// calls, and the failure of a turn that failed) in the chat history,
+// unless the request is ephemeral.
+func (t *turn) saveHistory(ctx context.Context, c conversation, failure chat.Failure) error {
 	if t.req.Ephemeral {
 		return nil
 	}
-	answer := chat.Message{Role: chat.RoleAssistant, Content: t.content, ToolCalls: t.toolCalls}
+	t.saved = true
+	answer := chat.Message{Role: chat.RoleAssistant, Content: t.content, ToolCalls: t.toolCalls, Failure: failure}
 	h := t.p.cfg.History
 	if c.replace {
 		msgs := append(append(append([]chat.Message{}, c.history[min(c.examples, len(c.history)):]...), c.input...), answer)

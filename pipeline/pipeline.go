@@ -421,6 +421,7 @@ func (p *Pipeline) chat(ctx context.Context, req *Request, emit chat.EmitFunc, t
 		if err != nil {
 			// The one place a failure nobody classified gets its code.
 			err = chat.AsError(err)
+			t.saveFailure(ctx, err)
 		}
 		record = t.finish(ctx, resp, err)
 	}()

@@ -190,6 +190,8 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	// From here on the chat holds the turn: a failure is stored with it.
+	t.conv = &conv
 	options := t.options(a)
 
 	hooks, err := t.p.hooks.Get(a)
@@ -337,7 +339,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	if execErr != nil {
 		return nil, execErr
 	}
-	if err := t.saveHistory(ctx, conv); err != nil {
+	if err := t.saveHistory(ctx, conv, chat.Failure{}); err != nil {
 		t.p.log.Error("history not saved", "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
 		chat.Notice(t.emit, t.nextID("notice"), "history_not_saved", "the answer was not saved to the chat history: "+err.Error())
 	}

@@ -65,13 +65,18 @@ func (s *Store) history(ctx context.Context, user, chatID string, n int) ([]chat
 	msgs := []chat.Message{}
 	for rows.Next() {
 		var m chat.Message
-		var calls string
-		if err := rows.Scan(&m.Role, &m.Content, &m.Name, &m.ToolCallID, &calls); err != nil {
+		var calls, failure string
+		if err := rows.Scan(&m.Role, &m.Content, &m.Name, &m.ToolCallID, &calls, &failure); err != nil {
 			return nil, fmt.Errorf("history: %w", err)
 		}
 		if calls != "" {
 			if err := json.Unmarshal([]byte(calls), &m.ToolCalls); err != nil {
 				return nil, fmt.Errorf("history: tool calls of a %s message: %w", m.Role, err)
+			}
+		}
+		if failure != "" {
+			if err := json.Unmarshal([]byte(failure), &m.Failure); err != nil {
+				return nil, fmt.Errorf("history: error of a %s message: %w", m.Role, err)
 			}
 		}
 		msgs = append(msgs, m)
@@ -242,12 +247,12 @@ const insertRows = 256
 // a few hundred per statement. A message's tool calls are kept as JSON
 // ("" for none).
 func (s *Store) insertMessages(ctx context.Context, tx *sql.Tx, user, chatID string, last, now int64, msgs []chat.Message) error {
-	const cols = 9
+	const cols = 10
 	for len(msgs) > 0 {
 		n := min(len(msgs), insertRows)
 		args := make([]any, 0, n*cols)
 		for i, m := range msgs[:n] {
-			calls := ""
+			calls, failure := "", ""
 			if len(m.ToolCalls) > 0 {
 				b, err := json.Marshal(m.ToolCalls)
 				if err != nil {
@@ -255,10 +260,17 @@ func (s *Store) insertMessages(ctx context.Context, tx *sql.Tx, user, chatID str
 				}
 				calls = string(b)
 			}
+			if m.Failure.Code != "" {
+				b, err := json.Marshal(m.Failure)
+				if err != nil {
+					return fmt.Errorf("error of message %d: %w", i, err)
+				}
+				failure = string(b)
+			}
 			last++
-			args = append(args, user, chatID, last, m.Role, s.be.blob(m.Content), m.Name, m.ToolCallID, calls, now)
+			args = append(args, user, chatID, last, m.Role, s.be.blob(m.Content), m.Name, m.ToolCallID, calls, failure, now)
 		}
-		q := `INSERT INTO messages (user_id, chat_id, seq, role, content, name, tool_call_id, tool_calls, created_at) VALUES ` + values(n, cols)
+		q := `INSERT INTO messages (user_id, chat_id, seq, role, content, name, tool_call_id, tool_calls, error, created_at) VALUES ` + values(n, cols)
 		if _, err := tx.ExecContext(ctx, rebind(s.drv, q), args...); err != nil {
 			return err
 		}

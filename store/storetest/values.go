@@ -287,6 +287,7 @@ func testUnicode(t *testing.T, o Opener) {
 		{Role: "assistant", Content: "NUL \x00 inside, invalid \xff\xfe UTF-8, and \r\n line ends"},
 		{Role: "tool", Content: "\x00", Name: "ツール", ToolCallID: "id-é"},
 		{Role: "assistant", Content: `\x41 \\x00 E'\n' $1 ?1 :name @p '; DROP TABLE messages; --`},
+		{Role: "assistant", Content: "cut", Failure: chat.Failure{Code: "timeout", Message: "ü '; DROP TABLE messages; -- \u202e"}},
 	}
 	must(t, s.AppendMessages(bg, user, chatID, "助手", ms...))
 	got, err := s.History(bg, user, chatID)
