@@ -20,8 +20,9 @@ type AssistantInfo struct {
 	Sandboxed bool `json:"sandboxed"`
 	// Command is the CLI of a sandboxed assistant (claude, cursor).
 	Command string `json:"command,omitempty"`
-	// Skills are the names of the assistant's Agent Skills.
-	Skills []string `json:"skills"`
+	// Skills are the assistant's own Agent Skills (its folder's skills/),
+	// by name.
+	Skills []SkillInfo `json:"skills"`
 	// Connectors are the ids a request may choose from (package.yao
 	// connector_options), when it may choose.
 	Connectors []string `json:"connectors,omitempty"`
@@ -30,8 +31,15 @@ type AssistantInfo struct {
 	assistant.Metadata
 }
 
+// SkillInfo is one of an assistant's own skills: what its SKILL.md's
+// front matter says it is for.
+type SkillInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
 func publicInfo(a *assistant.Assistant, locale string) AssistantInfo {
-	info := AssistantInfo{ID: a.ID, Skills: []string{}, Metadata: a.Meta}
+	info := AssistantInfo{ID: a.ID, Skills: []SkillInfo{}, Metadata: a.Meta}
 	info.Name, info.Description, info.Placeholder = a.Localized(locale)
 	if info.Name == "" {
 		info.Name = a.ID
@@ -45,10 +53,10 @@ func publicInfo(a *assistant.Assistant, locale string) AssistantInfo {
 	}
 	for _, sk := range a.Skills {
 		if sk != nil {
-			info.Skills = append(info.Skills, sk.Name)
+			info.Skills = append(info.Skills, SkillInfo{Name: sk.Name, Description: sk.Description})
 		}
 	}
-	sort.Strings(info.Skills)
+	sort.Slice(info.Skills, func(i, j int) bool { return info.Skills[i].Name < info.Skills[j].Name })
 	return info
 }
 

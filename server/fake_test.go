@@ -46,7 +46,7 @@ func testApp() *assistant.App {
 			"qa": {ID: "qa", Name: "Q&A", Description: "Answers questions", Connector: "openai.gpt"},
 			"coder": {ID: "coder", Name: "Coder", Connector: "openai.gpt",
 				Sandbox: &assistant.Sandbox{Command: "claude", Image: "agentbox/sandbox-claude:latest"},
-				Skills:  []*skills.Skill{{Name: "code-review"}, {Name: "bash-helper"}}},
+				Skills:  []*skills.Skill{{Name: "code-review", Description: "Review a change."}, {Name: "bash-helper"}}},
 		},
 	}
 }

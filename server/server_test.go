@@ -200,7 +200,7 @@ func TestModelsAndAssistants(t *testing.T) {
 		t.Fatalf("GET /api/assistants = %d %s", resp.StatusCode, body)
 	}
 	want := `{"object":"list","data":[` +
-		`{"id":"coder","name":"Coder","sandboxed":true,"command":"claude","skills":["bash-helper","code-review"]},` +
+		`{"id":"coder","name":"Coder","sandboxed":true,"command":"claude","skills":[{"name":"bash-helper","description":""},{"name":"code-review","description":"Review a change."}]},` +
 		`{"id":"qa","name":"Q\u0026A","description":"Answers questions","sandboxed":false,"skills":[]}]}` + "\n"
 	if body != want {
 		t.Errorf("GET /api/assistants =\n%s\nwant\n%s", body, want)
