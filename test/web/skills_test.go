@@ -20,7 +20,7 @@ func TestWebSkills(t *testing.T) {
 	b.send("Make a skill please")
 	b.waitText(turnTimeout, ".msg.skill strong", "Skill proposed: release-notes")
 	b.waitText(turnTimeout, ".msg.answer", "I proposed a skill for you to review.")
-	b.waitText(30*time.Second, ".top .skills-link", "Skills 1")
+	b.waitText(30*time.Second, ".skills-link .badge", "1")
 	b.run(10*time.Second, "review it", chromedp.Click(chromedp.Search(`//div[contains(@class,"skill")]//a[text()="Review it"]`)))
 	b.waitText(10*time.Second, ".proposal-detail h2", "release-notes")
 	b.waitText(10*time.Second, ".proposal-detail pre.skill-md", "name: release-notes")
@@ -58,7 +58,7 @@ func TestWebSkills(t *testing.T) {
 	b.waitText(10*time.Second, `.proposal-detail [aria-label="Status"]`, "rejected")
 	b.waitText(10*time.Second, `.proposal-detail [aria-label="Reason"]`, "It does not name the linter.")
 	b.run(10*time.Second, "list all", chromedp.Click(chromedp.Search(`//nav[@aria-label="Skill proposals"]//button[text()="All"]`)))
-	b.waitFor(10*time.Second, "both listed", `document.querySelectorAll('nav[aria-label="Skill proposals"] > ul:not(.mine) li').length === 2`)
+	b.waitFor(10*time.Second, "both listed", `document.querySelectorAll('nav[aria-label="Skill proposals"] ul.plist li').length === 2`)
 	b.snap("skills-2-rejected")
 	if strings.Contains(s.logs.String(), "panic") {
 		t.Error("the server panicked")

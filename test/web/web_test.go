@@ -1,7 +1,7 @@
 // Package web tests the web app in a real browser: Debian's chromium,
 // headless, driven by chromedp, against a real `agentbox serve` whose
-// coder runs the real Claude Code CLI in Docker sandboxes on a scripted
-// model (app/). Under CI=true nothing here skips. When a test fails, a
+// coder and reviewer run the real Claude Code CLI in Docker sandboxes on
+// scripted models (app/). Under CI=true nothing here skips. When a test fails, a
 // screenshot of the page is kept under .cache/artifacts/web/ and its path
 // logged.
 package web
@@ -324,14 +324,13 @@ func TestWebApp(t *testing.T) {
 		if id == "" {
 			t.Fatal("the page does not name the new chat in its address")
 		}
-		b.waitText(turnTimeout, ".msg.tool .name", "Write")
+		b.waitFor(turnTimeout, "the Write call", `!!document.querySelector('details.tool[data-tool="Write"]')`)
 		b.waitText(turnTimeout, ".msg.answer strong", "notes.md")
-		b.waitText(10*time.Second, ".msg.tool .name", "Bash")
+		b.waitFor(10*time.Second, "the Bash call", `!!document.querySelector('details.tool[data-tool="Bash"]')`)
 		b.waitText(10*time.Second, ".usage", " in · ")
 		b.waitFor(10*time.Second, "the turn ends", `!document.querySelector('button.stop') && !!document.querySelector('.composer button[type=submit]')`)
 		// A tool call opens to its arguments and result.
-		b.run(10*time.Second, "open the Bash call",
-			chromedp.Click(chromedp.Search(`//details[contains(@class,"tool")][.//span[@class="name" and text()="Bash"]]/summary`)))
+		b.run(10*time.Second, "open the Bash call", chromedp.Click(chromedp.CSS(`details.tool[data-tool="Bash"] > summary`)))
 		b.waitText(10*time.Second, ".msg.tool[open] .out pre", "notes.md")
 		b.snap("1-answer")
 		noContainers(t, id)
@@ -355,7 +354,7 @@ func TestWebApp(t *testing.T) {
 		if err := os.WriteFile(up, []byte("uploaded from the browser\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		b.run(20*time.Second, "upload a file", chromedp.SetUploadFiles(chromedp.CSS(`input[type=file]`), []string{up}))
+		b.run(20*time.Second, "upload a file", chromedp.SetUploadFiles(chromedp.CSS(`#upload-input`), []string{up}))
 		b.waitText(30*time.Second, `[role="tree"] button`, "upload.txt")
 		var listing struct {
 			Entries []struct{ Name string } `json:"entries"`
@@ -400,7 +399,7 @@ func TestWebApp(t *testing.T) {
 	step("Stop", func(t *testing.T) {
 		// Stop a long turn: the turn ends as stopped and its sandbox goes.
 		b.send("Start the long job")
-		b.waitText(turnTimeout, ".msg.tool .preview", "sleep 300")
+		b.waitText(turnTimeout, ".msg.tool .target", "sleep 300")
 		id := b.chatID()
 		if len(containers(t, id)) == 0 {
 			t.Error("no sandbox runs the long turn")

@@ -39,6 +39,9 @@ func TestBuild(t *testing.T) {
 	if strings.Contains(page, "http://") || strings.Contains(page, "https://") {
 		t.Errorf("the page loads something from elsewhere:\n%s", page)
 	}
+	if !regexp.MustCompile(`<link rel="icon" type="image/svg\+xml" href="data:image/svg\+xml;base64,[A-Za-z0-9+/=]+">`).MatchString(page) {
+		t.Errorf("the page has no icon of its own:\n%s", page)
+	}
 	// The app connects to its own server only (the library code holds
 	// documentation links, never a fetch or import of another origin).
 	if m := regexp.MustCompile(`(import\(|fetch\(|src=)["']https?://`).Find(byPath[js[1]]); m != nil {

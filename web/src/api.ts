@@ -47,12 +47,28 @@ async function check(resp: Response): Promise<Response> {
 /** call sends a JSON request and returns the decoded answer. */
 export async function call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
   const init: RequestInit = { method, headers: headers(), signal };
-  if (body !== undefined) {
-    init.body = JSON.stringify(body);
+  if (method !== "GET") {
+    // Every call that changes something is JSON (the server takes no
+    // other bodies), a POST without arguments an empty object.
     (init.headers as Headers).set("Content-Type", "application/json");
+    if (body !== undefined || method === "POST") init.body = JSON.stringify(body ?? {});
   }
   const resp = await check(await fetch(path, init));
   return (await resp.json()) as T;
+}
+
+/** What a chat UI shows of an assistant before the first message
+ * (package.yao's placeholder). */
+export interface Placeholder {
+  title?: string;
+  description?: string;
+  prompts?: string[];
+}
+
+/** One of an assistant's own skills (its folder's skills/). */
+export interface AssistantSkill {
+  name: string;
+  description: string;
 }
 
 export interface Assistant {
@@ -61,6 +77,12 @@ export interface Assistant {
   description?: string;
   sandboxed: boolean;
   command?: string;
+  skills: AssistantSkill[];
+  avatar?: string;
+  tags?: string[];
+  sort?: number;
+  type?: string;
+  placeholder?: Placeholder;
 }
 
 export interface ChatInfo {
@@ -76,6 +98,9 @@ export interface ChatInfo {
 export interface Message {
   role: string;
   content: string;
+  /** error says why an answer is missing or cut short: its turn failed
+   * or was stopped. */
+  error?: { code: string; message: string };
 }
 
 export interface TurnState {
@@ -107,8 +132,11 @@ export function newChatID(): string {
 
 export const chatPath = (chat: string) => "/api/chats/" + encodeURIComponent(chat);
 
+/** assistants lists the assistants in the order package.yao's sort
+ * asks for (then by name). */
 export async function assistants(): Promise<Assistant[]> {
-  return (await call<{ data: Assistant[] }>("GET", "/api/assistants")).data;
+  const list = (await call<{ data: Assistant[] }>("GET", "/api/assistants")).data;
+  return list.sort((a, b) => (a.sort ?? 0) - (b.sort ?? 0) || a.name.localeCompare(b.name));
 }
 
 export async function chats(): Promise<ChatInfo[]> {
@@ -183,11 +211,25 @@ export interface Usage {
   duration_ms?: number;
 }
 
+/** Where a turn's time went (the done event's timings, milliseconds). */
+export interface Timings {
+  sandbox?: string;
+  chat_wait_ms?: number;
+  sandbox_wait_ms?: number;
+  sandbox_create_ms?: number;
+  cli_start_ms?: number;
+  first_text_ms?: number;
+  tools_ms?: number;
+  tools?: number;
+  total_ms: number;
+}
+
 export interface Final {
   usage: Usage;
   session_id?: string;
   error?: string;
   content?: string;
+  timings?: Timings;
 }
 
 export type OnEvent = (ev: ChatEvent, id: string) => void;
@@ -215,9 +257,23 @@ async function readSSE(resp: Response, onEvent: OnEvent): Promise<void> {
   }
 }
 
+/** A part of a user message in OpenAI's shape: text, or an image as a
+ * data: URL. */
+export type ContentPart = { type: "text"; text: string } | { type: "image_url"; image_url: { url: string } };
+
+/** userMessage is what startTurn sends: the text alone, or a message
+ * whose content parts carry the text and the images. */
+export function userMessage(text: string, images: string[]): string | { role: "user"; content: ContentPart[] } {
+  if (images.length === 0) return text;
+  const content: ContentPart[] = [];
+  if (text) content.push({ type: "text", text });
+  for (const url of images) content.push({ type: "image_url", image_url: { url } });
+  return { role: "user", content };
+}
+
 /** startTurn sends a message to a chat as a detached turn (it keeps
  * running when the page goes away) and streams its events. */
-export async function startTurn(assistant: string, chat: string, message: string, onEvent: OnEvent, signal: AbortSignal): Promise<void> {
+export async function startTurn(assistant: string, chat: string, message: ReturnType<typeof userMessage>, onEvent: OnEvent, signal: AbortSignal): Promise<void> {
   const h = headers({ "Content-Type": "application/json" });
   const resp = await check(
     await fetch("/api/assistants/" + encodeURIComponent(assistant) + "/chat", {

@@ -1,16 +1,23 @@
 // One chat: its stored history, the turns streamed on this page (the
-// answer as Markdown, thinking collapsed, tool calls with their arguments
-// and results, notices, errors and usage), and the message box with its
-// stop button.
+// answer as Markdown, thinking collapsed, tool calls as commands, files
+// and diffs, progress while the sandbox starts, notices, errors and
+// usage), and the message box with image attach and the stop button. A
+// new chat starts on the assistants' cards.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import * as api from "./api";
-import { renderMarkdown } from "./markdown";
-import { apply, Msg, newTurn, Turn, toolResults, usageLine } from "./turn";
+import { Home } from "./home";
+import { Icon } from "./icons";
+import { copyCode, renderMarkdown } from "./markdown";
+import { ToolCall } from "./tools";
+import { apply, Msg, newTurn, timingsLine, Turn, toolResults, usageLine } from "./turn";
 
 interface Props {
   chatId: string;
   info?: api.ChatInfo;
   assistants: api.Assistant[];
+  /** selected is the assistant a new chat starts with. */
+  selected: string;
+  onSelect: (id: string) => void;
   onCreated: (id: string) => void;
   onChanged: () => void;
   onTool: () => void;
@@ -23,19 +30,22 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // A stream that drops is followed again from its last event, this often.
 const maxResumes = 8;
 
-export function ChatView({ chatId, info, assistants, onCreated, onChanged, onTool, onSkill, onError }: Props) {
+export function ChatView({ chatId, info, assistants, selected, onSelect, onCreated, onChanged, onTool, onSkill, onError }: Props) {
   const [history, setHistory] = useState<api.Message[]>([]);
   const [turns, setTurns] = useState<Turn[]>([]);
   const turnsRef = useRef<Turn[]>([]);
-  const [assistant, setAssistant] = useState(info?.assistant_id ?? "");
+  const [owner, setOwner] = useState(info?.assistant_id ?? "");
   const [text, setText] = useState("");
+  const [images, setImages] = useState<string[]>([]);
   const [stopping, setStopping] = useState(false);
   const live = useRef<AbortController | null>(null);
-  const chatRef = useRef(chatId);
+  // own is the chat this view started: its turn is on the page already.
+  const own = useRef("");
   const logRef = useRef<HTMLDivElement>(null);
 
   const running = turns.some((t) => t.running);
-  const asst = assistant || info?.assistant_id || assistants[0]?.id || "";
+  const asst = owner || info?.assistant_id || selected || assistants[0]?.id || "";
+  const empty = !chatId && turns.length === 0;
 
   const setTurnsNow = (f: (ts: Turn[]) => Turn[]) => {
     turnsRef.current = f(turnsRef.current);
@@ -56,10 +66,12 @@ export function ChatView({ chatId, info, assistants, onCreated, onChanged, onToo
     );
 
   // drive streams a turn's events until its done event, following the
-  // chat's event stream again after the connection drops.
-  const drive = async (key: string, chat: string, first: (on: api.OnEvent, s: AbortSignal) => Promise<void>) => {
+  // chat's event stream again after the connection drops. It returns the
+  // API's error when the turn was refused before it started.
+  const drive = async (key: string, chat: string, first: (on: api.OnEvent, s: AbortSignal) => Promise<void>): Promise<api.ApiError | null> => {
     const ctrl = new AbortController();
     live.current = ctrl;
+    let refused: api.ApiError | null = null;
     const onEvent: api.OnEvent = (ev, id) => {
       setTurnsNow((ts) => ts.map((t) => (t.key === key ? apply(t, ev, id) : t)));
       if (ev.type === "tool_result" || ev.event === "done") onTool();
@@ -70,7 +82,7 @@ export function ChatView({ chatId, info, assistants, onCreated, onChanged, onToo
       try {
         await go(onEvent, ctrl.signal);
       } catch (e) {
-        if (ctrl.signal.aborted) return;
+        if (ctrl.signal.aborted) return null;
         if (e instanceof api.ApiError && e.code === "canceled") {
           // Stopped before it sent anything.
           setTurnsNow((ts) => ts.map((t) => (t.key === key ? { ...t, running: false, final: { usage: { input_tokens: 0, output_tokens: 0 }, error: "canceled" } } : t)));
@@ -78,6 +90,7 @@ export function ChatView({ chatId, info, assistants, onCreated, onChanged, onToo
         }
         if (e instanceof api.ApiError) {
           if (e.status === 401) onError(e);
+          if (attempt === 0 && e.status < 500) refused = e;
           failTurn(key, e.code, e.status === 404 && attempt > 0 ? "The turn's events are gone: the history has what it saved." : e.message);
           break;
         }
@@ -96,18 +109,18 @@ export function ChatView({ chatId, info, assistants, onCreated, onChanged, onToo
     if (live.current === ctrl) live.current = null;
     setStopping(false);
     onChanged();
+    return refused;
   };
 
   useEffect(() => {
-    chatRef.current = chatId;
-    if (!chatId) return;
+    if (!chatId || chatId === own.current) return;
     let gone = false;
     api
       .getChat(chatId)
       .then((d) => {
         if (gone) return;
         setHistory(d.history);
-        if (d.assistant_id) setAssistant(d.assistant_id);
+        if (d.assistant_id) setOwner(d.assistant_id);
         if (d.turn?.running && !turnsRef.current.some((t) => t.running)) {
           const key = "resume-" + d.turn.id;
           setTurnsNow((ts) => [...ts, newTurn(key, d.turn!.prompt)]);
@@ -119,9 +132,11 @@ export function ChatView({ chatId, info, assistants, onCreated, onChanged, onToo
       });
     return () => {
       gone = true;
-      live.current?.abort();
     };
   }, [chatId]);
+
+  // Leaving the chat stops following its turn (which runs on, detached).
+  useEffect(() => () => live.current?.abort(), []);
 
   // Keep the newest output in view while the reader is at the bottom.
   useEffect(() => {
@@ -131,18 +146,25 @@ export function ChatView({ chatId, info, assistants, onCreated, onChanged, onToo
 
   const send = async () => {
     const msg = text.trim();
-    if (!msg || running || !asst) return;
+    if ((!msg && images.length === 0) || running || !asst) return;
     let chat = chatId;
     if (!chat) {
       chat = api.newChatID();
-      chatRef.current = chat;
+      own.current = chat;
       onCreated(chat);
     }
+    const sent = images;
     setText("");
+    setImages([]);
     const key = "t-" + Date.now();
-    setTurnsNow((ts) => [...ts, newTurn(key, msg)]);
+    setTurnsNow((ts) => [...ts, newTurn(key, msg, sent)]);
     setTimeout(onChanged, 500);
-    await drive(key, chat, (on, s) => api.startTurn(asst, chat, msg, on, s));
+    const refused = await drive(key, chat, (on, s) => api.startTurn(asst, chat, api.userMessage(msg, sent), on, s));
+    if (refused) {
+      // Nothing ran: the message goes back into the box to change and send again.
+      setText((t) => (t.trim() ? t : msg));
+      setImages((i) => (i.length ? i : sent));
+    }
   };
 
   const stop = async () => {
@@ -160,74 +182,53 @@ export function ChatView({ chatId, info, assistants, onCreated, onChanged, onToo
   return (
     <div class="chatview">
       <div class="log" ref={logRef} role="log" aria-live="polite" aria-label="Conversation">
-        {!chatId && turns.length === 0 && <p class="hint">Choose an assistant and send a message to start a chat.</p>}
-        {history.map((m, i) => (
-          <HistoryMessage key={"h" + i} m={m} />
-        ))}
-        {turns.map((t) => (
-          <TurnView key={t.key} turn={t} />
-        ))}
+        {empty ? (
+          <Home
+            assistants={assistants}
+            selected={asst}
+            onSelect={onSelect}
+            onPrompt={(p) => {
+              setText(p);
+              document.getElementById("message")?.focus();
+            }}
+          />
+        ) : (
+          <div class="thread" onClick={copyCode}>
+            {history.map((m, i) => (
+              <HistoryMessage key={"h" + i} m={m} />
+            ))}
+            {turns.map((t) => (
+              <TurnView key={t.key} turn={t} command={current?.command} />
+            ))}
+          </div>
+        )}
       </div>
-      <form
-        class="composer"
-        onSubmit={(e) => {
-          e.preventDefault();
-          send();
-        }}
-      >
-        <div class="row">
-          <label for="assistant">Assistant</label>
-          {history.length === 0 && turns.length === 0 ? (
-            <select id="assistant" value={asst} onChange={(e) => setAssistant(e.currentTarget.value)}>
-              {assistants.map((a) => (
-                <option key={a.id} value={a.id}>
-                  {a.name}
-                  {a.sandboxed ? " (sandbox)" : ""}
-                </option>
-              ))}
-            </select>
-          ) : (
-            <span id="assistant" class="assistant">
-              {current?.name ?? asst}
-            </span>
-          )}
-        </div>
-        <textarea
-          aria-label="Message"
-          placeholder="Message (Enter sends, Shift+Enter adds a line, Escape stops)"
-          value={text}
-          rows={3}
-          onInput={(e) => setText(e.currentTarget.value)}
-          onKeyDown={(e) => {
-            if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
-              e.preventDefault();
-              send();
-            } else if (e.key === "Escape" && running) {
-              e.preventDefault();
-              stop();
-            }
-          }}
-        />
-        <div class="row end">
-          {running ? (
-            <button type="button" class="stop" onClick={stop} disabled={stopping} aria-label="Stop the running turn">
-              {stopping ? "Stopping…" : "Stop"}
-            </button>
-          ) : (
-            <button type="submit" class="primary" disabled={!text.trim() || !asst}>
-              Send
-            </button>
-          )}
-        </div>
-      </form>
+      <Composer
+        text={text}
+        setText={setText}
+        images={images}
+        setImages={setImages}
+        running={running}
+        stopping={stopping}
+        disabled={!asst}
+        placeholder={current ? `Message ${current.name}` : "Message"}
+        onSend={send}
+        onStop={stop}
+        onError={onError}
+      />
     </div>
   );
 }
 
 function HistoryMessage({ m }: { m: api.Message }) {
   if (m.role === "user") return <div class="msg user">{m.content}</div>;
-  if (m.role === "assistant") return <Markdown class="msg answer" text={m.content} />;
-  return null;
+  if (m.role !== "assistant" || (!m.content && !m.error)) return null;
+  return (
+    <>
+      {m.content && <Markdown class="msg answer" text={m.content} />}
+      {m.error && <ErrorBox code={m.error.code} message={m.error.message} />}
+    </>
+  );
 }
 
 function Markdown({ text, class: cls }: { text: string; class: string }) {
@@ -235,29 +236,129 @@ function Markdown({ text, class: cls }: { text: string; class: string }) {
   return <div class={cls + " md"} dangerouslySetInnerHTML={{ __html: html }} />;
 }
 
-function TurnView({ turn }: { turn: Turn }) {
+function ErrorBox({ code, message }: { code?: string; message: string }) {
+  if (code === "canceled") {
+    return (
+      <div class="msg stopped" role="note">
+        Stopped
+      </div>
+    );
+  }
+  return (
+    <div class="msg error" role="alert">
+      <strong>{code ? errorTitle(code) : "Error"}</strong> {message}
+      {code && <span class="code">{code}</span>}
+    </div>
+  );
+}
+
+/** errorTitle names an error code for people. */
+function errorTitle(code: string): string {
+  const titles: Record<string, string> = {
+    invalid_request: "The server refused the message.",
+    auth: "The model refused the credentials.",
+    rate_limited: "The model is rate limited.",
+    server_busy: "The server is busy.",
+    chat_busy: "The chat is busy.",
+    too_many_turns: "Too many turns at once.",
+    timeout: "The turn timed out.",
+    sandbox: "The sandbox failed.",
+    network: "The connection dropped.",
+  };
+  return titles[code] ?? "The turn failed.";
+}
+
+/** useTick re-renders every second while on. */
+function useTick(on: boolean) {
+  const [, set] = useState(0);
+  useEffect(() => {
+    if (!on) return;
+    const t = setInterval(() => set((n) => n + 1), 1000);
+    return () => clearInterval(t);
+  }, [on]);
+}
+
+/** Progress says what a running turn waits for: its newest progress
+ * message (the sandbox starting, a long tool), else whether the agent
+ * still starts or works, with the time since the turn began. */
+function Progress({ turn, command }: { turn: Turn; command?: string }) {
+  useTick(turn.running);
+  const loading = [...turn.msgs].reverse().find((m) => m.type === "loading" && !m.done);
+  const streaming = turn.msgs.some((m) => !m.done && (m.type === "text" || m.type === "thinking"));
+  if (streaming && !loading) return null;
+  let text = loading ? String(loading.props.message ?? loading.text) : "";
+  if (!text) {
+    const sandboxed = turn.msgs.some((m) => m.type === "loading" || m.type === "session");
+    const started = turn.msgs.some((m) => m.type === "session" || m.type === "text" || m.type === "tool_call");
+    text = sandboxed && !started ? `Starting ${command ?? "the agent"}…` : "Working…";
+  }
+  const secs = Math.max(0, Math.floor((Date.now() - turn.started) / 1000));
+  return (
+    <div class="progress" role="status">
+      <span class="spinner" aria-hidden="true" />
+      <span class="what">{text}</span>
+      {secs > 0 && <span class="elapsed">{secs}s</span>}
+    </div>
+  );
+}
+
+function TurnView({ turn, command }: { turn: Turn; command?: string }) {
   const results = toolResults(turn);
   const shown = new Set<string>();
   for (const m of turn.msgs) if (m.type === "tool_call" && m.props.id) shown.add(String(m.props.id));
+  const answer = turn.msgs.filter((m) => m.type === "text").map((m) => m.text).join("\n\n");
+  const errored = turn.msgs.some((m) => m.type === "error" && m.props.code !== "canceled");
   return (
     <section class="turn" aria-busy={turn.running}>
-      {turn.prompt !== undefined && <div class="msg user">{turn.prompt || "…"}</div>}
+      {(turn.prompt !== undefined || turn.images?.length) && (
+        <div class="msg user">
+          {turn.images && turn.images.length > 0 && (
+            <div class="images">
+              {turn.images.map((src, i) => (
+                <img key={i} src={src} alt={`Attached image ${i + 1}`} />
+              ))}
+            </div>
+          )}
+          {turn.prompt || (turn.images?.length ? "" : "…")}
+        </div>
+      )}
       {turn.msgs.map((m) => {
         if (m.type === "tool_result" && shown.has(String(m.props.tool_call_id))) return null;
         return <MsgView key={m.id} m={m} result={m.type === "tool_call" ? results.get(String(m.props.id)) : undefined} />;
       })}
-      {turn.running && !turn.msgs.some((m) => !m.done) && (
-        <div class="working" role="status">
-          Working…
-        </div>
-      )}
+      {turn.running && <Progress turn={turn} command={command} />}
       {turn.final && (
-        <div class={"usage" + (turn.final.error ? " failed" : "")} aria-label="Usage of this turn">
-          {turn.final.error === "canceled" ? "Stopped · " : turn.final.error ? `Failed (${turn.final.error}) · ` : ""}
-          {usageLine(turn.final)}
-        </div>
+        <footer class={"usage" + (turn.final.error && turn.final.error !== "canceled" ? " failed" : "")} aria-label="Usage of this turn" title={timingsLine(turn.final)}>
+          {turn.final.error === "canceled" ? (
+            <span class="outcome">Stopped</span>
+          ) : turn.final.error && !errored ? (
+            <span class="outcome">Failed ({turn.final.error})</span>
+          ) : null}
+          <span>{usageLine(turn.final)}</span>
+          {answer && <CopyButton text={answer} />}
+        </footer>
       )}
     </section>
+  );
+}
+
+function CopyButton({ text }: { text: string }) {
+  const [done, setDone] = useState("");
+  return (
+    <button
+      type="button"
+      class="icon"
+      aria-label="Copy the answer"
+      title={done || "Copy the answer"}
+      onClick={() =>
+        navigator.clipboard?.writeText(text).then(
+          () => setDone("Copied"),
+          () => setDone("Not copied"),
+        )
+      }
+    >
+      <Icon name={done === "Copied" ? "check" : "copy"} size={15} />
+    </button>
   );
 }
 
@@ -268,7 +369,7 @@ function MsgView({ m, result }: { m: Msg; result?: Msg }) {
     case "thinking":
       return (
         <details class="msg thinking">
-          <summary>Thinking{m.done ? "" : "…"}</summary>
+          <summary>{m.done ? "Thought about it" : "Thinking…"}</summary>
           <div class="body">{m.text}</div>
         </details>
       );
@@ -276,26 +377,24 @@ function MsgView({ m, result }: { m: Msg; result?: Msg }) {
       return <ToolCall m={m} result={result} />;
     case "tool_result":
       return (
-        <details class="msg tool" open>
-          <summary>Tool result</summary>
-          <Truncated text={resultText(m)} />
+        <details class="msg tool done" data-tool="result">
+          <summary>
+            <span class="verb">Tool result</span>
+          </summary>
+          <div class="tool-body">
+            <pre>{typeof m.props.content === "string" ? m.props.content : m.text}</pre>
+          </div>
         </details>
       );
     case "loading":
-      return m.done ? null : (
-        <div class="msg loading" role="status">
-          {m.props.message ?? m.text}
-        </div>
-      );
+      // The newest running one shows as the turn's progress.
+      return null;
     case "error":
-      return (
-        <div class="msg error" role="alert">
-          <strong>Error{m.props.code ? ` (${m.props.code})` : ""}:</strong> {m.props.message ?? m.text}
-        </div>
-      );
+      // A stopped turn says so in its usage line.
+      return m.props.code === "canceled" ? null : <ErrorBox code={m.props.code} message={String(m.props.message ?? m.text)} />;
     case "notice":
       return (
-        <div class="msg notice">
+        <div class="msg notice" role="note">
           {m.props.message ?? m.text}
           {m.props.suggested_action ? <div class="meta">Suggested: {String(m.props.suggested_action)}</div> : null}
         </div>
@@ -303,17 +402,20 @@ function MsgView({ m, result }: { m: Msg; result?: Msg }) {
     case "skill_proposed":
       return (
         <div class="msg skill" role="note">
-          <strong>Skill proposed: {m.props.name}</strong> — {m.props.description}
-          <div class="meta">
-            It is not used until you approve it{m.props.test ? "; a test turn tries it after this turn" : ""}.{" "}
-            <a href={"#/skills/" + encodeURIComponent(String(m.props.proposal_id))}>Review it</a>
+          <Icon name="skills" size={16} />
+          <div>
+            <strong>Skill proposed: {m.props.name}</strong> — {m.props.description}
+            <div class="meta">
+              It is not used until you approve it{m.props.test ? "; a test turn tries it after this turn" : ""}.{" "}
+              <a href={"#/skills/" + encodeURIComponent(String(m.props.proposal_id))}>Review it</a>
+            </div>
           </div>
         </div>
       );
     case "session":
       return (
         <div class="msg session">
-          Session {m.props.model ? `· ${m.props.model}` : ""} {m.props.session_id ? `· ${String(m.props.session_id).slice(0, 8)}` : ""}
+          {m.props.model ? String(m.props.model) : "Agent"} session {m.props.session_id ? String(m.props.session_id).slice(0, 8) : ""}
         </div>
       );
     default:
@@ -325,61 +427,166 @@ function MsgView({ m, result }: { m: Msg; result?: Msg }) {
   }
 }
 
-/** The tool's most telling argument, shown next to its name. */
-function preview(input: unknown): string {
-  if (!input || typeof input !== "object") return "";
-  const o = input as Record<string, unknown>;
-  for (const k of ["command", "file_path", "path", "pattern", "url", "query", "description"]) {
-    if (typeof o[k] === "string") return String(o[k]).split("\n")[0].slice(0, 120);
+interface ComposerProps {
+  text: string;
+  setText: (s: string) => void;
+  images: string[];
+  setImages: (f: (i: string[]) => string[]) => void;
+  running: boolean;
+  stopping: boolean;
+  disabled: boolean;
+  placeholder: string;
+  onSend: () => void;
+  onStop: () => void;
+  onError: (e: unknown) => void;
+}
+
+// Images are scaled to this many pixels on their longer side (what vision
+// models look at) and, together with the text, must fit the server's 1 MB
+// request limit.
+const imageSide = 1568;
+const imagesBudget = 900_000;
+const maxImages = 8;
+
+/** readImage returns an image file as a data: URL, scaled down and
+ * re-encoded when it is large. */
+async function readImage(file: File): Promise<string> {
+  if (!file.type.startsWith("image/")) throw new Error(`${file.name} is not an image`);
+  const bmp = await createImageBitmap(file).catch(() => {
+    throw new Error(`${file.name} is not an image this browser can read`);
+  });
+  const scale = Math.min(1, imageSide / Math.max(bmp.width, bmp.height));
+  if (scale === 1 && file.size < 300_000 && /^image\/(png|jpeg|gif|webp)$/.test(file.type)) {
+    bmp.close();
+    return new Promise((resolve, reject) => {
+      const r = new FileReader();
+      r.onload = () => resolve(String(r.result));
+      r.onerror = () => reject(new Error(`${file.name} could not be read`));
+      r.readAsDataURL(file);
+    });
   }
-  return "";
+  const c = document.createElement("canvas");
+  c.width = Math.round(bmp.width * scale);
+  c.height = Math.round(bmp.height * scale);
+  const g = c.getContext("2d")!;
+  g.fillStyle = "#fff";
+  g.fillRect(0, 0, c.width, c.height);
+  g.drawImage(bmp, 0, 0, c.width, c.height);
+  bmp.close();
+  for (const q of [0.85, 0.7, 0.5]) {
+    const url = c.toDataURL("image/jpeg", q);
+    if (url.length < imagesBudget / 2) return url;
+  }
+  throw new Error(`${file.name} is too large to send, even scaled down`);
 }
 
-function resultText(m: Msg): string {
-  const c = m.props.content ?? m.text;
-  if (typeof c === "string") return c;
-  return JSON.stringify(c, null, 2);
-}
+function Composer({ text, setText, images, setImages, running, stopping, disabled, placeholder, onSend, onStop, onError }: ComposerProps) {
+  const area = useRef<HTMLTextAreaElement>(null);
+  const picker = useRef<HTMLInputElement>(null);
+  const [dragging, setDragging] = useState(false);
 
-function ToolCall({ m, result }: { m: Msg; result?: Msg }) {
-  const input = m.props.input;
-  const state = !result ? (m.done ? "running" : "preparing") : result.props.is_error ? "failed" : "done";
+  // The box grows with its text, up to a point.
+  useEffect(() => {
+    const el = area.current;
+    if (!el) return;
+    el.style.height = "auto";
+    el.style.height = Math.min(el.scrollHeight, 240) + "px";
+    el.style.overflowY = el.scrollHeight > 240 ? "auto" : "hidden";
+  }, [text]);
+
+  const attach = async (files: Iterable<File>) => {
+    try {
+      const next = [...images];
+      for (const f of files) next.push(await readImage(f));
+      if (next.length > maxImages) throw new Error(`At most ${maxImages} images go with one message.`);
+      if (next.reduce((n, u) => n + u.length, 0) > imagesBudget) throw new Error("These images are too large together for one message: send fewer or smaller ones.");
+      setImages(() => next);
+    } catch (e) {
+      onError(e);
+    } finally {
+      if (picker.current) picker.current.value = "";
+    }
+  };
+
+  const canSend = !disabled && (text.trim() !== "" || images.length > 0);
   return (
-    <details class={"msg tool " + state}>
-      <summary>
-        <span class="name">{m.props.name ?? "tool"}</span> <code class="preview">{preview(input)}</code>{" "}
-        <span class="state" aria-label={"tool call " + state}>
-          {state === "done" ? "✓" : state === "failed" ? "✗" : "…"}
-        </span>
-      </summary>
-      <div class="body">
-        <h4>Arguments</h4>
-        <Truncated text={input === undefined ? m.text : JSON.stringify(input, null, 2)} />
-        {result && (
-          <>
-            <h4>{result.props.is_error ? "Error" : "Result"}</h4>
-            <Truncated text={resultText(result)} />
-          </>
+    <form
+      class={"composer" + (dragging ? " dragging" : "")}
+      onSubmit={(e) => {
+        e.preventDefault();
+        onSend();
+      }}
+      onDragOver={(e) => {
+        if (e.dataTransfer?.types.includes("Files")) {
+          e.preventDefault();
+          setDragging(true);
+        }
+      }}
+      onDragLeave={() => setDragging(false)}
+      onDrop={(e) => {
+        e.preventDefault();
+        setDragging(false);
+        attach(Array.from(e.dataTransfer?.files ?? []).filter((f) => f.type.startsWith("image/")));
+      }}
+    >
+      <div class="box">
+        {images.length > 0 && (
+          <ul class="attachments" aria-label="Attached images">
+            {images.map((src, i) => (
+              <li key={i}>
+                <img src={src} alt={`Attached image ${i + 1}`} />
+                <button type="button" class="remove" aria-label={`Remove image ${i + 1}`} onClick={() => setImages((cur) => cur.filter((_, j) => j !== i))}>
+                  <Icon name="close" size={12} />
+                </button>
+              </li>
+            ))}
+          </ul>
         )}
+        <textarea
+          id="message"
+          ref={area}
+          aria-label="Message"
+          placeholder={placeholder}
+          value={text}
+          rows={1}
+          onInput={(e) => setText(e.currentTarget.value)}
+          onPaste={(e) => {
+            const files = Array.from(e.clipboardData?.files ?? []).filter((f) => f.type.startsWith("image/"));
+            if (files.length) {
+              e.preventDefault();
+              attach(files);
+            }
+          }}
+          onKeyDown={(e) => {
+            if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+              e.preventDefault();
+              if (canSend) onSend();
+            } else if (e.key === "Escape" && running) {
+              e.preventDefault();
+              onStop();
+            }
+          }}
+        />
+        <div class="actions">
+          <button type="button" class="icon round" onClick={() => picker.current?.click()} aria-label="Attach images" title="Attach images">
+            <Icon name="attach" />
+          </button>
+          <input id="attach-input" ref={picker} type="file" accept="image/png,image/jpeg,image/gif,image/webp" multiple hidden aria-label="Images to attach" onChange={(e) => attach(Array.from(e.currentTarget.files ?? []))} />
+          <span class="grow" />
+          {running ? (
+            <button type="button" class="stop round" onClick={onStop} disabled={stopping} aria-label="Stop the running turn" title="Stop (Esc)">
+              <Icon name="stop" />
+            </button>
+          ) : (
+            <button type="submit" class="primary round" disabled={!canSend} aria-label="Send" title="Send (Enter)">
+              <Icon name="send" />
+            </button>
+          )}
+        </div>
       </div>
-    </details>
-  );
-}
-
-// Long output is cut here until the reader asks for all of it.
-const truncateAt = 2000;
-
-function Truncated({ text }: { text: string }) {
-  const [all, setAll] = useState(false);
-  const long = text.length > truncateAt;
-  return (
-    <div class="out">
-      <pre>{long && !all ? text.slice(0, truncateAt) + "\n…" : text}</pre>
-      {long && (
-        <button type="button" class="link" onClick={() => setAll(!all)} aria-expanded={all}>
-          {all ? "Show less" : `Show all (${text.length.toLocaleString()} characters)`}
-        </button>
-      )}
-    </div>
+      <p class="fine">
+        <kbd>Enter</kbd> sends · <kbd>Shift</kbd>+<kbd>Enter</kbd> new line · <kbd>?</kbd> shortcuts
+      </p>
+    </form>
   );
 }

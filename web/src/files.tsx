@@ -1,9 +1,13 @@
 // The chat's workspace: a file tree that refreshes as the agent's tools
-// run, a viewer (highlighted text, images, a download for the rest),
+// run (hidden files, such as the CLI's own .agentbox folder, only on
+// request), a viewer (highlighted text, images, a download for the rest),
 // uploads, and the whole workspace as a zip.
 import { useEffect, useRef, useState } from "preact/hooks";
 import * as api from "./api";
+import { Icon } from "./icons";
 import { highlight, languageOf } from "./markdown";
+
+const hiddenKey = "agentbox.showHidden";
 
 interface Props {
   chatId: string;
@@ -22,6 +26,7 @@ export function Files({ chatId, version, onError, onChanged }: Props) {
   const [selected, setSelected] = useState("");
   const [target, setTarget] = useState(".");
   const [busy, setBusy] = useState("");
+  const [showHidden, setShowHidden] = useState(localStorage.getItem(hiddenKey) === "1");
   const input = useRef<HTMLInputElement>(null);
   const dirsRef = useRef(dirs);
   dirsRef.current = dirs;
@@ -91,6 +96,7 @@ export function Files({ chatId, version, onError, onChanged }: Props) {
 
   const tree = (path: string, depth: number): preact.JSX.Element[] =>
     (dirs.get(path) ?? []).flatMap((e) => {
+      if (!showHidden && e.name.startsWith(".")) return [];
       const p = join(path, e.name);
       const open = dirs.has(p);
       const row = (
@@ -106,8 +112,11 @@ export function Files({ chatId, version, onError, onChanged }: Props) {
               } else setSelected(p);
             }}
           >
-            {e.is_dir ? (open ? "▾ " : "▸ ") : ""}
-            {e.name}
+            <span class={"twisty" + (open ? " open" : "")} aria-hidden="true">
+              {e.is_dir && <Icon name="chevron" size={12} />}
+            </span>
+            <Icon name={e.is_dir ? "folder" : "file"} size={15} />
+            <span class="fname">{e.name}</span>
             {!e.is_dir && <span class="size">{formatSize(e.size)}</span>}
           </button>
         </li>
@@ -115,6 +124,8 @@ export function Files({ chatId, version, onError, onChanged }: Props) {
       return e.is_dir && open ? [row, ...tree(p, depth + 1)] : [row];
     });
 
+  const rows = tree(".", 0);
+  const hiddenOnly = (dirs.get(".") ?? []).length > 0;
   return (
     <div
       class="files"
@@ -125,28 +136,42 @@ export function Files({ chatId, version, onError, onChanged }: Props) {
       }}
     >
       <div class="toolbar">
-        <button type="button" onClick={() => refresh()} aria-label="Refresh the file tree">
-          ↻
+        <button type="button" class="icon" onClick={() => refresh()} aria-label="Refresh the file tree" title="Refresh">
+          <Icon name="refresh" />
         </button>
-        <button type="button" onClick={() => input.current?.click()} aria-label={`Upload files to ${target === "." ? "the workspace" : target}`}>
-          Upload
+        <button type="button" class="icon" onClick={() => input.current?.click()} aria-label={`Upload files to ${target === "." ? "the workspace" : target}`} title="Upload">
+          <Icon name="upload" />
         </button>
-        <input ref={input} type="file" multiple hidden aria-label="Files to upload" onChange={(e) => uploadFiles(e.currentTarget.files)} />
-        <button type="button" onClick={zip} disabled={missing} aria-label="Download the workspace as a zip">
-          Zip
+        <input id="upload-input" ref={input} type="file" multiple hidden aria-label="Files to upload" onChange={(e) => uploadFiles(e.currentTarget.files)} />
+        <button type="button" class="icon" onClick={zip} disabled={missing} aria-label="Download the workspace as a zip" title="Download as zip">
+          <Icon name="download" />
         </button>
+        <button
+          type="button"
+          class="icon"
+          aria-pressed={showHidden}
+          aria-label="Show hidden files"
+          title={showHidden ? "Hide hidden files" : "Show hidden files"}
+          onClick={() => {
+            localStorage.setItem(hiddenKey, showHidden ? "0" : "1");
+            setShowHidden(!showHidden);
+          }}
+        >
+          <Icon name="eye" />
+        </button>
+        <span class="grow" />
         {target !== "." && (
           <button type="button" class="link" onClick={() => setTarget(".")} aria-label="Upload to the workspace's top folder">
-            to /
+            uploads go to {target} ×
           </button>
         )}
       </div>
-      {busy && <p role="status">{busy}</p>}
+      {busy && <p role="status" class="hint">{busy}</p>}
       {missing ? (
         <p class="hint">No workspace yet: it appears when the assistant first works in a sandbox, or when you upload a file.</p>
       ) : (
         <ul class="tree" role="tree" aria-label="Workspace files">
-          {tree(".", 0)}
+          {rows.length > 0 ? rows : dirs.has(".") && <li class="hint">{hiddenOnly ? "Only hidden files so far." : "The workspace is empty."}</li>}
         </ul>
       )}
       {selected && <Viewer key={selected + version} chatId={chatId} path={selected} onClose={() => setSelected("")} onError={onError} />}
@@ -198,11 +223,11 @@ function Viewer({ chatId, path, onClose, onError }: { chatId: string; path: stri
     <section class="viewer" aria-label={"File " + path}>
       <header>
         <h3>{path}</h3>
-        <button type="button" onClick={() => api.download(chatId, path, false, name).catch(onError)} aria-label={"Download " + name}>
-          Download
+        <button type="button" class="icon" onClick={() => api.download(chatId, path, false, name).catch(onError)} aria-label={"Download " + name} title="Download">
+          <Icon name="download" />
         </button>
-        <button type="button" class="icon" onClick={onClose} aria-label="Close the file">
-          ×
+        <button type="button" class="icon" onClick={onClose} aria-label="Close the file" title="Close">
+          <Icon name="close" />
         </button>
       </header>
       {!view && <p role="status">Loading…</p>}

@@ -1,7 +1,6 @@
 // The agentbox web app's entry point.
 import { render } from "preact";
 import "@xterm/xterm/css/xterm.css";
-import "highlight.js/styles/github.css";
 import "./style.css";
 import { App } from "./app";
 

@@ -2,6 +2,7 @@
 // is escaped, never run) and highlighting for code blocks and files
 // (highlight.js with the languages agents write most).
 import MarkdownIt from "markdown-it";
+import { DiffLine, LineKind, parseUnified } from "./diff";
 import hljs from "highlight.js/lib/core";
 import bash from "highlight.js/lib/languages/bash";
 import c from "highlight.js/lib/languages/c";
@@ -50,7 +51,7 @@ export function languageOf(name: string): string | undefined {
   return byExtension[ext];
 }
 
-const escapeHTML = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+export const escapeHTML = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 
 /** highlight returns code as highlighted HTML (escaped as it is when the
  * language is unknown). */
@@ -63,12 +64,41 @@ export function highlight(code: string, lang?: string): string {
   return escapeHTML(code);
 }
 
-const md = new MarkdownIt({
-  html: false,
-  linkify: true,
-  breaks: false,
-  highlight: (code, lang) => `<pre class="hljs"><code>${highlight(code, lang.trim().toLowerCase())}</code></pre>`,
-});
+const signs: Record<LineKind, string> = { add: "+", del: "-", same: " ", hunk: "", meta: "" };
+
+/** diffHTML renders diff lines, each highlighted in lang when given. */
+export function diffHTML(lines: DiffLine[], lang?: string): string {
+  return lines
+    .map((l) => {
+      const body = l.kind === "hunk" || l.kind === "meta" ? escapeHTML(l.text) : highlight(l.text, lang);
+      return `<span class="dl ${l.kind}"><span class="sign" aria-hidden="true">${signs[l.kind]}</span>${body}</span>\n`;
+    })
+    .join("");
+}
+
+/** codeBlock is a fenced block as the page shows it: a header with its
+ * language and a copy button, then the code (a diff with its lines
+ * marked). */
+export function codeBlock(code: string, lang: string, label = lang): string {
+  const isDiff = lang === "diff" || lang === "patch";
+  const body = isDiff ? diffHTML(parseUnified(code)) : highlight(code, lang);
+  return (
+    `<div class="code-block${isDiff ? " diff" : ""}"><div class="code-head"><span class="lang">${escapeHTML(label || "text")}</span>` +
+    `<button type="button" class="copy" aria-label="Copy the code">Copy</button></div>` +
+    `<pre class="hljs"><code>${body}</code></pre></div>`
+  );
+}
+
+const md = new MarkdownIt({ html: false, linkify: true, breaks: false });
+
+md.renderer.rules.fence = (tokens, idx) => {
+  const t = tokens[idx];
+  const lang = t.info.trim().split(/\s+/)[0].toLowerCase();
+  return codeBlock(t.content, byExtension[lang] ?? lang, lang);
+};
+// Wide tables scroll on their own, not the whole answer.
+md.renderer.rules.table_open = () => '<div class="table-wrap"><table>\n';
+md.renderer.rules.table_close = () => "</table></div>\n";
 
 // Links open in a new tab, without access to this page.
 const defaultLink = md.renderer.rules.link_open ?? ((tokens, idx, opts, _env, self) => self.renderToken(tokens, idx, opts));
@@ -81,4 +111,19 @@ md.renderer.rules.link_open = (tokens, idx, opts, env, self) => {
 /** renderMarkdown turns Markdown into safe HTML. */
 export function renderMarkdown(text: string): string {
   return md.render(text);
+}
+
+/** copyCode handles a click on a code block's copy button inside el. */
+export function copyCode(ev: MouseEvent) {
+  const btn = (ev.target as HTMLElement).closest?.("button.copy");
+  if (!btn) return;
+  const code = btn.closest(".code-block")?.querySelector("pre")?.textContent ?? "";
+  const done = (label: string) => {
+    btn.textContent = label;
+    setTimeout(() => (btn.textContent = "Copy"), 1500);
+  };
+  navigator.clipboard?.writeText(code).then(
+    () => done("Copied"),
+    () => done("Not copied"),
+  );
 }

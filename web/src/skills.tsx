@@ -1,9 +1,11 @@
-// The skills agents proposed for the user: the list (pending first, or
-// all), one proposal with its SKILL.md, files and test outcome, the
-// decision (approve, or reject with a reason), another test run, and the
-// user's approved skills.
+// Skills: the assistants' own (their folders' skills/), the ones agents
+// proposed for the user (pending first, or all) with one proposal's
+// SKILL.md, files and test outcome, the decision (approve, or reject with
+// a reason) and another test run, and the user's approved skills.
 import { useCallback, useEffect, useState } from "preact/hooks";
 import * as api from "./api";
+import { Avatar } from "./home";
+import { Icon } from "./icons";
 import { usageLine } from "./turn";
 
 interface Props {
@@ -19,6 +21,7 @@ export function SkillsView({ proposalId, assistants, onOpen, onError, onChanged 
   const [list, setList] = useState<api.SkillProposal[]>([]);
   const [mine, setMine] = useState<api.UserSkill[]>([]);
   const name = (id: string) => assistants.find((a) => a.id === id)?.name ?? id;
+  const own = assistants.flatMap((a) => (a.skills ?? []).map((sk) => ({ a, sk })));
 
   const load = useCallback(async () => {
     try {
@@ -61,13 +64,13 @@ export function SkillsView({ proposalId, assistants, onOpen, onError, onChanged 
           </button>
         </div>
         {list.length === 0 && <p class="hint">{filter === "pending" ? "No skill waits for your decision." : "No skill was proposed yet."}</p>}
-        <ul>
+        <ul class="plist" aria-label="Proposals">
           {list.map((p) => (
             <li key={p.id} class={p.id === proposalId ? "current" : ""}>
               <button type="button" class="open" aria-current={p.id === proposalId ? "page" : undefined} onClick={() => onOpen(p.id)}>
                 <span class="title">{p.name}</span>
                 <span class="meta">
-                  {name(p.assistant_id)} · <span class={"status " + p.status}>{p.status}</span>
+                  {name(p.assistant_id)} · <span class={"pstatus " + p.status}>{p.status}</span>
                   {p.test && ` · test ${p.test.status}`}
                 </span>
               </button>
@@ -87,8 +90,20 @@ export function SkillsView({ proposalId, assistants, onOpen, onError, onChanged 
                 </span>
               </button>
               <button type="button" class="icon" aria-label={`Remove ${s.name}`} onClick={() => remove(s)}>
-                ✕
+                <Icon name="trash" size={16} />
               </button>
+            </li>
+          ))}
+        </ul>
+        <h2>Built into the assistants</h2>
+        {own.length === 0 && <p class="hint">No assistant has skills of its own.</p>}
+        <ul class="own" aria-label="The assistants' skills">
+          {own.map(({ a, sk }) => (
+            <li key={a.id + "/" + sk.name}>
+              <span class="open static">
+                <span class="title">{sk.name}</span>
+                <span class="meta">{a.name}</span>
+              </span>
             </li>
           ))}
         </ul>
@@ -97,9 +112,39 @@ export function SkillsView({ proposalId, assistants, onOpen, onError, onChanged 
         {proposalId ? (
           <ProposalView key={proposalId} id={proposalId} assistant={name} onChanged={changed} onError={onError} />
         ) : (
-          <p class="hint">Choose a proposal to review it. Agents whose assistant allows it propose skills as they work; a skill is used only once you approve it.</p>
+          <Overview assistants={assistants} />
         )}
       </section>
+    </div>
+  );
+}
+
+/** Overview: what skills are, and each assistant's own with what it is
+ * for. */
+function Overview({ assistants }: { assistants: api.Assistant[] }) {
+  const withSkills = assistants.filter((a) => (a.skills ?? []).length > 0);
+  return (
+    <div class="overview">
+      <h2>Skills</h2>
+      <p class="hint">
+        A skill is a folder of instructions (and scripts) an agent loads when a task calls for it. Assistants bring their own; agents whose assistant allows it also propose
+        new ones as they work, and a proposal is used only once you approve it.
+      </p>
+      {withSkills.map((a) => (
+        <section key={a.id} class="own-skills" aria-label={`Skills of ${a.name}`}>
+          <h3>
+            <Avatar a={a} size={24} /> {a.name}
+          </h3>
+          <ul class="skill-cards">
+            {a.skills.map((sk) => (
+              <li key={sk.name} class="skill-card">
+                <span class="skill-name">{sk.name}</span>
+                <p>{sk.description}</p>
+              </li>
+            ))}
+          </ul>
+        </section>
+      ))}
     </div>
   );
 }
@@ -158,7 +203,7 @@ function ProposalView({ id, assistant, onChanged, onError }: { id: string; assis
     <article class="proposal-detail">
       <header>
         <h2>{p.name}</h2>
-        <span class={"status " + p.status} aria-label="Status">
+        <span class={"pstatus " + p.status} aria-label="Status">
           {p.status}
         </span>
       </header>

@@ -6,6 +6,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 import * as api from "./api";
+import { Icon } from "./icons";
 
 type State = "idle" | "connecting" | "open" | "ended";
 
@@ -24,7 +25,7 @@ export function TerminalPanel({ chatId, visible, onError }: { chatId: string; vi
     if (!host.current) return;
     session.current?.term.dispose();
     host.current.innerHTML = "";
-    const term = new Terminal({ cursorBlink: true, fontSize: 13, convertEol: false, scrollback: 5000 });
+    const term = new Terminal({ cursorBlink: true, fontSize: 13, convertEol: false, scrollback: 5000, theme: { background: "#0d0f12" } });
     const fit = new FitAddon();
     term.loadAddon(fit);
     term.open(host.current);
@@ -94,11 +95,11 @@ export function TerminalPanel({ chatId, visible, onError }: { chatId: string; vi
       <div class="toolbar">
         {state === "open" || state === "connecting" ? (
           <button type="button" onClick={close} aria-label="Close the terminal">
-            Close terminal
+            <Icon name="close" size={15} /> Close
           </button>
         ) : (
           <button type="button" class="primary" onClick={open} aria-label="Open a terminal in the chat's sandbox">
-            {state === "ended" ? "Open again" : "Open terminal"}
+            <Icon name="terminal" size={15} /> {state === "ended" ? "Open again" : "Open a terminal"}
           </button>
         )}
         <span role="status" class="status">

@@ -15,6 +15,10 @@ export interface Turn {
   key: string;
   /** prompt is the user's message, when the page knows it. */
   prompt?: string;
+  /** images are the message's attached images (data: URLs). */
+  images?: string[];
+  /** started is when the page saw the turn start (ms since the epoch). */
+  started: number;
   msgs: Msg[];
   final?: Final;
   running: boolean;
@@ -22,8 +26,8 @@ export interface Turn {
   lastEventId: string;
 }
 
-export function newTurn(key: string, prompt?: string): Turn {
-  return { key, prompt, msgs: [], running: true, lastEventId: "" };
+export function newTurn(key: string, prompt?: string, images?: string[]): Turn {
+  return { key, prompt, images, msgs: [], running: true, lastEventId: "", started: Date.now() };
 }
 
 /** apply returns the turn with ev applied (a new object; messages that
@@ -74,13 +78,38 @@ export function toolResults(t: Turn): Map<string, Msg> {
   return out;
 }
 
-/** usageLine describes what a turn cost. */
+/** compact writes a count for people: 950, 81.8k, 1.2M. */
+export function compact(n: number): string {
+  if (n < 1000) return String(n);
+  if (n < 1e6) return (n / 1e3).toFixed(n < 1e4 ? 1 : 0).replace(/\.0$/, "") + "k";
+  return (n / 1e6).toFixed(1).replace(/\.0$/, "") + "M";
+}
+
+const seconds = (ms: number) => (ms < 10_000 ? (ms / 1000).toFixed(1) : Math.round(ms / 1000)) + "s";
+
+/** usageLine describes what a turn took: its time, tokens and, when the
+ * model has a price, its cost. */
 export function usageLine(f: Final): string {
   const u = f.usage ?? { input_tokens: 0, output_tokens: 0 };
-  const parts = [`${u.input_tokens.toLocaleString()} in`, `${u.output_tokens.toLocaleString()} out`];
-  if (u.cache_read_tokens) parts.push(`${u.cache_read_tokens.toLocaleString()} cached`);
-  if (u.cost_usd) parts.push("$" + u.cost_usd.toFixed(4));
-  if (u.turns) parts.push(u.turns + (u.turns === 1 ? " turn" : " turns"));
-  if (u.duration_ms) parts.push((u.duration_ms / 1000).toFixed(1) + "s");
+  const parts: string[] = [];
+  if (u.duration_ms) parts.push(seconds(u.duration_ms));
+  if (u.input_tokens || u.output_tokens) parts.push(`${compact(u.input_tokens + (u.cache_read_tokens ?? 0))} in · ${compact(u.output_tokens)} out`);
+  if (u.turns) parts.push(u.turns + (u.turns === 1 ? " step" : " steps"));
+  if (u.cost_usd) parts.push("$" + u.cost_usd.toFixed(u.cost_usd < 0.1 ? 4 : 2));
   return parts.join(" · ");
+}
+
+/** timingsLine says where a turn's time went, for its usage's tooltip. */
+export function timingsLine(f: Final): string {
+  const t = f.timings;
+  if (!t) return "";
+  const parts: string[] = [];
+  if (t.chat_wait_ms) parts.push("waited for the chat " + seconds(t.chat_wait_ms));
+  if (t.sandbox_wait_ms) parts.push("waited for a sandbox " + seconds(t.sandbox_wait_ms));
+  if (t.sandbox_create_ms) parts.push(`sandbox${t.sandbox ? " (" + t.sandbox + ")" : ""} ${seconds(t.sandbox_create_ms)}`);
+  if (t.cli_start_ms) parts.push("agent start " + seconds(t.cli_start_ms));
+  if (t.first_text_ms) parts.push("first words at " + seconds(t.first_text_ms));
+  if (t.tools) parts.push(`${t.tools} tool call${t.tools === 1 ? "" : "s"} ${seconds(t.tools_ms ?? 0)}`);
+  parts.push("total " + seconds(t.total_ms));
+  return parts.join(", ");
 }
