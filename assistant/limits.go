@@ -13,10 +13,14 @@ import (
 // (app.jsonc "limits"). Every field has a default (DefaultLimits); a zero
 // Limits, as in an AppConfig built by hand, means the defaults.
 type Limits struct {
-	// TurnsPerUser bounds the turns one user has at once, running or
-	// waiting for their chat; one more is refused (HTTP 429 with
-	// Retry-After).
+	// TurnsPerUser bounds the turns and terminals one user has at once,
+	// turns running or waiting for their chat; one more is refused (HTTP
+	// 429 with Retry-After), so that one user never holds more than this
+	// many of the server's sandboxes.
 	TurnsPerUser int
+	// TerminalsPerUser bounds the terminals one user has open at once
+	// (each also counts against TurnsPerUser); one more is refused.
+	TerminalsPerUser int
 	// ChatQueue bounds the turns that may wait while another turn of the
 	// same chat runs: turns of one chat run one at a time, in the order
 	// they came. One more is refused (HTTP 409); 0 refuses every turn that
@@ -53,13 +57,16 @@ type BreakerLimits struct {
 
 // Defaults of Limits and of AppConfig.DrainTimeout.
 const (
-	DefaultTurnsPerUser    = 4
-	DefaultChatQueue       = 4
-	DefaultChatWait        = 10 * time.Minute
-	DefaultSandboxes       = 16
-	DefaultSandboxWait     = time.Minute
-	DefaultBreakerFailures = 5
-	DefaultBreakerCooldown = 30 * time.Second
+	DefaultTurnsPerUser = 4
+	// DefaultTerminalsPerUser leaves a user who keeps terminals open
+	// half of their turns.
+	DefaultTerminalsPerUser = 2
+	DefaultChatQueue        = 4
+	DefaultChatWait         = 10 * time.Minute
+	DefaultSandboxes        = 16
+	DefaultSandboxWait      = time.Minute
+	DefaultBreakerFailures  = 5
+	DefaultBreakerCooldown  = 30 * time.Second
 	// DefaultKeptChats: 32 idle kept chats hold about 9 GiB (some 280 MiB
 	// each, measured); the memory share below is the tighter cap on a
 	// small host.
@@ -74,14 +81,15 @@ const (
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
 	return Limits{
-		TurnsPerUser:    DefaultTurnsPerUser,
-		ChatQueue:       DefaultChatQueue,
-		ChatWait:        DefaultChatWait,
-		Sandboxes:       DefaultSandboxes,
-		SandboxWait:     DefaultSandboxWait,
-		KeptChats:       DefaultKeptChats,
-		KeptMemoryShare: DefaultKeptMemoryShare,
-		Breaker:         BreakerLimits{Failures: DefaultBreakerFailures, Cooldown: DefaultBreakerCooldown},
+		TurnsPerUser:     DefaultTurnsPerUser,
+		TerminalsPerUser: DefaultTerminalsPerUser,
+		ChatQueue:        DefaultChatQueue,
+		ChatWait:         DefaultChatWait,
+		Sandboxes:        DefaultSandboxes,
+		SandboxWait:      DefaultSandboxWait,
+		KeptChats:        DefaultKeptChats,
+		KeptMemoryShare:  DefaultKeptMemoryShare,
+		Breaker:          BreakerLimits{Failures: DefaultBreakerFailures, Cooldown: DefaultBreakerCooldown},
 	}
 }
 
@@ -95,6 +103,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.TurnsPerUser <= 0 {
 		l.TurnsPerUser = d.TurnsPerUser
+	}
+	if l.TerminalsPerUser <= 0 {
+		l.TerminalsPerUser = d.TerminalsPerUser
 	}
 	l.ChatQueue = max(l.ChatQueue, 0)
 	if l.ChatWait <= 0 {
@@ -123,14 +134,15 @@ func (l Limits) WithDefaults() Limits {
 
 // rawLimits is app.jsonc's "limits" as written.
 type rawLimits struct {
-	TurnsPerUser *int       `json:"turns_per_user"`
-	ChatQueue    *int       `json:"chat_queue"`
-	ChatWait     string     `json:"chat_wait"`
-	Sandboxes    *int       `json:"sandboxes"`
-	SandboxWait  string     `json:"sandbox_wait"`
-	KeptChats    *int       `json:"kept_chats"`
-	KeptMemory   string     `json:"kept_memory"`
-	Breaker      rawBreaker `json:"breaker"`
+	TurnsPerUser     *int       `json:"turns_per_user"`
+	TerminalsPerUser *int       `json:"terminals_per_user"`
+	ChatQueue        *int       `json:"chat_queue"`
+	ChatWait         string     `json:"chat_wait"`
+	Sandboxes        *int       `json:"sandboxes"`
+	SandboxWait      string     `json:"sandbox_wait"`
+	KeptChats        *int       `json:"kept_chats"`
+	KeptMemory       string     `json:"kept_memory"`
+	Breaker          rawBreaker `json:"breaker"`
 }
 
 type rawBreaker struct {
@@ -160,6 +172,7 @@ func (d *doc) limits(r rawLimits) Limits {
 		}
 	}
 	intIn("limits.turns_per_user", r.TurnsPerUser, 1, 10000, &l.TurnsPerUser)
+	intIn("limits.terminals_per_user", r.TerminalsPerUser, 1, 1000, &l.TerminalsPerUser)
 	intIn("limits.chat_queue", r.ChatQueue, 0, 1000, &l.ChatQueue)
 	durIn("limits.chat_wait", r.ChatWait, time.Second, 24*time.Hour, &l.ChatWait)
 	intIn("limits.sandboxes", r.Sandboxes, 1, 10000, &l.Sandboxes)

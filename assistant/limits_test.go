@@ -45,7 +45,7 @@ func TestLimitsDefaults(t *testing.T) {
 
 func TestLimitsFromAppJSONC(t *testing.T) {
 	app, err := Load(appWith(t, `{
-		"limits": {"turns_per_user": 2, "chat_queue": 0, "chat_wait": "30s", "sandboxes": 3, "sandbox_wait": "5s",
+		"limits": {"turns_per_user": 2, "terminals_per_user": 1, "chat_queue": 0, "chat_wait": "30s", "sandboxes": 3, "sandbox_wait": "5s",
 			"kept_chats": 5, "kept_memory": "6g",
 			"breaker": {"failures": 7, "cooldown": "1m"}},
 		"drain_timeout": "5s",
@@ -54,7 +54,7 @@ func TestLimitsFromAppJSONC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Limits{TurnsPerUser: 2, ChatQueue: 0, ChatWait: 30 * time.Second, Sandboxes: 3, SandboxWait: 5 * time.Second,
+	want := Limits{TurnsPerUser: 2, TerminalsPerUser: 1, ChatQueue: 0, ChatWait: 30 * time.Second, Sandboxes: 3, SandboxWait: 5 * time.Second,
 		KeptChats: 5, KeptMemory: 6 << 30,
 		Breaker: BreakerLimits{Failures: 7, Cooldown: time.Minute}}
 	if app.Config.Limits != want || app.Config.DrainTimeout != 5*time.Second {
@@ -76,6 +76,7 @@ func TestLimitsProblems(t *testing.T) {
 	_, err := Load(appWith(t, `{
   "limits": {
     "turns_per_user": 0,
+    "terminals_per_user": 0,
     "chat_queue": -1,
     "chat_wait": "soon",
     "sandboxes": "many",
@@ -92,13 +93,14 @@ func TestLimitsProblems(t *testing.T) {
 	text := err.Error()
 	for _, want := range []string{
 		"app.jsonc:3:23: limits.turns_per_user: 0 is out of range: want 1 to 10000",
-		"app.jsonc:4:19: limits.chat_queue: -1 is out of range: want 0 to 1000",
-		`app.jsonc:5:18: limits.chat_wait: invalid duration "soon"`,
-		"app.jsonc:6:18: limits.sandboxes: want an integer, got a string",
-		`app.jsonc:7:21: limits.sandbox_wait "2h" is out of range: want 1s to 1h`,
-		`app.jsonc:8:44: limits.breaker.cooldown "0s" must be positive`,
+		"app.jsonc:4:27: limits.terminals_per_user: 0 is out of range: want 1 to 1000",
+		"app.jsonc:5:19: limits.chat_queue: -1 is out of range: want 0 to 1000",
+		`app.jsonc:6:18: limits.chat_wait: invalid duration "soon"`,
+		"app.jsonc:7:18: limits.sandboxes: want an integer, got a string",
+		`app.jsonc:8:21: limits.sandbox_wait "2h" is out of range: want 1s to 1h`,
+		`app.jsonc:9:44: limits.breaker.cooldown "0s" must be positive`,
 		`unknown field "half_open"`,
-		`app.jsonc:10:20: drain_timeout: invalid duration "forever"`,
+		`app.jsonc:11:20: drain_timeout: invalid duration "forever"`,
 		"auth.metrics_token: the same token as auth.tokens[0]",
 	} {
 		if !strings.Contains(text, want) {

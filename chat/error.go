@@ -27,8 +27,9 @@ const (
 	// Limits and protections of the server (issue 17). Errors with these
 	// codes usually carry RetryAfter.
 
-	// ErrTooManyTurns: the user already runs as many turns as allowed at
-	// once (limits.turns_per_user).
+	// ErrTooManyTurns: the user already runs as many turns and terminals
+	// as allowed at once (limits.turns_per_user), or has as many terminals
+	// open as allowed (limits.terminals_per_user).
 	ErrTooManyTurns = "too_many_turns"
 	// ErrChatBusy: another turn runs on the chat and this one could not
 	// wait for it (the chat's queue is full, or the wait passed).

@@ -42,7 +42,8 @@ var (
 // arrival order.
 func NewChatLocks() ChatLocks { return chatlock.New() }
 
-// userSlots counts each user's turns (running or waiting for their chat).
+// userSlots counts each user's turns (running or waiting for their chat)
+// and terminals, or their terminals alone.
 type userSlots struct {
 	mu sync.Mutex
 	n  map[string]int
@@ -110,7 +111,7 @@ func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(),
 	if !ok {
 		p.metrics.rejected("turns_per_user")
 		return nil, &chat.Error{Code: chat.ErrTooManyTurns, RetryAfter: retryAfter,
-			Message: fmt.Sprintf("user %s already has %d turns running or waiting, the most this server allows at once (limits.turns_per_user); retry when one ends", req.UserID, lim.TurnsPerUser)}
+			Message: fmt.Sprintf("user %s already has %d turns and terminals running or waiting, the most this server allows at once (limits.turns_per_user); retry when one ends, or close a terminal", req.UserID, lim.TurnsPerUser)}
 	}
 	p.metrics.waiting.Inc()
 	start := time.Now()
@@ -148,6 +149,27 @@ func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(),
 			req.ChatID, owner, t.asst.ID, t.asst.ID)
 	}
 	return release, nil
+}
+
+// terminalSlots takes one of user's terminals (limits.terminals_per_user)
+// and one of the user's slots, which turns and terminals share
+// (limits.turns_per_user), so that no user holds more of the server's
+// sandboxes than that. release gives both back.
+func (p *Pipeline) terminalSlots(user string, lim assistant.Limits) (release func(), err error) {
+	releaseTerm, ok := p.termSlots.acquire(user, lim.TerminalsPerUser)
+	if !ok {
+		p.metrics.rejected("terminals_per_user")
+		return nil, &chat.Error{Code: chat.ErrTooManyTurns, RetryAfter: retryAfter,
+			Message: fmt.Sprintf("user %s already has %d terminals open, the most this server allows at once (limits.terminals_per_user): close one first", user, lim.TerminalsPerUser)}
+	}
+	releaseUser, ok := p.users.acquire(user, lim.TurnsPerUser)
+	if !ok {
+		releaseTerm()
+		p.metrics.rejected("turns_per_user")
+		return nil, &chat.Error{Code: chat.ErrTooManyTurns, RetryAfter: retryAfter,
+			Message: fmt.Sprintf("user %s already has %d turns and terminals running or waiting, the most this server allows at once (limits.turns_per_user); retry when a turn ends, or close a terminal", user, lim.TurnsPerUser)}
+	}
+	return func() { releaseUser(); releaseTerm() }, nil
 }
 
 // sandboxSlot waits for one of the server's sandbox slots.

@@ -114,7 +114,9 @@ type Pipeline struct {
 	executors map[string]executor.Executor
 	hooks     *HookCache
 
-	users     userSlots
+	users userSlots
+	// termSlots counts each user's open terminals.
+	termSlots userSlots
 	slots     sandboxSlots
 	chatLocks ChatLocks
 	breakers  *breaker.Set

@@ -38,7 +38,8 @@ type TerminalRequest struct {
 // gets its sandboxes: the same runtime, image, limits, hardening, disk
 // limit and network policy (an allow list gets its own egress proxy, as a
 // turn's sandbox does); no model proxy and no host tools. It takes one of
-// the server's sandbox slots (limits.sandboxes). Close ends the shell and
+// the server's sandbox slots (limits.sandboxes) and, like a turn, one of
+// its user's (limits.turns_per_user), within limits.terminals_per_user. Close ends the shell and
 // removes the sandbox. Read, Write, Resize and Wait are the
 // sandbox.Terminal's.
 type Terminal struct {
@@ -65,8 +66,9 @@ type Terminal struct {
 // OpenTerminal starts a shell in a new sandbox of the chat. The caller
 // must Close it. Errors are *chat.Error: an unknown or unsandboxed
 // assistant is invalid_request, another assistant than the chat's
-// chat_assistant, no free sandbox slot server_busy, a sandbox that cannot
-// start sandbox.
+// chat_assistant, a user at limits.terminals_per_user or
+// limits.turns_per_user too_many_turns, no free sandbox slot server_busy,
+// a sandbox that cannot start sandbox.
 func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Terminal, err error) {
 	if err := validateIDs(req.UserID, req.ChatID); err != nil {
 		return nil, err
@@ -104,8 +106,14 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Te
 			t.cleanup()
 		}
 	}()
+	lim := limits(app)
+	releaseUser, err := p.terminalSlots(req.UserID, lim)
+	if err != nil {
+		return nil, err
+	}
+	t.cleanups = append(t.cleanups, releaseUser)
 	slotStart := time.Now()
-	releaseSlot, err := p.sandboxSlot(ctx, limits(app))
+	releaseSlot, err := p.sandboxSlot(ctx, lim)
 	p.metrics.phase(phaseSandboxWait, slotStart)
 	if err != nil {
 		return nil, err
