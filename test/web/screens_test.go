@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
@@ -272,14 +273,28 @@ func TestWebScreens(t *testing.T) {
 	}
 	b.resize(desktop)
 
-	// An example prompt fills the message box; Enter sends it.
+	// An example prompt fills the message box, to send.
 	b.click(`.prompts .prompt`)
 	b.waitFor(5*time.Second, "the prompt in the box", `document.querySelector('#message').value === 'Please review the greeting code'`)
-	b.run(10*time.Second, "send", chromedp.SendKeys(chromedp.CSS(`#message`), "\r"))
+	// What the turn waits for, as the page says it (every text its
+	// progress line shows, recorded as it changes).
+	eval[bool](b, `(() => {
+		window.__progress = [];
+		new MutationObserver(() => {
+			const p = document.querySelector('.progress .what')?.textContent;
+			if (p && window.__progress.at(-1) !== p) window.__progress.push(p);
+		}).observe(document.body, {subtree: true, childList: true, characterData: true});
+		return true;
+	})()`)
+	b.click(`button[aria-label="Send"]`)
 	b.waitFor(60*time.Second, "the turn runs", `!!document.querySelector('button.stop')`)
 	b.waitText(turnTimeout, ".msg.answer", "Here is what changed")
 	b.waitFor(10*time.Second, "the turn ends", `!document.querySelector('button.stop')`)
 	chatID := b.chatID()
+	progress := eval[[]string](b, `window.__progress`)
+	if got := strings.Join(progress, " | "); !strings.Contains(got, "Starting the sandbox (docker)…") || !strings.Contains(got, "Starting claude…") {
+		t.Errorf("the progress of the turn: %q, want the sandbox and claude starting", got)
+	}
 	// The usage of a scripted model: its time and tokens, no cost.
 	b.waitText(10*time.Second, ".usage", " in · ")
 	if u := eval[string](b, `document.querySelector('.usage').textContent`); strings.Contains(u, "$") {
@@ -317,6 +332,10 @@ func TestWebScreens(t *testing.T) {
 		eval[bool](b, `(document.querySelector('details[data-tool="Edit"]').scrollIntoView({block: "start"}), true)`)
 		b.shot("chat", w)
 	}
+	// The same in the dark.
+	b.scheme("dark")
+	b.shot("chat-dark", widths[2])
+	b.scheme("light")
 
 	// A phone: the sidebar slides in from the menu button and goes when a
 	// chat is chosen; the message box stays in view.
@@ -390,4 +409,15 @@ func TestWebScreens(t *testing.T) {
 	b.waitText(30*time.Second, ".terminal .status", "sandbox is removed")
 	noContainers(t, chatID)
 	b.click(`#tab-files`)
+}
+
+// scheme makes the page see the system's colour scheme as "dark" or
+// "light".
+func (b *browser) scheme(s string) {
+	b.t.Helper()
+	b.run(10*time.Second, "colour scheme "+s, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: s}}})
+		return err
+	}))
 }

@@ -369,7 +369,7 @@ function MsgView({ m, result }: { m: Msg; result?: Msg }) {
     case "thinking":
       return (
         <details class="msg thinking">
-          <summary>{m.done ? "Thought about it" : "Thinking…"}</summary>
+          <summary>{m.done ? "Thoughts" : "Thinking…"}</summary>
           <div class="body">{m.text}</div>
         </details>
       );
