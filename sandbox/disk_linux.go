@@ -164,9 +164,23 @@ func probeLoop(ctx context.Context, dir string) error {
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
 		return fmt.Errorf("no loop devices: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Folders made for the probe go with it: Workspaces makes them, with
+	// their owner and mode, when it opens the data root.
+	var made []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		made = append(made, d)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	defer func() {
+		for _, d := range made {
+			_ = os.Remove(d)
+		}
+	}()
 	mnt, err := os.MkdirTemp(dir, ".probe-")
 	if err != nil {
 		return err

@@ -75,7 +75,7 @@ func (w *Workspaces) cleanOne(user, chat string, files []string, dirs map[string
 	created := false
 	f, err := os.Open(marker)
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = os.OpenFile(marker, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err = os.OpenFile(marker, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		created = err == nil
 	}
 	if err != nil {

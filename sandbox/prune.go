@@ -276,7 +276,7 @@ func (pr *pruner) pruneOne(c pruneCandidate, cutoff time.Time, dryRun bool) (Pru
 	created := false
 	f, err := os.Open(marker)
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = os.OpenFile(marker, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err = os.OpenFile(marker, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		created = err == nil
 	}
 	if err != nil {

@@ -169,8 +169,10 @@ type RecoverReport struct {
 // attached to images under the data root that nothing here mounts (a
 // device still mounted in another mount namespace, a leftover
 // container's, is detached by the kernel when that goes), half-made
-// images and probes. A server calls it once at start, before it serves.
-// Errors on single items do not stop it; they are joined.
+// images and probes. It also closes the folders an earlier version made
+// readable by every user of the host (user folders and workspaces get
+// their modes, see Workspaces). A server calls it once at start, before it
+// serves. Errors on single items do not stop it; they are joined.
 func (w *Workspaces) Recover(ctx context.Context) (*RecoverReport, error) {
 	rep := &RecoverReport{}
 	var errs []error
@@ -215,11 +217,14 @@ func (w *Workspaces) Recover(ctx context.Context) (*RecoverReport, error) {
 
 func (w *Workspaces) recoverUser(user string, rep *RecoverReport, mounted map[string]bool) error {
 	udir := filepath.Join(w.root, user)
+	var errs []error
+	if err := w.guardDir(udir); err != nil {
+		errs = append(errs, fmt.Errorf("recover: %w", err))
+	}
 	ents, err := os.ReadDir(udir)
 	if err != nil {
-		return nil
+		return errors.Join(errs...)
 	}
-	var errs []error
 	for _, e := range ents {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") && strings.Contains(name, imageSuffix+".") {
@@ -243,6 +248,11 @@ func (w *Workspaces) recoverUser(user string, rep *RecoverReport, mounted map[st
 			continue
 		}
 		dir := filepath.Join(udir, name)
+		if st, err := os.Lstat(dir); err == nil && st.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(dir, st.Mode().Perm()&0o700); err != nil {
+				errs = append(errs, fmt.Errorf("recover: %w", err))
+			}
+		}
 		dev, err := mountedDevice(dir)
 		if err != nil || dev == "" {
 			continue

@@ -51,17 +51,21 @@ type Workspace struct {
 	disk DiskLimit
 }
 
-// OpenWorkspace opens the workspace folder dir, creating it when missing.
-// Files and folders created through it are chowned to uid:gid unless uid
-// is negative.
+// OpenWorkspace opens the workspace folder dir, creating it when missing;
+// the folder is its owner's alone (0700). Files and folders created
+// through it are chowned to uid:gid, and so is the folder, unless uid is
+// negative.
 func OpenWorkspace(dir string, uid, gid int) (*Workspace, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("workspace create: %w", err)
 	}
 	if uid >= 0 {
 		if err := os.Chown(dir, uid, gid); err != nil {
 			return nil, fmt.Errorf("workspace chown: %w", err)
 		}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("workspace chmod: %w", err)
 	}
 	r, err := os.OpenRoot(dir)
 	if err != nil {

@@ -164,13 +164,18 @@ func (w *Workspaces) mountDisk(ctx context.Context, lock *os.File, user, chat, d
 			return DiskLimit{}, fmt.Errorf("disk image: %w", err)
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return DiskLimit{}, fmt.Errorf("disk: mount point: %w", err)
 	}
 	if err := mountImage(img, dir); err != nil {
 		return DiskLimit{}, fmt.Errorf("disk: %w", err)
 	}
 	removeLostFound(dir)
+	// The image's root is the workspace folder now: its owner's alone,
+	// as a folder workspace is (mkfs makes it 0755).
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return DiskLimit{}, fmt.Errorf("disk: %w", err)
+	}
 	return DiskLimit{Bytes: st.Size(), Mode: DiskLoop}, nil
 }
 
@@ -225,7 +230,7 @@ func (w *Workspaces) makeDisk(ctx context.Context, lock *os.File, user, chat, di
 		os.Remove(img)
 		return DiskLimit{}, false, fmt.Errorf("disk: %w", err)
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return DiskLimit{}, false, fmt.Errorf("disk: mount point: %w", err)
 	}
 	if err := os.RemoveAll(trash); err != nil {

@@ -32,6 +32,16 @@ import (
 // next to the marker, {dataRoot}/workspaces/{user}/.{chat}.disk, outside
 // the agent's reach, and is mounted only while the workspace is acquired.
 //
+// Nothing under the data root is readable by other users of the host:
+// the folders above the workspaces ({dataRoot}/workspaces and each user's,
+// and the data root when made here) can be listed by their owner only
+// and passed through only by the sandbox user's group (with a sandbox
+// user, so the local runtime can bind a workspace as that user: mode 0710,
+// group GID) or by nobody else (mode 0700); a workspace folder, and the
+// root of its disk image, is the sandbox user's alone (0700); markers and
+// images are 0600. Root and the sandbox user read workspaces on the host;
+// others go through agentbox (the files API, `agentbox shell`).
+//
 // A Workspaces is safe for concurrent use.
 type Workspaces struct {
 	root     string
@@ -87,7 +97,16 @@ func NewWorkspacesWith(dataRoot string, opts WorkspacesOptions) (*Workspaces, er
 		return nil, fmt.Errorf("workspaces: data root: %w", err)
 	}
 	root := filepath.Join(abs, "workspaces")
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	w := &Workspaces{root: root, uid: opts.UID, gid: opts.GID}
+	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+			return nil, fmt.Errorf("workspaces: %w", err)
+		}
+		if err := w.guardDir(abs); err != nil {
+			return nil, fmt.Errorf("workspaces: data root: %w", err)
+		}
+	}
+	if err := w.guardDir(root); err != nil {
 		return nil, fmt.Errorf("workspaces: %w", err)
 	}
 	switch opts.Disk {
@@ -98,8 +117,39 @@ func NewWorkspacesWith(dataRoot string, opts WorkspacesOptions) (*Workspaces, er
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Workspaces{root: root, uid: opts.UID, gid: opts.GID, disk: opts.Disk, keep: max(0, opts.KeepMounted), log: opts.Logger,
-		refs: map[string]int{}, disks: map[string]*diskState{}}, nil
+	w.disk, w.keep, w.log = opts.Disk, max(0, opts.KeepMounted), opts.Logger
+	w.refs, w.disks = map[string]int{}, map[string]*diskState{}
+	return w, nil
+}
+
+// guardDir creates dir, a folder above workspaces, when missing, and
+// gives it (a new one, or one an earlier version left readable by
+// everyone) its owner-only mode: 0710 with the sandbox user's group when
+// there is a sandbox user, else 0700.
+func (w *Workspaces) guardDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	mode := os.FileMode(0o700)
+	if w.uid >= 0 {
+		mode = 0o710
+		if s, ok := st.Sys().(*syscall.Stat_t); ok && int(s.Gid) != w.gid {
+			if err := os.Lchown(dir, -1, w.gid); err != nil {
+				return err
+			}
+		}
+	}
+	if st.Mode().Perm() != mode {
+		return os.Chmod(dir, mode)
+	}
+	return nil
 }
 
 // DiskMode returns how the workspaces' disk limits are enforced.
@@ -223,11 +273,11 @@ var errRetry = errors.New("workspace changed while acquiring it, retry")
 // lockShared opens (creating) the marker of (user, chat) and takes a shared
 // flock on it, waiting while a prune holds the exclusive one.
 func (w *Workspaces) lockShared(ctx context.Context, user, chat string) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Join(w.root, user), 0o755); err != nil {
+	if err := w.guardDir(filepath.Join(w.root, user)); err != nil {
 		return nil, err
 	}
 	marker := w.marker(user, chat)
-	f, err := os.OpenFile(marker, os.O_RDONLY|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(marker, os.O_RDONLY|os.O_CREATE, 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errRetry // the user folder was pruned meanwhile
 	}
@@ -317,7 +367,7 @@ func (w *Workspaces) SetLastUse(user, chat string, t time.Time) error {
 		return fmt.Errorf("workspace %s/%s: %w", user, chat, err)
 	}
 	m := w.marker(user, chat)
-	f, err := os.OpenFile(m, os.O_RDONLY|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(m, os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("workspace %s/%s: last-use marker: %w", user, chat, err)
 	}

@@ -253,9 +253,9 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	if os.Geteuid() == 0 {
 		uid, gid = 1000, 1000
 	}
-	// Workspaces first: they create the data root world-traversable
-	// (0755), which the local runtime's sandbox user needs; the store
-	// would create it 0700.
+	// Workspaces first: they create the data root passable by the
+	// sandbox user's group (0710), which the local runtime's sandbox user
+	// needs; the store would create it 0700.
 	noLoop := ""
 	if app.Config.Sandbox.Kubernetes.WorkspaceClaim != "" {
 		noLoop = "workspaces are on a PersistentVolumeClaim that sandbox pods on other nodes mount, which a loop mount on this host would not reach"
