@@ -24,19 +24,7 @@ func TestWebChatting(t *testing.T) {
 	s := startServer(t)
 	b := newBrowser(t)
 	b.signIn(s)
-	step := func(name string, f func(t *testing.T)) {
-		t.Run(name, func(t *testing.T) {
-			parent := b.t
-			b.t = t
-			defer func() {
-				if t.Failed() {
-					b.screenshot()
-				}
-				b.t = parent
-			}()
-			f(t)
-		})
-	}
+	step := b.stepper(t)
 	selected := func() string {
 		return eval[string](b, `document.querySelector('[role=radiogroup] [aria-checked=true]')?.dataset.assistant ?? ""`)
 	}

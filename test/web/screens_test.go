@@ -18,7 +18,6 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -260,7 +259,7 @@ func TestWebScreens(t *testing.T) {
 	// it; the chosen one's greeting and example prompts.
 	b.waitFor(20*time.Second, "three cards", `document.querySelectorAll('[role=radiogroup][aria-label=Assistants] [role=radio]').length === 3`)
 	b.waitText(5*time.Second, `.card[data-assistant="reviewer"] .card-desc`, "explains each change with a diff")
-	b.waitText(5*time.Second, `.card[data-assistant="coder"] .card-runs`, "claude in a sandbox")
+	b.waitText(5*time.Second, `.card[data-assistant="coder"] .card-runs`, "Claude Code · sandbox")
 	b.waitText(5*time.Second, `.card[data-assistant="helper"] .card-runs`, "chat")
 	b.waitText(5*time.Second, `.card[data-assistant="coder"] .tag`, "Files")
 	b.click(`.card[data-assistant="reviewer"]`)
@@ -292,8 +291,8 @@ func TestWebScreens(t *testing.T) {
 	b.waitFor(10*time.Second, "the turn ends", `!document.querySelector('button.stop')`)
 	chatID := b.chatID()
 	progress := eval[[]string](b, `window.__progress`)
-	if got := strings.Join(progress, " | "); !strings.Contains(got, "Starting the sandbox (docker)…") || !strings.Contains(got, "Starting claude…") {
-		t.Errorf("the progress of the turn: %q, want the sandbox and claude starting", got)
+	if got := strings.Join(progress, " | "); !strings.Contains(got, "Starting the sandbox (docker)…") || !strings.Contains(got, "Starting Claude Code…") {
+		t.Errorf("the progress of the turn: %q, want the sandbox and Claude Code starting", got)
 	}
 	// The usage of a scripted model: its time and tokens, no cost.
 	b.waitText(10*time.Second, ".usage", " in · ")
@@ -381,17 +380,8 @@ func TestWebScreens(t *testing.T) {
 
 	// The terminal: a shell in a sandbox of the chat runs the program.
 	b.resize(desktop)
-	b.click(`#tab-terminal`)
-	b.click(`button[aria-label="Open a terminal in the chat's sandbox"]`)
-	b.waitText(60*time.Second, ".terminal .status", "Shell in a docker sandbox")
-	b.waitFor(30*time.Second, "a prompt", `document.querySelector('.xterm-rows')?.textContent.includes('$')`)
-	b.run(10*time.Second, "run the program",
-		chromedp.Focus(chromedp.CSS(`.xterm-helper-textarea`)),
-		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-			_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: "python3 app.py"})
-			return err
-		}),
-		chromedp.KeyEvent("\r"))
+	b.openTerminal()
+	b.terminalRun("python3 app.py")
 	b.waitText(30*time.Second, ".xterm-rows", "Hello, world!")
 	if got := eval[string](b, `getComputedStyle(document.querySelector('.terminal .status')).textTransform`); got != "none" {
 		t.Errorf("the terminal's status line is text-transform: %s", got)

@@ -284,17 +284,34 @@ func (b *browser) send(prompt string) {
 
 const turnTimeout = 3 * time.Minute
 
-// TestWebApp drives the app through what its users do, one step after
-// the other in one browser: sign in, send a message and watch the answer
-// stream with its tool calls, open the file the agent wrote, upload a
-// file, run ls in a terminal of the sandbox, stop a long turn, and reload
-// in the middle of a turn. (A step run alone with -run skips what needs
-// an earlier step's chat.)
-func TestWebApp(t *testing.T) {
-	s := startServer(t)
-	b := newBrowser(t)
-	b.signIn(s)
-	step := func(name string, f func(t *testing.T)) {
+// openTerminal opens a terminal in the chat's sandbox and waits for its
+// shell's prompt.
+func (b *browser) openTerminal() {
+	b.t.Helper()
+	b.run(10*time.Second, "open the terminal tab", chromedp.Click(chromedp.CSS(`#tab-terminal`)))
+	b.run(10*time.Second, "open a terminal", chromedp.Click(chromedp.CSS(`button[aria-label="Open a terminal in the chat's sandbox"]`)))
+	b.waitText(60*time.Second, ".terminal .status", "Shell in a docker sandbox")
+	b.waitFor(30*time.Second, "a prompt", `document.querySelector('.xterm-rows')?.textContent.includes('$')`)
+}
+
+// terminalRun types a command line into the terminal. xterm.js reads its
+// hidden textarea: the text goes in as typed text (per-key events would
+// echo each character twice), Enter as a key.
+func (b *browser) terminalRun(line string) {
+	b.t.Helper()
+	b.run(10*time.Second, "type "+line,
+		chromedp.Focus(chromedp.CSS(`.xterm-helper-textarea`)),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: line})
+			return err
+		}),
+		chromedp.KeyEvent("\r"))
+}
+
+// stepper returns a function that runs a step of t as a subtest, the
+// browser reporting to it; a failing step keeps a screenshot.
+func (b *browser) stepper(t *testing.T) func(name string, f func(t *testing.T)) {
+	return func(name string, f func(t *testing.T)) {
 		t.Run(name, func(t *testing.T) {
 			parent := b.t
 			b.t = t
@@ -307,6 +324,19 @@ func TestWebApp(t *testing.T) {
 			f(t)
 		})
 	}
+}
+
+// TestWebApp drives the app through what its users do, one step after
+// the other in one browser: sign in, send a message and watch the answer
+// stream with its tool calls, open the file the agent wrote, upload a
+// file, run ls in a terminal of the sandbox, stop a long turn, and reload
+// in the middle of a turn. (A step run alone with -run skips what needs
+// an earlier step's chat.)
+func TestWebApp(t *testing.T) {
+	s := startServer(t)
+	b := newBrowser(t)
+	b.signIn(s)
+	step := b.stepper(t)
 	var chatID string
 	needChat := func(t *testing.T) {
 		if chatID == "" {
@@ -370,23 +400,11 @@ func TestWebApp(t *testing.T) {
 	step("Terminal", func(t *testing.T) {
 		needChat(t)
 		// A terminal in the chat's sandbox: ls shows the workspace.
-		b.run(10*time.Second, "open the terminal tab", chromedp.Click(chromedp.CSS(`#tab-terminal`)))
-		b.run(10*time.Second, "open a terminal", chromedp.Click(chromedp.CSS(`button[aria-label="Open a terminal in the chat's sandbox"]`)))
-		b.waitText(60*time.Second, ".terminal .status", "Shell in a docker sandbox")
-		b.waitFor(30*time.Second, "a prompt", `document.querySelector('.xterm-rows')?.textContent.includes('$')`)
+		b.openTerminal()
 		if n := len(containers(t, chatID)); n != 1 {
 			t.Errorf("%d containers for the terminal, want 1", n)
 		}
-		// xterm.js reads its hidden textarea: the text goes in as typed
-		// text (per-key events would echo each character twice), Enter as
-		// a key.
-		b.run(10*time.Second, "type ls",
-			chromedp.Focus(chromedp.CSS(`.xterm-helper-textarea`)),
-			chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-				_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: "ls"})
-				return err
-			}),
-			chromedp.KeyEvent("\r"))
+		b.terminalRun("ls")
 		b.waitText(30*time.Second, ".xterm-rows", "upload.txt")
 		b.waitText(10*time.Second, ".xterm-rows", "notes.md")
 		b.snap("3-terminal")

@@ -7,7 +7,7 @@ import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import * as api from "./api";
 import { ChatView } from "./chat";
 import { Files } from "./files";
-import { Avatar } from "./home";
+import { Avatar, colourAssistants } from "./home";
 import { Icon } from "./icons";
 import { mod, Shortcuts } from "./shortcuts";
 import { SkillsView } from "./skills";
@@ -88,6 +88,7 @@ export function App() {
   const load = useCallback(async () => {
     try {
       const [as, cs] = await Promise.all([api.assistants(), api.chats()]);
+      colourAssistants(as);
       setAssistants(as);
       setChats(cs);
       setAuth("ok");

@@ -5,7 +5,7 @@
 // new chat starts on the assistants' cards.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import * as api from "./api";
-import { Home } from "./home";
+import { agentName, Home } from "./home";
 import { Icon } from "./icons";
 import { copyCode, renderMarkdown } from "./markdown";
 import { ToolCall } from "./tools";
@@ -257,13 +257,19 @@ function errorTitle(code: string): string {
   const titles: Record<string, string> = {
     invalid_request: "The server refused the message.",
     auth: "The model refused the credentials.",
-    rate_limited: "The model is rate limited.",
-    server_busy: "The server is busy.",
+    rate_limit: "The model is rate limited: try again in a moment.",
+    upstream: "The model failed.",
+    circuit_open: "The model is failing: the server waits before it tries again.",
+    server_busy: "The server is busy: try again in a moment.",
     chat_busy: "The chat is busy.",
     too_many_turns: "Too many turns at once.",
     timeout: "The turn timed out.",
+    max_turns: "The agent took the most steps it may.",
     sandbox: "The sandbox failed.",
+    executor: "The agent failed.",
+    hook: "The assistant's hook failed.",
     network: "The connection dropped.",
+    shutting_down: "The server is restarting: send the message again.",
   };
   return titles[code] ?? "The turn failed.";
 }
@@ -290,7 +296,7 @@ function Progress({ turn, command }: { turn: Turn; command?: string }) {
   if (!text) {
     const sandboxed = turn.msgs.some((m) => m.type === "loading" || m.type === "session");
     const started = turn.msgs.some((m) => m.type === "session" || m.type === "text" || m.type === "tool_call");
-    text = sandboxed && !started ? `Starting ${command ?? "the agent"}…` : "Working…";
+    text = sandboxed && !started ? `Starting ${agentName(command)}…` : "Working…";
   }
   const secs = Math.max(0, Math.floor((Date.now() - turn.started) / 1000));
   return (

@@ -10,10 +10,20 @@ import { Icon } from "./icons";
 const shown = (s?: string) => (s && !/\{\{.*\}\}/.test(s) ? s : "");
 
 // Colours with white text at WCAG AA contrast.
-const palette = ["#2f5bd3", "#7c3aed", "#c0265e", "#c2410c", "#0f766e", "#15803d", "#0e7490", "#9333ea", "#4d5dd8", "#a16207"];
+const palette = ["#2f5bd3", "#0f766e", "#c2410c", "#7c3aed", "#c0265e", "#15803d", "#0e7490", "#a16207", "#4d5dd8", "#9333ea"];
+const colours = new Map<string, string>();
 
-/** hue picks an assistant's colour from its id (FNV-1a). */
+/** colourAssistants gives the listed assistants colours of their own, in
+ * the list's order. */
+export function colourAssistants(list: api.Assistant[]) {
+  list.forEach((a, i) => colours.set(a.id, palette[i % palette.length]));
+}
+
+/** hue is an assistant's colour: its own, else one picked from its id
+ * (FNV-1a). */
 function hue(id: string): string {
+  const c = colours.get(id);
+  if (c) return c;
   let h = 0x811c9dc5;
   for (const ch of id) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
   return palette[h % palette.length];
@@ -40,8 +50,13 @@ export function Avatar({ a, size = 36 }: { a?: api.Assistant; size?: number }) {
   );
 }
 
+const agents: Record<string, string> = { claude: "Claude Code", codex: "Codex", gemini: "Gemini CLI", opencode: "opencode", cursor: "Cursor" };
+
+/** agentName names a sandboxed assistant's CLI for people. */
+export const agentName = (command?: string) => (command ? (agents[command] ?? command) : "the agent");
+
 /** runsOn says what runs an assistant. */
-export const runsOn = (a: api.Assistant) => (a.sandboxed ? `${a.command ?? "agent"} in a sandbox` : "chat");
+const runsOn = (a: api.Assistant) => (a.sandboxed ? `${agentName(a.command)} · sandbox` : "chat");
 
 interface Props {
   assistants: api.Assistant[];

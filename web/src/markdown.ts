@@ -51,7 +51,7 @@ export function languageOf(name: string): string | undefined {
   return byExtension[ext];
 }
 
-export const escapeHTML = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+const escapeHTML = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 
 /** highlight returns code as highlighted HTML (escaped as it is when the
  * language is unknown). */
