@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,9 +36,10 @@ func (h diskHog) Run(ctx context.Context, req *executor.Request) (*executor.Resu
 	return nil, ctx.Err()
 }
 
-// TestDiskWatchedStopsTurn: where limits are only watched (no root), a
-// turn whose workspace grows past sandbox.max_disk is stopped, with a
-// disk_full notice saying why.
+// TestDiskWatchedStopsTurn: where limits are measured (no root, or a
+// shared claim), a turn whose workspace grows past sandbox.max_disk is
+// stopped, its sandbox removed and what it wrote deleted, with a
+// disk_full notice saying so.
 func TestDiskWatchedStopsTurn(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -74,7 +77,12 @@ func TestDiskWatchedStopsTurn(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(notices) != 1 || notices[0].Props["code"] != sandbox.NoticeCode || !strings.Contains(notices[0].Text, "the turn was stopped") {
+	if len(notices) != 1 || notices[0].Props["code"] != sandbox.NoticeCode || !strings.Contains(notices[0].Text, "the sandbox was stopped") ||
+		!strings.Contains(notices[0].Text, "big") {
 		t.Errorf("notices %+v", notices)
+	}
+	wdir, _ := ws.Path("u", "c")
+	if _, err := os.Stat(filepath.Join(wdir, "big")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the file written past the limit: %v, want it deleted", err)
 	}
 }

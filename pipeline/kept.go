@@ -47,6 +47,18 @@ type keptChat struct {
 
 	elem  *list.Element // in keptChats.idle while idle
 	timer *time.Timer
+	// idleWatch ends the watch on its workspace between turns, where the
+	// disk limit is measured (nil: none; Pipeline.watchIdle).
+	idleWatch func()
+}
+
+// endIdleWatch ends the watch on c's workspace between turns, if any:
+// when a turn takes c, or before c stops.
+func (c *keptChat) endIdleWatch() {
+	if c.idleWatch != nil {
+		c.idleWatch()
+		c.idleWatch = nil
+	}
 }
 
 // keptChats holds the kept chats of a pipeline.
@@ -142,6 +154,7 @@ func (k *keptChats) drop(c *keptChat) {
 	k.mu.Lock()
 	k.uncount(c)
 	k.mu.Unlock()
+	c.endIdleWatch()
 	if c.cli != nil {
 		c.cli.Close()
 	}
@@ -207,7 +220,8 @@ func (k *keptChats) unlink(c *keptChat) {
 	c.timer.Stop()
 }
 
-// expire stops c when its keep_alive passed and no turn took it.
+// expire stops an idle c: its keep_alive passed, or its workspace grew
+// past its limit, and no turn took it meanwhile.
 func (k *keptChats) expire(c *keptChat) {
 	k.mu.Lock()
 	if c.elem == nil || k.byKey[c.key] != c {
@@ -222,6 +236,7 @@ func (k *keptChats) expire(c *keptChat) {
 
 // stop stops an uncounted c.
 func (k *keptChats) stop(c *keptChat) {
+	c.endIdleWatch()
 	if c.cli != nil {
 		c.cli.Close()
 	}

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -317,5 +319,78 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("not within %s: %s", d, what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestKeptChatWritingPastItsLimitIsStoppedInDocker: where the disk limit
+// is measured (a shared claim, a server without root), a kept chat's
+// workspace is watched between its turns too: a process the agent left
+// running that writes past sandbox.max_disk once the turn is over (when
+// the test writes the file it waits for) has its sandbox stopped and what
+// it wrote deleted until the workspace is within its limit; the chat is
+// no longer kept, and its next turn runs in a new sandbox.
+func TestKeptChatWritingPastItsLimitIsStoppedInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const limit = 48 << 20
+	// 16 MiB every 0.2 s, 40 times at most (so a failing run cannot fill
+	// the host's disk).
+	writer := `setsid sh -c 'while [ ! -e /workspace/go ]; do sleep 0.2; done; i=0; while [ $i -lt 40 ]; do dd if=/dev/zero of=/workspace/w$i bs=1M count=16 2>/dev/null; i=$((i+1)); sleep 0.2; done' </dev/null >/dev/null 2>&1 &`
+	var wss *sandbox.Workspaces
+	e := newKeptEnv(t, ctx, 10*time.Minute, []llmtest.Turn{
+		{When: &llmtest.Match{Contains: "start"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": writer}}}},
+		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Started."},
+		{When: &llmtest.Match{Contains: "again"}, Text: "Back."},
+	}, func(c *Config) {
+		var err error
+		wss, err = sandbox.NewWorkspacesWith(filepath.Join(t.TempDir(), "data"), sandbox.WorkspacesOptions{UID: 1000, GID: 1000, Disk: sandbox.DiskWatch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Workspaces = wss
+	})
+	e.coder.Sandbox.DiskBytes = limit
+	if got, _ := e.turn(t, ctx, "c1", "start the job"); got != "Started." {
+		t.Fatalf("turn: %q", got)
+	}
+	if kept, _ := e.p.kept.stats(); kept != 1 {
+		t.Fatalf("%d kept chats after the turn, want 1", kept)
+	}
+	ws, release, err := wss.Acquire(ctx, "alice", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ws.WriteFile(ctx, "go", nil, 0o644)
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 2*time.Minute, "the kept chat stopped: its workspace grew past its limit between turns", func() bool {
+		kept, _ := e.p.kept.stats()
+		return kept == 0
+	})
+	waitUntil(t, time.Minute, "its sandbox removed", func() bool {
+		e.p.mu.Lock()
+		defer e.p.mu.Unlock()
+		return len(e.p.live) == 0
+	})
+	dir, _ := wss.Path("alice", "c1")
+	var used int64
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if st, err := d.Info(); err == nil {
+				used += st.Size()
+			}
+		}
+		return err
+	})
+	if err != nil || used > limit {
+		t.Errorf("the workspace holds %d bytes (%v), more than its limit %d", used, err, limit)
+	}
+	if got, tm := e.turn(t, ctx, "c1", "again"); got != "Back." || tm.Sandbox != chat.SandboxCold {
+		t.Errorf("the next turn: %q on a %s sandbox, want an answer from a new one", got, tm.Sandbox)
 	}
 }

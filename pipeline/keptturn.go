@@ -23,6 +23,9 @@ func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.
 	}
 	start := time.Now()
 	c := t.p.kept.take(t.req.UserID, t.req.ChatID)
+	if c != nil {
+		c.endIdleWatch()
+	}
 	if c != nil && c.assistant == a && c.cli != nil && c.cli.Alive() {
 		releaseSlot, err := t.sandboxSlot(ctx, lim)
 		if err != nil {
@@ -39,12 +42,7 @@ func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.
 		t.usageBase, t.egressBase = c.usage, c.egress
 		t.tm.sandbox = chat.SandboxWarm
 		t.phase(phaseSandboxCreate, start)
-		t.stopWatch = c.sb.Workspace().WatchDisk(ctx, func(f sandbox.DiskFull) {
-			chat.Notice(t.emit, t.nextID("notice"), sandbox.NoticeCode, f.Message())
-			if !f.Enforced {
-				t.cancel(sandbox.ErrDiskFull)
-			}
-		})
+		t.watchDisk(ctx, c.sb)
 		endTurn := t.bridgeTurn(ctx, a)
 		return c.sb, func() { endTurn(); releaseSlot(); t.keepOrDrop(c) }, nil
 	}
@@ -89,6 +87,7 @@ func (t *turn) keepOrDrop(c *keptChat) {
 		return
 	}
 	t.p.kept.setCaps(limits(t.p.App()), hostMemory())
+	t.p.watchIdle(c)
 	t.p.kept.put(c)
 	// Counted by what it holds idle, measured aside: a stats call can take
 	// long on a busy engine, and the chat's next turn does not wait for it.
@@ -153,6 +152,22 @@ type memoryMeter interface {
 func isMemoryMeter(sb sandbox.Sandbox) bool {
 	_, ok := sb.(memoryMeter)
 	return ok
+}
+
+// watchIdle watches an idle kept chat's workspace where its limit is
+// only measured: the processes the agent left running may write between
+// turns. One that grows past its limit has its sandbox removed and what
+// it wrote past the limit deleted (sandbox.Workspace.WatchDisk), and the
+// chat stops being kept; its next turn starts a new sandbox.
+func (p *Pipeline) watchIdle(c *keptChat) {
+	ws := c.sb.Workspace()
+	if d := ws.Disk(); d.Mode != sandbox.DiskWatch || d.Bytes <= 0 {
+		return
+	}
+	c.idleWatch = ws.WatchDisk(context.Background(), c.sb.Remove, func(f sandbox.DiskFull) {
+		p.log.Warn("kept chat stopped: its workspace grew past its limit between turns", "user", c.user, "chat", c.chat, "message", f.Message())
+		go p.kept.expire(c)
+	})
 }
 
 // memoryMeasureTimeout bounds measuring a kept chat's memory.

@@ -98,14 +98,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	}
 	live := &liveSandbox{sb: sb, bridge: t.bridge, user: t.req.UserID, chat: t.req.ChatID}
 	p.track(live)
-	// A full workspace is a notice (the agent got ENOSPC); where the limit
-	// is only measured (no root), the turn is stopped too.
-	t.stopWatch = ws.WatchDisk(ctx, func(f sandbox.DiskFull) {
-		chat.Notice(t.emit, t.nextID("notice"), sandbox.NoticeCode, f.Message())
-		if !f.Enforced {
-			t.cancel(sandbox.ErrDiskFull)
-		}
-	})
+	t.watchDisk(ctx, sb)
 	remove := func() {
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
@@ -171,4 +164,17 @@ func (pr *progress) emit(phase, text string, step any) {
 	props := maps.Clone(pr.props)
 	props["message"], props["step"] = text, step
 	pr.t.emit(chat.Event{Event: phase, ID: pr.id, Type: chat.TypeLoading, Text: text, Props: props})
+}
+
+// watchDisk watches the workspace of the turn's sandbox while the turn
+// runs. A full workspace is a notice: the agent got ENOSPC, or, where the
+// limit is measured, the turn was stopped, its sandbox removed and what
+// it wrote past the limit deleted (sandbox.Workspace.WatchDisk).
+func (t *turn) watchDisk(ctx context.Context, sb sandbox.Sandbox) {
+	t.stopWatch = sb.Workspace().WatchDisk(ctx, func(ctx context.Context) error {
+		t.cancel(sandbox.ErrDiskFull)
+		return sb.Remove(ctx)
+	}, func(f sandbox.DiskFull) {
+		chat.Notice(t.emit, t.nextID("notice"), sandbox.NoticeCode, f.Message())
+	})
 }

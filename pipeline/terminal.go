@@ -155,10 +155,11 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Te
 	t.sb = sb
 	t.live = &liveSandbox{sb: sb, bridge: sess, user: req.UserID, chat: req.ChatID}
 	p.track(t.live)
-	// Where the disk limit is only measured, a full workspace ends the
-	// terminal (the agent's turn is stopped the same way).
+	// Where the disk limit is measured, a workspace that grows past it
+	// ends the terminal: its sandbox is removed and what it wrote past
+	// the limit deleted (a turn is stopped the same way).
 	wctx, stopWatch := context.WithCancel(context.Background())
-	stop := ws.WatchDisk(wctx, func(f sandbox.DiskFull) {
+	stop := ws.WatchDisk(wctx, sb.Remove, func(f sandbox.DiskFull) {
 		p.log.Warn("terminal's workspace is full", "user", req.UserID, "chat", req.ChatID, "message", f.Message())
 		if !f.Enforced {
 			go t.Close()

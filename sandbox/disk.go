@@ -3,8 +3,11 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/units"
@@ -31,9 +34,15 @@ import (
 // not have; a size-limited Docker volume is itself a loop device or tmpfs
 // (memory); a watcher that measures can only react after the fact. So:
 // images where the server can mount (DiskLoop: root with loop devices and
-// e2fsprogs), and the watcher as the stated degraded mode elsewhere
-// (DiskWatch: a developer's machine without root, where the turn is
-// stopped with a notice once the workspace grows past its limit).
+// e2fsprogs), and measurement elsewhere (DiskWatch: a developer's machine
+// without root, and workspaces on a PersistentVolumeClaim that sandbox
+// pods on other nodes mount, where no mount of the server's reaches
+// them). Measured, the limit is still kept: once a workspace holds more
+// than its limit, every process that may write to it is stopped (the
+// sandbox is removed) and the files its sandbox wrote are deleted, largest
+// first, until it is back within the limit (WatchDisk). What a sandbox
+// can write between two measures (every 2 s or more) is the overshoot it
+// may briefly hold.
 
 // DiskMode is how a Workspaces enforces disk limits.
 type DiskMode string
@@ -46,9 +55,10 @@ const (
 	// DiskLoop: a limited workspace is an ext4 image of its limit's size,
 	// loop-mounted while in use: writes past the limit fail with ENOSPC.
 	DiskLoop DiskMode = "loop"
-	// DiskWatch: the degraded mode without root: workspaces stay plain
-	// folders, and WatchDisk measures them while a turn runs and reports
-	// a workspace that grew past its limit, so the turn can be stopped.
+	// DiskWatch: workspaces stay plain folders; WatchDisk measures them
+	// while a sandbox may write to them, and one that grew past its limit
+	// has its sandbox stopped and what the sandbox wrote past the limit
+	// deleted.
 	DiskWatch DiskMode = "watch"
 )
 
@@ -79,8 +89,14 @@ type DiskFull struct {
 	Used, Limit int64
 	// Enforced: the workspace is a filesystem of that size, so writes
 	// inside the sandbox failed with ENOSPC. Otherwise (DiskWatch) the
-	// workspace grew past its limit and the turn should be stopped.
+	// workspace grew past its limit: its sandbox was stopped (HaltErr
+	// says why not, when it could not be) and the files it wrote were
+	// deleted, largest first, until it held no more than the limit
+	// (Removed, relative to the workspace; After is what it holds then).
 	Enforced bool
+	HaltErr  error
+	Removed  []string
+	After    int64
 }
 
 // NoticeCode is the code of the notice a turn sends when its workspace
@@ -93,8 +109,22 @@ func (d DiskFull) Message() string {
 		return fmt.Sprintf("the workspace is full: %s used of its %s limit (sandbox.max_disk); writes in the sandbox fail with \"No space left on device\" until files are deleted or the limit is raised",
 			units.FormatBytes(d.Used), units.FormatBytes(d.Limit))
 	}
-	return fmt.Sprintf("the workspace grew past its limit: %s used of %s (sandbox.max_disk); the turn was stopped. This server cannot mount a limited filesystem (it needs root), so it measures instead: delete files or raise the limit",
+	msg := fmt.Sprintf("the workspace grew past its limit: %s used of %s (sandbox.max_disk), measured (this server does not mount a limited filesystem for it); the sandbox was stopped",
 		units.FormatBytes(d.Used), units.FormatBytes(d.Limit))
+	if d.HaltErr != nil {
+		msg += " (not all of it: " + d.HaltErr.Error() + ")"
+	}
+	switch n := len(d.Removed); {
+	case n > 0:
+		names := d.Removed[:min(n, 10)]
+		msg += fmt.Sprintf(" and the %d files it wrote past the limit were deleted, largest first, leaving %s: %s", n, units.FormatBytes(d.After), strings.Join(names, ", "))
+		if n > len(names) {
+			msg += ", …"
+		}
+	case d.After > d.Limit:
+		msg += fmt.Sprintf("; it still holds %s, files older than the sandbox: delete files or raise the limit", units.FormatBytes(d.After))
+	}
+	return msg
 }
 
 // Watch intervals: a statfs is cheap; a walk of a large workspace is not,
@@ -110,17 +140,23 @@ const (
 // a write fails with ENOSPC is not zero.
 func fullSlack(size int64) int64 { return max(1<<20, size/1000) }
 
-// WatchDisk watches the workspace's disk use while a turn runs, until ctx
-// ends or stop is called; stop returns after a last check, so a workspace
-// filled just before the turn ended is reported too. onFull is called at
-// most once, from the watcher's goroutine (or stop's), when the workspace
-// is full: for DiskLoop when its filesystem has (nearly) no space left;
-// for DiskWatch when it holds more than its limit and more than when the
-// watch started (a turn that starts over the limit may delete files, not
-// add). A DiskLoop workspace that is full when the watch starts is
+// WatchDisk watches the workspace's disk use while a sandbox may write to
+// it (a turn, a terminal, a kept chat between turns), until ctx ends or
+// stop is called; stop returns after a last check, so a workspace filled
+// just before is reported too. onFull is called at most once, from the
+// watcher's goroutine (or stop's), when the workspace is full: for
+// DiskLoop when its filesystem has (nearly) no space left (the kernel
+// refused the writes); for DiskWatch when it holds more than its limit
+// and more than when the watch started (a sandbox that starts over the
+// limit may delete files, not add). For DiskWatch the limit is then kept
+// before onFull is called: halt stops every process that may write to the
+// workspace (it removes the sandbox; nil: nothing to stop), and the files
+// changed since the workspace was opened are deleted, the product's own
+// .agentbox folder last, largest first, until the workspace holds no more
+// than it may. A DiskLoop workspace that is full when the watch starts is
 // reported by stop only, if it still is then. A workspace without a limit
 // is not watched.
-func (w *Workspace) WatchDisk(ctx context.Context, onFull func(DiskFull)) (stop func()) {
+func (w *Workspace) WatchDisk(ctx context.Context, halt func(context.Context) error, onFull func(DiskFull)) (stop func()) {
 	if w.disk.Bytes <= 0 || w.disk.Mode == DiskNone {
 		return func() {}
 	}
@@ -140,13 +176,19 @@ func (w *Workspace) WatchDisk(ctx context.Context, onFull func(DiskFull)) (stop 
 		// if it still is, not before the agent had a chance to clean up.
 		_, startFull = w.diskFull(ctx, 0)
 	}
+	report := func(ctx context.Context, full DiskFull) {
+		fired = true
+		if !full.Enforced {
+			w.keepLimit(ctx, &full, halt, floor)
+		}
+		onFull(full)
+	}
 	check := func() {
 		if fired || startFull {
 			return
 		}
 		if full, ok := w.diskFull(ctx, floor); ok {
-			fired = true
-			onFull(full)
+			report(ctx, full)
 		}
 	}
 	go func() {
@@ -173,11 +215,98 @@ func (w *Workspace) WatchDisk(ctx context.Context, onFull func(DiskFull)) (stop 
 		defer ccancel()
 		if !fired {
 			if full, ok := w.diskFull(cctx, floor); ok {
-				fired = true
-				onFull(full)
+				report(cctx, full)
 			}
 		}
 	}
+}
+
+// keepLimit brings a measured workspace that grew past its limit back
+// within it (target bytes: the limit, or what it held when the watch
+// started if that was more): halt stops its writers, then the files
+// changed since the workspace was opened go, largest first (the
+// product's .agentbox folder last, empty folders after the files), until
+// it holds no more than target. What it removed and holds then go into
+// full. It works through the workspace's root handle, so nothing outside
+// the workspace is touched whatever the agent left in it.
+func (w *Workspace) keepLimit(ctx context.Context, full *DiskFull, halt func(context.Context) error, target int64) {
+	// Bounded on its own: the watch's ctx may be ending with the turn.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if halt != nil {
+		full.HaltErr = halt(ctx)
+	}
+	full.After = full.Used
+	for pass := 0; pass < 3; pass++ {
+		used, cands, err := w.changedSince(ctx, w.opened)
+		if err != nil {
+			return
+		}
+		full.After = used
+		if used <= target || len(cands) == 0 {
+			return
+		}
+		for _, c := range cands {
+			if used <= target {
+				break
+			}
+			if err := w.root.Remove(c.rel); err == nil {
+				full.Removed = append(full.Removed, c.rel)
+				used -= c.bytes
+			}
+		}
+	}
+	if used, _, err := treeUsage(ctx, w.dir); err == nil {
+		full.After = used
+	}
+}
+
+// changed is an entry changed since some time, a candidate for keepLimit.
+type changed struct {
+	rel   string
+	bytes int64
+	tier  int // 0 the agent's files, 1 its folders, 2 and 3 the same in .agentbox
+	depth int
+}
+
+// changedSince measures the workspace and returns its entries changed
+// (by their change time, which no process can set) at or after since, in
+// the order keepLimit removes them.
+func (w *Workspace) changedSince(ctx context.Context, since time.Time) (int64, []changed, error) {
+	var used int64
+	if st, err := os.Lstat(w.dir); err == nil {
+		used = diskBytes(st)
+	}
+	var out []changed
+	err := walkTree(ctx, w.dir, func(p string, st fs.FileInfo) {
+		used += diskBytes(st)
+		if changeTime(st).Before(since) {
+			return
+		}
+		rel, err := filepath.Rel(w.dir, p)
+		if err != nil {
+			return
+		}
+		c := changed{rel: rel, bytes: diskBytes(st), depth: strings.Count(rel, string(filepath.Separator))}
+		if st.IsDir() {
+			c.tier = 1
+		}
+		if rel == ".agentbox" || strings.HasPrefix(rel, ".agentbox"+string(filepath.Separator)) {
+			c.tier += 2
+		}
+		out = append(out, c)
+	})
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		switch {
+		case a.tier != b.tier:
+			return a.tier < b.tier
+		case a.tier%2 == 1:
+			return a.depth > b.depth // folders deepest first: each goes once empty
+		}
+		return a.bytes > b.bytes
+	})
+	return used, out, err
 }
 
 // diskFull checks the workspace once.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -209,4 +210,13 @@ func syncFS(dir string) error {
 	}
 	defer f.Close()
 	return unix.Syncfs(int(f.Fd()))
+}
+
+// changeTime is st's change time (ctime): set by the filesystem on every
+// change of the entry, never by a process.
+func changeTime(st fs.FileInfo) time.Time {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return time.Unix(s.Ctim.Sec, s.Ctim.Nsec)
+	}
+	return st.ModTime()
 }

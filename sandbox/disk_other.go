@@ -5,6 +5,8 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"time"
 )
 
 // Loop devices are Linux's: elsewhere workspaces are limited by DiskWatch.
@@ -22,3 +24,7 @@ func probeLoop(ctx context.Context, dir string) error { return errNoLoop }
 func deviceNumber(dev string) string { return "" }
 
 func syncFS(dir string) error { return errNoLoop }
+
+// changeTime is st's modification time here: the change time is not
+// portable.
+func changeTime(st fs.FileInfo) time.Time { return st.ModTime() }

@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -100,7 +102,7 @@ func TestDiskLimitEnforced(t *testing.T) {
 	}
 	var fired []DiskFull
 	var mu sync.Mutex
-	stop := ws.WatchDisk(ctx, func(f DiskFull) { mu.Lock(); fired = append(fired, f); mu.Unlock() })
+	stop := ws.WatchDisk(ctx, nil, func(f DiskFull) { mu.Lock(); fired = append(fired, f); mu.Unlock() })
 	must(t, ws.WriteFile(ctx, "keep.txt", []byte("kept"), 0))
 	err = ws.WriteFile(ctx, "big", make([]byte, testDisk), 0)
 	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "sandbox.max_disk") {
@@ -134,7 +136,7 @@ func TestDiskLimitEnforced(t *testing.T) {
 	// A turn that starts full is told at its end if it still is, not
 	// before; one that cleans up is not told.
 	var again []DiskFull
-	stop = ws.WatchDisk(ctx, func(f DiskFull) { mu.Lock(); again = append(again, f); mu.Unlock() })
+	stop = ws.WatchDisk(ctx, nil, func(f DiskFull) { mu.Lock(); again = append(again, f); mu.Unlock() })
 	time.Sleep(watchLoopInterval + 300*time.Millisecond)
 	mu.Lock()
 	if len(again) != 0 {
@@ -146,7 +148,7 @@ func TestDiskLimitEnforced(t *testing.T) {
 		t.Errorf("a turn ending full was told %d times", len(again))
 	}
 	again = nil
-	stop = ws.WatchDisk(ctx, func(f DiskFull) { mu.Lock(); again = append(again, f); mu.Unlock() })
+	stop = ws.WatchDisk(ctx, nil, func(f DiskFull) { mu.Lock(); again = append(again, f); mu.Unlock() })
 	must(t, ws.RemoveAll(ctx, "fill"))
 	must(t, ws.RemoveAll(ctx, "big"))
 	stop()
@@ -427,27 +429,39 @@ func TestDiskList(t *testing.T) {
 	release()
 }
 
-// TestDiskWatchMode: without root the limit is measured: WatchDisk
-// reports a workspace that grew past its limit (once), and not one that
-// started over it and did not grow.
+// TestDiskWatchMode: without a filesystem of its own the limit is
+// measured and still kept: a workspace that grew past its limit is
+// reported once, after its writers were stopped (halt) and the files
+// written since it was opened deleted, largest first, until it is within
+// its limit; files from before stay. One that started over its limit and
+// did not grow is not reported.
 func TestDiskWatchMode(t *testing.T) {
 	t.Parallel()
 	w, err := NewWorkspacesWith(t.TempDir(), WorkspacesOptions{UID: -1, GID: -1, Disk: DiskWatch})
 	must(t, err)
 	ctx := context.Background()
-	ws, release, err := w.AcquireWith(ctx, "u", "c", AcquireOptions{MaxDisk: 1 << 20})
+	const limit = 1 << 20
+	before, release, err := w.AcquireWith(ctx, "u", "c", AcquireOptions{MaxDisk: limit})
+	must(t, err)
+	must(t, before.WriteFile(ctx, "keep.txt", make([]byte, 512<<10), 0))
+	release()
+	ws, release, err := w.AcquireWith(ctx, "u", "c", AcquireOptions{MaxDisk: limit})
 	must(t, err)
 	defer release()
-	if ws.Disk() != (DiskLimit{Bytes: 1 << 20, Mode: DiskWatch}) {
+	if ws.Disk() != (DiskLimit{Bytes: limit, Mode: DiskWatch}) {
 		t.Fatalf("Disk() = %+v", ws.Disk())
 	}
 	got := make(chan DiskFull, 4)
-	stop := ws.WatchDisk(ctx, func(f DiskFull) { got <- f })
+	var halts atomic.Int32
+	halt := func(context.Context) error { halts.Add(1); return nil }
+	stop := ws.WatchDisk(ctx, halt, func(f DiskFull) { got <- f })
+	must(t, ws.WriteFile(ctx, "small", make([]byte, 256<<10), 0))
 	must(t, ws.WriteFile(ctx, "big", make([]byte, 2<<20), 0))
 	select {
 	case f := <-got:
-		if f.Enforced || f.Used <= 1<<20 || !strings.Contains(f.Message(), "stopped") {
-			t.Errorf("reported %+v: %s", f, f.Message())
+		if f.Enforced || f.Used <= limit || f.After > limit || !slices.Equal(f.Removed, []string{"big"}) || halts.Load() != 1 ||
+			!strings.Contains(f.Message(), "stopped") || !strings.Contains(f.Message(), "big") {
+			t.Errorf("reported %+v after %d halts: %s", f, halts.Load(), f.Message())
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("not reported")
@@ -456,12 +470,18 @@ func TestDiskWatchMode(t *testing.T) {
 	if len(got) != 0 {
 		t.Errorf("reported twice")
 	}
+	for _, name := range []string{"keep.txt", "small"} {
+		if _, err := ws.Stat(ctx, name); err != nil {
+			t.Errorf("%s: %v, want it kept", name, err)
+		}
+	}
 	// Over the limit from the start, and not growing: no report.
-	stop = ws.WatchDisk(ctx, func(f DiskFull) { got <- f })
-	must(t, ws.RemoveAll(ctx, "big"))
+	must(t, ws.WriteFile(ctx, "over", make([]byte, limit), 0))
+	stop = ws.WatchDisk(ctx, halt, func(f DiskFull) { got <- f })
+	must(t, ws.RemoveAll(ctx, "small"))
 	stop()
-	if len(got) != 0 {
-		t.Errorf("reported a workspace that shrank: %+v", <-got)
+	if len(got) != 0 || halts.Load() != 1 {
+		t.Errorf("reported a workspace that shrank: %d reports, %d halts", len(got), halts.Load())
 	}
 }
 

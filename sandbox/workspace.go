@@ -49,6 +49,10 @@ type Workspace struct {
 	uid, gid int
 	// disk is the workspace's disk limit, when Workspaces gave it one.
 	disk DiskLimit
+	// opened is when it was opened, by its filesystem's clock (the
+	// folder's change time once chmod touched it): files changed since
+	// are this holder's sandbox's (see WatchDisk).
+	opened time.Time
 }
 
 // OpenWorkspace opens the workspace folder dir, creating it when missing;
@@ -67,11 +71,15 @@ func OpenWorkspace(dir string, uid, gid int) (*Workspace, error) {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("workspace chmod: %w", err)
 	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace open: %w", err)
+	}
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("workspace open: %w", err)
 	}
-	return &Workspace{dir: dir, root: r, uid: uid, gid: gid}, nil
+	return &Workspace{dir: dir, root: r, uid: uid, gid: gid, opened: changeTime(st)}, nil
 }
 
 // Dir returns the workspace's host path.

@@ -153,7 +153,7 @@ func openWorkspaces(ctx context.Context, dataRoot string, uid, gid int, log *slo
 	return openWorkspacesUnlooped(ctx, dataRoot, uid, gid, "", log)
 }
 
-// openWorkspacesUnlooped is openWorkspaces with disk limits watched, not
+// openWorkspacesUnlooped is openWorkspaces with disk limits measured, not
 // loop-mounted, when noLoop says why they must not be.
 func openWorkspacesUnlooped(ctx context.Context, dataRoot string, uid, gid int, noLoop string, log *slog.Logger) (*sandbox.Workspaces, error) {
 	mode, why := sandbox.DiskWatch, noLoop
@@ -163,7 +163,7 @@ func openWorkspacesUnlooped(ctx context.Context, dataRoot string, uid, gid int, 
 	if mode == sandbox.DiskLoop {
 		log.Debug("workspace disk limits: loop-mounted ext4 images (sandbox.max_disk)")
 	} else {
-		log.Warn("workspace disk limits are watched, not enforced: a turn is stopped once its workspace grows past sandbox.max_disk", "reason", why)
+		log.Warn("workspace disk limits are measured, not a filesystem's: a workspace that grows past sandbox.max_disk has its sandbox stopped and what it wrote past the limit deleted", "reason", why)
 	}
 	ws, err := sandbox.NewWorkspacesWith(dataRoot, sandbox.WorkspacesOptions{UID: uid, GID: gid, Disk: mode,
 		KeepMounted: sandbox.DefaultKeepMounted, Logger: log})

@@ -168,3 +168,97 @@ func TestWorkspaceMountUnseen(t *testing.T) {
 		t.Errorf("pods left: %v", left)
 	}
 }
+
+// TestClaimDiskLimit: workspaces on a shared claim cannot be loop-mounted
+// images (no pod on another node would see the mount), so their disk
+// limit is measured, and still kept: an agent that writes on and on past
+// it has its pod stopped within seconds of the measure that saw it, and
+// the files it wrote are deleted, largest first, until the workspace is
+// back within its limit; what the workspace held before the sandbox
+// stays.
+func TestClaimDiskLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, plain := claimNamespace(t, "agentbox-claimdisk-", nil)
+	root := filepath.Dir(plain.Root())
+	wss, err := sandbox.NewWorkspacesWith(root, sandbox.WorkspacesOptions{UID: 1000, GID: 1000, Disk: sandbox.DiskWatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 48 << 20
+	before, release, err := wss.AcquireWith(ctx, "u1", "c1", sandbox.AcquireOptions{MaxDisk: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = before.WriteFile(ctx, "before.bin", make([]byte, 8<<20), 0o644)
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, release, err := wss.AcquireWith(ctx, "u1", "c1", sandbox.AcquireOptions{MaxDisk: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "claim-disk", Namespace: ns, RESTConfig: k8stest.Admin(t),
+		Storage: kubernetes.Storage{Claim: "agentbox-data", ClaimRoot: root}})
+	sb, err := rt.Create(ctx, sandbox.Spec{UserID: "u1", ChatID: "c1", Workspace: ws})
+	if sb != nil {
+		defer sb.Remove(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := make(chan sandbox.DiskFull, 1)
+	stop := ws.WatchDisk(ctx, sb.Remove, func(f sandbox.DiskFull) { full <- f })
+	defer stop()
+	// 16 MiB every 0.2 s, without end: far past the limit between two
+	// measures, and on until stopped.
+	writer, err := sb.Start(ctx, sandbox.ExecRequest{Shell: true,
+		Argv: []string{`i=0; while :; do dd if=/dev/zero of=/workspace/w$i bs=1M count=16 2>/dev/null; i=$((i+1)); sleep 0.2; done`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f sandbox.DiskFull
+	select {
+	case f = <-full:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the workspace grew past its limit unreported")
+	}
+	if f.Used <= limit || f.After > limit || len(f.Removed) == 0 || f.HaltErr != nil {
+		t.Errorf("reported %+v: %s", f, f.Message())
+	}
+	for _, name := range f.Removed {
+		if !strings.HasPrefix(name, "w") {
+			t.Errorf("removed %s, which the sandbox did not write", name)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if code, err := writer.Wait(wctx); wctx.Err() != nil {
+		t.Errorf("the writer was not stopped (%d, %v)", code, err)
+	}
+	if left := k8stest.Pods(t, rt); len(left) != 0 {
+		t.Errorf("pods left after the limit was kept: %v", left)
+	}
+	if st, err := ws.Stat(ctx, "before.bin"); err != nil || st.Size != 8<<20 {
+		t.Errorf("the workspace's earlier file: %+v, %v", st, err)
+	}
+	var used int64
+	for _, e := range mustList(t, ws) {
+		used += e.Size
+	}
+	if used > limit {
+		t.Errorf("the workspace's files hold %d bytes after the limit was kept, more than its limit %d", used, limit)
+	}
+	t.Logf("measured %d MiB over a %d MiB limit; %d files deleted, %d MiB left: %s", f.Used>>20, limit>>20, len(f.Removed), f.After>>20, f.Message())
+}
+
+func mustList(t *testing.T, ws *sandbox.Workspace) []sandbox.FileInfo {
+	t.Helper()
+	list, err := ws.ListDir(context.Background(), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}

@@ -88,7 +88,7 @@ func (r *Runtime) volumes(spec sandbox.Spec, mounts []sandbox.Mount) ([]corev1.V
 	}
 	if _, ok := mountPoint(wsDir); ok {
 		return nil, nil, fmt.Errorf("workspace %s is a mount on this host (a loop-mounted disk image?), which pods mounting claim %q do not see: "+
-			"with claim storage workspaces must be plain folders on the claim (agentbox serve then watches disk limits instead of mounting images)", wsDir, st.Claim)
+			"with claim storage workspaces must be plain folders on the claim (agentbox serve then measures their disk limits instead of mounting images)", wsDir, st.Claim)
 	}
 	vols = append(vols, corev1.Volume{Name: volData, VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: st.Claim}}})
