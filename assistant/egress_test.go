@@ -128,3 +128,43 @@ func TestLoadEgressProblems(t *testing.T) {
 		t.Errorf("only %d problems:\n%v", len(le.Problems), le)
 	}
 }
+
+// TestLoadMCPCredentials: a stdio MCP server's "$ENV.NAME" env value is a
+// credential the sandbox holds only as the placeholder of the sandbox
+// secret with that value; an assistant that declares none does not load.
+func TestLoadMCPCredentials(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"connectors/claude.conn.yao": claudeConn,
+		"mcps/github.mcp.yao":        `{"transport": "stdio", "command": "github-mcp-server", "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "$ENV.GH_TOKEN", "LOG_LEVEL": "info"}}`,
+		"mcps/web.mcp.yao":           `{"transport": "http", "url": "https://mcp.example.com/mcp", "authorization_token": "$ENV.WEB_TOKEN"}`,
+		"assistants/declared/package.yao": `{"connector": "claude", "mcp": {"servers": ["github", "web"]}, "sandbox": {"command": "claude",
+			"network": {"allow": ["api.github.com"]}, "secrets": {"GH": {"value": "$ENV.GH_TOKEN", "hosts": ["api.github.com"]}}}}`,
+		// A remote server's credentials stay on the host: nothing to declare.
+		"assistants/remote/package.yao": `{"connector": "claude", "mcp": {"servers": ["web"]}, "sandbox": {"command": "claude"}}`,
+	}
+	app, err := Load(writeApp(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := app.Assistants["declared"]
+	def := a.MCPServers["github"]
+	if name, ok, err := a.MCPSecret(def, "GITHUB_PERSONAL_ACCESS_TOKEN", "$ENV.GH_TOKEN"); name != "GH" || !ok || err != nil {
+		t.Errorf("MCPSecret = %q, %v, %v", name, ok, err)
+	}
+	if _, ok, err := a.MCPSecret(def, "LOG_LEVEL", "info"); ok || err != nil {
+		t.Errorf("a plain value: %v, %v", ok, err)
+	}
+
+	files["assistants/undeclared/package.yao"] = `{"connector": "claude", "mcp": {"servers": ["github"]}, "sandbox": {"command": "claude"}}`
+	_, err = Load(writeApp(t, files))
+	var le *LoadError
+	if !errors.As(err, &le) || len(le.Problems) != 1 {
+		t.Fatalf("want one problem, got %v", err)
+	}
+	p := le.Problems[0]
+	if !strings.HasPrefix(p.File, "assistants/undeclared/") || !strings.Contains(p.Msg, "env GITHUB_PERSONAL_ACCESS_TOKEN reads $ENV.GH_TOKEN, a credential") ||
+		!strings.Contains(p.Msg, `"GH_TOKEN": {"value": "$ENV.GH_TOKEN"`) {
+		t.Errorf("problem %s", p)
+	}
+}

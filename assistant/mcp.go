@@ -335,6 +335,13 @@ func (l *loader) checkMCPRefs(d *doc, a *Assistant, m *rawMCP, app *App) {
 		if len(r.Resources) > 0 {
 			d.warnPath(p, "the resources filter of %q is not enforced: the coding-agent CLI lists every resource of the server", r.ServerID)
 		}
+		if a.Sandbox != nil && def.Transport == "stdio" {
+			for _, k := range slices.Sorted(maps.Keys(def.Env)) {
+				if _, _, err := a.MCPSecret(def, k, def.Env[k]); err != nil {
+					d.errPath(p, "%v", err)
+				}
+			}
+		}
 		if a.MCPServers == nil {
 			a.MCPServers = map[string]*MCPServer{}
 		}

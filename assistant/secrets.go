@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 
@@ -83,6 +84,34 @@ func (s Secret) GoString() string { return "assistant.Secret{" + s.String() + "}
 // LogValue keeps the value out of structured logs.
 func (s Secret) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("value", redactRaw(s.Value)), slog.Bool("required", s.Required))
+}
+
+// MCPSecret returns the name of the sandbox secret an env value of the
+// stdio MCP server def stands for. A "$ENV.NAME" value is a credential: a
+// stdio server runs inside the sandbox, where every process of the agent
+// could read a real value (the CLI's environment, the server's /proc), so
+// the server gets the placeholder of the secret whose value is the same
+// reference, which the egress proxy swaps for the value in requests to that
+// secret's hosts. ok is false for any other value (configuration, given as
+// it is); a reference no secret of a has is an error that says what to
+// declare.
+func (a *Assistant) MCPSecret(def *MCPServer, key, v string) (name string, ok bool, err error) {
+	if !strings.HasPrefix(v, EnvPrefix) {
+		return "", false, nil
+	}
+	if a.Sandbox != nil {
+		for _, n := range slices.Sorted(maps.Keys(a.Sandbox.Secrets)) {
+			if a.Sandbox.Secrets[n].Value == v {
+				return n, true, nil
+			}
+		}
+	}
+	where := def.ID
+	if def.File != "" {
+		where += " (" + def.File + ")"
+	}
+	return "", false, fmt.Errorf("mcp server %s: env %s reads %s, a credential: a stdio server runs inside the sandbox, where the agent could read it, so it gets a placeholder that the egress proxy swaps for the value in requests to the hosts of the sandbox secret with that value; declare one in sandbox.secrets, like %q: {\"value\": %q, \"hosts\": [\"api.example.com\"]} (it needs sandbox.network {\"allow\": [...]})",
+		where, key, v, strings.TrimPrefix(v, EnvPrefix), v)
 }
 
 // reservedEnv are variables the bridge or the CLI set for themselves; a

@@ -17,6 +17,9 @@
 //   - egress.sock (with an egress policy): the sandbox's HTTP(S) proxy to
 //     other hosts, within the policy, with secrets the sandbox holds only as
 //     placeholders (egress.go, package bridge/egress).
+//   - mcp.sock (Options.RemoteMCP): the remote MCP servers of the
+//     assistant, reached by the host with their credentials; the CLI
+//     starts `agentbox bridge mcp --server NAME` for each (remote.go).
 //
 // Where the sandbox shares no file system with the host (a Kubernetes pod
 // on another node), the same three channels run over TCP with mutual TLS
@@ -139,6 +142,9 @@ type Options struct {
 	// Egress, when set, gives the sandbox an egress proxy: its only way to
 	// other hosts, within a policy, with secrets it never holds (egress.go).
 	Egress *EgressOptions
+	// RemoteMCP gives the sandbox the remote MCP relay: the host reaches
+	// the remote MCP servers set with SetRemoteMCP for it (remote.go).
+	RemoteMCP bool
 	// Gateway, when set, carries the sandbox's connections over the
 	// network (mutual TLS and the session's token) instead of Unix
 	// sockets: for sandboxes that share no file system with the server
@@ -171,6 +177,7 @@ type Session struct {
 	tools  *toolServer   // nil without tools
 	model  *modelServer  // nil without upstream
 	egress *egressServer // nil without Options.Egress
+	remote *remoteServer // nil without Options.RemoteMCP
 
 	gwID  string       // the session's id on Options.Gateway
 	creds *Credentials // what the sandbox needs to reach it
@@ -310,6 +317,14 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 			return nil, err
 		}
 	}
+	if opts.RemoteMCP {
+		ln, err := s.listen("mcp.sock")
+		if err != nil {
+			return nil, err
+		}
+		s.remote = newRemoteServer(s, ln)
+		s.wg.Go(s.remote.serve)
+	}
 	return s, nil
 }
 
@@ -364,6 +379,9 @@ func (s *Session) Mounts() []sandbox.Mount {
 	}
 	if s.model != nil {
 		m = append(m, sandbox.Mount{Source: filepath.Join(s.dir, "model.sock"), Target: GuestModelSocket, Writable: true})
+	}
+	if s.remote != nil {
+		m = append(m, sandbox.Mount{Source: filepath.Join(s.dir, "mcp.sock"), Target: GuestRemoteMCPSocket, Writable: true})
 	}
 	return append(m, s.egressMounts()...)
 }
@@ -529,6 +547,9 @@ func (s *Session) Close(ctx context.Context) error {
 		}
 		if s.model != nil {
 			errs = append(errs, s.model.close())
+		}
+		if s.remote != nil {
+			errs = append(errs, s.remote.close())
 		}
 		errs = append(errs, s.closeEgress(ctx))
 		done := make(chan struct{})

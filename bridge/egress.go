@@ -155,6 +155,28 @@ func (s *Session) egressArgs() []string {
 	return args
 }
 
+// MCPServerEnv maps the variables a stdio MCP server needs to reach hosts
+// through the egress proxy (the proxy's, and the CA's when there are
+// secrets) to the variables of the CLI's environment, set by `agentbox
+// bridge run`, they are copied from (see executor.Request.MCPServerEnv).
+// It is empty without an egress proxy.
+func (s *Session) MCPServerEnv() map[string]string {
+	out := map[string]string{}
+	if s.egress == nil {
+		return out
+	}
+	for _, k := range proxyEnv {
+		out[k] = k
+	}
+	if s.egress.caPath != "" || (s.creds != nil && s.creds.EgressCA != "") {
+		for _, k := range rootsEnv {
+			out[k] = envEgressRoots
+		}
+		out["NODE_EXTRA_CA_CERTS"] = envEgressCA
+	}
+	return out
+}
+
 // closeEgress stops the proxy (tunnels and requests in flight end).
 func (s *Session) closeEgress(ctx context.Context) error {
 	if s.egress == nil {

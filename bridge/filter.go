@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,44 +23,53 @@ type FilterConfig struct {
 	// names the server gives them (package.yao's tools of the server
 	// reference).
 	Allow []string
-	// Transport is how the server is reached: "stdio" (Argv) or "http" or
-	// "sse" (URL, Headers).
-	Transport string
-	// Argv starts a stdio server, with Env as its environment (nil: this
+	// Argv starts the stdio server, with Env as its environment (nil: this
 	// process's, where the CLI put the server's).
 	Argv []string
 	Env  []string
-	// URL and Headers reach a remote server.
-	URL     string
-	Headers http.Header
-	// Stdin and Stdout are the CLI's side; Stderr gets the stdio server's
-	// stderr and the relay's own diagnostics.
+	// Stdin and Stdout are the CLI's side; Stderr gets the server's stderr
+	// and the relay's own diagnostics.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 }
 
 // GuestFilter is `agentbox bridge mcp-filter`: a stdio MCP server for the
-// agent CLI standing in front of one MCP server of any transport, which it
-// starts or connects to. Every message passes through, except that the
-// server's tool list is cut to Allow and a call of another tool is refused
-// with a JSON-RPC error (-32602, what MCP servers answer for an unknown
-// tool) without reaching the server: a tool the assistant did not list is
-// neither offered to the model nor callable, whatever the CLI's permission
-// mode. A line from the CLI that is not a message gets a JSON-RPC error. It
-// returns when the CLI's input ends or the server goes away.
+// agent CLI standing in front of one stdio MCP server, which it starts.
+// Every message passes through, except that the server's tool list is cut
+// to Allow and a call of another tool is refused with a JSON-RPC error
+// (-32602, what MCP servers answer for an unknown tool) without reaching
+// the server: a tool the assistant did not list is neither offered to the
+// model nor callable, whatever the CLI's permission mode. A line from the
+// CLI that is not a message gets a JSON-RPC error. It returns when the
+// CLI's input ends or the server goes away. (A remote server's tool list
+// is enforced by the host relay that reaches it, remote.go.)
 func GuestFilter(ctx context.Context, cfg FilterConfig) error {
+	if len(cfg.Argv) == 0 {
+		return errors.New("no server command: give it after --")
+	}
+	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
+	cmd.Env = cfg.Env
+	cmd.Stderr = cfg.Stderr
+	setPdeathsig(cmd)
+	server, err := (&mcp.CommandTransport{Command: cmd}).Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("start mcp server %s: %w", cfg.Argv[0], err)
+	}
+	return relayMCP(ctx, server, cfg.Stdin, &lineWriter{w: cfg.Stdout}, cfg.Allow)
+}
+
+// relayMCP passes JSON-RPC messages between the CLI (lines on in and out)
+// and server, with the server's tool list cut to allow and calls of other
+// tools refused (allow empty: every tool). It closes server, and returns
+// when the CLI's input ends or the server goes away.
+func relayMCP(ctx context.Context, server mcp.Connection, in io.Reader, out *lineWriter, allow []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	server, err := connectServer(ctx, cfg)
-	if err != nil {
-		return err
-	}
 	defer server.Close()
-	f := &filter{allow: cfg.Allow, out: &lineWriter{w: cfg.Stdout}, server: server, lists: map[string]bool{}}
-
+	f := &filter{allow: allow, out: out, server: server, lists: map[string]bool{}}
 	done := make(chan error, 1)
 	go func() {
-		err := readMessages(cfg.Stdin, f.out, f.fromCLI)
+		err := readMessages(in, f.out, f.fromCLI)
 		// The CLI is done: the server ends with the connection.
 		server.Close()
 		done <- err
@@ -92,40 +99,6 @@ func GuestFilter(ctx context.Context, cfg FilterConfig) error {
 	}
 }
 
-// connectServer starts or connects to the filtered server.
-func connectServer(ctx context.Context, cfg FilterConfig) (mcp.Connection, error) {
-	switch cfg.Transport {
-	case "", "stdio":
-		if len(cfg.Argv) == 0 {
-			return nil, errors.New("no server command: give it after --")
-		}
-		cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
-		cmd.Env = cfg.Env
-		cmd.Stderr = cfg.Stderr
-		setPdeathsig(cmd)
-		conn, err := (&mcp.CommandTransport{Command: cmd}).Connect(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("start mcp server %s: %w", cfg.Argv[0], err)
-		}
-		return conn, nil
-	case "http", "sse":
-		if cfg.URL == "" {
-			return nil, fmt.Errorf("a %s server needs --url", cfg.Transport)
-		}
-		client := &http.Client{Transport: headerTransport{h: cfg.Headers, rt: http.DefaultTransport}}
-		var t mcp.Transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client}
-		if cfg.Transport == "sse" {
-			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: client}
-		}
-		conn, err := t.Connect(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("connect to mcp server %s: %w", cfg.URL, err)
-		}
-		return conn, nil
-	}
-	return nil, fmt.Errorf("unknown transport %q (want stdio, http or sse)", cfg.Transport)
-}
-
 // headerTransport adds the server's headers to every request.
 type headerTransport struct {
 	h  http.Header
@@ -144,7 +117,7 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // filter is one relay's state.
 type filter struct {
-	allow  []string
+	allow  []string // empty: every tool
 	out    *lineWriter
 	server mcp.Connection
 
@@ -166,7 +139,7 @@ func (f *filter) fromCLI(raw []byte, msg jsonrpc.Message) error {
 		switch req.Method {
 		case "tools/call":
 			name := gjson.GetBytes(req.Params, "name").String()
-			if !slices.Contains(f.allow, name) {
+			if len(f.allow) > 0 && !slices.Contains(f.allow, name) {
 				return f.out.message(&jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{
 					Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Unknown tool: %s", name)}})
 			}
@@ -190,7 +163,7 @@ func (f *filter) fromServer(msg jsonrpc.Message) error {
 		list := f.lists[idKey(resp.ID)]
 		delete(f.lists, idKey(resp.ID))
 		f.mu.Unlock()
-		if list {
+		if list && len(f.allow) > 0 {
 			result, err := f.allowedTools(resp.Result)
 			if err != nil {
 				return err
@@ -223,24 +196,4 @@ func (f *filter) allowedTools(result json.RawMessage) (json.RawMessage, error) {
 	}
 	r["tools"] = b
 	return json.Marshal(r)
-}
-
-// FilterHeaders reads the headers of a remote server from the
-// environment: each spec is NAME=VARIABLE, and the header's value is the
-// variable's (the CLI sets it from its MCP configuration, so no secret is
-// on the command line).
-func FilterHeaders(specs []string) (http.Header, error) {
-	h := http.Header{}
-	for _, s := range specs {
-		name, env, ok := strings.Cut(s, "=")
-		if !ok || name == "" || env == "" {
-			return nil, fmt.Errorf("header %q: want NAME=ENVIRONMENT_VARIABLE", s)
-		}
-		v, ok := os.LookupEnv(env)
-		if !ok {
-			return nil, fmt.Errorf("header %s: environment variable %s is not set", name, env)
-		}
-		h.Add(name, v)
-	}
-	return h, nil
 }

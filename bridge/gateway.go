@@ -28,7 +28,7 @@ import (
 // (kept in memory only, so a restart revokes every certificate it issued).
 // Each session gets a client certificate whose common name is the session's
 // id and a token of its own; a connection presents both, plus the channel it
-// wants (tools, model, egress) in a one-line preamble, and is handed to that
+// wants (tools, model, egress, mcp) in a one-line preamble, and is handed to that
 // session's server for the channel, exactly as a connection to its socket
 // would be. The sandbox gets its credentials in its environment, which
 // every exec carries (never the pod spec), and needs no mount but the
@@ -423,6 +423,9 @@ func (s *Session) register(tools, model bool) error {
 	}
 	if s.opts.Egress != nil {
 		channels = append(channels, channelEgress)
+	}
+	if s.opts.RemoteMCP {
+		channels = append(channels, channelRemoteMCP)
 	}
 	notAfter := time.Now().Add(caLifetime)
 	if !s.opts.Deadline.IsZero() {

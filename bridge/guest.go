@@ -55,16 +55,25 @@ func dialHost(ctx context.Context, socket string) (halfCloser, error) {
 
 // GuestMCP is `agentbox bridge mcp`: a stdio MCP server for the agent CLI
 // that relays every message to the host's MCP server on socket, where the
-// tools are listed and run. A line from the CLI that is not a JSON-RPC
-// message is answered with a JSON-RPC error and goes no further. It returns
-// when either side ends: stdin closed (the CLI is done) or the host closed
-// the connection (the request ended).
-func GuestMCP(ctx context.Context, socket string, stdin io.Reader, stdout io.Writer) error {
+// tools are listed and run: the host tools, or with server set the remote
+// MCP server of that name, which the host reaches (remote.go). A line from
+// the CLI that is not a JSON-RPC message is answered with a JSON-RPC error
+// and goes no further. It returns when either side ends: stdin closed (the
+// CLI is done) or the host closed the connection (the request ended).
+func GuestMCP(ctx context.Context, socket, server string, stdin io.Reader, stdout io.Writer) error {
+	if strings.ContainsAny(server, "\r\n") {
+		return fmt.Errorf("bad server name %q", server)
+	}
 	conn, err := dialHost(ctx, socket)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	if server != "" {
+		if _, err := io.WriteString(conn, server+"\n"); err != nil {
+			return fmt.Errorf("relay to host: %w", err)
+		}
+	}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	out := &lineWriter{w: stdout}

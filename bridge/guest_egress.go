@@ -28,6 +28,22 @@ type GuestEgress struct {
 // the model proxy listens) never goes through the egress proxy.
 const NoProxy = "localhost,127.0.0.1,::1"
 
+// The variables `agentbox bridge run` sets for the egress proxy, and the
+// copies of the CA's under names no CLI takes for a credential (the Gemini
+// CLI keeps variables named like *CERT* from its MCP servers).
+var (
+	proxyEnv = []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy", "NODE_USE_ENV_PROXY"}
+	rootsEnv = []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "REQUESTS_CA_BUNDLE"}
+)
+
+const (
+	// envEgressRoots holds the trusted-roots bundle (the system's roots
+	// and the CA), as rootsEnv do.
+	envEgressRoots = "AGENTBOX_EGRESS_ROOTS"
+	// envEgressCA holds the CA, as NODE_EXTRA_CA_CERTS does.
+	envEgressCA = "AGENTBOX_EGRESS_CA"
+)
+
 // systemBundles are where Linux distributions keep the trusted roots (the
 // places Go's crypto/x509 looks).
 var systemBundles = []string{
@@ -96,11 +112,12 @@ func (e *GuestEgress) environ(env []string, addr string, stderr io.Writer) (_ []
 		cleanup()
 		return nil, func() {}, fmt.Errorf("egress CA bundle: %w", err)
 	}
-	for _, k := range []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "REQUESTS_CA_BUNDLE"} {
+	for _, k := range append(rootsEnv, envEgressRoots) {
 		env = setEnv(env, k, bundle)
 	}
 	// Node.js adds these to its own built-in roots.
 	env = setEnv(env, "NODE_EXTRA_CA_CERTS", e.CA)
+	env = setEnv(env, envEgressCA, e.CA)
 	return env, cleanup, nil
 }
 

@@ -28,7 +28,7 @@ import (
 func TestMain(m *testing.M) {
 	bridgetest.ServeStdioIfAsked()
 	if os.Getenv("AGENTBOX_BRIDGE_GUEST") == "mcp" {
-		if err := GuestMCP(context.Background(), os.Getenv("AGENTBOX_BRIDGE_SOCKET"), os.Stdin, os.Stdout); err != nil {
+		if err := GuestMCP(context.Background(), os.Getenv("AGENTBOX_BRIDGE_SOCKET"), "", os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -68,9 +68,6 @@ type Options struct {
 	NoEnvFilter bool
 	// Logger receives run diagnostics (never secrets). Nil: slog.Default.
 	Logger *slog.Logger
-	// LookupEnv resolves $ENV.NAME in MCP definitions (os.LookupEnv when
-	// nil).
-	LookupEnv func(string) (string, bool)
 }
 
 // Executor runs turns with the Claude Code CLI. It is safe for concurrent
@@ -104,9 +101,6 @@ func New(opts Options) *Executor {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.LookupEnv == nil {
-		opts.LookupEnv = osLookup
-	}
 	return &Executor{opts: opts}
 }
 
@@ -122,6 +116,7 @@ type runInput struct {
 	history   []chat.Message
 	sessionID string
 	relay     string
+	mcpEnv    map[string]string // executor.Request.MCPServerEnv
 }
 
 // Run executes one turn (see executor.Executor). Events go to req.Emit from
@@ -185,8 +180,9 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		history:   req.History,
 		sessionID: SessionID(req.Assistant.ID, req.UserID, req.ChatID),
 		relay:     req.Relay,
+		mcpEnv:    req.MCPServerEnv,
 	}
-	prep, err := prepare(ctx, ws, in, e.opts.LookupEnv)
+	prep, err := prepare(ctx, ws, in)
 	if err != nil {
 		return fail(chat.ErrSandbox, "prepare workspace: "+err.Error(), err)
 	}

@@ -3,7 +3,6 @@ package claude
 import (
 	"context"
 	"fmt"
-	"os"
 	"path"
 	"regexp"
 	"strings"
@@ -119,13 +118,13 @@ var mcpFormat = agentcli.MCPFormat{
 
 // buildMCPConfig resolves the assistant's MCP references against its
 // server definitions, adds the request's extra servers, and returns the
-// .mcp.json content with every env and header value moved into the
-// process environment (agentcli.ResolveMCP): .mcp.json holds only
+// .mcp.json content with every env value (none a credential) moved into
+// the process environment (agentcli.ResolveMCP): .mcp.json holds only
 // ${AGENTBOX_MCP_...} references, which the CLI expands from its own
 // environment. Every server's tools are pre-approved, or only those the
 // assistant's reference names.
-func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool), relay string) (*mcpConfig, error) {
-	cfg, err := agentcli.ResolveMCP(a, extra, lookup, mcpFormat, relay)
+func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, relay string, pass map[string]string) (*mcpConfig, error) {
+	cfg, err := agentcli.ResolveMCP(a, extra, mcpFormat, relay, pass)
 	if err != nil {
 		return nil, err
 	}
@@ -166,8 +165,8 @@ type prepared struct {
 // the chat's former shared config dir is cleared. What the agent left is
 // never opened or followed (a FIFO where a file goes is replaced), and ctx
 // bounds it all.
-func prepare(ctx context.Context, ws *sandbox.Workspace, req *runInput, lookup func(string) (string, bool)) (*prepared, error) {
-	mcp, err := buildMCPConfig(req.assistant, req.extraMCP, lookup, req.relay)
+func prepare(ctx context.Context, ws *sandbox.Workspace, req *runInput) (*prepared, error) {
+	mcp, err := buildMCPConfig(req.assistant, req.extraMCP, req.relay, req.mcpEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -315,6 +314,3 @@ func appendHistory(system string, history []chat.Message) string {
 	}
 	return sb.String()
 }
-
-// osLookup is the default lookup for $ENV references.
-var osLookup = os.LookupEnv

@@ -32,7 +32,7 @@ func TestPrepareOverPlantedFIFOs(t *testing.T) {
 	defer cancel()
 	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, sessionID: SessionID("a", "u", "c"), system: "Be brief."}
 	start := time.Now()
-	p, err := prepare(ctx, sb.ws, in, func(string) (string, bool) { return "", false })
+	p, err := prepare(ctx, sb.ws, in)
 	if err != nil {
 		t.Fatal(err)
 	}

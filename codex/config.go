@@ -19,7 +19,7 @@ const keyEnv = "AGENTBOX_CODEX_KEY"
 const providerID = "agentbox"
 
 // mcpFormat: references are "${NAME}", which configTOML turns into what
-// Codex knows (env_vars, env_http_headers); Codex sets no type.
+// Codex knows (env_vars); Codex sets no type.
 var mcpFormat = agentcli.MCPFormat{Reference: func(n string) string { return "${" + n + "}" }}
 
 var reference = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
@@ -60,7 +60,7 @@ func baseURL(host string) string {
 // bridge's proxy, Responses API over HTTP), the system prompt as developer
 // instructions, no update checks, history or telemetry, and the MCP
 // servers. It holds no secret: the key and MCP values are environment
-// variables the CLI reads (env_key, env_vars, env_http_headers); a stdio
+// variables the CLI reads (env_key, env_vars); a stdio
 // server's env is set by `env` from those variables.
 func configTOML(c executor.Connection, model, system string, mcp *agentcli.MCPConfig, relay string) []byte {
 	var b strings.Builder
@@ -97,15 +97,6 @@ func configTOML(c executor.Connection, model, system string, mcp *agentcli.MCPCo
 		w("[mcp_servers.%s]", str(s.Name))
 		if s.Transport != "stdio" && !s.Filtered {
 			w("url = %s", str(s.URL))
-			if len(s.Headers) > 0 {
-				var hs []string
-				for _, h := range sortedKeys(s.Headers) {
-					if m := reference.FindStringSubmatch(s.Headers[h]); m != nil {
-						hs = append(hs, str(h)+" = "+str(m[1]))
-					}
-				}
-				w("env_http_headers = { %s }", strings.Join(hs, ", "))
-			}
 			continue
 		}
 		command, args, env := s.Command, s.Args, s.Env

@@ -87,7 +87,7 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 	if err := skills.Sync(ctx, ws, home+"/skills", p.Assistant.Skills); err != nil {
 		return nil, err
 	}
-	mcp, err := agentcli.ResolveMCP(p.Assistant, p.MCPServers, e.opts.LookupEnv, mcpFormat, p.Relay)
+	mcp, err := agentcli.ResolveMCP(p.Assistant, p.MCPServers, mcpFormat, p.Relay, p.MCPServerEnv)
 	if err != nil {
 		return nil, agentcli.Invalid("%s", err.Error())
 	}

@@ -47,9 +47,6 @@ type Options struct {
 	Env map[string]string
 	// Logger receives run diagnostics (never secrets). Nil: slog.Default.
 	Logger *slog.Logger
-	// LookupEnv resolves $ENV.NAME in MCP definitions (os.LookupEnv when
-	// nil).
-	LookupEnv func(string) (string, bool)
 }
 
 // Executor runs turns with the Cursor CLI. It is safe for concurrent use;
@@ -74,9 +71,6 @@ func New(opts Options) *Executor {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
-	}
-	if opts.LookupEnv == nil {
-		opts.LookupEnv = osLookup
 	}
 	return &Executor{opts: opts}
 }
@@ -120,8 +114,9 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		input:     req.Input,
 		inlineMax: e.opts.InlinePrompt,
 		relay:     req.Relay,
+		mcpEnv:    req.MCPServerEnv,
 	}
-	prep, err := prepare(ctx, ws, in, e.opts.LookupEnv)
+	prep, err := prepare(ctx, ws, in)
 	if err != nil {
 		var ae *argError
 		if errors.As(err, &ae) {

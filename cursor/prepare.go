@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"regexp"
 	"strings"
@@ -72,14 +71,14 @@ var mcpFormat = agentcli.MCPFormat{
 
 // buildMCPConfig resolves the assistant's MCP references against its
 // server definitions, adds the request's extra servers, and returns the
-// mcp.json content with every env and header value moved into the process
-// environment (agentcli.ResolveMCP): mcp.json holds only
+// mcp.json content with every env value (none a credential) moved into the
+// process environment (agentcli.ResolveMCP): mcp.json holds only
 // ${env:AGENTBOX_MCP_...} references, which the CLI resolves from its own
 // environment ("Config interpolation", https://cursor.com/docs/mcp).
 // Stdio servers have a command, remote ones (http, sse) a url: Cursor
 // tells the transports apart itself.
-func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(string) (string, bool), relay string) (*mcpConfig, error) {
-	cfg, err := agentcli.ResolveMCP(a, extra, lookup, mcpFormat, relay)
+func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer, relay string, pass map[string]string) (*mcpConfig, error) {
+	cfg, err := agentcli.ResolveMCP(a, extra, mcpFormat, relay, pass)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +183,8 @@ type runInput struct {
 	inlineMax int
 	// relay runs the MCP filter (executor.Request.Relay).
 	relay string
+	// mcpEnv is executor.Request.MCPServerEnv.
+	mcpEnv map[string]string
 }
 
 // prepared is what preparation leaves for the command.
@@ -201,8 +202,8 @@ type prepared struct {
 // decides how the input reaches the CLI. What the agent left in the
 // workspace is never opened or followed (a FIFO at .cursor/mcp.json is
 // replaced), and ctx bounds it all.
-func prepare(ctx context.Context, ws *sandbox.Workspace, in *runInput, lookup func(string) (string, bool)) (*prepared, error) {
-	mcp, err := buildMCPConfig(in.assistant, in.extraMCP, lookup, in.relay)
+func prepare(ctx context.Context, ws *sandbox.Workspace, in *runInput) (*prepared, error) {
+	mcp, err := buildMCPConfig(in.assistant, in.extraMCP, in.relay, in.mcpEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -359,6 +360,3 @@ func writeRules(ctx context.Context, ws *sandbox.Workspace, system string, list 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
-
-// osLookup is the default lookup for $ENV references.
-var osLookup = os.LookupEnv

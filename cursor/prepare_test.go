@@ -41,8 +41,6 @@ func write(t *testing.T, path, data string) {
 	}
 }
 
-func noEnv(string) (string, bool) { return "", false }
-
 // TestPrepareRewrites: what the agent left in the files the executor owns
 // is replaced on the next run; project rules of its own stay.
 func TestPrepareRewrites(t *testing.T) {
@@ -57,7 +55,7 @@ func TestPrepareRewrites(t *testing.T) {
 	write(t, filepath.Join(dir, ConfigDir+"/cli-config.json"), `{}`)
 	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, chatID: "c", system: "Be brief.",
 		input: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, inlineMax: DefaultInlinePrompt}
-	p, err := prepare(context.Background(), ws, in, noEnv)
+	p, err := prepare(context.Background(), ws, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +92,7 @@ func TestPrepareRulesLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, system: "S", input: []chat.Message{{Content: "hi"}}, inlineMax: 100}
-	if _, err := prepare(context.Background(), ws, in, noEnv); err != nil {
+	if _, err := prepare(context.Background(), ws, in); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "src/agentbox")); !os.IsNotExist(err) {
@@ -132,7 +130,7 @@ func TestPromptPlacement(t *testing.T) {
 			}
 			in := &runInput{assistant: &assistant.Assistant{ID: "a"}, chatID: "c", history: tc.history,
 				input: []chat.Message{{Role: chat.RoleUser, Content: tc.input}}, inlineMax: 100}
-			p, err := prepare(context.Background(), ws, in, noEnv)
+			p, err := prepare(context.Background(), ws, in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,33 +184,34 @@ func TestBuildMCPAndPermissions(t *testing.T) {
 	a := &assistant.Assistant{
 		MCP: []assistant.MCPRef{{ServerID: "gh", Tools: []string{"list_issues"}}, {ServerID: "web"}},
 		MCPServers: map[string]*assistant.MCPServer{
-			"gh":  {Command: "gh-mcp", Args: []string{"--stdio"}, Env: map[string]string{"TOKEN": "$ENV.GH"}},
-			"web": {Transport: "http", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret"}},
+			"gh":  {Command: "gh-mcp", Args: []string{"--stdio"}, Env: map[string]string{"TOKEN": "agentbox-placeholder-GH-X"}},
+			"web": {Transport: "http", URL: "https://mcp.example.com/mcp"},
 		},
 	}
-	lookup := func(k string) (string, bool) { return "ghp_X", k == "GH" }
-	cfg, err := buildMCPConfig(a, map[string]assistant.MCPServer{"host": {Command: "agentbox", Args: []string{"bridge"}}}, lookup, "/opt/agentbox/agentbox")
+	cfg, err := buildMCPConfig(a, map[string]assistant.MCPServer{"host": {Command: "agentbox", Args: []string{"bridge"}}}, "/opt/agentbox/agentbox", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	js := string(cfg.JSON)
-	for _, want := range []string{`"${env:AGENTBOX_MCP_GH_ENV_TOKEN}"`, `"${env:AGENTBOX_MCP_WEB_HDR_AUTHORIZATION}"`, `"url": "https://mcp.example.com/mcp"`, `"host"`} {
+	for _, want := range []string{`"${env:AGENTBOX_MCP_GH_ENV_TOKEN}"`, `"url": "https://mcp.example.com/mcp"`, `"host"`} {
 		if !strings.Contains(js, want) {
 			t.Errorf("mcp.json lacks %s:\n%s", want, js)
 		}
 	}
-	if strings.Contains(js, "ghp_X") || strings.Contains(js, "s3cret") || cfg.Env["AGENTBOX_MCP_GH_ENV_TOKEN"] != "ghp_X" {
+	if strings.Contains(js, "agentbox-placeholder-GH-X") || cfg.Env["AGENTBOX_MCP_GH_ENV_TOKEN"] != "agentbox-placeholder-GH-X" {
 		t.Errorf("secrets: %s %v", js, cfg.Env)
 	}
 	if strings.Join(cfg.Servers, ",") != "gh,host,web" || strings.Join(cfg.Filtered, ",") != "gh" {
 		t.Errorf("servers %v filtered %v", cfg.Servers, cfg.Filtered)
 	}
 	a.MCP = []assistant.MCPRef{{ServerID: "missing"}}
-	if _, err := buildMCPConfig(a, nil, lookup, "/opt/agentbox/agentbox"); err == nil || !strings.Contains(err.Error(), `"missing"`) {
+	if _, err := buildMCPConfig(a, nil, "/opt/agentbox/agentbox", nil); err == nil || !strings.Contains(err.Error(), `"missing"`) {
 		t.Errorf("err %v", err)
 	}
+	// A credential never goes into the CLI's environment.
 	a.MCP = []assistant.MCPRef{{ServerID: "gh"}}
-	if _, err := buildMCPConfig(a, nil, noEnv, "/opt/agentbox/agentbox"); err == nil || !strings.Contains(err.Error(), "GH is not set") {
+	a.MCPServers["gh"].Env["TOKEN"] = "$ENV.GH"
+	if _, err := buildMCPConfig(a, nil, "/opt/agentbox/agentbox", nil); err == nil || !strings.Contains(err.Error(), "reads $ENV.GH, a credential") {
 		t.Errorf("err %v", err)
 	}
 

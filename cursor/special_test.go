@@ -33,7 +33,7 @@ func TestPrepareOverPlantedFIFOs(t *testing.T) {
 		history: []chat.Message{{Role: chat.RoleUser, Content: "earlier"}},
 		input:   []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, inlineMax: DefaultInlinePrompt}
 	start := time.Now()
-	p, err := prepare(ctx, ws, in, noEnv)
+	p, err := prepare(ctx, ws, in)
 	if err != nil {
 		t.Fatal(err)
 	}

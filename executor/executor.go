@@ -55,6 +55,12 @@ type Request struct {
 	// server's tool list); "" when the sandbox has none (then an MCP
 	// reference that lists tools is an error).
 	Relay string
+	// MCPServerEnv maps variables every stdio MCP server must get to the
+	// variables of the CLI's environment they are copied from: the egress
+	// proxy's and its CA's (bridge.Session.MCPServerEnv), which a server
+	// needs to reach a secret's host. The executor puts them into each
+	// server's configuration (agentcli.ResolveMCP).
+	MCPServerEnv map[string]string
 	// WrapArgv, when set, is applied to the CLI's argv just before it is
 	// started: the model bridge prefixes it with `agentbox bridge run ...
 	// --`, which serves the model proxy on the sandbox's loopback for the

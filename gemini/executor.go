@@ -66,7 +66,7 @@ var approvalModes = map[string]string{
 	"plan":              "plan",
 }
 
-// mcpFormat: the CLI expands ${NAME} in its settings' env and headers.
+// mcpFormat: the CLI expands ${NAME} in its settings' env.
 var mcpFormat = agentcli.MCPFormat{Reference: func(n string) string { return "${" + n + "}" }}
 
 func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
@@ -88,7 +88,7 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 	if err := skills.Sync(ctx, ws, conf+"/skills", p.Assistant.Skills); err != nil {
 		return nil, err
 	}
-	mcp, err := agentcli.ResolveMCP(p.Assistant, p.MCPServers, e.opts.LookupEnv, mcpFormat, p.Relay)
+	mcp, err := agentcli.ResolveMCP(p.Assistant, p.MCPServers, mcpFormat, p.Relay, p.MCPServerEnv)
 	if err != nil {
 		return nil, agentcli.Invalid("%s", err.Error())
 	}
@@ -145,7 +145,6 @@ type mcpEntry struct {
 	Env     map[string]string `json:"env,omitempty"`
 	URL     string            `json:"url,omitempty"`
 	HTTPURL string            `json:"httpUrl,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
 	Trust   bool              `json:"trust"`
 }
 
@@ -156,7 +155,7 @@ type mcpEntry struct {
 func settingsJSON(mcp *agentcli.MCPConfig, maxTurns int, relay string) ([]byte, error) {
 	servers := map[string]mcpEntry{}
 	for _, s := range mcp.Servers {
-		e := mcpEntry{Env: s.Env, Headers: s.Headers, Trust: true}
+		e := mcpEntry{Env: s.Env, Trust: true}
 		switch {
 		case s.Filtered:
 			e.Command, e.Args, e.Env = agentcli.FilterCommand(s, mcpFormat, relay)

@@ -30,7 +30,6 @@ func TestConfigJSON(t *testing.T) {
 			Command     []string          `json:"command"`
 			Environment map[string]string `json:"environment"`
 			URL         string            `json:"url"`
-			Headers     map[string]string `json:"headers"`
 		} `json:"mcp"`
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
@@ -44,7 +43,7 @@ func TestConfigJSON(t *testing.T) {
 	if gh := c.MCP["gh"]; gh.Type != "local" || strings.Join(gh.Command, " ") != "gh-mcp --stdio" || !strings.HasPrefix(gh.Environment["GH_TOKEN"], "{env:AGENTBOX_MCP_") {
 		t.Errorf("gh %+v", gh)
 	}
-	if web := c.MCP["web"]; web.Type != "remote" || !strings.HasPrefix(web.Headers["Authorization"], "{env:AGENTBOX_MCP_") {
+	if web := c.MCP["web"]; web.Type != "remote" || web.URL != "https://mcp.example.com/mcp" {
 		t.Errorf("web %+v", web)
 	}
 	if db := c.MCP["db"]; db.Command[0] != "/agentbox" || !strings.Contains(strings.Join(db.Command, " "), "mcp-filter --allow query") {

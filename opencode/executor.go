@@ -107,7 +107,7 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 	if err := skills.Sync(ctx, ws, conf+"/skills", p.Assistant.Skills); err != nil {
 		return nil, err
 	}
-	mcp, err := agentcli.ResolveMCP(p.Assistant, p.MCPServers, e.opts.LookupEnv, mcpFormat, p.Relay)
+	mcp, err := agentcli.ResolveMCP(p.Assistant, p.MCPServers, mcpFormat, p.Relay, p.MCPServerEnv)
 	if err != nil {
 		return nil, agentcli.Invalid("%s", err.Error())
 	}
@@ -173,11 +173,7 @@ func configJSON(provider, host, model, system string, m mode, maxTurns int, mcp 
 			}
 			servers[s.Name] = e
 		default:
-			e := map[string]any{"type": "remote", "url": s.URL, "enabled": true}
-			if len(s.Headers) > 0 {
-				e["headers"] = s.Headers
-			}
-			servers[s.Name] = e
+			servers[s.Name] = map[string]any{"type": "remote", "url": s.URL, "enabled": true}
 		}
 	}
 	agent := map[string]any{"steps": maxTurns}

@@ -120,8 +120,9 @@ func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.A
 	opts := bridge.Options{
 		Dir: cfg.Dir, Binary: cfg.Binary, UID: cfg.UID, GID: cfg.GID,
 		UserID: t.req.UserID, ChatID: t.req.ChatID, Tools: tools,
-		Logger:  t.p.log.With("user", t.req.UserID, "chat", t.req.ChatID),
-		Gateway: cfg.Gateways[runtime],
+		Logger:    t.p.log.With("user", t.req.UserID, "chat", t.req.ChatID),
+		Gateway:   cfg.Gateways[runtime],
+		RemoteMCP: hasRemoteMCP(app),
 	}
 	if t.keep {
 		// A kept chat's bridge serves its sandbox across turns: it ends
@@ -214,8 +215,9 @@ func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.C
 }
 
 // wireBridge points the executor request at the bridge: the keyless
-// loopback connection, the host-tools MCP server and the argv wrapper that
-// serves the model proxy inside the sandbox. The proxy holds the CLI to the
+// loopback connection, the host-tools MCP server, the assistant's MCP
+// servers without their credentials (mcpForSandbox) and the argv wrapper
+// that serves the model proxy inside the sandbox. The proxy holds the CLI to the
 // turn's model and to maxTokens (0: the CLI's own limit).
 func (t *turn) wireBridge(app *assistant.App, req *executor.Request, maxTokens int) error {
 	sess := t.bridge
@@ -241,6 +243,11 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request, maxTokens i
 	req.WrapArgv = sess.WrapCommand
 	// The session mounts the agentbox binary, which runs the MCP filter.
 	req.Relay = bridge.GuestBinary
+	run, err := t.mcpForSandbox(req.Assistant, sess)
+	if err != nil {
+		return err
+	}
+	req.Assistant, req.MCPServerEnv = run, sess.MCPServerEnv()
 	if m := sess.MCPServer(); m.Command != "" {
 		if req.MCPServers == nil {
 			req.MCPServers = map[string]assistant.MCPServer{}

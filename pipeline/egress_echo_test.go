@@ -76,7 +76,6 @@ func TestEgressEchoInDocker(t *testing.T) {
 
 func egressEcho(t *testing.T, command, tool string) {
 	image := testenv.CLIImage(t, command)
-	bin := testenv.Agentbox(t)
 	t.Setenv("AB_ECHO_TOKEN", echoSecret)
 
 	pki := egresstest.NewPKI(t)
@@ -97,8 +96,7 @@ func egressEcho(t *testing.T, command, tool string) {
 	}})
 	t.Cleanup(model.Close)
 
-	dir := t.TempDir()
-	files := map[string]string{
+	d := dockerTurn(t, pki, map[string]string{
 		"connectors/model.conn.yao": `{"type": "anthropic", "options": {"host": "` + model.URL + `", "key": "sk-model-key", "model": "claude-sonnet-4-5"}}`,
 		"app.jsonc":                 `{"data_root": "data"}`,
 		"assistants/coder/package.yao": `{
@@ -110,70 +108,11 @@ func egressEcho(t *testing.T, command, tool string) {
 				"secrets": {"API_TOKEN": {"value": "$ENV.AB_ECHO_TOKEN", "hosts": ["api.test:` + tlsPort + `"]}}
 			}
 		}`,
-	}
-	for p, c := range files {
-		abs := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(abs, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	app, err := assistant.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	rt, err := docker.New(ctx, docker.Options{Instance: "pipeline-echo-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
-	uid, gid := -1, -1
-	if os.Geteuid() == 0 {
-		uid, gid = 1000, 1000
-	}
-	ws, err := sandbox.NewWorkspaces(filepath.Join(dir, "data"), uid, gid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, filepath.Join(dir, "data", "agentbox.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	logger := slog.New(slog.NewJSONHandler(&syncWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p, err := New(Config{
-		App: Static{App: app}, Runtimes: map[string]sandbox.Runtime{"docker": rt}, DefaultRuntime: "docker",
-		Workspaces: ws, History: st, Usage: st, Logger: logger,
-		Bridge: &BridgeConfig{Binary: bin, Dir: filepath.Join(os.TempDir(), "abx"), EgressRootCAs: pki.Pool()},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec chattest.Recorder
-	_, err = p.Chat(ctx, &Request{UserID: "alice", ChatID: "echo", AssistantID: "coder", Messages: user("Read the token back.")}, rec.Emit)
-	if cerr := p.Close(context.Background()); cerr != nil {
-		t.Errorf("pipeline close: %v", cerr)
-	}
-	events := rec.Events()
-	chattest.Check(t, events)
-	if err != nil {
-		t.Fatalf("turn: %v\nevents: %+v", err, events)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	}, "Read the token back.")
+	rec := d.rec
 
 	// What the agent saw.
-	b, err := os.ReadFile(filepath.Join(dir, "data", "workspaces", "alice", "echo", "echo.out"))
-	if err != nil {
-		t.Fatalf("the script's output: %v", err)
-	}
-	out := string(b)
+	out := d.workspace(t, "echo.out")
 	low := strings.ToLower(out)
 	t.Logf("the agent saw %d bytes; its start:\n%.3000s", len(out), out)
 	for section, want := range map[string][]string{
@@ -227,13 +166,112 @@ func egressEcho(t *testing.T, command, tool string) {
 	// saw, the events, the model's requests (the tool result goes there),
 	// the logs, and every file of the data root (workspace with the CLI's
 	// transcripts, store).
-	evs, _ := json.Marshal(events)
-	places := map[string]string{"the agent's output": out, "events": string(evs), "logs": logs.String()}
+	d.checkNowhere(t, model, map[string]string{"the agent's output": out}, echoSecret)
+	var results int
+	for _, e := range rec.Starts(chat.TypeToolResult) {
+		if c, _ := e.Props["content"].(string); strings.Contains(c, "== done") {
+			results++
+		}
+	}
+	if results != 1 {
+		t.Errorf("%d tool results from the script", results)
+	}
+}
+
+// dockerRun is a turn dockerTurn ran.
+type dockerRun struct {
+	dir  string // the app folder, with the data root under data/
+	rec  *chattest.Recorder
+	logs *bytes.Buffer
+}
+
+// dockerTurn loads the app of files into a new folder and runs one turn of
+// its assistant "coder" for user alice in chat "c", in a Docker sandbox
+// with the bridge (the egress proxy trusting pki), a store and debug logs.
+// The turn must succeed.
+func dockerTurn(t *testing.T, pki *egresstest.PKI, files map[string]string, message string) *dockerRun {
+	t.Helper()
+	bin := testenv.Agentbox(t)
+	dir := t.TempDir()
+	for p, c := range files {
+		abs := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(abs, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app, err := assistant.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rt, err := docker.New(ctx, docker.Options{Instance: "pipeline-sec-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	uid, gid := -1, -1
+	if os.Geteuid() == 0 {
+		uid, gid = 1000, 1000
+	}
+	ws, err := sandbox.NewWorkspaces(filepath.Join(dir, "data"), uid, gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, filepath.Join(dir, "data", "agentbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &dockerRun{dir: dir, rec: &chattest.Recorder{}, logs: &bytes.Buffer{}}
+	logger := slog.New(slog.NewJSONHandler(&syncWriter{w: run.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p, err := New(Config{
+		App: Static{App: app}, Runtimes: map[string]sandbox.Runtime{"docker": rt}, DefaultRuntime: "docker",
+		Workspaces: ws, History: st, Usage: st, Logger: logger,
+		Bridge: &BridgeConfig{Binary: bin, Dir: filepath.Join(os.TempDir(), "abx"), EgressRootCAs: pki.Pool()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Chat(ctx, &Request{UserID: "alice", ChatID: "c", AssistantID: "coder", Messages: user(message)}, run.rec.Emit)
+	if cerr := p.Close(context.Background()); cerr != nil {
+		t.Errorf("pipeline close: %v", cerr)
+	}
+	chattest.Check(t, run.rec.Events())
+	if err != nil {
+		t.Fatalf("turn: %v\nevents: %+v", err, run.rec.Events())
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// workspace reads a file of the chat's workspace.
+func (d *dockerRun) workspace(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.dir, "data", "workspaces", "alice", "c", name))
+	if err != nil {
+		t.Fatalf("workspace file %s: %v", name, err)
+	}
+	return string(b)
+}
+
+// checkNowhere fails t when a value of secrets is, in any encoding
+// egresstest.Leaks knows, in places, the events, the model's requests (the
+// tool results go there), the logs or any file of the data root (the
+// workspace with the CLI's configuration and transcripts, the store).
+func (d *dockerRun) checkNowhere(t *testing.T, model *llmtest.Server, places map[string]string, secrets ...string) {
+	t.Helper()
+	evs, _ := json.Marshal(d.rec.Events())
+	places["events"], places["logs"] = string(evs), d.logs.String()
 	for i, r := range model.Requests() {
 		places["model request "+strconv.Itoa(i)] = string(r.Body)
 	}
-	err = filepath.WalkDir(filepath.Join(dir, "data"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+	err := filepath.WalkDir(filepath.Join(d.dir, "data"), func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
 			return err
 		}
 		if b, err := os.ReadFile(path); err == nil {
@@ -245,17 +283,10 @@ func egressEcho(t *testing.T, command, tool string) {
 		t.Fatal(err)
 	}
 	for where, s := range places {
-		if l := egresstest.Leaks(echoSecret, s); len(l) > 0 {
-			t.Errorf("the value is in %s (%v)", where, l)
+		for _, secret := range secrets {
+			if l := egresstest.Leaks(secret, s); len(l) > 0 {
+				t.Errorf("a real value is in %s (%v)", where, l)
+			}
 		}
-	}
-	var results int
-	for _, e := range rec.Starts(chat.TypeToolResult) {
-		if c, _ := e.Props["content"].(string); strings.Contains(c, "== done") {
-			results++
-		}
-	}
-	if results != 1 {
-		t.Errorf("%d tool results from the script", results)
 	}
 }

@@ -109,8 +109,8 @@ func (t *turn) withMCPServers(app *assistant.App, a *assistant.Assistant, chosen
 }
 
 // resolveMCPServer returns def, or a copy with the $ENV references of its
-// url, command and arguments resolved (env and headers are resolved by
-// the executor, which keeps them out of files).
+// url, command and arguments resolved (env and headers are credentials:
+// mcpForSandbox keeps them out of the sandbox).
 func resolveMCPServer(def *assistant.MCPServer) (*assistant.MCPServer, error) {
 	has := strings.HasPrefix(def.URL, assistant.EnvPrefix) || strings.HasPrefix(def.Command, assistant.EnvPrefix)
 	for _, a := range def.Args {

@@ -20,8 +20,10 @@ import (
 )
 
 // Tools are the server's tools: each answers "NAME called" (and appends a
-// line to the file named by CallLogEnv, when set).
-var Tools = []string{"visible", "also_visible", "hidden"}
+// line to the file named by CallLogEnv, when set); "headers" answers with
+// the Authorization header of the streamable HTTP request that called it,
+// as a careless server might.
+var Tools = []string{"visible", "also_visible", "hidden", "headers"}
 
 // StdioEnv, set to "1", makes a test binary that calls ServeStdioIfAsked
 // in its TestMain serve the MCP server on stdio instead of running tests.
@@ -62,7 +64,11 @@ func NewServer(calls *Calls) *mcp.Server {
 						fh.Close()
 					}
 				}
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " called"}}}, nil
+				text := name + " called"
+				if name == "headers" && req.Extra != nil && req.Extra.Header != nil {
+					text = "Authorization: " + req.Extra.Header.Get("Authorization")
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
 			})
 	}
 	return s

@@ -22,13 +22,13 @@ Runs inside a sandbox and connects it to the host over the per-request
 bridge sockets; it holds no keys and needs no network.
 
 subcommands:
-  mcp    --socket PATH
-         stdio MCP server for the agent CLI, relaying to the host's tools
-  mcp-filter --allow TOOL,... [--transport stdio] -- COMMAND [ARGS...]
-  mcp-filter --allow TOOL,... --transport http|sse --url URL [--header NAME=ENV ...]
-         stdio MCP server for the agent CLI in front of one MCP server:
-         only the allowed tools are listed and may be called; header
-         values are read from the named environment variables
+  mcp    --socket PATH [--server NAME]
+         stdio MCP server for the agent CLI, relaying to the host's tools,
+         or with --server to the remote MCP server NAME, which the host
+         reaches with its credentials
+  mcp-filter --allow TOOL,... -- COMMAND [ARGS...]
+         stdio MCP server for the agent CLI in front of one stdio MCP
+         server: only the allowed tools are listed and may be called
   run    --socket PATH [--listen 127.0.0.1:PORT] [EGRESS FLAGS] -- COMMAND [ARGS...]
          serve the model proxy on loopback, then run COMMAND with
          ANTHROPIC_BASE_URL pointing at it; exits with COMMAND's status.
@@ -58,13 +58,14 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, bridgeUsage) }
 	socket := fs.String("socket", "", "host socket path inside the sandbox")
-	var listen *string
+	var listen, server *string
 	var egress bridge.GuestEgress
 	switch sub {
 	case "mcp-filter":
 		return runMCPFilter(ctx, fs, args, stdout, stderr)
 	case "mcp":
 		*socket = bridge.GuestToolsSocket
+		server = fs.String("server", "", "the remote MCP server to relay to (its socket is the remote MCP socket)")
 	case "run", "proxy":
 		*socket = bridge.GuestModelSocket
 		listen = fs.String("listen", bridge.GuestProxyAddr, "loopback address for the model proxy")
@@ -97,7 +98,7 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "agentbox bridge mcp: unexpected arguments %q\n", fs.Args())
 			return 2
 		}
-		if err := bridge.GuestMCP(ctx, *socket, bridgeStdin, stdout); err != nil {
+		if err := bridge.GuestMCP(ctx, *socket, *server, bridgeStdin, stdout); err != nil {
 			fmt.Fprintf(stderr, "agentbox bridge mcp: %v\n", err)
 			return 1
 		}
@@ -156,13 +157,6 @@ func runBridgeProxy(ctx context.Context, socket, listen string, stderr io.Writer
 // runMCPFilter is `agentbox bridge mcp-filter`.
 func runMCPFilter(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	allow := fs.String("allow", "", "comma-separated tools of the server the agent may list and call")
-	transport := fs.String("transport", "stdio", "stdio, http or sse")
-	url := fs.String("url", "", "the server's address (http, sse)")
-	var headers []string
-	fs.Func("header", "NAME=ENV: a header whose value is environment variable ENV's (repeatable)", func(s string) error {
-		headers = append(headers, s)
-		return nil
-	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -175,17 +169,12 @@ func runMCPFilter(ctx context.Context, fs *flag.FlagSet, args []string, stdout, 
 			tools = append(tools, t)
 		}
 	}
-	h, err := bridge.FilterHeaders(headers)
-	if err != nil {
-		fmt.Fprintf(stderr, "agentbox bridge mcp-filter: %v\n", err)
+	if len(tools) == 0 {
+		fmt.Fprintf(stderr, "agentbox bridge mcp-filter: --allow names no tool\n")
 		return 2
 	}
-	if *transport != "stdio" && fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "agentbox bridge mcp-filter: unexpected arguments %q for a %s server\n", fs.Args(), *transport)
-		return 2
-	}
-	err = bridge.GuestFilter(ctx, bridge.FilterConfig{
-		Allow: tools, Transport: *transport, Argv: fs.Args(), URL: *url, Headers: h,
+	err := bridge.GuestFilter(ctx, bridge.FilterConfig{
+		Allow: tools, Argv: fs.Args(),
 		Stdin: bridgeStdin, Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil {

@@ -35,10 +35,9 @@ func TestBridgeUsageErrors(t *testing.T) {
 		{"run missing socket", []string{"run", "--socket", "/nonexistent.sock", "--", "true"}, 1, "is the bridge socket mounted?"},
 		{"proxy missing socket", []string{"proxy", "--socket", "/nonexistent.sock"}, 1, "model socket"},
 		{"filter without a server command", []string{"mcp-filter", "--allow", "a"}, 1, "no server command"},
-		{"filter bad header", []string{"mcp-filter", "--allow", "a", "--transport", "http", "--url", "http://127.0.0.1:1", "--header", "Authorization"}, 2, "want NAME=ENVIRONMENT_VARIABLE"},
-		{"filter header unset", []string{"mcp-filter", "--allow", "a", "--transport", "http", "--url", "http://127.0.0.1:1", "--header", "Authorization=AGENTBOX_TEST_NOT_SET"}, 2, "AGENTBOX_TEST_NOT_SET is not set"},
-		{"filter args for a remote server", []string{"mcp-filter", "--allow", "a", "--transport", "sse", "--url", "http://127.0.0.1:1", "--", "x"}, 2, "unexpected arguments"},
-		{"filter unknown transport", []string{"mcp-filter", "--allow", "a", "--transport", "ws"}, 1, `unknown transport "ws"`},
+		{"filter without tools", []string{"mcp-filter", "--", "x"}, 2, "--allow names no tool"},
+		{"filter remote flags are gone", []string{"mcp-filter", "--allow", "a", "--url", "http://127.0.0.1:1"}, 2, "flag provided but not defined"},
+		{"mcp bad server name", []string{"mcp", "--socket", "/nonexistent.sock", "--server", "a\nb"}, 1, `bad server name "a\nb"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

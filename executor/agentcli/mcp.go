@@ -12,14 +12,23 @@ import (
 )
 
 // MCPEnvPrefix starts the names of the environment variables that carry
-// MCP secrets: a CLI's MCP configuration file holds only references to
-// them, which the CLI expands from its own environment.
+// the env values of MCP servers: a CLI's MCP configuration file holds only
+// references to them, which the CLI expands from its own environment.
+//
+// No credential is among them. The CLI's environment is every tool's the
+// agent runs, so a real value there is one `env` away: a stdio server's
+// "$ENV.NAME" value reaches ResolveMCP already replaced by the placeholder
+// of a sandbox secret (the egress proxy puts the value in its place in
+// requests to the secret's hosts), and a remote server's headers never
+// reach it: the pipeline has the bridge's host relay reach such a server
+// (the CLI starts `agentbox bridge mcp --server NAME`). ResolveMCP refuses
+// what would break this.
 const MCPEnvPrefix = "AGENTBOX_MCP_"
 
 var envNameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_]`)
 
-// MCPServer is one MCP server of a run, checked, with every env and
-// header value replaced by a reference to a variable in MCPConfig.Env.
+// MCPServer is one MCP server of a run, checked, with every env value
+// replaced by a reference to a variable in MCPConfig.Env.
 type MCPServer struct {
 	// Name is the server's name: the assistant's server id, or the
 	// request's name for an extra server.
@@ -30,11 +39,11 @@ type MCPServer struct {
 	// Command and Args start a stdio server.
 	Command string
 	Args    []string
-	// URL is a remote (http, sse) server's address.
+	// URL is a remote (http, sse) server's address; it has no headers
+	// (the credentials of a remote server stay on the host).
 	URL string
-	// Env and Headers map names to references (nil when none).
-	Env     map[string]string
-	Headers map[string]string
+	// Env maps names to references (nil when none).
+	Env map[string]string
 	// Tools are the tools the assistant's reference names (empty: all of
 	// them, and always for an extra server).
 	Tools []string
@@ -44,9 +53,6 @@ type MCPServer struct {
 	Filtered bool
 	// Extra reports a server from the request, not the assistant.
 	Extra bool
-
-	// The environment variables holding the header values, by header.
-	headerVars map[string]string
 }
 
 // MCPConfig is the MCP servers of a run.
@@ -90,17 +96,16 @@ type mcpEntry struct {
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	URL     string            `json:"url,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // file returns the MCP configuration file Claude Code and Cursor both
-// read: {"mcpServers": {NAME: {type, command, args, env, url, headers}}},
-// indented, with a final newline, members without a value left out. It
-// holds no secret: env and header values are references.
+// read: {"mcpServers": {NAME: {type, command, args, env, url}}}, indented,
+// with a final newline, members without a value left out. It holds no
+// secret: env values are references.
 func (c *MCPConfig) file(f MCPFormat, relay string) ([]byte, error) {
 	servers := make(map[string]mcpEntry, len(c.Servers))
 	for _, s := range c.Servers {
-		e := mcpEntry{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
+		e := mcpEntry{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL}
 		if f.Type {
 			e.Type = s.Transport
 		}
@@ -116,34 +121,12 @@ func (c *MCPConfig) file(f MCPFormat, relay string) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// filterEntry is the stdio server that runs the MCP filter in front of s:
-// the relay binary with the allowed tools and s's command or address; the
-// values of s's env and headers reach it in its environment.
+// filterEntry is the stdio server that runs the MCP filter in front of
+// the stdio server s: the relay binary with the allowed tools and s's
+// command; s's env reaches it (and the server) in its environment.
 func filterEntry(s MCPServer, f MCPFormat, relay string) mcpEntry {
-	args := []string{"bridge", "mcp-filter", "--allow", strings.Join(s.Tools, ","), "--transport", s.Transport}
-	env := map[string]string{}
-	for k, v := range s.Env {
-		env[k] = v
-	}
-	if s.Transport == "stdio" {
-		args = append(append(args, "--", s.Command), s.Args...)
-	} else {
-		args = append(args, "--url", s.URL)
-		names := make([]string, 0, len(s.headerVars))
-		for h := range s.headerVars {
-			names = append(names, h)
-		}
-		sort.Strings(names)
-		for _, h := range names {
-			v := s.headerVars[h]
-			args = append(args, "--header", h+"="+v)
-			env[v] = f.Reference(v)
-		}
-	}
-	e := mcpEntry{Command: relay, Args: args}
-	if len(env) > 0 {
-		e.Env = env
-	}
+	args := append([]string{"bridge", "mcp-filter", "--allow", strings.Join(s.Tools, ","), "--", s.Command}, s.Args...)
+	e := mcpEntry{Command: relay, Args: args, Env: s.Env}
 	if f.Type {
 		e.Type = "stdio"
 	}
@@ -152,17 +135,28 @@ func filterEntry(s MCPServer, f MCPFormat, relay string) mcpEntry {
 
 // ResolveMCP resolves the assistant's MCP references (a may be nil)
 // against its server definitions, adds the request's extra servers, moves
-// every env and header value into the environment, and writes the file
-// in the CLI's format. Each value becomes a reference to
-// MCPEnvPrefix+SERVER_ENV_NAME (or _HDR_), with $ENV.NAME values looked
-// up first (lookup is called only for those). A server whose reference
-// lists tools goes through the MCP filter run by relay, the agentbox binary
-// inside the sandbox (MCPServer.Filtered); without a relay that is an
-// error, since nothing else can keep its other tools from the agent. A
-// server without a definition, defined twice, without its command or url,
-// with an unknown transport, an unset $ENV variable, or names that collide
-// once normalized is an error that says which.
-func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, lookup func(name string) (string, bool), format MCPFormat, relay string) (*MCPConfig, error) {
+// every env value into the environment, and writes the file in the CLI's
+// format. Each value becomes a reference to MCPEnvPrefix+SERVER_ENV_NAME.
+// A stdio server whose reference lists tools goes through the MCP filter
+// run by relay, the agentbox binary inside the sandbox (MCPServer.Filtered);
+// without a relay that is an error, since nothing else can keep its other
+// tools from the agent.
+//
+// A credential never goes into the sandbox (see MCPEnvPrefix): an env
+// value that still reads "$ENV.NAME", a remote server with headers, or a
+// remote server whose reference lists tools (enforced by the bridge's
+// host relay, which then stands in for it) is an error that says so. So
+// is a server without a definition, defined twice, without its command or
+// url, with an unknown transport, or with env names that collide once
+// normalized.
+//
+// pass (executor.Request.MCPServerEnv) maps variables every stdio server
+// gets to the CLI's variables they are copied from (the egress proxy's and
+// its CA's): each becomes a reference in the server's env, unless the
+// server sets that variable itself, so CLIs that hand a server only what
+// its configuration names (Codex) or drop variables whose names look like
+// credentials or certificates (the Gemini CLI) pass them on too.
+func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, format MCPFormat, relay string, pass map[string]string) (*MCPConfig, error) {
 	out := &MCPConfig{Env: map[string]string{}}
 	seen := map[string]bool{}
 	add := func(name string, s *assistant.MCPServer, tools []string, isExtra bool) error {
@@ -189,26 +183,32 @@ func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, lo
 			if s.URL == "" {
 				return fmt.Errorf("mcp server %q: %s server without a url", name, e.Transport)
 			}
+			if len(s.Headers) > 0 || len(tools) > 0 {
+				return fmt.Errorf("mcp server %q: its headers and its tool list are kept by the bridge's host relay, which reaches the server for the sandbox so its credentials never enter it; this run has no bridge", name)
+			}
 			e.URL = s.URL
 		default:
 			return fmt.Errorf("mcp server %q: unknown transport %q (want stdio, http or sse)", name, e.Transport)
 		}
 		var err error
-		if e.Env, err = indirect(name, "ENV", s.Env, lookup, format.Reference, out.Env); err != nil {
+		if e.Env, err = indirect(name, s.Env, format.Reference, out.Env); err != nil {
 			return err
 		}
-		if e.Headers, err = indirect(name, "HDR", s.Headers, lookup, format.Reference, out.Env); err != nil {
-			return err
+		if e.Transport == "stdio" {
+			for k, v := range pass {
+				if _, set := e.Env[k]; !set {
+					if e.Env == nil {
+						e.Env = map[string]string{}
+					}
+					e.Env[k] = format.Reference(v)
+				}
+			}
 		}
 		if len(tools) > 0 {
 			if relay == "" {
 				return fmt.Errorf("mcp server %q lists its tools (%s), which only the agentbox MCP filter enforces, and this sandbox has no agentbox binary (the bridge)", name, strings.Join(tools, ", "))
 			}
 			e.Filtered = true
-			e.headerVars = map[string]string{}
-			for h := range s.Headers {
-				e.headerVars[h] = envName(name, "HDR", h)
-			}
 		}
 		seen[name] = true
 		out.Servers = append(out.Servers, e)
@@ -243,24 +243,21 @@ func ResolveMCP(a *assistant.Assistant, extra map[string]assistant.MCPServer, lo
 	return out, nil
 }
 
-// indirect resolves $ENV.NAME values and replaces each value with a
-// reference to an MCPEnvPrefix variable, storing the value in env.
-func indirect(server, kind string, in map[string]string, lookup func(string) (string, bool), ref func(string) string, env map[string]string) (map[string]string, error) {
+// indirect replaces each env value with a reference to an MCPEnvPrefix
+// variable, storing the value in env. A "$ENV.NAME" value is a credential
+// the sandbox must not hold: an error.
+func indirect(server string, in map[string]string, ref func(string) string, env map[string]string) (map[string]string, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
 	out := make(map[string]string, len(in))
 	for k, v := range in {
-		if name, ok := strings.CutPrefix(v, "$ENV."); ok {
-			val, found := lookup(name)
-			if !found {
-				return nil, fmt.Errorf("mcp server %q: %s %s: environment variable %s is not set", server, strings.ToLower(kind), k, name)
-			}
-			v = val
+		if strings.HasPrefix(v, assistant.EnvPrefix) {
+			return nil, fmt.Errorf("mcp server %q: env %s reads %s, a credential, which the sandbox must not hold: it gets the placeholder of the sandbox secret of that value (sandbox.secrets), which only a run through the bridge's egress proxy can give", server, k, v)
 		}
-		name := envName(server, kind, k)
+		name := envName(server, "ENV", k)
 		if old, dup := env[name]; dup && old != v {
-			return nil, fmt.Errorf("mcp server %q: %s %s collides with another setting after name normalization", server, strings.ToLower(kind), k)
+			return nil, fmt.Errorf("mcp server %q: env %s collides with another setting after name normalization", server, k)
 		}
 		env[name] = v
 		out[k] = ref(name)
@@ -268,8 +265,7 @@ func indirect(server, kind string, in map[string]string, lookup func(string) (st
 	return out, nil
 }
 
-// envName is the variable holding a server's env (kind ENV) or header (HDR)
-// value.
+// envName is the variable holding a server's env value (kind ENV).
 func envName(server, kind, key string) string {
 	return MCPEnvPrefix + strings.ToUpper(envNameUnsafe.ReplaceAllString(server, "_")+"_"+kind+"_"+envNameUnsafe.ReplaceAllString(key, "_"))
 }

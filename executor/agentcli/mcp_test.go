@@ -12,17 +12,19 @@ import (
 
 func TestResolveMCP(t *testing.T) {
 	t.Parallel()
+	// What the pipeline gives: a stdio server's credential as its
+	// placeholder, a remote server without headers (its credentials stay
+	// with the bridge's host relay).
 	a := &assistant.Assistant{
 		MCP: []assistant.MCPRef{{ServerID: "web"}, {ServerID: "gh", Tools: []string{"list_issues"}}},
 		MCPServers: map[string]*assistant.MCPServer{
-			"gh":  {Command: "gh-mcp", Args: []string{"--stdio"}, Env: map[string]string{"TOKEN": "$ENV.GH", "my.flag": "on"}},
-			"web": {URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret"}},
+			"gh":  {Command: "gh-mcp", Args: []string{"--stdio"}, Env: map[string]string{"TOKEN": "agentbox-placeholder-GH-1", "my.flag": "on"}},
+			"web": {URL: "https://mcp.example.com/mcp"},
 		},
 	}
 	extra := map[string]assistant.MCPServer{"zz-host": {Command: "agentbox", Args: []string{"bridge"}}, "a-sse": {Transport: "sse", URL: "http://127.0.0.1:9/sse"}}
-	lookup := func(k string) (string, bool) { return "ghp_X", k == "GH" }
 	format := agentcli.MCPFormat{Reference: func(n string) string { return "%" + n + "%" }}
-	cfg, err := agentcli.ResolveMCP(a, extra, lookup, format, "/relay")
+	cfg, err := agentcli.ResolveMCP(a, extra, format, "/relay", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,22 +40,22 @@ func TestResolveMCP(t *testing.T) {
 	}
 	gh := cfg.Servers[1]
 	if gh.Env["TOKEN"] != "%AGENTBOX_MCP_GH_ENV_TOKEN%" || gh.Env["my.flag"] != "%AGENTBOX_MCP_GH_ENV_MY_FLAG%" ||
-		!reflect.DeepEqual(gh.Tools, []string{"list_issues"}) || gh.Extra || gh.Command != "gh-mcp" {
+		!reflect.DeepEqual(gh.Tools, []string{"list_issues"}) || gh.Extra || gh.Command != "gh-mcp" || !gh.Filtered {
 		t.Errorf("gh %+v", gh)
 	}
-	if web := cfg.Servers[0]; web.Headers["Authorization"] != "%AGENTBOX_MCP_WEB_HDR_AUTHORIZATION%" || web.URL == "" {
+	if web := cfg.Servers[0]; web.URL != "https://mcp.example.com/mcp" {
 		t.Errorf("web %+v", web)
 	}
 	if !cfg.Servers[3].Extra || cfg.Servers[3].Tools != nil {
 		t.Errorf("extra %+v", cfg.Servers[3])
 	}
-	want := map[string]string{"AGENTBOX_MCP_GH_ENV_TOKEN": "ghp_X", "AGENTBOX_MCP_GH_ENV_MY_FLAG": "on", "AGENTBOX_MCP_WEB_HDR_AUTHORIZATION": "Bearer s3cret"}
+	want := map[string]string{"AGENTBOX_MCP_GH_ENV_TOKEN": "agentbox-placeholder-GH-1", "AGENTBOX_MCP_GH_ENV_MY_FLAG": "on"}
 	if !reflect.DeepEqual(cfg.Env, want) {
 		t.Errorf("env %v", cfg.Env)
 	}
 	for _, typed := range []bool{false, true} {
 		format.Type = typed
-		cfg, err := agentcli.ResolveMCP(a, extra, lookup, format, "/relay")
+		cfg, err := agentcli.ResolveMCP(a, extra, format, "/relay", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,48 +64,54 @@ func TestResolveMCP(t *testing.T) {
 		if typed {
 			want = "{\n  \"mcpServers\": {\n    \"a-sse\": {\n      \"type\": \"sse\",\n      \"url\": \"http://127.0.0.1:9/sse\"\n    },"
 		}
-		if err != nil || !strings.HasPrefix(string(file), want) || !strings.HasSuffix(string(file), "}\n}\n") ||
-			strings.Contains(string(file), "ghp_X") || !strings.Contains(string(file), `"TOKEN": "%AGENTBOX_MCP_GH_ENV_TOKEN%"`) {
-			t.Errorf("file %s, %v", file, err)
+		if !strings.HasPrefix(string(file), want) || !strings.HasSuffix(string(file), "}\n}\n") ||
+			strings.Contains(string(file), "agentbox-placeholder-GH-1") || !strings.Contains(string(file), `"TOKEN": "%AGENTBOX_MCP_GH_ENV_TOKEN%"`) {
+			t.Errorf("file %s", file)
 		}
 	}
-	// A server whose reference lists tools runs behind the filter, the
-	// values of its headers in the filter's environment.
-	f := &assistant.Assistant{
-		MCP: []assistant.MCPRef{{ServerID: "gh", Tools: []string{"list_issues", "get_issue"}}, {ServerID: "web", Tools: []string{"search"}}},
-		MCPServers: map[string]*assistant.MCPServer{
-			"gh":  {Command: "gh-mcp", Args: []string{"--stdio"}, Env: map[string]string{"TOKEN": "t0ken"}},
-			"web": {Transport: "sse", URL: "https://mcp.example.com/sse", Headers: map[string]string{"Authorization": "Bearer s3cret"}},
-		},
-	}
+	// A stdio server whose reference lists tools runs behind the filter,
+	// with its env.
 	format.Type = true
-	fc, err := agentcli.ResolveMCP(f, nil, lookup, format, "/relay")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var file struct {
 		MCPServers map[string]struct {
 			Type    string            `json:"type"`
 			Command string            `json:"command"`
 			Args    []string          `json:"args"`
 			Env     map[string]string `json:"env"`
-			URL     string            `json:"url"`
 		} `json:"mcpServers"`
 	}
-	if err := json.Unmarshal(fc.File, &file); err != nil {
+	if err := json.Unmarshal(cfg.File, &file); err != nil {
 		t.Fatal(err)
 	}
-	ghE, webE := file.MCPServers["gh"], file.MCPServers["web"]
-	if ghE.Type != "stdio" || ghE.Command != "/relay" || strings.Join(ghE.Args, " ") != "bridge mcp-filter --allow list_issues,get_issue --transport stdio -- gh-mcp --stdio" ||
-		ghE.Env["TOKEN"] != "%AGENTBOX_MCP_GH_ENV_TOKEN%" || !fc.Servers[0].Filtered {
+	if ghE := file.MCPServers["gh"]; ghE.Command != "/relay" || strings.Join(ghE.Args, " ") != "bridge mcp-filter --allow list_issues -- gh-mcp --stdio" ||
+		ghE.Env["TOKEN"] != "%AGENTBOX_MCP_GH_ENV_TOKEN%" {
 		t.Errorf("filtered stdio server %+v", ghE)
 	}
-	if webE.Type != "stdio" || webE.Command != "/relay" || webE.URL != "" ||
-		strings.Join(webE.Args, " ") != "bridge mcp-filter --allow search --transport sse --url https://mcp.example.com/sse --header Authorization=AGENTBOX_MCP_WEB_HDR_AUTHORIZATION" ||
-		webE.Env["AGENTBOX_MCP_WEB_HDR_AUTHORIZATION"] != "%AGENTBOX_MCP_WEB_HDR_AUTHORIZATION%" || strings.Contains(string(fc.File), "s3cret") {
-		t.Errorf("filtered sse server %+v", webE)
+	// The egress proxy's variables reach every stdio server (by
+	// reference), but not over one it sets itself.
+	a.MCPServers["gh"].Env["HTTPS_PROXY"] = "http://mine"
+	pass := map[string]string{"HTTPS_PROXY": "HTTPS_PROXY", "NODE_EXTRA_CA_CERTS": "AGENTBOX_EGRESS_CA"}
+	pc, err := agentcli.ResolveMCP(a, extra, format, "/relay", pass)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if none, err := agentcli.ResolveMCP(nil, nil, lookup, format, ""); err != nil || none.Names() != nil || len(none.Env) != 0 ||
+	for _, s := range pc.Servers {
+		switch s.Name {
+		case "gh":
+			if s.Env["NODE_EXTRA_CA_CERTS"] != "%AGENTBOX_EGRESS_CA%" || s.Env["HTTPS_PROXY"] != "%AGENTBOX_MCP_GH_ENV_HTTPS_PROXY%" {
+				t.Errorf("gh env %v", s.Env)
+			}
+		case "zz-host":
+			if s.Env["HTTPS_PROXY"] != "%HTTPS_PROXY%" {
+				t.Errorf("zz-host env %v", s.Env)
+			}
+		default:
+			if len(s.Env) != 0 {
+				t.Errorf("remote server %s env %v", s.Name, s.Env)
+			}
+		}
+	}
+	if none, err := agentcli.ResolveMCP(nil, nil, format, "", nil); err != nil || none.Names() != nil || len(none.Env) != 0 ||
 		string(none.File) != "{\n  \"mcpServers\": {}\n}\n" {
 		t.Errorf("no servers: %+v, %v", none, err)
 	}
@@ -111,10 +119,9 @@ func TestResolveMCP(t *testing.T) {
 
 func TestResolveMCPErrors(t *testing.T) {
 	t.Parallel()
-	lookup := func(string) (string, bool) { return "", false }
 	format := agentcli.MCPFormat{Reference: func(n string) string { return n }}
-	one := func(id string, s *assistant.MCPServer) *assistant.Assistant {
-		return &assistant.Assistant{MCP: []assistant.MCPRef{{ServerID: id}}, MCPServers: map[string]*assistant.MCPServer{id: s}}
+	one := func(id string, s *assistant.MCPServer, tools ...string) *assistant.Assistant {
+		return &assistant.Assistant{MCP: []assistant.MCPRef{{ServerID: id, Tools: tools}}, MCPServers: map[string]*assistant.MCPServer{id: s}}
 	}
 	tests := []struct {
 		name  string
@@ -127,15 +134,19 @@ func TestResolveMCPErrors(t *testing.T) {
 		{"stdio without command", one("x", &assistant.MCPServer{Transport: "stdio"}), nil, "/relay", `"x": stdio server without a command`},
 		{"sse without url", one("x", &assistant.MCPServer{Transport: "sse"}), nil, "/relay", `"x": sse server without a url`},
 		{"unknown transport", one("x", &assistant.MCPServer{Transport: "ws", URL: "ws://h"}), nil, "/relay", `unknown transport "ws" (want stdio, http or sse)`},
-		{"unset variable", one("x", &assistant.MCPServer{Command: "c", Env: map[string]string{"K": "$ENV.NOPE"}}), nil, "/relay", `"x": env K: environment variable NOPE is not set`},
-		{"collision", one("x", &assistant.MCPServer{Command: "c", Headers: map[string]string{"a-b": "1", "a.b": "2"}}), nil, "/relay", "collides with another setting after name normalization"},
+		{"credential in env", one("x", &assistant.MCPServer{Command: "c", Env: map[string]string{"K": "$ENV.GH_TOKEN"}}), nil, "/relay",
+			`"x": env K reads $ENV.GH_TOKEN, a credential, which the sandbox must not hold`},
+		{"remote server's headers", one("x", &assistant.MCPServer{URL: "https://h/mcp", Headers: map[string]string{"Authorization": "Bearer t"}}), nil, "/relay",
+			`"x": its headers and its tool list are kept by the bridge's host relay`},
+		{"remote server's tool list", one("x", &assistant.MCPServer{URL: "https://h/mcp"}, "a"), nil, "/relay", "kept by the bridge's host relay"},
+		{"collision", one("x", &assistant.MCPServer{Command: "c", Env: map[string]string{"a-b": "1", "a.b": "2"}}), nil, "/relay", "collides with another setting after name normalization"},
 		{"twice", one("x", &assistant.MCPServer{Command: "c"}), map[string]assistant.MCPServer{"x": {Command: "d"}}, "/relay", `mcp server "x" configured twice`},
 		{"empty name", nil, map[string]assistant.MCPServer{"": {Command: "d"}}, "", "mcp server with an empty name"},
-		{"tools without a relay", &assistant.Assistant{MCP: []assistant.MCPRef{{ServerID: "x", Tools: []string{"a"}}}, MCPServers: map[string]*assistant.MCPServer{"x": {Command: "c"}}}, nil, "",
+		{"tools without a relay", one("x", &assistant.MCPServer{Command: "c"}, "a"), nil, "",
 			`mcp server "x" lists its tools (a), which only the agentbox MCP filter enforces`},
 	}
 	for _, tc := range tests {
-		if _, err := agentcli.ResolveMCP(tc.a, tc.extra, lookup, format, tc.relay); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := agentcli.ResolveMCP(tc.a, tc.extra, format, tc.relay, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
 		}
 	}

@@ -2,7 +2,6 @@ package agentcli
 
 import (
 	"log/slog"
-	"os"
 	"time"
 )
 
@@ -28,9 +27,6 @@ type Options struct {
 	IdleTimeout time.Duration
 	// Logger receives run diagnostics (never secrets). Nil: slog.Default.
 	Logger *slog.Logger
-	// LookupEnv resolves $ENV.NAME in MCP definitions (os.LookupEnv when
-	// nil).
-	LookupEnv func(string) (string, bool)
 }
 
 // WithDefaults returns o with every unset field set to its default;
@@ -47,9 +43,6 @@ func (o Options) WithDefaults(binary string) Options {
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout
-	}
-	if o.LookupEnv == nil {
-		o.LookupEnv = os.LookupEnv
 	}
 	return o
 }

@@ -8,24 +8,26 @@ import (
 	"github.com/agentbox/agentbox/executor/agentcli"
 )
 
-// MCPSecrets are the secret values of MCPAssistant's servers: no CLI
-// configuration file may hold them.
-var MCPSecrets = []string{"ghp_SECRET", "web_SECRET"}
+// MCPSecrets are the env values of MCPAssistant's servers (a placeholder
+// the pipeline gave for a credential): no CLI configuration file holds
+// them, only the CLI's environment.
+var MCPSecrets = []string{"agentbox-placeholder-GH_TOKEN-0f1e"}
 
-// MCPAssistant has a stdio server with a secret env value (gh), a remote
-// one with a secret header (web) and one behind the tool filter (db,
-// tool query), resolved in format with relay /agentbox.
+// MCPAssistant has a stdio server with a placeholder in its env (gh), a
+// remote one (web: its credentials stay with the bridge's host relay, so it
+// has no headers here) and one behind the tool filter (db, tool query),
+// resolved in format with relay /agentbox.
 func MCPAssistant(t testing.TB, format agentcli.MCPFormat) *agentcli.MCPConfig {
 	t.Helper()
 	a := &assistant.Assistant{
 		MCP: []assistant.MCPRef{{ServerID: "gh"}, {ServerID: "web"}, {ServerID: "db", Tools: []string{"query"}}},
 		MCPServers: map[string]*assistant.MCPServer{
-			"gh":  {Command: "gh-mcp", Args: []string{"--stdio"}, Env: map[string]string{"GH_TOKEN": "ghp_SECRET"}},
-			"web": {URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer web_SECRET"}},
+			"gh":  {Command: "gh-mcp", Args: []string{"--stdio"}, Env: map[string]string{"GH_TOKEN": MCPSecrets[0]}},
+			"web": {URL: "https://mcp.example.com/mcp"},
 			"db":  {Command: "db-mcp"},
 		},
 	}
-	mcp, err := agentcli.ResolveMCP(a, nil, func(string) (string, bool) { return "", false }, format, "/agentbox")
+	mcp, err := agentcli.ResolveMCP(a, nil, format, "/agentbox", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
