@@ -41,6 +41,21 @@ type Limits struct {
 	KeptChats       int
 	KeptMemory      int64
 	KeptMemoryShare float64
+	// WorkspacesPerUser bounds the workspaces one user has (a chat's is
+	// made by its first sandboxed turn, terminal or upload); a new one past
+	// it is refused (HTTP 507), existing ones go on.
+	WorkspacesPerUser int
+	// DiskPerUser bounds what one user's workspaces take on disk together,
+	// in bytes, or, when it is 0, DiskPerUserShare of the data root's
+	// filesystem: past it new workspaces and uploads are refused (HTTP
+	// 507); each workspace is bounded by its own sandbox.max_disk.
+	DiskPerUser      int64
+	DiskPerUserShare float64
+	// Uploads bounds the uploads the server takes at once (more wait in
+	// line, up to SandboxWait); UploadsPerUser those of one user (more are
+	// refused, HTTP 429).
+	Uploads        int
+	UploadsPerUser int
 	// Breaker tunes the circuit breaker of every connector.
 	Breaker BreakerLimits
 }
@@ -76,20 +91,34 @@ const (
 	// that run (limits.sandboxes of them) and the server.
 	DefaultKeptMemoryShare = 0.5
 	DefaultDrainTimeout    = 30 * time.Second
+	// DefaultWorkspacesPerUser: a week of chats (cleanup.retention) for a
+	// heavy user, far from what fills a disk with images.
+	DefaultWorkspacesPerUser = 1000
+	// DefaultDiskPerUserShare: no one user fills the disk the others'
+	// workspaces share.
+	DefaultDiskPerUserShare = 0.1
+	// DefaultUploads and DefaultUploadsPerUser: an upload holds 256 KiB of
+	// the server's memory while it streams to disk.
+	DefaultUploads        = 16
+	DefaultUploadsPerUser = 4
 )
 
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
 	return Limits{
-		TurnsPerUser:     DefaultTurnsPerUser,
-		TerminalsPerUser: DefaultTerminalsPerUser,
-		ChatQueue:        DefaultChatQueue,
-		ChatWait:         DefaultChatWait,
-		Sandboxes:        DefaultSandboxes,
-		SandboxWait:      DefaultSandboxWait,
-		KeptChats:        DefaultKeptChats,
-		KeptMemoryShare:  DefaultKeptMemoryShare,
-		Breaker:          BreakerLimits{Failures: DefaultBreakerFailures, Cooldown: DefaultBreakerCooldown},
+		TurnsPerUser:      DefaultTurnsPerUser,
+		TerminalsPerUser:  DefaultTerminalsPerUser,
+		ChatQueue:         DefaultChatQueue,
+		ChatWait:          DefaultChatWait,
+		Sandboxes:         DefaultSandboxes,
+		SandboxWait:       DefaultSandboxWait,
+		KeptChats:         DefaultKeptChats,
+		KeptMemoryShare:   DefaultKeptMemoryShare,
+		WorkspacesPerUser: DefaultWorkspacesPerUser,
+		DiskPerUserShare:  DefaultDiskPerUserShare,
+		Uploads:           DefaultUploads,
+		UploadsPerUser:    DefaultUploadsPerUser,
+		Breaker:           BreakerLimits{Failures: DefaultBreakerFailures, Cooldown: DefaultBreakerCooldown},
 	}
 }
 
@@ -123,6 +152,18 @@ func (l Limits) WithDefaults() Limits {
 	if l.KeptMemory <= 0 && l.KeptMemoryShare <= 0 {
 		l.KeptMemoryShare = d.KeptMemoryShare
 	}
+	if l.WorkspacesPerUser <= 0 {
+		l.WorkspacesPerUser = d.WorkspacesPerUser
+	}
+	if l.DiskPerUser <= 0 && l.DiskPerUserShare <= 0 {
+		l.DiskPerUserShare = d.DiskPerUserShare
+	}
+	if l.Uploads <= 0 {
+		l.Uploads = d.Uploads
+	}
+	if l.UploadsPerUser <= 0 {
+		l.UploadsPerUser = d.UploadsPerUser
+	}
 	if l.Breaker.Failures <= 0 {
 		l.Breaker.Failures = d.Breaker.Failures
 	}
@@ -134,15 +175,19 @@ func (l Limits) WithDefaults() Limits {
 
 // rawLimits is app.jsonc's "limits" as written.
 type rawLimits struct {
-	TurnsPerUser     *int       `json:"turns_per_user"`
-	TerminalsPerUser *int       `json:"terminals_per_user"`
-	ChatQueue        *int       `json:"chat_queue"`
-	ChatWait         string     `json:"chat_wait"`
-	Sandboxes        *int       `json:"sandboxes"`
-	SandboxWait      string     `json:"sandbox_wait"`
-	KeptChats        *int       `json:"kept_chats"`
-	KeptMemory       string     `json:"kept_memory"`
-	Breaker          rawBreaker `json:"breaker"`
+	TurnsPerUser      *int       `json:"turns_per_user"`
+	TerminalsPerUser  *int       `json:"terminals_per_user"`
+	ChatQueue         *int       `json:"chat_queue"`
+	ChatWait          string     `json:"chat_wait"`
+	Sandboxes         *int       `json:"sandboxes"`
+	SandboxWait       string     `json:"sandbox_wait"`
+	KeptChats         *int       `json:"kept_chats"`
+	KeptMemory        string     `json:"kept_memory"`
+	WorkspacesPerUser *int       `json:"workspaces_per_user"`
+	DiskPerUser       string     `json:"disk_per_user"`
+	Uploads           *int       `json:"uploads"`
+	UploadsPerUser    *int       `json:"uploads_per_user"`
+	Breaker           rawBreaker `json:"breaker"`
 }
 
 type rawBreaker struct {
@@ -186,6 +231,17 @@ func (d *doc) limits(r rawLimits) Limits {
 			l.KeptMemory, l.KeptMemoryShare = n, share
 		}
 	}
+	intIn("limits.workspaces_per_user", r.WorkspacesPerUser, 1, 1000000, &l.WorkspacesPerUser)
+	if d.has("limits.disk_per_user") {
+		n, share, err := ParseDiskCap(r.DiskPerUser)
+		if err != nil {
+			d.errPath("limits.disk_per_user", "limits.disk_per_user: %v", err)
+		} else {
+			l.DiskPerUser, l.DiskPerUserShare = n, share
+		}
+	}
+	intIn("limits.uploads", r.Uploads, 1, 10000, &l.Uploads)
+	intIn("limits.uploads_per_user", r.UploadsPerUser, 1, 10000, &l.UploadsPerUser)
 	intIn("limits.breaker.failures", r.Breaker.Failures, 1, 1000, &l.Breaker.Failures)
 	durIn("limits.breaker.cooldown", r.Breaker.Cooldown, time.Second, time.Hour, &l.Breaker.Cooldown)
 	return l
@@ -243,17 +299,29 @@ func (c *AppConfig) ResolveMetricsToken() (string, error) {
 // 16t) or a share of the host's memory ("50%"; 1% to 100%). It returns
 // the bytes or the share (0 to 1), the other 0.
 func ParseMemoryCap(s string) (bytes int64, share float64, err error) {
+	return parseCap(s, "the host's memory", "50%")
+}
+
+// ParseDiskCap parses limits.disk_per_user: a size ("20g"; 64m to 16t) or
+// a share of the data root's filesystem ("10%"; 1% to 100%). It returns
+// the bytes or the share (0 to 1), the other 0.
+func ParseDiskCap(s string) (bytes int64, share float64, err error) {
+	return parseCap(s, "the data root's disk", "10%")
+}
+
+// parseCap parses a size or a share ("NN%") of what of names.
+func parseCap(s, of, example string) (bytes int64, share float64, err error) {
 	t := strings.TrimSpace(s)
 	if pct, ok := strings.CutSuffix(t, "%"); ok {
 		v, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
 		if err != nil || v < 1 || v > 100 {
-			return 0, 0, fmt.Errorf("%q: want a share of the host's memory from 1%% to 100%%, like \"50%%\"", s)
+			return 0, 0, fmt.Errorf("%q: want a share of %s from 1%% to 100%%, like %q", s, of, example)
 		}
 		return 0, v / 100, nil
 	}
 	n, err := units.ParseBytes(t)
 	if err != nil || n < minMemory || n > maxDisk {
-		return 0, 0, fmt.Errorf("%q: want a size from 64m to 16t (like \"8g\") or a share of the host's memory (like \"50%%\")", s)
+		return 0, 0, fmt.Errorf("%q: want a size from 64m to 16t (like \"8g\") or a share of %s (like %q)", s, of, example)
 	}
 	return n, 0, nil
 }

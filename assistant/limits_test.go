@@ -47,6 +47,7 @@ func TestLimitsFromAppJSONC(t *testing.T) {
 	app, err := Load(appWith(t, `{
 		"limits": {"turns_per_user": 2, "terminals_per_user": 1, "chat_queue": 0, "chat_wait": "30s", "sandboxes": 3, "sandbox_wait": "5s",
 			"kept_chats": 5, "kept_memory": "6g",
+			"workspaces_per_user": 50, "disk_per_user": "20g", "uploads": 3, "uploads_per_user": 2,
 			"breaker": {"failures": 7, "cooldown": "1m"}},
 		"drain_timeout": "5s",
 		"auth": {"tokens": [{"token": "t1", "user": "alice"}], "metrics_token": "$ENV.AGENTBOX_TEST_METRICS"},
@@ -56,6 +57,7 @@ func TestLimitsFromAppJSONC(t *testing.T) {
 	}
 	want := Limits{TurnsPerUser: 2, TerminalsPerUser: 1, ChatQueue: 0, ChatWait: 30 * time.Second, Sandboxes: 3, SandboxWait: 5 * time.Second,
 		KeptChats: 5, KeptMemory: 6 << 30,
+		WorkspacesPerUser: 50, DiskPerUser: 20 << 30, Uploads: 3, UploadsPerUser: 2,
 		Breaker: BreakerLimits{Failures: 7, Cooldown: time.Minute}}
 	if app.Config.Limits != want || app.Config.DrainTimeout != 5*time.Second {
 		t.Errorf("limits = %+v, drain %s", app.Config.Limits, app.Config.DrainTimeout)
@@ -147,6 +149,40 @@ func TestParseMemoryCap(t *testing.T) {
 	for _, bad := range []string{"", "0%", "lots", "1k", "-5g"} {
 		if _, _, err := ParseMemoryCap(bad); err == nil {
 			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// TestUserDiskLimits: the per-user bounds on workspaces, their disk and
+// uploads, their defaults and their problems.
+func TestUserDiskLimits(t *testing.T) {
+	t.Parallel()
+	d := DefaultLimits()
+	if d.WorkspacesPerUser != DefaultWorkspacesPerUser || d.DiskPerUser != 0 || d.DiskPerUserShare != DefaultDiskPerUserShare ||
+		d.Uploads != DefaultUploads || d.UploadsPerUser != DefaultUploadsPerUser {
+		t.Errorf("defaults %+v", d)
+	}
+	if got := (Limits{TurnsPerUser: 1}).WithDefaults(); got.WorkspacesPerUser != DefaultWorkspacesPerUser || got.DiskPerUserShare != DefaultDiskPerUserShare || got.Uploads != DefaultUploads {
+		t.Errorf("partial %+v", got)
+	}
+	app, err := Load(appWith(t, `{"limits": {"disk_per_user": "25%"}}`))
+	if err != nil || app.Config.Limits.DiskPerUserShare != 0.25 || app.Config.Limits.DiskPerUser != 0 {
+		t.Fatalf("limits %+v, %v", app.Config.Limits, err)
+	}
+	_, err = Load(appWith(t, `{"limits": {
+  "workspaces_per_user": 0,
+  "disk_per_user": "1k",
+  "uploads": -1,
+  "uploads_per_user": "four",
+}}`))
+	for _, want := range []string{
+		"app.jsonc:2:26: limits.workspaces_per_user: 0 is out of range: want 1 to 1000000",
+		`app.jsonc:3:20: limits.disk_per_user: "1k": want a size from 64m to 16t (like "8g") or a share of the data root's disk (like "10%")`,
+		"app.jsonc:4:14: limits.uploads: -1 is out of range",
+		"limits.uploads_per_user: want an integer, got a string",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("problems lack %q: %v", want, err)
 		}
 	}
 }

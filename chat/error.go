@@ -45,6 +45,13 @@ const (
 	ErrCircuitOpen = "circuit_open"
 	// ErrShuttingDown: the server is shutting down and takes no new turns.
 	ErrShuttingDown = "shutting_down"
+	// ErrQuota: the user's workspaces are at a bound
+	// (limits.workspaces_per_user, limits.disk_per_user), or an upload does
+	// not fit in its workspace (sandbox.max_disk).
+	ErrQuota = "quota_exceeded"
+	// ErrTooManyUploads: the user already sends as many uploads at once as
+	// allowed (limits.uploads_per_user).
+	ErrTooManyUploads = "too_many_uploads"
 
 	// ErrSkillConflict: a skill proposal's state does not allow the
 	// request: it is already approved or rejected, a test of it runs, or

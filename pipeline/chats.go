@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -171,15 +170,7 @@ func (p *Pipeline) GetChat(ctx context.Context, user, chatID string) (*ChatDetai
 }
 
 func (p *Pipeline) hasWorkspace(user, chatID string) bool {
-	if p.cfg.Workspaces == nil {
-		return false
-	}
-	dir, err := p.cfg.Workspaces.Path(user, chatID)
-	if err != nil {
-		return false
-	}
-	st, err := os.Stat(dir)
-	return err == nil && st.IsDir()
+	return p.cfg.Workspaces != nil && p.cfg.Workspaces.Exists(user, chatID)
 }
 
 // RenameChat sets the title of the user's stored chat (an empty title
@@ -317,21 +308,4 @@ func (p *Pipeline) forgetChatMemory(ctx context.Context, user, chatID string) (i
 		}
 	}
 	return len(keys), nil
-}
-
-// OpenWorkspace acquires the workspace of the user's chat, creating it
-// when missing (Workspace does not: reading files never creates one). The
-// caller must call release.
-func (p *Pipeline) OpenWorkspace(ctx context.Context, user, chatID string) (*sandbox.Workspace, func(), error) {
-	if p.cfg.Workspaces == nil {
-		return nil, nil, &chat.Error{Code: chat.ErrInvalidRequest, Message: "this server has no workspaces", Err: sandbox.ErrNotFound}
-	}
-	if err := validateIDs(user, chatID); err != nil {
-		return nil, nil, err
-	}
-	ws, release, err := p.cfg.Workspaces.Acquire(ctx, user, chatID)
-	if err != nil {
-		return nil, nil, &chat.Error{Code: chat.ErrSandbox, Message: "workspace unavailable", Err: err}
-	}
-	return ws, release, nil
 }

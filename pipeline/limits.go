@@ -73,16 +73,16 @@ func (u *userSlots) acquire(user string, limit int) (release func(), ok bool) {
 	}, true
 }
 
-// sandboxSlots bounds the live sandboxes of a pipeline. Waiters are served
-// in arrival order. A reload that changes the limit starts a new pool;
-// slots of the old one drain as their sandboxes go.
-type sandboxSlots struct {
+// slotPool bounds the live sandboxes of a pipeline, or its uploads.
+// Waiters are served in arrival order. A reload that changes the limit
+// starts a new pool; slots of the old one drain as their holders end.
+type slotPool struct {
 	mu    sync.Mutex
 	limit int
 	sem   *semaphore.Weighted
 }
 
-func (s *sandboxSlots) acquire(ctx context.Context, limit int, wait time.Duration) (func(), error) {
+func (s *slotPool) acquire(ctx context.Context, limit int, wait time.Duration) (func(), error) {
 	s.mu.Lock()
 	if s.sem == nil || s.limit != limit {
 		s.sem, s.limit = semaphore.NewWeighted(int64(limit)), limit

@@ -49,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentbox_cost_usd_total",
 			Help: "Model cost in US dollars of finished turns, as the executors report it."}, []string{"assistant", "connector"}),
 		rejects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentbox_limit_rejections_total",
-			Help: "Turns and terminals refused by a limit: turns_per_user, terminals_per_user, chat_queue, chat_wait, sandboxes."}, []string{"limit"}),
+			Help: "Turns, terminals and uploads refused by a limit: turns_per_user, terminals_per_user, chat_queue, chat_wait, sandboxes, workspaces_per_user, disk_per_user, uploads_per_user, uploads."}, []string{"limit"}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.turns, m.running, m.waiting, m.sandboxes, m.duration, m.phases, m.tokens, m.cost, m.rejects} {
@@ -58,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			}
 		}
 	}
-	for _, l := range []string{"turns_per_user", "terminals_per_user", "chat_queue", "chat_wait", "sandboxes"} {
+	for _, l := range []string{"turns_per_user", "terminals_per_user", "chat_queue", "chat_wait", "sandboxes", "workspaces_per_user", "disk_per_user", "uploads_per_user", "uploads"} {
 		m.rejects.WithLabelValues(l) // present at 0 before the first refusal
 	}
 	return m, nil

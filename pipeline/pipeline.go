@@ -115,13 +115,17 @@ type Pipeline struct {
 	hooks     *HookCache
 
 	users userSlots
-	// termSlots counts each user's open terminals.
-	termSlots userSlots
-	slots     sandboxSlots
-	chatLocks ChatLocks
-	breakers  *breaker.Set
-	metrics   *Metrics
-	kept      *keptChats
+	// termSlots counts each user's open terminals, uploaders their
+	// uploads.
+	termSlots   userSlots
+	uploaders   userSlots
+	slots       slotPool
+	uploadSlots slotPool
+	quotas      diskQuotas
+	chatLocks   ChatLocks
+	breakers    *breaker.Set
+	metrics     *Metrics
+	kept        *keptChats
 
 	mu     sync.Mutex
 	active map[*turn]struct{}

@@ -40,10 +40,10 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	prog := t.startProgress("Preparing the workspace…", map[string]any{"runtime": name, "isolation": isolation, "step": "workspace"})
 	defer prog.end()
 	createStart := time.Now()
-	ws, releaseWS, err := p.cfg.Workspaces.AcquireWith(ctx, t.req.UserID, t.req.ChatID, sandbox.AcquireOptions{MaxDisk: a.Sandbox.DiskBytes})
+	ws, releaseWS, err := p.acquireWorkspace(ctx, t.req.UserID, t.req.ChatID, a.Sandbox.DiskBytes)
 	if err != nil {
 		releaseSlot()
-		return nil, nil, &chat.Error{Code: chat.ErrSandbox, Message: "workspace unavailable: " + err.Error(), Err: err}
+		return nil, nil, err
 	}
 	// A kept chat's sandbox outlives the turn: the turn gives back its
 	// slot, the rest goes when the kept chat stops.

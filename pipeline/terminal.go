@@ -119,9 +119,9 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Te
 		return nil, err
 	}
 	t.cleanups = append(t.cleanups, releaseSlot)
-	ws, releaseWS, err := p.cfg.Workspaces.AcquireWith(ctx, req.UserID, req.ChatID, sandbox.AcquireOptions{MaxDisk: a.Sandbox.DiskBytes})
+	ws, releaseWS, err := p.acquireWorkspace(ctx, req.UserID, req.ChatID, a.Sandbox.DiskBytes)
 	if err != nil {
-		return nil, &chat.Error{Code: chat.ErrSandbox, Message: "workspace unavailable: " + err.Error(), Err: err}
+		return nil, err
 	}
 	t.cleanups = append(t.cleanups, releaseWS)
 	mounts := append([]sandbox.Mount(nil), p.cfg.RuntimeMounts[name]...)

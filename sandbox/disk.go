@@ -350,6 +350,31 @@ func fsSpace(dir string) (space, error) {
 	return space{size: int64(st.Blocks) * bs, used: int64(st.Blocks-st.Bfree) * bs, avail: int64(st.Bavail) * bs}, nil
 }
 
+// Room returns how many bytes more the workspace may take under its disk
+// limit, and whether it has one: for DiskLoop the free space of its
+// filesystem, for DiskWatch its limit less what it holds (a walk). A
+// caller that writes for a user (an upload) bounds what it writes by it,
+// since in DiskWatch mode nothing else does.
+func (w *Workspace) Room(ctx context.Context) (room int64, limited bool, err error) {
+	switch {
+	case w.disk.Bytes <= 0:
+		return 0, false, nil
+	case w.disk.Mode == DiskLoop:
+		sp, err := fsSpace(w.dir)
+		if err != nil {
+			return 0, true, fmt.Errorf("workspace space: %w", err)
+		}
+		return max(0, sp.avail), true, nil
+	case w.disk.Mode == DiskWatch:
+		used, err := w.usage(ctx)
+		if err != nil {
+			return 0, true, fmt.Errorf("workspace space: %w", err)
+		}
+		return max(0, w.disk.Bytes-used), true, nil
+	}
+	return 0, false, nil
+}
+
 // usage is what the workspace takes on disk, measured by walking it.
 func (w *Workspace) usage(ctx context.Context) (int64, error) {
 	_, disk, err := treeUsage(ctx, w.dir)

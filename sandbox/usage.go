@@ -106,6 +106,60 @@ func (w *Workspaces) describe(ctx context.Context, c pruneCandidate) WorkspaceIn
 	return info
 }
 
+// UserUsage is what one user's workspaces take.
+type UserUsage struct {
+	// Workspaces counts them; Bytes sums what each takes on the host's
+	// disk (WorkspaceInfo.Bytes).
+	Workspaces int   `json:"workspaces"`
+	Bytes      int64 `json:"bytes"`
+}
+
+// UserUsage reports what the workspaces of user take, as List measures
+// them: a stat of each disk image, a walk of each plain folder. It only
+// looks. ctx ending stops it.
+func (w *Workspaces) UserUsage(ctx context.Context, user string) (UserUsage, error) {
+	if err := ValidateID("user", user); err != nil {
+		return UserUsage{}, err
+	}
+	cands, err := (&pruner{root: w.root}).scanUser(user, true)
+	if err != nil {
+		return UserUsage{}, err
+	}
+	var u UserUsage
+	for _, c := range cands {
+		if err := ctx.Err(); err != nil {
+			return u, err
+		}
+		u.Workspaces++
+		u.Bytes += w.describe(ctx, c).Bytes
+	}
+	return u, nil
+}
+
+// DiskSize returns the size of the filesystem that holds the workspaces,
+// in bytes.
+func (w *Workspaces) DiskSize() (int64, error) {
+	sp, err := fsSpace(w.root)
+	if err != nil {
+		return 0, fmt.Errorf("workspaces: %w", err)
+	}
+	return sp.size, nil
+}
+
+// Exists reports whether (user, chat) has a workspace: its folder or its
+// disk image.
+func (w *Workspaces) Exists(user, chat string) bool {
+	dir, err := w.Path(user, chat)
+	if err != nil {
+		return false
+	}
+	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+		return true
+	}
+	_, err = os.Lstat(imagePath(w.root, user, chat))
+	return err == nil
+}
+
 // markerLocked reports whether someone holds the lock of the marker m.
 func markerLocked(m string) bool {
 	f, err := os.Open(m)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -155,23 +156,36 @@ func (w *Workspace) ReadFile(ctx context.Context, p string, limit int64) ([]byte
 	}
 }
 
-// WriteFile writes data to p atomically (a new temporary file renamed over
-// the target), creating missing parent folders. It never opens what is at
-// p, so a FIFO or device the agent planted there is replaced, not written
-// to; a symlink at p is replaced too, never followed. ctx is checked
-// between chunks; when it ends, the temporary file is removed and p is
-// left as it was. A full workspace is ErrDiskFull.
+// WriteFile writes data to p atomically: WriteFrom with data.
 func (w *Workspace) WriteFile(ctx context.Context, p string, data []byte, perm fs.FileMode) error {
+	_, err := w.WriteFrom(ctx, p, bytes.NewReader(data), perm)
+	return err
+}
+
+// writeBuffer is what WriteFrom holds of its reader at once.
+const writeBuffer = 256 << 10
+
+// WriteFrom writes what r yields, to its end, to p atomically (a new
+// temporary file renamed over the target), creating missing parent
+// folders, and returns how many bytes it wrote. It holds at most
+// writeBuffer bytes of r at once, so a caller streams a file of any size
+// through it (the files API's uploads). It never opens what is at p, so a
+// FIFO or device the agent planted there is replaced, not written to; a
+// symlink at p is replaced too, never followed. ctx is checked between
+// chunks; when it ends, or r fails (the error is returned, wrapped), the
+// temporary file is removed and p is left as it was. A full workspace is
+// ErrDiskFull.
+func (w *Workspace) WriteFrom(ctx context.Context, p string, r io.Reader, perm fs.FileMode) (int64, error) {
 	rel, err := begin(ctx, "write", p)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if rel == "." {
-		return fmt.Errorf("write %q: is the workspace root", p)
+		return 0, fmt.Errorf("write %q: is the workspace root", p)
 	}
 	if dir := path.Dir(rel); dir != "." {
 		if err := w.MkdirAll(ctx, dir); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if perm == 0 {
@@ -183,34 +197,45 @@ func (w *Workspace) WriteFile(ctx context.Context, p string, data []byte, perm f
 	// O_EXCL: a new regular file, never something planted under this name.
 	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
-		return w.pathErr("write", p, err)
+		return 0, w.pathErr("write", p, err)
 	}
-	var werr error
-	for rest := data; len(rest) > 0 && werr == nil; {
+	var n int64
+	var werr, rerr error
+	buf := make([]byte, writeBuffer)
+	for werr == nil && rerr == nil {
 		if werr = ctx.Err(); werr != nil {
 			break
 		}
-		n := min(len(rest), ioChunk)
-		_, werr = f.Write(rest[:n])
-		rest = rest[n:]
+		var m int
+		m, rerr = io.ReadFull(r, buf)
+		if m > 0 {
+			_, werr = f.Write(buf[:m])
+			n += int64(m)
+		}
 	}
-	if werr == nil && w.uid >= 0 {
+	if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
+		rerr = nil
+	}
+	if werr == nil && rerr == nil && w.uid >= 0 {
 		werr = f.Chown(w.uid, w.gid)
 	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
-	if werr == nil {
+	if werr == nil && rerr == nil {
 		werr = w.root.Rename(tmp, rel)
 	}
-	if werr != nil {
+	if werr != nil || rerr != nil {
 		_ = w.root.Remove(tmp)
-		if errors.Is(werr, context.Canceled) || errors.Is(werr, context.DeadlineExceeded) {
-			return fmt.Errorf("write %q: %w", p, werr)
+		switch {
+		case rerr != nil:
+			return 0, fmt.Errorf("write %q: read: %w", p, rerr)
+		case errors.Is(werr, context.Canceled) || errors.Is(werr, context.DeadlineExceeded):
+			return 0, fmt.Errorf("write %q: %w", p, werr)
 		}
-		return w.pathErr("write", p, werr)
+		return 0, w.pathErr("write", p, werr)
 	}
-	return nil
+	return n, nil
 }
 
 // ListDir lists the folder at p, sorted by name. Entries of any kind are

@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
-	"github.com/agentbox/agentbox/sandbox"
 )
 
 // Chats lists and manages the users' chats, opens workspaces for uploads
@@ -24,9 +23,10 @@ type Chats interface {
 	// CancelChat ends the chat's turns and its kept sandbox, and
 	// returns once they and their sandboxes are gone.
 	CancelChat(ctx context.Context, user, chatID string) (int, error)
-	// OpenWorkspace acquires the chat's workspace, creating it when
-	// missing (an upload may come before the first message).
-	OpenWorkspace(ctx context.Context, user, chatID string) (*sandbox.Workspace, func(), error)
+	// Upload streams a file into the chat's workspace, creating the
+	// workspace when missing (an upload may come before the first
+	// message), within the user's limits.
+	Upload(ctx context.Context, req pipeline.UploadRequest) (*pipeline.Uploaded, error)
 	// OpenTerminal starts a shell in a new sandbox of the chat.
 	OpenTerminal(ctx context.Context, req pipeline.TerminalRequest) (*pipeline.Terminal, error)
 }

@@ -110,6 +110,8 @@ var statuses = map[string]int{
 	chat.ErrServerBusy:     http.StatusServiceUnavailable,
 	chat.ErrCircuitOpen:    http.StatusServiceUnavailable,
 	chat.ErrShuttingDown:   http.StatusServiceUnavailable,
+	chat.ErrQuota:          http.StatusInsufficientStorage,
+	chat.ErrTooManyUploads: http.StatusTooManyRequests,
 	chat.ErrSkillConflict:  http.StatusConflict,
 	CodeNotFound:           http.StatusNotFound,
 	CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
@@ -120,7 +122,7 @@ var statuses = map[string]int{
 // refusal are the codes of the server protecting itself or its upstreams:
 // expected under load, so not logged as errors (the metrics count them).
 var refusal = map[string]bool{
-	chat.ErrServerBusy: true, chat.ErrCircuitOpen: true, chat.ErrShuttingDown: true,
+	chat.ErrServerBusy: true, chat.ErrCircuitOpen: true, chat.ErrShuttingDown: true, chat.ErrQuota: true,
 }
 
 // statusOf is the HTTP status of e: its code's, except for the causes that

@@ -153,7 +153,7 @@ func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipel
 		// adds comes last.
 		stream.Close()
 		if err != nil && ctx.Err() == nil {
-			if e := asAPIError(err); e.Status >= 500 {
+			if e := asAPIError(err); e.Status >= 500 && !refusal[e.Err.Code] {
 				s.log.Error("turn failed", "code", e.Err.Code, "err", err)
 			}
 		}

@@ -361,7 +361,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, req *p
 		// Headers went out: the error travels in the stream, in the shape
 		// OpenAI's SDKs raise as an APIError.
 		e := asAPIError(err)
-		if e.Status >= 500 {
+		if e.Status >= 500 && !refusal[e.Err.Code] {
 			s.log.Error("turn failed", "code", e.Err.Code, "err", err)
 		}
 		b, _ := json.Marshal(errorJSON(e))

@@ -488,7 +488,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, req *pip
 	}
 	if err != nil {
 		e := asAPIError(responseError(err))
-		if e.Status >= 500 {
+		if e.Status >= 500 && !refusal[e.Err.Code] {
 			s.log.Error("turn failed", "code", e.Err.Code, "err", err)
 		}
 		var param any

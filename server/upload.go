@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -19,19 +21,12 @@ const DefaultUploadLimit = 64 << 20
 // uploadReadTimeout bounds how long a client may take to send a file.
 const uploadReadTimeout = 5 * time.Minute
 
-// uploaded is the answer to an upload: the file as the workspace has it.
-type uploaded struct {
-	Path    string    `json:"path"`
-	Size    int64     `json:"size"`
-	ModTime time.Time `json:"mod_time"`
-	Created bool      `json:"created"`
-}
-
 // upload is PUT /api/chats/{chat}/files?path=P: the request body becomes
 // the file P of the chat's workspace (created with its folders, or
-// replaced), written atomically through the workspace's confined file
-// operations: a path that leaves the workspace, also through a symlink,
-// is a 400, a folder at P a 409, a body over the limit a 413.
+// replaced), streamed to disk through the workspace's confined file
+// operations (pipeline's Upload): a path that leaves the workspace, also
+// through a symlink, is a 400, a folder at P a 409, a body over the limit
+// a 413, a file over the workspace's or the user's disk bounds a 507.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, user string) {
 	cs, err := s.chats()
 	if err != nil {
@@ -68,46 +63,45 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, user string) {
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(uploadReadTimeout))
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	_ = rc.SetReadDeadline(time.Time{})
+	defer rc.SetReadDeadline(time.Time{})
+	up, err := cs.Upload(r.Context(), pipeline.UploadRequest{UserID: user, ChatID: chatID, Path: rel,
+		Body: bodyReader{http.MaxBytesReader(w, r.Body, limit)}, Size: r.ContentLength, Limit: limit})
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, s.log, chat.Errorf(CodeBodyTooLarge, "the file is over the upload limit of %d bytes", limit))
-			return
+		switch {
+		case errors.As(err, &mbe):
+			err = chat.Errorf(CodeBodyTooLarge, "the file is over the upload limit of %d bytes", limit)
+		case errors.Is(err, pipeline.ErrIsFolder):
+			err = errorf(http.StatusConflict, chat.ErrInvalidRequest, "path %q is a folder of the workspace", p)
+		case errors.Is(err, errBodyRead):
+			err = badRequest("read the file: %v", err)
+		default:
+			err = fileError(p, err)
 		}
-		writeError(w, s.log, badRequest("read the file: %v", err))
-		return
-	}
-	ws, release, err := cs.OpenWorkspace(r.Context(), user, chatID)
-	if err != nil {
 		writeError(w, s.log, err)
 		return
 	}
-	defer release()
-	created := true
-	if st, err := ws.Stat(r.Context(), rel); err == nil {
-		if st.IsDir {
-			writeError(w, s.log, errorf(http.StatusConflict, chat.ErrInvalidRequest, "path %q is a folder of the workspace", p))
-			return
-		}
-		created = false
-	}
-	if err := ws.WriteFile(r.Context(), rel, data, 0o644); err != nil {
-		writeError(w, s.log, fileError(p, err))
-		return
-	}
-	st, err := ws.Stat(r.Context(), rel)
-	if err != nil {
-		writeError(w, s.log, fileError(p, err))
-		return
-	}
-	s.log.Info("file uploaded", "user", user, "chat", chatID, "path", rel, "bytes", len(data))
 	status := http.StatusOK
-	if created {
+	if up.Created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, uploaded{Path: rel, Size: st.Size, ModTime: st.ModTime, Created: created})
+	writeJSON(w, status, up)
+}
+
+// errBodyRead marks the errors of reading a request's body (the client
+// went away, or was too slow), so that they are told apart from the
+// workspace's.
+var errBodyRead = errors.New("request body")
+
+// bodyReader marks its reader's errors with errBodyRead.
+type bodyReader struct{ r io.Reader }
+
+func (b bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("%w: %w", errBodyRead, err)
+	}
+	return n, err
 }
 
 // zipFolder streams the folder rel as a zip archive. An error before the
