@@ -243,7 +243,7 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request, maxTokens i
 	req.WrapArgv = sess.WrapCommand
 	// The session mounts the agentbox binary, which runs the MCP filter.
 	req.Relay = bridge.GuestBinary
-	run, err := t.mcpForSandbox(req.Assistant, sess)
+	run, err := mcpForSandbox(req.Assistant, sess)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/bridge/egress/egresstest"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
@@ -108,7 +109,7 @@ func egressEcho(t *testing.T, command, tool string) {
 				"secrets": {"API_TOKEN": {"value": "$ENV.AB_ECHO_TOKEN", "hosts": ["api.test:` + tlsPort + `"]}}
 			}
 		}`,
-	}, "Read the token back.")
+	}, "Read the token back.", dockerOpts{})
 	rec := d.rec
 
 	// What the agent saw.
@@ -182,15 +183,27 @@ func egressEcho(t *testing.T, command, tool string) {
 type dockerRun struct {
 	dir  string // the app folder, with the data root under data/
 	rec  *chattest.Recorder
+	resp *Response
 	logs *bytes.Buffer
+}
+
+// dockerOpts are what a test of dockerTurn may set.
+type dockerOpts struct {
+	// instance is the Docker runtime's instance label ("": one of its own).
+	instance string
+	// tools are Go host tools the pipeline registers.
+	tools map[string]bridge.Tool
 }
 
 // dockerTurn loads the app of files into a new folder and runs one turn of
 // its assistant "coder" for user alice in chat "c", in a Docker sandbox
 // with the bridge (the egress proxy trusting pki), a store and debug logs.
 // The turn must succeed.
-func dockerTurn(t *testing.T, pki *egresstest.PKI, files map[string]string, message string) *dockerRun {
+func dockerTurn(t *testing.T, pki *egresstest.PKI, files map[string]string, message string, opts dockerOpts) *dockerRun {
 	t.Helper()
+	if opts.instance == "" {
+		opts.instance = "pipeline-sec-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
+	}
 	bin := testenv.Agentbox(t)
 	dir := t.TempDir()
 	for p, c := range files {
@@ -208,7 +221,7 @@ func dockerTurn(t *testing.T, pki *egresstest.PKI, files map[string]string, mess
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rt, err := docker.New(ctx, docker.Options{Instance: "pipeline-sec-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)})
+	rt, err := docker.New(ctx, docker.Options{Instance: opts.instance})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,12 +243,12 @@ func dockerTurn(t *testing.T, pki *egresstest.PKI, files map[string]string, mess
 	p, err := New(Config{
 		App: Static{App: app}, Runtimes: map[string]sandbox.Runtime{"docker": rt}, DefaultRuntime: "docker",
 		Workspaces: ws, History: st, Usage: st, Logger: logger,
-		Bridge: &BridgeConfig{Binary: bin, Dir: filepath.Join(os.TempDir(), "abx"), EgressRootCAs: pki.Pool()},
+		Bridge: &BridgeConfig{Binary: bin, Dir: filepath.Join(os.TempDir(), "abx"), EgressRootCAs: pki.Pool(), Tools: opts.tools},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.Chat(ctx, &Request{UserID: "alice", ChatID: "c", AssistantID: "coder", Messages: user(message)}, run.rec.Emit)
+	run.resp, err = p.Chat(ctx, &Request{UserID: "alice", ChatID: "c", AssistantID: "coder", Messages: user(message)}, run.rec.Emit)
 	if cerr := p.Close(context.Background()); cerr != nil {
 		t.Errorf("pipeline close: %v", cerr)
 	}

@@ -5,10 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,15 +17,12 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
-	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/bridge/egress/egresstest"
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
-	"github.com/agentbox/agentbox/sandbox/docker"
 	"github.com/agentbox/agentbox/store"
 )
 
@@ -69,7 +63,6 @@ func TestEgressTurnInDocker(t *testing.T) {
 		t.Skip("-short: integration test")
 	}
 	image := testenv.Image(t)
-	bin := testenv.Agentbox(t)
 	testenv.Tool(t, "git")
 	t.Setenv("AB_E2E_GH_TOKEN", ghSecret)
 	t.Setenv("AB_E2E_GIT_TOKEN", gitSecret)
@@ -94,64 +87,7 @@ func TestEgressTurnInDocker(t *testing.T) {
 	}})
 	t.Cleanup(model.Close)
 
-	dir := t.TempDir()
-	files := map[string]string{
-		"connectors/model.conn.yao": `{"type": "anthropic", "options": {"host": "` + model.URL + `", "key": "sk-model-key", "model": "claude-sonnet-4-5"}}`,
-		"app.jsonc":                 `{"data_root": "data"}`,
-		"assistants/coder/package.yao": `{
-			"connector": "model",
-			"sandbox": {
-				"command": "claude", "image": "` + image + `", "timeout": "3m", "max_memory": "1g",
-				"arguments": {"max_turns": 6, "permission_mode": "bypassPermissions"},
-				"network": {
-					"allow": ["api.test:` + tlsPort + `", "other.test:` + tlsPort + `", "git.test:` + gitPort + `", "localhost:` + tlsPort + `"],
-					"hosts": {"api.test": "127.0.0.1", "other.test": "127.0.0.1", "git.test": "127.0.0.1"}
-				},
-				"secrets": {
-					"GITHUB_TOKEN": {"value": "$ENV.AB_E2E_GH_TOKEN", "hosts": ["api.test:` + tlsPort + `"]},
-					"GIT_TOKEN": {"value": "$ENV.AB_E2E_GIT_TOKEN", "hosts": ["git.test:` + gitPort + `"]}
-				}
-			},
-			"tools": [{"name": "inspect", "description": "Inspect the sandbox container.", "parameters": {"type": "object"}}]
-		}`,
-	}
-	for p, c := range files {
-		abs := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(abs, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	app, err := assistant.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
 	instance := "pipeline-egress-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	rt, err := docker.New(ctx, docker.Options{Instance: instance})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
-	uid, gid := -1, -1
-	if os.Geteuid() == 0 {
-		uid, gid = 1000, 1000
-	}
-	ws, err := sandbox.NewWorkspaces(filepath.Join(dir, "data"), uid, gid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, filepath.Join(dir, "data", "agentbox.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	logger := slog.New(slog.NewJSONHandler(&syncWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-
 	// The inspect tool runs on the host while the CLI waits for it: what
 	// docker knows of the live container (its environment and argv).
 	var inspected string
@@ -176,25 +112,27 @@ func TestEgressTurnInDocker(t *testing.T) {
 			return "inspected", nil
 		}}
 
-	p, err := New(Config{
-		App: Static{App: app}, Runtimes: map[string]sandbox.Runtime{"docker": rt}, DefaultRuntime: "docker",
-		Workspaces: ws, History: st, Usage: st, Logger: logger,
-		Bridge: &BridgeConfig{Binary: bin, Dir: filepath.Join(os.TempDir(), "abe"), EgressRootCAs: pki.Pool(),
-			Tools: map[string]bridge.Tool{"inspect": inspect}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec chattest.Recorder
-	resp, err := p.Chat(ctx, &Request{UserID: "alice", ChatID: "egress", AssistantID: "coder", Messages: user("Check the API and clone the repo.")}, rec.Emit)
-	if cerr := p.Close(context.Background()); cerr != nil {
-		t.Errorf("pipeline close: %v", cerr)
-	}
-	events := rec.Events()
-	chattest.Check(t, events)
-	if err != nil {
-		t.Fatalf("turn: %v\nevents: %+v", err, events)
-	}
+	d := dockerTurn(t, pki, map[string]string{
+		"connectors/model.conn.yao": `{"type": "anthropic", "options": {"host": "` + model.URL + `", "key": "sk-model-key", "model": "claude-sonnet-4-5"}}`,
+		"app.jsonc":                 `{"data_root": "data"}`,
+		"assistants/coder/package.yao": `{
+			"connector": "model",
+			"sandbox": {
+				"command": "claude", "image": "` + image + `", "timeout": "3m", "max_memory": "1g",
+				"arguments": {"max_turns": 6, "permission_mode": "bypassPermissions"},
+				"network": {
+					"allow": ["api.test:` + tlsPort + `", "other.test:` + tlsPort + `", "git.test:` + gitPort + `", "localhost:` + tlsPort + `"],
+					"hosts": {"api.test": "127.0.0.1", "other.test": "127.0.0.1", "git.test": "127.0.0.1"}
+				},
+				"secrets": {
+					"GITHUB_TOKEN": {"value": "$ENV.AB_E2E_GH_TOKEN", "hosts": ["api.test:` + tlsPort + `"]},
+					"GIT_TOKEN": {"value": "$ENV.AB_E2E_GIT_TOKEN", "hosts": ["git.test:` + gitPort + `"]}
+				}
+			},
+			"tools": [{"name": "inspect", "description": "Inspect the sandbox container.", "parameters": {"type": "object"}}]
+		}`,
+	}, "Check the API and clone the repo.", dockerOpts{instance: instance, tools: map[string]bridge.Tool{"inspect": inspect}})
+	rec := d.rec
 
 	// What the agent saw.
 	var out string
@@ -281,8 +219,12 @@ func TestEgressTurnInDocker(t *testing.T) {
 	if u := use["evil.test:443"]; u.Denied != 1 || u.Requests != 0 {
 		t.Errorf("evil.test usage %+v", u)
 	}
-	if len(resp.Usage.Egress) != len(rec.Last().Final.Usage.Egress) {
-		t.Errorf("response usage %+v", resp.Usage.Egress)
+	if len(d.resp.Usage.Egress) != len(rec.Last().Final.Usage.Egress) {
+		t.Errorf("response usage %+v", d.resp.Usage.Egress)
+	}
+	st, err := store.Open(context.Background(), filepath.Join(d.dir, "data", "agentbox.db"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	sum, err := st.UsageSummary(context.Background(), "alice", time.Time{})
 	if err != nil || len(sum.Usage.Egress) != len(use) {
@@ -298,45 +240,14 @@ func TestEgressTurnInDocker(t *testing.T) {
 	if inspected == "" {
 		t.Fatal("the inspect tool did not run")
 	}
-	dump, err := os.ReadFile(filepath.Join(dir, "data", "workspaces", "alice", "egress", ".proc-dump"))
-	if err != nil {
-		var list []string
-		_ = filepath.WalkDir(filepath.Join(dir, "data"), func(p string, d fs.DirEntry, err error) error {
-			if d != nil && !strings.Contains(p, "/.git/") {
-				list = append(list, p)
-			}
-			return nil
-		})
-		t.Fatalf("%v\n%s", err, strings.Join(list, "\n"))
-	}
+	dump := d.workspace(t, ".proc-dump")
 	for _, want := range []string{"GITHUB_TOKEN=" + ph, "HTTPS_PROXY=http://127.0.0.1:", "bridge run", "GIT_SSL_CAINFO="} {
-		if !strings.Contains(string(dump), want) {
+		if !strings.Contains(dump, want) {
 			t.Errorf("process dump lacks %q: it did not see the CLI's processes", want)
 		}
 	}
-	evs, _ := json.Marshal(events)
-	places := map[string][]byte{"docker inspect": []byte(inspected), "logs": logs.Bytes(), "events": evs}
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.Contains(path, string(filepath.Separator)+"data"+string(filepath.Separator)) {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err == nil {
-			places[path] = b
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for where, b := range places {
-		for _, secret := range []string{ghSecret, gitSecret} {
-			if bytes.Contains(b, []byte(secret)) {
-				t.Errorf("a real secret is in %s", where)
-			}
-		}
-	}
-	if !strings.Contains(logs.String(), "bridge egress denied") {
+	d.checkNowhere(t, model, map[string]string{"docker inspect": inspected}, ghSecret, gitSecret)
+	if !strings.Contains(d.logs.String(), "bridge egress denied") {
 		t.Error("the refusals were not logged")
 	}
 }

@@ -42,7 +42,7 @@ func hasRemoteMCP(app *assistant.App) bool {
 // for the value in requests to the secret's hosts. A credential that no
 // secret stands for, or whose secret was left out (its variable unset), is
 // an error naming it.
-func (t *turn) mcpForSandbox(a *assistant.Assistant, sess *bridge.Session) (*assistant.Assistant, error) {
+func mcpForSandbox(a *assistant.Assistant, sess *bridge.Session) (*assistant.Assistant, error) {
 	remote := map[string]bridge.RemoteMCP{}
 	refs := slices.Clone(a.MCP)
 	defs := make(map[string]*assistant.MCPServer, len(a.MCPServers))

@@ -107,7 +107,7 @@ func mcpCredentials(t *testing.T, command, shell, sep string) {
 				"secrets": {"GH": {"value": "$ENV.AB_MCP_GH", "hosts": ["api.test:` + tlsPort + `"]}}
 			}
 		}`,
-	}, "Find the tokens.")
+	}, "Find the tokens.", dockerOpts{})
 
 	dump := d.workspace(t, "mcp-dump.txt")
 	if !strings.Contains(dump, "GH_TOKEN=agentbox-placeholder-GH-") || !strings.Contains(dump, "LOG_LEVEL=debug") {

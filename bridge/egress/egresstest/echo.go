@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -57,21 +58,18 @@ func Echo(w http.ResponseWriter, r *http.Request) {
 	}
 	body := b.Bytes()
 
+	compressed := func(coding string, zw io.WriteCloser, z *bytes.Buffer) {
+		zw.Write(body)
+		zw.Close()
+		w.Header().Set("Content-Encoding", coding)
+		w.Write(z.Bytes())
+	}
+	var z bytes.Buffer
 	switch r.URL.Path {
 	case "/echo/gzip":
-		var z bytes.Buffer
-		zw := gzip.NewWriter(&z)
-		zw.Write(body)
-		zw.Close()
-		w.Header().Set("Content-Encoding", "gzip")
-		w.Write(z.Bytes())
+		compressed("gzip", gzip.NewWriter(&z), &z)
 	case "/echo/deflate":
-		var z bytes.Buffer
-		zw := zlib.NewWriter(&z)
-		zw.Write(body)
-		zw.Close()
-		w.Header().Set("Content-Encoding", "deflate")
-		w.Write(z.Bytes())
+		compressed("deflate", zlib.NewWriter(&z), &z)
 	case "/echo/br":
 		w.Header().Set("Content-Encoding", "br")
 		w.Write(body)
