@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,11 +26,7 @@ func TestKeptChatProposesSkillsInDocker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "agentbox.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := skillDB(t)
 	propose := func(name string) llmtest.Turn {
 		return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__propose_skill", Input: map[string]any{
 			"name": name, "description": "Notes on " + name + ". Use when asked about " + name + ".", "instructions": "# " + name + "\n\nWrite it down.\n"}}}}
@@ -100,11 +95,7 @@ func TestSkillTestRunsHooksInDocker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "agentbox.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := skillDB(t)
 	e := newKeptEnv(t, ctx, 0, []llmtest.Turn{
 		{When: &llmtest.Match{Contains: "HOOKED(test of release-notes) try the skill"}, ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__lookup", Input: map[string]any{"id": "A-7"}}}},
 		{When: &llmtest.Match{AfterToolResult: "mcp__agentbox__lookup"}, Text: "Done."},
@@ -136,6 +127,7 @@ function lookup(ctx, args) { return { status: "shipped-" + args.id }; }
 	}
 	var sp *SkillProposal
 	for {
+		var err error
 		if sp, err = e.p.SkillProposal(ctx, "alice", id); err != nil {
 			t.Fatal(err)
 		}

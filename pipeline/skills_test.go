@@ -25,15 +25,7 @@ import (
 // and leave a trace in memory, saying whether the turn was a skill's test.
 func skillsEnv(t *testing.T) (*env, *store.Store) {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "agentbox.db"))
-	t.Cleanup(func() {
-		if st != nil {
-			st.Close()
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := skillDB(t)
 	hooks := `
 function Create(ctx, messages) {
   const test = ctx.metadata && ctx.metadata.skill_test;
@@ -56,6 +48,18 @@ function Next(ctx, payload) {
 	}
 	coder.Skills = []*skills.Skill{own}
 	return e, st
+}
+
+// skillDB opens a store for skill proposals in the test's folder, closed
+// when the test ends.
+func skillDB(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "agentbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 func draft(name string) proposeArgs {
