@@ -168,13 +168,13 @@ func (p *Pipeline) boundUpload(ctx context.Context, ws *sandbox.Workspace, req U
 	if err != nil {
 		return nil, nil, err
 	}
-	userFull := errDiskPerUser(req.UserID, usage.Bytes, p.diskCap(lim), fmt.Sprintf("the file does not fit in the %s left", units.FormatBytes(room)))
-	if room >= 0 && (req.Size > room || req.Size < 0 && room == 0) {
-		p.metrics.rejected("disk_per_user")
-		return nil, nil, userFull
-	}
 	var body io.Reader = req.Body
 	if room >= 0 {
+		userFull := errDiskPerUser(req.UserID, usage.Bytes, p.diskCap(lim), fmt.Sprintf("the file does not fit in the %s left", units.FormatBytes(room)))
+		if req.Size > room || req.Size < 0 && room == 0 {
+			p.metrics.rejected("disk_per_user")
+			return nil, nil, userFull
+		}
 		want = min(want, room)
 		body = &quotaReader{r: body, n: room, err: &quotaError{userFull, "disk_per_user"}}
 	}

@@ -133,8 +133,9 @@ func startServer(t testing.TB, fb *fakeBackend, mod func(*Config)) *httptest.Ser
 	return ts
 }
 
-// do sends a request with token (none when "") and returns the response
-// with its body read.
+// do sends a request with token (none when "") and the headers in hdr
+// (name, value, ...; "Host" sets the request's Host) and returns the
+// response with its body read.
 func do(t *testing.T, ts *httptest.Server, method, path, token, body string, hdr ...string) (*http.Response, string) {
 	t.Helper()
 	var rd io.Reader
@@ -152,6 +153,10 @@ func do(t *testing.T, ts *httptest.Server, method, path, token, body string, hdr
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := ts.Client().Do(req)

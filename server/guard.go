@@ -100,7 +100,9 @@ func (g *guard) hostAllowed(host string) bool {
 		return true
 	}
 	h := hostOnly(host)
-	if net.ParseIP(h) != nil {
+	if h == "" || net.ParseIP(h) != nil {
+		// No name (an HTTP/1.0 client; browsers always send one), or an
+		// address: nothing a page could have rebound.
 		return true
 	}
 	for _, a := range g.hosts {

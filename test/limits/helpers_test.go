@@ -215,7 +215,14 @@ func (s *server) chat(ctx context.Context, token, assistant, chatID, message str
 // get sends a GET with token and returns status and body.
 func (s *server) get(t testing.TB, path, token string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.url+path, nil)
+	return s.send(t, http.MethodGet, path, token, nil)
+}
+
+// send sends method path with token (none when "") and body, and returns
+// status and body.
+func (s *server) send(t testing.TB, method, path, token string, body io.Reader) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, body)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -2,7 +2,6 @@ package limits
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -41,20 +40,6 @@ func keptCoder(t *testing.T, app string) {
 		t.Fatal("the example coder's package.yao changed: no sandbox timeout to add keep_alive after")
 	}
 	write(t, p, s)
-}
-
-// send sends method path with token and returns status and body.
-func (s *server) send(t testing.TB, method, path, token string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, s.url+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // ticks is the chat's ticks file, read through the files API ("" while
@@ -96,7 +81,7 @@ func TestStopKeptChat(t *testing.T) {
 
 	del := uniq("kept-del")
 	ticking(del)
-	code, body := s.send(t, http.MethodDelete, "/api/chats/"+del, tokenAlice)
+	code, body := s.send(t, http.MethodDelete, "/api/chats/"+del, tokenAlice, nil)
 	if code != 200 || !strings.Contains(body, `"deleted":true`) {
 		t.Fatalf("DELETE the kept chat: %d %s", code, body)
 	}
@@ -109,7 +94,7 @@ func TestStopKeptChat(t *testing.T) {
 
 	stop := uniq("kept-cancel")
 	ticking(stop)
-	code, body = s.send(t, http.MethodPost, "/api/chats/"+stop+"/cancel", tokenAlice)
+	code, body = s.send(t, http.MethodPost, "/api/chats/"+stop+"/cancel", tokenAlice, nil)
 	if code != 200 || !strings.Contains(body, `"canceled":0`) {
 		t.Fatalf("cancel between turns: %d %s", code, body)
 	}

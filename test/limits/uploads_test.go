@@ -23,15 +23,17 @@ func (s *server) upload(t testing.TB, token, chatID, path string, size int, chun
 	if chunked {
 		body = io.MultiReader(body) // not a *bytes.Reader: no length
 	}
-	req, _ := http.NewRequest(http.MethodPut, s.url+"/api/chats/"+chatID+"/files?path="+path, body)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return s.send(t, http.MethodPut, "/api/chats/"+chatID+"/files?path="+path, token, body)
+}
+
+// uploadApp is the example app with 64 MiB workspaces and limits (a JSON
+// object's fields) in app.jsonc.
+func uploadApp(t *testing.T, limits string) string {
+	t.Helper()
+	app := newApp(t, "", "")
+	write(t, filepath.Join(app, "app.jsonc"), `{"data_root": "./data", `+authJSONC+`,
+		"sandbox": {"runtime": "docker", "max_disk": "64m"}, "limits": {`+limits+`}}`)
+	return app
 }
 
 // loopMode reports whether the server limits workspaces with disk images
@@ -53,10 +55,7 @@ func TestUploadQuotas(t *testing.T) {
 		t.Skip("-short: integration test")
 	}
 	t.Parallel()
-	app := newApp(t, "", "")
-	write(t, filepath.Join(app, "app.jsonc"), `{"data_root": "./data", `+authJSONC+`,
-		"sandbox": {"runtime": "docker", "max_disk": "64m"},
-		"limits": {"workspaces_per_user": 3, "disk_per_user": "100m"}}`)
+	app := uploadApp(t, `"workspaces_per_user": 3, "disk_per_user": "100m"`)
 	s := start(t, app, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -159,11 +158,7 @@ func TestUploadMemory(t *testing.T) {
 		t.Skip("-short: integration test")
 	}
 	t.Parallel()
-	app := newApp(t, "", "")
-	write(t, filepath.Join(app, "app.jsonc"), `{"data_root": "./data", `+authJSONC+`,
-		"sandbox": {"runtime": "docker", "max_disk": "64m"},
-		"limits": {"uploads_per_user": 24, "disk_per_user": "2g"}}`)
-	s := start(t, app, "")
+	s := start(t, uploadApp(t, `"uploads_per_user": 24, "disk_per_user": "2g"`), "")
 	pid := s.cmd.Process.Pid
 	// Warm the upload path once, so the baseline has what every upload
 	// path needs anyway.
