@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,8 +45,8 @@ for p in /proc/[0-9]*; do echo "-- $p"; tr '\0' '\n' < $p/environ; tr '\0' ' ' <
 echo "== files"; find /workspace/.agentbox "$HOME" /tmp -type f -size -1M -readable 2>/dev/null | head -500 | xargs cat 2>/dev/null;
 } > /workspace/mcp-dump.txt 2>&1; grep -c . /workspace/mcp-dump.txt`
 
-// TestMCPCredentialsInDocker runs the real Claude Code CLI and the Gemini
-// CLI in a Docker sandbox with two MCP servers that hold operator
+// TestMCPCredentialsInDocker runs each CLI (Claude Code, the Gemini CLI,
+// Codex, opencode) in a Docker sandbox with two MCP servers that hold operator
 // credentials: a stdio server whose env reads $ENV.AB_MCP_GH (declared as
 // a sandbox secret of api.test) and a remote server on the host whose
 // Authorization header reads $ENV.AB_MCP_WEB. The agent dumps every
@@ -60,12 +61,25 @@ func TestMCPCredentialsInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	for _, cli := range []struct{ command, shell, sep string }{{"claude", "Bash", "__"}, {"gemini", "run_shell_command", "_"}} {
-		t.Run(cli.command, func(t *testing.T) { mcpCredentials(t, cli.command, cli.shell, cli.sep) })
+	for _, cli := range []mcpCLI{
+		{"claude", "anthropic", "Bash", "command", "mcp__%s__%s"},
+		{"gemini", "anthropic", "run_shell_command", "command", "mcp_%s_%s"},
+		{"codex", "openai", "exec_command", "cmd", "mcp__%s__%s"},
+		{"opencode", "anthropic", "bash", "command", "%s_%s"},
+	} {
+		t.Run(cli.command, func(t *testing.T) { mcpCredentials(t, cli) })
 	}
 }
 
-func mcpCredentials(t *testing.T, command, shell, sep string) {
+// mcpCLI is how a CLI is driven: its connector's type, its shell tool and
+// the argument holding the command, and how it names an MCP server's tool
+// (fmt, server then tool).
+type mcpCLI struct {
+	command, connector, shell, arg, toolName string
+}
+
+func mcpCredentials(t *testing.T, cli mcpCLI) {
+	command, shell := cli.command, cli.shell
 	image := testenv.CLIImage(t, command)
 	t.Setenv("AB_MCP_GH", mcpStdioSecret)
 	t.Setenv("AB_MCP_WEB", "Bearer "+mcpRemoteSecret)
@@ -80,9 +94,9 @@ func mcpCredentials(t *testing.T, command, shell, sep string) {
 	remote := bridgetest.HTTPServer(t, "http", "Authorization=Bearer "+mcpRemoteSecret, calls)
 	tlsPort := strconv.Itoa(api.Port)
 
-	tool := func(server, name string) string { return "mcp" + sep + server + sep + name }
+	tool := func(server, name string) string { return fmt.Sprintf(cli.toolName, server, name) }
 	model := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{Name: shell, Input: map[string]any{"command": mcpDumpScript}}}},
+		{ToolCalls: []llmtest.ToolCall{{Name: shell, Input: map[string]any{cli.arg: mcpDumpScript, "description": "look around"}}}},
 		{When: &llmtest.Match{AfterToolResult: shell}, ToolCalls: []llmtest.ToolCall{{Name: tool("gh", "whoami"), Input: map[string]any{}}}},
 		{When: &llmtest.Match{AfterToolResult: tool("gh", "whoami")}, ToolCalls: []llmtest.ToolCall{{Name: tool("web", "headers"), Input: map[string]any{}}}},
 		{When: &llmtest.Match{AfterToolResult: tool("web", "headers")}, ToolCalls: []llmtest.ToolCall{{Name: tool("web", "hidden"), Input: map[string]any{}}}},
@@ -92,7 +106,7 @@ func mcpCredentials(t *testing.T, command, shell, sep string) {
 
 	gh, _ := json.Marshal(mcpStdioServer)
 	d := dockerTurn(t, pki, map[string]string{
-		"connectors/model.conn.yao": `{"type": "anthropic", "options": {"host": "` + model.URL + `", "key": "sk-model-key", "model": "claude-sonnet-4-5"}}`,
+		"connectors/model.conn.yao": `{"type": "` + cli.connector + `", "options": {"host": "` + model.URL + `", "key": "sk-model-key", "model": "claude-sonnet-4-5"}}`,
 		"app.jsonc":                 `{"data_root": "data"}`,
 		"mcps/gh.mcp.yao": `{"transport": "stdio", "command": "node", "args": ["-e", ` + string(gh) + `, "https://api.test:` + tlsPort + `/user"],
 			"env": {"GH_TOKEN": "$ENV.AB_MCP_GH", "LOG_LEVEL": "debug"}}`,
