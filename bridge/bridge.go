@@ -124,9 +124,22 @@ type Options struct {
 	// every other call to that connector (nil: none). While it is open the
 	// proxy refuses the CLI's calls with an answer it does not retry.
 	Breaker *breaker.Breaker
-	// Limits hold model requests to a model and token limit (see
-	// SetLimits).
+	// Limits hold model requests to a model and token limit and bound a
+	// turn's model calls (see SetLimits).
 	Limits Limits
+	// Connections bounds the sandbox's open connections to the model
+	// proxy (0: DefaultConnections). Up to twice as many more are answered
+	// with a 429; the rest are closed at once.
+	Connections int
+	// Server holds the bounds shared by every session of a server: the
+	// request bodies held and the connections open at once (nil: only the
+	// session's own bounds).
+	Server *ServerLimits
+	// OnRefuse is told about the model requests the proxy refused for a
+	// reason an operator should hear of (a field not allowed, a turn's
+	// calls spent, memory or connections bounded), once per reason and
+	// field in a turn. It must not block.
+	OnRefuse func(Refusal)
 	// Transport carries upstream requests (nil: a shared keep-alive
 	// transport).
 	Transport http.RoundTripper
@@ -500,8 +513,9 @@ func (s *Session) WrapCommand(argv []string) []string {
 }
 
 // Usage is the model usage metered so far: the tokens of every response
-// the proxy passed through (also of responses cut short). It is measured on
-// the host, so the sandbox cannot under-report it.
+// the proxy passed through (also of responses cut short), and the calls it
+// forwarded (ModelCalls). It is measured on the host, so the sandbox
+// cannot under-report it.
 func (s *Session) Usage() chat.Usage {
 	if s.model == nil {
 		return chat.Usage{}

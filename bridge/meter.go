@@ -15,6 +15,76 @@ type usageFields struct {
 	input, output, cacheRead, cacheCreation int64
 }
 
+// usageReader reads one API's token usage out of its answers: streamed
+// (event, per SSE data payload) or whole (a JSON body).
+type usageReader struct {
+	event func(u *usageFields, payload gjson.Result)
+	whole func(u *usageFields, body gjson.Result)
+}
+
+// The APIs' usage: in tokens billed, input without the cached part (read
+// apart), output with reasoning.
+var (
+	// messagesUsage: message_start's usage, then message_delta's
+	// cumulative counts; a whole answer's "usage".
+	messagesUsage = &usageReader{
+		event: func(u *usageFields, p gjson.Result) {
+			switch p.Get("type").String() {
+			case "message_start":
+				u.merge(p.Get("message.usage"))
+			case "message_delta":
+				u.merge(p.Get("usage"))
+			}
+		},
+		whole: func(u *usageFields, b gjson.Result) { u.merge(b.Get("usage")) },
+	}
+	// responsesUsage: the usage of response.completed (or .incomplete,
+	// .failed); a whole answer's "usage".
+	responsesUsage = &usageReader{
+		event: func(u *usageFields, p gjson.Result) {
+			switch p.Get("type").String() {
+			case "response.completed", "response.incomplete", "response.failed":
+				u.openAI(p.Get("response.usage"))
+			}
+		},
+		whole: func(u *usageFields, b gjson.Result) { u.openAI(b.Get("usage")) },
+	}
+	// geminiUsage: every chunk's usageMetadata holds the counts so far;
+	// a whole answer is one chunk, or an array of them (a stream without
+	// alt=sse).
+	geminiUsage = &usageReader{
+		event: func(u *usageFields, p gjson.Result) { u.gemini(p.Get("usageMetadata")) },
+		whole: func(u *usageFields, b gjson.Result) {
+			if b.IsArray() {
+				b.ForEach(func(_, c gjson.Result) bool { u.gemini(c.Get("usageMetadata")); return true })
+				return
+			}
+			u.gemini(b.Get("usageMetadata"))
+		},
+	}
+)
+
+// openAI sets u from a Responses API usage object.
+func (u *usageFields) openAI(r gjson.Result) {
+	if !r.IsObject() {
+		return
+	}
+	cached := r.Get("input_tokens_details.cached_tokens").Int()
+	u.input, u.cacheRead, u.output = r.Get("input_tokens").Int()-cached, cached, r.Get("output_tokens").Int()
+}
+
+// gemini sets u from a Gemini usageMetadata object: the prompt (with what
+// tools added to it) less the cached part, and candidates with thoughts.
+func (u *usageFields) gemini(r gjson.Result) {
+	if !r.IsObject() {
+		return
+	}
+	cached := r.Get("cachedContentTokenCount").Int()
+	u.input = r.Get("promptTokenCount").Int() + r.Get("toolUsePromptTokenCount").Int() - cached
+	u.cacheRead = cached
+	u.output = r.Get("candidatesTokenCount").Int() + r.Get("thoughtsTokenCount").Int()
+}
+
 // merge sets every field present in a usage object (Anthropic's usage
 // counts in message_delta are cumulative, so a later value replaces an
 // earlier one).
@@ -36,6 +106,34 @@ func (u *usageFields) merge(r gjson.Result) {
 	}
 }
 
+// meter sums usage over a session's model requests.
+type meter struct {
+	mu sync.Mutex
+	u  usageFields
+	n  int // answers metered
+	// calls are the calls forwarded to the provider (answered or not).
+	calls int
+}
+
+// forwarded counts a call sent to the provider.
+func (m *meter) forwarded() {
+	m.mu.Lock()
+	m.calls++
+	m.mu.Unlock()
+}
+
+func (m *meter) add(u usageFields, counted bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.u.input += u.input
+	m.u.output += u.output
+	m.u.cacheRead += u.cacheRead
+	m.u.cacheCreation += u.cacheCreation
+	if counted {
+		m.n++
+	}
+}
+
 func (m *meter) total() (chat.Usage, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -44,6 +142,7 @@ func (m *meter) total() (chat.Usage, int) {
 		OutputTokens:        m.u.output,
 		CacheReadTokens:     m.u.cacheRead,
 		CacheCreationTokens: m.u.cacheCreation,
+		ModelCalls:          m.calls,
 	}, m.n
 }
 
@@ -54,15 +153,15 @@ const (
 )
 
 // meterBody passes a response body through unchanged while reading the
-// usage out of it: SSE events message_start and message_delta, or a JSON
-// body's "usage". It adds the usage to the meter once, at EOF or Close, so a
-// stream cut short is still counted.
+// usage out of it with its API's usageReader, from SSE data lines or a
+// whole JSON body. It adds the usage to the meter once, at EOF or Close,
+// so a stream cut short is still counted.
 type meterBody struct {
-	rc      io.ReadCloser
-	m       *meter
-	sse     bool
-	metered bool // false for error responses: pass through, count nothing
-	onDone  func(usageFields)
+	rc     io.ReadCloser
+	m      *meter
+	sse    bool
+	usage  *usageReader // nil for error responses and unmetered routes: pass through, count nothing
+	onDone func(usageFields)
 
 	u       usageFields
 	line    []byte // SSE: the current incomplete line
@@ -77,7 +176,7 @@ type meterBody struct {
 
 func (b *meterBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	if n > 0 && b.metered {
+	if n > 0 && b.usage != nil {
 		if b.sse {
 			b.feedSSE(p[:n])
 		} else if !b.tooBig {
@@ -137,32 +236,21 @@ func (b *meterBody) sseLine(line []byte) {
 	if !ok {
 		return
 	}
-	sseUsage(&b.u, payload)
-}
-
-// sseUsage updates u from one SSE data payload.
-func sseUsage(u *usageFields, payload []byte) {
-	if !gjson.ValidBytes(payload) {
-		return
-	}
-	switch gjson.GetBytes(payload, "type").String() {
-	case "message_start":
-		u.merge(gjson.GetBytes(payload, "message.usage"))
-	case "message_delta":
-		u.merge(gjson.GetBytes(payload, "usage"))
+	if payload = bytes.TrimSpace(payload); gjson.ValidBytes(payload) {
+		b.usage.event(&b.u, gjson.ParseBytes(payload))
 	}
 }
 
 func (b *meterBody) finish() {
 	b.doneOne.Do(func() {
-		if !b.metered {
+		if b.usage == nil {
 			if b.onDone != nil {
 				b.onDone(usageFields{})
 			}
 			return
 		}
 		if !b.sse && !b.tooBig && gjson.ValidBytes(b.buf.Bytes()) {
-			b.u.merge(gjson.GetBytes(b.buf.Bytes(), "usage"))
+			b.usage.whole(&b.u, gjson.ParseBytes(b.buf.Bytes()))
 			b.buf = bytes.Buffer{}
 		}
 		b.m.add(b.u, true)

@@ -15,11 +15,15 @@ const sampleSSE = "event: message_start\n" +
 	"event: message_stop\n" +
 	`data: {"type":"message_stop"}` + "\n\n"
 
-// readChunked reads body through a meterBody in chunks of the given sizes
-// (cycled) and returns the metered usage.
+// readChunked reads a Messages API body through a meterBody in chunks of
+// the given sizes (cycled) and returns the metered usage.
 func readChunked(body string, sse bool, sizes []int) usageFields {
+	return readUsage(messagesUsage, body, sse, sizes)
+}
+
+func readUsage(u *usageReader, body string, sse bool, sizes []int) usageFields {
 	var m meter
-	mb := &meterBody{rc: io.NopCloser(&chunkReader{s: body, sizes: sizes}), m: &m, sse: sse, metered: true}
+	mb := &meterBody{rc: io.NopCloser(&chunkReader{s: body, sizes: sizes}), m: &m, sse: sse, usage: u}
 	_, _ = io.Copy(io.Discard, mb)
 	_ = mb.Close()
 	return m.u
@@ -69,6 +73,45 @@ func TestMeterBody(t *testing.T) {
 			t.Parallel()
 			if got := readChunked(tc.body, tc.sse, tc.sizes); got != tc.want {
 				t.Fatalf("usage %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMeterOtherAPIs: the Responses API's and the Gemini API's answers,
+// streamed and whole, are metered in the same terms: input without its
+// cached part, output with reasoning.
+func TestMeterOtherAPIs(t *testing.T) {
+	t.Parallel()
+	responsesSSE := "event: response.created\n" +
+		`data: {"type":"response.created","response":{"id":"r","usage":null}}` + "\n\n" +
+		"event: response.output_text.delta\n" +
+		`data: {"type":"response.output_text.delta","delta":"usage"}` + "\n\n" +
+		"event: response.completed\n" +
+		`data: {"type":"response.completed","response":{"id":"r","usage":{"input_tokens":100,"input_tokens_details":{"cached_tokens":40},"output_tokens":25,"output_tokens_details":{"reasoning_tokens":20},"total_tokens":125}}}` + "\n\n"
+	geminiSSE := `data: {"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":{"promptTokenCount":50,"candidatesTokenCount":1,"totalTokenCount":51}}` + "\r\n\r\n" +
+		`data: {"candidates":[{"content":{"parts":[{"text":"b"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":50,"cachedContentTokenCount":10,"candidatesTokenCount":7,"thoughtsTokenCount":30,"toolUsePromptTokenCount":5,"totalTokenCount":92}}` + "\r\n\r\n"
+	tests := []struct {
+		name  string
+		usage *usageReader
+		body  string
+		sse   bool
+		want  usageFields
+	}{
+		{"responses sse", responsesUsage, responsesSSE, true, usageFields{input: 60, cacheRead: 40, output: 25}},
+		{"responses json", responsesUsage, `{"id":"r","usage":{"input_tokens":9,"output_tokens":3}}`, false, usageFields{input: 9, output: 3}},
+		{"responses cut before completed", responsesUsage, responsesSSE[:strings.Index(responsesSSE, "event: response.completed")], true, usageFields{}},
+		{"gemini sse", geminiUsage, geminiSSE, true, usageFields{input: 45, cacheRead: 10, output: 37}},
+		{"gemini json", geminiUsage, `{"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":2}}`, false, usageFields{input: 8, output: 2}},
+		{"gemini json array", geminiUsage, `[{"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":1}},{"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":4}}]`, false, usageFields{input: 8, output: 4}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, sizes := range [][]int{{1 << 20}, {1}, {7, 3, 50}} {
+				if got := readUsage(tc.usage, tc.body, tc.sse, sizes); got != tc.want {
+					t.Fatalf("reads of %v: usage %+v, want %+v", sizes, got, tc.want)
+				}
 			}
 		})
 	}

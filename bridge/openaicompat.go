@@ -243,9 +243,17 @@ func chatToMessage(body []byte, model string) ([]byte, error) {
 		"id": cmpOr(r.Get("id").String(), "msg_agentbox"), "type": "message", "role": "assistant",
 		"model": cmpOr(r.Get("model").String(), model), "content": content,
 		"stop_reason": stopReason(r.Get("choices.0.finish_reason").String()), "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": r.Get("usage.prompt_tokens").Int(), "output_tokens": r.Get("usage.completion_tokens").Int(),
-			"cache_read_input_tokens": r.Get("usage.prompt_tokens_details.cached_tokens").Int()},
+		"usage": chatUsage(r.Get("usage")),
 	})
+}
+
+// chatUsage is a Chat Completions usage object in the Messages API's
+// terms: its prompt_tokens count the cached ones, which the Messages API
+// counts apart.
+func chatUsage(u gjson.Result) map[string]any {
+	cached := u.Get("prompt_tokens_details.cached_tokens").Int()
+	return map[string]any{"input_tokens": u.Get("prompt_tokens").Int() - cached, "output_tokens": u.Get("completion_tokens").Int(),
+		"cache_read_input_tokens": cached}
 }
 
 // toolInput is a tool call's arguments as a JSON object ({} when the model
@@ -307,8 +315,7 @@ type chatStream struct {
 	tools   map[int]int
 	next    int
 	finish  string
-	in, out int64
-	cached  int64
+	usage   map[string]any
 }
 
 // translateChatStream copies the Chat Completions stream r onto w as
@@ -393,8 +400,7 @@ func (s *chatStream) chunk(c gjson.Result) error {
 		s.model = m
 	}
 	if u := c.Get("usage"); u.IsObject() {
-		s.in, s.out = u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int()
-		s.cached = u.Get("prompt_tokens_details.cached_tokens").Int()
+		s.usage = chatUsage(u)
 	}
 	ch := c.Get("choices.0")
 	if !ch.Exists() {
@@ -454,8 +460,12 @@ func (s *chatStream) end() error {
 	if err := s.closeBlock(); err != nil {
 		return err
 	}
+	usage := s.usage
+	if usage == nil {
+		usage = chatUsage(gjson.Result{})
+	}
 	if err := s.event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stopReason(s.finish), "stop_sequence": nil},
-		"usage": map[string]any{"input_tokens": s.in, "output_tokens": s.out, "cache_read_input_tokens": s.cached}}); err != nil {
+		"usage": usage}); err != nil {
 		return err
 	}
 	return s.event("message_stop", map[string]any{})

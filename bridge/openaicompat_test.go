@@ -76,14 +76,15 @@ func TestChatToMessage(t *testing.T) {
 	out, err := chatToMessage([]byte(`{"id":"c1","model":"m","choices":[{"finish_reason":"tool_calls","message":{"content":"Looking.",
 	  "tool_calls":[{"id":"call_1","type":"function","function":{"name":"Bash","arguments":"{\"command\":\"ls\"}"}},
 	                {"id":"call_2","type":"function","function":{"name":"Read","arguments":"not json"}}]}}],
-	  "usage":{"prompt_tokens":12,"completion_tokens":7}}`), "m")
+	  "usage":{"prompt_tokens":12,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":5}}}`), "m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := gjson.ParseBytes(out)
 	for path, want := range map[string]string{
 		"type": "message", "stop_reason": "tool_use", "content.0.text": "Looking.", "content.1.type": "tool_use",
-		"content.1.input.command": "ls", "content.2.input": "{}", "usage.input_tokens": "12", "usage.output_tokens": "7",
+		"content.1.input.command": "ls", "content.2.input": "{}", "usage.input_tokens": "7", "usage.output_tokens": "7",
+		"usage.cache_read_input_tokens": "5",
 	} {
 		if got := r.Get(path).String(); got != want {
 			t.Errorf("%s = %q, want %q", path, got, want)

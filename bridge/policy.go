@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -29,24 +30,40 @@ type route struct {
 	// methods, for a prefix route, are the Gemini methods the segment
 	// must end with (MODEL:METHOD); none: a plain model id.
 	methods []string
+	// api is the API the route belongs to: its headers, its errors' shape.
+	api api
+	// body is what the request body may hold (nil: the route takes none),
+	// and maxBody its size in bytes.
+	body    func(gjson.Result) *fieldError
+	maxBody int64
+	// usage reads the tokens of its answers (nil: not metered: token
+	// counts, model listings).
+	usage *usageReader
 }
 
-// routes are the Messages API routes the CLI needs (observed with Claude
-// Code 2.1: messages with ?beta=true, token counting, model listings).
+// Request body limits, each the provider's own: the Messages API's 32 MB,
+// the Gemini API's 20 MB for inline data; the Responses API's 50 MB of
+// images are held to the Messages API's limit (the CLIs send far less).
+const (
+	maxMessagesBody  = 32 << 20
+	maxResponsesBody = 32 << 20
+	maxGeminiBody    = 20 << 20
+)
+
+// routes are the routes the CLIs need (observed with Claude Code 2.1:
+// messages with ?beta=true, token counting, model listings).
 var routes = []route{
-	{http.MethodPost, "/v1/messages", []string{"beta"}, nil},
-	{http.MethodPost, "/v1/messages/count_tokens", []string{"beta"}, nil},
-	{http.MethodGet, "/v1/models", []string{"beta", "limit", "after_id", "before_id"}, nil},
-	{http.MethodGet, "/v1/models/", []string{"beta"}, nil},
+	{method: http.MethodPost, path: "/v1/messages", query: []string{"beta"}, api: apiAnthropic, body: checkMessages, maxBody: maxMessagesBody, usage: messagesUsage},
+	{method: http.MethodPost, path: "/v1/messages/count_tokens", query: []string{"beta"}, api: apiAnthropic, body: checkCountTokens, maxBody: maxMessagesBody},
+	{method: http.MethodGet, path: "/v1/models", query: []string{"beta", "limit", "after_id", "before_id"}, api: apiAnthropic},
+	{method: http.MethodGet, path: "/v1/models/", query: []string{"beta"}, api: apiAnthropic},
 	// Codex (wire_api "responses") and opencode's openai provider.
-	{http.MethodPost, "/v1/responses", nil, nil},
+	{method: http.MethodPost, path: "/v1/responses", api: apiOpenAI, body: checkResponses, maxBody: maxResponsesBody, usage: responsesUsage},
 	// The Gemini CLI (@google/genai): the agent loop streams, its helper
 	// calls (routing, loop checks) and token counts do not.
-	{http.MethodPost, "/v1beta/models/", []string{"alt"}, geminiMethods},
+	{method: http.MethodPost, path: "/v1beta/models/", query: []string{"alt"}, methods: []string{"generateContent", "streamGenerateContent"}, api: apiGemini, body: checkGemini, maxBody: maxGeminiBody, usage: geminiUsage},
+	{method: http.MethodPost, path: "/v1beta/models/", query: []string{"alt"}, methods: []string{"countTokens"}, api: apiGemini, body: checkGeminiCount, maxBody: maxGeminiBody},
 }
-
-// geminiMethods are the Gemini API methods a sandbox may call.
-var geminiMethods = []string{"generateContent", "streamGenerateContent", "countTokens"}
 
 // GeminiRoute reports whether a (checked) path is a Gemini API call, which
 // carries its key as x-goog-api-key and names its model in the path.
@@ -55,25 +72,16 @@ func GeminiRoute(p string) bool { return strings.HasPrefix(p, "/v1beta/models/")
 // modelID is what a model id in GET /v1/models/{id} may look like.
 var modelID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
 
-// routeError is a refused request: the status and the message the sandbox
-// gets.
-type routeError struct {
-	status int
-	typ    string
-	msg    string
-	allow  string
-}
-
 // checkRoute normalises the request's path (percent-decoded, dot segments
 // and repeated slashes resolved, as path.Clean does) and matches it, with
 // the method and the query parameters, against routes. It returns the
-// path to forward: the normalised one, which is what was checked, so
-// "/v1/messages/../files", "//v1/files" or "/v1%2Ffiles" can never reach
-// another endpoint upstream than the one allowed.
-func checkRoute(r *http.Request) (string, *routeError) {
+// route and the path to forward: the normalised one, which is what was
+// checked, so "/v1/messages/../files", "//v1/files" or "/v1%2Ffiles" can
+// never reach another endpoint upstream than the one allowed.
+func checkRoute(r *http.Request) (*route, string, *refusal) {
 	p := r.URL.Path // already percent-decoded
 	if strings.Contains(p, "\x00") || !strings.HasPrefix(p, "/") {
-		return "", &routeError{status: http.StatusBadRequest, typ: "invalid_request_error", msg: "the path is not valid"}
+		return nil, "", &refusal{status: http.StatusBadRequest, typ: errInvalid, msg: "the path is not valid"}
 	}
 	clean := path.Clean(p)
 	var match *route
@@ -100,24 +108,24 @@ func checkRoute(r *http.Request) (string, *routeError) {
 	}
 	switch {
 	case len(methods) == 0:
-		return "", &routeError{status: http.StatusNotFound, typ: "not_found_error", msg: clean + " is not available to sandboxes"}
+		return nil, "", &refusal{status: http.StatusNotFound, typ: errNotFound, msg: clean + " is not available to sandboxes"}
 	case match == nil:
 		sort.Strings(methods)
 		allow := strings.Join(slices.Compact(methods), ", ")
-		return "", &routeError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error",
+		return nil, "", &refusal{status: http.StatusMethodNotAllowed, typ: errInvalid,
 			msg: fmt.Sprintf("%s %s is not available to sandboxes (allowed: %s)", r.Method, clean, allow), allow: allow}
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return "", &routeError{status: http.StatusBadRequest, typ: "invalid_request_error", msg: "the query string is not valid: " + err.Error()}
+		return nil, "", &refusal{status: http.StatusBadRequest, typ: errInvalid, msg: "the query string is not valid: " + err.Error()}
 	}
 	for k := range q {
 		if !slices.Contains(match.query, k) {
-			return "", &routeError{status: http.StatusBadRequest, typ: "invalid_request_error",
+			return nil, "", &refusal{status: http.StatusBadRequest, typ: errInvalid,
 				msg: fmt.Sprintf("query parameter %q is not available to sandboxes on %s", k, clean)}
 		}
 	}
-	return clean, nil
+	return match, clean, nil
 }
 
 // Limits hold a sandbox's model requests to what the turn decided: the
@@ -132,7 +140,17 @@ type Limits struct {
 	// under the cap, or thinking turned off when the cap leaves no room
 	// for the API's smallest budget.
 	MaxTokens int
+	// Calls bounds the model calls of a turn (0: DefaultCalls): one more
+	// is refused with a 429 the CLI does not retry.
+	Calls int
+	// Parallel bounds the model calls of a turn in flight at once (0:
+	// DefaultParallel): more wait for one to end.
+	Parallel int
 }
+
+func (l *Limits) calls() int { return cmp.Or(max(l.Calls, 0), DefaultCalls) }
+
+func (l *Limits) parallel() int { return cmp.Or(max(l.Parallel, 0), DefaultParallel) }
 
 // minThinkingBudget is the Messages API's smallest thinking budget.
 const minThinkingBudget = 1024

@@ -60,7 +60,7 @@ func TestCheckRoute(t *testing.T) {
 		t.Run(tt.method+" "+tt.target, func(t *testing.T) {
 			t.Parallel()
 			r := httptest.NewRequest(tt.method, "http://bridge"+tt.target, nil)
-			got, err := checkRoute(r)
+			_, got, err := checkRoute(r)
 			if err != nil {
 				got = "status " + strconv.Itoa(err.status)
 				if err.status == http.StatusMethodNotAllowed && err.allow == "" {
@@ -86,16 +86,20 @@ func FuzzCheckRoute(f *testing.F) {
 		if err != nil {
 			return
 		}
-		got, rerr := checkRoute(r)
+		rt, got, rerr := checkRoute(r)
 		if rerr != nil {
 			return
+		}
+		if rt.method != method {
+			t.Fatalf("%s %q matched the %s route %s", method, target, rt.method, rt.path)
 		}
 		if path.Clean(got) != got || strings.Contains(got, "..") {
 			t.Fatalf("forwarded %q for %s %q", got, method, target)
 		}
 		switch {
-		case got == "/v1/messages", got == "/v1/messages/count_tokens", got == "/v1/models":
+		case got == "/v1/messages", got == "/v1/messages/count_tokens", got == "/v1/models", got == "/v1/responses":
 		case strings.HasPrefix(got, "/v1/models/") && modelID.MatchString(strings.TrimPrefix(got, "/v1/models/")):
+		case GeminiRoute(got) && strings.Count(got, "/") == 3 && strings.Contains(got, ":"):
 		default:
 			t.Fatalf("forwarded %q, which no route allows", got)
 		}

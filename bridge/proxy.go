@@ -2,9 +2,9 @@ package bridge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,17 +14,15 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/breaker"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
 )
-
-// MaxModelRequest caps a model request body (the Messages API's own limit).
-const MaxModelRequest = 32 << 20
 
 // DefaultAnthropicHost is the upstream of an anthropic connector without a
 // host; DefaultOpenAIHost an openai connector's.
@@ -107,11 +105,21 @@ type modelServer struct {
 	// was refused with.
 	refused atomic.Pointer[chat.Error]
 	limits  atomic.Pointer[Limits]
+	// calls are the model calls of the turn at hand (BeginTurn starts a
+	// new count); memory bounds the request bodies held at once.
+	calls  atomic.Pointer[turnCalls]
+	memory *memoryBudget
 }
 
 func newModelServer(s *Session, up *upstreamTarget, ln net.Listener) *modelServer {
-	m := &modelServer{s: s, ln: ln, token: "agentbox-bridge-" + randomName(24)}
+	conns := s.opts.Connections
+	if conns <= 0 {
+		conns = DefaultConnections
+	}
+	ln = &connLimiter{Listener: ln, max: int64(conns), server: s.opts.Server}
+	m := &modelServer{s: s, ln: ln, token: "agentbox-bridge-" + randomName(24), memory: newMemoryBudget(s.opts.Server)}
 	m.up.Store(up)
+	m.calls.Store(newTurnCalls())
 	tr := s.opts.Transport
 	if tr == nil {
 		tr = sharedTransport
@@ -127,8 +135,11 @@ func newModelServer(s *Session, up *upstreamTarget, ln net.Listener) *modelServe
 	m.srv = &http.Server{
 		Handler:           m,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          log.New(io.Discard, "", 0),
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ConnContext:       connContext,
 	}
 	return m
 }
@@ -150,8 +161,8 @@ func (m *modelServer) close() error {
 	return nil
 }
 
-// ServeHTTP checks the token, the deadline, the route and the body, then
-// forwards.
+// ServeHTTP checks the token, the deadline, the route, the turn's budget,
+// the headers and the body, then forwards.
 func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.URL.Path == "/" && (r.Method == http.MethodHead || r.Method == http.MethodGet) {
@@ -160,23 +171,54 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	a := apiOf(r.URL.Path)
+	if r.Context().Value(overKey{}) != nil {
+		m.refuse(w, r, a, &refusal{status: http.StatusTooManyRequests, typ: errRateLimit, reason: RefusedConnections, retryAfter: 1, close: true,
+			msg: "the sandbox holds as many connections to the model proxy as it may; reuse one (keep-alive) or retry once one closed"})
+		return
+	}
 	if m.revoked.Load() || !m.validToken(r) {
-		m.s.log.Warn("bridge model proxy: refused", "path", r.URL.Path, "reason", "bad or stale token")
-		apiError(w, http.StatusUnauthorized, "authentication_error", "agentbox bridge: invalid or expired token for this request")
+		m.refuse(w, r, a, &refusal{status: http.StatusUnauthorized, typ: errAuth, msg: "invalid or expired token for this request"})
 		return
 	}
 	if err := m.s.active().Err(); err != nil {
-		apiError(w, http.StatusForbidden, "permission_error", "agentbox bridge: the request's deadline has passed")
+		m.refuse(w, r, a, &refusal{status: http.StatusForbidden, typ: errPermission, msg: "the request's deadline has passed"})
 		return
 	}
-	clean, rerr := checkRoute(r)
-	if rerr != nil {
-		m.s.log.Warn("bridge model proxy: refused", "method", r.Method, "path", r.URL.Path, "reason", rerr.msg)
-		if rerr.allow != "" {
-			w.Header().Set("Allow", rerr.allow)
-		}
-		apiError(w, rerr.status, rerr.typ, "agentbox bridge: "+rerr.msg)
+	rt, clean, f := checkRoute(r)
+	if f != nil {
+		m.refuse(w, r, a, f)
 		return
+	}
+	a = rt.api
+	if ferr := checkBetas(r.Header); ferr != nil {
+		m.refuse(w, r, a, ferr.refusal())
+		return
+	}
+	// The call, and its waits, end with the sandbox's connection or the
+	// session (Close, the turn's deadline), whichever comes first.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(m.s.active(), cancel)
+	defer stop()
+	l := m.limits.Load()
+	if r.Method == http.MethodPost {
+		// Every call counts against the turn's, as it arrives; past the
+		// bound none reaches the provider, and the CLI is told not to
+		// retry (Claude Code retries a 429 otherwise).
+		calls := m.calls.Load()
+		if !calls.admit(l.calls()) {
+			m.refuse(w, r, a, &refusal{status: http.StatusTooManyRequests, typ: errRateLimit, reason: RefusedCalls, noRetry: true,
+				msg: fmt.Sprintf("this turn made the %d model calls it may (limits.model_proxy.calls_per_turn)", l.calls())})
+			return
+		}
+		// In flight at once: the rest wait, holding only their connection
+		// (their bodies are not read yet).
+		if err := calls.enter(ctx, l.parallel()); err != nil {
+			m.refuse(w, r, a, &refusal{status: http.StatusForbidden, typ: errPermission, msg: "the request's deadline has passed"})
+			return
+		}
+		defer calls.leave()
 	}
 	// The connector's breaker: while it is open the CLI's call is refused
 	// with a status it does not retry, so the turn fails at once with a
@@ -187,14 +229,14 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	up := m.up.Load()
 	done, err := up.breaker.Allow()
 	if err != nil {
+		f := &refusal{status: http.StatusBadRequest, typ: errInvalid, msg: err.Error(), noRetry: true}
 		var ce *chat.Error
 		if errors.As(err, &ce) {
 			m.refused.CompareAndSwap(nil, ce)
-			w.Header().Set("Retry-After", fmt.Sprint(int(ce.RetryAfter.Seconds()+0.999)))
+			f.retryAfter = int(ce.RetryAfter.Seconds() + 0.999)
 		}
-		w.Header().Set("X-Should-Retry", "false")
-		m.s.log.Warn("bridge model proxy: refused", "path", r.URL.Path, "reason", "circuit breaker open")
-		apiError(w, http.StatusBadRequest, "invalid_request_error", "agentbox bridge: "+err.Error())
+		m.s.log.Warn("bridge model proxy: refused", "path", clean, "reason", "circuit breaker open")
+		writeRefusal(w, a, f)
 		return
 	}
 	// Whatever path the call takes, it reports its outcome once; a call
@@ -203,7 +245,7 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer done(breaker.Ignore)
 	// What is forwarded is what was checked, with the turn's model in a
 	// Gemini path.
-	if l := m.limits.Load(); l != nil && l.Model != "" && GeminiRoute(clean) {
+	if l.Model != "" && GeminiRoute(clean) {
 		model, method, _ := strings.Cut(strings.TrimPrefix(clean, "/v1beta/models/"), ":")
 		if model != l.Model {
 			clean = "/v1beta/models/" + l.Model + ":" + method
@@ -211,25 +253,33 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	r.URL.Path, r.URL.RawPath = clean, ""
-	r.Body = http.MaxBytesReader(w, r.Body, MaxModelRequest)
-	if r.Method == http.MethodPost {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				apiError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("agentbox bridge: request body exceeds %d bytes", mbe.Limit))
-				return
-			}
-			apiError(w, http.StatusBadRequest, "invalid_request_error", "agentbox bridge: the request body could not be read")
+	chatUp := up.chat && messagesRoute(clean)
+	if rt.body == nil {
+		if up.chat {
+			m.refuse(w, r, a, &refusal{status: http.StatusNotFound, typ: errNotFound, msg: clean + " has no counterpart on the assistant's OpenAI-compatible connector"})
 			return
 		}
-		if l := m.limits.Load(); l != nil {
-			var changed []string
-			if body, changed = l.apply(body); len(changed) > 0 {
-				m.s.log.Info("bridge model proxy: request held to the assistant's limits", "path", clean, "changed", changed)
-			}
+		r.Body, r.ContentLength = http.NoBody, 0
+	} else {
+		body, release, err := m.memory.readBody(ctx, w, r, rt.maxBody)
+		defer release()
+		if err != nil {
+			m.refuse(w, r, a, m.memory.refusal(err, rt.maxBody))
+			return
 		}
-		if up.chat && messagesRoute(clean) {
+		if !gjson.ValidBytes(body) {
+			m.refuse(w, r, a, &refusal{status: http.StatusBadRequest, typ: errInvalid, msg: "the request body is not valid JSON"})
+			return
+		}
+		if ferr := rt.body(gjson.ParseBytes(body)); ferr != nil {
+			m.refuse(w, r, a, ferr.refusal())
+			return
+		}
+		var changed []string
+		if body, changed = l.apply(body); len(changed) > 0 {
+			m.s.log.Info("bridge model proxy: request held to the assistant's limits", "path", clean, "changed", changed)
+		}
+		if chatUp {
 			if clean == "/v1/messages/count_tokens" {
 				// Chat Completions has no token count: an estimate (four
 				// bytes a token) serves the CLI's context bookkeeping.
@@ -238,7 +288,7 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if body, err = messagesToChat(body, up.model); err != nil {
-				apiError(w, http.StatusBadRequest, "invalid_request_error", "agentbox bridge: "+err.Error())
+				m.refuse(w, r, a, &refusal{status: http.StatusBadRequest, typ: errInvalid, msg: err.Error()})
 				return
 			}
 			// Messages API query parameters (beta=true) mean nothing there.
@@ -247,18 +297,27 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		r.Header.Del("Content-Length")
-	} else if up.chat {
-		apiError(w, http.StatusNotFound, "not_found_error", "agentbox bridge: "+clean+" has no counterpart on the assistant's OpenAI-compatible connector")
-		return
 	}
-	// The call ends with the sandbox's connection or the session (Close,
-	// request deadline), whichever comes first.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(m.s.active(), cancel)
-	defer stop()
-	r = r.WithContext(context.WithValue(ctx, reqInfoKey{}, reqInfo{start: start, path: clean, up: up, done: done}))
+	if dropped := filterHeaders(r.Header, a, chatUp); len(dropped) > 0 {
+		m.s.log.Debug("bridge model proxy: headers not forwarded", "path", clean, "headers", dropped)
+	}
+	if r.Method == http.MethodPost {
+		m.meter.forwarded()
+	}
+	r = r.WithContext(context.WithValue(ctx, reqInfoKey{}, reqInfo{start: start, path: clean, rt: rt, up: up, done: done}))
 	m.proxy.ServeHTTP(w, r)
+}
+
+// refuse answers r with f in its API's shape, logs it, and tells the
+// session's OnRefuse of a refusal with a reason, once per reason and field
+// in a turn.
+func (m *modelServer) refuse(w http.ResponseWriter, r *http.Request, a api, f *refusal) {
+	m.s.log.Warn("bridge model proxy: refused", "method", r.Method, "path", r.URL.Path, "status", f.status,
+		"reason", cmp.Or(f.reason, f.typ), "field", f.field, "message", f.msg)
+	writeRefusal(w, a, f)
+	if f.reason != "" && m.s.opts.OnRefuse != nil && m.calls.Load().first(f.reason+"\x00"+f.field) {
+		m.s.opts.OnRefuse(Refusal{Reason: f.reason, Field: f.field, Message: "agentbox bridge: " + f.msg})
+	}
 }
 
 // messagesRoute reports a (checked) Messages API path: what an openai
@@ -270,6 +329,7 @@ func messagesRoute(p string) bool { return strings.HasPrefix(p, "/v1/messages") 
 type reqInfo struct {
 	start time.Time
 	path  string
+	rt    *route
 	// up is the upstream the request goes to (SetUpstream may change the
 	// session's meanwhile); done reports the outcome to its breaker.
 	up   *upstreamTarget
@@ -372,61 +432,33 @@ func (m *modelServer) modifyResponse(resp *http.Response) error {
 			info.done(breaker.Failure)
 		}
 	}
-	// Only answered Messages calls count; errors, token counts and model
+	// Only answered model calls count; errors, token counts and model
 	// listings pass through unmetered.
-	mb.metered = resp.StatusCode/100 == 2 && info.path == "/v1/messages"
+	if resp.StatusCode/100 == 2 && info.rt != nil {
+		mb.usage = info.rt.usage
+	}
 	resp.Body = mb
 	return nil
 }
 
 func (m *modelServer) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	var mbe *http.MaxBytesError
-	if info, ok := r.Context().Value(reqInfoKey{}).(reqInfo); ok && info.done != nil &&
-		m.s.active().Err() == nil && r.Context().Err() == nil && !errors.As(err, &mbe) {
+	info, _ := r.Context().Value(reqInfoKey{}).(reqInfo)
+	if info.done != nil && m.s.active().Err() == nil && r.Context().Err() == nil {
 		info.done(breaker.Failure) // the upstream could not be reached
+	}
+	a := apiOf(r.URL.Path)
+	if info.rt != nil {
+		a = info.rt.api
 	}
 	switch {
 	case m.s.active().Err() != nil:
 		m.s.log.Warn("bridge model proxy: request ended by the session", "path", r.URL.Path)
-		apiError(w, http.StatusGatewayTimeout, "timeout_error", "agentbox bridge: the request's deadline has passed")
+		writeRefusal(w, a, &refusal{status: http.StatusGatewayTimeout, typ: errTimeout, msg: "the request's deadline has passed"})
 	case errors.Is(err, context.Canceled):
 		// The sandbox went away; nobody reads the answer.
 	default:
-		if errors.As(err, &mbe) {
-			apiError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("agentbox bridge: request body exceeds %d bytes", mbe.Limit))
-			return
-		}
 		// The error names the upstream host, never the key.
 		m.s.log.Warn("bridge model proxy: upstream", "err", err)
-		apiError(w, http.StatusBadGateway, "api_error", "agentbox bridge: the model host could not be reached")
-	}
-}
-
-// apiError writes an error in the Anthropic API's shape, which the CLI
-// reports as it is.
-func apiError(w http.ResponseWriter, status int, typ, msg string) {
-	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-// meter sums usage over a session's model requests.
-type meter struct {
-	mu sync.Mutex
-	u  usageFields
-	n  int
-}
-
-func (m *meter) add(u usageFields, counted bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.u.input += u.input
-	m.u.output += u.output
-	m.u.cacheRead += u.cacheRead
-	m.u.cacheCreation += u.cacheCreation
-	if counted {
-		m.n++
+		writeRefusal(w, a, &refusal{status: http.StatusBadGateway, typ: errAPI, msg: "the model host could not be reached"})
 	}
 }

@@ -156,13 +156,14 @@ func TestProxyTokenSwapAndMetering(t *testing.T) {
 	// Token counting and error answers pass through unmetered.
 	resp = post(t, c, "http://bridge", "/v1/messages/count_tokens", s.Token(), `{}`)
 	resp.Body.Close()
-	resp = post(t, c, "http://bridge", "/v1/messages", s.Token(), `{"rate":1}`)
+	resp = post(t, c, "http://bridge", "/v1/messages", s.Token(), `{"model":"rate"}`)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("rate limited: status %d", resp.StatusCode)
 	}
 
-	want := chat.Usage{InputTokens: 15, OutputTokens: 9, CacheReadTokens: 3, CacheCreationTokens: 4}
+	// Four calls went to the provider; two answers are metered.
+	want := chat.Usage{InputTokens: 15, OutputTokens: 9, CacheReadTokens: 3, CacheCreationTokens: 4, ModelCalls: 4}
 	if got := s.Usage(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("usage = %+v, want %+v", got, want)
 	}

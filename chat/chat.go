@@ -28,6 +28,7 @@
 package chat
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -150,10 +151,30 @@ type Usage struct {
 	CostUSD             float64 `json:"cost_usd,omitempty"`
 	Turns               int     `json:"turns,omitempty"`
 	DurationMS          int64   `json:"duration_ms,omitempty"`
+	// ModelCalls counts the model API calls a sandboxed turn's CLI made
+	// through the bridge's model proxy (0 without one).
+	ModelCalls int `json:"model_calls,omitempty"`
+	// TokensFrom says who counted the token fields: MeteredByProxy (the
+	// bridge's model proxy, from the provider's answers), MeteredByCLI
+	// (the CLI's own report), or "" (a direct call's answer).
+	TokensFrom string `json:"tokens_from,omitempty"`
+	// CostFrom says who priced CostUSD: MeteredByCLI (the CLI, for the
+	// calls it made itself) or "" (no cost).
+	CostFrom string `json:"cost_from,omitempty"`
+	// CLI is the CLI's own report of its tokens and cost when the tokens
+	// above are the proxy's (nil otherwise): the two differ when the CLI
+	// miscounts or the agent made calls of its own.
+	CLI *Usage `json:"cli,omitempty"`
 	// Egress is the sandbox's traffic through its egress proxy, per host,
 	// sorted by host (empty without an egress policy).
 	Egress []HostUsage `json:"egress,omitempty"`
 }
+
+// Who counted a Usage's figures (Usage.TokensFrom, Usage.CostFrom).
+const (
+	MeteredByProxy = "proxy"
+	MeteredByCLI   = "cli"
+)
 
 // HostUsage is a turn's traffic to one host through the sandbox's egress
 // proxy.
@@ -180,6 +201,15 @@ func (u *Usage) Add(o Usage) {
 	u.CostUSD += o.CostUSD
 	u.Turns += o.Turns
 	u.DurationMS += o.DurationMS
+	u.ModelCalls += o.ModelCalls
+	u.TokensFrom = cmp.Or(o.TokensFrom, u.TokensFrom)
+	u.CostFrom = cmp.Or(o.CostFrom, u.CostFrom)
+	if o.CLI != nil {
+		if u.CLI == nil {
+			u.CLI = &Usage{}
+		}
+		u.CLI.Add(*o.CLI)
+	}
 	u.Egress = MergeHostUsage(u.Egress, o.Egress)
 }
 
