@@ -58,6 +58,27 @@ type Limits struct {
 	UploadsPerUser int
 	// Breaker tunes the circuit breaker of every connector.
 	Breaker BreakerLimits
+	// ModelProxy bounds what sandboxes ask of the bridge's model proxy.
+	ModelProxy ModelProxyLimits
+}
+
+// ModelProxyLimits bound what sandboxes ask of the bridge's model proxy
+// (app.jsonc "limits.model_proxy"). A zero field is the bridge's default
+// (bridge.DefaultCalls, DefaultParallel, DefaultConnections,
+// DefaultRequestMemory).
+type ModelProxyLimits struct {
+	// CallsPerTurn bounds the model calls of one turn; one more is refused
+	// (a 429 in the API's shape, which the CLI reports).
+	CallsPerTurn int
+	// ParallelCalls bounds a turn's model calls in flight at once; more
+	// wait for one to end.
+	ParallelCalls int
+	// Connections bounds one sandbox's open connections to the proxy.
+	Connections int
+	// RequestMemory bounds the request bodies the proxies of every sandbox
+	// of the server hold at once, in bytes; a request past it waits, then
+	// gets a 429.
+	RequestMemory int64
 }
 
 // BreakerLimits tune the connectors' circuit breakers.
@@ -188,6 +209,12 @@ type rawLimits struct {
 	Uploads           *int       `json:"uploads"`
 	UploadsPerUser    *int       `json:"uploads_per_user"`
 	Breaker           rawBreaker `json:"breaker"`
+	ModelProxy        struct {
+		CallsPerTurn  *int   `json:"calls_per_turn"`
+		ParallelCalls *int   `json:"parallel_calls"`
+		Connections   *int   `json:"connections"`
+		RequestMemory string `json:"request_memory"`
+	} `json:"model_proxy"`
 }
 
 type rawBreaker struct {
@@ -244,6 +271,19 @@ func (d *doc) limits(r rawLimits) Limits {
 	intIn("limits.uploads_per_user", r.UploadsPerUser, 1, 10000, &l.UploadsPerUser)
 	intIn("limits.breaker.failures", r.Breaker.Failures, 1, 1000, &l.Breaker.Failures)
 	durIn("limits.breaker.cooldown", r.Breaker.Cooldown, time.Second, time.Hour, &l.Breaker.Cooldown)
+	mp := r.ModelProxy
+	intIn("limits.model_proxy.calls_per_turn", mp.CallsPerTurn, 1, 1000000, &l.ModelProxy.CallsPerTurn)
+	intIn("limits.model_proxy.parallel_calls", mp.ParallelCalls, 1, 1000, &l.ModelProxy.ParallelCalls)
+	intIn("limits.model_proxy.connections", mp.Connections, 4, 10000, &l.ModelProxy.Connections)
+	if d.has("limits.model_proxy.request_memory") {
+		// At least two of the largest requests (the Messages API's 32 MB).
+		n, err := units.ParseBytes(strings.TrimSpace(mp.RequestMemory))
+		if err != nil || n < 64<<20 || n > maxDisk {
+			d.errPath("limits.model_proxy.request_memory", "limits.model_proxy.request_memory: %q: want a size from 64m to 16t, like \"256m\"", mp.RequestMemory)
+		} else {
+			l.ModelProxy.RequestMemory = n
+		}
+	}
 	return l
 }
 

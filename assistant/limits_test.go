@@ -135,6 +135,38 @@ func TestKeptLimits(t *testing.T) {
 	}
 }
 
+// TestModelProxyLimits: limits.model_proxy, left to the bridge's defaults
+// (zero) unless set, and its problems.
+func TestModelProxyLimits(t *testing.T) {
+	t.Parallel()
+	app, err := Load(appWith(t, `{"limits": {"model_proxy": {"calls_per_turn": 200, "parallel_calls": 8, "connections": 16, "request_memory": "128m"}}}`))
+	want := ModelProxyLimits{CallsPerTurn: 200, ParallelCalls: 8, Connections: 16, RequestMemory: 128 << 20}
+	if err != nil || app.Config.Limits.ModelProxy != want {
+		t.Fatalf("limits %+v, %v", app.Config.Limits.ModelProxy, err)
+	}
+	if d := DefaultLimits().ModelProxy; d != (ModelProxyLimits{}) {
+		t.Errorf("defaults %+v: want the bridge's (zero)", d)
+	}
+	_, err = Load(appWith(t, `{"limits": {"model_proxy": {
+  "calls_per_turn": 0,
+  "parallel_calls": 5000,
+  "connections": 2,
+  "request_memory": "1m",
+  "per_user": 1,
+}}}`))
+	for _, want := range []string{
+		"app.jsonc:2:21: limits.model_proxy.calls_per_turn: 0 is out of range: want 1 to 1000000",
+		"app.jsonc:3:21: limits.model_proxy.parallel_calls: 5000 is out of range: want 1 to 1000",
+		"app.jsonc:4:18: limits.model_proxy.connections: 2 is out of range: want 4 to 10000",
+		`app.jsonc:5:21: limits.model_proxy.request_memory: "1m": want a size from 64m to 16t`,
+		`unknown field "per_user"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("problems lack %q: %v", want, err)
+		}
+	}
+}
+
 func TestParseMemoryCap(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]struct {

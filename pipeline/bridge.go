@@ -123,6 +123,20 @@ func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.A
 		Logger:    t.p.log.With("user", t.req.UserID, "chat", t.req.ChatID),
 		Gateway:   cfg.Gateways[runtime],
 		RemoteMCP: hasRemoteMCP(app),
+		Server:    t.p.proxyLimits,
+		// The connections of a kept chat's sandbox outlive this turn; the
+		// bound is the app's at the sandbox's start.
+		Connections: limits(app).ModelProxy.Connections,
+	}
+	// A kept chat's bridge serves its later turns too: a refusal is told
+	// to the turn at hand.
+	cur := t.cur
+	opts.OnRefuse = func(r bridge.Refusal) {
+		at := t
+		if cur != nil {
+			at = cur.Load()
+		}
+		at.modelRefused(r)
 	}
 	if t.keep {
 		// A kept chat's bridge serves its sandbox across turns: it ends
@@ -235,7 +249,8 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request, maxTokens i
 		c := sess.Connection()
 		c.Model = cmp.Or(req.Arguments.Model, c.Model)
 		req.Connector = c
-		if err := sess.SetLimits(bridge.Limits{Model: c.Model, MaxTokens: maxTokens}); err != nil {
+		mp := limits(app).ModelProxy
+		if err := sess.SetLimits(bridge.Limits{Model: c.Model, MaxTokens: maxTokens, Calls: mp.CallsPerTurn, Parallel: mp.ParallelCalls}); err != nil {
 			return &chat.Error{Code: chat.ErrInternal, Message: "bridge limits: " + err.Error(), Err: err}
 		}
 	}
@@ -255,6 +270,23 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request, maxTokens i
 		req.MCPServers[bridge.ServerName] = m
 	}
 	return nil
+}
+
+// NoticeModelRefused is the code of the notice sent when the bridge's
+// model proxy refuses a request of the sandbox for a reason the user
+// should hear of (a field or tool not allowed, the turn's calls spent,
+// memory or connections bounded), once per reason and field in a turn.
+const NoticeModelRefused = "model_request_refused"
+
+// modelRefused tells the client that the model proxy refused a request:
+// the CLI reads the proxy's error, the user reads this notice.
+func (t *turn) modelRefused(r bridge.Refusal) {
+	props := map[string]any{"code": NoticeModelRefused, "message": r.Message, "reason": r.Reason}
+	if r.Field != "" {
+		props["field"] = r.Field
+	}
+	t.p.log.Info("model request refused", "user", t.req.UserID, "chat", t.req.ChatID, "reason", r.Reason, "field", r.Field)
+	chat.Whole(t.emit, t.nextID("notice"), chat.TypeNotice, "The model proxy refused a request of the sandbox: "+r.Message, props)
 }
 
 // withBridgeEnv adds what the sandbox needs to reach sess (its credentials

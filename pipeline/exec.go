@@ -114,14 +114,36 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 			err = ce
 		}
 	}
-	if t.bridge != nil && res != nil {
-		// Tokens metered on the host cannot be under-reported by the sandbox.
-		if m := subUsage(t.bridge.Usage(), t.usageBase); m.InputTokens+m.OutputTokens > 0 {
-			res.Usage.InputTokens, res.Usage.OutputTokens = m.InputTokens, m.OutputTokens
-			res.Usage.CacheReadTokens, res.Usage.CacheCreationTokens = m.CacheReadTokens, m.CacheCreationTokens
+	if res != nil {
+		var metered chat.Usage
+		if t.bridge != nil && t.proxied(a) {
+			metered = subUsage(t.bridge.Usage(), t.usageBase)
 		}
+		res.Usage = withMetered(res.Usage, metered)
 	}
 	return res, err
+}
+
+// withMetered is a sandboxed turn's usage: the tokens the bridge's model
+// proxy metered from the provider's answers, which the sandbox cannot
+// under-report, with the CLI's own report kept beside them (its cost is
+// the only one: the proxy knows no prices); the CLI's alone when the
+// proxy metered none (Cursor, which talks to its own service).
+func withMetered(cli, metered chat.Usage) chat.Usage {
+	u := cli
+	u.TokensFrom, u.ModelCalls = chat.MeteredByCLI, metered.ModelCalls
+	if cli.CostUSD > 0 {
+		u.CostFrom = chat.MeteredByCLI
+	}
+	if metered.InputTokens+metered.OutputTokens == 0 {
+		return u
+	}
+	u.CLI = &chat.Usage{InputTokens: cli.InputTokens, OutputTokens: cli.OutputTokens,
+		CacheReadTokens: cli.CacheReadTokens, CacheCreationTokens: cli.CacheCreationTokens, CostUSD: cli.CostUSD}
+	u.InputTokens, u.OutputTokens = metered.InputTokens, metered.OutputTokens
+	u.CacheReadTokens, u.CacheCreationTokens = metered.CacheReadTokens, metered.CacheCreationTokens
+	u.TokensFrom = chat.MeteredByProxy
+	return u
 }
 
 // memHistory is the in-memory History used when none is configured.

@@ -317,6 +317,7 @@ func subUsage(a, b chat.Usage) chat.Usage {
 	a.OutputTokens -= b.OutputTokens
 	a.CacheReadTokens -= b.CacheReadTokens
 	a.CacheCreationTokens -= b.CacheCreationTokens
+	a.ModelCalls -= b.ModelCalls
 	return a
 }
 

@@ -126,6 +126,10 @@ type Pipeline struct {
 	breakers    *breaker.Set
 	metrics     *Metrics
 	kept        *keptChats
+	// proxyLimits bound what the model proxies of all this server's
+	// sandboxes hold at once (limits.model_proxy.request_memory, as the
+	// app had it at the start).
+	proxyLimits *bridge.ServerLimits
 
 	mu     sync.Mutex
 	active map[*turn]struct{}
@@ -188,17 +192,18 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.Metrics = mustMetrics()
 	}
 	return &Pipeline{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		executors: cfg.Executors,
-		hooks:     cfg.Hooks,
-		chatLocks: cfg.ChatLocks,
-		breakers:  cfg.Breakers,
-		metrics:   cfg.Metrics,
-		active:    map[*turn]struct{}{},
-		live:      map[*liveSandbox]struct{}{},
-		kept:      newKeptChats(),
-		closeDone: make(chan struct{}),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		executors:   cfg.Executors,
+		hooks:       cfg.Hooks,
+		chatLocks:   cfg.ChatLocks,
+		breakers:    cfg.Breakers,
+		metrics:     cfg.Metrics,
+		active:      map[*turn]struct{}{},
+		live:        map[*liveSandbox]struct{}{},
+		kept:        newKeptChats(),
+		closeDone:   make(chan struct{}),
+		proxyLimits: bridge.NewServerLimits(limits(cfg.App.Current()).ModelProxy.RequestMemory, 0),
 	}, nil
 }
 
