@@ -413,9 +413,11 @@ func filterHeaders(h http.Header, a api, chat bool) (dropped []string) {
 // Code 2.1.197 and 2.1.330 with Sonnet, Opus and Haiku models, with
 // subagents; opencode's anthropic provider), plus token counting and
 // fine-grained tool streaming, which their SDKs send on some calls. None
-// adds a provider-side tool or a price: not context-1m (long-context
-// pricing), fast-mode, code-execution, files-api, mcp-client,
-// mcp-servers, skills, web-search, advisor-tool or the hosted-agent betas.
+// adds a provider-side tool or a price: not fast-mode, code-execution,
+// files-api, mcp-client, mcp-servers, skills, web-search, advisor-tool or
+// the hosted-agent betas. context-1m (long-context pricing), which Claude
+// Code sends for a "[1m]" model and for its default model, passes only
+// when the turn's model asks for it (Limits.Model).
 var anthropicBetas = []string{
 	"claude-code-20250219",
 	"interleaved-thinking-2025-05-14",
@@ -435,12 +437,20 @@ var anthropicBetas = []string{
 	"token-counting-2024-11-01",
 }
 
+// contextBeta is the beta of the 1M-token context.
+const contextBeta = "context-1m-2025-08-07"
+
 // checkBetas checks every value of the Anthropic-Beta headers (each a
-// comma-separated list) against anthropicBetas.
-func checkBetas(h http.Header) *fieldError {
+// comma-separated list) against anthropicBetas, and contextBeta against
+// longContext.
+func checkBetas(h http.Header, longContext bool) *fieldError {
 	for _, v := range h.Values("Anthropic-Beta") {
 		for b := range strings.SplitSeq(v, ",") {
-			if b = strings.TrimSpace(b); b != "" && !slices.Contains(anthropicBetas, b) {
+			b = strings.TrimSpace(b)
+			if b == contextBeta && !longContext {
+				return &fieldError{field: "anthropic-beta", why: fmt.Sprintf("beta %q (long-context pricing) is allowed only when the assistant's model asks for it (a model name ending in %q)", b, "[1m]")}
+			}
+			if b != "" && b != contextBeta && !slices.Contains(anthropicBetas, b) {
 				return &fieldError{field: "anthropic-beta", why: fmt.Sprintf("beta %q is not one the sandboxed CLIs use; the model proxy does not forward it", b)}
 			}
 		}

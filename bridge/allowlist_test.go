@@ -46,11 +46,14 @@ func (u *recorder) last() *http.Request {
 	return u.reqs[len(u.reqs)-1]
 }
 
-// recordedRequest is one request of testdata/cli-requests (record_test.go).
-type recordedRequest struct {
+// RecordedRequest is one request a CLI sent, as testdata/cli-requests
+// keeps it (record_test.go records them): its shape, with long strings cut
+// and tool schemas left out (the allow list reads neither), and without
+// its key.
+type RecordedRequest struct {
 	Method string          `json:"method"`
 	Path   string          `json:"path"`
-	Query  string          `json:"query"`
+	Query  string          `json:"query,omitempty"`
 	Header http.Header     `json:"header"`
 	Body   json.RawMessage `json:"body"`
 }
@@ -81,7 +84,7 @@ func TestCLIRequestsPass(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var reqs []recordedRequest
+			var reqs []RecordedRequest
 			if err := json.Unmarshal(b, &reqs); err != nil {
 				t.Fatal(err)
 			}
@@ -149,6 +152,9 @@ func TestAllowListRefuses(t *testing.T) {
 		told = append(told, r)
 		mu.Unlock()
 	}})
+	if err := s.SetLimits(Limits{Model: "claude-sonnet-4-5"}); err != nil {
+		t.Fatal(err)
+	}
 	c := unixClient(s)
 	const msgs = `"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]`
 	const gem = `"contents":[{"role":"user","parts":[{"text":"hi"}]}]`
@@ -250,6 +256,44 @@ func TestAllowListRefuses(t *testing.T) {
 	// Messages, and Responses', are one notice.
 	if fields["tools[0].type"] != 1 || fields["mcp_servers"] != 1 || fields["anthropic-beta"] != 1 {
 		t.Errorf("refusals told %v", fields)
+	}
+}
+
+// TestLongContext: the 1M-token context's beta passes when the turn's
+// model asks for it ("[1m]", which the upstream does not get in the model
+// name) or when the turn sets no model, and is refused otherwise.
+func TestLongContext(t *testing.T) {
+	up := &recorder{}
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	s := startSession(t, Options{Upstream: testUpstream(srv.URL), Transport: srv.Client().Transport})
+	c := unixClient(s)
+	send := func() int {
+		req, _ := http.NewRequest("POST", "http://bridge/v1/messages?beta=true", strings.NewReader(`{"model":"claude-opus-4-8","messages":[]}`))
+		req.Header.Set("X-Api-Key", s.Token())
+		req.Header.Set("Anthropic-Beta", "claude-code-20250219,context-1m-2025-08-07")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		model  string
+		status int
+	}{{"", 200}, {"claude-opus-4-8[1m]", 200}, {"claude-opus-4-8", 400}} {
+		if err := s.SetLimits(Limits{Model: tc.model}); err != nil {
+			t.Fatal(err)
+		}
+		if st := send(); st != tc.status {
+			t.Errorf("model %q: status %d, want %d", tc.model, st, tc.status)
+		}
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if len(up.bodies) != 2 || gjson.Get(up.bodies[1], "model").String() != "claude-opus-4-8" {
+		t.Errorf("upstream bodies %q: want the model without [1m]", up.bodies)
 	}
 }
 

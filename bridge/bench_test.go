@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
 )
 
 // median returns the median of ds.
@@ -40,7 +41,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			up := httptest.NewServer(&fakeAnthropic{})
 			defer up.Close()
-			s := startSession(b, Options{Upstream: testUpstream(up.URL), Transport: up.Client().Transport})
+			s := startSession(b, Options{Upstream: testUpstream(up.URL), Transport: up.Client().Transport, Limits: Limits{Calls: b.N + 10}})
 			base := startGuestProxy(b, s)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 			defer client.CloseIdleConnections()
@@ -110,13 +111,38 @@ func BenchmarkToolRoundTrip(b *testing.B) {
 	}
 }
 
-// BenchmarkLimitsApply measures holding a Claude Code-sized messages
-// request (about 120 KB: the system prompt, 24 tool definitions, the
-// conversation) to the assistant's model and token limit.
-func BenchmarkLimitsApply(b *testing.B) {
-	body := []byte(`{"model":"claude-haiku-4-5","max_tokens":32000,"thinking":{"type":"enabled","budget_tokens":31999},"system":"` +
+// claudeSizedRequest is a messages request of Claude Code's size (about
+// 120 KB: the system prompt, 24 tool definitions, the conversation).
+func claudeSizedRequest() []byte {
+	return []byte(`{"model":"claude-haiku-4-5","max_tokens":32000,"thinking":{"type":"enabled","budget_tokens":31999},"system":"` +
 		strings.Repeat("You are a coding agent. ", 2000) + `","tools":[` + strings.TrimSuffix(strings.Repeat(`{"name":"Bash","description":"`+strings.Repeat("run a command ", 200)+`","input_schema":{"type":"object"}},`, 24), ",") +
-		`],"messages":[{"role":"user","content":"` + strings.Repeat("hello ", 5000) + `"}],"stream":true}`)
+		`],"messages":[{"role":"user","content":"` + strings.Repeat("hello ", 5000) + `"}` +
+		strings.Repeat(`,{"role":"assistant","content":[{"type":"text","text":"Running."},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls -la"}}]}`+
+			`,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"`+strings.Repeat("file ", 100)+`"}]}]}`, 20) +
+		`],"stream":true}`)
+}
+
+// BenchmarkAllowList measures checking a Claude Code-sized messages
+// request against the allow list (every top-level key, tool and content
+// block read, in place).
+func BenchmarkAllowList(b *testing.B) {
+	body := claudeSizedRequest()
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	for range b.N {
+		if !gjson.ValidBytes(body) {
+			b.Fatal("not JSON")
+		}
+		if ferr := checkMessages(gjson.ParseBytes(body)); ferr != nil {
+			b.Fatal(ferr)
+		}
+	}
+}
+
+// BenchmarkLimitsApply measures holding a Claude Code-sized messages
+// request to the assistant's model and token limit.
+func BenchmarkLimitsApply(b *testing.B) {
+	body := claudeSizedRequest()
 	l := Limits{Model: "claude-sonnet-4-5", MaxTokens: 4096}
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()

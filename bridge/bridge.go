@@ -5,15 +5,19 @@
 //     exposes the request's host tools (assistant JS functions, Go functions
 //     registered by embedders). Inside the sandbox the agent CLI starts
 //     `agentbox bridge mcp`, a stdio MCP server that relays to this socket.
-//   - model.sock: an HTTP proxy for the Anthropic Messages API. Inside the
-//     sandbox `agentbox bridge run` listens on loopback in the sandbox's own
-//     network namespace and relays to this socket. The sandbox holds only a
-//     per-request token; the host proxy checks it, swaps it for the
-//     connector's real key, meters usage and enforces the request deadline.
-//     It forwards only the routes the CLI needs (POST /v1/messages and
-//     /v1/messages/count_tokens, GET /v1/models[/{id}], with their known
-//     query parameters), matched after normalising the path, and holds
-//     every messages request to the turn's model and token limit (Limits).
+//   - model.sock: an HTTP proxy for the model APIs the CLIs speak (the
+//     Anthropic Messages API, the OpenAI Responses API, the Gemini API).
+//     Inside the sandbox `agentbox bridge run` listens on loopback in the
+//     sandbox's own network namespace and relays to this socket. The
+//     sandbox holds only a per-request token; the host proxy checks it,
+//     swaps it for the connector's real key, meters usage and enforces the
+//     request deadline. It forwards only the routes the CLIs need, matched
+//     after normalising the path (policy.go), with only the fields, tools,
+//     content sources, headers and betas they send (allowlist.go), holds
+//     every model request to the turn's model and token limit (Limits), and
+//     bounds what a sandbox takes: connections, request bodies' size, time
+//     and memory, a turn's calls (budget.go). A refusal is an error in the
+//     API's own shape (refusal.go).
 //   - egress.sock (with an egress policy): the sandbox's HTTP(S) proxy to
 //     other hosts, within the policy, with secrets the sandbox holds only as
 //     placeholders (egress.go, package bridge/egress).

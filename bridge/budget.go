@@ -22,15 +22,16 @@ import (
 // The bounds: connections per sandbox (and per server), the time a request
 // body may take to arrive, the memory request bodies hold per sandbox and
 // per server, and the model calls of a turn, in flight and in all. The
-// defaults are far above what the CLIs do: Claude Code runs at most 10
-// tools at once (CLAUDE_CODE_MAX_TOOL_USE_CONCURRENCY), so with a
-// subagent per tool some 12 model calls are in flight (7 measured with 6
-// subagents), over 2 to 6 connections.
+// defaults are above what the CLIs do: Claude Code runs at most 10 tools
+// at once (CLAUDE_CODE_MAX_TOOL_USE_CONCURRENCY), so with a subagent per
+// tool some 12 model calls are in flight (7 measured with 6 subagents),
+// and its workflows at most 16 agents; 16 agents calling every 2 s for the
+// default 10-minute turn make 4800 calls.
 
 // Defaults of the bounds.
 const (
 	// DefaultCalls bounds the model calls of one turn.
-	DefaultCalls = 1000
+	DefaultCalls = 5000
 	// DefaultParallel bounds the model calls of one turn in flight at
 	// once; more wait for one to end.
 	DefaultParallel = 32

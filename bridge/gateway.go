@@ -49,6 +49,13 @@ const gatewayPreamble = "agentbox-bridge/1"
 // gatewayHandshakeTimeout bounds the TLS handshake and the preamble.
 const gatewayHandshakeTimeout = 10 * time.Second
 
+// gatewayMaxPending bounds the connections in their handshake at once:
+// more are closed at once, so a flood of connections that never finish
+// one holds at most this many goroutines and TLS states (each for at most
+// gatewayHandshakeTimeout). Routed connections are bounded by their
+// session (Options.Connections, ServerLimits).
+const gatewayMaxPending = 256
+
 // GatewayOptions configure a Gateway.
 type GatewayOptions struct {
 	// Listen is the TCP address to listen on (":41890", "10.0.0.5:41890",
@@ -292,10 +299,18 @@ func (g *Gateway) unregister(id string) {
 }
 
 func (g *Gateway) serve(ln net.Listener) {
+	pending := make(chan struct{}, gatewayMaxPending)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return
+		}
+		select {
+		case pending <- struct{}{}:
+		default:
+			g.log.Warn("bridge gateway: refused", "remote", c.RemoteAddr().String(), "reason", "too many connections in their handshake")
+			c.Close()
+			continue
 		}
 		g.connsMu.Lock()
 		g.conns[c] = struct{}{}
@@ -304,6 +319,7 @@ func (g *Gateway) serve(ln net.Listener) {
 			if !g.route(c.(*tls.Conn)) {
 				c.Close()
 			}
+			<-pending
 			g.connsMu.Lock()
 			delete(g.conns, c)
 			g.connsMu.Unlock()

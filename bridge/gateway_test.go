@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,6 +170,30 @@ func TestGatewayRefusals(t *testing.T) {
 	}
 	if calls.Load() != 0 {
 		t.Fatalf("tool calls = %d", calls.Load())
+	}
+}
+
+// TestGatewayBoundsHandshakes: connections that never finish their
+// handshake hold at most gatewayMaxPending places; one more is closed at
+// once.
+func TestGatewayBoundsHandshakes(t *testing.T) {
+	g := startGateway(t)
+	for range gatewayMaxPending {
+		c, err := net.Dial("tcp", g.ListenAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	// Accepted in order: this one finds every place taken.
+	c, err := net.Dial("tcp", g.ListenAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(gatewayHandshakeTimeout / 2)) // the pending ones are still held then
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("a connection past the bound: read %v, want it closed", err)
 	}
 }
 

@@ -19,8 +19,9 @@ import (
 // What the model proxy lets a sandbox do with the real key: the routes the
 // coding-agent CLIs use (Claude Code: the Messages API; Codex and opencode's
 // openai provider: the Responses API; the Gemini CLI: generateContent) and
-// nothing else of those APIs (files, batches, organization admin), and model
-// requests held to the assistant's model and token limit.
+// nothing else of those APIs (files, batches, organization admin), each with
+// what its requests may carry (allowlist.go), and model requests held to the
+// assistant's model and token limit.
 
 // route is one API route a sandbox may reach.
 type route struct {
@@ -134,7 +135,9 @@ func checkRoute(r *http.Request) (*route, string, *refusal) {
 type Limits struct {
 	// Model is the model every messages request uses: a request naming
 	// another one (the CLI's small fast model for side tasks, a model the
-	// agent picked) is sent with this one instead. "" leaves the model.
+	// agent picked) is sent with this one instead. "" leaves the model. A
+	// name ending in "[1m]" (Claude Code's for a model with its 1M-token
+	// context) is the model without it, and allows the context-1m beta.
 	Model string
 	// MaxTokens caps max_tokens (0: no cap); a thinking budget is kept
 	// under the cap, or thinking turned off when the cap leaves no room
@@ -147,6 +150,19 @@ type Limits struct {
 	// DefaultParallel): more wait for one to end.
 	Parallel int
 }
+
+// longContext is the suffix of a model name that asks for the 1M-token
+// context (Claude Code's naming): the request names the model without it
+// and sends the context-1m beta.
+const longContext = "[1m]"
+
+// model is the model requests name ("" leaves theirs).
+func (l *Limits) model() string { return strings.TrimSuffix(l.Model, longContext) }
+
+// longContext reports whether requests may ask for the 1M-token context
+// (a beta that changes the price): when the turn's model does, or when no
+// model is set (the CLI's own default, which is Claude Code's).
+func (l *Limits) longContext() bool { return l.Model == "" || strings.HasSuffix(l.Model, longContext) }
 
 func (l *Limits) calls() int { return cmp.Or(max(l.Calls, 0), DefaultCalls) }
 
@@ -187,8 +203,8 @@ func (l Limits) apply(body []byte) ([]byte, []string) {
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch k.String() {
 		case "model":
-			if l.Model != "" && (v.Type != gjson.String || v.String() != l.Model) {
-				replace(v, strconv.Quote(l.Model), fmt.Sprintf("model %s -> %s", v.Raw, l.Model))
+			if model := l.model(); model != "" && (v.Type != gjson.String || v.String() != model) {
+				replace(v, strconv.Quote(model), fmt.Sprintf("model %s -> %s", v.Raw, model))
 			}
 		case "max_tokens", "max_output_tokens": // Messages, Responses
 			switch {

@@ -191,7 +191,8 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a = rt.api
-	if ferr := checkBetas(r.Header); ferr != nil {
+	l := m.limits.Load()
+	if ferr := checkBetas(r.Header, l.longContext()); ferr != nil {
 		m.refuse(w, r, a, ferr.refusal())
 		return
 	}
@@ -201,25 +202,22 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	stop := context.AfterFunc(m.s.active(), cancel)
 	defer stop()
-	l := m.limits.Load()
-	if r.Method == http.MethodPost {
-		// Every call counts against the turn's, as it arrives; past the
-		// bound none reaches the provider, and the CLI is told not to
-		// retry (Claude Code retries a 429 otherwise).
-		calls := m.calls.Load()
-		if !calls.admit(l.calls()) {
-			m.refuse(w, r, a, &refusal{status: http.StatusTooManyRequests, typ: errRateLimit, reason: RefusedCalls, noRetry: true,
-				msg: fmt.Sprintf("this turn made the %d model calls it may (limits.model_proxy.calls_per_turn)", l.calls())})
-			return
-		}
-		// In flight at once: the rest wait, holding only their connection
-		// (their bodies are not read yet).
-		if err := calls.enter(ctx, l.parallel()); err != nil {
-			m.refuse(w, r, a, &refusal{status: http.StatusForbidden, typ: errPermission, msg: "the request's deadline has passed"})
-			return
-		}
-		defer calls.leave()
+	// Every call counts against the turn's, as it arrives; past the bound
+	// none reaches the provider, and the CLI is told not to retry (Claude
+	// Code retries a 429 otherwise).
+	calls := m.calls.Load()
+	if !calls.admit(l.calls()) {
+		m.refuse(w, r, a, &refusal{status: http.StatusTooManyRequests, typ: errRateLimit, reason: RefusedCalls, noRetry: true,
+			msg: fmt.Sprintf("this turn made the %d model calls it may (limits.model_proxy.calls_per_turn)", l.calls())})
+		return
 	}
+	// In flight at once: the rest wait, holding only their connection
+	// (their bodies are not read yet).
+	if err := calls.enter(ctx, l.parallel()); err != nil {
+		m.refuse(w, r, a, &refusal{status: http.StatusForbidden, typ: errPermission, msg: "the request's deadline has passed"})
+		return
+	}
+	defer calls.leave()
 	// The connector's breaker: while it is open the CLI's call is refused
 	// with a status it does not retry, so the turn fails at once with a
 	// clear error instead of piling retries on a failing upstream. Not a
@@ -245,11 +243,11 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer done(breaker.Ignore)
 	// What is forwarded is what was checked, with the turn's model in a
 	// Gemini path.
-	if l.Model != "" && GeminiRoute(clean) {
+	if want := l.model(); want != "" && GeminiRoute(clean) {
 		model, method, _ := strings.Cut(strings.TrimPrefix(clean, "/v1beta/models/"), ":")
-		if model != l.Model {
-			clean = "/v1beta/models/" + l.Model + ":" + method
-			m.s.log.Info("bridge model proxy: request held to the assistant's limits", "path", clean, "changed", []string{"model " + model + " -> " + l.Model})
+		if model != want {
+			clean = "/v1beta/models/" + want + ":" + method
+			m.s.log.Info("bridge model proxy: request held to the assistant's limits", "path", clean, "changed", []string{"model " + model + " -> " + want})
 		}
 	}
 	r.URL.Path, r.URL.RawPath = clean, ""
@@ -301,9 +299,7 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if dropped := filterHeaders(r.Header, a, chatUp); len(dropped) > 0 {
 		m.s.log.Debug("bridge model proxy: headers not forwarded", "path", clean, "headers", dropped)
 	}
-	if r.Method == http.MethodPost {
-		m.meter.forwarded()
-	}
+	m.meter.forwarded()
 	r = r.WithContext(context.WithValue(ctx, reqInfoKey{}, reqInfo{start: start, path: clean, rt: rt, up: up, done: done}))
 	m.proxy.ServeHTTP(w, r)
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/codex"
@@ -28,17 +28,6 @@ import (
 )
 
 var record = flag.Bool("record", false, "re-record testdata/cli-requests from the real CLIs in their images")
-
-// recordedRequest is one request a CLI sent, as testdata/cli-requests
-// keeps it: its shape, with long strings cut and tool schemas left out
-// (the allow list reads neither), and without its key.
-type recordedRequest struct {
-	Method string          `json:"method"`
-	Path   string          `json:"path"`
-	Query  string          `json:"query,omitempty"`
-	Header http.Header     `json:"header"`
-	Body   json.RawMessage `json:"body"`
-}
 
 // cliRecording is one run of a CLI whose requests are recorded.
 type cliRecording struct {
@@ -102,7 +91,7 @@ func TestRecordCLIRequests(t *testing.T) {
 	}
 }
 
-func recordCLI(t *testing.T, rec cliRecording) []recordedRequest {
+func recordCLI(t *testing.T, rec cliRecording) []bridge.RecordedRequest {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	turns := []llmtest.Turn{
@@ -160,7 +149,7 @@ func recordCLI(t *testing.T, rec cliRecording) []recordedRequest {
 	if err != nil {
 		t.Logf("turn: %v (the requests it sent are recorded)", err)
 	}
-	var out []recordedRequest
+	var out []bridge.RecordedRequest
 	seen := map[string]bool{}
 	for _, r := range srv.Requests() {
 		if r.Path == "/" {
@@ -184,7 +173,7 @@ func recordCLI(t *testing.T, rec cliRecording) []recordedRequest {
 		}
 		seen[sig] = true
 		b, _ := json.Marshal(body)
-		out = append(out, recordedRequest{Method: r.Method, Path: r.Path, Query: r.RawQuery, Header: h, Body: b})
+		out = append(out, bridge.RecordedRequest{Method: r.Method, Path: r.Path, Query: r.RawQuery, Header: h, Body: b})
 	}
 	if len(out) == 0 {
 		t.Fatal("the CLI sent no request")
