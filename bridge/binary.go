@@ -12,24 +12,33 @@ import (
 	"time"
 )
 
-// executeOnly returns an execute-only (0711) copy of the agentbox binary
-// in dir (made when missing), once per binary and kept: the kernel makes a process whose
-// binary its user cannot read non-dumpable from its start, so the agent's
-// processes cannot open the in-sandbox relays' /proc/PID/fd (the CLI's
-// input and output pass through them). A binary that is not readable by
-// others already is used as it is; where no copy can be made, too (the
-// relays also make themselves non-dumpable, see Harden).
+// mountedBinary returns the agentbox binary to mount into sandboxes: an
+// execute-only (0711) copy in dir (made when missing), once per binary and
+// kept: the kernel makes a process whose binary its user cannot read
+// non-dumpable from its start, so the agent's processes cannot open the
+// in-sandbox relays' /proc/PID/fd (the CLI's input and output pass through
+// them). A binary that is not readable by others already is used as it
+// is; where no copy can be made, too (the relays also make themselves
+// non-dumpable, see Harden). With readable (Options.ReadableBinary), the
+// binary as it is when others may read and run it, else a 0755 copy made
+// the same way.
 //
 // Copies are named by their content, so every process running the same
 // build shares one; a copy no process has used for copyMaxAge is removed
 // when a new one is made (each is the size of the binary, and a host sees
 // a new build at every upgrade).
-func executeOnly(binary, dir string) (string, error) {
+func mountedBinary(binary, dir string, readable bool) (string, error) {
 	st, err := os.Stat(binary)
 	if err != nil {
 		return "", fmt.Errorf("bridge binary: %w", err)
 	}
-	if st.Mode().Perm()&0o044 == 0 {
+	mode, prefix := os.FileMode(0o711), "agentbox-"
+	if readable {
+		if st.Mode().Perm()&0o005 == 0o005 {
+			return binary, nil
+		}
+		mode, prefix = 0o755, "agentbox-readable-"
+	} else if st.Mode().Perm()&0o044 == 0 {
 		return binary, nil
 	}
 	// Traversable by the sandbox user, who runs the copy (the local
@@ -41,8 +50,8 @@ func executeOnly(binary, dir string) (string, error) {
 	if err != nil {
 		return binary, nil
 	}
-	name := filepath.Join(dir, "agentbox-"+sum)
-	if cst, err := os.Stat(name); err == nil && cst.Mode().Perm() == 0o711 && cst.Size() == st.Size() {
+	name := filepath.Join(dir, prefix+sum)
+	if cst, err := os.Stat(name); err == nil && cst.Mode().Perm() == mode && cst.Size() == st.Size() {
 		if now := time.Now(); now.Sub(cst.ModTime()) > time.Hour {
 			_ = os.Chtimes(name, now, now) // in use: not stale
 		}
@@ -63,7 +72,7 @@ func executeOnly(binary, dir string) (string, error) {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o711)
+		err = os.Chmod(tmp.Name(), mode)
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), name)

@@ -19,14 +19,14 @@ func TestExecuteOnlyCopies(t *testing.T) {
 		}
 		return p
 	}
-	a, err := executeOnly(write("a", "build one"), dir)
+	a, err := mountedBinary(write("a", "build one"), dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st, err := os.Stat(a); err != nil || st.Mode().Perm() != 0o711 || filepath.Dir(a) != dir {
 		t.Fatalf("copy %s: %v %v", a, st, err)
 	}
-	if again, _ := executeOnly(write("a2", "build one"), dir); again != a {
+	if again, _ := mountedBinary(write("a2", "build one"), dir, false); again != a {
 		t.Fatalf("the same content got another copy: %s, %s", again, a)
 	}
 	old := time.Now().Add(-2 * copyMaxAge)
@@ -41,10 +41,10 @@ func TestExecuteOnlyCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Reusing a copy marks it used.
-	if again, _ := executeOnly(filepath.Join(src, "a"), dir); again != a {
+	if again, _ := mountedBinary(filepath.Join(src, "a"), dir, false); again != a {
 		t.Fatalf("reuse: %s", again)
 	}
-	b, _ := executeOnly(write("b", "build two"), dir)
+	b, _ := mountedBinary(write("b", "build two"), dir, false)
 	if b == a {
 		t.Fatal("another build shares a copy")
 	}
@@ -53,5 +53,33 @@ func TestExecuteOnlyCopies(t *testing.T) {
 	}
 	if _, err := os.Stat(a); err != nil {
 		t.Errorf("a copy in use was removed: %v", err)
+	}
+}
+
+// With readable (gVisor's sandboxes), a binary others may read and run is
+// mounted as it is, and one they may not gets a 0755 copy of its own.
+func TestReadableBinary(t *testing.T) {
+	t.Parallel()
+	src, dir := t.TempDir(), filepath.Join(t.TempDir(), "agentbox-bin")
+	open := filepath.Join(src, "open")
+	if err := os.WriteFile(open, []byte("build one"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := mountedBinary(open, dir, true); err != nil || got != open {
+		t.Errorf("a readable binary: %s, %v; want it as it is", got, err)
+	}
+	closed := filepath.Join(src, "closed")
+	if err := os.WriteFile(closed, []byte("build one"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	got, err := mountedBinary(closed, dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(got); err != nil || st.Mode().Perm() != 0o755 || filepath.Dir(got) != dir {
+		t.Errorf("copy %s: %v %v; want a 0755 copy in %s", got, st, err, dir)
+	}
+	if eo, _ := mountedBinary(closed, dir, false); eo != closed {
+		t.Errorf("execute-only of a binary others cannot read: %s, want it as it is", eo)
 	}
 }

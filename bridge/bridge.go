@@ -153,6 +153,13 @@ type Options struct {
 	// Binary is the host path of a static agentbox binary to mount into the
 	// sandbox ("" = the running executable).
 	Binary string
+	// ReadableBinary mounts a binary the sandbox user may read, not the
+	// execute-only copy (see mountedBinary): gVisor's kernel reads the ELF
+	// itself with the caller's rights, so it cannot run a binary its user
+	// cannot read. The relays are then non-dumpable from Harden on, a few
+	// milliseconds into their start, rather than from their first
+	// instruction.
+	ReadableBinary bool
 	// Logger receives one line per model request and tool call (never keys
 	// or tokens); nil discards.
 	Logger *slog.Logger
@@ -260,7 +267,7 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 	}
 	// Beside the per-request folders, not among them: a copy is shared by
 	// every session and outlives them.
-	if binary, err = executeOnly(binary, filepath.Join(filepath.Dir(parent), "agentbox-bin")); err != nil {
+	if binary, err = mountedBinary(binary, filepath.Join(filepath.Dir(parent), "agentbox-bin"), opts.ReadableBinary); err != nil {
 		return nil, err
 	}
 	// The per-request directory has a random name and mode 0700, owned by

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbox/agentbox/connector"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/jsapi"
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 // BridgeConfig turns on the per-request bridge: the assistant's host tools
@@ -109,6 +110,12 @@ func upstreamAuth(connType, authMode string) string {
 	return bridge.AuthBearer
 }
 
+// readableBinary says whether a's sandboxes need a bridge binary their user
+// may read: gVisor's kernel cannot run an execute-only one.
+func readableBinary(app *assistant.App, a *assistant.Assistant) bool {
+	return isolationOf(app, a) == sandbox.IsolationGVisor
+}
+
 // startBridge starts the request's bridge session before the sandbox is
 // created (its sockets are mounted into it).
 func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.App, a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) (*bridge.Session, error) {
@@ -118,7 +125,7 @@ func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.A
 		return nil, err
 	}
 	opts := bridge.Options{
-		Dir: cfg.Dir, Binary: cfg.Binary, UID: cfg.UID, GID: cfg.GID,
+		Dir: cfg.Dir, Binary: cfg.Binary, UID: cfg.UID, GID: cfg.GID, ReadableBinary: readableBinary(app, a),
 		UserID: t.req.UserID, ChatID: t.req.ChatID, Tools: tools,
 		Logger:    t.p.log.With("user", t.req.UserID, "chat", t.req.ChatID),
 		Gateway:   cfg.Gateways[runtime],

@@ -31,7 +31,7 @@ function LookupOrder(ctx, args) {
 }
 function Next(ctx, payload) {
   // What the sandbox's processes could see: their environment.
-  return {data: ctx.sandbox.Exec(["sh", "-c", "env; cat /proc/net/dev; ls /run/agentbox 2>&1; true"])};
+  return {data: ctx.sandbox.Exec(["sh", "-c", "env; cat /proc/net/dev; ls /run/agentbox 2>&1; dmesg 2>/dev/null | head -n 1; true"])};
 }
 `
 
@@ -49,7 +49,28 @@ func TestBridgedTurnInDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Close(context.Background()) })
-	bridgedTurn(ctx, t, rt, image, nil)
+	bridgedTurn(ctx, t, rt, image, nil, "")
+}
+
+// TestBridgedTurnInGVisor runs the turn in a Docker sandbox on gVisor's
+// runsc: the CLI, its hooks' commands and the bridge's Unix sockets work
+// in gVisor's kernel as in the host's.
+func TestBridgedTurnInGVisor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	image := testenv.Image(t)
+	testenv.GVisor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt, err := docker.New(ctx, docker.Options{Instance: "pipeline-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	if inside := bridgedTurn(ctx, t, rt, image, nil, sandbox.IsolationGVisor); !strings.Contains(inside, "Starting gVisor") {
+		t.Errorf("the hook's command did not run in gVisor:\n%s", inside)
+	}
 }
 
 // TestBridgedTurnInKubernetes runs the same turn in a pod of the local
@@ -64,7 +85,7 @@ func TestBridgedTurnInKubernetes(t *testing.T) {
 	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "pipeline-test", RESTConfig: reqs.Wrap(k8stest.ServiceAccount(t))})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bridgedTurn(ctx, t, rt, k8stest.Image(), nil)
+	bridgedTurn(ctx, t, rt, k8stest.Image(), nil, "")
 	// A sizing figure for the README: what one turn asks of the API server.
 	counts, total := reqs.Counts()
 	t.Logf("API server requests for the turn: %d %v", total, counts)
@@ -94,7 +115,7 @@ func TestBridgedTurnInKubernetesOverNetwork(t *testing.T) {
 	t.Cleanup(func() { _ = gw.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	inside := bridgedTurn(ctx, t, rt, k8stest.Image(), gw)
+	inside := bridgedTurn(ctx, t, rt, k8stest.Image(), gw, "")
 	if !strings.Contains(inside, bridge.EnvCredentials+"=") {
 		t.Error("the sandbox has no bridge credentials in its environment")
 	}
@@ -109,10 +130,11 @@ func TestBridgedTurnInKubernetesOverNetwork(t *testing.T) {
 // bridgedTurn runs a whole sandboxed turn on rt the way a server does: the
 // real Claude Code CLI of image in a network-less sandbox, its model
 // traffic through the bridge's proxy, and a host tool implemented by a JS
-// hook function. With gw the bridge runs across the network and the
-// sandbox gets the host's network (to reach gw on loopback). It returns
-// what the sandbox's processes saw (environment, interfaces, /run/agentbox).
-func bridgedTurn(ctx context.Context, t *testing.T, rt sandbox.Runtime, image string, gw *bridge.Gateway) string {
+// hook function, with the assistant's isolation. With gw the bridge runs
+// across the network and the sandbox gets the host's network (to reach gw
+// on loopback). It returns what the sandbox's processes saw (environment,
+// interfaces, /run/agentbox, the first line of the kernel's log).
+func bridgedTurn(ctx context.Context, t *testing.T, rt sandbox.Runtime, image string, gw *bridge.Gateway, isolation string) string {
 	t.Helper()
 	bin := testenv.Agentbox(t)
 	const realKey = "sk-ant-real-key-never-in-sandbox"
@@ -126,7 +148,7 @@ func bridgedTurn(ctx context.Context, t *testing.T, rt sandbox.Runtime, image st
 	dir := t.TempDir()
 	coder := &assistant.Assistant{
 		ID: "coder", Dir: filepath.Join(dir, "coder"), Connector: "real",
-		Sandbox: &assistant.Sandbox{Command: "claude", Image: image, Timeout: 2 * time.Minute, MemoryBytes: 1 << 30, CPUs: 1,
+		Sandbox: &assistant.Sandbox{Command: "claude", Image: image, Timeout: 2 * time.Minute, MemoryBytes: 1 << 30, CPUs: 1, Isolation: isolation,
 			Arguments: chat.Arguments{MaxTurns: 5, PermissionMode: "bypassPermissions"}},
 		Tools: []assistant.Tool{{Name: "lookup_order", Function: "LookupOrder", Description: "Look up an order",
 			Parameters: []byte(`{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}`)}},

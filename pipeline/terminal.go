@@ -128,7 +128,7 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Te
 	argv := TerminalShell
 	var sess *bridge.Session
 	if a.Sandbox.Egress != nil {
-		if sess, err = p.terminalBridge(ctx, name, a, req); err != nil {
+		if sess, err = p.terminalBridge(ctx, name, app, a, req); err != nil {
 			return nil, err
 		}
 		t.cleanups = append(t.cleanups, func() {
@@ -188,7 +188,7 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Te
 // terminalBridge starts the bridge session of a terminal whose assistant
 // has an egress allow list: the egress proxy alone (refusals are logged;
 // the shell's command gets the proxy's 403 with the reason).
-func (p *Pipeline) terminalBridge(ctx context.Context, runtime string, a *assistant.Assistant, req TerminalRequest) (*bridge.Session, error) {
+func (p *Pipeline) terminalBridge(ctx context.Context, runtime string, app *assistant.App, a *assistant.Assistant, req TerminalRequest) (*bridge.Session, error) {
 	log := p.log.With("user", req.UserID, "chat", req.ChatID, "terminal", true)
 	eg, err := p.egressOptions(a, func(d *egress.Denial) {
 		log.Info("egress denied", "host", d.Target.String(), "reason", d.Reason)
@@ -197,7 +197,7 @@ func (p *Pipeline) terminalBridge(ctx context.Context, runtime string, a *assist
 		return nil, err
 	}
 	cfg := p.cfg.Bridge
-	sess, err := bridge.Start(ctx, bridge.Options{Dir: cfg.Dir, Binary: cfg.Binary, UID: cfg.UID, GID: cfg.GID,
+	sess, err := bridge.Start(ctx, bridge.Options{Dir: cfg.Dir, Binary: cfg.Binary, UID: cfg.UID, GID: cfg.GID, ReadableBinary: readableBinary(app, a),
 		UserID: req.UserID, ChatID: req.ChatID, Logger: log, Egress: eg, Gateway: cfg.Gateways[runtime]})
 	if err != nil {
 		return nil, &chat.Error{Code: chat.ErrSandbox, Message: "bridge not started: " + err.Error(), Err: err}

@@ -459,10 +459,16 @@ func (p *Pipeline) sandboxSpec(app *assistant.App, a *assistant.Assistant, user,
 		MemoryBytes: a.Sandbox.MemoryBytes,
 		CPUs:        a.Sandbox.CPUs,
 		Network:     cmp.Or(a.Sandbox.Network, app.Config.Sandbox.Network, p.defaultNetwork(a)),
-		Isolation:   cmp.Or(a.Sandbox.Isolation, app.Config.Sandbox.Isolation),
+		Isolation:   isolationOf(app, a),
 		Mounts:      mounts,
 		Labels:      map[string]string{"dev.agentbox.assistant": a.ID},
 	}
+}
+
+// isolationOf is the isolation of a's sandboxes: its own, else app.jsonc's
+// ("": runc).
+func isolationOf(app *assistant.App, a *assistant.Assistant) string {
+	return cmp.Or(a.Sandbox.Isolation, app.Config.Sandbox.Isolation)
 }
 
 // defaultNetwork is "none" when the bridge carries the CLI's model traffic,

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -91,6 +92,12 @@ type Options struct {
 	// sandboxes with sandbox.IsolationGVisor (default "runsc"); with
 	// network "host" they run on GVisorRuntime + HostNetSuffix.
 	GVisorRuntime string
+	// GVisorReadable are the image's programs a gVisor sandbox runs from
+	// readable copies when its user may not read them (nil:
+	// DefaultGVisorReadable), made once per image in GVisorCopyDir
+	// (default: agentbox-gvisor-bin in the temporary folder).
+	GVisorReadable []string
+	GVisorCopyDir  string
 	// CallTimeout bounds every single engine call (default 15s).
 	CallTimeout time.Duration
 	// Logger receives reaper reports (default: discard).
@@ -105,8 +112,9 @@ type Runtime struct {
 
 	// tracked holds the containers of live sandboxes, which the reaper
 	// never touches.
-	tracked *tracker
-	reaper  *reaper
+	tracked  *tracker
+	reaper   *reaper
+	readable *readableCopies
 
 	mu     sync.Mutex
 	closed bool
@@ -159,6 +167,12 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.GVisorRuntime == "" {
 		opts.GVisorRuntime = DefaultGVisorRuntime
 	}
+	if opts.GVisorReadable == nil {
+		opts.GVisorReadable = DefaultGVisorReadable
+	}
+	if opts.GVisorCopyDir == "" {
+		opts.GVisorCopyDir = filepath.Join(os.TempDir(), "agentbox-gvisor-bin")
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -186,7 +200,8 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("docker: engine at %s does not answer (is the Docker daemon installed and running? try `docker version`; set DOCKER_HOST for a remote engine): %w: %w",
 			cli.DaemonHost(), sandbox.ErrEngineUnavailable, err)
 	}
-	r := &Runtime{cli: cli, opts: opts, run: sandbox.NewRunID(), tracked: newTracker()}
+	r := &Runtime{cli: cli, opts: opts, run: sandbox.NewRunID(), tracked: newTracker(),
+		readable: &readableCopies{dir: opts.GVisorCopyDir, keys: map[string]*sync.Mutex{}}}
 	r.reaper = &reaper{engine: r, tracked: r.tracked, run: r.run, alive: sandbox.RunAlive, now: time.Now, log: opts.Logger}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
@@ -274,6 +289,15 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	r.mu.Unlock()
 	if closed {
 		return nil, fmt.Errorf("docker create: runtime closed: %w", sandbox.ErrEngineUnavailable)
+	}
+	if hc.Runtime != "" {
+		ms, err := r.readableMounts(ctx, spec.Image, r.opts.GVisorReadable)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			hc.Mounts = append(hc.Mounts, bindMount(m.Source, m.Target, true))
+		}
 	}
 	r.tracked.add(name)
 	cctx, cancel := r.call(ctx)

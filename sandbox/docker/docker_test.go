@@ -155,6 +155,14 @@ func testHardeningAsInspected(t *testing.T, isolation string) {
 		mounts = append(mounts, m.Source+":"+m.Destination+":"+map[bool]string{true: "rw", false: "ro"}[m.RW])
 	}
 	want := []string{ws.Dir() + ":/workspace:rw", extra + ":/opt/extra:ro"}
+	if isolation == sandbox.IsolationGVisor {
+		// The CLI's readable copy (see TestGVisorRunsExecuteOnly).
+		for _, m := range ins.Mounts {
+			if m.Destination == "/usr/local/bin/claude" {
+				want = append(want, m.Source+":/usr/local/bin/claude:ro")
+			}
+		}
+	}
 	slices.Sort(mounts)
 	slices.Sort(want)
 	if !slices.Equal(mounts, want) {
@@ -223,6 +231,45 @@ func TestNetworkHost(t *testing.T) {
 		}
 		if res.Stdout != "from the host\n" {
 			t.Errorf("the host's loopback from the sandbox: %+v", res)
+		}
+	})
+}
+
+// TestGVisorRunsExecuteOnly: the image's Claude Code CLI is execute-only
+// (0711); runc runs it as it is, gVisor, which cannot run a program its
+// user cannot read, from a readable copy mounted over it, made once per
+// image.
+func TestGVisorRunsExecuteOnly(t *testing.T) {
+	t.Parallel()
+	eachIsolation(t, func(t *testing.T, isolation string) {
+		rt, _ := newRuntime(t)
+		var ids []string
+		for range 2 {
+			sb, _ := newSandbox(t, rt, func(s *sandbox.Spec) { s.Isolation = isolation })
+			res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Argv: []string{"sh", "-c", "stat -c %a /usr/local/bin/claude; claude --version"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mode, version, _ := strings.Cut(res.Stdout, "\n")
+			want := map[string]string{sandbox.IsolationRunc: "711", sandbox.IsolationGVisor: "755"}[isolation]
+			if res.ExitCode != 0 || mode != want || !strings.Contains(version, "Claude Code") {
+				t.Errorf("claude in the sandbox: %+v; want mode %s and its version", res, want)
+			}
+			ins, err := rt.Client().ContainerInspect(context.Background(), sb.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ins.Mounts {
+				if m.Destination == "/usr/local/bin/claude" {
+					ids = append(ids, m.Source)
+				}
+			}
+		}
+		switch {
+		case isolation == sandbox.IsolationRunc && len(ids) != 0:
+			t.Errorf("runc mounts a copy: %v", ids)
+		case isolation == sandbox.IsolationGVisor && (len(ids) != 2 || ids[0] != ids[1]):
+			t.Errorf("gVisor's copies: %v, want one, shared", ids)
 		}
 	})
 }

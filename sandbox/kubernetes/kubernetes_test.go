@@ -142,6 +142,8 @@ func TestHardening(t *testing.T) {
 		{"label instance (not forgeable)", pod.Labels[sandbox.LabelInstance] == "hardening", pod.Labels},
 		{"label network", pod.Labels[kubernetes.LabelNetwork] == "none", pod.Labels},
 		{"label run", pod.Annotations[sandbox.LabelRun] == rt.RunID(), pod.Annotations},
+		{"label isolation", pod.Labels[sandbox.LabelIsolation] == "runc", pod.Labels},
+		{"no runtime class (the node's default, runc)", ps.RuntimeClassName == nil, ps.RuntimeClassName},
 	}
 	for _, v := range ps.Volumes {
 		switch {
@@ -187,6 +189,43 @@ env | grep -c '^KUBERNETES_' ; echo "key=$API_KEY"`}, Shell: true})
 	// host, whose cgroup file system shows it.
 	if got := k8stest.PodCgroup(t, sb, "pids", "pids.max"); got != "512" {
 		t.Errorf("the pod cgroup's pids.max = %q, want the local cluster's podPidsLimit 512", got)
+	}
+}
+
+// TestRuntimeClass: a sandbox's isolation picks its pod's RuntimeClass
+// (the default names, or the runtime's own map); an isolation the runtime
+// has no class for, or a class the cluster lacks, fails Create with
+// ErrIsolation and leaves no pod.
+func TestRuntimeClass(t *testing.T) {
+	t.Parallel()
+	core := admin(t)
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "runtime-class", RuntimeClasses: map[string]string{sandbox.IsolationKata: ""}})
+	sb, err := newSandbox(t, rt, func(s *sandbox.Spec) { s.Isolation = sandbox.IsolationGVisor })
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := core.Pods(rt.Namespace()).Get(context.Background(), sb.ID(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := pod.Spec.RuntimeClassName; rc == nil || *rc != "gvisor" || pod.Labels[sandbox.LabelIsolation] != "gvisor" {
+		t.Errorf("runtime class %v, labels %v; want gvisor", rc, pod.Labels)
+	}
+	// The RuntimeClass's overhead reaches the pod: the scheduler counts it.
+	if pod.Spec.Overhead.Memory().IsZero() {
+		t.Errorf("pod overhead %v, want the gvisor RuntimeClass's", pod.Spec.Overhead)
+	}
+	if _, err := newSandbox(t, rt, func(s *sandbox.Spec) { s.Isolation = sandbox.IsolationKata }); !errors.Is(err, sandbox.ErrIsolation) ||
+		!strings.Contains(err.Error(), `isolation "kata" is not available on the kubernetes runtime (it offers runc, gvisor)`) {
+		t.Errorf("kata without a class: %v", err)
+	}
+	missing := k8stest.Runtime(t, kubernetes.Options{Instance: "runtime-class", RuntimeClasses: map[string]string{sandbox.IsolationGVisor: "no-such-class"}})
+	if _, err := newSandbox(t, missing, func(s *sandbox.Spec) { s.Isolation = sandbox.IsolationGVisor }); !errors.Is(err, sandbox.ErrIsolation) ||
+		!strings.Contains(err.Error(), "no such RuntimeClass") {
+		t.Errorf("a class the cluster lacks: %v", err)
+	}
+	if pods := k8stest.Pods(t, missing); len(pods) != 0 {
+		t.Errorf("pods left: %v", pods)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -56,7 +57,8 @@ var (
 )
 
 // ServiceAccount requires the local cluster, applies
-// deploy/kubernetes-single-node (once per test binary: the tests run the
+// deploy/kubernetes-single-node and the RuntimeClasses of
+// deploy/kubernetes/runtimeclasses (once per test binary: the tests run the
 // server on the node, with hostPath workspaces and host network) and
 // returns a configuration that acts as the server's service account, with
 // a token valid for an hour.
@@ -68,7 +70,12 @@ func ServiceAccount(t testing.TB) *rest.Config {
 		defer cancel()
 		objs, err := manifests.Objects()
 		if err == nil {
-			_, err = manifests.Apply(ctx, admin, manifests.SingleNode(objs), false)
+			var rcs []*unstructured.Unstructured
+			rcs, err = manifests.RuntimeClasses()
+			objs = append(manifests.SingleNode(objs), rcs...)
+		}
+		if err == nil {
+			_, err = manifests.Apply(ctx, admin, objs, false)
 		}
 		if err == nil {
 			err = policyActive(ctx, admin)
