@@ -158,20 +158,34 @@ func BenchmarkKeptChats32x3(b *testing.B) {
 
 // keptMemoryMiB is the mean memory use of this test's sandbox containers.
 func keptMemoryMiB(b *testing.B) float64 {
-	out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+sandbox.LabelInstance+"=pipeline-kept-test").Output()
+	mibs := containersMemoryMiB(b, sandbox.LabelInstance+"=pipeline-kept-test")
+	var sum float64
+	for _, v := range mibs {
+		sum += v
+	}
+	return sum / float64(max(len(mibs), 1))
+}
+
+// containersMemoryMiB is the memory use of each running container with
+// the labels (KEY=VALUE), as docker stats measures it.
+func containersMemoryMiB(b *testing.B, labels ...string) []float64 {
+	args := []string{"ps", "-q"}
+	for _, l := range labels {
+		args = append(args, "--filter", "label="+l)
+	}
+	out, err := exec.Command("docker", args...).Output()
 	if err != nil {
 		b.Fatal(err)
 	}
 	ids := strings.Fields(string(out))
 	if len(ids) == 0 {
-		return 0
+		return nil
 	}
-	args := append([]string{"stats", "--no-stream", "--format", "{{.MemUsage}}"}, ids...)
-	out, err = exec.Command("docker", args...).Output()
+	out, err = exec.Command("docker", append([]string{"stats", "--no-stream", "--format", "{{.MemUsage}}"}, ids...)...).Output()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sum float64
+	var mibs []float64
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var v float64
 		var unit string
@@ -182,8 +196,8 @@ func keptMemoryMiB(b *testing.B) float64 {
 			case "KiB":
 				v /= 1024
 			}
-			sum += v
+			mibs = append(mibs, v)
 		}
 	}
-	return sum / float64(len(ids))
+	return mibs
 }

@@ -21,10 +21,13 @@ import (
 )
 
 // newApp copies the example app into a temporary folder with an app.jsonc
-// that runs Docker sandboxes from the test's images, and replaces each
+// that runs Docker sandboxes from the test's images (newAppIsolated: with
+// an isolation), and replaces each
 // scripted connector of clis with an anthropic (Codex: openai) connector whose host is
 // $ENV.E2E_HOST_<CLI> (a test's llmtest server, which sees every request).
-func newApp(t *testing.T, clis []string) string {
+func newApp(t *testing.T, clis []string) string { return newAppIsolated(t, clis, "") }
+
+func newAppIsolated(t *testing.T, clis []string, isolation string) string {
 	t.Helper()
 	app := filepath.Join(t.TempDir(), "app")
 	if err := os.CopyFS(app, os.DirFS(filepath.Join(testenv.RepoRoot(), "examples", "app"))); err != nil {
@@ -42,7 +45,11 @@ func newApp(t *testing.T, clis []string) string {
 			`{"label": "llmtest for %s", "type": %q, "options": {"host": "$ENV.E2E_HOST_%s", "key": "%s", "model": %q}}`,
 			cli, typ, strings.ToUpper(cli), secretKey, model))
 	}
-	cfg, _ := json.Marshal(map[string]any{"data_root": "./data", "sandbox": map[string]any{"runtime": "docker", "images": imgs}})
+	sb := map[string]any{"runtime": "docker", "images": imgs}
+	if isolation != "" {
+		sb["isolation"] = isolation
+	}
+	cfg, _ := json.Marshal(map[string]any{"data_root": "./data", "sandbox": sb})
 	write(t, filepath.Join(app, "app.jsonc"), string(cfg))
 	return app
 }
