@@ -32,9 +32,11 @@ import (
 	"k8s.io/client-go/restmapper"
 )
 
-// Files are the manifests, one kind of concern per file.
+// Files are the manifests, one kind of concern per file, and in
+// runtimeclasses/ the RuntimeClasses of the sandbox isolations, applied
+// apart (kubectl apply -k deploy/kubernetes/runtimeclasses).
 //
-//go:embed *.yaml
+//go:embed *.yaml runtimeclasses/*.yaml
 var Files embed.FS
 
 // Namespaces the manifests create.
@@ -50,14 +52,31 @@ const (
 // in the order kubectl would apply them: files sorted, documents in file
 // order, namespaces first.
 func Objects() ([]*unstructured.Unstructured, error) {
-	names, err := fs.Glob(Files, "*.yaml")
+	out, err := decode("*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].GetKind() == "Namespace" && out[j].GetKind() != "Namespace" })
+	return out, nil
+}
+
+// RuntimeClasses decodes the RuntimeClasses of runtimeclasses/: gvisor
+// (handler runsc) and kata (handler kata-qemu).
+func RuntimeClasses() ([]*unstructured.Unstructured, error) {
+	return decode("runtimeclasses/*.yaml")
+}
+
+// decode decodes the manifests matching pattern (kustomization.yaml
+// aside), files sorted, documents in file order.
+func decode(pattern string) ([]*unstructured.Unstructured, error) {
+	names, err := fs.Glob(Files, pattern)
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(names)
 	var out []*unstructured.Unstructured
 	for _, name := range names {
-		if name == "kustomization.yaml" {
+		if path.Base(name) == "kustomization.yaml" {
 			continue
 		}
 		b, err := Files.ReadFile(name)
@@ -82,7 +101,6 @@ func Objects() ([]*unstructured.Unstructured, error) {
 			out = append(out, u)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].GetKind() == "Namespace" && out[j].GetKind() != "Namespace" })
 	return out, nil
 }
 

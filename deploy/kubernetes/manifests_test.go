@@ -26,30 +26,33 @@ import (
 	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
 )
 
-// TestKustomization: kustomization.yaml lists every manifest, so `kubectl
-// apply -k` applies what Apply does.
+// TestKustomization: each kustomization.yaml (deploy/kubernetes and its
+// runtimeclasses/) lists every manifest beside it, so `kubectl apply -k`
+// applies what Apply does.
 func TestKustomization(t *testing.T) {
-	b, err := manifests.Files.ReadFile("kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k struct{ Resources []string }
-	if err := yaml.Unmarshal(b, &k); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := manifests.Files.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []string
-	for _, e := range ents {
-		if n := e.Name(); strings.HasSuffix(n, ".yaml") && n != "kustomization.yaml" {
-			files = append(files, n)
+	for _, dir := range []string{".", "runtimeclasses"} {
+		b, err := manifests.Files.ReadFile(path.Join(dir, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	slices.Sort(k.Resources)
-	if !slices.Equal(k.Resources, files) {
-		t.Errorf("kustomization resources = %v, files = %v", k.Resources, files)
+		var k struct{ Resources []string }
+		if err := yaml.Unmarshal(b, &k); err != nil {
+			t.Fatal(err)
+		}
+		ents, err := manifests.Files.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var files []string
+		for _, e := range ents {
+			if n := e.Name(); strings.HasSuffix(n, ".yaml") && n != "kustomization.yaml" {
+				files = append(files, n)
+			}
+		}
+		slices.Sort(k.Resources)
+		if !slices.Equal(k.Resources, files) {
+			t.Errorf("%s: kustomization resources = %v, files = %v", dir, k.Resources, files)
+		}
 	}
 	objs, err := manifests.Objects()
 	if err != nil {
@@ -57,6 +60,37 @@ func TestKustomization(t *testing.T) {
 	}
 	if len(objs) == 0 || objs[0].GetKind() != "Namespace" {
 		t.Errorf("objects do not start with the namespaces: %d objects", len(objs))
+	}
+	rcs, err := manifests.RuntimeClasses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range rcs {
+		handler, _, _ := unstructured.NestedString(o.Object, "handler")
+		names = append(names, o.GetKind()+" "+o.GetName()+" "+handler)
+	}
+	if want := []string{"RuntimeClass gvisor runsc", "RuntimeClass kata kata-qemu"}; !slices.Equal(names, want) {
+		t.Errorf("runtime classes %v, want %v", names, want)
+	}
+}
+
+// TestRuntimeClassesDryRun: the API server admits the RuntimeClasses (a
+// server-side dry run on the local cluster).
+func TestRuntimeClassesDryRun(t *testing.T) {
+	cfg := k8stest.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	objs, err := manifests.RuntimeClasses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := manifests.Apply(ctx, cfg, objs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"RuntimeClass gvisor", "RuntimeClass kata"}; !slices.Equal(got, want) {
+		t.Errorf("applied %v, want %v", got, want)
 	}
 }
 

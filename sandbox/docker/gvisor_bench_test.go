@@ -49,7 +49,9 @@ func BenchmarkGVisorVsRunc(b *testing.B) {
 	ctx := context.Background()
 	isos := []string{sandbox.IsolationRunc, sandbox.IsolationGVisor}
 	times := map[string][]float64{}
-	add := func(iso, what string, d time.Duration) { times[iso+" "+what] = append(times[iso+" "+what], float64(d.Microseconds())/1000) }
+	add := func(iso, what string, d time.Duration) {
+		times[iso+" "+what] = append(times[iso+" "+what], float64(d.Microseconds())/1000)
+	}
 	// A first sandbox of each makes gVisor's readable copy of the CLI and
 	// warms both paths; not counted.
 	for i := -1; i < max(b.N, 3); i++ {

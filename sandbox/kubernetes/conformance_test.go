@@ -26,18 +26,6 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestConformanceGVisor runs the suite again with every pod under the
-// gvisor RuntimeClass: the local cluster's containerd runs them with
-// gVisor's runsc shim.
-func TestConformanceGVisor(t *testing.T) {
-	t.Setenv("TMPDIR", k8stest.SharedTempDir(t))
-	sandboxtest.Run(t, func(t *testing.T) (sandbox.Runtime, sandboxtest.Features) {
-		rt := k8stest.Runtime(t, kubernetes.Options{Instance: "conformance-gvisor"})
-		return rt, sandboxtest.Features{UID: 1000, GID: 1000, Home: kubernetes.DefaultHome, Engine: newEngine(t, rt),
-			Isolation: sandbox.IsolationGVisor, InnerSpecialFiles: "gVisor keeps a FIFO made on a host mount in its own kernel"}
-	})
-}
-
 // engine looks at sandboxes as pods, through the API server as an
 // administrator.
 type engine struct {

@@ -1,5 +1,14 @@
 package kubernetes
 
+import (
+	"cmp"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
 // StopHeartbeat ends the runtime's lease renewals as a crash would: the
 // lease stays, unrenewed.
 func (r *Runtime) StopHeartbeat() {
@@ -13,3 +22,9 @@ func (r *Runtime) StopHeartbeat() {
 
 // LeaseName is the name of the lease of run.
 func LeaseName(run string) string { return leaseName(run) }
+
+// PodFor is the pod Create would make for spec.
+func (r *Runtime) PodFor(spec sandbox.Spec) (*corev1.Pod, error) {
+	spec.Image = cmp.Or(spec.Image, r.opts.Image)
+	return r.podFor(spec, "agentbox-"+randHex(8), time.Now())
+}

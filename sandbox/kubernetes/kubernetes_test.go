@@ -1,6 +1,7 @@
 package kubernetes_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -193,27 +194,43 @@ env | grep -c '^KUBERNETES_' ; echo "key=$API_KEY"`}, Shell: true})
 }
 
 // TestRuntimeClass: a sandbox's isolation picks its pod's RuntimeClass
-// (the default names, or the runtime's own map); an isolation the runtime
-// has no class for, or a class the cluster lacks, fails Create with
-// ErrIsolation and leaves no pod.
+// (the default names, or the runtime's own map), which the API server
+// admits with the class's overhead (a server-side dry run: the local
+// cluster's node has no runsc handler, see the README's Isolation
+// section); an isolation the runtime has no class for, or a class the
+// cluster lacks, fails Create with ErrIsolation and leaves no pod.
 func TestRuntimeClass(t *testing.T) {
 	t.Parallel()
 	core := admin(t)
 	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "runtime-class", RuntimeClasses: map[string]string{sandbox.IsolationKata: ""}})
-	sb, err := newSandbox(t, rt, func(s *sandbox.Spec) { s.Isolation = sandbox.IsolationGVisor })
+	ws, release, err := workspaces(t).Acquire(context.Background(), "u1", "c-"+randID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod, err := core.Pods(rt.Namespace()).Get(context.Background(), sb.ID(), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rc := pod.Spec.RuntimeClassName; rc == nil || *rc != "gvisor" || pod.Labels[sandbox.LabelIsolation] != "gvisor" {
-		t.Errorf("runtime class %v, labels %v; want gvisor", rc, pod.Labels)
-	}
-	// The RuntimeClass's overhead reaches the pod: the scheduler counts it.
-	if pod.Spec.Overhead.Memory().IsZero() {
-		t.Errorf("pod overhead %v, want the gvisor RuntimeClass's", pod.Spec.Overhead)
+	t.Cleanup(release)
+	for _, c := range []struct {
+		isolation, class string
+	}{{"", ""}, {sandbox.IsolationRunc, ""}, {sandbox.IsolationGVisor, "gvisor"}} {
+		pod, err := rt.PodFor(sandbox.Spec{UserID: "u1", ChatID: "c1", Workspace: ws, Isolation: c.isolation})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := core.Pods(rt.Namespace()).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			t.Fatalf("isolation %q: dry run: %v", c.isolation, err)
+		}
+		class := ""
+		if got.Spec.RuntimeClassName != nil {
+			class = *got.Spec.RuntimeClassName
+		}
+		want := cmp.Or(c.isolation, sandbox.IsolationRunc)
+		if class != c.class || got.Labels[sandbox.LabelIsolation] != want {
+			t.Errorf("isolation %q: runtime class %q, label %q; want %q, %q", c.isolation, class, got.Labels[sandbox.LabelIsolation], c.class, want)
+		}
+		// The RuntimeClass's overhead reaches the pod: the scheduler counts it.
+		if hasOverhead := !got.Spec.Overhead.Memory().IsZero(); hasOverhead != (c.class != "") {
+			t.Errorf("isolation %q: pod overhead %v", c.isolation, got.Spec.Overhead)
+		}
 	}
 	if _, err := newSandbox(t, rt, func(s *sandbox.Spec) { s.Isolation = sandbox.IsolationKata }); !errors.Is(err, sandbox.ErrIsolation) ||
 		!strings.Contains(err.Error(), `isolation "kata" is not available on the kubernetes runtime (it offers runc, gvisor)`) {
