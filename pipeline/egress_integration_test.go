@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -58,7 +59,18 @@ echo "== done"`
 // Docker sandbox whose app allows three hosts: its Bash tool runs curl and
 // git against HTTPS servers on loopback (names mapped with hosts), through
 // the egress proxy, with two secrets it holds only as placeholders.
-func TestEgressTurnInDocker(t *testing.T) {
+func TestEgressTurnInDocker(t *testing.T) { egressTurnInDocker(t, "") }
+
+// TestEgressTurnInGVisor runs the same turn on gVisor's runsc (app.jsonc's
+// sandbox isolation): the in-sandbox proxy on loopback, its socket to the
+// bridge and the CA bundle work in gVisor's kernel and network stack.
+func TestEgressTurnInGVisor(t *testing.T) {
+	testenv.GVisor(t)
+	egressTurnInDocker(t, "gvisor")
+}
+
+// egressTurnInDocker runs the egress turn with app.jsonc's isolation.
+func egressTurnInDocker(t *testing.T, isolation string) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
@@ -114,7 +126,7 @@ func TestEgressTurnInDocker(t *testing.T) {
 
 	d := dockerTurn(t, pki, map[string]string{
 		"connectors/model.conn.yao": `{"type": "anthropic", "options": {"host": "` + model.URL + `", "key": "sk-model-key", "model": "claude-sonnet-4-5"}}`,
-		"app.jsonc":                 `{"data_root": "data"}`,
+		"app.jsonc":                 `{"data_root": "data", "sandbox": {"isolation": "` + cmp.Or(isolation, "runc") + `"}}`,
 		"assistants/coder/package.yao": `{
 			"connector": "model",
 			"sandbox": {

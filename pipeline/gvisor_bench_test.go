@@ -21,7 +21,7 @@ import (
 func BenchmarkGVisorTurns(b *testing.B) {
 	testenv.GVisor(b)
 	ctx := context.Background()
-	const reps = 3
+	const reps = 5
 	n := max(b.N, 1) * reps
 	envs := map[string]*keptEnv{}
 	for _, iso := range []string{sandbox.IsolationRunc, sandbox.IsolationGVisor} {

@@ -38,29 +38,26 @@ function Next(ctx, payload) {
 // TestBridgedTurnInDocker runs a whole sandboxed turn (bridgedTurn) in a
 // Docker sandbox.
 func TestBridgedTurnInDocker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: integration test")
-	}
-	image := testenv.Image(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rt, err := docker.New(ctx, docker.Options{Instance: "pipeline-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
-	bridgedTurn(ctx, t, rt, image, nil, "")
+	bridgedTurnInDocker(t, "")
 }
 
 // TestBridgedTurnInGVisor runs the turn in a Docker sandbox on gVisor's
 // runsc: the CLI, its hooks' commands and the bridge's Unix sockets work
 // in gVisor's kernel as in the host's.
 func TestBridgedTurnInGVisor(t *testing.T) {
+	testenv.GVisor(t)
+	if inside := bridgedTurnInDocker(t, sandbox.IsolationGVisor); !strings.Contains(inside, "Starting gVisor") {
+		t.Errorf("the hook's command did not run in gVisor:\n%s", inside)
+	}
+}
+
+// bridgedTurnInDocker runs bridgedTurn on the Docker runtime with the
+// isolation.
+func bridgedTurnInDocker(t *testing.T, isolation string) string {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
 	image := testenv.Image(t)
-	testenv.GVisor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rt, err := docker.New(ctx, docker.Options{Instance: "pipeline-test"})
@@ -68,9 +65,7 @@ func TestBridgedTurnInGVisor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Close(context.Background()) })
-	if inside := bridgedTurn(ctx, t, rt, image, nil, sandbox.IsolationGVisor); !strings.Contains(inside, "Starting gVisor") {
-		t.Errorf("the hook's command did not run in gVisor:\n%s", inside)
-	}
+	return bridgedTurn(ctx, t, rt, image, nil, isolation)
 }
 
 // TestBridgedTurnInKubernetes runs the same turn in a pod of the local

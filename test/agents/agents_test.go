@@ -61,6 +61,15 @@ func model(t *testing.T, c cli) *llmtest.Server {
 	return srv
 }
 
+// cliNames are the names of clis.
+func cliNames() []string {
+	names := make([]string, len(clis))
+	for i, c := range clis {
+		names[i] = c.name
+	}
+	return names
+}
+
 // TestAgentsThroughBinary: for each CLI, two turns of a chat through
 // `agentbox run`, then two turns of another chat through `agentbox serve`
 // (the first on the native API, the second on /v1/chat/completions).
@@ -69,11 +78,7 @@ func TestAgentsThroughBinary(t *testing.T) {
 		t.Skip("-short: starts containers")
 	}
 	testenv.Docker(t)
-	names := make([]string, len(clis))
-	for i, c := range clis {
-		names[i] = c.name
-	}
-	app := newApp(t, names)
+	app := newApp(t, cliNames())
 
 	// Each chat gets its own model server: the serve chats' are set now,
 	// for the one server process; each run process gets its own.

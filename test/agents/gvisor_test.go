@@ -18,11 +18,7 @@ func TestAgentsUnderGVisor(t *testing.T) {
 		t.Skip("-short: starts containers")
 	}
 	testenv.GVisor(t)
-	names := make([]string, len(clis))
-	for i, c := range clis {
-		names[i] = c.name
-	}
-	app := newAppIsolated(t, names, "gvisor")
+	app := newAppIsolated(t, cliNames(), "gvisor")
 	for _, c := range clis {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
