@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -256,6 +258,27 @@ func TestAllowListRefuses(t *testing.T) {
 	// Messages, and Responses', are one notice.
 	if fields["tools[0].type"] != 1 || fields["mcp_servers"] != 1 || fields["anthropic-beta"] != 1 {
 		t.Errorf("refusals told %v", fields)
+	}
+}
+
+// TestRefusalsToldBounded: an agent inventing fields is told of at most
+// maxTold of them in a turn (each is still refused and logged).
+func TestRefusalsToldBounded(t *testing.T) {
+	up := &recorder{}
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	var told atomic.Int32
+	s := startSession(t, Options{Upstream: testUpstream(srv.URL), Transport: srv.Client().Transport, OnRefuse: func(Refusal) { told.Add(1) }})
+	c := unixClient(s)
+	for i := range 2 * maxTold {
+		resp := post(t, c, "http://bridge", "/v1/messages", s.Token(), fmt.Sprintf(`{"model":"m","x%d":1}`, i))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("x%d: status %d", i, resp.StatusCode)
+		}
+	}
+	if n := told.Load(); n != maxTold {
+		t.Errorf("told %d refusals in a turn, want %d", n, maxTold)
 	}
 }
 

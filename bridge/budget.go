@@ -275,11 +275,16 @@ func (t *turnCalls) leave() {
 	t.mu.Unlock()
 }
 
-// first reports whether key is told for the first time this turn.
+// maxTold bounds the refusals told in a turn: an agent inventing fields
+// does not flood the chat with notices (each is still logged).
+const maxTold = 20
+
+// first reports whether key is told for the first time this turn (and is
+// among its first maxTold).
 func (t *turnCalls) first(key string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.told[key] {
+	if t.told[key] || len(t.told) >= maxTold {
 		return false
 	}
 	t.told[key] = true
