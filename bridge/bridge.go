@@ -531,8 +531,7 @@ func (s *Session) Usage() chat.Usage {
 	if s.model == nil {
 		return chat.Usage{}
 	}
-	u, _ := s.model.meter.total()
-	return u
+	return s.model.meter.total()
 }
 
 // CircuitOpen is the error of the first model request the proxy refused
@@ -543,15 +542,6 @@ func (s *Session) CircuitOpen() *chat.Error {
 		return nil
 	}
 	return s.model.refused.Load()
-}
-
-// Requests is the number of model requests the proxy forwarded upstream.
-func (s *Session) Requests() int {
-	if s.model == nil {
-		return 0
-	}
-	_, n := s.model.meter.total()
-	return n
 }
 
 // Close stops the servers, ends running tool calls and model requests,

@@ -110,7 +110,6 @@ func (u *usageFields) merge(r gjson.Result) {
 type meter struct {
 	mu sync.Mutex
 	u  usageFields
-	n  int // answers metered
 	// calls are the calls forwarded to the provider (answered or not).
 	calls int
 }
@@ -122,19 +121,16 @@ func (m *meter) forwarded() {
 	m.mu.Unlock()
 }
 
-func (m *meter) add(u usageFields, counted bool) {
+func (m *meter) add(u usageFields) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.u.input += u.input
 	m.u.output += u.output
 	m.u.cacheRead += u.cacheRead
 	m.u.cacheCreation += u.cacheCreation
-	if counted {
-		m.n++
-	}
 }
 
-func (m *meter) total() (chat.Usage, int) {
+func (m *meter) total() chat.Usage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return chat.Usage{
@@ -143,7 +139,7 @@ func (m *meter) total() (chat.Usage, int) {
 		CacheReadTokens:     m.u.cacheRead,
 		CacheCreationTokens: m.u.cacheCreation,
 		ModelCalls:          m.calls,
-	}, m.n
+	}
 }
 
 // Limits of what the meter keeps while it reads.
@@ -253,7 +249,7 @@ func (b *meterBody) finish() {
 			b.usage.whole(&b.u, gjson.ParseBytes(b.buf.Bytes()))
 			b.buf = bytes.Buffer{}
 		}
-		b.m.add(b.u, true)
+		b.m.add(b.u)
 		if b.onDone != nil {
 			b.onDone(b.u)
 		}
