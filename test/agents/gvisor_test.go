@@ -26,8 +26,8 @@ func TestAgentsUnderGVisor(t *testing.T) {
 			env := []string{"E2E_HOST_" + strings.ToUpper(c.name) + "=" + srv.URL}
 			chatID := "gvisor-" + c.name
 			ev1 := run(t, app, env, "--user", "alice", "--chat", chatID, c.name, prompt1)
-			if msg := loading(ev1); msg != "Starting sandbox (docker, gvisor)…" {
-				t.Errorf("loading message %q: the sandbox was not gVisor's", msg)
+			if msg := sandboxLoading(ev1); msg != "Starting the sandbox (docker, gvisor)…" {
+				t.Errorf("sandbox loading message %q: the sandbox was not gVisor's", msg)
 			}
 			session := checkFirst(t, c, ev1)
 			n := len(srv.TurnRequests())
@@ -38,10 +38,11 @@ func TestAgentsUnderGVisor(t *testing.T) {
 	}
 }
 
-// loading is the text of the turn's first loading message.
-func loading(events []chat.Event) string {
+// sandboxLoading is the text of the turn's progress line while its
+// sandbox starts.
+func sandboxLoading(events []chat.Event) string {
 	for _, e := range events {
-		if e.Type == chat.TypeLoading && e.Event == chat.Start {
+		if e.Type == chat.TypeLoading && strings.HasPrefix(e.Text, "Starting the sandbox") {
 			return e.Text
 		}
 	}
