@@ -42,14 +42,20 @@ func (l *loader) loadAssistants(app *App) (map[string]*Assistant, int) {
 	}
 	type job struct{ id, dir, pkg string }
 	var jobs []job
+	l.asstDirs, l.partial = map[string]string{}, map[string]*Assistant{}
 	l.assistantDirs(dir, func(abs, pkg string, parts []string) {
+		id := strings.Join(parts, ".")
+		l.asstDirs[id] = l.rel(abs)
+		if pkg == "" {
+			return // not loadable; its problem is recorded
+		}
 		for _, part := range parts {
 			if !idPart.MatchString(part) {
 				l.fileProblem(abs, "invalid assistant id %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit", part)
 				return
 			}
 		}
-		jobs = append(jobs, job{strings.Join(parts, "."), abs, pkg})
+		jobs = append(jobs, job{id, abs, pkg})
 	})
 	// Every assistant's own MCP servers first: an assistant may list
 	// another's by Yao's id (agents.<id>.<name>).
@@ -74,7 +80,7 @@ func (l *loader) loadAssistants(app *App) (map[string]*Assistant, int) {
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, j := range jobs {
 		g.Go(func() error {
-			sub := &loader{root: l.root, connIDs: l.connIDs, agentMCPs: agentMCPs}
+			sub := &loader{root: l.root, connIDs: l.connIDs, brokenConns: l.brokenConns, agentMCPs: agentMCPs}
 			a := sub.loadAssistant(j.id, j.dir, j.pkg, app, own[i])
 			results[i] = result{a, sub.probs}
 			return nil
@@ -84,11 +90,17 @@ func (l *loader) loadAssistants(app *App) (map[string]*Assistant, int) {
 	out := make(map[string]*Assistant, len(jobs))
 	for i, r := range results {
 		l.probs = append(l.probs, r.probs...)
-		if r.a != nil {
+		switch {
+		case r.a == nil:
+		case hasErrors(r.probs) || !ownServersLoaded(own[i]):
+			// An own server with problems keeps the assistant from
+			// loading, as any other file of its folder does.
+			l.partial[jobs[i].id] = r.a
+		default:
 			out[jobs[i].id] = r.a
 		}
 	}
-	return out, len(jobs)
+	return out, len(l.asstDirs)
 }
 
 // assistantDirs walks the assistants folder and calls fn for each folder
@@ -124,6 +136,7 @@ func (l *loader) assistantDirs(root string, fn func(abs, pkg string, parts []str
 			}
 			if len(pkgs) > 1 {
 				l.fileProblem(abs, "both %s: keep one package file", strings.Join(pkgs, " and "))
+				fn(abs, "", parts)
 				return true
 			}
 			if len(pkgs) == 1 {
@@ -162,8 +175,9 @@ func (l *loader) assistantDirs(root string, fn func(abs, pkg string, parts []str
 
 // loadAssistant loads one assistant folder: its package file with the
 // sandbox, hooks and tools settings, then its MCP servers, prompts and
-// presets, locales, skills and hooks entry. It returns nil when the
-// assistant has errors.
+// presets, locales, skills and hooks entry. It returns what it could read
+// (nil when not even the package file could); the caller tells from the
+// problems whether the assistant loaded.
 func (l *loader) loadAssistant(id, dir, pkg string, app *App, own map[string]*MCPServer) *Assistant {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -218,17 +232,18 @@ func (l *loader) loadAssistant(id, dir, pkg string, app *App, own map[string]*MC
 	if has["src"] {
 		a.Hooks = l.findHooks(dir)
 	}
-	if hasErrors(l.probs) {
-		return nil
-	}
-	// An own server with problems keeps the assistant from loading, as
-	// any other file of its folder does.
+	return a
+}
+
+// ownServersLoaded reports whether every MCP server of an assistant's own
+// mcps/ loaded.
+func ownServersLoaded(own map[string]*MCPServer) bool {
 	for _, srv := range own {
 		if srv == nil {
-			return nil
+			return false
 		}
 	}
-	return a
+	return true
 }
 
 // findHooks returns the absolute hook entry file, "" when there is none.

@@ -83,18 +83,20 @@ var capabilityFlags = []string{"audio", "embedding", "image_generation", "json",
 // second result lists the connectors skipped for not being chat models.
 func (l *loader) loadConnectors() (map[string]*Connector, map[string]string) {
 	files := l.specFiles(filepath.Join(l.root, ConnectorsDir), false)
-	l.connIDs = map[string]bool{}
+	l.connIDs, l.brokenConns = map[string]bool{}, map[string]string{}
 	l.connFiles = len(files)
 	out := make(map[string]*Connector, len(files))
 	skipped := map[string]string{}
 	for _, f := range files {
 		l.connIDs[f.id] = true
 		c, skip := l.loadConnector(f.id, f.abs)
-		if c != nil {
+		switch {
+		case c != nil:
 			out[f.id] = c
-		}
-		if skip != "" {
+		case skip != "":
 			skipped[f.id] = skip
+		default:
+			l.brokenConns[f.id] = l.rel(f.abs)
 		}
 	}
 	return out, skipped

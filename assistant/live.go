@@ -7,8 +7,10 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,13 +18,16 @@ import (
 )
 
 // Live serves the current version of an app folder and reloads it when
-// its files change. A reload that fails keeps the last good App serving and
-// reports the error; the next good edit replaces it. Current is lock-free
-// and safe for concurrent use with reloads.
+// its files change. It loads with Open: an assistant with errors does not
+// keep the others from serving. A reload whose app settings have errors
+// keeps the last good App serving and reports the error; one in which an
+// assistant has errors serves that assistant's last good version, if it
+// had one (Failed.LastGood). The next good edit replaces them. Current is
+// lock-free and safe for concurrent use with reloads.
 type Live struct {
 	dir    string
 	logger *slog.Logger
-	check  func(*App) error
+	check  func(*Assistant) []Problem
 	notify func(*App)
 
 	cur     atomic.Pointer[App]
@@ -40,10 +45,11 @@ type Live struct {
 // LiveOption configures a Live.
 type LiveOption func(*Live)
 
-// WithCheck adds a validation run on every newly loaded App before it is
-// served (compiling hooks, for instance); its error rejects the App like a
-// load error.
-func WithCheck(check func(*App) error) LiveOption {
+// WithCheck adds a check of every assistant of a newly loaded App before
+// it is served (compiling its hooks, for instance), as App.Vet runs it:
+// warnings join the app's, and an assistant with errors fails like one
+// whose files have errors.
+func WithCheck(check func(*Assistant) []Problem) LiveOption {
 	return func(l *Live) { l.check = check }
 }
 
@@ -65,7 +71,7 @@ func NewLive(dir string, logger *slog.Logger, opts ...LiveOption) (*Live, error)
 		o(l)
 	}
 	l.print = fingerprint(dir)
-	app, err := l.load()
+	app, err := l.load(nil)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -86,15 +92,25 @@ func (l *Live) LastError() error {
 	return nil
 }
 
-func (l *Live) load() (*App, error) {
-	app, err := Load(l.dir)
+// load opens the app folder and checks its assistants; prev, the app
+// being served (nil at first), lends its versions of the assistants that
+// now fail.
+func (l *Live) load(prev *App) (*App, error) {
+	app, err := Open(l.dir)
 	if err != nil {
 		return nil, err
 	}
 	if l.check != nil {
-		if err := l.check(app); err != nil {
-			return nil, err
+		app.Vet(l.check)
+	}
+	app.KeepLastGood(prev)
+	for _, id := range slices.Sorted(maps.Keys(app.Failed)) {
+		f := app.Failed[id]
+		msg := "assistant does not run: its definition has errors (agentbox check lists them)"
+		if f.Serving() {
+			msg = "assistant has errors: its last good version keeps serving until they are fixed (agentbox check lists them)"
 		}
+		l.logger.Error(msg, "assistant", id, "errors", len(f.Problems), "first", f.Problems[0].String())
 	}
 	if n := len(app.Warnings); n > 0 {
 		// Each warning once, at debug; the count where operators look.
@@ -117,7 +133,7 @@ func (l *Live) Reload() error {
 }
 
 func (l *Live) reloadLocked() error {
-	app, err := l.load()
+	app, err := l.load(l.cur.Load())
 	if err != nil {
 		l.lastErr.Store(&err)
 		l.logger.Error("app reload failed; still serving the last good version", "dir", l.dir, "error", err)
@@ -125,7 +141,7 @@ func (l *Live) reloadLocked() error {
 	}
 	l.cur.Store(app)
 	l.lastErr.Store(nil)
-	l.logger.Info("app reloaded", "dir", l.dir, "assistants", len(app.Assistants), "connectors", len(app.Connectors))
+	l.logger.Info("app reloaded", "dir", l.dir, "assistants", len(app.Assistants), "failed", len(app.Failed), "connectors", len(app.Connectors))
 	if l.notify != nil {
 		l.notify(app)
 	}
@@ -133,8 +149,8 @@ func (l *Live) reloadLocked() error {
 }
 
 // Watch starts a goroutine that checks the app's files every interval
-// (a stat walk of app.jsonc, connectors/ and assistants/: sizes, times and
-// names) and reloads when they changed. It stops when ctx is done or Close
+// (a stat walk of app.jsonc, connectors/, assistants/, mcps/ and agent/:
+// sizes, times and names) and reloads when they changed. It stops when ctx is done or Close
 // is called. Calling Watch again while watching does nothing.
 func (l *Live) Watch(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
@@ -205,7 +221,7 @@ func fingerprint(dir string) uint64 {
 	if st, err := os.Stat(filepath.Join(dir, AppFile)); err == nil {
 		add(AppFile, st)
 	}
-	for _, sub := range []string{ConnectorsDir, AssistantsDir} {
+	for _, sub := range []string{ConnectorsDir, AssistantsDir, MCPsDir, AgentDir} {
 		root := filepath.Join(dir, sub)
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {

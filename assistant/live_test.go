@@ -99,16 +99,37 @@ func TestLiveWatch(t *testing.T) {
 		t.Errorf("notified %d times", notified.Load())
 	}
 
-	// A broken edit keeps the last good app serving and reports why.
+	// A broken edit of an assistant keeps its last good version serving
+	// and says why; the other assistants take their edits.
 	edit(t, pkg, `"connector": "scripted.qa",`, `"connector": "scripted.qa" "oops",`)
-	waitFor(t, "the broken edit to be reported", func() bool { return l.LastError() != nil })
+	waitFor(t, "the broken edit to be reported", func() bool { return l.Current().Failed["qa"] != nil })
+	f := l.Current().Failed["qa"]
+	if !strings.Contains(f.Problems[0].String(), "assistants/qa/package.yao:") || !f.Serving() || l.LastError() != nil {
+		t.Fatalf("failed = %+v, LastError = %v", f, l.LastError())
+	}
+	if l.Current().Assistants["qa"].Name != "Questions" || l.Current().Assistants["coder"] == nil {
+		t.Fatal("the last good version of qa was replaced by a broken one, or the others stopped")
+	}
+
+	// A broken edit of the app's settings keeps the whole last good app.
+	appFile := filepath.Join(dir, AppFile)
+	good := l.Current()
+	orig, err := os.ReadFile(appFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(appFile, []byte(`{"listen": 8080}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the broken app.jsonc to be reported", func() bool { return l.LastError() != nil })
 	var le *LoadError
-	if !errors.As(l.LastError(), &le) || !strings.Contains(le.Problems[0].String(), "assistants/qa/package.yao:") {
+	if !errors.As(l.LastError(), &le) || !strings.Contains(le.Problems[0].String(), "app.jsonc:") || l.Current() != good {
 		t.Fatalf("LastError = %v", l.LastError())
 	}
-	if l.Current().Assistants["qa"].Name != "Questions" {
-		t.Fatal("the last good app was replaced by a broken one")
+	if err := os.WriteFile(appFile, orig, 0o644); err != nil {
+		t.Fatal(err)
 	}
+	waitFor(t, "app.jsonc to load again", func() bool { return l.LastError() == nil })
 
 	// Fixing it serves the fix and clears the error; a new assistant
 	// folder is picked up too.
@@ -119,7 +140,9 @@ func TestLiveWatch(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "assistants/new/package.yao"), []byte(`{"connector": "scripted.qa"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the fix to load", func() bool { return l.LastError() == nil && l.Current().Assistants["new"] != nil })
+	waitFor(t, "the fix to load", func() bool {
+		return l.LastError() == nil && l.Current().Assistants["new"] != nil && l.Current().Failed["qa"] == nil
+	})
 
 	cancel()
 	if err := l.Close(context.Background()); err != nil {
@@ -134,26 +157,50 @@ func TestLiveReloadAndCheck(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	copyApp(t, dir)
-	rejected := errors.New("hooks do not compile")
 	var reject atomic.Bool
-	l, err := NewLive(dir, nil, WithCheck(func(a *App) error {
-		if reject.Load() {
-			return rejected
+	l, err := NewLive(dir, nil, WithCheck(func(a *Assistant) []Problem {
+		if reject.Load() && a.ID == "coder" {
+			return []Problem{{File: "assistants/coder/src/index.ts", Line: 3, Col: 1, Msg: "does not compile"},
+				{File: "assistants/coder/src/index.ts", Line: 4, Col: 1, Msg: "Process is Yao-only", Severity: SeverityWarning}}
 		}
-		return nil
+		return []Problem{{File: "assistants/" + a.ID + "/src/index.ts", Msg: "a warning", Severity: SeverityWarning}}
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close(context.Background()) })
 	first := l.Current()
+	if len(first.Failed) != 0 || len(first.Warnings) == 0 {
+		t.Fatalf("warnings failed assistants: %v", first.Failed)
+	}
 	if err := l.Reload(); err != nil || l.Current() == first {
 		t.Fatalf("reload: %v", err)
 	}
+	// A check's error fails that assistant only; its last good version
+	// serves, and its warnings stay warnings.
 	reject.Store(true)
 	good := l.Current()
-	if err := l.Reload(); !errors.Is(err, rejected) || l.Current() != good || !errors.Is(l.LastError(), rejected) {
-		t.Fatalf("a rejected app: %v", err)
+	if err := l.Reload(); err != nil || l.LastError() != nil {
+		t.Fatalf("a rejected assistant failed the reload: %v", err)
+	}
+	app := l.Current()
+	f := app.Failed["coder"]
+	if f == nil || len(f.Problems) != 1 || f.LastGood != good.Assistants["coder"] || app.Assistants["coder"] != good.Assistants["coder"] || app.Assistants["qa"] == nil {
+		t.Fatalf("failed = %+v", f)
+	}
+	if want := `assistant "coder" cannot run: its definition has errors: assistants/coder/src/index.ts:3:1: does not compile`; f.Error() != want {
+		t.Fatalf("Error() = %q, want %q", f.Error(), want)
+	}
+	// A fresh start has no last good version: the assistant does not run.
+	l2, err := NewLive(dir, nil, WithCheck(func(a *Assistant) []Problem {
+		return []Problem{{File: "assistants/" + a.ID, Msg: "broken"}}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l2.Close(context.Background()) })
+	if cur := l2.Current(); len(cur.Assistants) != 0 || cur.Failed["qa"] == nil || cur.Failed["qa"].Serving() {
+		t.Fatalf("assistants %v, failed %v", cur.Assistants, cur.Failed)
 	}
 
 	if _, err := NewLive(filepath.Join(appsDir, "bad-syntax"), nil); err == nil {

@@ -91,6 +91,8 @@ func (r *Report) Errors() int {
 // *LoadError listing every problem with its file and position; an
 // unreadable dir is a plain error. Warnings (what loads but is not
 // honoured as written, such as Yao-only features) are in App.Warnings.
+// Open is the lenient form a server uses: it serves the assistants that
+// load.
 func Load(dir string) (*App, error) {
 	r, err := Inspect(dir)
 	if err != nil {
@@ -101,6 +103,32 @@ func Load(dir string) (*App, error) {
 		return nil, &LoadError{Root: r.App.Root, Problems: errs, Warnings: warns}
 	}
 	r.App.Warnings = warns
+	return r.App, nil
+}
+
+// Open reads the app folder dir as Load does, but an error that concerns
+// only some assistants keeps only those from running: an assistant folder
+// with errors is in App.Failed with them, and so is an assistant whose
+// connector or MCP server file has errors, while every other assistant
+// loads (as Yao serves an app whose assistants partly fail). Only errors
+// of the app's own settings (app.jsonc, agent/) make it fail, with a
+// *LoadError; App.Errors lists the others, App.Warnings the warnings.
+func Open(dir string) (*App, error) {
+	r, err := Inspect(dir)
+	if err != nil {
+		return nil, err
+	}
+	errs, warns := splitProblems(r.Problems)
+	var fatal []Problem
+	for _, p := range errs {
+		if appLevel(p.File) {
+			fatal = append(fatal, p)
+		}
+	}
+	if len(fatal) > 0 {
+		return nil, &LoadError{Root: r.App.Root, Problems: fatal, Warnings: warns}
+	}
+	r.App.Warnings, r.App.Errors = warns, errs
 	return r.App, nil
 }
 
@@ -127,6 +155,7 @@ func Inspect(dir string) (*Report, error) {
 	app.MCPServers = l.loadAppMCPServers()
 	var found int
 	app.Assistants, found = l.loadAssistants(app)
+	app.Failed = failures(l.probs, l.asstDirs, app.Assistants, l.partial)
 	return &Report{App: app, Problems: SortProblems(l.probs), Assistants: found, Connectors: l.connFiles}, nil
 }
 
@@ -142,6 +171,13 @@ type loader struct {
 	connFiles int
 	// agentMCPs are every assistant's own MCP servers, by Yao's id.
 	agentMCPs map[string]*MCPServer
+	// brokenConns are the connectors whose files have errors: id -> file.
+	brokenConns map[string]string
+	// asstDirs are the assistant folders found, relative to the root, by
+	// id (those whose package file could not be read too); partial holds
+	// what could be read of the assistants that have errors.
+	asstDirs map[string]string
+	partial  map[string]*Assistant
 }
 
 // warn records a warning about a whole file or folder (no position).

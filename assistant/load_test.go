@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -137,9 +138,63 @@ func TestLoadBrokenApps(t *testing.T) {
 	}
 }
 
+// TestOpenServesWhatLoads: Open loads an app in which some assistants
+// have errors, the others serving; each failed one has its own errors
+// (an assistant's folder, the connector or MCP server it uses), not
+// those of an assistant nested in it or of the app's other files.
+func TestOpenServesWhatLoads(t *testing.T) {
+	t.Parallel()
+	app, err := Open(filepath.Join(appsDir, "bad-partial"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(slices.Sorted(maps.Keys(app.Assistants)), ","); got != "badhook,direct,ok,team.lead" {
+		t.Errorf("loaded %s (badhook's errors are in its hook code, which the hook engine finds)", got)
+	}
+	want := map[string]string{
+		"badconn":          `assistants/badconn/package.yao:1:44: connector "broken.typo" does not load: connectors/broken/typo.conn.yao has errors`,
+		"badfield":         `assistants/badfield/package.yao:4:16: unknown field "temprature" in options (did you mean "temperature"?)`,
+		"badmcp":           `assistants/badmcp/package.yao:1:73: MCP server "broken" does not load: its file has errors`,
+		"boxed":            `assistants/boxed/package.yao:2:104: mcp server github (mcps/github.mcp.yao): env GITHUB_TOKEN reads $ENV.GITHUB_TOKEN, a credential`,
+		"team.lead.helper": `assistants/team/lead/helper/package.yao:1:93: sandbox.timeout: invalid duration "soon"`,
+		"twice":            `assistants/twice: both package.json and package.yao: keep one package file`,
+	}
+	for id, first := range want {
+		f := app.Failed[id]
+		if f == nil || len(f.Problems) != 1 || !strings.HasPrefix(f.Problems[0].String(), first) || f.Serving() {
+			t.Errorf("failed %s = %+v, want one error %q", id, f, first)
+		}
+	}
+	if len(app.Failed) != len(want) {
+		t.Errorf("failed: %v", slices.Sorted(maps.Keys(app.Failed)))
+	}
+	if f := app.Failed["badfield"]; f.Name != "Misspelt" || f.Dir != "assistants/badfield" {
+		t.Errorf("badfield = %+v", f)
+	}
+	// The connector's and the MCP server's own errors are the app's, not
+	// only the assistants'.
+	var files []string
+	for _, p := range app.Errors {
+		files = append(files, p.File)
+	}
+	for _, f := range []string{"connectors/broken/typo.conn.yao", "mcps/broken.mcp.yao"} {
+		if !slices.Contains(files, f) {
+			t.Errorf("errors lack %s: %v", f, files)
+		}
+	}
+	// Load is strict: any error fails it.
+	if _, err := Load(filepath.Join(appsDir, "bad-partial")); err == nil {
+		t.Error("Load accepted an app with errors")
+	}
+	// An error of the app's own settings fails Open too.
+	if _, err := Open(filepath.Join(appsDir, "bad-syntax")); err == nil || !strings.Contains(err.Error(), "app.jsonc") {
+		t.Errorf("Open of a broken app.jsonc: %v", err)
+	}
+}
+
 // fileLevel reports problems that concern a whole file or folder.
 func fileLevel(msg string) bool {
-	for _, s := range []string{"rename", "no package.yao", "invalid assistant id", "no SKILL.md", "also defined by", "cannot derive an id", "missing:"} {
+	for _, s := range []string{"rename", "no package.yao", "invalid assistant id", "no SKILL.md", "also defined by", "cannot derive an id", "missing:", "keep one package file"} {
 		if strings.Contains(msg, s) {
 			return true
 		}

@@ -322,7 +322,8 @@ func (l *loader) checkMCPRefs(d *doc, a *Assistant, m *rawMCP, app *App) {
 			d.warnPath(p, "MCP server %q is not defined: skipped (Yao skips it too)%s", r.ServerID, hintAmong(r.ServerID, mcpIDs(a, app, l.agentMCPs), "defined"))
 			continue
 		case def == nil:
-			continue // broken: its own problems are reported at its file
+			d.errPath(p, "MCP server %q does not load: its file has errors", r.ServerID)
+			continue
 		case def.Transport == "process":
 			d.warnPath(p, "MCP server %q (%s) runs Yao processes: skipped", r.ServerID, def.File)
 			continue

@@ -278,6 +278,10 @@ func (l *loader) checkConnector(d *doc, id string, app *App) {
 		d.errPath("connector", "connector %q is a %s connector, not a chat model", id, typ)
 		return
 	}
+	if file, broken := l.brokenConns[id]; broken {
+		d.errPath("connector", "connector %q does not load: %s has errors", id, file)
+		return
+	}
 	if !l.connIDs[id] {
 		have := l.connectorIDs()
 		hint := "there are none"

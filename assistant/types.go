@@ -41,6 +41,15 @@ type App struct {
 	// Warnings are what loaded but is not honoured as written (Yao-only
 	// features, ignored fields), sorted by file and position.
 	Warnings []Problem
+	// Failed are the assistants that did not load, by id, each with its
+	// errors; the app serves the others (Open). A reload may keep one's
+	// last good version serving (Failed.LastGood), which Assistants then
+	// holds too.
+	Failed map[string]*Failed
+	// Errors are the errors Open let through, sorted: those of the failed
+	// assistants and of connector and MCP files (which keep from running
+	// only the assistants that use them).
+	Errors []Problem
 }
 
 // AgentSettings is the app's agent/ folder: agent/agent.yml's connector

@@ -306,8 +306,16 @@ func TestSymlinkedFolders(t *testing.T) {
 	}
 	_, err := Load(app)
 	var le *LoadError
-	if !errors.As(err, &le) || len(le.Problems) != 1 || le.Problems[0].File != "connectors/c/x.conn.yao" {
+	if !errors.As(err, &le) || len(le.Problems) != 2 || le.Problems[1].File != "connectors/c/x.conn.yao" {
 		t.Fatalf("err = %v (the connector's problem is named under the app)", err)
+	}
+	// Open serves what loads: the assistant fails, named under the app.
+	a, err := Open(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := a.Failed["team.a"]; f == nil || f.Dir != "assistants/team/a" || f.Problems[0].File != "assistants/team/a/package.yao" {
+		t.Fatalf("failed = %+v", a.Failed)
 	}
 }
 

@@ -53,6 +53,11 @@ const (
 	// allowed (limits.uploads_per_user).
 	ErrTooManyUploads = "too_many_uploads"
 
+	// ErrUnavailable: the assistant's definition has errors, so it does
+	// not run (the app serves its other assistants); the message names
+	// the first error with its file and position.
+	ErrUnavailable = "assistant_unavailable"
+
 	// ErrSkillConflict: a skill proposal's state does not allow the
 	// request: it is already approved or rejected, a test of it runs, or
 	// the assistant's own skills (which win a name clash) have its name.

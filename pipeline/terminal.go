@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -245,10 +244,9 @@ func (p *Pipeline) terminalAssistant(ctx context.Context, app *assistant.App, re
 		}
 		id = boxed[0]
 	}
-	a, ok := app.Assistants[id]
-	if !ok {
-		return nil, &chat.Error{Code: chat.ErrInvalidRequest, Err: ErrUnknownAssistant,
-			Message: fmt.Sprintf("unknown assistant %q (have: %s)", id, strings.Join(sortedKeys(app.Assistants), ", "))}
+	a, err := findAssistant(app, id)
+	if err != nil {
+		return nil, err
 	}
 	if a.Sandbox == nil {
 		return nil, badRequest("assistant %q runs without a sandbox: a terminal needs one", id)

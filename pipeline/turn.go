@@ -3,7 +3,6 @@ package pipeline
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"maps"
 	"strconv"
 	"strings"
@@ -143,10 +142,9 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	}
 	app := t.p.App()
 	t.p.hooks.Prune(app)
-	a, ok := app.Assistants[req.AssistantID]
-	if !ok {
-		return nil, &chat.Error{Code: chat.ErrInvalidRequest, Err: ErrUnknownAssistant,
-			Message: fmt.Sprintf("unknown assistant %q (have: %s)", req.AssistantID, strings.Join(sortedKeys(app.Assistants), ", "))}
+	a, err := findAssistant(app, req.AssistantID)
+	if err != nil {
+		return nil, err
 	}
 	t.asst = a
 	t.meta = maps.Clone(req.Metadata)

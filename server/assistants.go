@@ -1,7 +1,9 @@
 package server
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -26,9 +28,52 @@ type AssistantInfo struct {
 	// Connectors are the ids a request may choose from (package.yao
 	// connector_options), when it may choose.
 	Connectors []string `json:"connectors,omitempty"`
+	// Available is false for an assistant that does not run: its
+	// definition has errors (Error says which), and a request to it is a
+	// 503 assistant_unavailable.
+	Available bool `json:"available"`
+	// Error is set when the assistant's definition has errors: it does
+	// not run, or (Error.ServingLastGood) its last good version answers
+	// until they are fixed.
+	Error *DefinitionError `json:"error,omitempty"`
 	// Metadata is package.yao's metadata for the UI and permissions
 	// (type, avatar, tags, sort, public, placeholder, modes, ...).
 	assistant.Metadata
+}
+
+// DefinitionError is what is wrong with an assistant's definition.
+type DefinitionError struct {
+	// Message names the first error with its position.
+	Message string `json:"message"`
+	// Problems are every error, positioned in the app folder's files.
+	Problems []ProblemInfo `json:"problems"`
+	// ServingLastGood: the version loaded before these errors still
+	// answers.
+	ServingLastGood bool `json:"serving_last_good,omitempty"`
+}
+
+// ProblemInfo is one error of a definition: file relative to the app
+// folder, 1-based line and column (0 for the file as a whole).
+type ProblemInfo struct {
+	File    string `json:"file"`
+	Line    int    `json:"line,omitempty"`
+	Col     int    `json:"col,omitempty"`
+	Message string `json:"message"`
+}
+
+func definitionError(f *assistant.Failed) *DefinitionError {
+	e := &DefinitionError{Message: f.Error(), ServingLastGood: f.Serving(), Problems: make([]ProblemInfo, 0, len(f.Problems))}
+	for _, p := range f.Problems {
+		e.Problems = append(e.Problems, ProblemInfo{File: p.File, Line: p.Line, Col: p.Col, Message: p.Msg})
+	}
+	return e
+}
+
+// failedInfo describes an assistant that does not run.
+func failedInfo(f *assistant.Failed, locale string) AssistantInfo {
+	info := AssistantInfo{ID: f.ID, Skills: []SkillInfo{}, Error: definitionError(f), Metadata: assistant.Metadata{Type: "assistant"}}
+	info.Name, info.Description = f.Localized(locale)
+	return info
 }
 
 // SkillInfo is one of an assistant's own skills: what its SKILL.md's
@@ -38,8 +83,11 @@ type SkillInfo struct {
 	Description string `json:"description"`
 }
 
-func publicInfo(a *assistant.Assistant, locale string) AssistantInfo {
-	info := AssistantInfo{ID: a.ID, Skills: []SkillInfo{}, Metadata: a.Meta}
+func publicInfo(app *assistant.App, a *assistant.Assistant, locale string) AssistantInfo {
+	info := AssistantInfo{ID: a.ID, Skills: []SkillInfo{}, Metadata: a.Meta, Available: true}
+	if f := app.FailedAssistant(a.ID); f != nil {
+		info.Error = definitionError(f)
+	}
 	info.Name, info.Description, info.Placeholder = a.Localized(locale)
 	if info.Name == "" {
 		info.Name = a.ID
@@ -69,7 +117,9 @@ func (s *Server) app() (*assistant.App, error) {
 	return app, nil
 }
 
-// lookup resolves an assistant id, or a 404 naming it.
+// lookup resolves an assistant id: a 404 naming it when the app has no
+// such assistant, a 503 assistant_unavailable with its first error when
+// its definition has errors.
 func (s *Server) lookup(id string) (*assistant.Assistant, error) {
 	app, err := s.app()
 	if err != nil {
@@ -77,6 +127,9 @@ func (s *Server) lookup(id string) (*assistant.Assistant, error) {
 	}
 	a, ok := app.Assistants[id]
 	if !ok || a == nil {
+		if f := app.FailedAssistant(id); f != nil {
+			return nil, &chat.Error{Code: chat.ErrUnavailable, Message: f.Error(), Err: f}
+		}
 		return nil, notFound("unknown assistant %q: GET /api/assistants lists them", id)
 	}
 	return a, nil
@@ -99,21 +152,41 @@ func (s *Server) assistants(w http.ResponseWriter, r *http.Request, _ string) {
 		writeError(w, s.log, err)
 		return
 	}
+	loc := locale(r, r.URL.Query().Get("locale"))
 	list := sortedAssistants(app)
-	data := make([]AssistantInfo, 0, len(list))
+	data := make([]AssistantInfo, 0, len(list)+len(app.Failed))
 	for _, a := range list {
-		data = append(data, publicInfo(a, locale(r, r.URL.Query().Get("locale"))))
+		data = append(data, publicInfo(app, a, loc))
 	}
+	// The assistants that do not run are listed too, with why.
+	for _, id := range slices.Sorted(maps.Keys(app.Failed)) {
+		if f := app.Failed[id]; !f.Serving() {
+			data = append(data, failedInfo(f, loc))
+		}
+	}
+	sort.SliceStable(data, func(i, j int) bool { return data[i].ID < data[j].ID })
 	writeJSON(w, http.StatusOK, listResponse[AssistantInfo]{Object: "list", Data: data})
 }
 
+// assistant is GET /api/assistants/{id}: one assistant, also one that
+// does not run (with its error), or a 404.
 func (s *Server) assistant(w http.ResponseWriter, r *http.Request, _ string) {
-	a, err := s.lookup(r.PathValue("id"))
+	app, err := s.app()
 	if err != nil {
 		writeError(w, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, publicInfo(a, locale(r, r.URL.Query().Get("locale"))))
+	loc := locale(r, r.URL.Query().Get("locale"))
+	id := r.PathValue("id")
+	if a := app.Assistants[id]; a != nil {
+		writeJSON(w, http.StatusOK, publicInfo(app, a, loc))
+		return
+	}
+	if f := app.FailedAssistant(id); f != nil {
+		writeJSON(w, http.StatusOK, failedInfo(f, loc))
+		return
+	}
+	writeError(w, s.log, notFound("unknown assistant %q: GET /api/assistants lists them", id))
 }
 
 // listResponse is the {"object": "list", "data": [...]} envelope of listings.

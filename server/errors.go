@@ -113,6 +113,7 @@ var statuses = map[string]int{
 	chat.ErrQuota:          http.StatusInsufficientStorage,
 	chat.ErrTooManyUploads: http.StatusTooManyRequests,
 	chat.ErrSkillConflict:  http.StatusConflict,
+	chat.ErrUnavailable:    http.StatusServiceUnavailable, // until its files are fixed; no Retry-After
 	CodeNotFound:           http.StatusNotFound,
 	CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
 	CodeBodyTooLarge:       http.StatusRequestEntityTooLarge,

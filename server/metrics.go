@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,12 +88,29 @@ type breakerReporter interface {
 // authentication: it names connectors whose breakers are not closed, never
 // hosts, keys or users.
 type healthBody struct {
-	// Status is "ok", or "shutting_down" (HTTP 503) while the server
-	// drains.
+	// Status is "ok"; "degraded" (still HTTP 200: the others serve) when
+	// some assistants do not run; or "shutting_down" (HTTP 503) while the
+	// server drains.
 	Status string `json:"status"`
+	// Assistants counts the assistants that serve, and lists those whose
+	// definition has errors.
+	Assistants *assistantsHealth `json:"assistants,omitempty"`
 	// Breakers lists the connectors whose circuit breaker is open or
 	// half-open: their calls fail fast until a probe succeeds.
 	Breakers []breakerHealth `json:"breakers,omitempty"`
+}
+
+type assistantsHealth struct {
+	Serving int            `json:"serving"`
+	Failed  []failedHealth `json:"failed,omitempty"`
+}
+
+// failedHealth is an assistant whose definition has errors: its first
+// error, and whether its last good version still serves.
+type failedHealth struct {
+	ID              string `json:"id"`
+	Error           string `json:"error"`
+	ServingLastGood bool   `json:"serving_last_good,omitempty"`
 }
 
 type breakerHealth struct {
@@ -104,6 +123,17 @@ type breakerHealth struct {
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ string) {
 	body := healthBody{Status: "ok"}
 	status := http.StatusOK
+	if app := s.cfg.Backend.App(); app != nil {
+		h := &assistantsHealth{Serving: len(app.Assistants)}
+		for _, id := range slices.Sorted(maps.Keys(app.Failed)) {
+			f := app.Failed[id]
+			h.Failed = append(h.Failed, failedHealth{ID: id, Error: f.Error(), ServingLastGood: f.Serving()})
+			if !f.Serving() {
+				body.Status = "degraded"
+			}
+		}
+		body.Assistants = h
+	}
 	if s.draining.Load() {
 		body.Status, status = "shutting_down", http.StatusServiceUnavailable
 	}

@@ -200,8 +200,8 @@ func TestModelsAndAssistants(t *testing.T) {
 		t.Fatalf("GET /api/assistants = %d %s", resp.StatusCode, body)
 	}
 	want := `{"object":"list","data":[` +
-		`{"id":"coder","name":"Coder","sandboxed":true,"command":"claude","skills":[{"name":"bash-helper","description":""},{"name":"code-review","description":"Review a change."}]},` +
-		`{"id":"qa","name":"Q\u0026A","description":"Answers questions","sandboxed":false,"skills":[]}]}` + "\n"
+		`{"id":"coder","name":"Coder","sandboxed":true,"command":"claude","skills":[{"name":"bash-helper","description":""},{"name":"code-review","description":"Review a change."}],"available":true},` +
+		`{"id":"qa","name":"Q\u0026A","description":"Answers questions","sandboxed":false,"skills":[],"available":true}]}` + "\n"
 	if body != want {
 		t.Errorf("GET /api/assistants =\n%s\nwant\n%s", body, want)
 	}
@@ -969,7 +969,7 @@ func TestAssistantMetadata(t *testing.T) {
 			Placeholder: &assistant.Placeholder{Title: "{{chat.title}}", Prompts: []string{"Hi {{name}}"}}, Modes: []string{"chat"}}}
 	ts := startServer(t, f, nil)
 	_, body := do(t, ts, "GET", "/api/assistants/yao", tokenAlice, "")
-	want := `{"id":"yao","name":"Helper","description":"Helps","sandboxed":false,"skills":[],"connectors":["openai.gpt"],` +
+	want := `{"id":"yao","name":"Helper","description":"Helps","sandboxed":false,"skills":[],"connectors":["openai.gpt"],"available":true,` +
 		`"type":"worker","avatar":"/a.png","tags":["Test"],"sort":3,"public":true,"mentionable":true,` +
 		`"placeholder":{"title":"New chat","prompts":["Hi Helper"]},"modes":["chat"]}` + "\n"
 	if body != want {

@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/connector"
@@ -24,7 +27,9 @@ import (
 var compileHooks = func(a *assistant.Assistant) error { return checkHooks(a, jsapi.Load) }
 
 // checkHooks compiles a's hooks with load and checks that every host tool
-// implemented by a hook function finds it.
+// implemented by a hook function finds it. Its *assistant.LoadError holds
+// the errors and the warnings (Yao-only globals, old hook names), files
+// relative to the app root.
 func checkHooks(a *assistant.Assistant, load func(*assistant.Assistant) (*jsapi.Hooks, error)) error {
 	h, err := load(a)
 	if err != nil {
@@ -52,6 +57,40 @@ func checkHooks(a *assistant.Assistant, load func(*assistant.Assistant) (*jsapi.
 		return &assistant.LoadError{Problems: probs, Warnings: warns}
 	}
 	return nil
+}
+
+// hookProblems turns what compile (checkHooks with a hook loader) says of
+// a's hooks into problems positioned relative to the app root at root:
+// a *assistant.LoadError's errors and warnings as they are, a
+// *jsapi.SourceError's positioned errors, anything else one error at the
+// hook file.
+func hookProblems(root string, a *assistant.Assistant, compile func(*assistant.Assistant) error) []assistant.Problem {
+	err := compile(a)
+	if err == nil {
+		return nil
+	}
+	var le *assistant.LoadError
+	if errors.As(err, &le) {
+		return append(slices.Clone(le.Problems), le.Warnings...)
+	}
+	var se *jsapi.SourceError
+	if errors.As(err, &se) {
+		dir, rerr := filepath.Rel(root, a.Dir)
+		if rerr != nil {
+			dir = a.Dir
+		}
+		out := make([]assistant.Problem, 0, len(se.Problems))
+		for _, p := range se.Problems {
+			p.File = path.Join(filepath.ToSlash(dir), p.File)
+			out = append(out, p)
+		}
+		return out
+	}
+	rel, rerr := filepath.Rel(root, a.Hooks)
+	if rerr != nil {
+		rel = a.Hooks
+	}
+	return []assistant.Problem{{File: filepath.ToSlash(rel), Msg: err.Error()}}
 }
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -93,6 +132,10 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	for _, line := range connectorLines(r.App) {
 		fmt.Fprintln(stdout, line)
+	}
+	for _, id := range slices.Sorted(maps.Keys(r.App.Failed)) {
+		f := r.App.Failed[id]
+		fmt.Fprintf(stdout, "assistant %s (%s) does not run: %s\n", id, f.Dir, plural(len(f.Problems), "error"))
 	}
 	errs := r.Errors()
 	conns := plural(r.Connectors, "connector")
@@ -159,59 +202,28 @@ func relTo(root, p string) string {
 
 // check loads dir and compiles its hooks, returning every problem sorted
 // and the number of assistants that loaded without errors, hooks
-// included. err is set only when dir cannot be loaded at all (missing, not
-// a folder).
+// included (r.App.Failed lists the others). err is set only when dir
+// cannot be loaded at all (missing, not a folder).
 func check(dir string) (*assistant.Report, int, error) {
 	r, err := assistant.Inspect(dir)
 	if err != nil {
 		return nil, 0, err
 	}
-	loaded := len(r.App.Assistants)
 	app := r.App
-	ids := make([]string, 0, len(app.Assistants))
-	for id, a := range app.Assistants {
-		if a.Hooks != "" || len(a.Tools) > 0 {
-			ids = append(ids, id)
-		}
-	}
-	sort.Strings(ids)
+	var mu sync.Mutex
 	problems := r.Problems
-	for _, id := range ids {
-		a := app.Assistants[id]
-		err := compileHooks(a)
-		if err == nil {
-			continue
+	app.Vet(func(a *assistant.Assistant) []assistant.Problem {
+		if a.Hooks == "" && len(a.Tools) == 0 {
+			return nil
 		}
-		var le *assistant.LoadError
-		if errors.As(err, &le) {
-			if len(le.Problems) > 0 {
-				loaded--
-			}
-			problems = append(problems, le.Problems...)
-			problems = append(problems, le.Warnings...)
-			continue
-		}
-		loaded--
-		var se *jsapi.SourceError
-		if errors.As(err, &se) {
-			dir, rerr := filepath.Rel(app.Root, a.Dir)
-			if rerr != nil {
-				dir = a.Dir
-			}
-			for _, p := range se.Problems {
-				p.File = path.Join(filepath.ToSlash(dir), p.File)
-				problems = append(problems, p)
-			}
-			continue
-		}
-		rel, rerr := filepath.Rel(app.Root, a.Hooks)
-		if rerr != nil {
-			rel = a.Hooks
-		}
-		problems = append(problems, assistant.Problem{File: filepath.ToSlash(rel), Msg: err.Error()})
-	}
+		ps := hookProblems(app.Root, a, compileHooks)
+		mu.Lock()
+		problems = append(problems, ps...)
+		mu.Unlock()
+		return ps
+	})
 	r.Problems = assistant.SortProblems(problems)
-	return r, loaded, nil
+	return r, len(app.Assistants), nil
 }
 
 func plural(n int, word string) string {

@@ -7,7 +7,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -137,9 +139,12 @@ func TestCheckCompileHooks(t *testing.T) {
 	// Not parallel: it swaps compileHooks.
 	old := compileHooks
 	t.Cleanup(func() { compileHooks = old })
+	var mu sync.Mutex
 	var called []string
 	compileHooks = func(a *assistant.Assistant) error {
+		mu.Lock()
 		called = append(called, a.ID)
+		mu.Unlock()
 		if a.ID != "coder" {
 			return nil
 		}
@@ -151,7 +156,7 @@ func TestCheckCompileHooks(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(stdout.String(), want) || !strings.HasSuffix(stdout.String(), "\n4 of 5 assistants loaded, 7 connectors, 0 warnings, 1 error\n") {
 		t.Fatalf("exit %d, output:\n%s\nwant\n%s", code, stdout.String(), want)
 	}
-	if strings.Join(called, ",") != "coder,codex,gemini,opencode" {
+	if slices.Sort(called); strings.Join(called, ",") != "coder,codex,gemini,opencode" {
 		t.Fatalf("compiled hooks of %v; want coder, codex, gemini and opencode (qa has none)", called)
 	}
 	compileHooks = func(a *assistant.Assistant) error {

@@ -208,8 +208,8 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("app folder: %w", err)
 	}
-	// A (re)loaded app is taken only when its hooks compile; the pipeline
-	// then uses the same compiled hooks.
+	// An assistant of a (re)loaded app serves only when its hooks compile;
+	// the pipeline then uses the same compiled hooks.
 	hooks := &pipeline.HookCache{}
 	// A reload stops the kept chats of changed assistants at once.
 	var reloaded atomic.Pointer[pipeline.Pipeline]
@@ -217,13 +217,8 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		if p := reloaded.Load(); p != nil {
 			p.AppReloaded(app)
 		}
-	}), assistant.WithCheck(func(app *assistant.App) error {
-		for _, a := range app.Assistants {
-			if err := checkHooks(a, hooks.Get); err != nil {
-				return fmt.Errorf("assistant %s: hooks: %w", a.ID, err)
-			}
-		}
-		return nil
+	}), assistant.WithCheck(func(a *assistant.Assistant) []assistant.Problem {
+		return hookProblems(dir, a, func(a *assistant.Assistant) error { return checkHooks(a, hooks.Get) })
 	}))
 	if err != nil {
 		return nil, fmt.Errorf("load app (run `agentbox check --app %s` for every problem): %w", opts.AppDir, err)
@@ -239,6 +234,9 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	env.closers = append([]func(context.Context) error{stopTraces}, env.closers...)
 	app := live.Current()
 	if opts.Assistant != "" {
+		if f := app.Failed[opts.Assistant]; f != nil && !f.Serving() {
+			return nil, f
+		}
 		if _, ok := app.Assistants[opts.Assistant]; !ok {
 			return nil, fmt.Errorf("unknown assistant %q (have: %s)", opts.Assistant, strings.Join(assistantIDs(app), ", "))
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -51,23 +52,7 @@ func TestServe(t *testing.T) {
 	go func() { exited <- runServe(ctx, []string{"--app", app, "--addr", addr}, &stdout, &stderr) }()
 
 	base := "http://" + addr
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		select {
-		case code := <-exited:
-			t.Fatalf("serve exited %d:\n%s", code, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not up: %v\n%s", err, stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUp(t, base, exited, &stderr)
 	get := func(method, path, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
@@ -166,4 +151,125 @@ func grepLines(s string, prefixes ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestServeDegrades serves an app in which some assistants have errors:
+// the others serve, and those are listed (health, assistants API) with
+// their positioned errors; a request to one is a 503 naming its first.
+func TestServeDegrades(t *testing.T) {
+	app := t.TempDir()
+	if err := os.CopyFS(app, os.DirFS(filepath.Join(appsDir, "bad-partial"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(app, "app.jsonc"), []byte(`{"data_root": "./data", "sandbox": {"runtime": "local"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr testenv.SyncBuffer
+	exited := make(chan int, 1)
+	go func() { exited <- runServe(ctx, []string{"--app", app, "--addr", addr}, &stdout, &stderr) }()
+	base := "http://" + addr
+	waitUp(t, base, exited, &stderr)
+	get := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("GET", "/health", "")
+	var health struct {
+		Status     string
+		Assistants struct {
+			Serving int
+			Failed  []struct{ ID, Error string }
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &health); err != nil || code != 200 || health.Status != "degraded" || health.Assistants.Serving != 3 || len(health.Assistants.Failed) != 7 {
+		t.Fatalf("health = %d %s", code, body)
+	}
+	if f := health.Assistants.Failed[1]; f.ID != "badfield" || !strings.Contains(f.Error, `assistants/badfield/package.yao:4:16: unknown field "temprature"`) {
+		t.Errorf("failed[1] = %+v", f)
+	}
+	code, body = get("GET", "/api/assistants", "")
+	var list struct {
+		Data []struct {
+			ID        string
+			Name      string
+			Available bool
+			Error     *struct {
+				Message  string
+				Problems []struct {
+					File      string
+					Line, Col int
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &list); err != nil || code != 200 || len(list.Data) != 10 {
+		t.Fatalf("assistants = %d %s", code, body)
+	}
+	for _, a := range list.Data {
+		broken := a.ID != "ok" && a.ID != "direct" && a.ID != "team.lead"
+		if a.Available == broken || (a.Error != nil) != broken {
+			t.Errorf("assistant %s: available %v, error %+v", a.ID, a.Available, a.Error)
+		}
+		if a.ID == "badhook" && (a.Name != "Bad hook" || a.Error.Problems[0].File != "assistants/badhook/src/index.ts" || a.Error.Problems[0].Line != 2) {
+			t.Errorf("badhook = %+v", a)
+		}
+	}
+	code, body = get("POST", "/v1/chat/completions", `{"model":"badconn","messages":[{"role":"user","content":"hi"}]}`)
+	if code != 503 || !strings.Contains(body, `"code":"assistant_unavailable"`) || !strings.Contains(body, `connectors/broken/typo.conn.yao has errors`) {
+		t.Errorf("completion of a failed assistant = %d %s", code, body)
+	}
+	code, body = get("POST", "/api/assistants/badhook/chat", `{"chat_id":"c1","message":"hi"}`)
+	if code != 503 || !strings.Contains(body, `assistants/badhook/src/index.ts:2:53`) {
+		t.Errorf("native turn of a failed assistant = %d %s", code, body)
+	}
+	if code, body := get("POST", "/v1/chat/completions", `{"model":"ok","messages":[{"role":"user","content":"hi"}]}`); code != 200 || !strings.Contains(body, "Hello from an assistant that runs.") {
+		t.Errorf("completion = %d %s", code, body)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Errorf("serve exited %d:\n%s", code, stderr.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if log := stderr.String(); !strings.Contains(log, "assistant does not run: its definition has errors") || !strings.Contains(log, "assistant=badmcp") {
+		t.Errorf("log lacks the failed assistants:\n%s", log)
+	}
+}
+
+// waitUp waits for the server at base to answer /health, failing when
+// serve exits first.
+func waitUp(t *testing.T, base string, exited <-chan int, stderr *testenv.SyncBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		select {
+		case code := <-exited:
+			t.Fatalf("serve exited %d:\n%s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not up: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

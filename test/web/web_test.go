@@ -42,9 +42,16 @@ func startServer(t *testing.T, appJSONC ...string) *server {
 	t.Helper()
 	testenv.Image(t)
 	testenv.ClaudeBin(t)
+	return serveCopy(t, "app", appJSONC...)
+}
+
+// serveCopy serves a copy of the app folder src; appJSONC, when given,
+// replaces its app.jsonc.
+func serveCopy(t *testing.T, src string, appJSONC ...string) *server {
+	t.Helper()
 	bin := testenv.WebApp(t)
 	app := filepath.Join(t.TempDir(), "app")
-	if err := os.CopyFS(app, os.DirFS("app")); err != nil {
+	if err := os.CopyFS(app, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range appJSONC {

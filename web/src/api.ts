@@ -71,11 +71,22 @@ export interface AssistantSkill {
   description: string;
 }
 
+/** DefinitionError is what is wrong with an assistant's files. */
+export interface DefinitionError {
+  message: string;
+  problems: { file: string; line?: number; col?: number; message: string }[];
+  /** serving_last_good: the version loaded before the errors answers. */
+  serving_last_good?: boolean;
+}
+
 export interface Assistant {
   id: string;
   name: string;
   description?: string;
   sandboxed: boolean;
+  /** available is false when the assistant does not run (see error). */
+  available: boolean;
+  error?: DefinitionError;
   command?: string;
   skills: AssistantSkill[];
   avatar?: string;

@@ -5,7 +5,7 @@
 // new chat starts on the assistants' cards.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import * as api from "./api";
-import { agentName, Home } from "./home";
+import { agentName, Broken, Home } from "./home";
 import { Icon } from "./icons";
 import { copyCode, renderMarkdown } from "./markdown";
 import { ToolCall } from "./tools";
@@ -44,7 +44,7 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
   const logRef = useRef<HTMLDivElement>(null);
 
   const running = turns.some((t) => t.running);
-  const asst = owner || info?.assistant_id || selected || assistants[0]?.id || "";
+  const asst = owner || info?.assistant_id || selected || (assistants.find((a) => a.available) ?? assistants[0])?.id || "";
   const empty = !chatId && turns.length === 0;
 
   const setTurnsNow = (f: (ts: Turn[]) => Turn[]) => {
@@ -194,6 +194,7 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
           />
         ) : (
           <div class="thread" onClick={copyCode}>
+            {current && !current.available && <Broken a={current} />}
             {history.map((m, i) => (
               <HistoryMessage key={"h" + i} m={m} />
             ))}
@@ -210,8 +211,8 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
         setImages={setImages}
         running={running}
         stopping={stopping}
-        disabled={!asst}
-        placeholder={current ? `Message ${current.name}` : "Message"}
+        disabled={!asst || current?.available === false}
+        placeholder={current?.available === false ? `${current.name} does not run: its files have errors` : current ? `Message ${current.name}` : "Message"}
         onSend={send}
         onStop={stop}
         onError={onError}
@@ -270,6 +271,7 @@ function errorTitle(code: string): string {
     hook: "The assistant's hook failed.",
     network: "The connection dropped.",
     shutting_down: "The server is restarting: send the message again.",
+    assistant_unavailable: "The assistant does not run: its files have errors.",
   };
   return titles[code] ?? "The turn failed.";
 }
@@ -553,6 +555,7 @@ function Composer({ text, setText, images, setImages, running, stopping, disable
           ref={area}
           aria-label="Message"
           placeholder={placeholder}
+          disabled={disabled}
           value={text}
           rows={1}
           onInput={(e) => setText(e.currentTarget.value)}

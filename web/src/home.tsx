@@ -56,7 +56,32 @@ const agents: Record<string, string> = { claude: "Claude Code", codex: "Codex", 
 export const agentName = (command?: string) => (command ? (agents[command] ?? command) : "the agent");
 
 /** runsOn says what runs an assistant. */
-const runsOn = (a: api.Assistant) => (a.sandboxed ? `${agentName(a.command)} · sandbox` : "chat");
+const runsOn = (a: api.Assistant) => (!a.available ? "does not run" : a.sandboxed ? `${agentName(a.command)} · sandbox` : "chat");
+
+/** position is a problem's file:line:col. */
+const position = (p: { file: string; line?: number; col?: number }) => p.file + (p.line ? `:${p.line}` + (p.col ? `:${p.col}` : "") : "");
+
+/** Broken says why an assistant does not run (or runs its last good
+ * version): each error of its files, with its position. */
+export function Broken({ a }: { a: api.Assistant }) {
+  if (!a.error) return null;
+  return (
+    <div class="broken" role="alert" data-broken={a.id}>
+      <strong>
+        {a.error.serving_last_good
+          ? `${a.name}'s files have errors: its last good version answers until they are fixed.`
+          : `${a.name} does not run: its files have errors.`}
+      </strong>
+      <ul>
+        {a.error.problems.map((p, i) => (
+          <li key={i}>
+            <code>{position(p)}</code> {p.message}
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}
 
 interface Props {
   assistants: api.Assistant[];
@@ -77,6 +102,7 @@ export function Home({ assistants, selected, onSelect, onPrompt }: Props) {
         <h2>{title}</h2>
         {shown(ph?.description) && <p>{shown(ph?.description)}</p>}
       </header>
+      {current && <Broken a={current} />}
       {assistants.length > 1 && <h3 class="cards-title">Assistants</h3>}
       <div class="cards" role="radiogroup" aria-label="Assistants">
         {assistants.map((a) => (
@@ -84,7 +110,7 @@ export function Home({ assistants, selected, onSelect, onPrompt }: Props) {
             key={a.id}
             type="button"
             role="radio"
-            class="card"
+            class={a.available ? "card" : "card unavailable"}
             aria-checked={a.id === selected}
             data-assistant={a.id}
             onClick={() => onSelect(a.id)}

@@ -1,0 +1,3 @@
+export function Create(ctx: any, messages: any[]) {
+  return { messages: messages.map((m) => m.content +) };
+}
