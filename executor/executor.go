@@ -183,3 +183,15 @@ type RunFiles interface {
 	// RunFiles lists those files, relative to the workspace.
 	RunFiles() []string
 }
+
+// Hider is implemented by an executor whose CLI reads configuration from
+// folders or files of the workspace that none of its switches turns off
+// (settings that start MCP servers, plugins and hooks, .env files,
+// skills, agents): the sandboxes of its command show them empty and
+// read-only (sandbox.Spec.Hide), so nothing the agent writes there
+// configures a later run. The host's files there are kept.
+type Hider interface {
+	// Hide names those folders (ending in "/") and files, at the
+	// workspace's root (sandbox.Spec.Hide).
+	Hide() []string
+}

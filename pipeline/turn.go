@@ -459,6 +459,7 @@ func (p *Pipeline) sandboxSpec(app *assistant.App, a *assistant.Assistant, user,
 		Network:     cmp.Or(a.Sandbox.Network, app.Config.Sandbox.Network, p.defaultNetwork(a)),
 		Isolation:   isolationOf(app, a),
 		Mounts:      mounts,
+		Hide:        p.hidden(a.Sandbox.Command),
 		Labels:      map[string]string{"dev.agentbox.assistant": a.ID},
 	}
 }
@@ -467,6 +468,16 @@ func (p *Pipeline) sandboxSpec(app *assistant.App, a *assistant.Assistant, user,
 // ("": runc).
 func isolationOf(app *assistant.App, a *assistant.Assistant) string {
 	return cmp.Or(a.Sandbox.Isolation, app.Config.Sandbox.Isolation)
+}
+
+// hidden names the workspace folders and files the command's CLI reads
+// configuration from that none of its switches turns off
+// (executor.Hider): its sandboxes hide them.
+func (p *Pipeline) hidden(command string) []string {
+	if h, ok := p.executors[command].(executor.Hider); ok {
+		return h.Hide()
+	}
+	return nil
 }
 
 // defaultNetwork is "none" when the bridge carries the CLI's model traffic,

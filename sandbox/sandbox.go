@@ -84,6 +84,13 @@ type Spec struct {
 	// Mounts are extra host paths made visible read-only (or read-write
 	// when Writable is set: only for sockets).
 	Mounts []Mount
+	// Hide names folders (ending in "/") and files at the workspace's
+	// root that processes in the sandbox see empty and read-only, when the
+	// workspace has them as it is created, while the host's files stay as
+	// they are: where a CLI reads project configuration that none of its
+	// switches turns off, so that nothing the agent writes there
+	// configures a later run (executor.Hider). See PrepareHide.
+	Hide []string
 	// Labels are added to the runtime's own labels.
 	Labels map[string]string
 }

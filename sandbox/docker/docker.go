@@ -25,6 +25,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 
 	"github.com/agentbox/agentbox/images"
@@ -280,7 +281,14 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		spec.Image = r.opts.Image
 	}
 	name := "agentbox-" + randHex(8)
-	cfg, hc, err := r.containerConfig(spec, name, time.Now())
+	var hidden []sandbox.Hidden
+	if spec.Workspace != nil {
+		var err error
+		if hidden, err = sandbox.PrepareHide(ctx, spec.Workspace, spec.Hide); err != nil {
+			return nil, fmt.Errorf("docker create: %w", err)
+		}
+	}
+	cfg, hc, err := r.containerConfig(spec, hidden, name, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -363,11 +371,13 @@ func missingRuntime(ctx context.Context, op string, hc *container.HostConfig, er
 // no-new-privileges, a pids limit, memory with swap equal to it (no swap),
 // a cpu limit, a read-only root with tmpfs /tmp and home, the network mode
 // (none by default), never privileged, and nothing of the host mounted but
-// the workspace and the spec's mounts (read-only unless marked writable).
+// the workspace and the spec's mounts (read-only unless marked writable),
+// the workspace's hidden names (spec.Hide, as sandbox.PrepareHide found
+// them) empty and read-only.
 // With sandbox.IsolationGVisor the same container runs on gVisor's runsc
 // (Options.GVisorRuntime), which applies every one of these inside its
 // own kernel and keeps the host's behind it.
-func (r *Runtime) containerConfig(spec sandbox.Spec, name string, now time.Time) (*container.Config, *container.HostConfig, error) {
+func (r *Runtime) containerConfig(spec sandbox.Spec, hidden []sandbox.Hidden, name string, now time.Time) (*container.Config, *container.HostConfig, error) {
 	if spec.Workspace == nil {
 		return nil, nil, errors.New("docker create: spec has no workspace")
 	}
@@ -484,6 +494,21 @@ func (r *Runtime) containerConfig(spec sandbox.Spec, name string, now time.Time)
 	hc.Mounts = append(hc.Mounts, bindMount(spec.Workspace.Dir(), sandbox.Workdir, false))
 	for _, m := range mounts {
 		hc.Mounts = append(hc.Mounts, bindMount(m.Source, m.Target, !m.Writable))
+	}
+	// Hidden names: an empty read-only tmpfs over a folder, an empty file
+	// bound read-only over a file (Docker mounts the workspace, their
+	// parent, first).
+	for _, h := range hidden {
+		if h.Folder {
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeTmpfs, Target: h.Target, ReadOnly: true,
+				TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 4096, Mode: 0o555}})
+			continue
+		}
+		empty, err := sandbox.EmptyFile()
+		if err != nil {
+			return nil, nil, fmt.Errorf("docker create: %w", err)
+		}
+		hc.Mounts = append(hc.Mounts, bindMount(empty, h.Target, true))
 	}
 	return cfg, hc, nil
 }

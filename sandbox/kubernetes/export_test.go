@@ -23,8 +23,9 @@ func (r *Runtime) StopHeartbeat() {
 // LeaseName is the name of the lease of run.
 func LeaseName(run string) string { return leaseName(run) }
 
-// PodFor is the pod Create would make for spec.
+// PodFor is the pod Create would make for spec, whose workspace hides
+// nothing.
 func (r *Runtime) PodFor(spec sandbox.Spec) (*corev1.Pod, error) {
 	spec.Image = cmp.Or(spec.Image, r.opts.Image)
-	return r.podFor(spec, "agentbox-"+randHex(8), time.Now())
+	return r.podFor(spec, nil, "agentbox-"+randHex(8), time.Now())
 }

@@ -33,7 +33,14 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		spec.Image = r.opts.Image
 	}
 	name := "agentbox-" + randHex(8)
-	pod, err := r.podFor(spec, name, time.Now())
+	var hidden []sandbox.Hidden
+	if spec.Workspace != nil {
+		var err error
+		if hidden, err = sandbox.PrepareHide(ctx, spec.Workspace, spec.Hide); err != nil {
+			return nil, fmt.Errorf("kubernetes create: %w", err)
+		}
+	}
+	pod, err := r.podFor(spec, hidden, name, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +133,7 @@ func (r *Runtime) createErr(ctx context.Context, err error) error {
 // Docker's init does for its containers. The spec's Env is not written
 // into the pod, where anyone who may read pods would see it: every exec
 // carries it (exec.go).
-func (r *Runtime) podFor(spec sandbox.Spec, name string, now time.Time) (*corev1.Pod, error) {
+func (r *Runtime) podFor(spec sandbox.Spec, hidden []sandbox.Hidden, name string, now time.Time) (*corev1.Pod, error) {
 	if spec.Workspace == nil {
 		return nil, errors.New("kubernetes create: spec has no workspace")
 	}
@@ -169,7 +176,9 @@ func (r *Runtime) podFor(spec sandbox.Spec, name string, now time.Time) (*corev1
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes create: %w", err)
 	}
-	vols, vms, err := r.volumes(spec, mounts)
+	// The content of the file a hidden file shows (volumes).
+	annotations[annotationEmpty] = ""
+	vols, vms, err := r.volumes(spec, hidden, mounts)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes create: %w", err)
 	}

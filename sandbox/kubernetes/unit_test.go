@@ -172,9 +172,35 @@ func TestClaimVolumes(t *testing.T) {
 
 	r := &Runtime{opts: Options{TmpfsBytes: 1 << 20, Home: DefaultHome, Storage: Storage{Claim: "agentbox-data", ClaimRoot: root}}}
 	spec := sandbox.Spec{Workspace: ws}
-	vols, vms, err := r.volumes(spec, []sandbox.Mount{{Source: bin, Target: "/usr/local/bin/agentbox"}})
+	hidden := []sandbox.Hidden{{Target: sandbox.Workdir + "/.gemini", Folder: true}, {Target: sandbox.Workdir + "/opencode.json"}}
+	vols, vms, err := r.volumes(spec, hidden, []sandbox.Mount{{Source: bin, Target: "/usr/local/bin/agentbox"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A hidden folder: an empty emptyDir, mounted read-only over it.
+	shown := false
+	for _, m := range vms {
+		if m.MountPath == sandbox.Workdir+"/.gemini" {
+			for _, v := range vols {
+				shown = shown || v.Name == m.Name && m.ReadOnly && m.SubPath == "" && v.EmptyDir != nil
+			}
+		}
+	}
+	if !shown {
+		t.Errorf("no read-only empty folder over the hidden .gemini: %+v", vms)
+	}
+	// A hidden file: the empty file of the downward API volume.
+	shown = false
+	for _, m := range vms {
+		if m.MountPath == sandbox.Workdir+"/opencode.json" {
+			for _, v := range vols {
+				shown = shown || v.Name == m.Name && m.ReadOnly && m.SubPath == "empty" && v.DownwardAPI != nil &&
+					v.DownwardAPI.Items[0].FieldRef.FieldPath == "metadata.annotations['dev.agentbox.empty']"
+			}
+		}
+	}
+	if !shown {
+		t.Errorf("no read-only empty file over the hidden opencode.json: %+v %+v", vms, vols)
 	}
 	var claim *corev1.Volume
 	for i := range vols {
@@ -205,12 +231,12 @@ func TestClaimVolumes(t *testing.T) {
 		{"outside the claim", sandbox.Mount{Source: outside, Target: "/opt/x"}, "not under claim_root"},
 		{"a socket", sandbox.Mount{Source: sock, Target: "/run/s.sock", Writable: true}, "Unix socket"},
 	} {
-		if _, _, err := r.volumes(spec, []sandbox.Mount{tc.mount}); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "cannot be honoured") {
+		if _, _, err := r.volumes(spec, nil, []sandbox.Mount{tc.mount}); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "cannot be honoured") {
 			t.Errorf("%s: err = %v, want one saying it cannot be honoured (%s)", tc.name, err, tc.want)
 		}
 	}
 	other := &Runtime{opts: Options{TmpfsBytes: 1 << 20, Home: DefaultHome, Storage: Storage{Claim: "c", ClaimRoot: outside}}}
-	if _, _, err := other.volumes(spec, nil); err == nil || !strings.Contains(err.Error(), "workspace") {
+	if _, _, err := other.volumes(spec, nil, nil); err == nil || !strings.Contains(err.Error(), "workspace") {
 		t.Errorf("a workspace outside the claim: err = %v", err)
 	}
 }
@@ -235,7 +261,7 @@ func TestClaimRefusesMountedWorkspace(t *testing.T) {
 	}
 	defer release()
 	r := &Runtime{opts: Options{TmpfsBytes: 1 << 20, Home: DefaultHome, Storage: Storage{Claim: "data", ClaimRoot: root}}}
-	if _, _, err := r.volumes(sandbox.Spec{Workspace: ws}, nil); err == nil || !strings.Contains(err.Error(), "is a mount on this host") {
+	if _, _, err := r.volumes(sandbox.Spec{Workspace: ws}, nil, nil); err == nil || !strings.Contains(err.Error(), "is a mount on this host") {
 		t.Errorf("err = %v, want the mounted workspace refused", err)
 	}
 }

@@ -17,8 +17,8 @@ import (
 )
 
 // This file is the one place that decides what a sandbox pod mounts and
-// from where: the workspace, the memory-backed /tmp and home, and the
-// spec's extra mounts (the agentbox binary and the bridge's sockets, which
+// from where: the workspace, the memory-backed /tmp and home, the empty
+// folders over the workspace's hidden ones, and the spec's extra mounts (the agentbox binary and the bridge's sockets, which
 // the pipeline adds; with the bridge across the network, bridge.Gateway,
 // there are no socket mounts).
 
@@ -28,7 +28,12 @@ const (
 	volTmp       = "tmp"
 	volHome      = "home"
 	volData      = "data" // the claim, with Storage.Claim
+	volEmptyFile = "empty-file"
 )
+
+// annotationEmpty is a pod annotation whose value is "": the content of
+// the file a hidden file of the workspace shows (Spec.Hide).
+const annotationEmpty = "dev.agentbox.empty"
 
 // check says whether s is complete.
 func (s Storage) check() error {
@@ -56,7 +61,7 @@ func (s Storage) check() error {
 //
 // /tmp and home are memory-backed emptyDirs of TmpfsBytes each, which
 // count against the pod's memory limit as Docker's tmpfs do.
-func (r *Runtime) volumes(spec sandbox.Spec, mounts []sandbox.Mount) ([]corev1.Volume, []corev1.VolumeMount, error) {
+func (r *Runtime) volumes(spec sandbox.Spec, hidden []sandbox.Hidden, mounts []sandbox.Mount) ([]corev1.Volume, []corev1.VolumeMount, error) {
 	tmpSize := resource.NewQuantity(r.opts.TmpfsBytes, resource.BinarySI)
 	vols := []corev1.Volume{
 		{Name: volTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: tmpSize}}},
@@ -65,6 +70,27 @@ func (r *Runtime) volumes(spec sandbox.Spec, mounts []sandbox.Mount) ([]corev1.V
 	vms := []corev1.VolumeMount{
 		{Name: volTmp, MountPath: "/tmp"},
 		{Name: volHome, MountPath: r.opts.Home},
+	}
+	// Hidden names of the workspace, read-only: an empty emptyDir over a
+	// folder, over a file the empty file of a downward API volume (the
+	// pod's annotationEmpty, which is ""). The runtime mounts the
+	// workspace, their parent, first: CRI runtimes order mounts by depth.
+	emptyFile := false
+	for i, h := range hidden {
+		if !h.Folder {
+			emptyFile = true
+			vms = append(vms, corev1.VolumeMount{Name: volEmptyFile, MountPath: h.Target, SubPath: "empty", ReadOnly: true})
+			continue
+		}
+		name := fmt.Sprintf("hide-%d", i)
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(4096, resource.BinarySI)}}})
+		vms = append(vms, corev1.VolumeMount{Name: name, MountPath: h.Target, ReadOnly: true})
+	}
+	if emptyFile {
+		vols = append(vols, corev1.Volume{Name: volEmptyFile, VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+			Items: []corev1.DownwardAPIVolumeFile{{Path: "empty", FieldRef: &corev1.ObjectFieldSelector{
+				FieldPath: "metadata.annotations['" + annotationEmpty + "']"}}}}}})
 	}
 	wsDir := spec.Workspace.Dir()
 	st := r.opts.Storage

@@ -193,6 +193,10 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err != nil {
 		return nil, fmt.Errorf("local create: %w", err)
 	}
+	hidden, err := sandbox.PrepareHide(ctx, spec.Workspace, spec.Hide)
+	if err != nil {
+		return nil, fmt.Errorf("local create: %w", err)
+	}
 	dir := spec.Workspace.Dir()
 	if r.cred != nil {
 		if err := reachable(dir, r.uid, r.gid); err != nil {
@@ -201,6 +205,19 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	}
 	args := r.baseArgs(network)
 	args = append(args, "--bind", dir, sandbox.Workdir)
+	// Hidden names: an empty tmpfs made read-only over a folder, an empty
+	// file bound read-only over a file.
+	for _, h := range hidden {
+		if h.Folder {
+			args = append(args, "--perms", "0555", "--tmpfs", h.Target, "--remount-ro", h.Target)
+			continue
+		}
+		empty, err := sandbox.EmptyFile()
+		if err != nil {
+			return nil, fmt.Errorf("local create: %w", err)
+		}
+		args = append(args, "--ro-bind", empty, h.Target)
+	}
 	args = append(args, r.mountArgs(mounts)...)
 	env := map[string]string{"PATH": DefaultPath, "HOME": r.opts.Home, "USER": "agent", "LANG": "C.UTF-8"}
 	for k, v := range spec.Env {

@@ -123,6 +123,7 @@ func Run(t *testing.T, newRuntime Factory) {
 		{"Kill", c.testKill},
 		{"StderrNeverBlocks", c.testStderrNeverBlocks},
 		{"WorkspaceBothWays", c.testWorkspace},
+		{"Hide", c.testHide},
 		{"User", c.testUser},
 		{"ReadOnlySystem", c.testReadOnly},
 		{"NetworkNone", c.testNetworkNone},

@@ -31,6 +31,9 @@ func (c *suite) testBadSpecs(t *testing.T) {
 		{"relative mount", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: "x", Target: "/x"}} }, "absolute"},
 		{"mount over workspace", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: "/usr", Target: "/workspace/x"}} }, "workspace"},
 		{"bad env", func(s *sandbox.Spec) { s.Env = map[string]string{"A=B": "x"} }, "environment variable"},
+		{"hide a path", func(s *sandbox.Spec) { s.Hide = []string{"a/b"} }, "name at the workspace's root"},
+		{"hide the parent", func(s *sandbox.Spec) { s.Hide = []string{"../"} }, "name at the workspace's root"},
+		{"hide twice", func(s *sandbox.Spec) { s.Hide = []string{".x/", ".x"} }, "twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,6 +187,54 @@ func (c *suite) testWorkspace(t *testing.T) {
 	}
 	if s, ok := st.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 && (int(s.Uid) != c.f.UID || int(s.Gid) != c.f.GID) {
 		t.Errorf("a file made in the sandbox is owned by %d:%d, want %d:%d", s.Uid, s.Gid, c.f.UID, c.f.GID)
+	}
+}
+
+// testHide: the spec's hidden names that the workspace has are empty and
+// read-only inside the sandbox (they cannot be written, moved or removed),
+// while the host's files there stay; a missing one is not made, a symlink
+// in its place is removed, one of the other kind is left as it is.
+func (c *suite) testHide(t *testing.T) {
+	ws, chat := c.workspace(t)
+	ctx := context.Background()
+	for f, data := range map[string]string{".conf/settings.json": "host's", "conf.json": `{"host": true}`, ".file": "a file", "dir.json/x": "x"} {
+		if err := ws.WriteFile(ctx, f, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/etc", filepath.Join(ws.Dir(), ".link")); err != nil {
+		t.Fatal(err)
+	}
+	spec := c.spec(ws, chat)
+	spec.Hide = []string{".conf/", "conf.json", ".new/", "new.json", ".link/", ".file/", "dir.json"}
+	sb, err := c.rt.Create(ctx, spec)
+	if sb != nil {
+		t.Cleanup(func() { _ = sb.Remove(context.Background()) })
+	}
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	res := sh(t, sb, `cd /workspace
+echo ".conf: $(ls -A .conf | wc -l) conf.json: $(wc -c < conf.json)"
+touch .conf/x 2>/dev/null && echo "wrote .conf"
+echo x > conf.json 2>/dev/null && echo "wrote conf.json"
+for n in .conf conf.json; do
+  mv $n $n.moved 2>/dev/null && echo "moved $n"
+  rm -rf $n 2>/dev/null; [ -e $n ] || echo "removed $n"
+done
+ls -A | sort | tr '\n' ' '`)
+	if want := ".conf: 0 conf.json: 0\n.conf .file conf.json dir.json "; res.Stdout != want {
+		t.Errorf("inside: %q, want %q (stderr %q)", res.Stdout, want, res.Stderr)
+	}
+	for f, want := range map[string]string{".conf/settings.json": "host's", "conf.json": `{"host": true}`, ".file": "a file"} {
+		if b, err := ws.ReadFile(ctx, f, 0); err != nil || string(b) != want {
+			t.Errorf("the host's %s: %q, %v", f, b, err)
+		}
+	}
+	for _, n := range []string{".new", "new.json", ".link"} {
+		if _, err := os.Lstat(filepath.Join(ws.Dir(), n)); !os.IsNotExist(err) {
+			t.Errorf("%s on the host: %v, want it absent", n, err)
+		}
 	}
 }
 
