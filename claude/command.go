@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -76,7 +77,7 @@ func (e *Executor) buildCommand(req *executor.Request, p *prepared, maxTurns int
 	// (hooks, env, permissions) in the workspace are not read.
 	argv = append(argv, "--setting-sources", "user")
 
-	env := map[string]string{}
+	env := agentcli.GitEnv()
 	for k, v := range e.opts.Env {
 		if isClaudeInternal(k) {
 			continue

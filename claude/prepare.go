@@ -171,8 +171,10 @@ func prepare(ctx context.Context, ws *sandbox.Workspace, req *runInput) (*prepar
 		return nil, err
 	}
 	paths := ConfigPaths(req.assistant.ID)
-	if err := ws.MkdirAll(ctx, paths.Config); err != nil {
-		return nil, fmt.Errorf("config dir: %w", err)
+	// First, as it makes the config dir and the folders above it real
+	// folders (not links the agent left).
+	if err := keepTranscripts(ctx, ws, paths.Config); err != nil {
+		return nil, err
 	}
 	// Only the sandbox user (the owner) may read the chat's CLI state.
 	for _, d := range []string{".agentbox", ConfigRoot, ConfigRoot + "/assistants", paths.Dir, paths.Config} {
@@ -181,9 +183,6 @@ func prepare(ctx context.Context, ws *sandbox.Workspace, req *runInput) (*prepar
 		}
 	}
 	if err := clearFormer(ctx, ws); err != nil {
-		return nil, err
-	}
-	if err := keepTranscripts(ctx, ws, paths.Config); err != nil {
 		return nil, err
 	}
 	if err := ws.WriteFile(ctx, paths.MCPConfig, mcp.JSON, 0o600); err != nil {
@@ -210,53 +209,19 @@ func prepare(ctx context.Context, ws *sandbox.Workspace, req *runInput) (*prepar
 	return p, nil
 }
 
-// isUUID reports a session id (a transcript's name without .jsonl).
-func isUUID(s string) bool {
-	_, err := uuid.Parse(s)
-	return err == nil && len(s) == 36
-}
+// uuidGlob matches a session id (a UUID) as a path.Match pattern.
+var uuidGlob = func() string {
+	h := func(n int) string { return strings.Repeat("[0-9a-fA-F]", n) }
+	return h(8) + "-" + h(4) + "-" + h(4) + "-" + h(4) + "-" + h(12)
+}()
 
 // keepTranscripts empties the config dir but for the session transcripts:
 // projects/*/<uuid>.jsonl and the session folders beside them
 // (projects/*/<uuid>/: subagent transcripts, tool results). A file can be
 // put there, but it is read only as the agent's own history.
 func keepTranscripts(ctx context.Context, ws *sandbox.Workspace, config string) error {
-	entries, err := ws.ListDir(ctx, config)
-	if err != nil {
-		return fmt.Errorf("config dir: %w", err)
-	}
-	for _, e := range entries {
-		if e.Name == "projects" && e.IsDir {
-			continue
-		}
-		if err := ws.RemoveAll(ctx, path.Join(config, e.Name)); err != nil {
-			return fmt.Errorf("reset config dir: %w", err)
-		}
-	}
-	projects, err := ws.ListDir(ctx, config+"/projects")
-	if err != nil {
-		return nil // none yet
-	}
-	for _, pr := range projects {
-		dir := path.Join(config, "projects", pr.Name)
-		if !pr.IsDir {
-			if err := ws.RemoveAll(ctx, dir); err != nil {
-				return fmt.Errorf("reset config dir: %w", err)
-			}
-			continue
-		}
-		files, err := ws.ListDir(ctx, dir)
-		if err != nil {
-			return fmt.Errorf("config dir: %w", err)
-		}
-		for _, f := range files {
-			keep := (f.IsDir && isUUID(f.Name)) || (!f.IsDir && strings.HasSuffix(f.Name, ".jsonl") && isUUID(strings.TrimSuffix(f.Name, ".jsonl")))
-			if !keep {
-				if err := ws.RemoveAll(ctx, path.Join(dir, f.Name)); err != nil {
-					return fmt.Errorf("reset config dir: %w", err)
-				}
-			}
-		}
+	if err := agentcli.ResetHome(ctx, ws, config, "projects/*/"+uuidGlob+".jsonl", "projects/*/"+uuidGlob); err != nil {
+		return fmt.Errorf("reset config dir: %w", err)
 	}
 	return nil
 }

@@ -58,9 +58,10 @@ func baseURL(host string) string {
 
 // configTOML is CODEX_HOME/config.toml for a run: the model provider (the
 // bridge's proxy, Responses API over HTTP), the system prompt as developer
-// instructions, no update checks, history, telemetry or provider-side web
-// search, and the MCP servers. It holds no secret: the key and MCP values
-// are environment variables the CLI reads (env_key, env_vars); a stdio
+// instructions and no project instructions (AGENTS.md), no update checks,
+// history, telemetry or provider-side web search, and the MCP servers. It
+// holds no secret: the key and MCP values are environment variables the
+// CLI reads (env_key, env_vars); a stdio
 // server's env is set by `env` from those variables.
 func configTOML(c executor.Connection, model, system string, mcp *agentcli.MCPConfig, relay string) []byte {
 	var b strings.Builder
@@ -73,6 +74,10 @@ func configTOML(c executor.Connection, model, system string, mcp *agentcli.MCPCo
 	if system != "" {
 		w("developer_instructions = %s", str(system))
 	}
+	// No AGENTS.md of the workspace: the instructions are the assistant's.
+	// (Its project folder, .codex, is read only for a trusted project, and
+	// this configuration trusts none.)
+	w("project_doc_max_bytes = 0")
 	w("check_for_update_on_startup = false")
 	// Codex offers the model the Responses API's web_search tool, which
 	// runs at the provider, outside the sandbox's network policy: the

@@ -3,7 +3,10 @@
 // (the Responses API, through a model provider of its own, so no key
 // enters the sandbox), with CODEX_HOME in the assistant's state folder of
 // the workspace, where its sessions live and are resumed with `codex exec
-// resume ID`. Its JSONL events map onto the chat events (see Parser).
+// resume ID`; everything else there is removed before every run and the
+// configuration written from the assistant's definition, and no
+// AGENTS.md, skills or project configuration of the workspace is read
+// (Hide). Its JSONL events map onto the chat events (see Parser).
 package codex
 
 import (
@@ -36,6 +39,14 @@ func New(opts Options) *Executor {
 // Name returns "codex".
 func (e *Executor) Name() string { return "codex" }
 
+var _ executor.Hider = (*Executor)(nil)
+
+// Hide names the workspace folders the CLI reads skills from whatever its
+// configuration says (.agents/skills, .codex/skills), .codex also holding
+// the project configuration and rules it reads for a trusted project. Its
+// sandboxes show them empty and read-only.
+func (e *Executor) Hide() []string { return []string{".codex/", ".agents/"} }
+
 // RunFiles are the files a run writes into the workspace and removes.
 func (e *Executor) RunFiles() []string { return nil }
 
@@ -44,6 +55,10 @@ func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	return agentcli.Drive(ctx, req, agentcli.CLI{
 		Name: "codex", ErrorID: "cx-error",
 		Prepare: e.prepare,
+		// The rollouts `codex exec resume` reads. Its databases (state,
+		// logs, memories, goals) and the skills it unpacks are made
+		// again.
+		Keep: []string{"sessions/**"},
 		NewParser: func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser {
 			return NewParser(emit, parserOptions(plan, m))
 		},
@@ -80,10 +95,7 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 		maxTurns = e.opts.DefaultMaxTurns
 	}
 	ws := p.Sandbox.Workspace()
-	home := p.State + "/home"
-	if err := ws.MkdirAll(ctx, home); err != nil {
-		return nil, err
-	}
+	home := p.Home
 	if err := skills.Sync(ctx, ws, home+"/skills", p.Assistant.Skills); err != nil {
 		return nil, err
 	}

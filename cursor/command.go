@@ -2,6 +2,7 @@ package cursor
 
 import (
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -60,7 +61,7 @@ func (e *Executor) buildCommand(req *executor.Request, p *prepared, mode, model 
 	}
 	argv = append(argv, p.prompt)
 
-	env := map[string]string{}
+	env := agentcli.GitEnv()
 	for k, v := range e.opts.Env {
 		env[k] = v
 	}
@@ -69,6 +70,7 @@ func (e *Executor) buildCommand(req *executor.Request, p *prepared, mode, model 
 	}
 	env["CURSOR_API_KEY"] = req.Connector.Key
 	env["CURSOR_CONFIG_DIR"] = sandbox.Workdir + "/" + ConfigDir
+	env["HOME"] = sandbox.Workdir + "/" + HomeDir
 	// Never try to open a browser for a login nobody can complete.
 	env["NO_OPEN_BROWSER"] = "1"
 	return &command{argv: argv, env: env}

@@ -1,6 +1,7 @@
 // Package cursor runs chat turns with the Cursor CLI (cursor-agent) inside
 // a chat's sandbox: it prepares the workspace (.cursor/mcp.json, the
-// assistant's skills and rules, a per-chat config dir and session file),
+// assistant's skills and rules, a per-chat config dir and home emptied but
+// for the CLI's chats, and the session file),
 // starts `cursor-agent --print --output-format stream-json` and maps every
 // line the CLI prints to chat events.
 //

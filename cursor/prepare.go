@@ -36,12 +36,22 @@ const (
 	// (https://cursor.com/docs/cli/reference/permissions), written from
 	// the assistant's allowed_tools and disallowed_tools.
 	PermissionsFile = ".cursor/cli.json"
-	// StateDir is the chat's CLI state: the config dir, the session file
-	// and the run's prompt file.
+	// HooksFile is the project's hooks (https://cursor.com/docs/agent/hooks),
+	// commands the CLI runs on its events: removed before every run, so
+	// the agent cannot leave commands for a later one.
+	HooksFile = ".cursor/hooks.json"
+	// StateDir is the chat's CLI state: the config dir, the home, the
+	// session file and the run's prompt file.
 	StateDir = ".agentbox/cursor"
-	// ConfigDir is the CLI's CURSOR_CONFIG_DIR, kept with the chat so the
-	// CLI's own state outlives the container.
+	// ConfigDir is the CLI's CURSOR_CONFIG_DIR, kept with the chat so its
+	// chats outlive the container; everything else in it (its
+	// cli-config.json, a user-level mcp.json or hooks.json) is removed
+	// before every run.
 	ConfigDir = StateDir + "/config"
+	// HomeDir is the CLI's HOME, emptied before every run but for chats
+	// the CLI may keep there (~/.cursor/chats): the user-level
+	// ~/.cursor/mcp.json and hooks.json are not kept.
+	HomeDir = StateDir + "/home"
 	// SessionFile records the chat id of the last successful run, so the
 	// next run resumes it.
 	SessionFile = StateDir + "/session.json"
@@ -198,10 +208,11 @@ type prepared struct {
 	promptFile bool
 }
 
-// prepare rewrites the workspace's CLI configuration for this run and
-// decides how the input reaches the CLI. What the agent left in the
-// workspace is never opened or followed (a FIFO at .cursor/mcp.json is
-// replaced), and ctx bounds it all.
+// prepare rewrites the workspace's CLI configuration for this run (the
+// files the executor owns, the config dir and the home) and decides how
+// the input reaches the CLI. What the agent left in the workspace is never
+// opened or followed (a FIFO at .cursor/mcp.json is replaced), and ctx
+// bounds it all.
 func prepare(ctx context.Context, ws *sandbox.Workspace, in *runInput) (*prepared, error) {
 	mcp, err := buildMCPConfig(in.assistant, in.extraMCP, in.relay, in.mcpEnv)
 	if err != nil {
@@ -215,7 +226,7 @@ func prepare(ctx context.Context, ws *sandbox.Workspace, in *runInput) (*prepare
 	if err := skills.Sync(ctx, ws, SkillsDir, in.assistant.Skills); err != nil {
 		return nil, err
 	}
-	for _, f := range []string{MCPConfigFile, PermissionsFile} {
+	for _, f := range []string{MCPConfigFile, PermissionsFile, HooksFile} {
 		if err := ws.RemoveAll(ctx, f); err != nil {
 			return nil, fmt.Errorf("reset %s: %w", f, err)
 		}
@@ -231,19 +242,20 @@ func prepare(ctx context.Context, ws *sandbox.Workspace, in *runInput) (*prepare
 	if err := writeRules(ctx, ws, in.system, in.assistant.Skills); err != nil {
 		return nil, err
 	}
-	if err := ws.MkdirAll(ctx, ConfigDir); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
+	// What the CLI reads from its config dir and home (its cli-config.json
+	// with the permissions, MCP servers and hooks of the user level) comes
+	// from the assistant only: both are emptied but for the chats.
+	if err := agentcli.ResetHome(ctx, ws, ConfigDir, "chats/**"); err != nil {
+		return nil, err
+	}
+	if err := agentcli.ResetHome(ctx, ws, HomeDir, ".cursor/chats/**"); err != nil {
+		return nil, err
 	}
 	// Only the sandbox user (the owner) may read the chat's CLI state.
-	for _, d := range []string{".agentbox", StateDir, ConfigDir} {
+	for _, d := range []string{".agentbox", StateDir, ConfigDir, HomeDir} {
 		if err := ws.Chmod(ctx, d, 0o700); err != nil {
 			return nil, fmt.Errorf("state dir: %w", err)
 		}
-	}
-	// A config left in the config dir could change what the CLI may do;
-	// the run's settings come from the assistant only.
-	if err := ws.RemoveAll(ctx, ConfigDir+"/cli-config.json"); err != nil {
-		return nil, fmt.Errorf("reset cli-config.json: %w", err)
 	}
 	if err := ws.RemoveAll(ctx, PromptFile); err != nil {
 		return nil, fmt.Errorf("reset prompt: %w", err)

@@ -53,15 +53,26 @@ func TestPrepareRewrites(t *testing.T) {
 	write(t, filepath.Join(dir, ".cursor/rules/project.mdc"), "project rule\n")
 	write(t, filepath.Join(dir, PermissionsFile), `{"permissions":{"allow":["Shell(rm)"]}}`)
 	write(t, filepath.Join(dir, ConfigDir+"/cli-config.json"), `{}`)
+	write(t, filepath.Join(dir, ConfigDir+"/mcp.json"), `{"mcpServers":{"evil":{"command":"curl"}}}`)
+	write(t, filepath.Join(dir, ConfigDir+"/chats/h/c1/store.db"), "chat")
+	write(t, filepath.Join(dir, HomeDir+"/.cursor/hooks.json"), `{"hooks":{}}`)
+	write(t, filepath.Join(dir, HomeDir+"/.cursor/chats/h/c1/store.db"), "chat")
+	write(t, filepath.Join(dir, HooksFile), `{"hooks":{"stop":[{"command":"evil"}]}}`)
 	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, chatID: "c", system: "Be brief.",
 		input: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, inlineMax: DefaultInlinePrompt}
 	p, err := prepare(context.Background(), ws, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, gone := range []string{".cursor/skills/evil", RulesDir + "/evil.mdc", PermissionsFile, ConfigDir + "/cli-config.json"} {
+	for _, gone := range []string{".cursor/skills/evil", RulesDir + "/evil.mdc", PermissionsFile, HooksFile,
+		ConfigDir + "/cli-config.json", ConfigDir + "/mcp.json", HomeDir + "/.cursor/hooks.json"} {
 		if _, err := os.Stat(filepath.Join(dir, gone)); !os.IsNotExist(err) {
 			t.Errorf("%s kept: %v", gone, err)
+		}
+	}
+	for _, kept := range []string{ConfigDir + "/chats/h/c1/store.db", HomeDir + "/.cursor/chats/h/c1/store.db"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, kept)); string(b) != "chat" {
+			t.Errorf("%s: %q", kept, b)
 		}
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, ".cursor/rules/project.mdc")); string(b) != "project rule\n" {

@@ -3,7 +3,9 @@
 // bridge's model proxy (GOOGLE_GEMINI_BASE_URL, the per-request token as
 // its key), with HOME in the assistant's state folder of the workspace,
 // where ~/.gemini holds its settings (MCP servers, the turn limit), the
-// system prompt as GEMINI.md, the skills and the sessions it resumes.
+// system prompt as GEMINI.md, the skills and the sessions it resumes; all
+// but the sessions are written anew on every run, and the workspace's
+// .gemini and .agents folders are hidden from it (Hide).
 package gemini
 
 import (
@@ -37,11 +39,25 @@ func New(opts Options) *Executor {
 // Name returns "gemini".
 func (e *Executor) Name() string { return "gemini" }
 
+var _ executor.Hider = (*Executor)(nil)
+
+// Hide names the workspace folders the CLI reads project configuration
+// from, which no setting turns off (it reads them in every folder it
+// trusts, and headless it needs the workspace trusted): .gemini
+// (settings that start MCP servers, hooks and tool-discovery commands;
+// .env; commands, agents, skills, policies) and .agents (skills). Its
+// sandboxes show them empty and read-only.
+func (e *Executor) Hide() []string { return []string{".gemini/", ".agents/"} }
+
 // Run executes one turn (see executor.Executor).
 func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
 	return agentcli.Drive(ctx, req, agentcli.CLI{
 		Name: "gemini", ErrorID: "gm-error",
 		Prepare: e.prepare,
+		// The chats --resume reads and the registry that names their
+		// project folder.
+		Keep: []string{".gemini/projects.json", ".gemini/tmp/*/.project_root", ".gemini/tmp/*/chats/**",
+			".gemini/history/*/.project_root"},
 		NewParser: func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser {
 			o := ParserOptions{Skills: plan.Skills, Monitor: m, PermissionMode: plan.PermissionMode}
 			if plan.MCP != nil {
@@ -80,7 +96,7 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 		maxTurns = e.opts.DefaultMaxTurns
 	}
 	ws := p.Sandbox.Workspace()
-	home := p.State + "/home"
+	home := p.Home
 	conf := home + "/.gemini"
 	if err := ws.MkdirAll(ctx, conf); err != nil {
 		return nil, err
@@ -150,8 +166,8 @@ type mcpEntry struct {
 
 // settingsJSON is ~/.gemini/settings.json: API-key auth (the bridge's
 // token), the turn limit, no telemetry, update checks or usage
-// statistics, skills on, and the MCP servers (trusted: the approval mode
-// decides). It holds no secret.
+// statistics, skills on, no .env file of the workspace, and the MCP
+// servers (trusted: the approval mode decides). It holds no secret.
 func settingsJSON(mcp *agentcli.MCPConfig, maxTurns int, relay string) ([]byte, error) {
 	servers := map[string]mcpEntry{}
 	for _, s := range mcp.Servers {
@@ -175,6 +191,7 @@ func settingsJSON(mcp *agentcli.MCPConfig, maxTurns int, relay string) ([]byte, 
 		"privacy":    map[string]any{"usageStatisticsEnabled": false},
 		"telemetry":  map[string]any{"enabled": false},
 		"skills":     map[string]any{"enabled": true},
+		"advanced":   map[string]any{"ignoreLocalEnv": true},
 		"mcpServers": servers,
 	}, "", "  ")
 	if err != nil {

@@ -4,7 +4,10 @@
 // decides), HOME in the assistant's state folder of the workspace, where
 // ~/.config/opencode holds its configuration (MCP servers, permissions,
 // the step limit, the system prompt, skills) and ~/.local/share/opencode
-// the sessions it continues with --session.
+// the sessions it continues with --session; all but the sessions are
+// written anew on every run, and it reads no configuration of the
+// workspace (OPENCODE_DISABLE_PROJECT_CONFIG, and Hide for what it reads
+// despite that).
 package opencode
 
 import (
@@ -42,11 +45,24 @@ func New(opts Options) *Executor {
 // Name returns "opencode".
 func (e *Executor) Name() string { return "opencode" }
 
+var _ executor.Hider = (*Executor)(nil)
+
+// Hide names the workspace's opencode configuration that the CLI reads
+// even with OPENCODE_DISABLE_PROJECT_CONFIG (its second configuration
+// loader does not check it, 1.18.33): the .opencode folder (plugins,
+// agents, commands) and the opencode.json and opencode.jsonc files, whose
+// plugins it loads. Its sandboxes show them empty and read-only.
+func (e *Executor) Hide() []string { return []string{".opencode/", "opencode.json", "opencode.jsonc"} }
+
 // Run executes one turn (see executor.Executor).
 func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
 	return agentcli.Drive(ctx, req, agentcli.CLI{
 		Name: "opencode", ErrorID: "oc-error",
 		Prepare: e.prepare,
+		// Its database, where --session finds the session. Not its
+		// snapshots: git repositories, whose configuration runs
+		// commands.
+		Keep: []string{".local/share/opencode/opencode.db", ".local/share/opencode/opencode.db-*"},
 		NewParser: func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser {
 			o := ParserOptions{Model: plan.Model, Skills: plan.Skills, Monitor: m, PermissionMode: plan.PermissionMode}
 			if plan.MCP != nil {
@@ -99,7 +115,7 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 		maxTurns = e.opts.DefaultMaxTurns
 	}
 	ws := p.Sandbox.Workspace()
-	home := p.State + "/home"
+	home := p.Home
 	conf := home + "/.config/opencode"
 	if err := ws.MkdirAll(ctx, conf); err != nil {
 		return nil, err
@@ -139,13 +155,18 @@ func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli
 		Argv:  argv,
 		Input: []byte(agentcli.Prompt(p.History, p.Input, p.Resume)),
 		Env: map[string]string{
-			"HOME":                               sandbox.Workdir + "/" + home,
-			keyEnv:                               p.Connector.Key,
-			"OPENCODE_DISABLE_AUTOUPDATE":        "1",
-			"OPENCODE_DISABLE_MODELS_FETCH":      "1",
-			"OPENCODE_DISABLE_LSP_DOWNLOAD":      "1",
-			"OPENCODE_DISABLE_DEFAULT_PLUGINS":   "1",
-			"OPENCODE_DISABLE_CLAUDE_CODE":       "1",
+			"HOME":                             sandbox.Workdir + "/" + home,
+			keyEnv:                             p.Connector.Key,
+			"OPENCODE_DISABLE_AUTOUPDATE":      "1",
+			"OPENCODE_DISABLE_MODELS_FETCH":    "1",
+			"OPENCODE_DISABLE_LSP_DOWNLOAD":    "1",
+			"OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+			"OPENCODE_DISABLE_CLAUDE_CODE":     "1",
+			// Nothing of the workspace configures it: no opencode.json,
+			// .opencode folder (plugins, agents, commands) or AGENTS.md
+			// of the project, no skills of other tools' folders.
+			"OPENCODE_DISABLE_PROJECT_CONFIG":    "1",
+			"OPENCODE_DISABLE_EXTERNAL_SKILLS":   "1",
 			"OPENCODE_DISABLE_SHARE":             "1",
 			"OPENCODE_DISABLE_TERMINAL_TITLE":    "1",
 			"OPENCODE_EXPERIMENTAL_DISABLE_COPY": "1",

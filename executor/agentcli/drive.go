@@ -28,11 +28,16 @@ import (
 const StateRoot = ".agentbox"
 
 // StateDir returns the workspace folder (relative to the workspace root)
-// of an assistant's state for cli: its CLI home with sessions, and the
-// session file. One assistant's sessions never reach another's run.
+// of an assistant's state for cli: its CLI home (HomeDir) and the session
+// file. One assistant's sessions never reach another's run.
 func StateDir(cli, assistantID string) string {
 	return StateRoot + "/" + cli + "/assistants/" + FolderName(assistantID)
 }
+
+// HomeDir is the CLI's home in the assistant's state folder: its
+// sessions, kept across turns, and the run's configuration, written on
+// every run after everything but the sessions was removed (CLI.Keep).
+func HomeDir(state string) string { return state + "/home" }
 
 var safeFolder = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
@@ -89,6 +94,10 @@ type Prepared struct {
 	*executor.Request
 	// State is the assistant's state folder (StateDir), created.
 	State string
+	// Home is the CLI's home (HomeDir): emptied but for the CLI's
+	// sessions (CLI.Keep) before Prepare, which writes the run's
+	// configuration into it.
+	Home string
 	// Resume is the session to resume ("" for a new chat: the history
 	// then belongs in the prompt, see Prompt).
 	Resume string
@@ -124,6 +133,10 @@ type CLI struct {
 	Prepare func(ctx context.Context, p *Prepared) (*Plan, error)
 	// NewParser returns the stream parser of one run.
 	NewParser func(emit chat.EmitFunc, plan *Plan, m Monitor) StreamParser
+	// Keep are the files of the CLI's home its sessions are in (ResetHome
+	// patterns): all the run resumes. Whatever else is there, anyone
+	// may have written, so it goes before every run.
+	Keep []string
 	// GracePeriod, IdleTimeout: see Spec.
 	GracePeriod, IdleTimeout time.Duration
 	Logger                   *slog.Logger
@@ -147,10 +160,12 @@ func Drive(ctx context.Context, req *executor.Request, cli CLI) (*executor.Resul
 	log = log.With("assistant", req.Assistant.ID, "chat", req.ChatID, "cli", cli.Name)
 	ws := req.Sandbox.Workspace()
 	p := &Prepared{Request: req, State: StateDir(cli.Name, req.Assistant.ID), Model: req.Arguments.Model}
+	p.Home = HomeDir(p.State)
 	if p.Model == "" {
 		p.Model = req.Connector.Model
 	}
-	if err := ws.MkdirAll(ctx, p.State); err != nil {
+	// The home is in the state folder: this makes both.
+	if err := ResetHome(ctx, ws, p.Home, cli.Keep...); err != nil {
 		return fail(chat.ErrSandbox, "prepare workspace: "+err.Error(), err)
 	}
 	p.Resume = readSession(ctx, ws, p.State, req.ChatID)
@@ -179,7 +194,7 @@ func Drive(ctx context.Context, req *executor.Request, cli CLI) (*executor.Resul
 	if plan.MCP != nil {
 		mcpEnv, servers = plan.MCP.Env, plan.MCP.Names()
 	}
-	env := map[string]string{}
+	env := GitEnv()
 	for k, v := range mcpEnv {
 		env[k] = v
 	}

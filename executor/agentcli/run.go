@@ -11,7 +11,10 @@
 //     the session event, line counts and the common outcome (Events,
 //     LineStats, Outcome);
 //   - the MCP servers, with secrets kept out of the configuration file
-//     (ResolveMCP, MCPFormat).
+//     (ResolveMCP, MCPFormat);
+//   - what keeps the run's configuration the assistant's: the CLI's home
+//     emptied but for its sessions before every run (ResetHome), and git
+//     that runs nothing of the workspace's configuration (GitEnv).
 //
 // What differs between CLIs (flags, the stream format, where files go,
 // how sessions resume, how a failure is classified) stays in each

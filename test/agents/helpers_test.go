@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -121,63 +119,13 @@ func decodeEvents(t *testing.T, r io.Reader, prefix string) []chat.Event {
 
 // server is a running `agentbox serve` in development mode (no tokens:
 // loopback only, the user from X-User-ID).
-type server struct {
-	url  string
-	cmd  *exec.Cmd
-	logs *testenv.SyncBuffer
-	done chan struct{}
-}
+type server struct{ url string }
 
-// serve starts `agentbox serve` on app with env and waits until it
-// answers; cleanup stops it with SIGTERM.
+// serve starts `agentbox serve` on app with env (testenv.Serve).
 func serve(t *testing.T, app string, env []string) *server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &server{url: "http://" + addr, logs: &testenv.SyncBuffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(testenv.Agentbox(t), "serve", "--app", app, "--addr", addr)
-	s.cmd.Env = append(os.Environ(), env...)
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(60 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-			t.Errorf("server did not exit within 60s of SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", s.logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(s.url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		select {
-		case <-s.done:
-			t.Fatalf("server exited:\n%s", s.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not come up: %v\n%s", err, s.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	url, _ := testenv.Serve(t, app, env)
+	return &server{url: url}
 }
 
 // post sends a JSON body as user and returns the response; it fails t

@@ -25,13 +25,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -95,7 +92,6 @@ func serve(t *testing.T, scripts map[string]turnScript) *server {
 		t.Skip("-short: starts containers")
 	}
 	testenv.Docker(t)
-	bin := testenv.Agentbox(t)
 	app := t.TempDir()
 	// The sandbox user must reach the data root (t.TempDir is 0700).
 	for p := app; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
@@ -103,7 +99,7 @@ func serve(t *testing.T, scripts map[string]turnScript) *server {
 	}
 	s := &server{data: filepath.Join(app, "data"), models: map[string]*llmtest.Server{}, logs: &testenv.SyncBuffer{}}
 	images := map[string]string{}
-	env := os.Environ()
+	var env []string
 	for _, c := range clis {
 		sc, ok := scripts[c.name]
 		if !ok {
@@ -130,53 +126,8 @@ func serve(t *testing.T, scripts map[string]turnScript) *server {
 	cfg, _ := json.Marshal(map[string]any{"data_root": "./data", "sandbox": map[string]any{"runtime": "docker", "images": images}})
 	write(t, filepath.Join(app, "app.jsonc"), string(cfg))
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s.url = "http://" + addr
-	cmd := exec.Command(bin, "serve", "--app", app, "--addr", addr)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = s.logs, s.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("the server did not exit within 60s of SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", s.logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(s.url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("the server exited:\n%s", s.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not come up: %v\n%s", err, s.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.url, s.logs = testenv.Serve(t, app, env)
+	return s
 }
 
 // secretKey is every connector's key: it reaches the model servers only.
@@ -248,12 +199,19 @@ func (s *server) workspace(chatID string) string {
 	return filepath.Join(s.data, "workspaces", "mallory", chatID)
 }
 
-// final is the turn's done event; it fails t unless the turn succeeded.
-func final(t *testing.T, events []chat.Event) *chat.Final {
+// final is the turn's done event; it fails t unless the turn succeeded,
+// with what the model was sent last.
+func (s *server) final(t *testing.T, cli string, events []chat.Event) *chat.Final {
 	t.Helper()
 	f := events[len(events)-1].Final
 	if f.Error != "" {
 		b, _ := json.Marshal(events)
+		if srv := s.models[cli]; srv != nil {
+			if reqs := srv.Requests(); len(reqs) > 0 {
+				body := string(reqs[len(reqs)-1].Body)
+				t.Logf("the last model request: ...%s", body[max(0, len(body)-3000):])
+			}
+		}
 		t.Fatalf("the turn failed (%s): %s", f.Error, b)
 	}
 	return f

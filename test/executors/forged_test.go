@@ -103,7 +103,7 @@ func TestForgedOutput(t *testing.T) {
 			if strings.Contains(out, "WROTE") {
 				t.Errorf("the agent reached an output of the sandbox's processes:\n%s", out)
 			}
-			f := final(t, events)
+			f := s.final(t, c.name, events)
 			if f.Content != "The real answer." || strings.Contains(shown(events), "FORGED-ANSWER") {
 				t.Errorf("done event content %q; forged text shown: %v", f.Content, strings.Contains(shown(events), "FORGED-ANSWER"))
 			}

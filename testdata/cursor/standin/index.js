@@ -83,7 +83,7 @@ const walk = (dir) => {
   for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
     const p = path.join(dir, e.name);
     if (e.isDirectory()) walk(p);
-    else if (/\.mdc?$/.test(e.name)) instructions.push(readText(p) || '');
+    else if (e.name.endsWith('.mdc')) instructions.push(readText(p) || '');
   }
 };
 walk(path.join(ws, '.cursor', 'rules'));
