@@ -77,6 +77,8 @@ type Resolved struct {
 	Script string
 	// Extra holds the other options (a copy: callers may modify it).
 	Extra map[string]any
+	// Capabilities are the model's (ModelCapabilities).
+	Capabilities connector.Capabilities
 }
 
 // String describes the connector without its key.
@@ -147,7 +149,19 @@ func (c *Connector) Resolve() (Resolved, error) {
 	if err := errors.Join(errs...); err != nil {
 		return Resolved{}, fmt.Errorf("connector %s (%s): %w", c.ID, c.File, err)
 	}
+	r.Capabilities = c.ModelCapabilities(r.Model)
 	return r, nil
+}
+
+// ModelCapabilities are what model can take behind this connector, as Yao
+// resolves them (connector.ResolveCapabilities): options.capabilities when
+// the file declares them, else what Yao knows of the model. model ""
+// is the connector's own (its $ENV reference resolved when set).
+func (c *Connector) ModelCapabilities(model string) connector.Capabilities {
+	if model == "" {
+		model, _ = ResolveValue(c.Options.Model)
+	}
+	return connector.ResolveCapabilities(c.Type, model, c.Options.Capabilities)
 }
 
 // ResolveEnv returns the server's environment with $ENV references

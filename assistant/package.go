@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/connector"
 )
 
 // rawPackage is an assistant's package.yao as written: every field of
@@ -207,6 +208,14 @@ func (l *loader) applyPackage(d *doc, a *Assistant, raw *rawPackage, app *App, h
 			d.warnAt(d.keyOffset("options"), "options %s are not applied to a sandboxed assistant: the coding-agent CLI makes its own model requests, held only to the model and the token limit", strings.Join(slices.Sorted(maps.Keys(set)), ", "))
 		}
 	}
+	if c, ok := app.Connectors[a.Connector]; ok && a.Sandbox == nil {
+		// What the model cannot take, Yao's provider leaves out of every
+		// request (or changes): so does agentbox, and says so.
+		_, adj := connector.YaoOptions(c.Type, c.ModelCapabilities(a.Options.Model), a.Options)
+		for _, x := range adj {
+			d.warnPath("options."+x.Option, "options.%s (connector %s)", x, c.ID)
+		}
+	}
 	if len(raw.Tools) > 0 {
 		a.Tools = parseTools(d, raw.Tools, a.Sandbox != nil)
 	}
@@ -352,11 +361,7 @@ func (p *rawPrompts) check(d *doc, path string) {
 			d.errPath(fmt.Sprintf("%s[%d]", path, i), "%s[%d].role: unknown role %q (known: %s)", path, i, r.Role, strings.Join(promptRoles, ", "))
 			continue
 		}
-		role := r.Role
-		if role == "developer" {
-			role = chat.RoleSystem
-		}
-		p.msgs = append(p.msgs, chat.Message{Role: role, Content: r.Content, Name: r.Name})
+		p.msgs = append(p.msgs, chat.Message{Role: r.Role, Content: r.Content, Name: r.Name})
 	}
 }
 

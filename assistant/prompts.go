@@ -24,8 +24,9 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 var assetRef = regexp.MustCompile(`@assets/([^\s]+\.(md|yml|yaml|json|txt))`)
 
 // promptRoles are the roles a prompt may have. developer (OpenAI's newer
-// name for system) is read as system.
-var promptRoles = []string{chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, "developer"}
+// name for system) is sent as it is, as Yao sends it; providers without it
+// take it as system.
+var promptRoles = []string{chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, chat.RoleDeveloper}
 
 // loadPrompts reads a prompts file; @assets/ references resolve in
 // assetRoot's assets/ folder.
@@ -210,9 +211,6 @@ func promptsFromNode(file string, list *yaml.Node) (msgs []chat.Message, probs [
 				m.Role = val
 				if !oneOf(val, promptRoles...) {
 					errf(v.Line, v.Column, "message %d: unknown role %q (known: %s)", i+1, val, strings.Join(promptRoles, ", "))
-				}
-				if val == "developer" {
-					m.Role = chat.RoleSystem
 				}
 			case "content":
 				m.Content = val

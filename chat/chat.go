@@ -36,7 +36,11 @@ import (
 
 // Roles of conversation messages.
 const (
-	RoleSystem    = "system"
+	RoleSystem = "system"
+	// RoleDeveloper is OpenAI's newer name for system instructions
+	// (prompts.yml may use it, as OpenAI clients do); providers without
+	// it take it as system.
+	RoleDeveloper = "developer"
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
 	RoleTool      = "tool"

@@ -74,7 +74,8 @@ func (p *anthropic) body(req *Request, model string) ([]byte, int, error) {
 	if err := checkRoles(req.Messages); err != nil {
 		return nil, 0, err
 	}
-	fields, err := anthropicFields(req.Options)
+	caps := p.cfg.caps(model)
+	fields, err := anthropicFields(req.Options, caps)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -82,6 +83,9 @@ func (p *anthropic) body(req *Request, model string) ([]byte, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	// The token limit is required: the options', else the connector's
+	// max_tokens (or OpenAI's newer name in its own options), else 4096,
+	// lowered to the model's max_output_tokens (Yao's anthropic provider).
 	maxTokens, ok, err := intOption(body, "max_tokens")
 	if err != nil {
 		return nil, 0, err
@@ -89,9 +93,10 @@ func (p *anthropic) body(req *Request, model string) ([]byte, int, error) {
 	if n, has, err := intOption(body, "max_completion_tokens"); err != nil {
 		return nil, 0, err
 	} else if has {
-		// OpenAI's newer name, in the connector's own options.
 		delete(body, "max_completion_tokens")
-		maxTokens, ok = n, true
+		if !ok {
+			maxTokens, ok = n, true
+		}
 	}
 	switch {
 	case req.MaxTokens > 0:
@@ -99,13 +104,17 @@ func (p *anthropic) body(req *Request, model string) ([]byte, int, error) {
 	case !ok || maxTokens <= 0:
 		maxTokens = DefaultAnthropicMaxTokens
 	}
+	if caps.MaxOutputTokens > 0 && maxTokens > caps.MaxOutputTokens {
+		maxTokens = caps.MaxOutputTokens
+	}
 	body["max_tokens"] = maxTokens
 
-	// System messages join the system prompt; an assistant's tool calls
-	// become tool_use blocks and the tool messages answering them
-	// tool_result blocks of a user message; consecutive messages of one
-	// role merge (the API wants turns to alternate); empty messages are
-	// dropped (the API refuses empty text).
+	// System (and developer) messages join the system prompt, wherever
+	// they are; an assistant's tool calls become tool_use blocks and each
+	// tool message answering one a user message with its tool_result
+	// block; the other messages go as they are, one by one (the API joins
+	// consecutive turns of one role), as Yao's anthropic provider sends
+	// them. Empty messages are dropped (the API refuses empty text).
 	system := []string{}
 	if req.System != "" {
 		system = append(system, req.System)
@@ -116,7 +125,7 @@ func (p *anthropic) body(req *Request, model string) ([]byte, int, error) {
 		if m.Role == chat.RoleTool && !ok2[i] {
 			m = asText(m)
 		}
-		if m.Role == chat.RoleSystem {
+		if m.Role == chat.RoleSystem || m.Role == chat.RoleDeveloper {
 			if strings.TrimSpace(m.Content) != "" {
 				system = append(system, m.Content)
 			}
@@ -138,10 +147,6 @@ func (p *anthropic) body(req *Request, model string) ([]byte, int, error) {
 			}
 		}
 		if text == "" && len(blocks) == 0 {
-			continue
-		}
-		if n := len(msgs); n > 0 && msgs[n-1].Role == role {
-			msgs[n-1].add(text, blocks...)
 			continue
 		}
 		am := &anthropicMessage{Role: role}

@@ -110,6 +110,10 @@ type Config struct {
 	APIVersion string
 	// Script is the scripted connector's llmtest script file.
 	Script string
+	// Capabilities are the model's (see Capabilities); nil: the ones
+	// ResolveCapabilities gives the type and model without a declaration.
+	// They bound the token limit and decide whether images may be sent.
+	Capabilities *Capabilities
 	// HTTPClient sends the requests (nil: a shared client with sane
 	// transport timeouts). Its Timeout should be zero: Timeout,
 	// FirstByteTimeout and IdleTimeout bound streaming instead.
@@ -236,6 +240,14 @@ func New(cfg Config) (Client, error) {
 		return nil, fmt.Errorf("%s connector: retry max attempts is negative (%d)", cfg.Type, cfg.Retry.MaxAttempts)
 	}
 	return ctor(cfg)
+}
+
+// caps returns the capabilities of model behind the connector.
+func (c Config) caps(model string) Capabilities {
+	if c.Capabilities != nil {
+		return *c.Capabilities
+	}
+	return ResolveCapabilities(c.Type, model, nil)
 }
 
 // withDefaults fills zero fields of cfg.

@@ -215,7 +215,7 @@ func TestOpenAIRequest(t *testing.T) {
 		t.Errorf("Authorization = %q", got)
 	}
 	b := r.body
-	if b["model"] != "override" || b["stream"] != true || b["temperature"] != 0.9 || b["top_p"] != 0.5 || b["max_tokens"] != 100.0 {
+	if b["model"] != "override" || b["stream"] != true || b["temperature"] != 0.9 || b["top_p"] != 0.5 || b["max_completion_tokens"] != 100.0 {
 		t.Errorf("body = %v", b)
 	}
 	if _, ok := b["seed"]; ok {
@@ -324,12 +324,12 @@ func TestAnthropicRequest(t *testing.T) {
 			maxTokens: DefaultAnthropicMaxTokens, system: nil, roles: []string{"user"},
 		},
 		{
-			name: "system messages join the system prompt, roles merge, empty dropped",
+			name: "system and developer messages join the system prompt, messages go one by one, empty dropped",
 			req: Request{System: "You help.", Messages: []chat.Message{
-				{Role: "system", Content: "Be brief."}, {Role: "user", Content: "a"}, {Role: "user", Content: "b"},
+				{Role: "system", Content: "Be brief."}, {Role: "user", Content: "a"}, {Role: "developer", Content: "Be kind."}, {Role: "user", Content: "b"},
 				{Role: "assistant", Content: ""}, {Role: "tool", Content: "r"}, {Role: "assistant", Content: "c"},
 			}},
-			maxTokens: DefaultAnthropicMaxTokens, system: "You help.\n\nBe brief.", roles: []string{"user", "assistant"},
+			maxTokens: DefaultAnthropicMaxTokens, system: "You help.\n\nBe brief.\n\nBe kind.", roles: []string{"user", "user", "user", "assistant"},
 		},
 		{
 			name:      "options max_tokens",
@@ -836,7 +836,7 @@ func TestModelOptionsOnTheWire(t *testing.T) {
 	}
 	b := f.requests()[0].body
 	for k, want := range map[string]any{
-		"model": "picked", "temperature": 0.7, "top_p": 0.5, "frequency_penalty": 1.0, "max_tokens": 64.0, "seed": 3.0,
+		"model": "picked", "temperature": 0.7, "top_p": 0.5, "frequency_penalty": 1.0, "max_completion_tokens": 64.0, "seed": 3.0,
 		"user": "u1", "reasoning_effort": "low", "tool_choice": "auto",
 	} {
 		if b[k] != want {

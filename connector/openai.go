@@ -55,21 +55,19 @@ func (p *openAI) body(req *Request, model string) ([]byte, int, error) {
 	if err := checkRoles(req.Messages); err != nil {
 		return nil, 0, err
 	}
-	body, err := mergeOptions(connectorFields(TypeOpenAI, p.cfg), req.Fields, optionFields(req.Options), "messages", "stream")
+	caps := p.cfg.caps(model)
+	body, err := mergeOptions(connectorFields(TypeOpenAI, p.cfg), req.Fields, optionFields(req.Options, caps), "messages", "stream")
 	if err != nil {
 		return nil, 0, err
 	}
-	if _, ok := body["max_completion_tokens"]; ok {
-		delete(body, "max_tokens") // never both: the newer name wins
-	}
 	if req.MaxTokens > 0 {
-		// max_completion_tokens is the newer name; keep whichever the
-		// options chose.
-		if _, ok := body["max_completion_tokens"]; ok {
-			body["max_completion_tokens"] = req.MaxTokens
-		} else {
-			body["max_tokens"] = req.MaxTokens
-		}
+		delete(body, "max_tokens")
+		body["max_completion_tokens"] = req.MaxTokens
+	}
+	if _, ok := body["max_completion_tokens"]; ok {
+		// Never both: a connector's max_tokens, which Yao would send
+		// beside the options' limit, goes (the API refuses the pair).
+		delete(body, "max_tokens")
 	}
 	maxTokens := 0
 	for _, k := range []string{"max_tokens", "max_completion_tokens"} {

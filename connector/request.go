@@ -51,10 +51,13 @@ func mergeOptions(extra, fields, options map[string]any, reserved ...string) (ma
 }
 
 // optionFields is where model options become request fields for the
-// OpenAI API and compatible servers: each option that is set, under its
-// name, as it is (Stop as a list, raw JSON as it came). When both token
-// limits are set, max_completion_tokens (the newer name) is sent alone.
-func optionFields(o chat.ModelOptions) map[string]any {
+// OpenAI API and compatible servers, as Yao's openai provider puts them
+// (agent/llm/providers/openai buildRequestBody): each option that is set,
+// under its name, as it is (Stop as a list, raw JSON as it came), except
+// the token limit, which goes as max_completion_tokens (the name OpenAI's
+// reasoning models require; max_tokens they refuse), lowered to the
+// model's max_output_tokens.
+func optionFields(o chat.ModelOptions, caps Capabilities) map[string]any {
 	m := map[string]any{}
 	set := func(k string, ok bool, v any) {
 		if ok {
@@ -67,11 +70,8 @@ func optionFields(o chat.ModelOptions) map[string]any {
 	if o.TopP != nil {
 		m["top_p"] = *o.TopP
 	}
-	switch {
-	case o.MaxCompletionTokens != nil:
-		m["max_completion_tokens"] = *o.MaxCompletionTokens
-	case o.MaxTokens != nil:
-		m["max_tokens"] = *o.MaxTokens
+	if n := TokenLimit(TypeOpenAI, caps, o); n > 0 || o.MaxTokens != nil || o.MaxCompletionTokens != nil {
+		m["max_completion_tokens"] = n
 	}
 	if o.N != nil {
 		m["n"] = *o.N
@@ -114,7 +114,7 @@ func unsupported(field, provider, why string) error {
 // output_config.format, function tools Anthropic tools and tool_choice
 // (with parallel_tool_calls) Anthropic's tool_choice. Options the API has
 // no counterpart for are errors naming them, never dropped.
-func anthropicFields(o chat.ModelOptions) (map[string]any, error) {
+func anthropicFields(o chat.ModelOptions, caps Capabilities) (map[string]any, error) {
 	m := map[string]any{}
 	if o.Temperature != nil {
 		m["temperature"] = *o.Temperature
@@ -122,8 +122,8 @@ func anthropicFields(o chat.ModelOptions) (map[string]any, error) {
 	if o.TopP != nil {
 		m["top_p"] = *o.TopP
 	}
-	if n := o.TokenLimit(); o.MaxTokens != nil || o.MaxCompletionTokens != nil {
-		m["max_tokens"] = n
+	if o.MaxTokens != nil || o.MaxCompletionTokens != nil {
+		m["max_tokens"] = TokenLimit(TypeAnthropic, caps, o)
 	}
 	if o.N != nil && *o.N != 1 {
 		return nil, unsupported("n", TypeAnthropic, "the API returns one answer")
@@ -307,9 +307,9 @@ func intOption(m map[string]any, k string) (int, bool, error) {
 func checkRoles(msgs []chat.Message) error {
 	for i, m := range msgs {
 		switch m.Role {
-		case chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
+		case chat.RoleSystem, chat.RoleDeveloper, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
 		default:
-			return fmt.Errorf("message %d has role %q (want system, user, assistant or tool)", i, m.Role)
+			return fmt.Errorf("message %d has role %q (want system, developer, user, assistant or tool)", i, m.Role)
 		}
 		if len(m.ToolCalls) > 0 && m.Role != chat.RoleAssistant {
 			return fmt.Errorf("message %d has role %q and tool calls; only assistant messages carry tool calls", i, m.Role)

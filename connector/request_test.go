@@ -82,9 +82,9 @@ func TestAnthropicToolMessages(t *testing.T) {
 		`{"content":[{"text":"Let me look.","type":"text"},` +
 		`{"id":"call_1","input":{"city":"Paris"},"name":"get_weather","type":"tool_use"},` +
 		`{"id":"call_2","input":{},"name":"get_time","type":"tool_use"}],"role":"assistant"},` +
-		`{"content":[{"content":"18C","tool_use_id":"call_1","type":"tool_result"},` +
-		`{"content":"noon","tool_use_id":"call_2","type":"tool_result"},` +
-		`{"text":"Tool result (orphan):\nno call","type":"text"},{"text":"Thanks, and tomorrow?","type":"text"}],"role":"user"}]`
+		`{"content":[{"content":"18C","tool_use_id":"call_1","type":"tool_result"}],"role":"user"},` +
+		`{"content":[{"content":"noon","tool_use_id":"call_2","type":"tool_result"}],"role":"user"},` +
+		`{"content":"Tool result (orphan):\nno call","role":"user"},{"content":"Thanks, and tomorrow?","role":"user"}]`
 	if got := asJSON(t, f.requests()[0].body["messages"]); got != want {
 		t.Errorf("messages:\n%s\nwant:\n%s", got, want)
 	}
@@ -187,8 +187,10 @@ func TestTokenLimitNames(t *testing.T) {
 			map[string]any{"max_completion_tokens": 20.0}},
 		{"both in the connector: the newer name alone", map[string]any{"max_tokens": 1.0, "max_completion_tokens": 2.0}, chat.ModelOptions{},
 			map[string]any{"max_completion_tokens": 2.0}},
-		{"options' older name replaces the connector's newer one", map[string]any{"max_completion_tokens": 9.0}, chat.ModelOptions{MaxTokens: ptr(8)},
-			map[string]any{"max_tokens": 8.0}},
+		{"options' older name goes as the newer one, replacing the connector's", map[string]any{"max_completion_tokens": 9.0}, chat.ModelOptions{MaxTokens: ptr(8)},
+			map[string]any{"max_completion_tokens": 8.0}},
+		{"the connector's own max_tokens goes as it is, when the options set none", map[string]any{"max_tokens": 300.0}, chat.ModelOptions{},
+			map[string]any{"max_tokens": 300.0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -55,7 +55,7 @@ func TestCreateResult(t *testing.T) {
 		{"content parts", `return {messages: [{role: "user", content: [{type: "text", text: "a"}, {type: "text", text: "b"}]}]}`,
 			&CreateResult{Messages: []chat.Message{{Role: "user", Content: "ab"}}}, ""},
 		{"messages not array", `return {messages: "hi"}`, nil, "Create returned messages: want an array, got a string"},
-		{"bad role", `return {messages: [{role: "robot", content: "x"}]}`, nil, `messages[0].role: "robot" is not one of system, user, assistant, tool`},
+		{"bad role", `return {messages: [{role: "robot", content: "x"}]}`, nil, `messages[0].role: "robot" is not one of system, developer, user, assistant, tool`},
 		{"no role", `return {messages: [{content: "x"}]}`, nil, `messages[0]: role is missing`},
 		{"content not text", `return {messages: [{role: "user", content: [{type: "image_url"}]}]}`, nil, `messages[0].content: part 0: only text parts are supported, got type "image_url"`},
 		{"content not string", `return {messages: [{role: "user", content: 3}]}`, nil, "messages[0].content: want a string or a list of text parts, got a number"},

@@ -332,11 +332,11 @@ func (c *call) messagesFromJS(v goja.Value) ([]chat.Message, error) {
 			*dst = s
 		}
 		switch m.Role {
-		case chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
+		case chat.RoleSystem, chat.RoleDeveloper, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
 		case "":
 			return nil, fmt.Errorf("messages[%d]: role is missing", i)
 		default:
-			return nil, fmt.Errorf("messages[%d].role: %q is not one of system, user, assistant, tool", i, m.Role)
+			return nil, fmt.Errorf("messages[%d].role: %q is not one of system, developer, user, assistant, tool", i, m.Role)
 		}
 		out = append(out, m)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -36,14 +37,50 @@ func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversa
 	}
 	model := cmp.Or(options.Model, r.Model)
 	t.model = model
+	caps := t.capabilities(app, r, model)
+	mo, err := t.modelOptions(r.Type, caps, options.ModelOptions)
+	if err != nil {
+		return nil, err
+	}
 	cl, err := connector.New(connector.Config{Type: r.Type, Host: r.Host, Key: r.Key, Model: model, Extra: r.Extra, Script: r.Script,
-		Breaker: t.p.breakers.Get(t.connID)})
+		AuthMode: r.AuthMode, APIVersion: r.APIVersion, Params: r.Params, Capabilities: &caps, Breaker: t.p.breakers.Get(t.connID)})
 	if err != nil {
 		return nil, &chat.Error{Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
 	}
-	msgs := make([]chat.Message, 0, len(conv.history)+len(conv.input))
-	msgs = append(append(msgs, conv.history...), conv.input...)
-	return cl.Stream(ctx, &connector.Request{Model: model, System: conv.systemPrompt(), Messages: msgs, Options: options.ModelOptions}, t.sawAnswer(t.emit))
+	// The prompts go as the messages they are, names and all, before the
+	// conversation, as Yao sends them.
+	return cl.Stream(ctx, &connector.Request{Model: model, Messages: conv.all(), Options: mo}, t.sawAnswer(t.emit))
+}
+
+// capabilities are what the turn's model can take: the connector's, or
+// those of the model a request chose instead.
+func (t *turn) capabilities(app *assistant.App, r assistant.Resolved, model string) connector.Capabilities {
+	if c, ok := app.Connectors[t.connID]; ok && model != r.Model {
+		return c.ModelCapabilities(model)
+	}
+	return r.Capabilities
+}
+
+// modelOptions are the turn's model options as the connector gets them,
+// in Yao's order of precedence (package.yao's, then the request's, then
+// the Create hook's): the assistant's own and its hook's as Yao's
+// provider sends them to this model (connector.YaoOptions: what the
+// model cannot take goes, a fixed temperature is 1), the request's as the
+// client sent them, refused when the model would not get them as asked
+// (connector.CheckOptions). merged is what the hooks saw, which the
+// layers make again.
+func (t *turn) modelOptions(typ string, caps connector.Capabilities, merged chat.ModelOptions) (chat.ModelOptions, error) {
+	if err := connector.CheckOptions(typ, caps, t.req.Options); err != nil {
+		return chat.ModelOptions{}, fieldError(err)
+	}
+	own, adj := connector.YaoOptions(typ, caps, t.asst.Options)
+	hook, hadj := connector.YaoOptions(typ, caps, t.hookOptions)
+	if adj = append(adj, hadj...); len(adj) > 0 {
+		t.p.log.Debug("model options adjusted as Yao's provider sends them", "assistant", t.asst.ID, "connector", t.connID, "adjusted", adj)
+	}
+	out := own.Merge(t.req.Options).Merge(hook)
+	out.Model = merged.Model
+	return out, nil
 }
 
 // execSandboxed runs the assistant's coding-agent CLI in the sandbox.
@@ -70,7 +107,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		UserID:    t.req.UserID,
 		ChatID:    t.req.ChatID,
 		System:    conv.systemPrompt(),
-		History:   conv.history,
+		History:   slices.Concat(conv.examples(), conv.history),
 		Input:     conv.input,
 		Arguments: args,
 		Sandbox:   sb,

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/chat"
@@ -12,15 +13,17 @@ const maxMessages = 10000
 
 // conversation is a turn's messages, split the way executors need them.
 type conversation struct {
-	// system is every system message, joined (prompts first, once
-	// withPrompts put them in).
-	system []string
-	// history is what came before this turn (prompt examples, stored or
-	// client-sent history), oldest first.
+	// prompts are the assistant's prompts once withPrompts put them in:
+	// agent/prompts.yml's, then the assistant's or a preset's, each as
+	// written (any role, its name kept), as Yao puts them before the
+	// conversation.
+	prompts []chat.Message
+	// system are the conversation's own leading system messages (the
+	// client's, or those Create returned).
+	system []chat.Message
+	// history is what came before this turn (stored or client-sent
+	// history, system messages in it where they were), oldest first.
 	history []chat.Message
-	// examples is how many messages at the start of history are prompt
-	// examples (not stored with the chat).
-	examples int
 	// input is this turn's trailing user message(s).
 	input []chat.Message
 	// replace is set when the client sent the whole conversation, which
@@ -31,34 +34,56 @@ type conversation struct {
 	added []chat.Message
 }
 
-func (c conversation) systemPrompt() string { return strings.Join(c.system, "\n\n") }
-
-// all is the conversation as one list, system first: what hooks see.
-func (c conversation) all() []chat.Message {
-	out := make([]chat.Message, 0, len(c.system)+len(c.history)+len(c.input))
-	for _, s := range c.system {
-		out = append(out, chat.Message{Role: chat.RoleSystem, Content: s})
+// systemPrompt is every system message of the prompts and the
+// conversation's leading ones, joined: the system prompt of an executor,
+// which takes it apart from the conversation.
+func (c conversation) systemPrompt() string {
+	var parts []string
+	for _, m := range slices.Concat(c.prompts, c.system) {
+		if isSystem(m.Role) {
+			parts = append(parts, m.Content)
+		}
 	}
-	out = append(out, c.history...)
-	return append(out, c.input...)
+	return strings.Join(parts, "\n\n")
 }
 
-// split turns a flat message list back into a conversation.
+// examples are the prompts that are not system messages (example
+// exchanges), which an executor gets before the history.
+func (c conversation) examples() []chat.Message {
+	var out []chat.Message
+	for _, m := range c.prompts {
+		if !isSystem(m.Role) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// all is the conversation as one list, in the order a model gets it: the
+// prompts, the leading system messages, the history and the input. Before
+// withPrompts it is what the Create hook sees.
+func (c conversation) all() []chat.Message {
+	return slices.Concat(c.prompts, c.system, c.history, c.input)
+}
+
+// isSystem reports whether a role gives instructions (system, or OpenAI's
+// newer developer).
+func isSystem(role string) bool { return role == chat.RoleSystem || role == chat.RoleDeveloper }
+
+// split turns a flat message list back into a conversation: its leading
+// system messages, the history, and the trailing user (or tool) input.
 func split(msgs []chat.Message) conversation {
 	var c conversation
-	rest := make([]chat.Message, 0, len(msgs))
-	for _, m := range msgs {
-		if m.Role == chat.RoleSystem {
-			c.system = append(c.system, m.Content)
-			continue
-		}
-		rest = append(rest, m)
+	i := 0
+	for i < len(msgs) && isSystem(msgs[i].Role) {
+		i++
 	}
-	i := len(rest)
-	for i > 0 && (rest[i-1].Role == chat.RoleUser || rest[i-1].Role == chat.RoleTool) {
-		i--
+	c.system, msgs = msgs[:i], msgs[i:]
+	j := len(msgs)
+	for j > 0 && (msgs[j-1].Role == chat.RoleUser || msgs[j-1].Role == chat.RoleTool) {
+		j--
 	}
-	c.history, c.input = rest[:i], rest[i:]
+	c.history, c.input = msgs[:j], msgs[j:]
 	return c
 }
 
@@ -71,9 +96,9 @@ func checkMessages(msgs []chat.Message) error {
 	}
 	for i, m := range msgs {
 		switch m.Role {
-		case chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
+		case chat.RoleSystem, chat.RoleDeveloper, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
 		default:
-			return badRequest("messages[%d].role: %q is not one of system, user, assistant, tool", i, m.Role)
+			return badRequest("messages[%d].role: %q is not one of system, developer, user, assistant, tool", i, m.Role)
 		}
 	}
 	if last := msgs[len(msgs)-1]; last.Role != chat.RoleUser && last.Role != chat.RoleTool {
@@ -103,22 +128,10 @@ func (t *turn) assemble(ctx context.Context) (conversation, error) {
 	return c, nil
 }
 
-// withPrompts puts the turn's prompts in front: system prompts before the
-// conversation's own system messages, the others (examples) before its
-// history.
+// withPrompts puts the turn's prompts in front of the conversation (Yao
+// agent/assistant/build.go buildMessages).
 func (c conversation) withPrompts(prompts []chat.Message) conversation {
-	var system []string
-	var examples []chat.Message
-	for _, p := range prompts {
-		if p.Role == chat.RoleSystem {
-			system = append(system, p.Content)
-		} else {
-			examples = append(examples, p)
-		}
-	}
-	c.system = append(system, c.system...)
-	c.history = append(examples, c.history...)
-	c.examples = len(examples)
+	c.prompts = prompts
 	return c
 }
 
@@ -177,7 +190,7 @@ func (t *turn) saveHistory(ctx context.Context, c conversation, failure chat.Fai
 	answer := chat.Message{Role: chat.RoleAssistant, Content: t.content, ToolCalls: t.toolCalls, Failure: failure}
 	h := t.p.cfg.History
 	if c.replace {
-		msgs := append(append(append([]chat.Message{}, c.history[min(c.examples, len(c.history)):]...), c.input...), answer)
+		msgs := slices.Concat(c.history, c.input, []chat.Message{answer})
 		return h.ReplaceHistory(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs)
 	}
 	msgs := append(append(append([]chat.Message{}, c.added...), c.input...), answer)

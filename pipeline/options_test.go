@@ -27,7 +27,7 @@ func TestOptionsReachTheModel(t *testing.T) {
 	if err := json.Unmarshal(e.llm.TurnRequests()[0].Body, &body); err != nil {
 		t.Fatal(err)
 	}
-	if body["temperature"] != 0.9 || body["max_tokens"] != 512.0 || strings.Join(toStrings(body["stop"]), ",") != "END" {
+	if body["temperature"] != 0.9 || body["max_completion_tokens"] != 512.0 || strings.Join(toStrings(body["stop"]), ",") != "END" {
 		t.Errorf("model request = %v", body)
 	}
 }

@@ -85,7 +85,9 @@ func newEnvWith(t *testing.T, script *llmtest.Script, hooks string, mod func(*Co
 		Root:   dir,
 		Config: &assistant.AppConfig{},
 		Connectors: map[string]*assistant.Connector{
-			"test.llm": {ID: "test.llm", Type: "openai", Options: assistant.ConnectorOptions{Host: srv.URL, Key: "sk-test", Model: "m1"}},
+			// A model Yao knows nothing of: it declares what it can do.
+			"test.llm": {ID: "test.llm", Type: "openai", Options: assistant.ConnectorOptions{Host: srv.URL, Key: "sk-test", Model: "m1",
+				Capabilities: map[string]any{"tool_calls": true, "vision": "openai"}}},
 		},
 		Assistants: map[string]*assistant.Assistant{
 			"qa":    {ID: "qa", Name: "QA", Connector: "test.llm", Prompts: []chat.Message{{Role: chat.RoleSystem, Content: "Be brief."}}},

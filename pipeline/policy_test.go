@@ -20,6 +20,9 @@ func TestRequestOptionsPolicy(t *testing.T) {
 	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "ok"}}}, "")
 	limit := 1000
 	e.app.Assistants["qa"].Options.MaxTokens = &limit
+	// A model Yao does not know, that declares nothing: no tool calls.
+	e.app.Connectors["plain.llm"] = &assistant.Connector{ID: "plain.llm", Type: "openai", Options: assistant.ConnectorOptions{Host: e.llm.URL, Key: "k", Model: "llama3.3"}}
+	e.app.Assistants["plain"] = &assistant.Assistant{ID: "plain", Connector: "plain.llm", Overridable: assistant.DefaultOverridable(false)}
 	tools := json.RawMessage(`[{"type":"function","function":{"name":"f"}}]`)
 	tests := []struct {
 		assistant string
@@ -32,6 +35,7 @@ func TestRequestOptionsPolicy(t *testing.T) {
 		{"qa", `{"max_tokens": 2000}`, nil, "max_tokens", "requests may lower it, not raise it"},
 		{"qa", `{"reasoning_effort": "high"}`, nil, "reasoning_effort", "does not let requests change it"},
 		{"coder", `{"temperature": 0.2}`, nil, "temperature", "chooses its own sampling"},
+		{"plain", `{"tools": ` + string(tools) + `}`, nil, "tools", "the model takes no tool calls"},
 		{"coder", `{"tools": ` + string(tools) + `}`, nil, "tools", "a client's functions cannot be offered to it"},
 		{"coder", `{}`, []chat.Message{{Role: "user", Content: "q"}, {Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c", Name: "f"}}},
 			{Role: "tool", ToolCallID: "c", Content: "r"}}, "messages[1]", "tool results and tool calls cannot be sent to it"},

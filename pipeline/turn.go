@@ -82,6 +82,9 @@ type turn struct {
 	usageBase  chat.Usage
 	egressBase []chat.HostUsage
 
+	// hookOptions are the model options the Create hook returned.
+	hookOptions chat.ModelOptions
+
 	// trial, when set, makes the turn the test of a skill proposal.
 	trial *skillTrial
 	// mu guards proposed: the proposals with a test prompt the agent made
@@ -163,6 +166,13 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		return nil, err
 	}
 	t.connID = connID
+	if c, ok := app.Connectors[connID]; ok && a.Sandbox == nil {
+		// What the client asks of the model is checked before anything
+		// runs (again when the connector is called: Create may change it).
+		if err := connector.CheckOptions(c.Type, c.ModelCapabilities(a.Options.Merge(t.req.Options).Model), t.req.Options); err != nil {
+			return nil, fieldError(err)
+		}
+	}
 	lim := limits(app)
 	t.p.breakers.Configure(breakerSettings(app))
 	release, err := t.admit(ctx, lim)
@@ -245,6 +255,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 				}
 				meta := o.Metadata
 				options = options.Merge(*o)
+				t.hookOptions = t.hookOptions.Merge(o.ModelOptions)
 				// Yao merges the hook's metadata into the request's.
 				for k, v := range meta {
 					if t.meta == nil {

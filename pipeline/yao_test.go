@@ -68,10 +68,14 @@ func TestYaoPrompts(t *testing.T) {
 	if _, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "qa", Locale: "en", Messages: user("hi"), Metadata: map[string]any{"plan": "pro"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	system, msgs, _ := modelRequest(t, e, 0)
+	system, msgs, body := modelRequest(t, e, 0)
 	year := time.Now().Format("2006")
-	if want := "Global on " + year + ".\n\nI am QA for alice (en, pro, ) from-env $SYS.NOPE|"; system != want {
+	// Each prompt is a message of its own, its name kept, as Yao sends it.
+	if want := "Global on " + year + ".|I am QA for alice (en, pro, ) from-env $SYS.NOPE|"; system != want {
 		t.Errorf("system = %q, want %q", system, want)
+	}
+	if named := body["messages"].([]any)[1].(map[string]any); named["name"] != "guide" {
+		t.Errorf("the named prompt went as %v", named)
 	}
 	if len(msgs) != 1 {
 		t.Errorf("messages = %v", msgs)
@@ -79,7 +83,7 @@ func TestYaoPrompts(t *testing.T) {
 	if _, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c2", AssistantID: "qa", Messages: user("short")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	system, _, body := modelRequest(t, e, 1)
+	system, _, body = modelRequest(t, e, 1)
 	if system != "Short.|" || body["temperature"] != 0.1 {
 		t.Errorf("preset from Create: system %q, temperature %v", system, body["temperature"])
 	}

@@ -62,13 +62,13 @@ func toMessages(field string, in []wireMessage) ([]chat.Message, error) {
 func toMessage(where string, m wireMessage) (chat.Message, error) {
 	role := m.Role
 	switch role {
-	case chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
-	case "developer": // newer OpenAI clients send system prompts as "developer"
-		role = chat.RoleSystem
+	// developer: newer OpenAI clients send system prompts so; it goes on
+	// as it is (a provider without it takes it as system).
+	case chat.RoleSystem, chat.RoleDeveloper, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
 	case "":
-		return chat.Message{}, fieldErr(where+".role", "missing: use system, user, assistant or tool")
+		return chat.Message{}, fieldErr(where+".role", "missing: use system, developer, user, assistant or tool")
 	default:
-		return chat.Message{}, fieldErr(where+".role", "%q is not supported: use system, user, assistant or tool", m.Role)
+		return chat.Message{}, fieldErr(where+".role", "%q is not supported: use system, developer, user, assistant or tool", m.Role)
 	}
 	text, err := flatten(where+".content", m.Content)
 	if err != nil {

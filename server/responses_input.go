@@ -135,9 +135,7 @@ func (x *inputs) add(where string, raw json.RawMessage, depth int) error {
 func (x *inputs) message(where string, it inputItem) error {
 	role := it.Role
 	switch role {
-	case chat.RoleUser, chat.RoleAssistant, chat.RoleSystem:
-	case "developer":
-		role = chat.RoleSystem
+	case chat.RoleUser, chat.RoleAssistant, chat.RoleSystem, chat.RoleDeveloper:
 	case "":
 		return fieldErr(where+".role", "missing: use user, assistant, system or developer")
 	default:

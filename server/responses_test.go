@@ -164,7 +164,7 @@ func TestResponsesRequest(t *testing.T) {
 			{ID: "c1", Name: "get_weather", Input: chat.RawJSON(`{"city":"Paris"}`)}, {ID: "c2", Name: "get_weather", Input: chat.RawJSON(`{"city":"Rome"}`)}}},
 		{Role: "tool", ToolCallID: "c1", Content: "18C"},
 		{Role: "tool", ToolCallID: "c2", Content: "20C"},
-		{Role: "system", Content: "Use Celsius."},
+		{Role: "developer", Content: "Use Celsius."},
 		{Role: "user", Content: "And?"},
 	}
 	if !reflect.DeepEqual(req.Messages, want) {

@@ -352,7 +352,7 @@ func TestCompletionNonStream(t *testing.T) {
 		!reflect.DeepEqual(req.Options, chat.ModelOptions{Temperature: &temp, User: "mallory", Tools: json.RawMessage("[]")}) {
 		t.Errorf("request = %+v", req)
 	}
-	wantMsgs := []chat.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "a\nb"}}
+	wantMsgs := []chat.Message{{Role: "developer", Content: "be brief"}, {Role: "user", Content: "a\nb"}}
 	if !reflect.DeepEqual(req.Messages, wantMsgs) {
 		t.Errorf("messages = %+v", req.Messages)
 	}

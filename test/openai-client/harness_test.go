@@ -168,12 +168,16 @@ func script() *llmtest.Script {
 func writeApp(t *testing.T, dir, llm string) {
 	t.Helper()
 	files := map[string]string{
-		"app.jsonc":                         `{"auth": {"tokens": [{"token": "` + token + `", "user": "alice"}]}, "data_root": "` + filepath.Join(dir, "data") + `"}`,
-		"connectors/llm/openai.conn.yao":    `{"type": "openai", "options": {"host": "` + llm + `", "key": "sk-test", "model": "gpt-test"}}`,
-		"connectors/llm/anthropic.conn.yao": `{"type": "anthropic", "options": {"host": "` + llm + `", "key": "sk-ant-test", "model": "claude-sonnet-4-5"}}`,
-		"assistants/qa/package.yao":         `{"name": "Q&A", "connector": "llm.openai", "options": {"max_tokens": 1000}}`,
-		"assistants/qa/prompts.yml":         "- role: system\n  content: Be brief.\n",
-		"assistants/claude-qa/package.yao":  `{"name": "Claude Q&A", "connector": "llm.anthropic"}`,
+		"app.jsonc": `{"auth": {"tokens": [{"token": "` + token + `", "user": "alice"}]}, "data_root": "` + filepath.Join(dir, "data") + `"}`,
+		// Models Yao does not know declare what they take: tool calls
+		// and images, an adjustable temperature.
+		"connectors/llm/openai.conn.yao": `{"type": "openai", "options": {"host": "` + llm + `", "key": "sk-test", "model": "gpt-test",
+			"capabilities": {"tool_calls": true, "vision": "openai"}}}`,
+		"connectors/llm/anthropic.conn.yao": `{"type": "anthropic", "options": {"host": "` + llm + `", "key": "sk-ant-test", "model": "claude-sonnet-4-5",
+			"capabilities": {"tool_calls": true, "vision": "claude", "temperature_adjustable": true}}}`,
+		"assistants/qa/package.yao":        `{"name": "Q&A", "connector": "llm.openai", "options": {"max_tokens": 1000}}`,
+		"assistants/qa/prompts.yml":        "- role: system\n  content: Be brief.\n",
+		"assistants/claude-qa/package.yao": `{"name": "Claude Q&A", "connector": "llm.anthropic"}`,
 		"assistants/picky/package.yao": `{"name": "Picky", "connector": "llm.openai",
 			"overridable": {"model": ["gpt-test", "gpt-mini"], "max_tokens": 500, "temperature": {"min": 0, "max": 1}}}`,
 		"assistants/coder/package.yao": `{"name": "Coder", "connector": "llm.anthropic",

@@ -163,7 +163,7 @@ func TestYaoProxyConnector(t *testing.T) {
 	if err := json.Unmarshal(r.Body, &body); err != nil {
 		t.Fatal(err)
 	}
-	if body["model"] != "deepseek-chat" || body["temperature"] != 0.4 || body["max_tokens"] != 256.0 {
+	if body["model"] != "deepseek-chat" || body["temperature"] != 0.4 || body["max_completion_tokens"] != 256.0 {
 		t.Errorf("body = %v", body)
 	}
 	for _, k := range []string{"capabilities", "proxy", "host", "key"} {
