@@ -148,10 +148,12 @@ demo: build tools cli
 	BIN=$(BIN) APP=$(APP) scripts/demo.sh
 
 ## check: gofmt, go mod tidy -diff, go vet and staticcheck (pinned; built
-##   once into Go's cache, so later runs take seconds)
+##   once into Go's cache, so later runs take seconds); product code imports
+##   no test package
 check: go
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy" >&2; exit 1; }
+	@GO=$(GO) scripts/check-testdeps.sh
 	$(GO) vet ./...
 	cd scripts/cluster && $(GO) vet ./cni-loopback
 	$(GO) run $(STATICCHECK) ./...

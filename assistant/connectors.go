@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/connector"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // Connector types.
@@ -333,7 +333,7 @@ func (l *loader) checkScripted(d *doc, abs string, o *ConnectorOptions) {
 		return
 	}
 	if o.Script == "" {
-		d.errPath("options", "options.script is required for a scripted connector: the path of an llmtest script, relative to this file")
+		d.errPath("options", "options.script is required for a scripted connector: the path of a model script, relative to this file")
 		return
 	}
 	if _, isEnv := envRef(o.Script); isEnv {
@@ -352,10 +352,10 @@ func (l *loader) checkScripted(d *doc, abs string, o *ConnectorOptions) {
 	o.Script = filepath.Clean(p)
 }
 
-// scriptPos matches the "LINE:COL: msg" errors of llmtest.ParseScript.
+// scriptPos matches the "LINE:COL: msg" errors of scripted.ParseScript.
 var scriptPos = regexp.MustCompile(`^(\d+):(\d+):\s*(.*)$`)
 
-// checkScript validates a scripted connector's llmtest script, so a broken
+// checkScript validates a scripted connector's script (package scripted), so a broken
 // demo script is found at load time like any other file.
 func (l *loader) checkScript(abs string) {
 	b, err := readConfig(abs)
@@ -363,7 +363,7 @@ func (l *loader) checkScript(abs string) {
 		l.fileProblem(abs, "%v", unwrapPath(err))
 		return
 	}
-	_, err = llmtest.ParseScript(b, filepath.Ext(abs))
+	_, err = scripted.ParseScript(b, filepath.Ext(abs))
 	if err == nil {
 		return
 	}

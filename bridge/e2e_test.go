@@ -20,9 +20,9 @@ import (
 	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // realKey is the connector's key; it must never reach the sandbox.
@@ -48,9 +48,9 @@ func TestEndToEndClaudeInNetworklessSandbox(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__lookup_order", Input: map[string]any{"order_id": "A-17"}}}},
-		{When: &llmtest.Match{AfterToolResult: "mcp__agentbox__lookup_order"}, Text: "Order A-17 has shipped."},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{Name: "mcp__agentbox__lookup_order", Input: map[string]any{"order_id": "A-17"}}}},
+		{When: &scripted.Match{AfterToolResult: "mcp__agentbox__lookup_order"}, Text: "Order A-17 has shipped."},
 	}})
 	t.Cleanup(srv.Close)
 

@@ -11,7 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 func TestMessagesToChat(t *testing.T) {
@@ -92,12 +92,12 @@ func TestChatToMessage(t *testing.T) {
 	}
 }
 
-// The stream llmtest sends for a turn with thinking, text and a tool call
+// The stream the scripted model sends for a turn with thinking, text and a tool call
 // becomes the Messages API's events, in order, with the usage.
 func TestTranslateChatStream(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Thinking: "Plan.", Text: "Listing.",
-		ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "ls -la"}}, {Name: "Read", Input: map[string]any{"file_path": "a"}}}}}})
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Thinking: "Plan.", Text: "Listing.",
+		ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "ls -la"}}, {Name: "Read", Input: map[string]any{"file_path": "a"}}}}}})
 	t.Cleanup(srv.Close)
 	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"go"}]}`))
@@ -151,8 +151,8 @@ func TestTranslateChatStream(t *testing.T) {
 // back in the Messages shape and is metered; an upstream error keeps its
 // status in the Messages error shape; token counts are estimated here.
 func TestProxyOpenAIConnector(t *testing.T) {
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Text: "Hello there."}, {Text: "Whole."},
-		{Error: &llmtest.HTTPError{Status: 401, Type: "authentication_error", Message: "bad key"}}}})
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Text: "Hello there."}, {Text: "Whole."},
+		{Error: &scripted.HTTPError{Status: 401, Type: "authentication_error", Message: "bad key"}}}})
 	t.Cleanup(srv.Close)
 	s := startSession(t, Options{Upstream: executor.Connection{Type: "openai", Host: srv.URL, Key: realKey, Model: "gpt-x"}})
 	c := unixClient(s)

@@ -21,10 +21,10 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/gemini"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/opencode"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 var record = flag.Bool("record", false, "re-record testdata/cli-requests from the real CLIs in their images")
@@ -94,23 +94,23 @@ func TestRecordCLIRequests(t *testing.T) {
 func recordCLI(t *testing.T, rec cliRecording) []bridge.RecordedRequest {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	turns := []llmtest.Turn{
-		{Text: "Writing.", ToolCalls: []llmtest.ToolCall{{Name: rec.shell, Input: rec.input("echo first > notes.txt")}}},
-		{When: &llmtest.Match{AfterToolResult: rec.shell}, Text: "Done."},
+	turns := []scripted.Turn{
+		{Text: "Writing.", ToolCalls: []scripted.ToolCall{{Name: rec.shell, Input: rec.input("echo first > notes.txt")}}},
+		{When: &scripted.Match{AfterToolResult: rec.shell}, Text: "Done."},
 	}
 	if rec.agents {
-		var calls []llmtest.ToolCall
+		var calls []scripted.ToolCall
 		for i := range 6 {
-			calls = append(calls, llmtest.ToolCall{Name: "Agent", Input: map[string]any{
+			calls = append(calls, scripted.ToolCall{Name: "Agent", Input: map[string]any{
 				"description": "sub task", "prompt": fmt.Sprintf("SUBTASK-%d: say hi", i), "subagent_type": "general-purpose"}})
 		}
-		turns = []llmtest.Turn{{Text: "Delegating.", ToolCalls: calls}}
+		turns = []scripted.Turn{{Text: "Delegating.", ToolCalls: calls}}
 		for range 6 {
-			turns = append(turns, llmtest.Turn{When: &llmtest.Match{Contains: "SUBTASK-"}, Text: "sub done", Delay: llmtest.Duration(time.Second)})
+			turns = append(turns, scripted.Turn{When: &scripted.Match{Contains: "SUBTASK-"}, Text: "sub done", Delay: scripted.Duration(time.Second)})
 		}
-		turns = append(turns, llmtest.Turn{When: &llmtest.Match{AfterToolResult: "Agent"}, Text: "Done."})
+		turns = append(turns, scripted.Turn{When: &scripted.Match{AfterToolResult: "Agent"}, Text: "Done."})
 	}
-	srv := llmtest.NewServer(&llmtest.Script{Turns: turns})
+	srv := scripted.NewServer(&scripted.Script{Turns: turns})
 	t.Cleanup(srv.Close)
 	img := rec.image
 	if img == "" {

@@ -17,9 +17,9 @@ import (
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // The attacks of issue 15, run as the product runs the CLI: each supported
@@ -35,12 +35,12 @@ type dockerChat struct {
 	wss    *sandbox.Workspaces
 	img    string
 	relay  string // the host's agentbox binary
-	srv    *llmtest.Server
+	srv    *scripted.Server
 	chatID string
 	a      *assistant.Assistant
 }
 
-func newDockerChat(t *testing.T, cli testenv.ClaudeCLI, chatID string, srv *llmtest.Server) *dockerChat {
+func newDockerChat(t *testing.T, cli testenv.ClaudeCLI, chatID string, srv *scripted.Server) *dockerChat {
 	t.Helper()
 	img := testenv.RequireImage(t, cli.Image)
 	relay := testenv.Agentbox(t)
@@ -156,9 +156,9 @@ func TestAttacksInDocker(t *testing.T) {
 // relays' stdout or stdin: nothing forged reaches the client, and the
 // server reads nothing extra.
 func attackForge(t *testing.T, cli testenv.ClaudeCLI) {
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": forgeScript, "description": "forge", "timeout": 120000}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "The real answer."},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": forgeScript, "description": "forge", "timeout": 120000}}}},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "The real answer."},
 	}})
 	t.Cleanup(srv.Close)
 	res, log, _, err := newDockerChat(t, cli, "chat-forge", srv).turn("go", 3*time.Minute)
@@ -198,12 +198,12 @@ echo "${m}ER-MEMORY" > CLAUDE.md
 echo "${m}ER-MEMORY" > .agentbox/claude/assistants/coder/config/CLAUDE.md
 printf -- '---\nname: evil\ndescription: %sER-SKILL\n---\nx\n' "$m" > .agentbox/claude/assistants/coder/config/skills/evil/SKILL.md
 echo planted`
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": plant, "description": "plant"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Planted."},
-		{When: &llmtest.Match{Contains: "check"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": plant, "description": "plant"}}}},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Planted."},
+		{When: &scripted.Match{Contains: "check"}, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{
 			"command": "env | grep -c FORGED_ENV; ls /workspace/hook-ran 2>&1 | head -n 1", "description": "check"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Checked."},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Checked."},
 	}})
 	t.Cleanup(srv.Close)
 	d := newDockerChat(t, cli, "chat-config", srv)
@@ -241,9 +241,9 @@ require('readline').createInterface({input: process.stdin}).on('line', l => {
 
 // attackMCP: an MCP server's unlisted tool is neither offered nor run.
 func attackMCP(t *testing.T, cli testenv.ClaudeCLI) {
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{Name: "mcp__js__visible"}}},
-		{When: &llmtest.Match{AfterToolResult: "mcp__js__visible"}, ToolCalls: []llmtest.ToolCall{{Name: "mcp__js__hidden"}}},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{Name: "mcp__js__visible"}}},
+		{When: &scripted.Match{AfterToolResult: "mcp__js__visible"}, ToolCalls: []scripted.ToolCall{{Name: "mcp__js__hidden"}}},
 		{Text: "Done."},
 	}})
 	t.Cleanup(srv.Close)
@@ -277,12 +277,12 @@ func attackMCP(t *testing.T, cli testenv.ClaudeCLI) {
 // three equal resumed turns are billed equally, with the tokens the bridge
 // metered.
 func attackBackgroundCost(t *testing.T, cli testenv.ClaudeCLI) {
-	u := &llmtest.Usage{InputTokens: 5000, OutputTokens: 500}
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{Usage: u, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{
+	u := &scripted.Usage{InputTokens: 5000, OutputTokens: 500}
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{Usage: u, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{
 			"command": "sleep 3; echo done > bg.txt", "description": "slow", "run_in_background": true}}}},
-		{Usage: u, When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Started."},
-		{Usage: u, When: &llmtest.Match{Contains: "task-notification"}, Text: "Finished."},
+		{Usage: u, When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Started."},
+		{Usage: u, When: &scripted.Match{Contains: "task-notification"}, Text: "Finished."},
 		{Usage: u, Text: "One."}, {Usage: u, Text: "Two."}, {Usage: u, Text: "Three."},
 	}})
 	t.Cleanup(srv.Close)
@@ -319,11 +319,11 @@ func attackFailingModel(t *testing.T, cli testenv.ClaudeCLI) {
 		status int
 		code   string
 	}{{500, chat.ErrUpstream}, {429, chat.ErrRateLimit}} {
-		var turns []llmtest.Turn
+		var turns []scripted.Turn
 		for range 12 {
-			turns = append(turns, llmtest.Turn{Error: &llmtest.HTTPError{Status: tc.status, RetryAfter: 30}})
+			turns = append(turns, scripted.Turn{Error: &scripted.HTTPError{Status: tc.status, RetryAfter: 30}})
 		}
-		srv := llmtest.NewServer(&llmtest.Script{Turns: turns})
+		srv := scripted.NewServer(&scripted.Script{Turns: turns})
 		t.Cleanup(srv.Close)
 		start := time.Now()
 		res, log, _, err := newDockerChat(t, cli, "chat-fail", srv).turn("hi", 5*time.Minute)

@@ -13,11 +13,11 @@ import (
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
 	"github.com/agentbox/agentbox/sandbox/kubernetes"
 	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
+	"github.com/agentbox/agentbox/scripted"
 	"github.com/agentbox/agentbox/skills"
 )
 
@@ -84,13 +84,13 @@ func endToEnd(ctx context.Context, t *testing.T, rt sandbox.Runtime, img string,
 		MCP:        []assistant.MCPRef{{ServerID: "broken"}},
 		MCPServers: map[string]*assistant.MCPServer{"broken": {ID: "broken", Transport: "stdio", Command: "/nonexistent/mcp"}},
 	}
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{Text: "Writing.", ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{Text: "Writing.", ToolCalls: []scripted.ToolCall{{Name: "Write", Input: map[string]any{
 			"file_path": "/workspace/src/notes.txt", "content": "first\n"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Write"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{
+		{When: &scripted.Match{AfterToolResult: "Write"}, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{
 			"command": "echo second >> src/notes.txt && id -un", "description": "append"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Done."},
-		{When: &llmtest.Match{Contains: "what changed"}, Text: "notes.txt has two lines."},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Done."},
+		{When: &scripted.Match{Contains: "what changed"}, Text: "notes.txt has two lines."},
 	}})
 	t.Cleanup(srv.Close)
 	e := New(Options{})

@@ -15,12 +15,12 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 const testKey = "sk-ant-test-SECRET-7f3a9c"
 
-func newRequest(sb *hostSandbox, srv *llmtest.Server, chatID, input string, log *chattest.Recorder) *executor.Request {
+func newRequest(sb *hostSandbox, srv *scripted.Server, chatID, input string, log *chattest.Recorder) *executor.Request {
 	return &executor.Request{
 		Assistant: &assistant.Assistant{ID: "coder"},
 		UserID:    "alice", ChatID: chatID,
@@ -39,13 +39,13 @@ func TestRunWriteBashResume(t *testing.T) {
 	t.Parallel()
 	sb := newHostSandbox(t)
 	ws := sb.ws.Dir()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{Text: "Creating it.", ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{Text: "Creating it.", ToolCalls: []scripted.ToolCall{{Name: "Write", Input: map[string]any{
 			"file_path": filepath.Join(ws, "notes.txt"), "content": "first\n"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Write"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{
+		{When: &scripted.Match{AfterToolResult: "Write"}, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{
 			"command": "echo second >> notes.txt && wc -l < notes.txt", "description": "append"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "notes.txt has two lines."},
-		{When: &llmtest.Match{Contains: "what did you do"}, Text: "I wrote notes.txt."},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "notes.txt has two lines."},
+		{When: &scripted.Match{Contains: "what did you do"}, Text: "I wrote notes.txt."},
 	}})
 	t.Cleanup(srv.Close)
 	e := New(Options{Binary: bin})
@@ -104,7 +104,7 @@ func TestRunLargeInputAndHistory(t *testing.T) {
 	}
 	t.Parallel()
 	sb := newHostSandbox(t)
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Text: "Read it all."}}})
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Text: "Read it all."}}})
 	t.Cleanup(srv.Close)
 	log := &chattest.Recorder{}
 	big := "BEGIN-" + strings.Repeat("lorem ipsum ", 2<<20/12) + "-END"
@@ -140,7 +140,7 @@ func TestRunTimeout(t *testing.T) {
 	bin := testenv.ClaudeBin(t)
 	t.Parallel()
 	sb := newHostSandbox(t)
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Stall: true}}})
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Stall: true}}})
 	t.Cleanup(srv.Close)
 	log := &chattest.Recorder{}
 	req := newRequest(sb, srv, "chat-slow", "hi", log)
@@ -174,7 +174,7 @@ const fakeResult = `{"type":"result","subtype":"success","is_error":false,"num_t
 
 func TestRunProcessFailures(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(nil)
+	srv := scripted.NewServer(nil)
 	t.Cleanup(srv.Close)
 	tests := []struct {
 		name   string
@@ -227,7 +227,7 @@ func TestRunProcessFailures(t *testing.T) {
 func TestRunEnvAndArgv(t *testing.T) {
 	t.Parallel()
 	sb := newHostSandbox(t)
-	srv := llmtest.NewServer(nil)
+	srv := scripted.NewServer(nil)
 	t.Cleanup(srv.Close)
 	bin := fakeCLI(t, `printf '%s\n' "$@" > argv.txt; env > env.txt; echo '`+fakeResult+`'`)
 	req := newRequest(sb, srv, "c", "hi", &chattest.Recorder{})

@@ -16,7 +16,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // These tests run every supported Claude Code version (the pinned and the
@@ -37,7 +37,7 @@ func eachVersion(t *testing.T, f func(t *testing.T, cli testenv.ClaudeCLI)) {
 
 // run runs one turn of chat chatID with input and returns its result,
 // error and events.
-func runTurn(t *testing.T, e *Executor, sb *hostSandbox, srv *llmtest.Server, chatID, input string, timeout time.Duration) (*executor.Result, *chattest.Recorder, error) {
+func runTurn(t *testing.T, e *Executor, sb *hostSandbox, srv *scripted.Server, chatID, input string, timeout time.Duration) (*executor.Result, *chattest.Recorder, error) {
 	t.Helper()
 	log := &chattest.Recorder{}
 	req := newRequest(sb, srv, chatID, input, log)
@@ -52,8 +52,8 @@ func runTurn(t *testing.T, e *Executor, sb *hostSandbox, srv *llmtest.Server, ch
 func TestCostPerTurn(t *testing.T) {
 	eachVersion(t, func(t *testing.T, cli testenv.ClaudeCLI) {
 		sb := newHostSandbox(t)
-		u := &llmtest.Usage{InputTokens: 10000, OutputTokens: 1000}
-		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
+		u := &scripted.Usage{InputTokens: 10000, OutputTokens: 1000}
+		srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
 			{Text: "One.", Usage: u}, {Text: "Two.", Usage: u}, {Text: "Three.", Usage: u}}})
 		t.Cleanup(srv.Close)
 		e := New(Options{Binary: cli.Bin})
@@ -84,10 +84,10 @@ func TestCostPerTurn(t *testing.T) {
 func TestBackgroundCommand(t *testing.T) {
 	eachVersion(t, func(t *testing.T, cli testenv.ClaudeCLI) {
 		sb := newHostSandbox(t)
-		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-			{Text: "Starting it.", ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{
+		srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+			{Text: "Starting it.", ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{
 				"command": "sleep 3; echo done > bg.txt", "description": "slow job", "run_in_background": true}}}},
-			{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "It runs in the background."},
+			{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "It runs in the background."},
 			{Text: "The background job finished."},
 		}})
 		t.Cleanup(srv.Close)
@@ -123,12 +123,12 @@ func TestBackgroundCommand(t *testing.T) {
 func TestBackgroundSubagent(t *testing.T) {
 	eachVersion(t, func(t *testing.T, cli testenv.ClaudeCLI) {
 		sb := newHostSandbox(t)
-		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-			{ToolCalls: []llmtest.ToolCall{{Name: "Task", Input: map[string]any{"description": "count files",
+		srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+			{ToolCalls: []scripted.ToolCall{{Name: "Task", Input: map[string]any{"description": "count files",
 				"prompt": "SUBAGENT-PROMPT: count the files", "subagent_type": "general-purpose", "run_in_background": true}}}},
-			{When: &llmtest.Match{Contains: "SUBAGENT-PROMPT"}, Delay: llmtest.Duration(3 * time.Second), Text: "SUBAGENT-ANSWER: no files."},
+			{When: &scripted.Match{Contains: "SUBAGENT-PROMPT"}, Delay: scripted.Duration(3 * time.Second), Text: "SUBAGENT-ANSWER: no files."},
 			// The CLI tells the model when the task ended.
-			{When: &llmtest.Match{Contains: "task-notification"}, Text: "The subagent found no files."},
+			{When: &scripted.Match{Contains: "task-notification"}, Text: "The subagent found no files."},
 			{Text: "The subagent is working."},
 		}})
 		t.Cleanup(srv.Close)
@@ -158,10 +158,10 @@ func TestBackgroundStopped(t *testing.T) {
 	}
 	eachVersion(t, func(t *testing.T, cli testenv.ClaudeCLI) {
 		sb := newHostSandbox(t)
-		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-			{ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{
+		srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+			{ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{
 				"command": "sleep 300", "description": "endless job", "run_in_background": true}}}},
-			{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Started."},
+			{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Started."},
 			{Text: "Stopped."},
 		}})
 		t.Cleanup(srv.Close)
@@ -184,8 +184,8 @@ func TestBackgroundStopped(t *testing.T) {
 func TestAPIErrorNotText(t *testing.T) {
 	eachVersion(t, func(t *testing.T, cli testenv.ClaudeCLI) {
 		sb := newHostSandbox(t)
-		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-			{Error: &llmtest.HTTPError{Status: 400, Message: "prompt is too long: 300000 tokens > 200000 maximum"}}}})
+		srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+			{Error: &scripted.HTTPError{Status: 400, Message: "prompt is too long: 300000 tokens > 200000 maximum"}}}})
 		t.Cleanup(srv.Close)
 		res, log, err := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-long", "hi", time.Minute)
 		var xe *chat.Error
@@ -208,21 +208,21 @@ func TestModelFailuresAtOnce(t *testing.T) {
 	eachVersion(t, func(t *testing.T, cli testenv.ClaudeCLI) {
 		for _, tc := range []struct {
 			name string
-			err  llmtest.HTTPError
+			err  scripted.HTTPError
 			code string
 		}{
-			{"500", llmtest.HTTPError{Status: 500}, chat.ErrUpstream},
-			{"529", llmtest.HTTPError{Status: 529}, chat.ErrUpstream},
-			{"429", llmtest.HTTPError{Status: 429, RetryAfter: 60}, chat.ErrRateLimit},
+			{"500", scripted.HTTPError{Status: 500}, chat.ErrUpstream},
+			{"529", scripted.HTTPError{Status: 529}, chat.ErrUpstream},
+			{"429", scripted.HTTPError{Status: 429, RetryAfter: 60}, chat.ErrRateLimit},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
 				sb := newHostSandbox(t)
-				var turns []llmtest.Turn
+				var turns []scripted.Turn
 				for range 12 {
-					turns = append(turns, llmtest.Turn{Error: &tc.err})
+					turns = append(turns, scripted.Turn{Error: &tc.err})
 				}
-				srv := llmtest.NewServer(&llmtest.Script{Turns: turns})
+				srv := scripted.NewServer(&scripted.Script{Turns: turns})
 				t.Cleanup(srv.Close)
 				start := time.Now()
 				res, log, err := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-fail", "hi", 5*time.Minute)
@@ -251,7 +251,7 @@ func TestCutStream(t *testing.T) {
 	eachVersion(t, func(t *testing.T, cli testenv.ClaudeCLI) {
 		sb := newHostSandbox(t)
 		const answer = "This answer arrives whole on the second try."
-		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
+		srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
 			{Text: answer, CutAfter: 5}, {Text: answer}}})
 		t.Cleanup(srv.Close)
 		res, log, err := runTurn(t, New(Options{Binary: cli.Bin}), sb, srv, "chat-cut", "hi", 2*time.Minute)
@@ -276,7 +276,7 @@ func TestCutStream(t *testing.T) {
 func TestWatchdog(t *testing.T) {
 	eachVersion(t, func(t *testing.T, cli testenv.ClaudeCLI) {
 		sb := newHostSandbox(t)
-		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Stall: true}}})
+		srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Stall: true}}})
 		t.Cleanup(srv.Close)
 		start := time.Now()
 		_, _, err := runTurn(t, New(Options{Binary: cli.Bin, IdleTimeout: 4 * time.Second}), sb, srv, "chat-idle", "hi", 5*time.Minute)

@@ -12,7 +12,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 	"github.com/agentbox/agentbox/skills"
 )
 
@@ -69,11 +69,11 @@ func TestOnlyDefinitionConfigures(t *testing.T) {
 			t.Fatal(err)
 		}
 		writeHostFile(t, filepath.Join(skillDir, "SKILL.md"), "---\nname: defined\ndescription: The assistant's own skill.\n---\nx\n")
-		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-			{ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "env | grep FORGED_; echo END", "description": "env"}}}},
-			{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "First answer."},
-			{When: &llmtest.Match{Contains: "again"}, Text: "Second answer."},
-			{When: &llmtest.Match{Contains: "other"}, Text: "Other assistant's answer."},
+		srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+			{ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "env | grep FORGED_; echo END", "description": "env"}}}},
+			{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "First answer."},
+			{When: &scripted.Match{Contains: "again"}, Text: "Second answer."},
+			{When: &scripted.Match{Contains: "other"}, Text: "Other assistant's answer."},
 		}})
 		t.Cleanup(srv.Close)
 		e := New(Options{Binary: cli.Bin})

@@ -13,7 +13,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // TestMCPToolList: a stdio MCP server's tools list in the assistant
@@ -34,9 +34,9 @@ func TestMCPToolList(t *testing.T) {
 			k, v, _ := strings.Cut(kv, "=")
 			def.Env[k] = v
 		}
-		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-			{ToolCalls: []llmtest.ToolCall{{Name: "mcp__srv__visible"}}},
-			{When: &llmtest.Match{AfterToolResult: "mcp__srv__visible"}, ToolCalls: []llmtest.ToolCall{{Name: "mcp__srv__hidden"}}},
+		srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+			{ToolCalls: []scripted.ToolCall{{Name: "mcp__srv__visible"}}},
+			{When: &scripted.Match{AfterToolResult: "mcp__srv__visible"}, ToolCalls: []scripted.ToolCall{{Name: "mcp__srv__hidden"}}},
 			{Text: "Done."},
 		}})
 		t.Cleanup(srv.Close)

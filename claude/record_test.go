@@ -13,7 +13,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 	"github.com/agentbox/agentbox/skills"
 )
 
@@ -27,29 +27,29 @@ type recordScenario struct {
 	args   chat.Arguments
 	inputs []string
 	setup  func(t *testing.T, sb *hostSandbox, a *assistant.Assistant)
-	turns  func(ws string) []llmtest.Turn
+	turns  func(ws string) []scripted.Turn
 }
 
 var recordScenarios = []recordScenario{
 	{
 		name: "write_bash",
-		turns: func(ws string) []llmtest.Turn {
-			return []llmtest.Turn{
-				{Thinking: "The user wants a file.", Text: "I'll create hello.txt.", ToolCalls: []llmtest.ToolCall{{
+		turns: func(ws string) []scripted.Turn {
+			return []scripted.Turn{
+				{Thinking: "The user wants a file.", Text: "I'll create hello.txt.", ToolCalls: []scripted.ToolCall{{
 					Name: "Write", Input: map[string]any{"file_path": filepath.Join(ws, "hello.txt"), "content": "hello\n"}}}},
-				{When: &llmtest.Match{AfterToolResult: "Write"}, ToolCalls: []llmtest.ToolCall{{
+				{When: &scripted.Match{AfterToolResult: "Write"}, ToolCalls: []scripted.ToolCall{{
 					Name: "Bash", Input: map[string]any{"command": "cat hello.txt && echo ok", "description": "Show the file"}}}},
-				{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Done: hello.txt says hello."},
+				{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Done: hello.txt says hello."},
 			}
 		},
 	},
 	{
 		name: "max_turns",
 		args: chat.Arguments{MaxTurns: 2},
-		turns: func(string) []llmtest.Turn {
-			var ts []llmtest.Turn
+		turns: func(string) []scripted.Turn {
+			var ts []scripted.Turn
 			for i := 0; i < 4; i++ {
-				ts = append(ts, llmtest.Turn{ToolCalls: []llmtest.ToolCall{{
+				ts = append(ts, scripted.Turn{ToolCalls: []scripted.ToolCall{{
 					Name: "Bash", Input: map[string]any{"command": "echo step", "description": "step"}}}})
 			}
 			return ts
@@ -57,50 +57,50 @@ var recordScenarios = []recordScenario{
 	},
 	{
 		name: "tool_failures",
-		turns: func(string) []llmtest.Turn {
-			var ts []llmtest.Turn
+		turns: func(string) []scripted.Turn {
+			var ts []scripted.Turn
 			for i := 0; i < 3; i++ {
-				ts = append(ts, llmtest.Turn{Text: "Trying the build.", ToolCalls: []llmtest.ToolCall{{
+				ts = append(ts, scripted.Turn{Text: "Trying the build.", ToolCalls: []scripted.ToolCall{{
 					Name: "Bash", Input: map[string]any{"command": "echo build failed >&2; exit 2", "description": "build"}}}})
 			}
-			return append(ts, llmtest.Turn{Text: "The build keeps failing."})
+			return append(ts, scripted.Turn{Text: "The build keeps failing."})
 		},
 	},
 	{
 		name: "api_error",
-		turns: func(string) []llmtest.Turn {
-			return []llmtest.Turn{{Error: &llmtest.HTTPError{Status: 400, Message: "prompt is too long"}}}
+		turns: func(string) []scripted.Turn {
+			return []scripted.Turn{{Error: &scripted.HTTPError{Status: 400, Message: "prompt is too long"}}}
 		},
 	},
 	{
 		name: "permission_denied",
 		args: chat.Arguments{PermissionMode: "dontAsk"},
-		turns: func(string) []llmtest.Turn {
-			return []llmtest.Turn{
-				{ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "rm -rf build", "description": "clean"}}}},
+		turns: func(string) []scripted.Turn {
+			return []scripted.Turn{
+				{ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "rm -rf build", "description": "clean"}}}},
 				{Text: "I am not allowed to run that."},
 			}
 		},
 	},
 	{
 		name: "bg_bash",
-		turns: func(string) []llmtest.Turn {
-			return []llmtest.Turn{
-				{Text: "Starting the job.", ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{
+		turns: func(string) []scripted.Turn {
+			return []scripted.Turn{
+				{Text: "Starting the job.", ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{
 					"command": "sleep 2; echo done > bg.txt", "description": "slow job", "run_in_background": true}}}},
-				{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "It runs in the background."},
-				{When: &llmtest.Match{Contains: "task-notification"}, Text: "The job finished."},
+				{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "It runs in the background."},
+				{When: &scripted.Match{Contains: "task-notification"}, Text: "The job finished."},
 			}
 		},
 	},
 	{
 		name: "bg_subagent",
-		turns: func(string) []llmtest.Turn {
-			return []llmtest.Turn{
-				{ToolCalls: []llmtest.ToolCall{{Name: "Task", Input: map[string]any{"description": "count files",
+		turns: func(string) []scripted.Turn {
+			return []scripted.Turn{
+				{ToolCalls: []scripted.ToolCall{{Name: "Task", Input: map[string]any{"description": "count files",
 					"prompt": "SUBAGENT-PROMPT: count the files", "subagent_type": "general-purpose", "run_in_background": true}}}},
-				{When: &llmtest.Match{Contains: "SUBAGENT-PROMPT"}, Delay: llmtest.Duration(2 * time.Second), Text: "No files."},
-				{When: &llmtest.Match{Contains: "task-notification"}, Text: "The subagent found no files."},
+				{When: &scripted.Match{Contains: "SUBAGENT-PROMPT"}, Delay: scripted.Duration(2 * time.Second), Text: "No files."},
+				{When: &scripted.Match{Contains: "task-notification"}, Text: "The subagent found no files."},
 				{Text: "The subagent is counting."},
 			}
 		},
@@ -108,24 +108,24 @@ var recordScenarios = []recordScenario{
 	{
 		name:   "resumed",
 		inputs: []string{"first", "second"},
-		turns: func(string) []llmtest.Turn {
-			u := &llmtest.Usage{InputTokens: 10000, OutputTokens: 1000}
-			return []llmtest.Turn{{Text: "One.", Usage: u}, {Text: "Two.", Usage: u}}
+		turns: func(string) []scripted.Turn {
+			u := &scripted.Usage{InputTokens: 10000, OutputTokens: 1000}
+			return []scripted.Turn{{Text: "One.", Usage: u}, {Text: "Two.", Usage: u}}
 		},
 	},
 	{
 		name: "cut_stream",
-		turns: func(string) []llmtest.Turn {
+		turns: func(string) []scripted.Turn {
 			const answer = "This answer arrives whole on the second try."
-			return []llmtest.Turn{{Text: answer, CutAfter: 5}, {Text: answer}}
+			return []scripted.Turn{{Text: answer, CutAfter: 5}, {Text: answer}}
 		},
 	},
 	{
 		name: "model_500",
-		turns: func(string) []llmtest.Turn {
-			var ts []llmtest.Turn
+		turns: func(string) []scripted.Turn {
+			var ts []scripted.Turn
 			for range 4 {
-				ts = append(ts, llmtest.Turn{Error: &llmtest.HTTPError{Status: 500}})
+				ts = append(ts, scripted.Turn{Error: &scripted.HTTPError{Status: 500}})
 			}
 			return ts
 		},
@@ -142,7 +142,7 @@ var recordScenarios = []recordScenario{
 			a.MCP = []assistant.MCPRef{{ServerID: "broken"}}
 			a.MCPServers = map[string]*assistant.MCPServer{"broken": {ID: "broken", Transport: "stdio", Command: "/nonexistent/mcp-server"}}
 		},
-		turns: func(string) []llmtest.Turn { return []llmtest.Turn{{Text: "Hello."}} },
+		turns: func(string) []scripted.Turn { return []scripted.Turn{{Text: "Hello."}} },
 	},
 }
 
@@ -160,7 +160,7 @@ func TestRecord(t *testing.T) {
 		for _, sc := range recordScenarios {
 			t.Run(cli.Version+"/"+sc.name, func(t *testing.T) {
 				sb := newHostSandbox(t)
-				srv := llmtest.NewServer(&llmtest.Script{Turns: sc.turns(sb.ws.Dir())})
+				srv := scripted.NewServer(&scripted.Script{Turns: sc.turns(sb.ws.Dir())})
 				t.Cleanup(srv.Close)
 				a := &assistant.Assistant{ID: "recorder"}
 				if sc.setup != nil {

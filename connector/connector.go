@@ -1,6 +1,6 @@
 // Package connector holds agentbox's direct, streaming LLM clients: OpenAI
 // Chat Completions (and compatible servers), Anthropic Messages, and a
-// scripted model backed by llmtest for offline use. They speak plain
+// scripted model (package scripted) for offline use. They speak plain
 // net/http with an SSE parser; no provider SDK is involved.
 //
 // # Streaming
@@ -108,7 +108,7 @@ type Config struct {
 	AuthMode string
 	// APIVersion is the anthropic-version header ("" = AnthropicVersion).
 	APIVersion string
-	// Script is the scripted connector's llmtest script file.
+	// Script is the scripted connector's script file (package scripted).
 	Script string
 	// Capabilities are the model's (see Capabilities); nil: the ones
 	// ResolveCapabilities gives the type and model without a declaration.

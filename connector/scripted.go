@@ -5,41 +5,39 @@ import (
 	"fmt"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
-// scriptedModel is the model name sent when a scripted connector sets none.
-const scriptedModel = "llmtest"
-
-// scripted answers from an llmtest script: each Stream call starts a fresh
-// scripted server on 127.0.0.1 (so every request replays the script from
-// its start), talks to it with the Anthropic client, and closes it. Retries
-// within one call go to the same server and take the script's next turn, so
-// a script can rehearse error handling (a 529 turn, then an answer).
-type scripted struct {
+// scriptedClient answers from a script (package scripted): each Stream
+// call starts a fresh scripted model server on 127.0.0.1 (so every request
+// replays the script from its start), talks to it with the Anthropic
+// client, and closes it. Retries within one call go to the same server and
+// take the script's next turn, so a script can rehearse error handling (a
+// 529 turn, then an answer).
+type scriptedClient struct {
 	cfg    Config
-	script *llmtest.Script
+	script *scripted.Script
 }
 
 func newScripted(cfg Config) (Client, error) {
 	if cfg.Script == "" {
-		return nil, fmt.Errorf("scripted connector: no script file; set the connector's script option to an llmtest script (YAML or JSON)")
+		return nil, fmt.Errorf("scripted connector: no script file; set the connector's script option to a model script (YAML or JSON)")
 	}
-	s, err := llmtest.LoadScript(cfg.Script)
+	s, err := scripted.LoadScript(cfg.Script)
 	if err != nil {
 		return nil, fmt.Errorf("scripted connector: %w", err)
 	}
 	if cfg.Model == "" {
-		cfg.Model = scriptedModel
+		cfg.Model = scripted.Model
 	}
-	return &scripted{cfg: cfg, script: s}, nil
+	return &scriptedClient{cfg: cfg, script: s}, nil
 }
 
-func (s *scripted) Type() string  { return TypeScripted }
-func (s *scripted) Model() string { return s.cfg.Model }
+func (s *scriptedClient) Type() string  { return TypeScripted }
+func (s *scriptedClient) Model() string { return s.cfg.Model }
 
 // Stream implements Client.
-func (s *scripted) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (*Response, error) {
+func (s *scriptedClient) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (*Response, error) {
 	srv, err := startServer(s.script)
 	if err != nil {
 		return nil, fail(chat.ErrNetwork, "scripted connector: "+err.Error(), &Failure{Err: err})
@@ -58,24 +56,24 @@ func (s *scripted) Stream(ctx context.Context, req *Request, emit chat.EmitFunc)
 	return c.Stream(ctx, req, emit)
 }
 
-// StartScripted loads the llmtest script at path and starts a scripted
+// StartScripted loads the script at path and starts a scripted
 // model server for it on 127.0.0.1, for a sandboxed CLI to use
 // (ANTHROPIC_BASE_URL=srv.URL). The caller closes the server.
-func StartScripted(path string) (*llmtest.Server, error) {
-	s, err := llmtest.LoadScript(path)
+func StartScripted(path string) (*scripted.Server, error) {
+	s, err := scripted.LoadScript(path)
 	if err != nil {
 		return nil, fmt.Errorf("scripted connector: %w", err)
 	}
 	return startServer(s)
 }
 
-// startServer starts an llmtest server, turning its panics (no free port)
+// startServer starts a scripted model server, turning its panics (no free port)
 // into errors.
-func startServer(s *llmtest.Script) (srv *llmtest.Server, err error) {
+func startServer(s *scripted.Script) (srv *scripted.Server, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("start scripted model server: %v", r)
 		}
 	}()
-	return llmtest.NewServer(s), nil
+	return scripted.NewServer(s), nil
 }

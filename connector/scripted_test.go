@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // fastRetry keeps scripted retry tests quick.
@@ -173,17 +173,17 @@ func TestStartScripted(t *testing.T) {
 	}
 }
 
-// TestProvidersAgainstLLMTest runs the OpenAI and Anthropic clients against
-// an llmtest server: retried errors, then a tool call, then a cut stream.
-func TestProvidersAgainstLLMTest(t *testing.T) {
+// TestProvidersAgainstScripted runs the OpenAI and Anthropic clients against
+// a scripted model server: retried errors, then a tool call, then a cut stream.
+func TestProvidersAgainstScripted(t *testing.T) {
 	t.Parallel()
 	for _, typ := range []string{TypeOpenAI, TypeAnthropic} {
 		t.Run(typ, func(t *testing.T) {
 			t.Parallel()
-			srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-				{Error: &llmtest.HTTPError{Status: 500}},
-				{Error: &llmtest.HTTPError{Status: 529}},
-				{Thinking: "Need a tool.", Text: "Checking.", ToolCalls: []llmtest.ToolCall{{ID: "call_1", Name: "lookup", Input: map[string]any{"q": "x"}}}},
+			srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+				{Error: &scripted.HTTPError{Status: 500}},
+				{Error: &scripted.HTTPError{Status: 529}},
+				{Thinking: "Need a tool.", Text: "Checking.", ToolCalls: []scripted.ToolCall{{ID: "call_1", Name: "lookup", Input: map[string]any{"q": "x"}}}},
 				{Text: "This one breaks after a few chunks of text, mid-answer, for good.", CutAfter: 4},
 				{Text: "never"},
 			}})

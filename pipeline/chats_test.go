@@ -12,8 +12,8 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/jsapi"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/scripted"
 	"github.com/agentbox/agentbox/store"
 )
 
@@ -30,7 +30,7 @@ func withStore(t *testing.T, e *env) *store.Store {
 }
 
 func TestChatsListRenameDelete(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "Paris."}}}, "")
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "Paris."}}}, "")
 	st := withStore(t, e)
 	ctx := context.Background()
 	if _, err := e.p.Chat(ctx, &Request{UserID: "u", ChatID: "c1", AssistantID: "coder", Messages: user("write a file")}, nil); err != nil {
@@ -92,7 +92,7 @@ func TestChatsListRenameDelete(t *testing.T) {
 }
 
 func TestCancelChatAndRunningChats(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, "")
+	e := newEnv(t, &scripted.Script{}, "")
 	withStore(t, e)
 	started := make(chan struct{})
 	e.ex.run = func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
@@ -141,8 +141,8 @@ func TestCancelChatAndRunningChats(t *testing.T) {
 // is titled by that message and shows what went wrong; the next turn's
 // model does not see the failed exchange.
 func TestFailedTurnIsKept(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{
-		{Error: &llmtest.HTTPError{Status: 401, Message: "invalid x-api-key"}},
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{
+		{Error: &scripted.HTTPError{Status: 401, Message: "invalid x-api-key"}},
 		{Text: "Paris."},
 	}}, "")
 	st := withStore(t, e)

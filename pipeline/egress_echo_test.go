@@ -21,9 +21,9 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/scripted"
 	"github.com/agentbox/agentbox/store"
 )
 
@@ -91,9 +91,9 @@ func egressEcho(t *testing.T, command, tool string) {
 	tlsPort := strconv.Itoa(api.Port)
 	script := strings.NewReplacer("{TLS}", tlsPort).Replace(echoScript)
 
-	model := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{Name: tool, Input: map[string]any{"command": script, "timeout": 120000}}}},
-		{When: &llmtest.Match{AfterToolResult: tool}, Text: "Done."},
+	model := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{Name: tool, Input: map[string]any{"command": script, "timeout": 120000}}}},
+		{When: &scripted.Match{AfterToolResult: tool}, Text: "Done."},
 	}})
 	t.Cleanup(model.Close)
 
@@ -276,7 +276,7 @@ func (d *dockerRun) workspace(t *testing.T, name string) string {
 // egresstest.Leaks knows, in places, the events, the model's requests (the
 // tool results go there), the logs or any file of the data root (the
 // workspace with the CLI's configuration and transcripts, the store).
-func (d *dockerRun) checkNowhere(t *testing.T, model *llmtest.Server, places map[string]string, secrets ...string) {
+func (d *dockerRun) checkNowhere(t *testing.T, model *scripted.Server, places map[string]string, secrets ...string) {
 	t.Helper()
 	evs, _ := json.Marshal(d.rec.Events())
 	places["events"], places["logs"] = string(evs), d.logs.String()

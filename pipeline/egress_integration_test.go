@@ -22,8 +22,8 @@ import (
 	"github.com/agentbox/agentbox/bridge/egress/egresstest"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/scripted"
 	"github.com/agentbox/agentbox/store"
 )
 
@@ -92,10 +92,10 @@ func egressTurnInDocker(t *testing.T, isolation string) {
 	tlsPort, gitPort := strconv.Itoa(api.Port), strconv.Itoa(git.Port)
 	script := strings.NewReplacer("{TLS}", tlsPort, "{GIT}", gitPort, "{TESTCA}", string(pki.CertPEM())).Replace(egressScript)
 
-	model := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": script, "timeout": 120000}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__inspect", Input: map[string]any{}}}},
-		{When: &llmtest.Match{AfterToolResult: "mcp__agentbox__inspect"}, Text: "Done."},
+	model := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": script, "timeout": 120000}}}},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, ToolCalls: []scripted.ToolCall{{Name: "mcp__agentbox__inspect", Input: map[string]any{}}}},
+		{When: &scripted.Match{AfterToolResult: "mcp__agentbox__inspect"}, Text: "Done."},
 	}})
 	t.Cleanup(model.Close)
 

@@ -11,13 +11,13 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/pipeline"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // Example embeds agentbox without its server: load an app folder, build a
 // pipeline, and run one turn of a direct assistant. The example app's "qa"
-// assistant answers from a scripted connector (an llmtest script), so this
+// assistant answers from a scripted connector (a model script), so this
 // runs offline. Without Runtimes and Workspaces the pipeline serves direct
 // assistants only; history lives in memory.
 func Example() {
@@ -55,11 +55,11 @@ func Example() {
 	// true
 }
 
-// Example_llmtest builds the app in Go, points its connector at llmtest (a
-// scripted model server on loopback) and sends model options with the
-// request: they reach the model as request fields.
-func Example_llmtest() {
-	model := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Text: "Paris."}}})
+// Example_scripted builds the app in Go, points its connector at a
+// scripted model server on loopback (package scripted) and sends model
+// options with the request: they reach the model as request fields.
+func Example_scripted() {
+	model := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Text: "Paris."}}})
 	defer model.Close()
 	app := &assistant.App{
 		Config: &assistant.AppConfig{},

@@ -15,9 +15,9 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // TestNextHookReadsAgentFIFO: in a real Docker sandbox the agent (the
@@ -34,9 +34,9 @@ func TestNextHookReadsAgentFIFO(t *testing.T) {
 	bin := testenv.Agentbox(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "mkfifo /workspace/notes.txt && echo planted", "description": "plant"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "I left you a note."},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "mkfifo /workspace/notes.txt && echo planted", "description": "plant"}}}},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "I left you a note."},
 	}})
 	defer srv.Close()
 

@@ -14,11 +14,11 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
 	"github.com/agentbox/agentbox/sandbox/kubernetes"
 	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 const toolHooks = `
@@ -134,9 +134,9 @@ func bridgedTurn(ctx context.Context, t *testing.T, rt sandbox.Runtime, image st
 	bin := testenv.Agentbox(t)
 	const realKey = "sk-ant-real-key-never-in-sandbox"
 
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__lookup_order", Input: map[string]any{"order_id": "A-17"}}}},
-		{When: &llmtest.Match{AfterToolResult: "mcp__agentbox__lookup_order"}, Text: "Order A-17 has shipped."},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{Name: "mcp__agentbox__lookup_order", Input: map[string]any{"order_id": "A-17"}}}},
+		{When: &scripted.Match{AfterToolResult: "mcp__agentbox__lookup_order"}, Text: "Order A-17 has shipped."},
 	}})
 	t.Cleanup(srv.Close)
 

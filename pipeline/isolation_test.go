@@ -6,15 +6,15 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // TestSandboxIsolation: a turn's sandbox asks for the assistant's
 // isolation, else app.jsonc's, and the progress message names it when it
 // is not runc.
 func TestSandboxIsolation(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, "")
+	e := newEnv(t, &scripted.Script{}, "")
 	coder := e.app.Assistants["coder"]
 	e.app.Config.Sandbox.Isolation = sandbox.IsolationGVisor
 	ctx := context.Background()

@@ -15,15 +15,15 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // answers is a script of n identical one-line answers.
-func answers(n int) []llmtest.Turn {
-	turns := make([]llmtest.Turn, n)
+func answers(n int) []scripted.Turn {
+	turns := make([]scripted.Turn, n)
 	for i := range turns {
-		turns[i] = llmtest.Turn{Text: "Done."}
+		turns[i] = scripted.Turn{Text: "Done."}
 	}
 	return turns
 }

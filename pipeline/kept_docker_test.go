@@ -25,8 +25,8 @@ import (
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // TestKeptChatToolsAndEgressInDocker: a kept chat's warm turns call host
@@ -55,12 +55,12 @@ func TestKeptChatToolsAndEgressInDocker(t *testing.T) {
 			return map[string]any{"status": "shipped-4410"}, nil
 		}}
 	curl := "curl -sS --max-time 20 http://api.test:" + port + "/ok; echo; curl -sS --max-time 20 http://evil.test:" + port + "/ 2>&1; echo"
-	e := newKeptEnv(t, ctx, time.Minute, []llmtest.Turn{
-		{When: &llmtest.Match{Contains: "first"}, Text: "One."},
-		{When: &llmtest.Match{Contains: "order"}, ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__lookup", Input: map[string]any{"id": "A-1"}}}},
-		{When: &llmtest.Match{AfterToolResult: "mcp__agentbox__lookup"}, Text: "Shipped."},
-		{When: &llmtest.Match{Contains: "fetch"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": curl}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Fetched."},
+	e := newKeptEnv(t, ctx, time.Minute, []scripted.Turn{
+		{When: &scripted.Match{Contains: "first"}, Text: "One."},
+		{When: &scripted.Match{Contains: "order"}, ToolCalls: []scripted.ToolCall{{Name: "mcp__agentbox__lookup", Input: map[string]any{"id": "A-1"}}}},
+		{When: &scripted.Match{AfterToolResult: "mcp__agentbox__lookup"}, Text: "Shipped."},
+		{When: &scripted.Match{Contains: "fetch"}, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": curl}}}},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Fetched."},
 	}, func(c *Config) { c.Bridge.Tools = map[string]bridge.Tool{"lookup": lookup} })
 	e.coder.Tools = []assistant.Tool{{Name: "lookup"}}
 	rule, err := egress.ParseRule("api.test:" + port)
@@ -111,14 +111,14 @@ func TestKeptChatCancelTimeoutConcurrentInDocker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e := newKeptEnv(t, ctx, time.Minute, []llmtest.Turn{
-		{When: &llmtest.Match{Contains: "first"}, Text: "One."},
-		{When: &llmtest.Match{Contains: "second"}, Text: "Two.", Delay: llmtest.Duration(300 * time.Millisecond)},
-		{When: &llmtest.Match{Contains: "third"}, Text: "Three.", Delay: llmtest.Duration(300 * time.Millisecond)},
-		{When: &llmtest.Match{Contains: "hang"}, Stall: true},
-		{When: &llmtest.Match{Contains: "after cancel"}, Text: "Back."},
-		{When: &llmtest.Match{Contains: "slow"}, Stall: true},
-		{When: &llmtest.Match{Contains: "after timeout"}, Text: "Again."},
+	e := newKeptEnv(t, ctx, time.Minute, []scripted.Turn{
+		{When: &scripted.Match{Contains: "first"}, Text: "One."},
+		{When: &scripted.Match{Contains: "second"}, Text: "Two.", Delay: scripted.Duration(300 * time.Millisecond)},
+		{When: &scripted.Match{Contains: "third"}, Text: "Three.", Delay: scripted.Duration(300 * time.Millisecond)},
+		{When: &scripted.Match{Contains: "hang"}, Stall: true},
+		{When: &scripted.Match{Contains: "after cancel"}, Text: "Back."},
+		{When: &scripted.Match{Contains: "slow"}, Stall: true},
+		{When: &scripted.Match{Contains: "after timeout"}, Text: "Again."},
 	}, nil)
 	if got, _ := e.turn(t, ctx, "c1", "first"); got != "One." {
 		t.Fatalf("first: %q", got)
@@ -184,7 +184,7 @@ func TestKeptChatCancelTimeoutConcurrentInDocker(t *testing.T) {
 	}
 }
 
-func lastRequest(s *llmtest.Server) string {
+func lastRequest(s *scripted.Server) string {
 	reqs := s.TurnRequests()
 	if len(reqs) == 0 {
 		return ""
@@ -202,11 +202,11 @@ func TestKeptChatHungCLIInDocker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e := newKeptEnv(t, ctx, time.Minute, []llmtest.Turn{
-		{When: &llmtest.Match{Contains: "first"}, Text: "One."},
-		{When: &llmtest.Match{Contains: "second"}, Text: "Two."},
-		{When: &llmtest.Match{Contains: "silent"}, Stall: true},
-		{When: &llmtest.Match{Contains: "third"}, Text: "Three."},
+	e := newKeptEnv(t, ctx, time.Minute, []scripted.Turn{
+		{When: &scripted.Match{Contains: "first"}, Text: "One."},
+		{When: &scripted.Match{Contains: "second"}, Text: "Two."},
+		{When: &scripted.Match{Contains: "silent"}, Stall: true},
+		{When: &scripted.Match{Contains: "third"}, Text: "Three."},
 	}, func(c *Config) {
 		c.Executors = map[string]executor.Executor{"claude": claude.New(claude.Options{AckWait: 3 * time.Second, IdleTimeout: 10 * time.Second})}
 	})
@@ -262,9 +262,9 @@ func TestKeptChatGrowingAfterItsTurnIsEvictedInDocker(t *testing.T) {
 	defer cancel()
 	const limit, capBytes, growBytes = 1536 << 20, 2 << 30, 1000 << 20
 	grow := fmt.Sprintf(`setsid sh -c 'while [ ! -e /workspace/grow ]; do sleep 0.2; done; exec python3 -c "import time; a = b\"x\" * %d; time.sleep(600)"' </dev/null >/dev/null 2>&1 &`, growBytes)
-	start := []llmtest.Turn{
-		{When: &llmtest.Match{Contains: "start"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": grow}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Started."},
+	start := []scripted.Turn{
+		{When: &scripted.Match{Contains: "start"}, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": grow}}}},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Started."},
 	}
 	e := newKeptEnv(t, ctx, 10*time.Minute, append(start, start...), nil)
 	e.coder.Sandbox.MemoryBytes = limit
@@ -340,10 +340,10 @@ func TestKeptChatWritingPastItsLimitIsStoppedInDocker(t *testing.T) {
 	// the host's disk).
 	writer := `setsid sh -c 'while [ ! -e /workspace/go ]; do sleep 0.2; done; i=0; while [ $i -lt 40 ]; do dd if=/dev/zero of=/workspace/w$i bs=1M count=16 2>/dev/null; i=$((i+1)); sleep 0.2; done' </dev/null >/dev/null 2>&1 &`
 	var wss *sandbox.Workspaces
-	e := newKeptEnv(t, ctx, 10*time.Minute, []llmtest.Turn{
-		{When: &llmtest.Match{Contains: "start"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": writer}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Started."},
-		{When: &llmtest.Match{Contains: "again"}, Text: "Back."},
+	e := newKeptEnv(t, ctx, 10*time.Minute, []scripted.Turn{
+		{When: &scripted.Match{Contains: "start"}, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": writer}}}},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Started."},
+		{When: &scripted.Match{Contains: "again"}, Text: "Back."},
 	}, func(c *Config) {
 		var err error
 		wss, err = sandbox.NewWorkspacesWith(filepath.Join(t.TempDir(), "data"), sandbox.WorkspacesOptions{UID: 1000, GID: 1000, Disk: sandbox.DiskWatch})

@@ -12,9 +12,9 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // countHooks counts the Create hook's runs in the sandbox's workspace.
@@ -32,16 +32,16 @@ function Create(ctx, messages, options) {
 type keptEnv struct {
 	p     *Pipeline
 	app   *assistant.App
-	srv   *llmtest.Server
+	srv   *scripted.Server
 	coder *assistant.Assistant
 	ws    *sandbox.Workspaces
 }
 
-func newKeptEnv(t testing.TB, ctx context.Context, keepAlive time.Duration, turns []llmtest.Turn, mod func(*Config)) *keptEnv {
+func newKeptEnv(t testing.TB, ctx context.Context, keepAlive time.Duration, turns []scripted.Turn, mod func(*Config)) *keptEnv {
 	t.Helper()
 	image := testenv.Image(t)
 	bin := testenv.Agentbox(t)
-	srv := llmtest.NewServer(&llmtest.Script{Turns: turns})
+	srv := scripted.NewServer(&scripted.Script{Turns: turns})
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	coder := &assistant.Assistant{
@@ -121,12 +121,12 @@ func TestKeptChatInDocker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e := newKeptEnv(t, ctx, time.Minute, []llmtest.Turn{
-		{When: &llmtest.Match{Contains: "first"}, Text: "One."},
-		{When: &llmtest.Match{Contains: "second"}, Text: "Two."},
-		{When: &llmtest.Match{Contains: "third"}, Text: "Three."},
-		{When: &llmtest.Match{Contains: "fourth"}, Text: "Four."},
-		{When: &llmtest.Match{Contains: "fifth"}, Text: "Five."},
+	e := newKeptEnv(t, ctx, time.Minute, []scripted.Turn{
+		{When: &scripted.Match{Contains: "first"}, Text: "One."},
+		{When: &scripted.Match{Contains: "second"}, Text: "Two."},
+		{When: &scripted.Match{Contains: "third"}, Text: "Three."},
+		{When: &scripted.Match{Contains: "fourth"}, Text: "Four."},
+		{When: &scripted.Match{Contains: "fifth"}, Text: "Five."},
 	}, nil)
 	want := []struct{ msg, answer, sandbox string }{
 		{"first", "One.", chat.SandboxCold},

@@ -10,7 +10,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // fakeWarm is a kept CLI of the fake executor.
@@ -23,7 +23,7 @@ func (w *fakeWarm) Close()      { w.closed.Store(true) }
 // a fakeWarm per chat and reports whether a turn ran on one.
 func keptFake(t *testing.T, keepAlive time.Duration, mod func(*Config)) (*env, *atomic.Int32) {
 	t.Helper()
-	e := newEnvWith(t, &llmtest.Script{}, "", mod)
+	e := newEnvWith(t, &scripted.Script{}, "", mod)
 	e.app.Assistants["coder"].Sandbox.KeepAlive = keepAlive
 	var warmTurns atomic.Int32
 	e.ex.run = func(ctx context.Context, req *executor.Request) (*executor.Result, error) {

@@ -15,7 +15,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // withLimits sets the app's limits.
@@ -64,7 +64,7 @@ func codeOf(err error) string {
 // TestTurnsPerUser: a user's turns beyond the limit are refused at once
 // with too_many_turns and a Retry-After; another user is not affected.
 func TestTurnsPerUser(t *testing.T) {
-	e := newEnvWith(t, &llmtest.Script{}, "", withLimits(assistant.Limits{TurnsPerUser: 2}))
+	e := newEnvWith(t, &scripted.Script{}, "", withLimits(assistant.Limits{TurnsPerUser: 2}))
 	g := newGate()
 	e.ex.run = g.run
 	errs := make(chan error, 3)
@@ -110,7 +110,7 @@ func TestTurnsPerUser(t *testing.T) {
 // time, in arrival order, and each answer lands right after its own
 // question in the history; the queue and the wait are bounded.
 func TestChatTurnsAreSerialised(t *testing.T) {
-	e := newEnvWith(t, &llmtest.Script{}, "", withLimits(assistant.Limits{ChatQueue: 2, ChatWait: time.Minute}))
+	e := newEnvWith(t, &scripted.Script{}, "", withLimits(assistant.Limits{ChatQueue: 2, ChatWait: time.Minute}))
 	g := newGate()
 	e.ex.run = g.run
 	errs := make(chan error, 4)
@@ -157,7 +157,7 @@ func TestChatTurnsAreSerialised(t *testing.T) {
 }
 
 func TestChatWaitIsBounded(t *testing.T) {
-	e := newEnvWith(t, &llmtest.Script{}, "", withLimits(assistant.Limits{ChatQueue: 1, ChatWait: 100 * time.Millisecond}))
+	e := newEnvWith(t, &scripted.Script{}, "", withLimits(assistant.Limits{ChatQueue: 1, ChatWait: 100 * time.Millisecond}))
 	g := newGate()
 	e.ex.run = g.run
 	done := make(chan error, 1)
@@ -189,7 +189,7 @@ func TestChatWaitIsBounded(t *testing.T) {
 // TestSandboxCap: beyond the live sandbox cap a turn waits for a slot, up
 // to sandbox_wait, then fails with server_busy (503 with Retry-After).
 func TestSandboxCap(t *testing.T) {
-	e := newEnvWith(t, &llmtest.Script{}, "", withLimits(assistant.Limits{Sandboxes: 1, SandboxWait: 150 * time.Millisecond}))
+	e := newEnvWith(t, &scripted.Script{}, "", withLimits(assistant.Limits{Sandboxes: 1, SandboxWait: 150 * time.Millisecond}))
 	g := newGate()
 	e.ex.run = g.run
 	first := make(chan error, 1)
@@ -237,7 +237,7 @@ func TestSandboxCap(t *testing.T) {
 // started it; naming another is refused with chat_assistant, naming both,
 // and the chat's history is untouched.
 func TestChatBelongsToItsAssistant(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "Paris."}}}, "")
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "Paris."}}}, "")
 	ctx := context.Background()
 	if _, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "qa", Messages: user("Capital of France?")}, nil); err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func TestChatBelongsToItsAssistant(t *testing.T) {
 // reach does not hold a shutdown: Close cancels, waits the grace, removes
 // the sandbox itself and returns.
 func TestCloseRemovesStuckSandboxes(t *testing.T) {
-	e := newEnvWith(t, &llmtest.Script{}, "", func(c *Config) { c.CleanupGrace = 200 * time.Millisecond })
+	e := newEnvWith(t, &scripted.Script{}, "", func(c *Config) { c.CleanupGrace = 200 * time.Millisecond })
 	stuck := make(chan struct{})
 	t.Cleanup(func() { close(stuck) })
 	started := make(chan struct{})
@@ -311,7 +311,7 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvWith(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "Paris."}}}, "", func(c *Config) { c.Metrics = m })
+	e := newEnvWith(t, &scripted.Script{Turns: []scripted.Turn{{Text: "Paris."}}}, "", func(c *Config) { c.Metrics = m })
 	ctx := context.Background()
 	if _, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "qa", Messages: user("Capital?")}, nil); err != nil {
 		t.Fatal(err)
@@ -367,8 +367,8 @@ func waitFor(t *testing.T, cond func() bool) {
 // failing gets its breaker opened; the next turns fail at once with
 // circuit_open, without calling it.
 func TestBreakerFailsDirectTurnsFast(t *testing.T) {
-	fail := llmtest.Turn{Error: &llmtest.HTTPError{Status: 500}}
-	e := newEnvWith(t, &llmtest.Script{Turns: []llmtest.Turn{fail, fail, fail, fail}}, "",
+	fail := scripted.Turn{Error: &scripted.HTTPError{Status: 500}}
+	e := newEnvWith(t, &scripted.Script{Turns: []scripted.Turn{fail, fail, fail, fail}}, "",
 		withLimits(assistant.Limits{Breaker: assistant.BreakerLimits{Failures: 2, Cooldown: time.Minute}}))
 	ctx := context.Background()
 	_, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "qa", Messages: user("hi")}, nil)

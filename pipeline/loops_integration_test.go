@@ -15,9 +15,9 @@ import (
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // TestFailurePatternsInDocker runs the real Claude Code CLI in a Docker
@@ -32,9 +32,9 @@ func TestFailurePatternsInDocker(t *testing.T) {
 	}
 	// Bash is allowed; Write asks a permission no one gives.
 	failurePatterns(t, loopCLI{command: "claude", arguments: `{"max_turns": 20, "permission_mode": "default", "allowed_tools": ["Bash"]}`,
-		repeat:  llmtest.ToolCall{Name: "Bash", Input: map[string]any{"command": "echo waiting", "description": "check"}},
+		repeat:  scripted.ToolCall{Name: "Bash", Input: map[string]any{"command": "echo waiting", "description": "check"}},
 		repeats: 4,
-		refused: llmtest.ToolCall{Name: "Write", Input: map[string]any{"file_path": "/workspace/out.txt", "content": "x\n"}}})
+		refused: scripted.ToolCall{Name: "Write", Input: map[string]any{"file_path": "/workspace/out.txt", "content": "x\n"}}})
 }
 
 // TestFailurePatternsGeminiInDocker: the same with the Gemini CLI, whose
@@ -47,16 +47,16 @@ func TestFailurePatternsGeminiInDocker(t *testing.T) {
 	}
 	failurePatterns(t, loopCLI{command: "gemini", arguments: `{"max_turns": 20, "permission_mode": "acceptEdits"}`,
 		// Created, then overwritten with the same words again and again.
-		repeat:  llmtest.ToolCall{Name: "write_file", Input: map[string]any{"file_path": "/workspace/out.txt", "content": "x\n"}},
+		repeat:  scripted.ToolCall{Name: "write_file", Input: map[string]any{"file_path": "/workspace/out.txt", "content": "x\n"}},
 		repeats: 5,
-		refused: llmtest.ToolCall{Name: "run_shell_command", Input: map[string]any{"command": "echo hi", "description": "check"}}})
+		refused: scripted.ToolCall{Name: "run_shell_command", Input: map[string]any{"command": "echo hi", "description": "check"}}})
 }
 
 // loopCLI is a coding-agent CLI, a call of it whose result stops changing
 // after a while (made repeats times) and a call it refuses.
 type loopCLI struct {
 	command, arguments string
-	repeat, refused    llmtest.ToolCall
+	repeat, refused    scripted.ToolCall
 	repeats            int
 }
 
@@ -64,14 +64,14 @@ func failurePatterns(t *testing.T, cli loopCLI) {
 	image := testenv.CLIImage(t, cli.command)
 	bin := testenv.Agentbox(t)
 
-	var turns []llmtest.Turn
+	var turns []scripted.Turn
 	for range cli.repeats {
-		turns = append(turns, llmtest.Turn{ToolCalls: []llmtest.ToolCall{cli.repeat}})
+		turns = append(turns, scripted.Turn{ToolCalls: []scripted.ToolCall{cli.repeat}})
 	}
 	for range 3 {
-		turns = append(turns, llmtest.Turn{ToolCalls: []llmtest.ToolCall{cli.refused}})
+		turns = append(turns, scripted.Turn{ToolCalls: []scripted.ToolCall{cli.refused}})
 	}
-	model := llmtest.NewServer(&llmtest.Script{Turns: append(turns, llmtest.Turn{Text: "I am stuck."})})
+	model := scripted.NewServer(&scripted.Script{Turns: append(turns, scripted.Turn{Text: "I am stuck."})})
 	t.Cleanup(model.Close)
 
 	dir := t.TempDir()

@@ -13,7 +13,7 @@ import (
 	"github.com/agentbox/agentbox/bridge/egress/egresstest"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // The operator's MCP credentials: a stdio server's token (for api.test)
@@ -95,11 +95,11 @@ func mcpCredentials(t *testing.T, cli mcpCLI) {
 	tlsPort := strconv.Itoa(api.Port)
 
 	tool := func(server, name string) string { return fmt.Sprintf(cli.toolName, server, name) }
-	model := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{Name: shell, Input: map[string]any{cli.arg: mcpDumpScript, "description": "look around"}}}},
-		{When: &llmtest.Match{AfterToolResult: shell}, ToolCalls: []llmtest.ToolCall{{Name: tool("gh", "whoami"), Input: map[string]any{}}}},
-		{When: &llmtest.Match{AfterToolResult: tool("gh", "whoami")}, ToolCalls: []llmtest.ToolCall{{Name: tool("web", "headers"), Input: map[string]any{}}}},
-		{When: &llmtest.Match{AfterToolResult: tool("web", "headers")}, ToolCalls: []llmtest.ToolCall{{Name: tool("web", "hidden"), Input: map[string]any{}}}},
+	model := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{Name: shell, Input: map[string]any{cli.arg: mcpDumpScript, "description": "look around"}}}},
+		{When: &scripted.Match{AfterToolResult: shell}, ToolCalls: []scripted.ToolCall{{Name: tool("gh", "whoami"), Input: map[string]any{}}}},
+		{When: &scripted.Match{AfterToolResult: tool("gh", "whoami")}, ToolCalls: []scripted.ToolCall{{Name: tool("web", "headers"), Input: map[string]any{}}}},
+		{When: &scripted.Match{AfterToolResult: tool("web", "headers")}, ToolCalls: []scripted.ToolCall{{Name: tool("web", "hidden"), Input: map[string]any{}}}},
 		{Text: "Done."},
 	}})
 	t.Cleanup(model.Close)

@@ -8,14 +8,14 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // TestOptionsReachTheModel: the assistant's model options, the request's
 // over them and a Create hook's over both reach the direct connector as
 // request fields, typed all the way.
 func TestOptionsReachTheModel(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "ok"}}}, "")
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "ok"}}}, "")
 	temp, maxTokens := 0.3, 512
 	e.app.Assistants["qa"].Options = chat.ModelOptions{Temperature: &temp, MaxTokens: &maxTokens, Stop: chat.Stop{"END"}}
 	reqTemp := 0.9
@@ -44,7 +44,7 @@ func toStrings(v any) []string {
 // changes merge over them; what it may not change is an error that names
 // the field.
 func TestCreateHookOptions(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, `function Create(ctx, messages, options) {
+	e := newEnv(t, &scripted.Script{}, `function Create(ctx, messages, options) {
   if (options.connector !== "test.llm" || options.sandbox.arguments.max_turns !== 5 || options.sandbox.arguments.permission_mode !== "acceptEdits") {
     throw new Error("saw " + JSON.stringify(options));
   }
@@ -64,7 +64,7 @@ func TestCreateHookOptions(t *testing.T) {
 		{`function Create() { return {options: {temperature: "hot"}} }`, "options.temperature: want a number, got a string"},
 		{`function Create() { return {options: {connector: "nope"}} }`, `Create hook chose unknown connector "nope"`},
 	} {
-		e := newEnv(t, &llmtest.Script{}, tc.hook)
+		e := newEnv(t, &scripted.Script{}, tc.hook)
 		_, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
 		var ce *chat.Error
 		if !errors.As(err, &ce) || ce.Code != chat.ErrHook || !strings.Contains(ce.Message, tc.want) {

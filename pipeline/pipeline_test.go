@@ -15,9 +15,9 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/sandboxtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // fakeExecutor records its request and plays a scripted behaviour.
@@ -45,23 +45,23 @@ type env struct {
 	p   *Pipeline
 	rt  *sandboxtest.Runtime
 	ex  *fakeExecutor
-	llm *llmtest.Server
+	llm *scripted.Server
 	app *assistant.App
 }
 
 // newEnv builds an app with a direct assistant "qa" (OpenAI connector on a
 // scripted server) and a sandboxed assistant "coder" (fake executor and
 // runtime); hooks is the coder's index.js source ("" for none).
-func newEnv(t *testing.T, script *llmtest.Script, hooks string) *env {
+func newEnv(t *testing.T, script *scripted.Script, hooks string) *env {
 	t.Helper()
 	return newEnvWith(t, script, hooks, nil)
 }
 
 // newEnvWith is newEnv with the app's config and the pipeline's config
 // changed by mod before the pipeline is built.
-func newEnvWith(t *testing.T, script *llmtest.Script, hooks string, mod func(*Config)) *env {
+func newEnvWith(t *testing.T, script *scripted.Script, hooks string, mod func(*Config)) *env {
 	t.Helper()
-	srv := llmtest.NewServer(script)
+	srv := scripted.NewServer(script)
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	coder := &assistant.Assistant{
@@ -120,7 +120,7 @@ func newEnvWith(t *testing.T, script *llmtest.Script, hooks string, mod func(*Co
 func user(text string) []chat.Message { return []chat.Message{{Role: chat.RoleUser, Content: text}} }
 
 func TestDirectTurnStreamsAndKeepsHistory(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "Paris."}, {Text: "About 2 million."}}}, "")
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "Paris."}, {Text: "About 2 million."}}}, "")
 	ctx := context.Background()
 	var rec chattest.Recorder
 	resp, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "qa", Messages: user("Capital of France?")}, rec.Emit)
@@ -156,7 +156,7 @@ func TestDirectTurnStreamsAndKeepsHistory(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, "")
+	e := newEnv(t, &scripted.Script{}, "")
 	cases := []struct {
 		name string
 		req  Request
@@ -192,7 +192,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestSandboxedTurn(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, "")
+	e := newEnv(t, &scripted.Script{}, "")
 	var rec chattest.Recorder
 	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "c1", AssistantID: "coder",
 		Messages: []chat.Message{{Role: "system", Content: "Extra rule."}, {Role: "user", Content: "earlier"}, {Role: "assistant", Content: "ok"}, {Role: "user", Content: "write code"}}}, rec.Emit)
@@ -242,7 +242,7 @@ func TestSandboxRemovedOnEveryPath(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, &llmtest.Script{}, tc.hooks)
+			e := newEnv(t, &scripted.Script{}, tc.hooks)
 			e.ex.run = tc.run
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -275,7 +275,7 @@ func TestSandboxRemovedOnEveryPath(t *testing.T) {
 }
 
 func TestSandboxCreateFailure(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, "")
+	e := newEnv(t, &scripted.Script{}, "")
 	e.rt.CreateErr = errors.New("engine is down")
 	_, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
 	var pe *chat.Error
@@ -298,7 +298,7 @@ function Next(ctx, payload, options) {
 `
 
 func TestHooksRunAroundTheExecutor(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, hookSource)
+	e := newEnv(t, &scripted.Script{}, hookSource)
 	var rec chattest.Recorder
 	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "c1", AssistantID: "coder", Messages: user("write code")}, rec.Emit)
 	if err != nil {
@@ -322,12 +322,12 @@ func TestHooksRunAroundTheExecutor(t *testing.T) {
 }
 
 func TestCreateHookMayNotChangeOtherSandboxSettings(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, `function Create() { return {options: {sandbox: {image: "evil"}}} }`)
+	e := newEnv(t, &scripted.Script{}, `function Create() { return {options: {sandbox: {image: "evil"}}} }`)
 	_, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
 	if err == nil || !strings.Contains(err.Error(), "only sandbox.arguments") {
 		t.Fatalf("err = %v", err)
 	}
-	e2 := newEnv(t, &llmtest.Script{}, `function Create() { return {options: {sandbox: {arguments: {max_turns: "x"}}}} }`)
+	e2 := newEnv(t, &scripted.Script{}, `function Create() { return {options: {sandbox: {arguments: {max_turns: "x"}}}} }`)
 	_, err = e2.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
 	if err == nil || !strings.Contains(err.Error(), "max_turns") {
 		t.Fatalf("err = %v", err)
@@ -335,7 +335,7 @@ func TestCreateHookMayNotChangeOtherSandboxSettings(t *testing.T) {
 }
 
 func TestNextHookErrorIsANotice(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, `function Next() { throw new Error("oops") }`)
+	e := newEnv(t, &scripted.Script{}, `function Next() { throw new Error("oops") }`)
 	var rec chattest.Recorder
 	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.Emit)
 	if err != nil || resp.Content != "done in sandbox" {
@@ -353,7 +353,7 @@ func TestNextHookErrorIsANotice(t *testing.T) {
 }
 
 func TestCloseDrainsAndRefuses(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, "")
+	e := newEnv(t, &scripted.Script{}, "")
 	started := make(chan struct{})
 	e.ex.run = func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
 		close(started)
@@ -383,7 +383,7 @@ func TestCloseDrainsAndRefuses(t *testing.T) {
 }
 
 func TestWorkspaceForFilesIsNotCreated(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, "")
+	e := newEnv(t, &scripted.Script{}, "")
 	_, _, err := e.p.Workspace(context.Background(), "u1", "never-used")
 	var pe *chat.Error
 	if !errors.As(err, &pe) || pe.Code != chat.ErrInvalidRequest || !errors.Is(err, sandbox.ErrNotFound) {
@@ -414,7 +414,7 @@ func dirExists(p string) bool {
 }
 
 func TestOpenHookMessagesEndBeforeDone(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, `function Create(ctx) { ctx.SendStream({type: "loading", props: {message: "working"}}); return null }`)
+	e := newEnv(t, &scripted.Script{}, `function Create(ctx) { ctx.SendStream({type: "loading", props: {message: "working"}}); return null }`)
 	var rec chattest.Recorder
 	if _, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, rec.Emit); err != nil {
 		t.Fatal(err)
@@ -435,7 +435,7 @@ func TestOpenHookMessagesEndBeforeDone(t *testing.T) {
 }
 
 func TestCancelledHookIsCancelled(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, `function Create(ctx) { while (true) {} }`)
+	e := newEnv(t, &scripted.Script{}, `function Create(ctx) { while (true) {} }`)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	_, err := e.p.Chat(ctx, &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)

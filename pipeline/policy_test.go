@@ -11,13 +11,13 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // TestRequestOptionsPolicy: a request changes only what the assistant lets
 // it; anything else fails before the model is called, naming the option.
 func TestRequestOptionsPolicy(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "ok"}}}, "")
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "ok"}}}, "")
 	limit := 1000
 	e.app.Assistants["qa"].Options.MaxTokens = &limit
 	// A model Yao does not know, that declares nothing: no tool calls.
@@ -87,9 +87,9 @@ func TestRequestOptionsPolicy(t *testing.T) {
 func TestClientToolLoop(t *testing.T) {
 	for _, typ := range []string{"openai", "anthropic"} {
 		t.Run(typ, func(t *testing.T) {
-			e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{
-				{Text: "Let me check.", ToolCalls: []llmtest.ToolCall{{ID: "call_1", Name: "get_weather", Input: map[string]any{"city": "Paris"}}}},
-				{When: &llmtest.Match{AfterToolResult: "get_weather"}, Text: "It is 18C in Paris."},
+			e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{
+				{Text: "Let me check.", ToolCalls: []scripted.ToolCall{{ID: "call_1", Name: "get_weather", Input: map[string]any{"city": "Paris"}}}},
+				{When: &scripted.Match{AfterToolResult: "get_weather"}, Text: "It is 18C in Paris."},
 			}}, "")
 			e.app.Connectors["test.llm"].Type = typ
 			tools := json.RawMessage(`[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`)
@@ -134,8 +134,8 @@ func TestClientToolLoop(t *testing.T) {
 // TestContinueAndEphemeral: Continue appends several new messages to the
 // stored history; Ephemeral answers without storing.
 func TestContinueAndEphemeral(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "f"}}},
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{ID: "c1", Name: "f"}}},
 		{Text: "two"},
 		{Text: "three"},
 	}}, "")
@@ -170,7 +170,7 @@ func TestContinueAndEphemeral(t *testing.T) {
 // TestSandboxModelChoice: a model the assistant lets requests choose runs
 // the CLI.
 func TestSandboxModelChoice(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, "")
+	e := newEnv(t, &scripted.Script{}, "")
 	a := e.app.Assistants["coder"]
 	a.Overridable = &assistant.Overridable{Explicit: true, Rules: map[string]assistant.Bound{"model": {Values: []any{"claude-haiku-4-5"}}}}
 	if _, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go"),

@@ -12,7 +12,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 	"github.com/agentbox/agentbox/store"
 )
 
@@ -27,11 +27,11 @@ func TestKeptChatProposesSkillsInDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	st := skillDB(t)
-	propose := func(name string) llmtest.Turn {
-		return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__propose_skill", Input: map[string]any{
+	propose := func(name string) scripted.Turn {
+		return scripted.Turn{ToolCalls: []scripted.ToolCall{{Name: "mcp__agentbox__propose_skill", Input: map[string]any{
 			"name": name, "description": "Notes on " + name + ". Use when asked about " + name + ".", "instructions": "# " + name + "\n\nWrite it down.\n"}}}}
 	}
-	e := newKeptEnv(t, ctx, time.Minute, []llmtest.Turn{
+	e := newKeptEnv(t, ctx, time.Minute, []scripted.Turn{
 		propose("alpha-notes"), {Text: "Proposed alpha."},
 		propose("beta-notes"), {Text: "Proposed beta."},
 		{Text: "Three."},
@@ -96,9 +96,9 @@ func TestSkillTestRunsHooksInDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	st := skillDB(t)
-	e := newKeptEnv(t, ctx, 0, []llmtest.Turn{
-		{When: &llmtest.Match{Contains: "HOOKED(test of release-notes) try the skill"}, ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__lookup", Input: map[string]any{"id": "A-7"}}}},
-		{When: &llmtest.Match{AfterToolResult: "mcp__agentbox__lookup"}, Text: "Done."},
+	e := newKeptEnv(t, ctx, 0, []scripted.Turn{
+		{When: &scripted.Match{Contains: "HOOKED(test of release-notes) try the skill"}, ToolCalls: []scripted.ToolCall{{Name: "mcp__agentbox__lookup", Input: map[string]any{"id": "A-7"}}}},
+		{When: &scripted.Match{AfterToolResult: "mcp__agentbox__lookup"}, Text: "Done."},
 	}, func(c *Config) { c.Skills = st })
 	hooks := `
 function Create(ctx, messages) {

@@ -14,7 +14,7 @@ import (
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/jsapi"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 	"github.com/agentbox/agentbox/skills"
 	"github.com/agentbox/agentbox/store"
 )
@@ -39,7 +39,7 @@ function Next(ctx, payload) {
   return { data: payload.completion.content + " (checked)" };
 }
 `
-	e := newEnvWith(t, &llmtest.Script{}, hooks, func(c *Config) { c.Skills = st })
+	e := newEnvWith(t, &scripted.Script{}, hooks, func(c *Config) { c.Skills = st })
 	coder := e.app.Assistants["coder"]
 	coder.SkillAuthoring = &assistant.SkillAuthoring{TestMaxTurns: 3, TestTimeout: 20 * time.Second}
 	own, probs := (&skills.Draft{Name: "house-style", Description: "The house style.", Instructions: "Tabs."}).Build()

@@ -12,13 +12,13 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 func TestTimingsInDoneEventAndSpans(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	e := newEnvWith(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "Paris."}}}, "", func(c *Config) { c.TracerProvider = tp })
+	e := newEnvWith(t, &scripted.Script{Turns: []scripted.Turn{{Text: "Paris."}}}, "", func(c *Config) { c.TracerProvider = tp })
 	e.ex.run = func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
 		time.Sleep(2 * time.Millisecond)
 		req.Emit(chat.Event{Event: chat.Start, ID: "t1", Type: chat.TypeText, Text: "ok"})

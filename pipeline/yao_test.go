@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // writeHooks gives assistant a an index.js.
@@ -51,7 +51,7 @@ func modelRequest(t *testing.T, e *env, n int) (system string, msgs []map[string
 // $ENV and $CTX expanded per request.
 func TestYaoPrompts(t *testing.T) {
 	t.Setenv("AGENTBOX_PROMPT_TEST", "from-env")
-	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "one"}, {Text: "two"}, {Text: "three"}}}, "")
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "one"}, {Text: "two"}, {Text: "three"}}}, "")
 	e.app.Agent = &assistant.AgentSettings{GlobalPrompts: []chat.Message{{Role: chat.RoleSystem, Content: "Global on $SYS.YEAR."}}}
 	qa := e.app.Assistants["qa"]
 	qa.Dir = t.TempDir()
@@ -100,7 +100,7 @@ func TestYaoPrompts(t *testing.T) {
 // assistant's connector_options allow; a $ENV connector resolves per
 // request and names the variable when it is unset.
 func TestYaoConnectorChoice(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "ok"}, {Text: "ok"}}}, "")
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "ok"}, {Text: "ok"}}}, "")
 	e.app.Connectors["other.llm"] = &assistant.Connector{ID: "other.llm", Type: "openai",
 		Options: assistant.ConnectorOptions{Host: e.llm.URL, Key: "k2", Model: "m2", Capabilities: map[string]any{"tool_calls": true}}}
 	qa := e.app.Assistants["qa"]
@@ -143,7 +143,7 @@ func TestYaoConnectorChoice(t *testing.T) {
 // TestYaoNextCompletion: Next gets Yao's completion object, which is also
 // the answer's text.
 func TestYaoNextCompletion(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{Turns: []llmtest.Turn{{Text: "the answer"}}}, "")
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "the answer"}}}, "")
 	qa := e.app.Assistants["qa"]
 	qa.Dir = t.TempDir()
 	writeHooks(t, qa, `function Next(ctx, { completion }) {
@@ -165,7 +165,7 @@ func TestYaoNextCompletion(t *testing.T) {
 // steps run before Create, once-steps only once per workspace.
 func TestYaoSandboxEnvAndPrepare(t *testing.T) {
 	t.Setenv("AGENTBOX_TEST_MODE", "e2e")
-	e := newEnv(t, &llmtest.Script{}, "")
+	e := newEnv(t, &scripted.Script{}, "")
 	coder := e.app.Assistants["coder"]
 	if err := os.MkdirAll(filepath.Join(coder.Dir, "templates", "sub"), 0o755); err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestYaoSandboxEnvAndPrepare(t *testing.T) {
 // TestYaoCreateMCPServers: Create's mcp_servers replace the assistant's
 // servers for the turn.
 func TestYaoCreateMCPServers(t *testing.T) {
-	e := newEnv(t, &llmtest.Script{}, `function Create() { return { mcp_servers: [{ server_id: "web", tools: ["search"] }] }; }`)
+	e := newEnv(t, &scripted.Script{}, `function Create() { return { mcp_servers: [{ server_id: "web", tools: ["search"] }] }; }`)
 	e.app.MCPServers = map[string]*assistant.MCPServer{
 		"web":  {ID: "web", Transport: "http", URL: "https://mcp.example/mcp"},
 		"proc": {ID: "proc", Transport: "process"},
@@ -229,7 +229,7 @@ func TestYaoCreateMCPServers(t *testing.T) {
 	if len(e.app.Assistants["coder"].MCP) != 0 {
 		t.Error("the hook changed the loaded assistant")
 	}
-	e2 := newEnv(t, &llmtest.Script{}, `function Create() { return { mcp_servers: [{ server_id: "proc" }] }; }`)
+	e2 := newEnv(t, &scripted.Script{}, `function Create() { return { mcp_servers: [{ server_id: "proc" }] }; }`)
 	e2.app.MCPServers = e.app.MCPServers
 	_, err := e2.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
 	if err == nil || !strings.Contains(err.Error(), "runs Yao processes") {

@@ -21,10 +21,10 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/local"
+	"github.com/agentbox/agentbox/scripted"
 	"github.com/agentbox/agentbox/store"
 )
 
@@ -39,11 +39,11 @@ type chatsEnv struct {
 
 func newChatsEnv(t *testing.T, mod func(*Config)) *chatsEnv {
 	t.Helper()
-	turns := []llmtest.Turn{{When: &llmtest.Match{Contains: "stall"}, Stall: true}}
+	turns := []scripted.Turn{{When: &scripted.Match{Contains: "stall"}, Stall: true}}
 	for range 10 {
-		turns = append(turns, llmtest.Turn{Text: "Paris."})
+		turns = append(turns, scripted.Turn{Text: "Paris."})
 	}
-	srv := llmtest.NewServer(&llmtest.Script{Turns: turns})
+	srv := scripted.NewServer(&scripted.Script{Turns: turns})
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	for p := dir; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {

@@ -2,7 +2,7 @@
 // assistants end to end through the agentbox binary: `agentbox run`, and
 // `agentbox serve` with the native event stream and the OpenAI-compatible
 // /v1/chat/completions. Each assistant's real CLI runs in its Docker
-// sandbox against llmtest (the example's script, through the bridge's
+// sandbox against a scripted model (the example's script, through the bridge's
 // model proxy) for two turns of one chat: the second resumes the CLI's
 // session and finds the first turn's file in the workspace. The Create and
 // Next hooks run (a notice, a git commit) and the host tool "remember"
@@ -18,7 +18,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // cli is how a CLI's agent calls the tools the scripts use.
@@ -42,21 +42,21 @@ const (
 	answer2 = "hello.sh echoes the greeting."
 )
 
-// model starts an llmtest server for one chat of c: the example app's
+// model starts a scripted model server for one chat of c: the example app's
 // script for the first turn, and for the second (the prompt asks what is
 // in hello.sh) a shell call that shows the file, then an answer.
-func model(t *testing.T, c cli) *llmtest.Server {
+func model(t *testing.T, c cli) *scripted.Server {
 	t.Helper()
-	s, err := llmtest.LoadScript(filepath.Join(testenv.RepoRoot(), "examples", "app", "connectors", "scripted", c.name+".yaml"))
+	s, err := scripted.LoadScript(filepath.Join(testenv.RepoRoot(), "examples", "app", "connectors", "scripted", c.name+".yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The first of the second turn's goes before the script's turns (its
 	// prompt picks it), the other after them (the script's own turn after
 	// a shell result is used by then).
-	s.Turns = append([]llmtest.Turn{{When: &llmtest.Match{Contains: "What is in hello.sh"}, ToolCalls: []llmtest.ToolCall{{Name: c.shell, Input: c.input("cat hello.sh")}}}}, s.Turns...)
-	s.Turns = append(s.Turns, llmtest.Turn{When: &llmtest.Match{AfterToolResult: c.shell}, Text: answer2})
-	srv := llmtest.NewServer(s)
+	s.Turns = append([]scripted.Turn{{When: &scripted.Match{Contains: "What is in hello.sh"}, ToolCalls: []scripted.ToolCall{{Name: c.shell, Input: c.input("cat hello.sh")}}}}, s.Turns...)
+	s.Turns = append(s.Turns, scripted.Turn{When: &scripted.Match{AfterToolResult: c.shell}, Text: answer2})
+	srv := scripted.NewServer(s)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -82,7 +82,7 @@ func TestAgentsThroughBinary(t *testing.T) {
 
 	// Each chat gets its own model server: the serve chats' are set now,
 	// for the one server process; each run process gets its own.
-	served := map[string]*llmtest.Server{}
+	served := map[string]*scripted.Server{}
 	var serveEnv []string
 	for _, c := range clis {
 		served[c.name] = model(t, c)
@@ -259,7 +259,7 @@ func shellResultName(c cli) string {
 // the first n): its first request carries the first turn's tool results,
 // so the CLI resumed its session rather than starting over with the
 // history in its prompt.
-func checkResumed(t *testing.T, srv *llmtest.Server, n int) {
+func checkResumed(t *testing.T, srv *scripted.Server, n int) {
 	t.Helper()
 	reqs := srv.TurnRequests()
 	if len(reqs) <= n {

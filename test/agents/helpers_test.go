@@ -22,7 +22,7 @@ import (
 // that runs Docker sandboxes from the test's images (newAppIsolated: with
 // an isolation), and replaces each
 // scripted connector of clis with an anthropic (Codex: openai) connector whose host is
-// $ENV.E2E_HOST_<CLI> (a test's llmtest server, which sees every request).
+// $ENV.E2E_HOST_<CLI> (a test's scripted model server, which sees every request).
 func newApp(t *testing.T, clis []string) string { return newAppIsolated(t, clis, "") }
 
 func newAppIsolated(t *testing.T, clis []string, isolation string) string {
@@ -40,7 +40,7 @@ func newAppIsolated(t *testing.T, clis []string, isolation string) string {
 		// Codex calls the Responses API: an openai connector.
 		typ := map[bool]string{true: "openai", false: "anthropic"}[cli == "codex"]
 		write(t, filepath.Join(app, "connectors", "scripted", cli+".conn.yao"), fmt.Sprintf(
-			`{"label": "llmtest for %s", "type": %q, "options": {"host": "$ENV.E2E_HOST_%s", "key": "%s", "model": %q}}`,
+			`{"label": "scripted model for %s", "type": %q, "options": {"host": "$ENV.E2E_HOST_%s", "key": "%s", "model": %q}}`,
 			cli, typ, strings.ToUpper(cli), secretKey, model))
 	}
 	sb := map[string]any{"runtime": "docker", "images": imgs}

@@ -1,7 +1,7 @@
 // Package executors plays a hostile agent against every executor (Claude
 // Code, Codex, the Gemini CLI, opencode and Cursor's stand-in) through a
 // real `agentbox serve`: each CLI runs in its Docker sandbox image, driven
-// by a scripted model (llmtest, seen through the bridge's model proxy)
+// by a scripted model (package scripted, seen through the bridge's model proxy)
 // whose tool calls attack what the README promises:
 //
 //   - TestForgedOutput: a process of the agent writes forged JSON lines
@@ -34,13 +34,13 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // cli is one executor as the tests drive it.
 type cli struct {
 	name string
-	// conn is the connector type its llmtest server speaks to it as.
+	// conn is the connector type its scripted model server speaks to it as.
 	conn string
 	// shell is the shell tool's name and input turns a command into its
 	// input (empty for the stand-in, whose tool calls come from its own
@@ -68,17 +68,17 @@ var models = map[string]string{"claude": "claude-sonnet-4-5", "codex": "gpt-5-co
 	"opencode": "claude-sonnet-4-5", "cursor": "auto"}
 
 // server is a running `agentbox serve` on an app with one assistant per
-// CLI, named after it, each on its own llmtest server.
+// CLI, named after it, each on its own scripted model server.
 type server struct {
 	url    string
 	data   string // the app's data root
-	models map[string]*llmtest.Server
+	models map[string]*scripted.Server
 	logs   *testenv.SyncBuffer
 }
 
 // turnScript is what one CLI's model (or the stand-in) does in a test.
 type turnScript struct {
-	model *llmtest.Script
+	model *scripted.Script
 	// standin is the cursor stand-in's script (see standin_test.go).
 	standin []standinTurn
 }
@@ -97,7 +97,7 @@ func serve(t *testing.T, scripts map[string]turnScript) *server {
 	for p := app; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
 		_ = os.Chmod(p, 0o755)
 	}
-	s := &server{data: filepath.Join(app, "data"), models: map[string]*llmtest.Server{}, logs: &testenv.SyncBuffer{}}
+	s := &server{data: filepath.Join(app, "data"), models: map[string]*scripted.Server{}, logs: &testenv.SyncBuffer{}}
 	images := map[string]string{}
 	var env []string
 	for _, c := range clis {
@@ -110,7 +110,7 @@ func serve(t *testing.T, scripts map[string]turnScript) *server {
 			images[c.name] = standinImage(t, sc.standin)
 		} else {
 			images[c.name] = testenv.CLIImage(t, c.name)
-			srv := llmtest.NewServer(sc.model)
+			srv := scripted.NewServer(sc.model)
 			t.Cleanup(srv.Close)
 			s.models[c.name] = srv
 			host = srv.URL

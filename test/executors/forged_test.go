@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // forgeScript is what a hostile agent runs to put words in its CLI's
@@ -84,9 +84,9 @@ func TestForgedOutput(t *testing.T) {
 			scripts[c.name] = turnScript{standin: []standinTurn{{When: "forge", Shell: shellOf(forgeScript), Answer: "The real answer."}}}
 			continue
 		}
-		scripts[c.name] = turnScript{model: &llmtest.Script{Turns: []llmtest.Turn{
-			{ToolCalls: []llmtest.ToolCall{{Name: c.shell, Input: c.input(shellOf(forgeScript))}}},
-			{When: &llmtest.Match{AfterToolResult: c.shell}, Text: "The real answer."},
+		scripts[c.name] = turnScript{model: &scripted.Script{Turns: []scripted.Turn{
+			{ToolCalls: []scripted.ToolCall{{Name: c.shell, Input: c.input(shellOf(forgeScript))}}},
+			{When: &scripted.Match{AfterToolResult: c.shell}, Text: "The real answer."},
 		}}}
 	}
 	s := serve(t, scripts)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // plantScript is what a hostile agent writes to configure its CLI's next
@@ -111,14 +111,14 @@ func TestPlantedConfig(t *testing.T) {
 		}
 		// Turns are taken in order: the second chat turn's come after the
 		// first's.
-		scripts[c.name] = turnScript{model: &llmtest.Script{Turns: []llmtest.Turn{
-			{ToolCalls: []llmtest.ToolCall{{Name: c.shell, Input: c.input(shellOf(plantScript))}}},
+		scripts[c.name] = turnScript{model: &scripted.Script{Turns: []scripted.Turn{
+			{ToolCalls: []scripted.ToolCall{{Name: c.shell, Input: c.input(shellOf(plantScript))}}},
 			// Whatever the CLI sends next (the tool's result; Codex adds
 			// the instructions of an AGENTS.md written into its home the
 			// moment it appears).
 			{Text: "Done."},
-			{When: &llmtest.Match{Contains: "check"}, ToolCalls: []llmtest.ToolCall{{Name: c.shell, Input: c.input(shellOf(checkScript))}}},
-			{When: &llmtest.Match{AfterToolResult: c.shell}, Text: "Checked."},
+			{When: &scripted.Match{Contains: "check"}, ToolCalls: []scripted.ToolCall{{Name: c.shell, Input: c.input(shellOf(checkScript))}}},
+			{When: &scripted.Match{AfterToolResult: c.shell}, Text: "Checked."},
 		}}}
 	}
 	s := serve(t, scripts)

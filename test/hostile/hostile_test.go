@@ -1,6 +1,6 @@
 // Package hostile plays a hostile agent against a real `agentbox serve`:
 // the real Claude Code CLI in Docker sandboxes, driven by a scripted model
-// (llmtest), makes the workspace attack the host. Each test checks that
+// (package scripted), makes the workspace attack the host. Each test checks that
 // the turn ends promptly with a clear message, that nothing is left
 // behind, and that the server still shuts down normally.
 package hostile

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // TestBreakerThroughTheModelProxy: the coder's connector points at an
@@ -27,7 +27,7 @@ func TestBreakerThroughTheModelProxy(t *testing.T) {
 		t.Skip("-short: integration test")
 	}
 	t.Parallel()
-	model := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Text: "Recovered."}}})
+	model := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Text: "Recovered."}}})
 	t.Cleanup(model.Close)
 	var healthy atomic.Bool
 	var calls atomic.Int32

@@ -5,7 +5,7 @@
 // Responses API) and its openai-compatible provider (Chat Completions),
 // and LangChain's ChatOpenAI (Chat Completions, and the Responses API with
 // useResponsesApi). Each test runs a real `agentbox serve` on an app whose
-// connectors point at a scripted model (llmtest) and whose sandboxed
+// connectors point at a scripted model (package scripted) and whose sandboxed
 // assistant runs the real Claude Code CLI in a Docker sandbox, then drives
 // it with one Node.js script per client and checks what the client saw and
 // what the model was sent. It also validates /openapi.json with an
@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // token is the bearer token of the test user, alice.
@@ -141,25 +141,25 @@ func runNode(t *testing.T, script string, env map[string]string, out any) {
 // Every turn is there several times (each request uses one up); turns
 // that answer a tool result come first, as the request that carries one
 // still holds the user message that asked for the tool.
-func script() *llmtest.Script {
-	var turns []llmtest.Turn
-	add := func(n int, t llmtest.Turn) {
+func script() *scripted.Script {
+	var turns []scripted.Turn
+	add := func(n int, t scripted.Turn) {
 		for range n {
 			turns = append(turns, t)
 		}
 	}
-	add(8, llmtest.Turn{When: &llmtest.Match{AfterToolResult: "get_weather"}, Text: "It is 18C and sunny in Paris."})
-	add(8, llmtest.Turn{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Done: the sandbox says hello."})
-	add(10, llmtest.Turn{When: &llmtest.Match{Contains: "capital"}, Thinking: "The user asks about France.", Text: "Paris is the capital of France."})
-	add(8, llmtest.Turn{When: &llmtest.Match{Contains: "weather"}, Text: "Let me check.",
-		ToolCalls: []llmtest.ToolCall{{Name: "get_weather", Input: map[string]any{"city": "Paris"}}}})
-	add(8, llmtest.Turn{When: &llmtest.Match{Contains: "name is Ada"}, Text: "Nice to meet you, Ada."})
-	add(8, llmtest.Turn{When: &llmtest.Match{Contains: "my name?"}, Text: "Your name is Ada."})
-	add(6, llmtest.Turn{When: &llmtest.Match{Contains: "essay"}, Text: "This answer is cut", StopReason: "max_tokens"})
-	add(4, llmtest.Turn{When: &llmtest.Match{Contains: "interrupt"}, Text: "A partial answer that will never be finished.", CutAfter: 3})
-	add(6, llmtest.Turn{When: &llmtest.Match{Contains: "list the files"}, Text: "I will look.",
-		ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "echo hello from the sandbox", "description": "Say hello"}}}})
-	return &llmtest.Script{Turns: turns}
+	add(8, scripted.Turn{When: &scripted.Match{AfterToolResult: "get_weather"}, Text: "It is 18C and sunny in Paris."})
+	add(8, scripted.Turn{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Done: the sandbox says hello."})
+	add(10, scripted.Turn{When: &scripted.Match{Contains: "capital"}, Thinking: "The user asks about France.", Text: "Paris is the capital of France."})
+	add(8, scripted.Turn{When: &scripted.Match{Contains: "weather"}, Text: "Let me check.",
+		ToolCalls: []scripted.ToolCall{{Name: "get_weather", Input: map[string]any{"city": "Paris"}}}})
+	add(8, scripted.Turn{When: &scripted.Match{Contains: "name is Ada"}, Text: "Nice to meet you, Ada."})
+	add(8, scripted.Turn{When: &scripted.Match{Contains: "my name?"}, Text: "Your name is Ada."})
+	add(6, scripted.Turn{When: &scripted.Match{Contains: "essay"}, Text: "This answer is cut", StopReason: "max_tokens"})
+	add(4, scripted.Turn{When: &scripted.Match{Contains: "interrupt"}, Text: "A partial answer that will never be finished.", CutAfter: 3})
+	add(6, scripted.Turn{When: &scripted.Match{Contains: "list the files"}, Text: "I will look.",
+		ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "echo hello from the sandbox", "description": "Say hello"}}}})
+	return &scripted.Script{Turns: turns}
 }
 
 // app writes the test app: direct assistants on an OpenAI and an
@@ -197,7 +197,7 @@ func writeApp(t *testing.T, dir, llm string) {
 // agentbox is a running `agentbox serve` and its scripted model.
 type agentbox struct {
 	url string
-	llm *llmtest.Server
+	llm *scripted.Server
 }
 
 // start runs `agentbox serve` (the binary built as `make build` does, with
@@ -208,7 +208,7 @@ func start(t *testing.T) *agentbox {
 	nodeModules(t)
 	testenv.Image(t)
 	bin := testenv.Agentbox(t)
-	llm := llmtest.NewServer(script())
+	llm := scripted.NewServer(script())
 	t.Cleanup(llm.Close)
 	dir := t.TempDir()
 	writeApp(t, dir, llm.URL)
@@ -264,8 +264,8 @@ func (a *agentbox) env() map[string]string {
 
 // requestWith returns the first model request whose latest user text
 // contains s (nil when none).
-func (a *agentbox) requestWith(s string) []llmtest.Request {
-	var out []llmtest.Request
+func (a *agentbox) requestWith(s string) []scripted.Request {
+	var out []scripted.Request
 	for _, r := range a.llm.TurnRequests() {
 		if strings.Contains(r.LastUserText(), s) {
 			out = append(out, r)

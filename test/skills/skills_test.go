@@ -26,7 +26,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // skillsDir is where the coder's skills are installed in a chat's
@@ -40,11 +40,11 @@ const (
 
 // The scripted model: one server for every turn of the test, its turns
 // picked in order by what each request holds.
-func script() *llmtest.Script {
-	propose := func(in map[string]any) llmtest.Turn {
-		return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "mcp__agentbox__propose_skill", Input: in}}}
+func script() *scripted.Script {
+	propose := func(in map[string]any) scripted.Turn {
+		return scripted.Turn{ToolCalls: []scripted.ToolCall{{Name: "mcp__agentbox__propose_skill", Input: in}}}
 	}
-	after := &llmtest.Match{AfterToolResult: "mcp__agentbox__propose_skill"}
+	after := &scripted.Match{AfterToolResult: "mcp__agentbox__propose_skill"}
 	good := propose(map[string]any{
 		"name":         "release-notes",
 		"description":  "Write release notes from the git log. Use when asked for release notes.",
@@ -58,20 +58,20 @@ func script() *llmtest.Script {
 		"instructions": "Run the linter, then fix each error.\n",
 	})
 	second.When = after
-	done := llmtest.Turn{When: after, Text: "I proposed two skills."}
-	return &llmtest.Script{Turns: []llmtest.Turn{
+	done := scripted.Turn{When: after, Text: "I proposed two skills."}
+	return &scripted.Script{Turns: []scripted.Turn{
 		// Turn 1 of chat c1: a bad draft, the fixed one, a second one.
 		propose(map[string]any{"name": "Release Notes", "description": "notes", "instructions": "---\nname: x\n---\n",
 			"files": []any{map[string]any{"path": "../escape.sh", "content": "x"}}}),
 		good, second, done,
 		// The test turn: the skill is loaded, then its script runs.
-		{When: &llmtest.Match{Contains: "TRY-THE-SKILL"}, ToolCalls: []llmtest.ToolCall{{Name: "Skill", Input: map[string]any{"skill": "release-notes"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Skill"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash",
+		{When: &scripted.Match{Contains: "TRY-THE-SKILL"}, ToolCalls: []scripted.ToolCall{{Name: "Skill", Input: map[string]any{"skill": "release-notes"}}}},
+		{When: &scripted.Match{AfterToolResult: "Skill"}, ToolCalls: []scripted.ToolCall{{Name: "Bash",
 			Input: map[string]any{"command": skillsDir + "/release-notes/scripts/notes.sh", "description": "run the skill's script"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Release notes: NOTES-FROM-SCRIPT"},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Release notes: NOTES-FROM-SCRIPT"},
 		// Later turns of c1.
-		{When: &llmtest.Match{Contains: "BEFORE-APPROVAL"}, Text: "Nothing new yet."},
-		{When: &llmtest.Match{Contains: "AFTER-APPROVAL"}, Text: "Now I have the skill."},
+		{When: &scripted.Match{Contains: "BEFORE-APPROVAL"}, Text: "Nothing new yet."},
+		{When: &scripted.Match{Contains: "AFTER-APPROVAL"}, Text: "Now I have the skill."},
 	}}
 }
 
@@ -82,7 +82,7 @@ func TestSkillAuthoringEndToEnd(t *testing.T) {
 	image := testenv.Image(t)
 	testenv.ClaudeBin(t)
 	bin := testenv.Agentbox(t)
-	model := llmtest.NewServer(script())
+	model := scripted.NewServer(script())
 	t.Cleanup(model.Close)
 
 	app := filepath.Join(t.TempDir(), "app")

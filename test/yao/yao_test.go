@@ -21,7 +21,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // copyApp copies testdata/yao/NAME into a temp folder. `agentbox run`
@@ -130,7 +130,7 @@ func finalData(t *testing.T, events []chat.Event) map[string]any {
 func TestYaoProxyConnector(t *testing.T) {
 	t.Parallel()
 	app := copyApp(t, "proxy-app")
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Text: "Hello from the proxy host."}}})
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Text: "Hello from the proxy host."}}})
 	t.Cleanup(srv.Close)
 	tw := newTripwire(t)
 	env := []string{"YAO_E2E_HOST=" + srv.URL, "YAO_E2E_KEY=sk-deepseek-only",
@@ -191,10 +191,10 @@ func TestYaoSandboxedClaudeInDocker(t *testing.T) {
 	app := copyApp(t, "sandbox-app")
 
 	t.Run("v1", func(t *testing.T) {
-		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-			{Text: "Writing the file.", ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/hello.txt", "content": "hello\n"}}}},
-			{When: &llmtest.Match{AfterToolResult: "Write"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "printenv YAO_E2E_SECRET"}}}},
-			{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Done: hello.txt is written."},
+		srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+			{Text: "Writing the file.", ToolCalls: []scripted.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/hello.txt", "content": "hello\n"}}}},
+			{When: &scripted.Match{AfterToolResult: "Write"}, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "printenv YAO_E2E_SECRET"}}}},
+			{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Done: hello.txt is written."},
 		}})
 		t.Cleanup(srv.Close)
 		events := run(t, app, []string{"YAO_E2E_HOST=" + srv.URL, "YAO_E2E_KEY=sk-ant-test", "YAO_E2E_SECRET=s3cret-for-git"},
@@ -215,9 +215,9 @@ func TestYaoSandboxedClaudeInDocker(t *testing.T) {
 	})
 
 	t.Run("v2", func(t *testing.T) {
-		srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-			{ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "cat prepared.txt tpl/README.md"}}}},
-			{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Prepared."},
+		srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+			{ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "cat prepared.txt tpl/README.md"}}}},
+			{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Prepared."},
 		}})
 		t.Cleanup(srv.Close)
 		events := run(t, app, []string{"YAO_E2E_HOST=" + srv.URL, "YAO_E2E_KEY=sk-ant-test"},
@@ -258,10 +258,10 @@ func TestYaoSandboxedClaudeOnOpenAIConnector(t *testing.T) {
 }
 
 func openAIConnectorTurn(t *testing.T, app, version string) {
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{Text: "Writing the file.", ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/hello.txt", "content": "hello\n"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Write"}, ToolCalls: []llmtest.ToolCall{{Name: "Bash", Input: map[string]any{"command": "cat hello.txt"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "Done: hello.txt is written."},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{Text: "Writing the file.", ToolCalls: []scripted.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/hello.txt", "content": "hello\n"}}}},
+		{When: &scripted.Match{AfterToolResult: "Write"}, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "cat hello.txt"}}}},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Done: hello.txt is written."},
 	}})
 	t.Cleanup(srv.Close)
 	events := run(t, app, []string{"YAO_E2E_OPENAI_HOST=" + srv.URL + "/", "YAO_E2E_OPENAI_KEY=sk-deepseek-test"},
@@ -311,7 +311,7 @@ func sessionVersion(events []chat.Event) string {
 
 // sawToolResult reports whether a request to srv carried s (in a tool
 // result the CLI sent back).
-func sawToolResult(srv *llmtest.Server, s string) bool {
+func sawToolResult(srv *scripted.Server, s string) bool {
 	for _, r := range srv.Requests() {
 		if bytes.Contains(r.Body, []byte(s)) {
 			return true

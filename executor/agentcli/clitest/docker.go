@@ -14,9 +14,9 @@ import (
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // RealKey is the upstream key of Docker runs: it must never reach a
@@ -31,7 +31,7 @@ type Docker struct {
 	t     *testing.T
 	img   string
 	exec  executor.Executor
-	srv   *llmtest.Server
+	srv   *scripted.Server
 	typ   string
 	tools []bridge.Tool
 	rt    sandbox.Runtime
@@ -42,7 +42,7 @@ type Docker struct {
 
 // NewDocker prepares Docker runs of exec in the image of cli against srv,
 // whose connector has type typ ("anthropic" or "openai").
-func NewDocker(t *testing.T, ctx context.Context, cli string, exec executor.Executor, srv *llmtest.Server, typ string, tools ...bridge.Tool) *Docker {
+func NewDocker(t *testing.T, ctx context.Context, cli string, exec executor.Executor, srv *scripted.Server, typ string, tools ...bridge.Tool) *Docker {
 	t.Helper()
 	img := testenv.CLIImage(t, cli)
 	bin := testenv.Agentbox(t)

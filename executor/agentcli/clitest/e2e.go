@@ -15,7 +15,7 @@ import (
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 	"github.com/agentbox/agentbox/skills"
 )
 
@@ -75,9 +75,9 @@ func (d Denied) Run(t *testing.T) (*executor.Result, *chattest.Recorder, error) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{Text: "Running.", ToolCalls: []llmtest.ToolCall{{Name: d.Shell, Input: d.Input("echo hi > x.txt")}}},
-		{When: &llmtest.Match{AfterToolResult: d.Shell}, Text: "Could not run it."},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{Text: "Running.", ToolCalls: []scripted.ToolCall{{Name: d.Shell, Input: d.Input("echo hi > x.txt")}}},
+		{When: &scripted.Match{AfterToolResult: d.Shell}, Text: "Could not run it."},
 	}})
 	t.Cleanup(srv.Close)
 	dk := NewDocker(t, ctx, d.CLI, d.Exec, srv, d.Type)
@@ -102,11 +102,11 @@ func (e EndToEnd) Run(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{Text: "Writing.", ToolCalls: []llmtest.ToolCall{{Name: e.Shell, Input: e.Input("echo first > notes.txt && id -un")}}},
-		{When: &llmtest.Match{AfterToolResult: e.Shell}, ToolCalls: []llmtest.ToolCall{{Name: e.HostTool, Input: map[string]any{"order_id": "A-17"}}}},
-		{When: &llmtest.Match{AfterToolResult: e.HostTool}, Text: "Done: A-17 shipped."},
-		{When: &llmtest.Match{Contains: "what changed"}, Text: "notes.txt has one line."},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{Text: "Writing.", ToolCalls: []scripted.ToolCall{{Name: e.Shell, Input: e.Input("echo first > notes.txt && id -un")}}},
+		{When: &scripted.Match{AfterToolResult: e.Shell}, ToolCalls: []scripted.ToolCall{{Name: e.HostTool, Input: map[string]any{"order_id": "A-17"}}}},
+		{When: &scripted.Match{AfterToolResult: e.HostTool}, Text: "Done: A-17 shipped."},
+		{When: &scripted.Match{Contains: "what changed"}, Text: "notes.txt has one line."},
 	}})
 	t.Cleanup(srv.Close)
 	var called []string

@@ -1,4 +1,4 @@
-package llmtest_test
+package scripted_test
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 type sseEvent struct {
@@ -82,10 +82,10 @@ const anthropicBody = `{"model":"claude-test","stream":true,"max_tokens":100,"me
 
 func TestAnthropicStream(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{
 		Thinking:  "Let me think about this request carefully.",
 		Text:      "Here is a longer answer that is split into several text deltas.",
-		ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/tmp/x.txt", "content": "some content here"}}},
+		ToolCalls: []scripted.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/tmp/x.txt", "content": "some content here"}}},
 	}}})
 	t.Cleanup(srv.Close)
 	resp := post(t, srv.URL+"/v1/messages?beta=true", anthropicBody)
@@ -156,9 +156,9 @@ func TestAnthropicStream(t *testing.T) {
 
 func TestAnthropicNonStreamAndUniqueIDs(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{Text: "one", Usage: &llmtest.Usage{InputTokens: 7, OutputTokens: 3}},
-		{Thinking: "hm", ToolCalls: []llmtest.ToolCall{{ID: "toolu_fixed", Name: "Bash", Input: map[string]any{"command": "ls"}}}},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{Text: "one", Usage: &scripted.Usage{InputTokens: 7, OutputTokens: 3}},
+		{Thinking: "hm", ToolCalls: []scripted.ToolCall{{ID: "toolu_fixed", Name: "Bash", Input: map[string]any{"command": "ls"}}}},
 	}})
 	t.Cleanup(srv.Close)
 	body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"text","text":"q"}]}]}`
@@ -191,10 +191,10 @@ func TestAnthropicNonStreamAndUniqueIDs(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{Error: &llmtest.HTTPError{Status: 529}},
-		{Error: &llmtest.HTTPError{Status: 429, RetryAfter: 3, Message: "slow down"}},
-		{Error: &llmtest.HTTPError{Status: 500}},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{Error: &scripted.HTTPError{Status: 529}},
+		{Error: &scripted.HTTPError{Status: 429, RetryAfter: 3, Message: "slow down"}},
+		{Error: &scripted.HTTPError{Status: 500}},
 	}})
 	t.Cleanup(srv.Close)
 	tests := []struct {
@@ -216,10 +216,10 @@ func TestErrors(t *testing.T) {
 
 func TestOpenAIStream(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{
 		Thinking:  "reasoning here",
 		Text:      "Hello from the scripted server.",
-		ToolCalls: []llmtest.ToolCall{{Name: "get_weather", Input: map[string]any{"city": "Paris"}}},
+		ToolCalls: []scripted.ToolCall{{Name: "get_weather", Input: map[string]any{"city": "Paris"}}},
 	}}})
 	t.Cleanup(srv.Close)
 	resp := post(t, srv.URL+"/v1/chat/completions", `{"model":"gpt-x","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
@@ -275,9 +275,9 @@ func TestOpenAIStream(t *testing.T) {
 
 func TestOpenAINonStream(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{ID: "call_1", Name: "lookup", Input: map[string]any{"q": "x"}}}},
-		{When: &llmtest.Match{AfterToolResult: "lookup"}, Text: "found it"},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{ID: "call_1", Name: "lookup", Input: map[string]any{"q": "x"}}}},
+		{When: &scripted.Match{AfterToolResult: "lookup"}, Text: "found it"},
 	}})
 	t.Cleanup(srv.Close)
 	resp := post(t, srv.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"find x"}]}`)
@@ -316,9 +316,9 @@ func TestOpenAINonStream(t *testing.T) {
 
 func TestWhenPicksMatchingTurn(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{When: &llmtest.Match{AfterToolResult: "Bash"}, Text: "after bash"},
-		{When: &llmtest.Match{Contains: "weather"}, Text: "sunny"},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "after bash"},
+		{When: &scripted.Match{Contains: "weather"}, Text: "sunny"},
 		{Text: "plain"},
 	}})
 	t.Cleanup(srv.Close)
@@ -355,7 +355,7 @@ func TestWhenPicksMatchingTurn(t *testing.T) {
 
 func TestSideRequestsDoNotConsumeTurns(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Text: "main answer"}}})
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Text: "main answer"}}})
 	t.Cleanup(srv.Close)
 	cli := []string{"User-Agent", "claude-cli/2.1.197 (external, sdk-cli)", "X-App", "cli"}
 	title := `{"model":"m","stream":true,"max_tokens":64000,"tools":[],"thinking":{"type":"disabled"},"output_config":{"format":{"type":"json_schema","schema":{}}},"messages":[{"role":"user","content":"t"}]}`
@@ -399,10 +399,10 @@ func TestSideRequestsDoNotConsumeTurns(t *testing.T) {
 
 func TestStallCutDelay(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
 		{Stall: true},
 		{Text: "cut me off please, this is long enough", CutAfter: 3},
-		{Text: "late", Delay: llmtest.Duration(150 * time.Millisecond)},
+		{Text: "late", Delay: scripted.Duration(150 * time.Millisecond)},
 	}})
 	t.Cleanup(srv.Close)
 
@@ -446,7 +446,7 @@ func TestStallCutDelay(t *testing.T) {
 
 func TestCloseUnblocksStall(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Stall: true}}})
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Stall: true}}})
 	resp := post(t, srv.URL+"/v1/messages", anthropicBody)
 	done := make(chan struct{})
 	go func() {
@@ -465,7 +465,7 @@ func TestCloseUnblocksStall(t *testing.T) {
 
 func TestHandlerMountsElsewhere(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{{Text: "mounted"}}})
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Text: "mounted"}}})
 	t.Cleanup(srv.Close)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)

@@ -1,4 +1,4 @@
-package llmtest
+package scripted
 
 import (
 	"context"
@@ -13,6 +13,12 @@ import (
 	"sync"
 	"time"
 )
+
+// Model is the model name the server answers with when a request names
+// none, and the last of the models it lists. It is also the prefix of the
+// ids it makes ("msg_llmtest...", "toolu_llmtest...") and of its error
+// messages: the name scripts, recordings and clients know it by.
+const Model = "llmtest"
 
 // exhaustedMessage is the error message once every turn is used. It comes
 // with status 400, which the Anthropic and OpenAI SDKs do not retry.
@@ -397,7 +403,7 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 
 // models is the model list GET /v1/models answers, in both the Anthropic
 // and the OpenAI shape.
-var models = []string{"claude-opus-4-8", "claude-sonnet-4-5", "claude-haiku-4-5", "llmtest"}
+var models = []string{"claude-opus-4-8", "claude-sonnet-4-5", "claude-haiku-4-5", Model}
 
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 	if _, _, err := s.record(r, "models"); err != nil {
@@ -407,7 +413,7 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 	for _, m := range models {
 		data = append(data, map[string]any{
 			"id": m, "type": "model", "object": "model", "display_name": m,
-			"created_at": "2025-01-01T00:00:00Z", "created": 1735689600, "owned_by": "llmtest",
+			"created_at": "2025-01-01T00:00:00Z", "created": 1735689600, "owned_by": Model,
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{

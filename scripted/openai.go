@@ -1,4 +1,4 @@
-package llmtest
+package scripted
 
 import (
 	"encoding/json"
@@ -73,7 +73,7 @@ func finishReason(t *Turn) string {
 
 func (s *Server) openaiRespond(w http.ResponseWriter, r *http.Request, req *Request, t *Turn, model string, stream, includeUsage bool) {
 	if model == "" {
-		model = "llmtest"
+		model = Model
 	}
 	id := s.id("chatcmpl-")
 	created := time.Now().Unix()

@@ -1,4 +1,4 @@
-package llmtest
+package scripted
 
 import (
 	"encoding/json"
@@ -80,7 +80,7 @@ func (s *Server) responsesItems(req *Request, blocks []anthropicBlock) []respons
 
 func (s *Server) responsesRespond(w http.ResponseWriter, r *http.Request, req *Request, t *Turn, model string, stream bool) {
 	if model == "" {
-		model = "llmtest"
+		model = Model
 	}
 	id := s.id("resp_")
 	created := time.Now().Unix()

@@ -1,4 +1,4 @@
-package llmtest
+package scripted
 
 import (
 	"encoding/json"
@@ -119,7 +119,7 @@ const signature = "bGxtdGVzdCBzY3JpcHRlZCB0aGlua2luZw=="
 
 func (s *Server) anthropicRespond(w http.ResponseWriter, r *http.Request, req *Request, t *Turn, model string, stream bool) {
 	if model == "" {
-		model = "llmtest"
+		model = Model
 	}
 	msgID := s.id("msg_")
 	blocks := s.blocks(t)

@@ -1,4 +1,4 @@
-package llmtest_test
+package scripted_test
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // TestClaudeCLIWritesFile runs the real Claude Code CLI against a scripted
@@ -25,12 +25,12 @@ func TestClaudeCLIWritesFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	target := filepath.Join(dir, "hello.txt")
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{Thinking: "The user wants a greeting file.", Text: "Writing the file.", ToolCalls: []llmtest.ToolCall{{
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{Thinking: "The user wants a greeting file.", Text: "Writing the file.", ToolCalls: []scripted.ToolCall{{
 			Name:  "Write",
 			Input: map[string]any{"file_path": target, "content": "hello from llmtest\n"},
 		}}},
-		{When: &llmtest.Match{AfterToolResult: "Write"}, Text: "Done: hello.txt is written."},
+		{When: &scripted.Match{AfterToolResult: "Write"}, Text: "Done: hello.txt is written."},
 	}})
 	t.Cleanup(srv.Close)
 
@@ -82,8 +82,8 @@ func TestClaudeCLIRetriesServerError(t *testing.T) {
 	bin := testenv.ClaudeBin(t)
 	t.Parallel()
 	dir := t.TempDir()
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{Error: &llmtest.HTTPError{Status: 529}},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{Error: &scripted.HTTPError{Status: 529}},
 		{Text: "recovered"},
 	}})
 	t.Cleanup(srv.Close)
@@ -149,9 +149,9 @@ func TestClaudeInSandboxImage(t *testing.T) {
 	if err := os.Chown(ws, 1000, 1000); err != nil {
 		testenv.Missing(t, "permission to give the workspace to uid 1000 ("+err.Error()+")")
 	}
-	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/hello.txt", "content": "from the sandbox\n"}}}},
-		{When: &llmtest.Match{AfterToolResult: "Write"}, Text: "written"},
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/hello.txt", "content": "from the sandbox\n"}}}},
+		{When: &scripted.Match{AfterToolResult: "Write"}, Text: "written"},
 	}})
 	t.Cleanup(srv.Close)
 	name := "llmtest-" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)

@@ -1,15 +1,20 @@
-// Package llmtest runs scripted model servers for tests, in the spirit of
-// net/http/httptest: a local HTTP server that speaks the Anthropic Messages
-// API and OpenAI Chat Completions and answers from a Script instead of a
-// model. Point the Claude Code CLI at it with ANTHROPIC_BASE_URL=srv.URL, an
-// OpenAI client with base URL srv.URL+"/v1".
+// Package scripted is a model server that answers from a script instead
+// of a model: a local HTTP server that speaks the Anthropic Messages API,
+// OpenAI Chat Completions and Responses and the Gemini API. It is the model
+// of the scripted connector (connector.TypeScripted), which lets an app and
+// its sandboxed assistants run offline, and the model of the tests, in the
+// spirit of net/http/httptest. Point the Claude Code CLI at it with
+// ANTHROPIC_BASE_URL=srv.URL, an OpenAI client with base URL srv.URL+"/v1".
 //
-//	srv := llmtest.NewServer(&llmtest.Script{Turns: []llmtest.Turn{
-//		{ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{
+//	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+//		{ToolCalls: []scripted.ToolCall{{Name: "Write", Input: map[string]any{
 //			"file_path": "/workspace/hello.txt", "content": "hi\n"}}}},
-//		{When: &llmtest.Match{AfterToolResult: "Write"}, Text: "Done."},
+//		{When: &scripted.Match{AfterToolResult: "Write"}, Text: "Done."},
 //	}})
 //	t.Cleanup(srv.Close)
+//
+// On the wire the server calls itself Model ("llmtest"): the default model
+// name, the ids it makes and its error messages carry it.
 //
 // Scripts also load from YAML or JSON files (LoadScript), so assistants can
 // be tested offline; see testdata/*.yaml for examples.
@@ -75,4 +80,4 @@
 // context_management (helper calls such as topic detection). Everything
 // else from the CLI, and every request from other clients, consumes a turn.
 // Request.Side and Request.Turn record the decision.
-package llmtest
+package scripted

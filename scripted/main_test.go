@@ -1,4 +1,4 @@
-package llmtest_test
+package scripted_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package llmtest
+package scripted
 
 import (
 	"encoding/json"
@@ -109,7 +109,7 @@ func geminiFinish(t *Turn) string {
 
 func (s *Server) geminiRespond(w http.ResponseWriter, r *http.Request, req *Request, t *Turn, model string, stream bool) {
 	if model == "" {
-		model = "llmtest"
+		model = Model
 	}
 	id := s.id("")
 	blocks := s.blocks(t)

@@ -1,4 +1,4 @@
-package llmtest_test
+package scripted_test
 
 import (
 	"io"
@@ -6,22 +6,22 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // BenchmarkAnthropicStreamTurn measures one streamed turn with thinking,
 // text and a tool call, end to end over HTTP on loopback.
 func BenchmarkAnthropicStreamTurn(b *testing.B) {
-	turn := llmtest.Turn{
+	turn := scripted.Turn{
 		Thinking:  strings.Repeat("thinking about it ", 20),
 		Text:      strings.Repeat("some answer text ", 40),
-		ToolCalls: []llmtest.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/a.txt", "content": strings.Repeat("x", 2000)}}},
+		ToolCalls: []scripted.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "/workspace/a.txt", "content": strings.Repeat("x", 2000)}}},
 	}
-	turns := make([]llmtest.Turn, b.N)
+	turns := make([]scripted.Turn, b.N)
 	for i := range turns {
 		turns[i] = turn
 	}
-	srv := llmtest.NewServer(&llmtest.Script{Turns: turns})
+	srv := scripted.NewServer(&scripted.Script{Turns: turns})
 	b.Cleanup(srv.Close)
 	body := `{"model":"m","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"go"}]}`
 	b.ReportAllocs()

@@ -1,4 +1,4 @@
-package llmtest_test
+package scripted_test
 
 import (
 	"path/filepath"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/llmtest"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 func TestLoadScriptExamples(t *testing.T) {
@@ -20,7 +20,7 @@ func TestLoadScriptExamples(t *testing.T) {
 		if strings.HasPrefix(filepath.Base(f), "bad-") {
 			continue
 		}
-		s, err := llmtest.LoadScript(f)
+		s, err := scripted.LoadScript(f)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
@@ -29,14 +29,14 @@ func TestLoadScriptExamples(t *testing.T) {
 			t.Errorf("%s: no turns", f)
 		}
 	}
-	s, err := llmtest.LoadScript("testdata/good.json")
+	s, err := scripted.LoadScript("testdata/good.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if time.Duration(s.Turns[0].Delay) != 10*time.Millisecond || s.Turns[1].ToolCalls[0].Input.(map[string]any)["command"] != "ls" || s.Turns[1].When.Contains != "list" {
 		t.Errorf("decoded %+v", s.Turns)
 	}
-	w, err := llmtest.LoadScript("testdata/write-file.yaml")
+	w, err := scripted.LoadScript("testdata/write-file.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestLoadScriptErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(filepath.Base(tt.file), func(t *testing.T) {
 			t.Parallel()
-			_, err := llmtest.LoadScript(tt.file)
+			_, err := scripted.LoadScript(tt.file)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -100,7 +100,7 @@ func TestParseScriptErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := llmtest.ParseScript([]byte(tt.data), tt.format)
+			_, err := scripted.ParseScript([]byte(tt.data), tt.format)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tt.want)
 			}
@@ -114,7 +114,7 @@ func FuzzParseScript(f *testing.F) {
 		f.Add([]byte(seed), "json")
 	}
 	f.Fuzz(func(t *testing.T, data []byte, format string) {
-		s, err := llmtest.ParseScript(data, format)
+		s, err := scripted.ParseScript(data, format)
 		if err == nil && s.Validate() != nil {
 			t.Fatalf("parsed script fails Validate: %v", s.Validate())
 		}
