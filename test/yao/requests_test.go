@@ -15,8 +15,8 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/llmtest"
 	"github.com/agentbox/agentbox/pipeline"
+	"github.com/agentbox/agentbox/scripted"
 )
 
 // requestDifferences are the deliberate differences between the request
@@ -46,11 +46,11 @@ func TestYaoRequests(t *testing.T) {
 			ids = append(ids, id)
 		}
 	}
-	turns := make([]llmtest.Turn, len(ids))
+	turns := make([]scripted.Turn, len(ids))
 	for i := range turns {
-		turns[i] = llmtest.Turn{Text: "Hi."}
+		turns[i] = scripted.Turn{Text: "Hi."}
 	}
-	model := llmtest.NewServer(&llmtest.Script{Turns: turns})
+	model := scripted.NewServer(&scripted.Script{Turns: turns})
 	t.Cleanup(model.Close)
 	t.Setenv("YAO_REQUESTS_OPENAI", model.URL)
 	t.Setenv("YAO_REQUESTS_ANTHROPIC", model.URL)
