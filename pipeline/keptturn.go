@@ -5,54 +5,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
-	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/sandbox"
 )
-
-// sandboxFor gets the turn's sandbox: for an assistant with
-// sandbox.keep_alive, the chat's kept one when its CLI is alive and the
-// assistant is the one it was started for (a reload or a change restarts
-// it), else a new one to keep. The returned cleanup removes the sandbox,
-// or keeps it for the chat's next turn.
-func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.Assistant, lim assistant.Limits, hooks *jsapi.Hooks, hc *jsapi.Context) (sandbox.Sandbox, func(), error) {
-	// A skill's test turn runs in a throwaway chat: nothing to keep.
-	t.keep = a.Sandbox.KeepAlive > 0 && t.trial == nil
-	if !t.keep {
-		return t.createSandbox(ctx, app, a, lim, hooks, hc)
-	}
-	start := time.Now()
-	c := t.p.kept.take(t.req.UserID, t.req.ChatID)
-	if c != nil {
-		c.endIdleWatch()
-	}
-	if c != nil && c.assistant == a && c.cli != nil && c.cli.Alive() {
-		releaseSlot, err := t.sandboxSlot(ctx, lim)
-		if err != nil {
-			t.p.kept.put(c)
-			return nil, nil, err
-		}
-		t.kept, t.bridge = c, c.bridge
-		if c.hookCtx != nil {
-			c.hookCtx.Store(hc)
-		}
-		if c.cur != nil {
-			c.cur.Store(t)
-		}
-		t.usageBase, t.egressBase = c.usage, c.egress
-		t.tm.sandbox = chat.SandboxWarm
-		t.phase(phaseSandboxCreate, start)
-		t.watchDisk(ctx, c.sb)
-		endTurn := t.bridgeTurn(ctx, a)
-		return c.sb, func() { endTurn(); releaseSlot(); t.keepOrDrop(c) }, nil
-	}
-	if c != nil {
-		t.p.log.Info("kept chat restarted", "user", t.req.UserID, "chat", t.req.ChatID, "assistant", a.ID,
-			"assistant_changed", c.assistant != a, "cli_alive", c.cli != nil && c.cli.Alive())
-		t.p.kept.drop(c)
-	}
-	return t.createSandbox(ctx, app, a, lim, hooks, hc)
-}
 
 // bridgeTurn bounds a kept chat's bridge (its model proxy and host tools)
 // by this turn: its requests end with the turn's context or past the

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -99,56 +98,6 @@ func (s *slotPool) acquire(ctx context.Context, limit int, wait time.Duration) (
 	}
 	var once sync.Once
 	return func() { once.Do(func() { sem.Release(1) }) }, nil
-}
-
-// admit lets the turn of user on chat in under the app's limits: a slot of
-// the user's, then the chat (waiting in line behind its running turn),
-// then the chat's claim by the turn's assistant. release gives back what
-// was taken; the caller calls it when the turn ends.
-func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(), err error) {
-	p, req := t.p, t.req
-	releaseUser, ok := p.users.acquire(req.UserID, lim.TurnsPerUser)
-	if !ok {
-		p.metrics.rejected("turns_per_user")
-		return nil, &chat.Error{Code: chat.ErrTooManyTurns, RetryAfter: retryAfter,
-			Message: fmt.Sprintf("user %s already has %d turns and terminals running or waiting, the most this server allows at once (limits.turns_per_user); retry when one ends, or close a terminal", req.UserID, lim.TurnsPerUser)}
-	}
-	p.metrics.waiting.Inc()
-	start := time.Now()
-	unlock, err := p.chatLocks.Lock(ctx, req.UserID, req.ChatID, lim.ChatQueue, lim.ChatWait)
-	p.metrics.waiting.Dec()
-	t.phase(phaseChatWait, start)
-	switch {
-	case errors.Is(err, ErrChatQueueFull):
-		releaseUser()
-		p.metrics.rejected("chat_queue")
-		return nil, &chat.Error{Code: chat.ErrChatBusy, RetryAfter: retryAfter, Err: err,
-			Message: fmt.Sprintf("chat %s is busy: a turn runs on it and %d more wait (limits.chat_queue); turns of one chat run one at a time: retry when they are done", req.ChatID, lim.ChatQueue)}
-	case errors.Is(err, ErrChatWait):
-		releaseUser()
-		p.metrics.rejected("chat_wait")
-		return nil, &chat.Error{Code: chat.ErrChatBusy, RetryAfter: retryAfter, Err: err,
-			Message: fmt.Sprintf("chat %s is busy: this turn waited %s for the turn before it to end (limits.chat_wait); retry later", req.ChatID, lim.ChatWait)}
-	case err != nil:
-		releaseUser()
-		return nil, err
-	}
-	release = func() { unlock(); releaseUser() }
-	if t.trial != nil {
-		return release, nil // a skill's test runs in a throwaway chat, claimed by nobody
-	}
-	owner, err := p.cfg.History.ClaimChat(ctx, req.UserID, req.ChatID, t.asst.ID)
-	if err != nil {
-		release()
-		return nil, historyError(ctx, err)
-	}
-	if owner != t.asst.ID {
-		release()
-		return nil, chat.Errorf(chat.ErrChatAssistant,
-			"chat %s belongs to assistant %q, and this request names %q: a chat stays with the assistant that started it (its history, memory and workspace are that assistant's); use another chat id to talk to %q",
-			req.ChatID, owner, t.asst.ID, t.asst.ID)
-	}
-	return release, nil
 }
 
 // terminalSlots takes one of user's terminals (limits.terminals_per_user)

@@ -439,16 +439,6 @@ func (p *Pipeline) chat(ctx context.Context, req *Request, emit chat.EmitFunc, t
 	return t.run(ctx)
 }
 
-func validateIDs(user, chatID string) error {
-	if err := sandbox.ValidateID("user", user); err != nil {
-		return &chat.Error{Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
-	}
-	if err := sandbox.ValidateID("chat", chatID); err != nil {
-		return &chat.Error{Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
-	}
-	return nil
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

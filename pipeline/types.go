@@ -7,10 +7,7 @@ package pipeline
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 
-	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 )
 
@@ -72,21 +69,6 @@ type Response struct {
 // the app does not have fails with (code chat.ErrInvalidRequest); the HTTP
 // server answers it with 404.
 var ErrUnknownAssistant = errors.New("unknown assistant")
-
-// findAssistant returns the app's assistant id, or the error a request
-// for it fails with: chat.ErrUnavailable with the *assistant.Failed that
-// says why, when its definition has errors; chat.ErrInvalidRequest with
-// ErrUnknownAssistant when the app has no such assistant.
-func findAssistant(app *assistant.App, id string) (*assistant.Assistant, error) {
-	if a, ok := app.Assistants[id]; ok {
-		return a, nil
-	}
-	if f := app.Failed[id]; f != nil {
-		return nil, &chat.Error{Code: chat.ErrUnavailable, Message: f.Error(), Err: f}
-	}
-	return nil, &chat.Error{Code: chat.ErrInvalidRequest, Err: ErrUnknownAssistant,
-		Message: fmt.Sprintf("unknown assistant %q (have: %s)", id, strings.Join(sortedKeys(app.Assistants), ", "))}
-}
 
 // ErrClosed is the cause of the error a turn started after Close fails
 // with (code chat.ErrShuttingDown); the HTTP server answers it with 503.

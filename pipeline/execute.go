@@ -3,9 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
@@ -181,49 +179,4 @@ func withMetered(cli, metered chat.Usage) chat.Usage {
 	u.CacheReadTokens, u.CacheCreationTokens = metered.CacheReadTokens, metered.CacheCreationTokens
 	u.TokensFrom = chat.MeteredByProxy
 	return u
-}
-
-// memHistory is the in-memory History used when none is configured.
-type memHistory struct {
-	mu     sync.Mutex
-	chats  map[string][]chat.Message
-	owners map[string]string
-}
-
-func newMemHistory() *memHistory {
-	return &memHistory{chats: map[string][]chat.Message{}, owners: map[string]string{}}
-}
-
-func (h *memHistory) key(user, chatID string) string { return fmt.Sprintf("%s\x00%s", user, chatID) }
-
-func (h *memHistory) History(_ context.Context, user, chatID string) ([]chat.Message, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]chat.Message(nil), h.chats[h.key(user, chatID)]...), nil
-}
-
-func (h *memHistory) AppendMessages(_ context.Context, user, chatID, _ string, msgs ...chat.Message) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	k := h.key(user, chatID)
-	h.chats[k] = append(h.chats[k], msgs...)
-	return nil
-}
-
-func (h *memHistory) ClaimChat(_ context.Context, user, chatID, assistantID string) (string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	k := h.key(user, chatID)
-	if o := h.owners[k]; o != "" {
-		return o, nil
-	}
-	h.owners[k] = assistantID
-	return assistantID, nil
-}
-
-func (h *memHistory) ReplaceHistory(_ context.Context, user, chatID, _ string, msgs []chat.Message) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.chats[h.key(user, chatID)] = append([]chat.Message(nil), msgs...)
-	return nil
 }

@@ -4,14 +4,60 @@ import (
 	"cmp"
 	"context"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/sandbox"
 )
+
+// sandboxFor gets the turn's sandbox: for an assistant with
+// sandbox.keep_alive, the chat's kept one when its CLI is alive and the
+// assistant is the one it was started for (a reload or a change restarts
+// it), else a new one to keep. The returned cleanup removes the sandbox,
+// or keeps it for the chat's next turn.
+func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.Assistant, lim assistant.Limits, hooks *jsapi.Hooks, hc *jsapi.Context) (sandbox.Sandbox, func(), error) {
+	// A skill's test turn runs in a throwaway chat: nothing to keep.
+	t.keep = a.Sandbox.KeepAlive > 0 && t.trial == nil
+	if !t.keep {
+		return t.createSandbox(ctx, app, a, lim, hooks, hc)
+	}
+	start := time.Now()
+	c := t.p.kept.take(t.req.UserID, t.req.ChatID)
+	if c != nil {
+		c.endIdleWatch()
+	}
+	if c != nil && c.assistant == a && c.cli != nil && c.cli.Alive() {
+		releaseSlot, err := t.sandboxSlot(ctx, lim)
+		if err != nil {
+			t.p.kept.put(c)
+			return nil, nil, err
+		}
+		t.kept, t.bridge = c, c.bridge
+		if c.hookCtx != nil {
+			c.hookCtx.Store(hc)
+		}
+		if c.cur != nil {
+			c.cur.Store(t)
+		}
+		t.usageBase, t.egressBase = c.usage, c.egress
+		t.tm.sandbox = chat.SandboxWarm
+		t.phase(phaseSandboxCreate, start)
+		t.watchDisk(ctx, c.sb)
+		endTurn := t.bridgeTurn(ctx, a)
+		return c.sb, func() { endTurn(); releaseSlot(); t.keepOrDrop(c) }, nil
+	}
+	if c != nil {
+		t.p.log.Info("kept chat restarted", "user", t.req.UserID, "chat", t.req.ChatID, "assistant", a.ID,
+			"assistant_changed", c.assistant != a, "cli_alive", c.cli != nil && c.cli.Alive())
+		t.p.kept.drop(c)
+	}
+	return t.createSandbox(ctx, app, a, lim, hooks, hc)
+}
 
 // createSandbox acquires the chat's workspace and creates the sandbox. The
 // returned cleanup removes the sandbox and releases the workspace; it runs
@@ -177,4 +223,81 @@ func (t *turn) watchDisk(ctx context.Context, sb sandbox.Sandbox) {
 	}, func(f sandbox.DiskFull) {
 		chat.Notice(t.emit, t.nextID("notice"), sandbox.NoticeCode, f.Message())
 	})
+}
+
+// runtimeFor returns the runtime a's sandboxes run on, and its name.
+func (p *Pipeline) runtimeFor(app *assistant.App, a *assistant.Assistant) (sandbox.Runtime, string, error) {
+	if p.cfg.Workspaces == nil || len(p.cfg.Runtimes) == 0 {
+		return nil, "", chat.Errorf(chat.ErrSandbox, "assistant %q needs a sandbox, but this server has no sandbox runtime configured", a.ID)
+	}
+	name := cmp.Or(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, p.cfg.DefaultRuntime)
+	rt, ok := p.cfg.Runtimes[name]
+	if !ok {
+		return nil, "", chat.Errorf(chat.ErrSandbox, "assistant %q wants sandbox runtime %q, which is not available on this server (have: %s)", a.ID, name, strings.Join(sortedKeys(p.cfg.Runtimes), ", "))
+	}
+	return rt, name, nil
+}
+
+// sandboxSpec is the spec of a's sandboxes in the chat (user, chat): its
+// image, limits, network policy, isolation and labels. Turns and terminals both get
+// theirs here, so a terminal is confined like the agent it looks after.
+func (p *Pipeline) sandboxSpec(app *assistant.App, a *assistant.Assistant, user, chatID string, ws *sandbox.Workspace, mounts []sandbox.Mount) sandbox.Spec {
+	return sandbox.Spec{
+		UserID:      user,
+		ChatID:      chatID,
+		Workspace:   ws,
+		Image:       a.Sandbox.Image,
+		MemoryBytes: a.Sandbox.MemoryBytes,
+		CPUs:        a.Sandbox.CPUs,
+		Network:     cmp.Or(a.Sandbox.Network, app.Config.Sandbox.Network, p.defaultNetwork(a)),
+		Isolation:   isolationOf(app, a),
+		Mounts:      mounts,
+		Hide:        p.hidden(a.Sandbox.Command),
+		Labels:      map[string]string{"dev.agentbox.assistant": a.ID},
+	}
+}
+
+// isolationOf is the isolation of a's sandboxes: its own, else app.jsonc's
+// ("": runc).
+func isolationOf(app *assistant.App, a *assistant.Assistant) string {
+	return cmp.Or(a.Sandbox.Isolation, app.Config.Sandbox.Isolation)
+}
+
+// hidden names the workspace folders and files the command's CLI reads
+// configuration from that none of its switches turns off
+// (executor.Hider): its sandboxes hide them.
+func (p *Pipeline) hidden(command string) []string {
+	if h, ok := p.executors[command].(executor.Hider); ok {
+		return h.Hide()
+	}
+	return nil
+}
+
+// defaultNetwork is "none" when the bridge carries the CLI's model traffic,
+// and "host" otherwise: the CLI must then reach the model API itself.
+func (p *Pipeline) defaultNetwork(a *assistant.Assistant) string {
+	if p.proxied(a) {
+		return sandbox.NetworkNone
+	}
+	return sandbox.NetworkHost
+}
+
+// sandboxEnv is the environment a Yao v2 sandbox sets (its
+// "environment"); an unset $ENV variable fails the turn naming it.
+// Secrets are not here: the sandbox holds only placeholders for them and
+// the bridge's egress proxy puts the values into requests (egress.go).
+func sandboxEnv(a *assistant.Assistant) (map[string]string, error) {
+	sb := a.Sandbox
+	if len(sb.Environment) == 0 {
+		return nil, nil
+	}
+	env := make(map[string]string, len(sb.Environment))
+	for k, v := range sb.Environment {
+		r, err := assistant.ResolveValue(v)
+		if err != nil {
+			return nil, chat.Errorf(chat.ErrSandbox, "sandbox environment %s (%s): %v", k, sb.File, err)
+		}
+		env[k] = r
+	}
+	return env, nil
 }

@@ -5,11 +5,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/jsapi"
 )
-
-// maxMessages bounds how many messages one request may carry.
-const maxMessages = 10000
 
 // conversation is a turn's messages, split the way executors need them.
 type conversation struct {
@@ -87,26 +86,6 @@ func split(msgs []chat.Message) conversation {
 	return c
 }
 
-func checkMessages(msgs []chat.Message) error {
-	if len(msgs) == 0 {
-		return badRequest("messages: at least one message is required")
-	}
-	if len(msgs) > maxMessages {
-		return badRequest("messages: %d messages, at most %d are allowed", len(msgs), maxMessages)
-	}
-	for i, m := range msgs {
-		switch m.Role {
-		case chat.RoleSystem, chat.RoleDeveloper, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
-		default:
-			return badRequest("messages[%d].role: %q is not one of system, developer, user, assistant, tool", i, m.Role)
-		}
-	}
-	if last := msgs[len(msgs)-1]; last.Role != chat.RoleUser && last.Role != chat.RoleTool {
-		return badRequest("messages: the last message must be from the user (or a tool result), got %q", last.Role)
-	}
-	return nil
-}
-
 // assemble builds the turn's conversation before the Create hook: either
 // the stored history (when the client sent only the new message) or the
 // client's whole conversation. The prompts come later (withPrompts): as in
@@ -157,52 +136,29 @@ func answered(msgs []chat.Message) []chat.Message {
 	return out
 }
 
-// maxFailureBytes bounds the error message a failed turn stores.
-const maxFailureBytes = 4 << 10
-
-// saveFailure stores a turn that failed or stopped after it held its chat
-// (the request's messages, what was answered, and the error), so the chat
-// shows it, titled by its first message, after a reload too.
-func (t *turn) saveFailure(ctx context.Context, err error) {
-	if t.conv == nil || t.saved || t.trial != nil {
-		return
-	}
-	ce := chat.AsError(err)
-	msg := ce.Message
-	if len(msg) > maxFailureBytes {
-		msg = strings.ToValidUTF8(msg[:maxFailureBytes], "") + "…"
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-	defer cancel()
-	if serr := t.saveHistory(sctx, *t.conv, chat.Failure{Code: ce.Code, Message: msg}); serr != nil {
-		t.p.log.Error("failed turn not saved", "user", t.req.UserID, "chat", t.req.ChatID, "error", serr)
+func (t *turn) hookContext(a *assistant.Assistant) *jsapi.Context {
+	return &jsapi.Context{
+		ChatID:      t.req.ChatID,
+		AssistantID: a.ID,
+		UserID:      t.req.UserID,
+		Locale:      t.req.Locale,
+		Metadata:    t.meta,
+		Emit:        t.emit,
+		Memory:      t.p.cfg.Memory,
+		Logger:      t.p.log.With("assistant", a.ID, "user", t.req.UserID, "chat", t.req.ChatID),
 	}
 }
 
-// saveHistory stores this turn (input and answer, with the answer's tool
-// calls, and the failure of a turn that failed) in the chat history,
-// unless the request is ephemeral.
-func (t *turn) saveHistory(ctx context.Context, c conversation, failure chat.Failure) error {
-	if t.req.Ephemeral {
-		return nil
+// options are the turn's options before a Create hook: the assistant's
+// model options with the request's over them, the assistant's connector
+// and, for a sandboxed assistant, its sandbox arguments (a copy: the turn
+// may change them).
+func (t *turn) options(a *assistant.Assistant) chat.Options {
+	// Yao passes the request's metadata in Create's options too.
+	o := chat.Options{ModelOptions: a.Options.Merge(t.req.Options), Connector: t.connID, Metadata: t.meta}
+	if a.Sandbox != nil {
+		args := a.Sandbox.Arguments.Clone()
+		o.Sandbox = &chat.SandboxOptions{Arguments: &args}
 	}
-	t.saved = true
-	answer := chat.Message{Role: chat.RoleAssistant, Content: t.content, ToolCalls: t.toolCalls, Failure: failure}
-	h := t.p.cfg.History
-	if c.replace {
-		msgs := slices.Concat(c.history, c.input, []chat.Message{answer})
-		return h.ReplaceHistory(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs)
-	}
-	msgs := append(append(append([]chat.Message{}, c.added...), c.input...), answer)
-	return h.AppendMessages(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs...)
-}
-
-// historyError is a failed read or write of the chat's history: canceled
-// or timed out when the request's context ended (the store's error only
-// says it was interrupted), else an internal error.
-func historyError(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return chat.AsError(context.Cause(ctx))
-	}
-	return &chat.Error{Code: chat.ErrInternal, Message: "chat history unavailable", Err: err}
+	return o
 }
