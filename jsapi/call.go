@@ -94,6 +94,8 @@ type call struct {
 	// stringCtor is the pristine String constructor (completionJS).
 	stringCtor goja.Value
 	ns, top    *goja.Object
+	// yaoOnly are the Yao-only globals the call used (RunTest reports them).
+	yaoOnly []string
 }
 
 // start creates the runtime, installs the globals, and runs the module.

@@ -185,6 +185,9 @@ func (c *call) yaoOnlyStub(name string) goja.Value {
 		if member != "" {
 			what += "." + member
 		}
+		// Recorded even when the script catches the error: a test that
+		// fails after one is reported as Yao-only, not as failed.
+		c.yaoOnly = append(c.yaoOnly, what)
 		c.throw(&hostError{code: CodeYaoOnly, msg: what + " is Yao-only: agentbox's hooks do not have Yao's " + name + " global"}, CodeYaoOnly)
 	}
 	target := c.vm.ToValue(func(goja.FunctionCall) goja.Value { return goja.Undefined() }).(*goja.Object)
