@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -181,6 +182,13 @@ type envOptions struct {
 	// Unmount unmounts workspace images at Close, as serve does (shell:
 	// its user has had the look at the files that run leaves them for).
 	Unmount bool
+	// Only, when set, limits the runtimes set up to those of these
+	// assistants (agentbox test: the tested ones, their judges and
+	// simulators).
+	Only []string
+	// WrapApp, when set, wraps the app the pipeline sees (agentbox test
+	// lets the assistants take the connectors a run chooses).
+	WrapApp func(pipeline.AppSource) pipeline.AppSource
 }
 
 // appEnv is everything a pipeline runs on: the (live) app, the store,
@@ -324,10 +332,14 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 			return nil, err
 		}
 	}
+	var src pipeline.AppSource = live
+	if opts.WrapApp != nil {
+		src = opts.WrapApp(live)
+	}
 	p, err := pipeline.New(pipeline.Config{
 		Metrics:        metrics,
 		Breakers:       breakers,
-		App:            live,
+		App:            src,
 		Runtimes:       rts,
 		DefaultRuntime: def,
 		RuntimeMounts:  localMounts(opts.Logger),
@@ -390,7 +402,7 @@ func cleanLeftovers(ctx context.Context, bridgeDir string, ws *sandbox.Workspace
 func (env *appEnv) openRuntimes(ctx context.Context, app *assistant.App, opts envOptions) (map[string]sandbox.Runtime, string, error) {
 	want := map[string]bool{}
 	for id, a := range app.Assistants {
-		if a.Sandbox == nil || opts.Assistant != "" && id != opts.Assistant {
+		if a.Sandbox == nil || opts.Assistant != "" && id != opts.Assistant || opts.Only != nil && !slices.Contains(opts.Only, id) {
 			continue
 		}
 		name := cmp.Or(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, opts.Runtime)
