@@ -69,6 +69,13 @@ interface Context {
   readonly memory: Memory;
   /** The chat's sandbox; undefined for assistants without a sandbox block. */
   readonly sandbox?: Sandbox;
+  /**
+   * Yao's sandbox v2 view of the chat's workspace: the same files as
+   * sandbox, with the same confinement. Undefined without a sandbox.
+   */
+  readonly workspace?: Workspace;
+  /** Yao's sandbox v2 view of the sandbox itself. Undefined without a sandbox. */
+  readonly computer?: Computer;
 
   /** Sends a whole message and returns its id. */
   Send(message: ClientMessage | string): string;
@@ -103,6 +110,106 @@ interface MemoryNamespace {
   Has(key: string): boolean;
   /** All keys, sorted. */
   Keys(): string[];
+}
+
+/**
+ * The chat's workspace as Yao's sandbox v2 hooks see it (ctx.workspace).
+ * Paths and confinement are Sandbox's: leaving the workspace, also through
+ * a symlink, throws SANDBOX_PATH_OUTSIDE; special files throw
+ * SANDBOX_SPECIAL_FILE; calls end with the hook's timeout.
+ */
+interface Workspace {
+  /** A file's content as text (at most 32 MiB, else FILE_TOO_LARGE). */
+  ReadFile(path: string): string;
+  /** Writes a file atomically, creating missing folders. */
+  WriteFile(path: string, content: string | ArrayBuffer): void;
+  /** A folder's entries, sorted by name (default: the workspace root). */
+  ReadDir(path?: string): WorkspaceEntry[];
+  /** Creates a folder and its missing parents. */
+  MkdirAll(path: string): void;
+  /** Removes a file, a symlink or an empty folder (NOT_FOUND when missing). */
+  Remove(path: string): void;
+  /** Removes a file or a folder with everything in it (missing is fine). */
+  RemoveAll(path: string): void;
+  /** Moves an entry, creating the destination's folders. */
+  Rename(from: string, to: string): void;
+  /** Copies a file, or a folder with everything in it. */
+  Copy(src: string, dst: string): void;
+  /** Describes an entry (NOT_FOUND when missing). */
+  Stat(path: string): WorkspaceStat;
+  /** Whether an entry exists; a path outside the workspace throws. */
+  Exists(path: string): boolean;
+}
+
+/** One entry of Workspace.ReadDir. */
+interface WorkspaceEntry {
+  name: string;
+  is_dir: boolean;
+  size: number;
+}
+
+/** What Workspace.Stat returns. */
+interface WorkspaceStat {
+  name: string;
+  size: number;
+  is_dir: boolean;
+  /** Go's fs.FileMode bits (permissions in the low 9). */
+  mode: number;
+  /** Modification time, in milliseconds since the epoch. */
+  mtime: number;
+}
+
+/** The sandbox as Yao's sandbox v2 hooks see it (ctx.computer). */
+interface Computer {
+  /** The sandbox's id on its runtime. */
+  readonly id: string;
+  /**
+   * Runs a command and returns its output and exit code, whatever the code
+   * (only a failure to run, or a timeout, throws). A string is split on
+   * white space into argv, unless options.shell makes it a script.
+   */
+  Exec(cmd: string[] | string, options?: ExecOptions): ExecResult;
+  /** The sandbox's identity and system, in Yao's ComputerInfo shape. */
+  Info(): ComputerInfo;
+  /** Yao-only: agentbox sandboxes have no desktop; throws YAO_ONLY. */
+  VNC(): string;
+  /** Yao-only: agentbox sandboxes serve no ports to clients; throws YAO_ONLY. */
+  Proxy(port: number, path?: string): string;
+}
+
+/** What Computer.Exec returns. */
+interface ExecResult {
+  stdout: string;
+  stderr: string;
+  exit_code: number;
+  /** Set when the output was cut at its cap. */
+  truncated?: boolean;
+}
+
+/** What Computer.Info returns. */
+interface ComputerInfo {
+  /** Always "box": a sandbox of its own. */
+  kind: string;
+  /** The sandbox runtime (docker, local, kubernetes). */
+  node_id: string;
+  tai_id: string;
+  status: string;
+  system: ComputerSystem;
+  box_id: string;
+  container_id: string;
+  image: string;
+  /** "oneshot" (one turn) or "session" (kept for the chat). */
+  policy: string;
+}
+
+/** The sandbox's system, as it reports it. */
+interface ComputerSystem {
+  os: string;
+  /** Go's name for the machine (amd64, arm64). */
+  arch: string;
+  hostname: string;
+  num_cpu: number;
+  shell: string;
 }
 
 /**

@@ -27,6 +27,8 @@ type Context struct {
 	// Sandbox is the request's live sandbox; nil for a direct assistant,
 	// where ctx.sandbox is undefined.
 	Sandbox sandbox.Sandbox
+	// Computer describes Sandbox for ctx.computer.Info.
+	Computer ComputerInfo
 	// Emit receives the messages hooks send (nil drops them).
 	Emit chat.EmitFunc
 	// Memory backs the user and chat namespaces (nil: they throw
@@ -41,6 +43,7 @@ type Context struct {
 	seq     int
 	msgs    map[string]*hookMsg // messages sent by hooks, by id
 	open    []string            // streamed messages not yet ended, in order
+	system  map[string]any      // ctx.computer.Info's system, once asked
 }
 
 // hookMsg is a message a hook sent.

@@ -13,7 +13,7 @@ import (
 // Members of the objects the ctx API builds. agentbox.d.ts declares the
 // same members; TestDeclarationsMatch keeps the two in sync.
 var (
-	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox"}
+	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "workspace", "computer"}
 	ctxMethods     = []string{"Send", "SendStream", "Append", "Replace", "End"}
 	memoryMethods  = []string{"Get", "Set", "Del", "Has", "Keys"}
 	memoryKeys     = []string{string(NamespaceUser), string(NamespaceChat), string(NamespaceContext)}
@@ -53,6 +53,16 @@ func (c *call) ctxObject() *goja.Object {
 				return goja.Undefined()
 			}
 			return c.sandboxObject()
+		case "workspace":
+			if hc.Sandbox == nil {
+				return goja.Undefined()
+			}
+			return c.workspaceObject()
+		case "computer":
+			if hc.Sandbox == nil {
+				return goja.Undefined()
+			}
+			return c.computerObject()
 		case "Send":
 			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value { return c.send("Send", fc, false) }))
 		case "SendStream":

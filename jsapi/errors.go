@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -248,6 +250,7 @@ func (c *call) hookError(err error) *Error {
 		e.Err = err
 		e.Name, e.Code = "Error", CodeHookError
 		c.describe(e, ex.Value())
+		c.sandboxHint(e)
 		e.Stack = formatStack(e, ex.Stack())
 		// A host error the hook let through keeps its cause for errors.Is.
 		if e.Code == CodeHookTimeout && c.ctx.Err() != nil {
@@ -262,6 +265,35 @@ func (c *call) hookError(err error) *Error {
 	}
 	e.Name, e.Code, e.Message, e.Err = "Error", CodeHookError, err.Error(), err
 	return e
+}
+
+// undefinedProp is goja's TypeError for a member read off undefined.
+var undefinedProp = regexp.MustCompile(`^Cannot read property '([^']+)' of undefined or null`)
+
+// sandboxHint names the member a hook used on an assistant without a
+// sandbox: ctx.sandbox, ctx.workspace and ctx.computer are undefined there
+// (Yao hooks test them), so reading a method off one fails with goja's
+// bare TypeError.
+func (c *call) sandboxHint(e *Error) {
+	if c.hc.Sandbox != nil || e.Name != "TypeError" {
+		return
+	}
+	m := undefinedProp.FindStringSubmatch(e.Message)
+	if m == nil {
+		return
+	}
+	var objs []string
+	for obj, members := range map[string][]string{"sandbox": sandboxMembers, "workspace": workspaceMembers, "computer": computerMembers} {
+		if slices.Contains(members, m[1]) {
+			objs = append(objs, "ctx."+obj)
+		}
+	}
+	if len(objs) == 0 {
+		return
+	}
+	slices.Sort(objs)
+	e.Message += fmt.Sprintf(" (%s is undefined: assistant %q has no sandbox, so its hooks have no %s; test it first, or give the assistant a sandbox)",
+		strings.Join(objs, " or "), c.hc.AssistantID, strings.Join(objs, " or "))
 }
 
 // describe fills name, message and code from a thrown JS value.

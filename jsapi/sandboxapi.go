@@ -40,10 +40,10 @@ func (c *call) sandboxObject() *goja.Object {
 func (c *call) workspace(fn string) *sandbox.Workspace {
 	ws := c.hc.Sandbox.Workspace()
 	if ws == nil {
-		c.throw(&hostError{code: CodeSandboxUnavailable, msg: fmt.Sprintf("sandbox.%s: the sandbox has no workspace", fn)}, "")
+		c.throw(&hostError{code: CodeSandboxUnavailable, msg: fmt.Sprintf("%s: the sandbox has no workspace", fn)}, "")
 	}
 	if err := c.ctx.Err(); err != nil {
-		c.throw(fmt.Errorf("sandbox.%s: %w", fn, err), "")
+		c.throw(fmt.Errorf("%s: %w", fn, err), "")
 	}
 	return ws
 }
@@ -54,16 +54,16 @@ func (c *call) pathArg(fn string, v goja.Value, optional bool) string {
 	}
 	p, ok := asString(v)
 	if !ok {
-		c.throw(argErr("sandbox.%s: want a path string, got %s", fn, typeName(v)), "")
+		c.throw(argErr("%s: want a path string, got %s", fn, typeName(v)), "")
 	}
 	return p
 }
 
 func (c *call) readFile(fc goja.FunctionCall) goja.Value {
-	p := c.pathArg("ReadFile", fc.Argument(0), false)
+	p := c.pathArg("sandbox.ReadFile", fc.Argument(0), false)
 	// The hook's context bounds the read; a FIFO or device the agent
 	// planted is refused (SANDBOX_SPECIAL_FILE), never opened.
-	b, err := c.workspace("ReadFile").ReadFile(c.ctx, p, MaxReadFile)
+	b, err := c.workspace("sandbox.ReadFile").ReadFile(c.ctx, p, MaxReadFile)
 	if err != nil {
 		c.throw(err, CodeIO)
 	}
@@ -71,27 +71,13 @@ func (c *call) readFile(fc goja.FunctionCall) goja.Value {
 }
 
 func (c *call) writeFile(fc goja.FunctionCall) goja.Value {
-	p := c.pathArg("WriteFile", fc.Argument(0), false)
-	var data []byte
-	switch x := fc.Argument(1).Export().(type) {
-	case string:
-		data = []byte(x)
-	case goja.ArrayBuffer:
-		data = x.Bytes()
-	case []byte:
-		data = x
-	default:
-		c.throw(argErr("sandbox.WriteFile(%q): want content as a string, got %s", p, typeName(fc.Argument(1))), "")
-	}
-	if err := c.workspace("WriteFile").WriteFile(c.ctx, p, data, 0o644); err != nil {
-		c.throw(err, CodeIO)
-	}
+	c.writeTo("sandbox.WriteFile", fc)
 	return goja.Undefined()
 }
 
 func (c *call) listDir(fc goja.FunctionCall) goja.Value {
-	p := c.pathArg("ListDir", fc.Argument(0), true)
-	infos, err := c.workspace("ListDir").ListDir(c.ctx, p)
+	p := c.pathArg("sandbox.ListDir", fc.Argument(0), true)
+	infos, err := c.workspace("sandbox.ListDir").ListDir(c.ctx, p)
 	if err != nil {
 		c.throw(err, CodeIO)
 	}
@@ -110,56 +96,8 @@ func (c *call) listDir(fc goja.FunctionCall) goja.Value {
 // exec is ctx.sandbox.Exec(argv, opts?): stdout on exit 0, an ExecError
 // (EXEC_FAILED with exit_code, stdout, stderr) otherwise.
 func (c *call) exec(fc goja.FunctionCall) goja.Value {
-	req := sandbox.ExecRequest{}
-	optsV := fc.Argument(1)
-	if !isNullish(optsV) {
-		if !isPlainObject(optsV) {
-			c.throw(argErr("sandbox.Exec: options: want an object, got %s", typeName(optsV)), "")
-		}
-		c.execOptions(&req, optsV.(*goja.Object))
-	}
-	argvV := fc.Argument(0)
-	if script, ok := asString(argvV); ok {
-		if !req.Shell {
-			c.throw(argErr("sandbox.Exec: want argv as an array of strings (a string is a shell script only with {shell: true})"), "")
-		}
-		req.Argv = []string{script}
-	} else {
-		o, ok := argvV.(*goja.Object)
-		if !ok || o.ClassName() != "Array" {
-			c.throw(argErr("sandbox.Exec: want argv as an array of strings, got %s", typeName(argvV)), "")
-		}
-		n := int(o.Get("length").ToInteger())
-		for i := range n {
-			e := o.Get(fmt.Sprint(i))
-			s, ok := asString(e)
-			if !ok {
-				c.throw(argErr("sandbox.Exec: argv[%d]: want a string, got %s", i, typeName(e)), "")
-			}
-			req.Argv = append(req.Argv, s)
-		}
-	}
-	switch {
-	case len(req.Argv) == 0 || req.Argv[0] == "":
-		c.throw(argErr("sandbox.Exec: argv is empty: name a program"), "")
-	case req.Shell && len(req.Argv) != 1:
-		c.throw(argErr("sandbox.Exec: with {shell: true} give one script, got %d arguments", len(req.Argv)), "")
-	}
-	for i, a := range req.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			c.throw(argErr("sandbox.Exec: argv[%d] contains a NUL byte", i), "")
-		}
-	}
-	if err := c.ctx.Err(); err != nil {
-		c.throw(fmt.Errorf("sandbox.Exec: %w", err), "")
-	}
-	res, err := c.hc.Sandbox.Exec(c.ctx, req)
-	if err != nil {
-		c.throw(fmt.Errorf("exec %s: %w", cmdline(req.Argv), err), CodeIO)
-	}
-	if res.Truncated {
-		c.hostLog(slog.LevelWarn, "sandbox.Exec output was truncated", "command", req.Argv[0])
-	}
+	req := c.execRequest("sandbox.Exec", fc, false)
+	res := c.run("sandbox.Exec", req)
 	if res.ExitCode != 0 {
 		msg := fmt.Sprintf("command %s exited with code %d", cmdline(req.Argv), res.ExitCode)
 		if line := firstLine(res.Stderr); line != "" {
@@ -172,7 +110,73 @@ func (c *call) exec(fc goja.FunctionCall) goja.Value {
 	return c.vm.ToValue(res.Stdout)
 }
 
-func (c *call) execOptions(req *sandbox.ExecRequest, o *goja.Object) {
+// execRequest parses Exec's (argv, opts?) for fn. A string argv is a
+// shell script with {shell: true}; without it, fields splits it on white
+// space into argv (Yao's ctx.computer.Exec) or it is refused (fields
+// false: ctx.sandbox.Exec, where a string is ambiguous).
+func (c *call) execRequest(fn string, fc goja.FunctionCall, fields bool) sandbox.ExecRequest {
+	req := sandbox.ExecRequest{}
+	optsV := fc.Argument(1)
+	if !isNullish(optsV) {
+		if !isPlainObject(optsV) {
+			c.throw(argErr("%s: options: want an object, got %s", fn, typeName(optsV)), "")
+		}
+		c.execOptions(fn, &req, optsV.(*goja.Object))
+	}
+	argvV := fc.Argument(0)
+	if script, ok := asString(argvV); ok && fields && !req.Shell {
+		req.Argv = strings.Fields(script)
+	} else if ok {
+		if !req.Shell {
+			c.throw(argErr("%s: want argv as an array of strings (a string is a shell script only with {shell: true})", fn), "")
+		}
+		req.Argv = []string{script}
+	} else {
+		o, ok := argvV.(*goja.Object)
+		if !ok || o.ClassName() != "Array" {
+			c.throw(argErr("%s: want argv as an array of strings, got %s", fn, typeName(argvV)), "")
+		}
+		n := int(o.Get("length").ToInteger())
+		for i := range n {
+			e := o.Get(fmt.Sprint(i))
+			s, ok := asString(e)
+			if !ok {
+				c.throw(argErr("%s: argv[%d]: want a string, got %s", fn, i, typeName(e)), "")
+			}
+			req.Argv = append(req.Argv, s)
+		}
+	}
+	switch {
+	case len(req.Argv) == 0 || req.Argv[0] == "":
+		c.throw(argErr("%s: argv is empty: name a program", fn), "")
+	case req.Shell && len(req.Argv) != 1:
+		c.throw(argErr("%s: with {shell: true} give one script, got %d arguments", fn, len(req.Argv)), "")
+	}
+	for i, a := range req.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			c.throw(argErr("%s: argv[%d] contains a NUL byte", fn, i), "")
+		}
+	}
+	return req
+}
+
+// run runs req in the request's sandbox with the hook's context. A failure
+// to run is thrown; an exit code, whatever it is, is the caller's.
+func (c *call) run(fn string, req sandbox.ExecRequest) *sandbox.ExecResult {
+	if err := c.ctx.Err(); err != nil {
+		c.throw(fmt.Errorf("%s: %w", fn, err), "")
+	}
+	res, err := c.hc.Sandbox.Exec(c.ctx, req)
+	if err != nil {
+		c.throw(fmt.Errorf("exec %s: %w", cmdline(req.Argv), err), CodeIO)
+	}
+	if res.Truncated {
+		c.hostLog(slog.LevelWarn, fn+" output was truncated", "command", req.Argv[0])
+	}
+	return res
+}
+
+func (c *call) execOptions(fn string, req *sandbox.ExecRequest, o *goja.Object) {
 	for _, k := range o.Keys() {
 		v := o.Get(k)
 		if isNullish(v) {
@@ -182,15 +186,15 @@ func (c *call) execOptions(req *sandbox.ExecRequest, o *goja.Object) {
 		case "cwd":
 			s, ok := asString(v)
 			if !ok {
-				c.throw(argErr("sandbox.Exec: cwd: want a string, got %s", typeName(v)), "")
+				c.throw(argErr("%s: cwd: want a string, got %s", fn, typeName(v)), "")
 			}
 			if _, err := sandbox.Rel(s); err != nil {
-				c.throw(fmt.Errorf("sandbox.Exec: cwd: %w", err), "")
+				c.throw(fmt.Errorf("%s: cwd: %w", fn, err), "")
 			}
 			req.Dir = s
 		case "env":
 			if !isPlainObject(v) {
-				c.throw(argErr("sandbox.Exec: env: want an object of strings, got %s", typeName(v)), "")
+				c.throw(argErr("%s: env: want an object of strings, got %s", fn, typeName(v)), "")
 			}
 			eo := v.(*goja.Object)
 			req.Env = map[string]string{}
@@ -198,33 +202,33 @@ func (c *call) execOptions(req *sandbox.ExecRequest, o *goja.Object) {
 				ev := eo.Get(name)
 				s, ok := asString(ev)
 				if !ok {
-					c.throw(argErr("sandbox.Exec: env.%s: want a string, got %s", name, typeName(ev)), "")
+					c.throw(argErr("%s: env.%s: want a string, got %s", fn, name, typeName(ev)), "")
 				}
 				if name == "" || strings.ContainsAny(name, "=\x00") || strings.IndexByte(s, 0) >= 0 {
-					c.throw(argErr("sandbox.Exec: env: %q is not a valid variable", name), "")
+					c.throw(argErr("%s: env: %q is not a valid variable", fn, name), "")
 				}
 				req.Env[name] = s
 			}
 		case "timeout":
 			f := v.ToFloat()
 			if _, ok := asString(v); ok || math.IsNaN(f) || f <= 0 || math.IsInf(f, 0) {
-				c.throw(argErr("sandbox.Exec: timeout: want a positive number of milliseconds, got %s", v.String()), "")
+				c.throw(argErr("%s: timeout: want a positive number of milliseconds, got %s", fn, v.String()), "")
 			}
 			req.Timeout = time.Duration(f * float64(time.Millisecond))
 		case "stdin":
 			s, ok := asString(v)
 			if !ok {
-				c.throw(argErr("sandbox.Exec: stdin: want a string, got %s", typeName(v)), "")
+				c.throw(argErr("%s: stdin: want a string, got %s", fn, typeName(v)), "")
 			}
 			req.Stdin = strings.NewReader(s)
 		case "shell":
 			b, ok := asBool(v)
 			if !ok {
-				c.throw(argErr("sandbox.Exec: shell: want a boolean, got %s", typeName(v)), "")
+				c.throw(argErr("%s: shell: want a boolean, got %s", fn, typeName(v)), "")
 			}
 			req.Shell = b
 		default:
-			c.throw(argErr("sandbox.Exec: unknown option %q (want %s)", k, strings.Join(execOptionKeys, ", ")), "")
+			c.throw(argErr("%s: unknown option %q (want %s)", fn, k, strings.Join(execOptionKeys, ", ")), "")
 		}
 	}
 }

@@ -301,3 +301,13 @@ func sandboxEnv(a *assistant.Assistant) (map[string]string, error) {
 	}
 	return env, nil
 }
+
+// computerInfo describes the turn's sandbox for ctx.computer.Info.
+func (t *turn) computerInfo(app *assistant.App, a *assistant.Assistant) jsapi.ComputerInfo {
+	_, name, _ := t.p.runtimeFor(app, a)
+	policy := "oneshot"
+	if t.keep {
+		policy = "session"
+	}
+	return jsapi.ComputerInfo{Runtime: name, Image: a.Sandbox.Image, Policy: policy}
+}

@@ -225,6 +225,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		}
 		sb = s
 		hc.Sandbox = s
+		hc.Computer = t.computerInfo(app, a)
 		if t.tm.sandbox != chat.SandboxWarm {
 			// A kept sandbox ran its prepare steps when it started.
 			if err := t.prepare(ctx, a, s); err != nil {

@@ -176,6 +176,32 @@ func TestConfinementCorpus(t *testing.T) {
 			}
 		})
 	}
+	for _, p := range escapes {
+		if realOnly(p) {
+			continue
+		}
+		// Each on a fresh fixture: a move changes which links exist.
+		t.Run("move/"+strings.ReplaceAll(p, "\x00", "NUL"), func(t *testing.T) {
+			ctx := context.Background()
+			ws, outside := escapeFixture(t)
+			before := snapshot(t, outside)
+			_ = ws.Remove(ctx, path.Join(p, "secret"))
+			_ = ws.Rename(ctx, path.Join(p, "secret"), "stolen")
+			_ = ws.Rename(ctx, "sub/file", path.Join(p, "planted"))
+			_, _ = ws.Copy(ctx, "sub/file", path.Join(p, "planted"))
+			for _, dst := range []string{"copied", "copied-dir"} {
+				_, _ = ws.Copy(ctx, path.Join(p, "secret"), dst)
+				_, _ = ws.Copy(ctx, p, dst)
+			}
+			_ = ws.Remove(ctx, p)
+			if after := snapshot(t, outside); after != before {
+				t.Fatalf("%q changed the outside:\nbefore:\n%s\nafter:\n%s", p, before, after)
+			}
+			if in := snapshot(t, filepath.Join(ws.Dir(), "copied")) + snapshot(t, filepath.Join(ws.Dir(), "copied-dir")) + snapshot(t, filepath.Join(ws.Dir(), "stolen")); leaks([]byte(in)) {
+				t.Fatalf("%q brought the outside in:\n%s", p, in)
+			}
+		})
+	}
 	for _, p := range harmless {
 		if _, err := Rel(p); err != nil {
 			t.Errorf("Rel(%q) = %v, want inside", p, err)
@@ -310,4 +336,75 @@ func FuzzResolve(f *testing.F) {
 			t.Fatalf("%q changed the outside", p)
 		}
 	})
+}
+
+func TestWorkspaceMoveOps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ws, _ := escapeFixture(t)
+	must(t, ws.WriteFile(ctx, "tree/a.txt", []byte("A"), 0o600))
+	must(t, ws.WriteFile(ctx, "tree/deep/b.txt", []byte("BB"), 0))
+	must(t, os.Symlink("a.txt", filepath.Join(ws.Dir(), "tree", "link")))
+
+	n, err := ws.Copy(ctx, "tree", "copy")
+	if err != nil || n != 4 {
+		t.Fatalf("Copy(tree) = %d, %v; want 4 bytes", n, err)
+	}
+	for p, want := range map[string]string{"copy/a.txt": "A", "copy/deep/b.txt": "BB", "copy/link": "A"} {
+		if b, err := ws.ReadFile(ctx, p, 0); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", p, b, err, want)
+		}
+	}
+	if st, _ := ws.Lstat(ctx, "copy/a.txt"); st.Mode.Perm() != 0o600 {
+		t.Errorf("copied mode = %v, want 0600", st.Mode.Perm())
+	}
+	if _, err := ws.Copy(ctx, "tree", "tree/inner"); err == nil || !strings.Contains(err.Error(), "into itself") {
+		t.Errorf("Copy into itself: %v", err)
+	}
+	must(t, os.Symlink("tree/deep", filepath.Join(ws.Dir(), "deeplink")))
+	if _, err := ws.Copy(ctx, "deeplink", "x"); err != nil {
+		t.Errorf("Copy of a symlink to a folder given as the source: %v", err)
+	}
+	must(t, os.Symlink("deep", filepath.Join(ws.Dir(), "tree", "dirlink")))
+	if _, err := ws.Copy(ctx, "tree", "copy2"); err == nil || !strings.Contains(err.Error(), "symlink to a folder") {
+		t.Errorf("Copy of a tree with a folder link: %v", err)
+	}
+	if _, err := ws.Copy(ctx, "missing", "x"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Copy(missing) = %v, want ErrNotFound", err)
+	}
+
+	must(t, ws.Rename(ctx, "copy/a.txt", "moved/here/a.txt"))
+	if _, err := ws.Stat(ctx, "copy/a.txt"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after Rename the source is still there: %v", err)
+	}
+	if b, _ := ws.ReadFile(ctx, "moved/here/a.txt", 0); string(b) != "A" {
+		t.Errorf("renamed content = %q", b)
+	}
+	if err := ws.Rename(ctx, "copy", "copy/sub"); err == nil {
+		t.Error("Rename into itself succeeded")
+	}
+	if err := ws.Rename(ctx, "nothing", "x"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Rename(missing) = %v, want ErrNotFound", err)
+	}
+	if err := ws.Rename(ctx, ".", "x"); err == nil {
+		t.Error("Rename of the root succeeded")
+	}
+
+	if err := ws.Remove(ctx, "copy"); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("Remove(non-empty folder) = %v", err)
+	}
+	must(t, ws.Remove(ctx, "copy/link"))
+	if _, err := ws.Stat(ctx, "copy/a.txt"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Remove of a link touched something else: %v", err)
+	}
+	must(t, ws.Remove(ctx, "ok_link")) // the link, not its folder
+	if _, err := ws.Stat(ctx, "sub/file"); err != nil {
+		t.Errorf("Remove(link) followed it: %v", err)
+	}
+	if err := ws.Remove(ctx, "gone"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Remove(missing) = %v, want ErrNotFound", err)
+	}
+	if err := ws.Remove(ctx, "/workspace"); err == nil {
+		t.Error("Remove of the root succeeded")
+	}
 }
