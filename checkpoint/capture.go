@@ -23,6 +23,9 @@ type Source struct {
 	// Memory is the chat's hook memory (its chat namespace): key to JSON
 	// value. Nil or empty: none.
 	Memory map[string]json.RawMessage
+	// History is the chat's conversation, encoded by the caller (the
+	// store keeps the bytes as they are). Nil or empty: none.
+	History []byte
 }
 
 // Checkpoint describes a recorded checkpoint.
@@ -86,6 +89,11 @@ func (s *Store) Capture(ctx context.Context, user, chat string, src Source) (cp 
 	}
 	if cm.memory, err = putMemory(w, src.Memory); err != nil {
 		return nil, nil, err
+	}
+	if len(src.History) > 0 {
+		if cm.history, err = w.put(typeHistory, src.History); err != nil {
+			return nil, nil, err
+		}
 	}
 	cm.count, cm.bytes = c.files, c.bytes
 	id, err := w.put(typeCommit, encodeCommit(cm))

@@ -94,10 +94,11 @@ func ParseHash(s string) (Hash, error) {
 
 // Object types: the first byte of what an object's hash covers.
 const (
-	typeBlob   byte = 'b' // a file's content
-	typeTree   byte = 't' // a folder's entries
-	typeCommit byte = 'c' // a checkpoint: a tree and a memory snapshot
-	typeMemory byte = 'm' // a chat's hook memory, as a JSON object
+	typeBlob    byte = 'b' // a file's content
+	typeTree    byte = 't' // a folder's entries
+	typeCommit  byte = 'c' // a checkpoint: a tree and a memory snapshot
+	typeMemory  byte = 'm' // a chat's hook memory, as a JSON object
+	typeHistory byte = 'h' // a chat's history, as the caller encoded it
 )
 
 func hashOf(typ byte, data []byte) Hash {
@@ -126,6 +127,11 @@ type Store struct {
 	max  int
 	// racy is racyWindow (tests set 0).
 	racy time.Duration
+
+	// logMu serialises the changes of chats' logs in this process (a
+	// chat's turns, rewinds and forks are serialised across processes by
+	// its chat lock).
+	logMu sync.Mutex
 
 	mu    sync.Mutex
 	users map[string]*list.Element // user -> element of lru holding *userStore

@@ -251,16 +251,24 @@ func TestMemoryOnly(t *testing.T) {
 	if a.ID != b.ID {
 		t.Error("the same memory, formatted differently, made two checkpoints")
 	}
-	mem, err := s.Memory(bg, "u", a.ID)
+	st, err := s.State(bg, "u", a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(mem["k"]) != `{"a":1}` {
-		t.Errorf("memory = %s", mem["k"])
+	if string(st.Memory["k"]) != `{"a":1}` || st.History != nil {
+		t.Errorf("memory = %s, history %q", st.Memory["k"], st.History)
 	}
 	empty := snap(t, s, "u", "c", "", nil)
-	if mem, err := s.Memory(bg, "u", empty.ID); err != nil || len(mem) != 0 {
-		t.Errorf("empty memory = %v, %v", mem, err)
+	if st, err := s.State(bg, "u", empty.ID); err != nil || len(st.Memory) != 0 {
+		t.Errorf("empty memory = %v, %v", st, err)
+	}
+	cp, done, err := s.Capture(bg, "u", "c", Source{History: []byte(`[{"role":"user","content":"hi"}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if st, err := s.State(bg, "u", cp.ID); err != nil || string(st.History) != `[{"role":"user","content":"hi"}]` {
+		t.Errorf("history = %q, %v", st.History, err)
 	}
 }
 

@@ -153,6 +153,7 @@ func (m *marker) commit(h Hash) error {
 	}
 	m.mark(h)
 	m.mark(cm.memory)
+	m.mark(cm.history)
 	return m.tree(cm.files)
 }
 
@@ -364,8 +365,8 @@ func (s *Store) Bytes(ctx context.Context) (int64, error) {
 	return diskUsage(ctx, s.root)
 }
 
-// ForgetChat removes the chat's index (the chat was deleted): its files
-// stop being roots of Collect.
+// ForgetChat removes the chat's index and log (the chat was deleted): its
+// checkpoints stop being roots of Collect.
 func (s *Store) ForgetChat(user, chat string) error {
 	if err := checkID("chat", chat); err != nil {
 		return err
@@ -377,7 +378,9 @@ func (s *Store) ForgetChat(user, chat string) error {
 	if err := os.Remove(u.indexPath(chat)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("checkpoint index: %w", err)
 	}
-	return nil
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	return u.removeLog(chat)
 }
 
 // Users lists the users that have checkpoints.

@@ -18,8 +18,10 @@ import (
 
 // Restored describes a restore.
 type Restored struct {
-	// Memory is the checkpoint's hook memory (empty: none).
-	Memory map[string]json.RawMessage
+	// Memory is the checkpoint's hook memory (empty: none), History its
+	// history as Capture was given it (nil: none).
+	Memory  map[string]json.RawMessage
+	History []byte
 	// Files and Bytes describe the files restored: how many regular
 	// files the workspace holds now, their total length.
 	Files int64
@@ -78,6 +80,16 @@ func (s *Store) Restore(ctx context.Context, user, chat, id, dir string) (*Resto
 	if out.Memory, err = readMemory(rd, cm.memory); err != nil {
 		return nil, err
 	}
+	if !cm.history.IsZero() {
+		typ, data, err := rd.read(cm.history, maxTree)
+		if err != nil {
+			return nil, err
+		}
+		if typ != typeHistory {
+			return nil, fmt.Errorf("%w: history object %s", ErrCorrupt, cm.history)
+		}
+		out.History = data
+	}
 	if dir == "" {
 		out.Duration = time.Since(start)
 		return out, nil
@@ -106,13 +118,10 @@ func (s *Store) Restore(ctx context.Context, user, chat, id, dir string) (*Resto
 	return out, nil
 }
 
-// Memory returns the hook memory of the user's checkpoint id.
-func (s *Store) Memory(ctx context.Context, user, id string) (map[string]json.RawMessage, error) {
-	out, err := s.Restore(ctx, user, "memory", id, "")
-	if err != nil {
-		return nil, err
-	}
-	return out.Memory, nil
+// State returns the hook memory and history of the user's checkpoint id
+// (Restore without a folder).
+func (s *Store) State(ctx context.Context, user, id string) (*Restored, error) {
+	return s.Restore(ctx, user, "memory", id, "")
 }
 
 func readCommit(rd *reader, h Hash) (commit, error) {

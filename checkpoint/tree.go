@@ -142,10 +142,11 @@ func decodeTree(data []byte) ([]entry, error) {
 }
 
 // commit is a checkpoint: its files (a tree; zero for a chat without a
-// workspace) and its hook memory (zero: none).
+// workspace), its hook memory and its history (zero: none).
 type commit struct {
-	files  Hash
-	memory Hash
+	files   Hash
+	memory  Hash
+	history Hash
 	// count and bytes describe the files: how many regular files, their
 	// total length.
 	count int64
@@ -153,20 +154,23 @@ type commit struct {
 }
 
 func encodeCommit(c commit) []byte {
-	return fmt.Appendf(nil, "agentbox checkpoint 1\nfiles %s\nmemory %s\ncount %d\nbytes %d\n", c.files, c.memory, c.count, c.bytes)
+	return fmt.Appendf(nil, "agentbox checkpoint 1\nfiles %s\nmemory %s\nhistory %s\ncount %d\nbytes %d\n", c.files, c.memory, c.history, c.count, c.bytes)
 }
 
 func decodeCommit(data []byte) (commit, error) {
 	var c commit
-	var files, memory string
-	n, err := fmt.Sscanf(string(data), "agentbox checkpoint 1\nfiles %64s\nmemory %64s\ncount %d\nbytes %d\n", &files, &memory, &c.count, &c.bytes)
-	if err != nil || n != 4 {
+	var files, memory, history string
+	n, err := fmt.Sscanf(string(data), "agentbox checkpoint 1\nfiles %64s\nmemory %64s\nhistory %64s\ncount %d\nbytes %d\n", &files, &memory, &history, &c.count, &c.bytes)
+	if err != nil || n != 5 {
 		return c, fmt.Errorf("%w: commit", ErrCorrupt)
 	}
 	if c.files, err = ParseHash(files); err != nil {
 		return c, fmt.Errorf("%w: commit", ErrCorrupt)
 	}
 	if c.memory, err = ParseHash(memory); err != nil {
+		return c, fmt.Errorf("%w: commit", ErrCorrupt)
+	}
+	if c.history, err = ParseHash(history); err != nil {
 		return c, fmt.Errorf("%w: commit", ErrCorrupt)
 	}
 	return c, nil
