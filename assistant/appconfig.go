@@ -49,8 +49,9 @@ type rawSandboxDefaults struct {
 }
 
 type rawCleanup struct {
-	Schedule  string `json:"schedule"`
-	Retention string `json:"retention"`
+	Schedule    string `json:"schedule"`
+	Retention   string `json:"retention"`
+	Checkpoints *int   `json:"checkpoints"`
 }
 
 // loadConfig reads app.jsonc (optional) and applies its defaults: data root,
@@ -61,7 +62,7 @@ func (l *loader) loadConfig() *AppConfig {
 		DataRoot: filepath.Join(l.root, "data"),
 		Listen:   DefaultListen,
 		Sandbox:  SandboxDefaults{DiskBytes: DefaultDisk},
-		Cleanup:  CleanupConfig{Schedule: sandbox.DefaultRetentionSchedule, Retention: sandbox.DefaultRetention},
+		Cleanup:  CleanupConfig{Schedule: sandbox.DefaultRetentionSchedule, Retention: sandbox.DefaultRetention, Checkpoints: DefaultCheckpoints},
 
 		Limits:       DefaultLimits(),
 		DrainTimeout: DefaultDrainTimeout,
@@ -167,6 +168,13 @@ func (l *loader) loadConfig() *AppConfig {
 			d.errPath("cleanup.schedule", "cleanup.schedule %q: %v (want a cron spec like \"0 3 * * *\")", raw.Cleanup.Schedule, err)
 		} else {
 			cfg.Cleanup.Schedule = raw.Cleanup.Schedule
+		}
+	}
+	if n := raw.Cleanup.Checkpoints; n != nil {
+		if *n < 0 {
+			d.errPath("cleanup.checkpoints", "cleanup.checkpoints is %d: want 0 (no checkpoints) or how many to keep per chat", *n)
+		} else {
+			cfg.Cleanup.Checkpoints = *n
 		}
 	}
 	if raw.Cleanup.Retention != "" {

@@ -188,7 +188,14 @@ type CleanupConfig struct {
 	// In app.jsonc it is "retention": a duration that may start with
 	// whole days ("7d", "36h", "1d12h"), at least 1h.
 	Retention time.Duration `json:"-"`
+	// Checkpoints is how many checkpoints each chat keeps, the oldest
+	// dropped first (default DefaultCheckpoints; 0: no checkpoints, so no
+	// rewind or fork).
+	Checkpoints int `json:"checkpoints"`
 }
+
+// DefaultCheckpoints is cleanup.checkpoints' default.
+const DefaultCheckpoints = 50
 
 // Connector is a model connector: a connectors/** file of type openai,
 // anthropic or scripted. Option values may be $ENV.NAME references; call

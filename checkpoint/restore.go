@@ -22,6 +22,8 @@ type Restored struct {
 	// history as Capture was given it (nil: none).
 	Memory  map[string]json.RawMessage
 	History []byte
+	// Workspace: the checkpoint holds a workspace's files.
+	Workspace bool
 	// Files and Bytes describe the files restored: how many regular
 	// files the workspace holds now, their total length.
 	Files int64
@@ -76,7 +78,7 @@ func (s *Store) Restore(ctx context.Context, user, chat, id, dir string) (*Resto
 	if err != nil {
 		return nil, err
 	}
-	out := &Restored{}
+	out := &Restored{Workspace: !cm.files.IsZero()}
 	if out.Memory, err = readMemory(rd, cm.memory); err != nil {
 		return nil, err
 	}

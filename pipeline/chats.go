@@ -287,6 +287,12 @@ func (p *Pipeline) DeleteChat(ctx context.Context, user, chatID string) error {
 			return &chat.Error{Code: chat.ErrInternal, Message: "chat history not removed", Err: err}
 		}
 	}
+	if p.cfg.Checkpoints != nil {
+		if err := p.cfg.Checkpoints.ForgetChat(user, chatID); err != nil {
+			return &chat.Error{Code: chat.ErrInternal, Message: "chat checkpoints not removed", Err: err}
+		}
+		p.collectCheckpoints(user)
+	}
 	if !found {
 		return errNoChat(chatID)
 	}

@@ -21,6 +21,11 @@ type Metrics struct {
 	tokens    *prometheus.CounterVec
 	cost      *prometheus.CounterVec
 	rejects   *prometheus.CounterVec
+	// checkpoints count the chats' checkpoints taken, their time and the
+	// bytes they added to the store.
+	checkpoints     prometheus.Counter
+	checkpointTime  prometheus.Histogram
+	checkpointAdded prometheus.Counter
 }
 
 // durationBuckets span a quick direct answer to a long agent run.
@@ -50,9 +55,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Model cost in US dollars of finished turns, as the executors report it."}, []string{"assistant", "connector"}),
 		rejects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentbox_limit_rejections_total",
 			Help: "Turns, terminals and uploads refused by a limit: turns_per_user, terminals_per_user, chat_queue, chat_wait, sandboxes, workspaces_per_user, disk_per_user, uploads_per_user, uploads."}, []string{"limit"}),
+		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentbox_checkpoints_total",
+			Help: "Checkpoints taken of chats (after their turns)."}),
+		checkpointTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentbox_checkpoint_duration_seconds",
+			Help: "Time a chat's checkpoint took (files, memory, history).", Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}),
+		checkpointAdded: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentbox_checkpoint_added_bytes_total",
+			Help: "Bytes checkpoints added to the checkpoint store (new objects, compressed)."}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.turns, m.running, m.waiting, m.sandboxes, m.duration, m.phases, m.tokens, m.cost, m.rejects} {
+		for _, c := range []prometheus.Collector{m.turns, m.running, m.waiting, m.sandboxes, m.duration, m.phases, m.tokens, m.cost, m.rejects,
+			m.checkpoints, m.checkpointTime, m.checkpointAdded} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -74,6 +86,13 @@ func mustMetrics() *Metrics {
 }
 
 func (m *Metrics) rejected(limit string) { m.rejects.WithLabelValues(limit).Inc() }
+
+// checkpointTaken records a checkpoint that took d and added bytes.
+func (m *Metrics) checkpointTaken(d time.Duration, bytes int64) {
+	m.checkpoints.Inc()
+	m.checkpointTime.Observe(d.Seconds())
+	m.checkpointAdded.Add(float64(bytes))
+}
 
 // phase observes the time since start as a phase of a turn.
 func (m *Metrics) phase(name string, start time.Time) {

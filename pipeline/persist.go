@@ -42,12 +42,18 @@ func (t *turn) saveHistory(ctx context.Context, c conversation, failure chat.Fai
 	t.saved = true
 	answer := chat.Message{Role: chat.RoleAssistant, Content: t.content, ToolCalls: t.toolCalls, Failure: failure}
 	h := t.p.cfg.History
+	var err error
 	if c.replace {
 		msgs := slices.Concat(c.history, c.input, []chat.Message{answer})
-		return h.ReplaceHistory(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs)
+		err = h.ReplaceHistory(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs)
+	} else {
+		msgs := append(append(append([]chat.Message{}, c.added...), c.input...), answer)
+		err = h.AppendMessages(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs...)
 	}
-	msgs := append(append(append([]chat.Message{}, c.added...), c.input...), answer)
-	return h.AppendMessages(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs...)
+	if err == nil {
+		t.checkpoint(ctx, failure.Code != "")
+	}
+	return err
 }
 
 // historyError is a failed read or write of the chat's history: canceled

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/breaker"
 	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/checkpoint"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/sandbox"
@@ -81,6 +82,9 @@ type Config struct {
 	// (nil: skill authoring is off, and turns install the assistants' own
 	// skills only).
 	Skills SkillStore
+	// Checkpoints keeps the chats' checkpoints (nil: none are taken, and
+	// chats cannot be rewound or forked).
+	Checkpoints *checkpoint.Store
 	// Bridge, when set, gives every sandbox its host tools and (for
 	// claude) a model proxy; sandboxes then default to network "none" and
 	// hold no real key. Nil: sandboxes reach the model API themselves

@@ -91,7 +91,7 @@ func (p *Pipeline) diskCap(lim assistant.Limits) int64 {
 	return int64(lim.DiskPerUserShare * float64(size))
 }
 
-// userRoom measures what user's workspaces take (u's lock held) and
+// userRoom measures what user's workspaces and checkpoints take (u's lock held) and
 // returns how many bytes more they may take, with the usage; room is -1
 // when there is no bound.
 func (p *Pipeline) userRoom(ctx context.Context, u *userDisk, user string, lim assistant.Limits) (room int64, usage sandbox.UserUsage, err error) {
@@ -101,6 +101,17 @@ func (p *Pipeline) userRoom(ctx context.Context, u *userDisk, user string, lim a
 			return 0, usage, chat.AsError(ctx.Err())
 		}
 		return 0, usage, &chat.Error{Code: chat.ErrSandbox, Message: "the user's workspaces could not be measured", Err: err}
+	}
+	if p.cfg.Checkpoints != nil {
+		// The chats' checkpoints count against the user's disk too.
+		n, err := p.cfg.Checkpoints.UserBytes(ctx, user)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, usage, chat.AsError(ctx.Err())
+			}
+			return 0, usage, &chat.Error{Code: chat.ErrSandbox, Message: "the user's checkpoints could not be measured", Err: err}
+		}
+		usage.Bytes += n
 	}
 	limit := p.diskCap(lim)
 	if limit <= 0 {
@@ -113,7 +124,7 @@ func (p *Pipeline) userRoom(ctx context.Context, u *userDisk, user string, lim a
 // limits.disk_per_user.
 func errDiskPerUser(user string, used, limit int64, what string) *chat.Error {
 	return &chat.Error{Code: chat.ErrQuota, Err: errQuota, Message: fmt.Sprintf(
-		"user %s's workspaces take %s of the %s this server allows one user (limits.disk_per_user): %s; delete chats or files first",
+		"user %s's workspaces and checkpoints take %s of the %s this server allows one user (limits.disk_per_user): %s; delete chats or files first",
 		user, units.FormatBytes(used), units.FormatBytes(limit), what)}
 }
 

@@ -298,6 +298,18 @@ func (t *Terminal) cleanup() error {
 	return err
 }
 
+// hasTerminals reports whether the user's chat has a terminal open.
+func (p *Pipeline) hasTerminals(user, chatID string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for t := range p.terms {
+		if t.user == user && t.chatID == chatID {
+			return true
+		}
+	}
+	return false
+}
+
 // closeTerminals closes the terminals of a user's chat (every terminal
 // when user is "") and returns how many there were.
 func (p *Pipeline) closeTerminals(user, chatID string) int {

@@ -1,0 +1,433 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/checkpoint"
+	"github.com/agentbox/agentbox/jsapi"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Checkpoints: after each stored turn of a chat (one that failed too), the
+// pipeline records the chat's state, its workspace files (the CLI's
+// session with them: it is in the workspace's .agentbox folder), its hook
+// memory (the chat namespace) and its history, as a checkpoint of
+// Config.Checkpoints. Rewind brings a chat back to one of its
+// checkpoints; Fork starts a new chat from one. app.jsonc's
+// cleanup.checkpoints bounds how many each chat keeps.
+
+// CheckpointInfo is one checkpoint of a chat.
+type CheckpointInfo struct {
+	checkpoint.Entry
+	// Current: the checkpoint is on the chat's current branch (the chat
+	// was rewound past those that are not); Head: the chat is at it.
+	Current bool `json:"current"`
+	Head    bool `json:"head,omitempty"`
+}
+
+// Target names a checkpoint of a chat: the state after turn Turn on the
+// chat's current branch (turns counted from 1, in the order of the chat's
+// user messages), or the checkpoint ID (of any branch).
+type Target struct {
+	Turn int    `json:"turn,omitempty"`
+	ID   string `json:"checkpoint,omitempty"`
+}
+
+// Rewound is what Rewind did.
+type Rewound struct {
+	ChatID     string `json:"chat_id"`
+	Checkpoint string `json:"checkpoint"`
+	Turn       int    `json:"turn"`
+	// Messages is the chat's history length now.
+	Messages int `json:"messages"`
+	// Written and Removed count the workspace entries the rewind wrote
+	// and removed.
+	Written int64 `json:"written"`
+	Removed int64 `json:"removed"`
+}
+
+// keepCheckpoints is how many checkpoints a chat keeps (0: none are
+// taken).
+func (p *Pipeline) keepCheckpoints() int {
+	if p.cfg.Checkpoints == nil {
+		return 0
+	}
+	return p.App().Config.Cleanup.Checkpoints
+}
+
+// checkpoint records the chat's state after the turn was stored. A
+// failure to record it is logged and noticed: the turn stands.
+func (t *turn) checkpoint(ctx context.Context, failed bool) {
+	p := t.p
+	keep := p.keepCheckpoints()
+	if keep == 0 || t.req.Ephemeral || t.trial != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
+	user, chatID := t.req.UserID, t.req.ChatID
+	e, err := p.capture(ctx, user, chatID, t.asst.Sandbox != nil, failed, keep)
+	if err != nil {
+		p.log.Error("checkpoint not taken", "user", user, "chat", chatID, "error", err)
+		chat.Notice(t.emit, t.nextID("notice"), "checkpoint_not_saved", "this turn cannot be rewound to: its checkpoint was not saved: "+err.Error())
+		return
+	}
+	p.log.Debug("checkpoint", "user", user, "chat", chatID, "checkpoint", e.ID, "turn", e.Turn, "files", e.Files, "added", e.Added)
+}
+
+// capture records the chat's state (its workspace when withFiles) as the
+// head of its log, keeping keep checkpoints; those dropped are collected
+// in the background.
+func (p *Pipeline) capture(ctx context.Context, user, chatID string, withFiles, failed bool, keep int) (*checkpoint.Entry, error) {
+	start := time.Now()
+	src := checkpoint.Source{}
+	if withFiles && p.cfg.Workspaces != nil && p.cfg.Workspaces.Exists(user, chatID) {
+		dir, err := p.cfg.Workspaces.Path(user, chatID)
+		if err != nil {
+			return nil, err
+		}
+		src.Dir = dir
+	}
+	mem, err := p.chatMemory(ctx, user, chatID)
+	if err != nil {
+		return nil, fmt.Errorf("chat memory: %w", err)
+	}
+	src.Memory = mem
+	h, err := p.cfg.History.History(ctx, user, chatID)
+	if err != nil {
+		return nil, fmt.Errorf("chat history: %w", err)
+	}
+	if src.History, err = json.Marshal(h); err != nil {
+		return nil, err
+	}
+	cp, done, err := p.cfg.Checkpoints.Capture(ctx, user, chatID, src)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	e := checkpoint.Entry{ID: cp.ID, Turn: userTurns(h), Failed: failed, Time: start, Files: cp.Files, Bytes: cp.Bytes, Added: cp.Added}
+	_, dropped, err := p.cfg.Checkpoints.Record(ctx, user, chatID, e, keep)
+	if err != nil {
+		return nil, err
+	}
+	p.metrics.checkpointTaken(time.Since(start), cp.Added)
+	if dropped > 0 {
+		p.collectCheckpoints(user)
+	}
+	return &e, nil
+}
+
+// collectCheckpoints frees, in the background, what the user's dropped
+// checkpoints alone held.
+func (p *Pipeline) collectCheckpoints(user string) {
+	p.measuring.Add(1)
+	go func() {
+		defer p.measuring.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		col, err := p.cfg.Checkpoints.CollectLogs(ctx, user)
+		if err != nil {
+			p.log.Error("checkpoints not collected", "user", user, "error", err)
+			return
+		}
+		p.log.Debug("checkpoints collected", "user", user, "objects", col.Objects, "bytes", col.Bytes)
+	}()
+}
+
+// userTurns counts the user messages of h: its turns.
+func userTurns(h []chat.Message) int {
+	n := 0
+	for _, m := range h {
+		if m.Role == chat.RoleUser {
+			n++
+		}
+	}
+	return n
+}
+
+// chatMemory returns the hook memory of the user's chat (its chat
+// namespace).
+func (p *Pipeline) chatMemory(ctx context.Context, user, chatID string) (map[string]json.RawMessage, error) {
+	owner := jsapi.ChatOwner(user, chatID)
+	keys, err := p.cfg.Memory.Keys(ctx, jsapi.NamespaceChat, owner)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]json.RawMessage, len(keys))
+	for _, k := range keys {
+		v, ok, err := p.cfg.Memory.Get(ctx, jsapi.NamespaceChat, owner, k)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// setChatMemory makes the chat's hook memory mem.
+func (p *Pipeline) setChatMemory(ctx context.Context, user, chatID string, mem map[string]json.RawMessage) error {
+	owner := jsapi.ChatOwner(user, chatID)
+	keys, err := p.cfg.Memory.Keys(ctx, jsapi.NamespaceChat, owner)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, ok := mem[k]; !ok {
+			if err := p.cfg.Memory.Del(ctx, jsapi.NamespaceChat, owner, k); err != nil {
+				return err
+			}
+		}
+	}
+	for k, v := range mem {
+		if err := p.cfg.Memory.Set(ctx, jsapi.NamespaceChat, owner, k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errNoCheckpoints refuses rewinds and forks on a server that keeps no
+// checkpoints.
+func (p *Pipeline) errNoCheckpoints() error {
+	if p.keepCheckpoints() == 0 {
+		return chat.Errorf(chat.ErrInvalidRequest, "this server keeps no checkpoints (app.jsonc cleanup.checkpoints is 0, or it has no data root)")
+	}
+	return nil
+}
+
+// Checkpoints lists the user's chat's checkpoints, oldest first.
+func (p *Pipeline) Checkpoints(ctx context.Context, user, chatID string) ([]CheckpointInfo, error) {
+	if err := validateIDs(user, chatID); err != nil {
+		return nil, err
+	}
+	if err := p.errNoCheckpoints(); err != nil {
+		return nil, err
+	}
+	l, err := p.cfg.Checkpoints.Log(ctx, user, chatID)
+	if err != nil {
+		return nil, &chat.Error{Code: chat.ErrInternal, Message: "checkpoints unavailable", Err: err}
+	}
+	if len(l.Entries) == 0 {
+		if _, err := p.GetChat(ctx, user, chatID); err != nil {
+			return nil, err
+		}
+	}
+	cur := map[string]bool{}
+	for _, e := range l.Current() {
+		cur[e.ID] = true
+	}
+	out := make([]CheckpointInfo, 0, len(l.Entries))
+	for _, e := range l.Entries {
+		out = append(out, CheckpointInfo{Entry: e, Current: cur[e.ID], Head: e.ID == l.Head})
+	}
+	return out, nil
+}
+
+// find resolves to in the chat's log.
+func (p *Pipeline) find(ctx context.Context, user, chatID string, to Target) (*checkpoint.ChatLog, *checkpoint.Entry, error) {
+	if (to.Turn == 0) == (to.ID == "") {
+		return nil, nil, chat.Errorf(chat.ErrInvalidRequest, "name a turn (\"turn\": N, from 1) or a checkpoint (\"checkpoint\": ID from GET /api/chats/%s/checkpoints), one of them", chatID)
+	}
+	if to.Turn < 0 {
+		return nil, nil, chat.Errorf(chat.ErrInvalidRequest, "turn %d: turns are counted from 1", to.Turn)
+	}
+	l, err := p.cfg.Checkpoints.Log(ctx, user, chatID)
+	if err != nil {
+		return nil, nil, &chat.Error{Code: chat.ErrInternal, Message: "checkpoints unavailable", Err: err}
+	}
+	var e *checkpoint.Entry
+	if to.ID != "" {
+		if _, err := checkpoint.ParseHash(to.ID); err != nil {
+			return nil, nil, chat.Errorf(chat.ErrInvalidRequest, "%v", err)
+		}
+		e = l.Find(to.ID)
+	} else {
+		e = l.AtTurn(to.Turn)
+	}
+	if e == nil {
+		what := fmt.Sprintf("turn %d", to.Turn)
+		if to.ID != "" {
+			what = "checkpoint " + to.ID
+		}
+		return nil, nil, &chat.Error{Code: chat.ErrInvalidRequest, Err: sandbox.ErrNotFound,
+			Message: fmt.Sprintf("chat %q has no checkpoint of %s (never taken, or dropped by cleanup.checkpoints): GET /api/chats/%s/checkpoints lists them", chatID, what, chatID)}
+	}
+	return l, e, nil
+}
+
+// lockIdle holds the user's chat for a rewind: it must have no running
+// turn (a rewind does not wait for one: chat_busy) and no kept sandbox
+// (stopped), nor a terminal open.
+func (p *Pipeline) lockIdle(ctx context.Context, user, chatID string) (func(), error) {
+	busy := &chat.Error{Code: chat.ErrChatBusy, Message: fmt.Sprintf("chat %q has a turn running: rewind it once the turn ended (or cancel it: POST /api/chats/%s/cancel)", chatID, chatID)}
+	if len(p.running(user, chatID)) > 0 {
+		return nil, busy
+	}
+	unlock, err := p.chatLocks.Lock(ctx, user, chatID, 0, 0)
+	if err != nil {
+		if errors.Is(err, ErrChatQueueFull) || errors.Is(err, ErrChatWait) {
+			return nil, busy
+		}
+		return nil, chat.AsError(err)
+	}
+	if p.hasTerminals(user, chatID) {
+		unlock()
+		return nil, &chat.Error{Code: chat.ErrChatBusy, Message: fmt.Sprintf("chat %q has a terminal open: close it before a rewind", chatID)}
+	}
+	if c := p.kept.take(user, chatID); c != nil {
+		p.kept.drop(c)
+	}
+	return unlock, nil
+}
+
+// Rewind brings the user's chat back to the checkpoint to names: its
+// workspace files (with the CLI's session), its hook memory and its
+// history. The checkpoints after it stay, on another branch, until
+// retention drops them: a rewind to one of them goes forward again. A
+// chat with a running turn is refused (chat_busy).
+func (p *Pipeline) Rewind(ctx context.Context, user, chatID string, to Target) (*Rewound, error) {
+	if err := validateIDs(user, chatID); err != nil {
+		return nil, err
+	}
+	if err := p.errNoCheckpoints(); err != nil {
+		return nil, err
+	}
+	unlock, err := p.lockIdle(ctx, user, chatID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	_, e, err := p.find(ctx, user, chatID, to)
+	if err != nil {
+		return nil, err
+	}
+	info, _, err := p.chatInfo(ctx, user, chatID)
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.restore(ctx, user, chatID, info.AssistantID, e.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.cfg.Checkpoints.SetHead(ctx, user, chatID, e.ID); err != nil {
+		return nil, &chat.Error{Code: chat.ErrInternal, Message: "checkpoint head not saved", Err: err}
+	}
+	out.ChatID, out.Checkpoint, out.Turn = chatID, e.ID, e.Turn
+	p.log.Info("chat rewound", "user", user, "chat", chatID, "checkpoint", e.ID, "turn", e.Turn, "written", out.Written, "removed", out.Removed)
+	return out, nil
+}
+
+// chatInfo returns what the store keeps of the chat (its assistant).
+func (p *Pipeline) chatInfo(ctx context.Context, user, chatID string) (ChatInfo, bool, error) {
+	cs, ok := p.chatStore()
+	if !ok {
+		return ChatInfo{}, false, nil
+	}
+	info, found, err := cs.Chat(ctx, user, chatID)
+	if err != nil {
+		return ChatInfo{}, false, &chat.Error{Code: chat.ErrInternal, Message: "chat unavailable", Err: err}
+	}
+	return ChatInfo{ChatInfo: info}, found, nil
+}
+
+// restore makes the chat (user, chatID) hold checkpoint id: files (when
+// the checkpoint has some, into the chat's workspace, made when missing
+// within the user's limits), memory and history.
+func (p *Pipeline) restore(ctx context.Context, user, chatID, assistantID, id string) (*Rewound, error) {
+	st, err := p.cfg.Checkpoints.State(ctx, user, id)
+	if err != nil {
+		return nil, checkpointError(err)
+	}
+	var h []chat.Message
+	if len(st.History) > 0 {
+		if err := json.Unmarshal(st.History, &h); err != nil {
+			return nil, &chat.Error{Code: chat.ErrInternal, Message: "checkpoint history unreadable", Err: err}
+		}
+	}
+	out := &Rewound{Messages: len(h)}
+	if st.Workspace && p.cfg.Workspaces != nil {
+		ws, release, err := p.acquireWorkspace(ctx, user, chatID, 0)
+		if err != nil {
+			return nil, err
+		}
+		r, err := p.cfg.Checkpoints.Restore(ctx, user, chatID, id, ws.Dir())
+		release()
+		if err != nil {
+			return nil, checkpointError(err)
+		}
+		out.Written, out.Removed = r.Written, r.Removed
+	}
+	if err := p.setChatMemory(ctx, user, chatID, st.Memory); err != nil {
+		return nil, &chat.Error{Code: chat.ErrInternal, Message: "chat memory not restored", Err: err}
+	}
+	if err := p.cfg.History.ReplaceHistory(ctx, user, chatID, assistantID, h); err != nil {
+		return nil, historyError(ctx, err)
+	}
+	return out, nil
+}
+
+// checkpointError is a failed read or restore of a checkpoint.
+func checkpointError(err error) error {
+	var ce *chat.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce
+	case errors.Is(err, checkpoint.ErrNotFound):
+		return &chat.Error{Code: chat.ErrInvalidRequest, Err: sandbox.ErrNotFound, Message: "the checkpoint's files are gone (removed by cleanup.checkpoints)"}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return chat.AsError(err)
+	case errors.Is(err, os.ErrNotExist):
+		return &chat.Error{Code: chat.ErrSandbox, Message: "workspace unavailable: " + err.Error(), Err: err}
+	}
+	return &chat.Error{Code: chat.ErrInternal, Message: "checkpoint not restored: " + err.Error(), Err: err}
+}
+
+// Fork starts a new chat of the user from the checkpoint to names of the
+// chat chatID: its own workspace (a copy of the checkpoint's files), hook
+// memory and history, and the checkpoints that led to it. The new chat's
+// CLI starts a session of its own, seeded with the history. It returns
+// the new chat's id.
+func (p *Pipeline) Fork(ctx context.Context, user, chatID string, to Target) (string, error) {
+	if err := validateIDs(user, chatID); err != nil {
+		return "", err
+	}
+	if err := p.errNoCheckpoints(); err != nil {
+		return "", err
+	}
+	l, e, err := p.find(ctx, user, chatID, to)
+	if err != nil {
+		return "", err
+	}
+	info, _, err := p.chatInfo(ctx, user, chatID)
+	if err != nil {
+		return "", err
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	newID := "chat-" + hex.EncodeToString(b[:])
+	// The new chat's checkpoints: e and its ancestors.
+	line := (&checkpoint.ChatLog{Head: e.ID, Entries: l.Entries}).Current()
+	if _, err := p.restore(ctx, user, newID, info.AssistantID, e.ID); err != nil {
+		if p.cfg.Workspaces != nil && p.cfg.Workspaces.Exists(user, newID) {
+			if rerr := p.cfg.Workspaces.Remove(context.WithoutCancel(ctx), user, newID); rerr != nil {
+				p.log.Error("half-made fork's workspace not removed", "user", user, "chat", newID, "error", rerr)
+			}
+		}
+		return "", err
+	}
+	if err := p.cfg.Checkpoints.StartLog(ctx, user, newID, line); err != nil {
+		return "", &chat.Error{Code: chat.ErrInternal, Message: "the fork's checkpoints not saved", Err: err}
+	}
+	p.log.Info("chat forked", "user", user, "chat", chatID, "fork", newID, "checkpoint", e.ID, "turn", e.Turn)
+	return newID, nil
+}
