@@ -29,6 +29,11 @@ type Chats interface {
 	Upload(ctx context.Context, req pipeline.UploadRequest) (*pipeline.Uploaded, error)
 	// OpenTerminal starts a shell in a new sandbox of the chat.
 	OpenTerminal(ctx context.Context, req pipeline.TerminalRequest) (*pipeline.Terminal, error)
+	// Checkpoints lists the chat's checkpoints; Rewind brings the chat
+	// back to one, Fork starts a new chat from one.
+	Checkpoints(ctx context.Context, user, chatID string) ([]pipeline.CheckpointInfo, error)
+	Rewind(ctx context.Context, user, chatID string, to pipeline.Target) (*pipeline.Rewound, error)
+	Fork(ctx context.Context, user, chatID string, to pipeline.Target) (string, error)
 }
 
 var _ Chats = (*pipeline.Pipeline)(nil)
@@ -228,6 +233,9 @@ func (s *Server) chatRoutes(mux *http.ServeMux, handle func(method, path string,
 		methodHandler{"GET", s.getChat}, methodHandler{"PATCH", s.patchChat}, methodHandler{"DELETE", s.deleteChat})
 	s.handleMethods(mux, "/api/chats/{chat}/files", methodHandler{"GET", s.files}, methodHandler{"PUT", s.upload})
 	handle("POST", "/api/chats/{chat}/cancel", s.cancelChat, false)
+	handle("GET", "/api/chats/{chat}/checkpoints", s.listCheckpoints, false)
+	handle("POST", "/api/chats/{chat}/rewind", s.rewindChat, false)
+	handle("POST", "/api/chats/{chat}/fork", s.forkChat, false)
 	handle("GET", "/api/chats/{chat}/events", s.chatEvents, false)
 	handle("GET", "/api/chats/{chat}/terminal", s.terminal, false)
 }
@@ -249,4 +257,87 @@ func (s *Server) handleMethods(mux *http.ServeMux, path string, hs ...methodHand
 		allow = append(allow, m.method)
 	}
 	mux.Handle(path, methodNotAllowed(strings.Join(allow, ", ")))
+}
+
+// listCheckpoints is GET /api/chats/{chat}/checkpoints: the chat's
+// checkpoints, oldest first.
+func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request, user string) {
+	cs, id, ok := s.chatOf(w, r)
+	if !ok {
+		return
+	}
+	list, err := cs.Checkpoints(r.Context(), user, id)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, listResponse[pipeline.CheckpointInfo]{Object: "list", Data: list})
+}
+
+// rewindChat is POST /api/chats/{chat}/rewind with {"turn": N} or
+// {"checkpoint": ID}: the chat's files, memory and history as they were
+// after that turn.
+func (s *Server) rewindChat(w http.ResponseWriter, r *http.Request, user string) {
+	cs, id, ok := s.chatOf(w, r)
+	if !ok {
+		return
+	}
+	to, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	out, err := cs.Rewind(r.Context(), user, id, to)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	s.runs.forget(user, id)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// forkChat is POST /api/chats/{chat}/fork with {"turn": N} or
+// {"checkpoint": ID}: a new chat from that state, {"chat_id": NEW}.
+func (s *Server) forkChat(w http.ResponseWriter, r *http.Request, user string) {
+	cs, id, ok := s.chatOf(w, r)
+	if !ok {
+		return
+	}
+	to, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	newID, err := cs.Fork(r.Context(), user, id, to)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"chat_id": newID, "parent": id})
+}
+
+// chatOf returns the server's chats and the request's {chat}, or writes
+// the error.
+func (s *Server) chatOf(w http.ResponseWriter, r *http.Request) (Chats, string, bool) {
+	cs, err := s.chats()
+	if err == nil {
+		var id string
+		if id, err = chatParam(r); err == nil {
+			return cs, id, true
+		}
+	}
+	writeError(w, s.log, err)
+	return nil, "", false
+}
+
+// target reads the body of a rewind or fork.
+func (s *Server) target(w http.ResponseWriter, r *http.Request) (pipeline.Target, bool) {
+	var to pipeline.Target
+	body, err := readBody(w, r, s.cfg.BodyLimit)
+	if err == nil {
+		err = decodeJSON(body, &to, true)
+	}
+	if err != nil {
+		writeError(w, s.log, err)
+		return to, false
+	}
+	return to, true
 }

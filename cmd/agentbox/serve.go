@@ -27,6 +27,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/breaker"
 	"github.com/agentbox/agentbox/bridge"
+	"github.com/agentbox/agentbox/checkpoint"
 	"github.com/agentbox/agentbox/internal/telemetry"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
@@ -295,6 +296,12 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	env.Store = st
 	opts.Logger.Info("store", "database", st.String(), "shared_chat_locks", st.SharedLocks())
 
+	// The chats' checkpoints live beside their workspaces.
+	cps, err := checkpoint.Open(filepath.Join(dataRoot, "checkpoints"), checkpoint.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+
 	rts, def, err := env.openRuntimes(ctx, app, opts)
 	if err != nil {
 		return nil, err
@@ -346,6 +353,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		Bridge:         bridgeCfg,
 		Hooks:          hooks,
 		Workspaces:     ws,
+		Checkpoints:    cps,
 		History:        st,
 		Memory:         pipeline.StoreMemory(st),
 		Usage:          st,
