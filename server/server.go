@@ -122,6 +122,9 @@ type Config struct {
 	// Skills is the approval gate of the skills agents propose (nil: the
 	// Backend when it is one, else the skill routes answer 404).
 	Skills SkillGate
+	// Tests runs the app's assistant tests for the web app (nil: the test
+	// routes answer 404).
+	Tests TestRunner
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -295,6 +298,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST", "/api/assistants/{id}/chat", s.nativeChat, false)
 	s.chatRoutes(mux, handle)
 	s.skillRoutes(handle)
+	s.testRoutes(handle)
 	s.webRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, notFound("no route for %s %s", r.Method, r.URL.Path))

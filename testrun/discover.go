@@ -112,6 +112,16 @@ func Select(app *assistant.App, sel Selection) ([]*Suite, error) {
 // writes there) and src/**/*_test.ts, and the app's scripts/**/*_test.ts.
 // A file that does not load is an error.
 func Discover(app *assistant.App, id string, timeout time.Duration) ([]*Suite, error) {
+	suites, errs := discover(app, id, timeout)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return suites, nil
+}
+
+// discover finds the tests, and what is wrong with each file that does
+// not load.
+func discover(app *assistant.App, id string, timeout time.Duration) ([]*Suite, []error) {
 	ids := []string{id}
 	if id == "" {
 		ids = sortedIDs(app)
@@ -122,7 +132,7 @@ func Discover(app *assistant.App, id string, timeout time.Duration) ([]*Suite, e
 		a := app.Assistants[aid]
 		files, err := filepath.Glob(filepath.Join(a.Dir, "tests", "*.jsonl"))
 		if err != nil {
-			return nil, err
+			return nil, []error{err}
 		}
 		sort.Strings(files)
 		for _, f := range files {
@@ -138,7 +148,7 @@ func Discover(app *assistant.App, id string, timeout time.Duration) ([]*Suite, e
 		}
 		tests, err := testFiles(filepath.Join(a.Dir, "src"))
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
 		}
 		for _, f := range tests {
 			rel := strings.TrimSuffix(strings.TrimSuffix(relOr(filepath.Join(a.Dir, "src"), f), ".ts"), ".js")
@@ -157,7 +167,7 @@ func Discover(app *assistant.App, id string, timeout time.Duration) ([]*Suite, e
 		dir := filepath.Join(app.Root, "scripts")
 		tests, err := testFiles(dir)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
 		}
 		for _, f := range tests {
 			rel := strings.TrimSuffix(strings.TrimSuffix(relOr(dir, f), ".ts"), ".js")
@@ -171,10 +181,7 @@ func Discover(app *assistant.App, id string, timeout time.Duration) ([]*Suite, e
 			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return suites, nil
+	return suites, errs
 }
 
 // agentSuite loads a JSONL file of an assistant's cases.

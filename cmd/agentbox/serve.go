@@ -35,6 +35,7 @@ import (
 	"github.com/agentbox/agentbox/sandbox/runtimes"
 	"github.com/agentbox/agentbox/server"
 	"github.com/agentbox/agentbox/store"
+	"github.com/agentbox/agentbox/testrun"
 )
 
 const serveUsage = `usage: agentbox serve [--app DIR] [--addr ADDR] [--drain-timeout D]
@@ -112,11 +113,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err == nil {
 		metricsToken, err = app.Config.ResolveMetricsToken()
 	}
+	// Test runs the web app starts run as their users' turns do; they end
+	// before the pipeline closes.
+	tests := testrun.NewService(env.Pipeline, pipeline.StoreMemory(env.Store), version, logger)
 	if err == nil {
 		var srv *server.Server
 		srv, err = server.New(server.Config{Backend: env.Pipeline, Chats: env.Pipeline, Tokens: tokens, Addr: listen, Logger: logger,
 			AllowedHosts: app.Config.AllowedHosts, AllowedOrigins: app.Config.AllowedOrigins,
-			DrainTimeout: drainTimeout, Metrics: reg, MetricsToken: metricsToken, Responses: env.Store})
+			DrainTimeout: drainTimeout, Metrics: reg, MetricsToken: metricsToken, Responses: env.Store, Tests: tests})
 		if err == nil {
 			stopped := make(chan struct{})
 			go abortOnSecondSignal(sigs, srv, stopped, logger)
@@ -124,6 +128,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			close(stopped)
 		}
 	}
+	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	if cerr := tests.Close(tctx); cerr != nil {
+		logger.Error("shutdown: test runs", "err", cerr)
+	}
+	tcancel()
 	// The server drained or canceled its requests. A turn still running
 	// now is stuck where cancellation does not reach: the pipeline cancels
 	// it and removes its sandbox itself, without waiting for it.
