@@ -18,13 +18,17 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-const runUsage = `usage: agentbox run [--app DIR] [--user U] [--chat C] [--json] ASSISTANT PROMPT...
+const runUsage = `usage: agentbox run [--app DIR] [--user U] [--chat C [--rewind N | --fork N]] [--json] ASSISTANT PROMPT...
 
 Runs one chat turn of ASSISTANT through the pipeline (no HTTP server) and
 streams its events to the terminal: the answer as it comes, thinking
 dimmed, tool calls and results one line each. PROMPT "-" reads the prompt
 from stdin. With --chat the turn continues that chat's history and
-workspace. Exit status 1 when the turn fails, 2 on bad usage.
+workspace. --rewind N first brings the chat back to its state after turn
+N (files, the CLI's session, hook memory, history); --fork N first starts
+a new chat from that state and runs the turn there. Either may go without
+a PROMPT: the chat is then rewound or forked, and no turn runs. Exit
+status 1 when the turn fails, 2 on bad usage.
 
 flags:
 `
@@ -40,6 +44,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	chatID := fl.String("chat", "", "the chat id (default: a new chat)")
 	asJSON := fl.Bool("json", false, "print events as JSON lines")
 	runtimeName := fl.String("runtime", "", "sandbox runtime when the app names none: docker, kubernetes or local (default: docker when an engine answers, else local)")
+	rewind := fl.Int("rewind", 0, "rewind the --chat to its state after turn `N` first (turns counted from 1)")
+	fork := fl.Int("fork", 0, "fork the --chat at turn `N` first, and run the turn in the new chat")
 	kubeconfig := fl.String("kubeconfig", "", "kubeconfig of the kubernetes runtime (default: sandbox.kubernetes.kubeconfig in app.jsonc, else $KUBECONFIG, the in-cluster service account, ~/.kube/config)")
 	fl.Usage = func() {
 		fmt.Fprint(stderr, runUsage)
@@ -51,7 +57,18 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if fl.NArg() < 2 {
+	branch := *rewind != 0 || *fork != 0
+	switch {
+	case *rewind != 0 && *fork != 0:
+		fmt.Fprintln(stderr, "agentbox run: --rewind and --fork: one or the other")
+		return 2
+	case branch && *chatID == "":
+		fmt.Fprintln(stderr, "agentbox run: --rewind and --fork need the --chat to rewind or fork")
+		return 2
+	case *rewind < 0 || *fork < 0:
+		fmt.Fprintln(stderr, "agentbox run: --rewind and --fork take a turn, counted from 1")
+		return 2
+	case fl.NArg() < 1, fl.NArg() < 2 && !branch:
 		fmt.Fprintln(stderr, "agentbox run: want ASSISTANT and PROMPT")
 		fl.Usage()
 		return 2
@@ -66,7 +83,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		prompt = strings.TrimSpace(string(b))
 	}
-	if strings.TrimSpace(prompt) == "" {
+	if strings.TrimSpace(prompt) == "" && (!branch || fl.NArg() > 1) {
 		fmt.Fprintln(stderr, "agentbox run: the prompt is empty")
 		return 2
 	}
@@ -91,6 +108,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer env.Close(context.WithoutCancel(ctx))
+	if branch {
+		id, err := runBranch(ctx, env.Pipeline, *user, *chatID, *rewind, *fork, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "agentbox run: %v\n", err)
+			return 1
+		}
+		*chatID, newChat = id, *fork != 0
+		if strings.TrimSpace(prompt) == "" {
+			if newChat {
+				fmt.Fprintln(stdout, id)
+			}
+			return 0
+		}
+	}
 
 	// Output that can no longer be written (a closed pipe: `run ... | head`)
 	// ends the turn like a client going away: the sandbox is removed.
@@ -128,6 +159,25 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s\n", r.dim("chat "+*chatID+" (continue it with --chat "+*chatID+")"))
 	}
 	return 0
+}
+
+// runBranch rewinds the user's chat to turn rewind, or forks it at turn
+// fork, saying so on stderr, and returns the chat the turn runs in.
+func runBranch(ctx context.Context, p *pipeline.Pipeline, user, chatID string, rewind, fork int, stderr io.Writer) (string, error) {
+	if rewind != 0 {
+		rw, err := p.Rewind(ctx, user, chatID, pipeline.Target{Turn: rewind})
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(stderr, "chat %s rewound to turn %d (%d messages; %d files written, %d removed)\n", chatID, rw.Turn, rw.Messages, rw.Written, rw.Removed)
+		return chatID, nil
+	}
+	id, err := p.Fork(ctx, user, chatID, pipeline.Target{Turn: fork})
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stderr, "chat %s forked at turn %d: %s\n", chatID, fork, id)
+	return id, nil
 }
 
 // cancelOnError passes writes through and calls cancel at the first that

@@ -28,6 +28,10 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"qa", "  "}, 2, "the prompt is empty"},
 		{[]string{"--app", "/nonexistent/app", "qa", "hi"}, 1, "load app"},
 		{[]string{"--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"--rewind", "1", "qa"}, 2, "need the --chat"},
+		{[]string{"--chat", "c", "--rewind", "1", "--fork", "1", "qa"}, 2, "one or the other"},
+		{[]string{"--chat", "c", "--fork", "-1", "qa"}, 2, "counted from 1"},
+		{[]string{"--chat", "c", "--rewind", "x", "qa"}, 2, "invalid value"},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer
