@@ -4,7 +4,12 @@
 // that keeps a host clean (reaper, workspace retention).
 //
 // Implementations live in sub-packages, one per runtime (sandbox/docker,
-// sandbox/local); this package holds the contracts and the shared pieces.
+// sandbox/local, sandbox/kubernetes); this package holds the contracts and
+// the shared pieces. A command runs the same way on each: ExecWith and
+// StartWith check the request, and Procs.Start wraps the runtime's
+// Execution (how its engine carries the output, kills the command and
+// reads its exit) in the one Process type, Proc, which owns the output
+// streams, the timeout, cancellation and the kill.
 //
 // Workspaces are the agent's: the host never opens a FIFO, socket or
 // device in one, and every file operation ends with its caller's context

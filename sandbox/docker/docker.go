@@ -338,7 +338,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	for k, v := range spec.Env {
 		env[k] = v
 	}
-	return &Sandbox{rt: r, id: created.ID, name: name, ws: spec.Workspace, env: env, procs: map[*process]struct{}{}, terms: map[*terminal]struct{}{}}, nil
+	return &Sandbox{rt: r, id: created.ID, name: name, ws: spec.Workspace, env: env, terms: map[*terminal]struct{}{}}, nil
 }
 
 // GVisorHostPids is the host's pids limit of a gVisor sandbox whose agent

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -32,9 +31,10 @@ type Sandbox struct {
 	ws   *sandbox.Workspace
 	env  map[string]string
 
+	procs sandbox.Procs
+
 	mu      sync.Mutex
 	removed bool
-	procs   map[*process]struct{}
 	terms   map[*terminal]struct{}
 }
 
@@ -53,29 +53,15 @@ func (s *Sandbox) Workspace() *sandbox.Workspace { return s.ws }
 // returns the output so far and an error wrapping sandbox.ErrExecTimeout
 // after killing the command's whole process group.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	start := time.Now()
-	cmd, err := sandbox.ResolveExec(ctx, s.ws, nil, req)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.start(ctx, cmd, req)
-	if err != nil {
-		return nil, err
-	}
-	return sandbox.Collect(ctx, p, req.MaxOutput, cmd, start)
+	return sandbox.ExecWith(ctx, s.ws, s.env, req, s.start)
 }
 
-// Start runs req and streams its output as it is produced. Stdout holds up
-// to 1 MiB unread before the command is held back; stderr never holds it
-// back (beyond 1 MiB unread, its oldest bytes are dropped). Stdin, when
-// set, is copied to the command and then closed when it reaches EOF. When
-// ctx ends, the command's process group is killed.
+// Start runs req and streams its output as it is produced (see
+// sandbox.Procs for the output's bounds). Stdin, when set, is copied to
+// the command and then closed when it reaches EOF. When ctx ends, the
+// command's process group is killed.
 func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
-	cmd, err := sandbox.ResolveExec(ctx, s.ws, nil, req)
-	if err != nil {
-		return nil, err
-	}
-	return s.start(ctx, cmd, req)
+	return sandbox.StartWith(ctx, s.ws, s.env, req, s.start)
 }
 
 // execWrapper records the exec's pid, which is its process group and
@@ -84,16 +70,9 @@ func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.P
 // kills the group through a second exec (sandbox.KillGroupScript).
 const execWrapper = `echo $$ > "$0" 2>/dev/null; exec "$@"`
 
-func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.ExecRequest) (*process, error) {
-	s.mu.Lock()
-	removed := s.removed
-	s.mu.Unlock()
-	if removed {
+func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.ExecRequest) (sandbox.Process, error) {
+	if s.isRemoved() {
 		return nil, fmt.Errorf("exec in %s: %w", s.name, sandbox.ErrRemoved)
-	}
-	env, err := sandbox.MergeEnv(s.env, req.Env)
-	if err != nil {
-		return nil, fmt.Errorf("exec: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -104,7 +83,7 @@ func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.Ex
 	cctx, cancel := r.call(ctx)
 	created, err := r.cli.ContainerExecCreate(cctx, s.id, container.ExecOptions{
 		Cmd:          argv,
-		Env:          env,
+		Env:          cmd.Env,
 		WorkingDir:   cmd.Dir,
 		AttachStdin:  req.Stdin != nil,
 		AttachStdout: true,
@@ -114,48 +93,32 @@ func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.Ex
 	if err != nil {
 		return nil, s.execErr(ctx, "exec create", err)
 	}
-	actx, cancel := r.call(ctx)
-	conn, err := r.cli.ContainerExecAttach(actx, created.ID, container.ExecAttachOptions{})
-	cancel()
-	if err != nil {
-		return nil, s.execErr(ctx, "exec start", err)
-	}
-	p := &process{
-		sb:      s,
-		execID:  created.ID,
-		pidfile: pidfile,
-		conn:    conn,
-		stdout:  sandbox.NewStream(1<<20, true),
-		stderr:  sandbox.NewStream(1<<20, false),
-		done:    make(chan struct{}),
-		timeout: req.Timeout,
-	}
+	return s.procs.Start(ctx, req.Timeout, func(stdout, stderr io.Writer) (sandbox.Execution, error) {
+		actx, cancel := r.call(ctx)
+		conn, err := r.cli.ContainerExecAttach(actx, created.ID, container.ExecAttachOptions{})
+		cancel()
+		if err != nil {
+			return nil, s.execErr(ctx, "exec start", err)
+		}
+		if req.Stdin != nil {
+			go func() {
+				_, _ = io.Copy(conn.Conn, req.Stdin)
+				_ = conn.CloseWrite()
+			}()
+		}
+		return &execution{sb: s, execID: created.ID, pidfile: pidfile, conn: conn, stdout: stdout, stderr: stderr}, nil
+	})
+}
+
+func (s *Sandbox) isRemoved() bool {
 	s.mu.Lock()
-	s.procs[p] = struct{}{}
-	s.mu.Unlock()
-	go p.pump()
-	if req.Stdin != nil {
-		go func() {
-			_, _ = io.Copy(conn.Conn, req.Stdin)
-			_ = conn.CloseWrite()
-		}()
-	}
-	if req.Timeout > 0 {
-		p.timer = time.AfterFunc(req.Timeout, func() {
-			p.timedOut.Store(true)
-			p.abort()
-		})
-	}
-	p.stopCtx = context.AfterFunc(ctx, p.abort)
-	return p, nil
+	defer s.mu.Unlock()
+	return s.removed
 }
 
 // execErr reports an exec call's failure, naming a removed sandbox as such.
 func (s *Sandbox) execErr(ctx context.Context, op string, err error) error {
-	s.mu.Lock()
-	removed := s.removed
-	s.mu.Unlock()
-	if removed || cerrdefs.IsNotFound(err) {
+	if s.isRemoved() || cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("%s in %s: %w", op, s.name, sandbox.ErrRemoved)
 	}
 	if cerrdefs.IsConflict(err) { // container not running
@@ -170,10 +133,6 @@ func (s *Sandbox) execErr(ctx context.Context, op string, err error) error {
 func (s *Sandbox) Remove(ctx context.Context) error {
 	s.mu.Lock()
 	s.removed = true
-	procs := make([]*process, 0, len(s.procs))
-	for p := range s.procs {
-		procs = append(procs, p)
-	}
 	terms := make([]*terminal, 0, len(s.terms))
 	for t := range s.terms {
 		terms = append(terms, t)
@@ -185,8 +144,8 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 	}
 	// The streams end with the container; make sure (a loaded engine may
 	// take its time to close an exec's stream, runsc's TTY execs most).
-	for _, p := range procs {
-		p.close()
+	for _, p := range s.procs.All() {
+		p.Cut()
 	}
 	for _, t := range terms {
 		t.conn.Close()
@@ -194,73 +153,46 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 	return err
 }
 
-// process is one exec started by Start.
-type process struct {
+// execution is one exec started by Start: its output comes over the
+// attach connection, multiplexed (stdcopy).
+type execution struct {
 	sb      *Sandbox
 	execID  string
 	pidfile string
 	conn    types.HijackedResponse
-	stdout  *sandbox.Stream
-	stderr  *sandbox.Stream
-	done    chan struct{}
-	pumpErr error
+	stdout  io.Writer
+	stderr  io.Writer
 
-	timeout  time.Duration
-	timer    *time.Timer
-	timedOut atomic.Bool
-	stopCtx  func() bool
-
-	killOnce  sync.Once
-	killErr   error
 	closeOnce sync.Once
 }
 
-var _ sandbox.Process = (*process)(nil)
+var _ sandbox.Execution = (*execution)(nil)
 
-// pump demultiplexes the attach stream into stdout and stderr until EOF.
-func (p *process) pump() {
-	_, err := stdcopy.StdCopy(p.stdout, p.stderr, p.conn.Reader)
+// Stream demultiplexes the attach stream into stdout and stderr until EOF.
+func (e *execution) Stream() (int, error) {
+	_, err := stdcopy.StdCopy(e.stdout, e.stderr, e.conn.Reader)
+	e.Cut()
 	if err != nil && !errors.Is(err, io.EOF) {
-		p.pumpErr = err
+		return -1, err
 	}
-	p.stdout.Close()
-	p.stderr.Close()
-	close(p.done)
+	return 0, nil
 }
 
-func (p *process) Stdout() io.Reader { return p.stdout }
-func (p *process) Stderr() io.Reader { return p.stderr }
-
-// Wait waits for the exec to end and returns its exit code.
-func (p *process) Wait(ctx context.Context) (int, error) {
-	defer p.release()
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		_ = p.Kill()
-		p.waitDone(2 * time.Second)
-		return -1, ctx.Err()
-	}
-	if p.timedOut.Load() {
-		return -1, sandbox.TimeoutError(p.timeout)
-	}
-	r := p.sb.rt
-	// The attach stream is drained to EOF; the exec may still show as
-	// running for a moment.
+// Exit reads the exit code from the engine: the attach stream is drained
+// to EOF, but the exec may still show as running for a moment.
+func (e *execution) Exit(ctx context.Context, _ int, streamErr error, _ bool) (int, error) {
+	r := e.sb.rt
 	deadline := time.Now().Add(r.opts.CallTimeout)
 	for {
 		ictx, cancel := r.call(ctx)
-		ins, err := r.cli.ContainerExecInspect(ictx, p.execID)
+		ins, err := r.cli.ContainerExecInspect(ictx, e.execID)
 		cancel()
 		if err != nil {
-			return -1, p.sb.execErr(ctx, "exec inspect", err)
+			return -1, e.sb.execErr(ctx, "exec inspect", err)
 		}
 		if !ins.Running {
-			if p.pumpErr != nil && ins.ExitCode == 0 {
-				return -1, fmt.Errorf("exec output: %w", p.pumpErr)
-			}
-			if p.timedOut.Load() {
-				return -1, sandbox.TimeoutError(p.timeout)
+			if streamErr != nil && ins.ExitCode == 0 {
+				return -1, fmt.Errorf("exec output: %w", streamErr)
 			}
 			return ins.ExitCode, nil
 		}
@@ -269,55 +201,24 @@ func (p *process) Wait(ctx context.Context) (int, error) {
 		}
 		select {
 		case <-ctx.Done():
-			_ = p.Kill()
 			return -1, ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
 
-// abort kills the command and, should its output not end soon after
-// (a process that left the group still holds it), cuts the connection.
-func (p *process) abort() {
-	_ = p.Kill()
-	p.waitDone(2 * time.Second)
-}
-
-// waitDone waits up to d for the output to end, then cuts the connection.
-func (p *process) waitDone(d time.Duration) {
-	select {
-	case <-p.done:
-	case <-time.After(d):
-		p.close()
-		<-p.done
+// Kill kills the exec's process group through a second exec.
+func (e *execution) Kill() error {
+	if e.sb.isRemoved() {
+		return sandbox.ErrRemoved
 	}
+	return e.sb.killGroup(e.pidfile)
 }
 
-// Kill kills the exec's process group through a second exec. Idempotent.
-func (p *process) Kill() error {
-	p.killOnce.Do(func() {
-		select {
-		case <-p.done:
-			return // already over
-		default:
-		}
-		p.sb.mu.Lock()
-		removed := p.sb.removed
-		p.sb.mu.Unlock()
-		if removed {
-			p.close()
-			return
-		}
-		p.killErr = p.kill()
-		if p.killErr != nil {
-			// Cut the stream at least: the container's removal ends the rest.
-			p.close()
-		}
-	})
-	return p.killErr
+// Cut ends the attach connection, which ends the output streams.
+func (e *execution) Cut() {
+	e.closeOnce.Do(func() { e.conn.Close() })
 }
-
-func (p *process) kill() error { return p.sb.killGroup(p.pidfile) }
 
 // killGroup kills the process group and session of the exec whose
 // wrapper wrote its pid to pidfile, through a second exec
@@ -348,29 +249,6 @@ func (s *Sandbox) killGroup(pidfile string) error {
 		return fmt.Errorf("kill: the command's process group was not found (exit %d)", ins.ExitCode)
 	}
 	return nil
-}
-
-// close ends the attach connection, which ends the output streams.
-func (p *process) close() {
-	p.closeOnce.Do(func() { p.conn.Close() })
-}
-
-// release frees what the process holds once Wait returns.
-func (p *process) release() {
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	if p.stopCtx != nil {
-		p.stopCtx()
-	}
-	p.sb.mu.Lock()
-	delete(p.sb.procs, p)
-	p.sb.mu.Unlock()
-	select {
-	case <-p.done:
-		p.close()
-	default:
-	}
 }
 
 // MemoryUsage is the container's memory use now, as `docker stats` shows

@@ -8,9 +8,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -117,38 +114,20 @@ func (s *Sandbox) execErr(err error) error {
 // returns the output so far and an error wrapping sandbox.ErrExecTimeout
 // after killing the command's whole process group.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	start := time.Now()
-	cmd, err := sandbox.ResolveExec(ctx, s.ws, nil, req)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.start(ctx, cmd, req)
-	if err != nil {
-		return nil, err
-	}
-	return sandbox.Collect(ctx, p, req.MaxOutput, cmd, start)
+	return sandbox.ExecWith(ctx, s.ws, s.env, req, s.start)
 }
 
-// Start runs req and streams its output as it is produced. Stdout holds up
-// to 1 MiB unread before the command is held back; stderr never holds it
-// back (beyond 1 MiB unread, its oldest bytes are dropped). Stdin, when
-// set, is copied to the command and closed when it reaches EOF. When ctx
-// ends, the command's process group is killed.
+// Start runs req and streams its output as it is produced (see
+// sandbox.Procs for the output's bounds). Stdin, when set, is copied to
+// the command and closed when it reaches EOF. When ctx ends, the
+// command's process group is killed.
 func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
-	cmd, err := sandbox.ResolveExec(ctx, s.ws, nil, req)
-	if err != nil {
-		return nil, err
-	}
-	return s.start(ctx, cmd, req)
+	return sandbox.StartWith(ctx, s.ws, s.env, req, s.start)
 }
 
-func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.ExecRequest) (*process, error) {
+func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.ExecRequest) (sandbox.Process, error) {
 	if s.isRemoved() || s.rt.pods.isGone(s.name) {
 		return nil, fmt.Errorf("exec in %s: %w", s.name, sandbox.ErrRemoved)
-	}
-	env, err := sandbox.MergeEnv(s.env, req.Env)
-	if err != nil {
-		return nil, fmt.Errorf("exec: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -158,32 +137,15 @@ func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.Ex
 		return nil, err
 	}
 	pidfile := "/tmp/.agentbox-exec-" + randHex(8)
-	stdin := io.Reader(bytes.NewReader(preamble(pidfile, cmd.Dir, env, cmd.Argv, req.Stdin != nil)))
+	stdin := io.Reader(bytes.NewReader(preamble(pidfile, cmd.Dir, cmd.Env, cmd.Argv, req.Stdin != nil)))
 	if req.Stdin != nil {
 		stdin = io.MultiReader(stdin, req.Stdin)
 	}
-	sctx, cut := context.WithCancel(context.Background())
-	p := &process{
-		sb:      s,
-		pidfile: pidfile,
-		stdout:  sandbox.NewStream(1<<20, true),
-		stderr:  sandbox.NewStream(1<<20, false),
-		done:    make(chan struct{}),
-		cutFn:   cut,
-		timeout: req.Timeout,
-	}
-	s.mu.Lock()
-	s.procs[p] = struct{}{}
-	s.mu.Unlock()
-	go p.run(sctx, ex, stdin)
-	if req.Timeout > 0 {
-		p.timer = time.AfterFunc(req.Timeout, func() {
-			p.timedOut.Store(true)
-			p.abort()
-		})
-	}
-	p.stopCtx = context.AfterFunc(ctx, p.abort)
-	return p, nil
+	return s.procs.Start(ctx, req.Timeout, func(stdout, stderr io.Writer) (sandbox.Execution, error) {
+		sctx, cut := context.WithCancel(context.Background())
+		return &execution{sb: s, ex: ex, ctx: sctx, cut: cut, pidfile: pidfile,
+			opts: remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr}}, nil
+	})
 }
 
 // executor prepares an exec of argv in the pod's sandbox container over
@@ -237,143 +199,63 @@ func (s *Sandbox) killGroup(ctx context.Context, pidfile string) error {
 	return err
 }
 
-// process is one exec started by Start.
-type process struct {
+// execution is one exec started by Start: its output comes over the
+// exec's stream, which client-go carries.
+type execution struct {
 	sb      *Sandbox
+	ex      remotecommand.Executor
+	opts    remotecommand.StreamOptions
+	ctx     context.Context
+	cut     context.CancelFunc
 	pidfile string
-	stdout  *sandbox.Stream
-	stderr  *sandbox.Stream
-	done    chan struct{}
-	code    int
-	err     error // the stream's failure, not the command's exit
-	cutFn   context.CancelFunc
-	cutOnce sync.Once
-	wasCut  atomic.Bool
-
-	timeout  time.Duration
-	timer    *time.Timer
-	timedOut atomic.Bool
-	stopCtx  func() bool
-
-	killOnce sync.Once
-	killErr  error
 }
 
-var _ sandbox.Process = (*process)(nil)
+var _ sandbox.Execution = (*execution)(nil)
 
-// run streams the exec until the command's output ends and records its
+// Stream streams the exec until the command's output ends and returns its
 // exit code (client-go reports a non-zero one as an ExitError).
-func (p *process) run(ctx context.Context, ex remotecommand.Executor, stdin io.Reader) {
-	err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: p.stdout, Stderr: p.stderr})
+func (e *execution) Stream() (int, error) {
+	err := e.ex.StreamWithContext(e.ctx, e.opts)
+	e.cut() // frees the context; the stream is over
 	var ee utilexec.ExitError
 	switch {
 	case err == nil:
+		return 0, nil
 	case errors.As(err, &ee) && ee.Exited():
-		p.code = ee.ExitStatus()
-	default:
-		p.code, p.err = -1, err
+		return ee.ExitStatus(), nil
 	}
-	p.stdout.Close()
-	p.stderr.Close()
-	close(p.done)
+	return -1, err
 }
 
-func (p *process) Stdout() io.Reader { return p.stdout }
-func (p *process) Stderr() io.Reader { return p.stderr }
-
-// Wait waits for the exec to end and returns its exit code.
-func (p *process) Wait(ctx context.Context) (int, error) {
-	defer p.release()
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		_ = p.Kill()
-		p.waitDone(2 * time.Second)
-		return -1, ctx.Err()
+// Exit explains a stream that failed: a removed sandbox, a cut output, or
+// the API server's error.
+func (e *execution) Exit(_ context.Context, code int, err error, cut bool) (int, error) {
+	if err == nil {
+		return code, nil
 	}
-	if p.timedOut.Load() {
-		return -1, sandbox.TimeoutError(p.timeout)
+	s := e.sb
+	switch {
+	case s.isRemoved() || s.rt.pods.isGone(s.name):
+		return -1, fmt.Errorf("exec in %s: %w", s.name, sandbox.ErrRemoved)
+	case cut:
+		return -1, fmt.Errorf("exec in %s: the output was cut 2s after the kill (a process that left the command's session holds it)", s.name)
 	}
-	if p.err != nil {
-		s := p.sb
-		switch {
-		case s.isRemoved() || s.rt.pods.isGone(s.name):
-			return -1, fmt.Errorf("exec in %s: %w", s.name, sandbox.ErrRemoved)
-		case p.wasCut.Load():
-			return -1, fmt.Errorf("exec in %s: the output was cut 2s after the kill (a process that left the command's session holds it)", s.name)
-		}
-		return -1, s.execErr(p.err)
-	}
-	return p.code, nil
+	return -1, s.execErr(err)
 }
 
-// abort kills the command and, should its output not end soon after (a
-// process that left the group still holds it), cuts the connection.
-func (p *process) abort() {
-	_ = p.Kill()
-	p.waitDone(2 * time.Second)
+// Kill kills the exec's process group through a second exec.
+func (e *execution) Kill() error {
+	s := e.sb
+	if s.isRemoved() {
+		return sandbox.ErrRemoved
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.rt.opts.CallTimeout)
+	defer cancel()
+	if err := s.killGroup(ctx, e.pidfile); err != nil {
+		return fmt.Errorf("kill in %s: %w", s.name, err)
+	}
+	return nil
 }
 
-// waitDone waits up to d for the output to end, then cuts the connection.
-func (p *process) waitDone(d time.Duration) {
-	select {
-	case <-p.done:
-	case <-time.After(d):
-		p.cut()
-		<-p.done
-	}
-}
-
-// Kill kills the exec's process group through a second exec. Idempotent.
-func (p *process) Kill() error {
-	p.killOnce.Do(func() {
-		select {
-		case <-p.done:
-			return // already over
-		default:
-		}
-		if p.sb.isRemoved() {
-			p.cut()
-			return
-		}
-		r := p.sb.rt
-		ctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
-		defer cancel()
-		if err := p.sb.killGroup(ctx, p.pidfile); err != nil {
-			select {
-			case <-p.done:
-				return // it ended meanwhile
-			default:
-			}
-			p.killErr = fmt.Errorf("kill in %s: %w", p.sb.name, err)
-			p.cut() // cut the stream at least: the pod's removal ends the rest
-		}
-	})
-	return p.killErr
-}
-
-// cut ends the exec's connection, which ends the output streams.
-func (p *process) cut() {
-	p.cutOnce.Do(func() {
-		p.wasCut.Store(true)
-		p.cutFn()
-	})
-}
-
-// release frees what the process holds once Wait returns.
-func (p *process) release() {
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	if p.stopCtx != nil {
-		p.stopCtx()
-	}
-	p.sb.mu.Lock()
-	delete(p.sb.procs, p)
-	p.sb.mu.Unlock()
-	select {
-	case <-p.done:
-		p.cutOnce.Do(p.cutFn) // frees the context; the stream is over
-	default:
-	}
-}
+// Cut ends the exec's connection, which ends the output streams.
+func (e *execution) Cut() { e.cut() }

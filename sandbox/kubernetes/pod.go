@@ -67,7 +67,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		r.tracked.drop(name)
 		return nil, r.createErr(ctx, err)
 	}
-	sb := &Sandbox{rt: r, name: name, uid: string(created.UID), ws: spec.Workspace, env: copyEnv(spec.Env), procs: map[cutter]struct{}{}}
+	sb := &Sandbox{rt: r, name: name, uid: string(created.UID), ws: spec.Workspace, env: copyEnv(spec.Env), terms: map[*terminal]struct{}{}}
 	err = r.pods.waitRunning(ctx, name)
 	if err == nil {
 		err = r.checkWorkspaceSeen(ctx, name, spec.Workspace.Dir())

@@ -21,14 +21,13 @@ type Sandbox struct {
 	ws   *sandbox.Workspace
 	env  map[string]string
 
+	procs sandbox.Procs
+
 	mu      sync.Mutex
 	removed bool
-	deleted bool                // the pod is gone: Remove is done
-	procs   map[cutter]struct{} // running execs and terminals
+	deleted bool // the pod is gone: Remove is done
+	terms   map[*terminal]struct{}
 }
-
-// cutter is an exec or terminal whose connection Remove cuts.
-type cutter interface{ cut() }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
 
@@ -63,9 +62,9 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 	s.mu.Lock()
 	s.removed = true
 	done := s.deleted
-	procs := make([]cutter, 0, len(s.procs))
-	for p := range s.procs {
-		procs = append(procs, p)
+	terms := make([]*terminal, 0, len(s.terms))
+	for t := range s.terms {
+		terms = append(terms, t)
 	}
 	s.mu.Unlock()
 	if done {
@@ -82,8 +81,12 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 	// any more, so the reaper's next pass deletes what is left.
 	r.tracked.drop(s.name)
 	r.pods.forget(s.name)
-	for _, p := range procs {
-		p.cut() // the streams end with the pod; make sure
+	// The streams end with the pod; make sure.
+	for _, p := range s.procs.All() {
+		p.Cut()
+	}
+	for _, t := range terms {
+		t.cut()
 	}
 	return err
 }

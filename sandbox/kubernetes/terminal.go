@@ -77,7 +77,7 @@ func (s *Sandbox) StartTerminal(ctx context.Context, req sandbox.TerminalRequest
 		first:   &remotecommand.TerminalSize{Height: req.Rows, Width: req.Cols},
 	}
 	s.mu.Lock()
-	s.procs[t] = struct{}{}
+	s.terms[t] = struct{}{}
 	s.mu.Unlock()
 	go t.run(sctx, ex, inR)
 	return t, nil
@@ -117,7 +117,7 @@ func (t *terminal) run(ctx context.Context, ex remotecommand.Executor, in *io.Pi
 	t.out.Close()
 	close(t.done)
 	t.sb.mu.Lock()
-	delete(t.sb.procs, t)
+	delete(t.sb.terms, t)
 	t.sb.mu.Unlock()
 }
 

@@ -226,7 +226,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if _, err := sandbox.MergeEnv(env); err != nil {
 		return nil, fmt.Errorf("local create: %w", err)
 	}
-	return &Sandbox{rt: r, id: r.idPrefix + randHex(6), ws: spec.Workspace, args: args, env: env, procs: map[*process]struct{}{}, terms: map[*terminal]struct{}{}}, nil
+	return &Sandbox{rt: r, id: r.idPrefix + randHex(6), ws: spec.Workspace, args: args, env: env, terms: map[*terminal]struct{}{}}, nil
 }
 
 // mountArgs binds the extra mounts. A target that does not exist inside a

@@ -163,7 +163,7 @@ func (t *terminal) Wait(ctx context.Context) (int, error) {
 }
 
 // kill kills the pid namespace through its init, then bwrap's process
-// group (the same way process.Kill does).
+// group (the same way execution.Kill does).
 func (t *terminal) kill() {
 	t.killOnce.Do(func() {
 		select {

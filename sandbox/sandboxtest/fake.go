@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,7 +61,7 @@ type Sandbox struct {
 	mu      sync.Mutex
 	removed bool
 	calls   []Call
-	procs   map[*process]struct{}
+	procs   sandbox.Procs
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -80,7 +79,7 @@ func NewSandbox(cfg Config) *Sandbox {
 	if cfg.ID == "" {
 		cfg.ID = "fake"
 	}
-	return &Sandbox{cfg: cfg, procs: map[*process]struct{}{}}
+	return &Sandbox{cfg: cfg}
 }
 
 // New returns a fake sandbox as cfg says, over a fresh workspace in a
@@ -126,74 +125,49 @@ func (s *Sandbox) Removed() bool {
 }
 
 // Exec runs req through the Handler to completion, capturing its output
-// the way runtimes do (sandbox.Collect).
+// the way runtimes do (sandbox.ExecWith).
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	start := time.Now()
-	p, cmd, err := s.start(ctx, req, false)
-	if err != nil {
-		return nil, err
+	s.record(req, false)
+	if req.MaxOutput == 0 {
+		req.MaxOutput = s.cfg.MaxOutput
 	}
-	max := req.MaxOutput
-	if max == 0 {
-		max = s.cfg.MaxOutput
-	}
-	return sandbox.Collect(ctx, p, max, cmd, start)
+	return sandbox.ExecWith(ctx, s.cfg.Workspace, s.cfg.Env, req, s.start)
 }
 
 // Start runs req through the Handler and streams its output.
 func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
-	p, _, err := s.start(ctx, req, true)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	s.record(req, true)
+	return sandbox.StartWith(ctx, s.cfg.Workspace, s.cfg.Env, req, s.start)
 }
 
-func (s *Sandbox) start(ctx context.Context, req sandbox.ExecRequest, streamed bool) (*process, sandbox.Command, error) {
+func (s *Sandbox) record(req sandbox.ExecRequest, streamed bool) {
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Req: req, Start: streamed})
 	s.mu.Unlock()
-	cmd, err := sandbox.ResolveExec(ctx, s.cfg.Workspace, s.cfg.Env, req)
-	if err != nil {
-		return nil, cmd, err
-	}
+}
+
+func (s *Sandbox) start(ctx context.Context, cmd sandbox.Command, req sandbox.ExecRequest) (sandbox.Process, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, cmd, err
+		return nil, err
 	}
 	switch {
 	case s.cfg.StartErr != nil:
-		return nil, cmd, s.cfg.StartErr
+		return nil, s.cfg.StartErr
 	case s.cfg.Handler == nil:
-		return nil, cmd, ErrNoHandler
+		return nil, ErrNoHandler
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.removed {
-		return nil, cmd, fmt.Errorf("exec in %s: %w", s.cfg.ID, sandbox.ErrRemoved)
-	}
-	p := &process{
-		sb:      s,
-		stdout:  sandbox.NewStream(1<<20, true),
-		stderr:  sandbox.NewStream(1<<20, false),
-		done:    make(chan struct{}),
-		timeout: req.Timeout,
-	}
-	s.procs[p] = struct{}{}
-	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p.cancel = cancel
-	p.stopCtx = context.AfterFunc(ctx, func() { _ = p.Kill() })
-	if req.Timeout > 0 {
-		p.timer = time.AfterFunc(req.Timeout, func() {
-			p.timedOut.Store(true)
-			_ = p.Kill()
-		})
-	}
-	c := &Cmd{
-		Req: req, Argv: cmd.Argv, Dir: cmd.Dir, RelDir: cmd.RelDir, Env: cmd.Env,
-		Workspace: s.cfg.Workspace, Stdin: req.Stdin, Stdout: p.stdout, Stderr: p.stderr,
-	}
-	go p.run(hctx, s.cfg.Handler, c)
-	return p, cmd, nil
+	return s.procs.Start(ctx, req.Timeout, func(stdout, stderr io.Writer) (sandbox.Execution, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.removed {
+			return nil, fmt.Errorf("exec in %s: %w", s.cfg.ID, sandbox.ErrRemoved)
+		}
+		hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		return &execution{h: s.cfg.Handler, ctx: hctx, cancel: cancel, cmd: &Cmd{
+			Req: req, Argv: cmd.Argv, Dir: cmd.Dir, RelDir: cmd.RelDir, Env: cmd.Env,
+			Workspace: s.cfg.Workspace, Stdin: req.Stdin, Stdout: stdout, Stderr: stderr,
+		}}, nil
+	})
 }
 
 // Remove kills the commands still running and waits (bounded by ctx and
@@ -202,96 +176,58 @@ func (s *Sandbox) start(ctx context.Context, req sandbox.ExecRequest, streamed b
 func (s *Sandbox) Remove(ctx context.Context) error {
 	s.mu.Lock()
 	s.removed = true
-	procs := make([]*process, 0, len(s.procs))
-	for p := range s.procs {
-		procs = append(procs, p)
-	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	var errs []error
-	for _, p := range procs {
-		_ = p.Kill()
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("remove %s: a handler did not return after its context ended: %w", s.cfg.ID, ctx.Err()))
-		}
-	}
-	return errors.Join(errs...)
+	return s.procs.KillAll(ctx, s.cfg.ID)
 }
 
-// process is one command started in a fake Sandbox.
-type process struct {
-	sb      *Sandbox
-	stdout  *sandbox.Stream
-	stderr  *sandbox.Stream
-	done    chan struct{}
-	code    int
-	err     error
-	cancel  context.CancelFunc
-	stopCtx func() bool
-
-	timeout  time.Duration
-	timer    *time.Timer
-	timedOut atomic.Bool
+// execution is one command started in a fake Sandbox: its Handler runs
+// with a context that Kill ends.
+type execution struct {
+	h      Handler
+	cmd    *Cmd
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu       sync.Mutex
 	finished bool // the handler returned
 	killed   bool // killed before that
 }
 
-var _ sandbox.Process = (*process)(nil)
+var _ sandbox.Execution = (*execution)(nil)
 
-func (p *process) run(ctx context.Context, h Handler, c *Cmd) {
-	code, err := h.Run(ctx, c)
-	p.mu.Lock()
-	p.finished = true
-	p.mu.Unlock()
-	p.code, p.err = code, err
-	p.stdout.Close()
-	p.stderr.Close()
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	p.stopCtx()
-	p.cancel()
-	p.sb.mu.Lock()
-	delete(p.sb.procs, p)
-	p.sb.mu.Unlock()
-	close(p.done)
+// Stream runs the handler.
+func (e *execution) Stream() (int, error) {
+	code, err := e.h.Run(e.ctx, e.cmd)
+	e.mu.Lock()
+	e.finished = true
+	e.mu.Unlock()
+	e.cancel()
+	return code, err
 }
 
-func (p *process) Stdout() io.Reader { return p.stdout }
-func (p *process) Stderr() io.Reader { return p.stderr }
-
-// Wait waits for the handler to return. A killed command exits with 137
-// (128 + SIGKILL), as on the real runtimes.
-func (p *process) Wait(ctx context.Context) (int, error) {
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		_ = p.Kill()
-		<-p.done
-		return -1, ctx.Err()
-	}
-	switch {
-	case p.timedOut.Load():
-		return -1, sandbox.TimeoutError(p.timeout)
-	case p.killed:
+// Exit is the handler's result; a killed command exits with 137 (128 +
+// SIGKILL), as on the real runtimes.
+func (e *execution) Exit(_ context.Context, code int, err error, _ bool) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.killed {
 		return 137, nil
 	}
-	return p.code, p.err
+	return code, err
 }
 
-// Kill ends the handler's context. Idempotent; a no-op once the command
-// ended.
-func (p *process) Kill() error {
-	p.mu.Lock()
-	if !p.finished {
-		p.killed = true
+// Kill ends the handler's context.
+func (e *execution) Kill() error {
+	e.mu.Lock()
+	if !e.finished {
+		e.killed = true
 	}
-	p.mu.Unlock()
-	p.cancel()
+	e.mu.Unlock()
+	e.cancel()
 	return nil
 }
+
+// Cut ends the handler's context too: a fake has no connection to cut.
+func (e *execution) Cut() { e.cancel() }
