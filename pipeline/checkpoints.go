@@ -265,15 +265,16 @@ func (p *Pipeline) find(ctx context.Context, user, chatID string, to Target) (*c
 	return l, e, nil
 }
 
-// lockIdle holds the user's chat for a rewind: it must have no running
-// turn (a rewind does not wait for one: chat_busy) and no kept sandbox
-// (stopped), nor a terminal open.
+// rewindWait bounds how long a rewind waits for the chat's turn to end
+// (one that answered and is removing its sandbox, most often).
+const rewindWait = 15 * time.Second
+
+// lockIdle holds the user's chat for a rewind: its running turn must end
+// within rewindWait (else chat_busy), its kept sandbox is stopped, and it
+// must have no terminal open.
 func (p *Pipeline) lockIdle(ctx context.Context, user, chatID string) (func(), error) {
 	busy := &chat.Error{Code: chat.ErrChatBusy, Message: fmt.Sprintf("chat %q has a turn running: rewind it once the turn ended (or cancel it: POST /api/chats/%s/cancel)", chatID, chatID)}
-	if len(p.running(user, chatID)) > 0 {
-		return nil, busy
-	}
-	unlock, err := p.chatLocks.Lock(ctx, user, chatID, 0, 0)
+	unlock, err := p.chatLocks.Lock(ctx, user, chatID, 1, rewindWait)
 	if err != nil {
 		if errors.Is(err, ErrChatQueueFull) || errors.Is(err, ErrChatWait) {
 			return nil, busy
@@ -294,7 +295,7 @@ func (p *Pipeline) lockIdle(ctx context.Context, user, chatID string) (func(), e
 // workspace files (with the CLI's session), its hook memory and its
 // history. The checkpoints after it stay, on another branch, until
 // retention drops them: a rewind to one of them goes forward again. A
-// chat with a running turn is refused (chat_busy).
+// running turn is waited for (rewindWait), then refused (chat_busy).
 func (p *Pipeline) Rewind(ctx context.Context, user, chatID string, to Target) (*Rewound, error) {
 	if err := validateIDs(user, chatID); err != nil {
 		return nil, err

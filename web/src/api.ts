@@ -158,6 +158,10 @@ export const getChat = (chat: string) => call<ChatDetail>("GET", chatPath(chat))
 export const renameChat = (chat: string, title: string) => call<ChatInfo>("PATCH", chatPath(chat), { title });
 export const deleteChat = (chat: string) => call<unknown>("DELETE", chatPath(chat));
 export const cancelTurn = (chat: string) => call<{ canceled: number }>("POST", chatPath(chat) + "/cancel");
+/** rewindChat brings the chat back to its state after turn (files, session, memory, history). */
+export const rewindChat = (chat: string, turn: number) => call<{ turn: number; messages: number }>("POST", chatPath(chat) + "/rewind", { turn });
+/** forkChat starts a new chat from the state after turn of chat. */
+export const forkChat = (chat: string, turn: number) => call<{ chat_id: string }>("POST", chatPath(chat) + "/fork", { turn });
 
 export async function listDir(chat: string, path: string): Promise<FileInfo[]> {
   const q = new URLSearchParams({ path });

@@ -289,6 +289,7 @@ export function App() {
                 location.hash = "#/c/" + encodeURIComponent(id);
                 setChatId(id);
               }}
+              onOpen={open}
               onChanged={loadChats}
               onTool={() => setFilesVersion((v) => v + 1)}
               onSkill={loadPending}

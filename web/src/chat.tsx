@@ -19,6 +19,8 @@ interface Props {
   selected: string;
   onSelect: (id: string) => void;
   onCreated: (id: string) => void;
+  /** onOpen shows another chat (a fork). */
+  onOpen: (id: string) => void;
   onChanged: () => void;
   onTool: () => void;
   onSkill: () => void;
@@ -30,7 +32,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // A stream that drops is followed again from its last event, this often.
 const maxResumes = 8;
 
-export function ChatView({ chatId, info, assistants, selected, onSelect, onCreated, onChanged, onTool, onSkill, onError }: Props) {
+export function ChatView({ chatId, info, assistants, selected, onSelect, onCreated, onOpen, onChanged, onTool, onSkill, onError }: Props) {
   const [history, setHistory] = useState<api.Message[]>([]);
   const [turns, setTurns] = useState<Turn[]>([]);
   const turnsRef = useRef<Turn[]>([]);
@@ -38,6 +40,9 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
   const [text, setText] = useState("");
   const [images, setImages] = useState<string[]>([]);
   const [stopping, setStopping] = useState(false);
+  // reloads counts the rewinds: the history is loaded again after each.
+  const [reloads, setReloads] = useState(0);
+  const [branching, setBranching] = useState(false);
   const live = useRef<AbortController | null>(null);
   // own is the chat this view started: its turn is on the page already.
   const own = useRef("");
@@ -113,7 +118,7 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
   };
 
   useEffect(() => {
-    if (!chatId || chatId === own.current) return;
+    if (!chatId || (chatId === own.current && reloads === 0)) return;
     let gone = false;
     api
       .getChat(chatId)
@@ -133,7 +138,7 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
     return () => {
       gone = true;
     };
-  }, [chatId]);
+  }, [chatId, reloads]);
 
   // Leaving the chat stops following its turn (which runs on, detached).
   useEffect(() => () => live.current?.abort(), []);
@@ -178,6 +183,41 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
     }
   };
 
+  // rewind brings the chat back to turn n; fork opens a new chat from it.
+  const branch = async (n: number, how: "rewind" | "fork") => {
+    if (!chatId || running || branching) return;
+    setBranching(true);
+    try {
+      if (how === "fork") {
+        const f = await api.forkChat(chatId, n);
+        onChanged();
+        onOpen(f.chat_id);
+        return;
+      }
+      await api.rewindChat(chatId, n);
+      setTurnsNow(() => []);
+      setReloads((r) => r + 1);
+      onChanged();
+      onTool();
+    } catch (e) {
+      onError(e);
+    } finally {
+      setBranching(false);
+    }
+  };
+
+  // The turn each stored answer ends (its user messages counted from 1).
+  const turnOf_ = useMemo(() => {
+    const out: number[] = [];
+    let n = 0;
+    history.forEach((m, i) => {
+      if (m.role === "user") n++;
+      const next = history.slice(i + 1).find((x) => x.role === "user" || (x.role === "assistant" && (x.content || x.error)));
+      out.push(m.role === "assistant" && (m.content || m.error) && (!next || next.role === "user") ? n : 0);
+    });
+    return out;
+  }, [history]);
+
   const current = assistants.find((a) => a.id === asst);
   return (
     <div class="chatview">
@@ -196,7 +236,7 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
           <div class="thread" onClick={copyCode}>
             {current && !current.available && <Broken a={current} />}
             {history.map((m, i) => (
-              <HistoryMessage key={"h" + i} m={m} />
+              <HistoryMessage key={"h" + i} m={m} turn={turnOf_[i]} busy={running || branching} onBranch={branch} />
             ))}
             {turns.map((t) => (
               <TurnView key={t.key} turn={t} command={current?.command} />
@@ -221,13 +261,37 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
   );
 }
 
-function HistoryMessage({ m }: { m: api.Message }) {
+interface HistoryProps {
+  m: api.Message;
+  /** turn is the turn this answer ends (0: none), busy disables its actions. */
+  turn: number;
+  busy: boolean;
+  onBranch: (turn: number, how: "rewind" | "fork") => void;
+}
+
+function HistoryMessage({ m, turn, busy, onBranch }: HistoryProps) {
   if (m.role === "user") return <div class="msg user">{m.content}</div>;
   if (m.role !== "assistant" || (!m.content && !m.error)) return null;
   return (
     <>
       {m.content && <Markdown class="msg answer" text={m.content} />}
       {m.error && <ErrorBox code={m.error.code} message={m.error.message} />}
+      {turn > 0 && (
+        <div class="turn-actions" role="group" aria-label={`Turn ${turn}`}>
+          <button
+            type="button"
+            disabled={busy}
+            title="Bring the chat back to here: files, session and messages (later turns are kept)"
+            aria-label={`Rewind to turn ${turn}`}
+            onClick={() => onBranch(turn, "rewind")}
+          >
+            Rewind here
+          </button>
+          <button type="button" disabled={busy} title="A new chat from here, with a copy of the files" aria-label={`Fork at turn ${turn}`} onClick={() => onBranch(turn, "fork")}>
+            Fork
+          </button>
+        </div>
+      )}
     </>
   );
 }
