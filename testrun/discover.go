@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -40,6 +41,9 @@ var scriptName = regexp.MustCompile(`^(scripts|agents|assistants)\.[A-Za-z0-9_\-
 // with the selection (an unknown assistant, a file that does not exist or
 // does not load); they mean nothing can run.
 func Select(app *assistant.App, sel Selection) ([]*Suite, error) {
+	if f := broken(app, sel.Assistant); f != nil {
+		return nil, f
+	}
 	if sel.Assistant != "" && app.Assistants[sel.Assistant] == nil {
 		return nil, fmt.Errorf("unknown assistant %q (have: %s)", sel.Assistant, strings.Join(sortedIDs(app), ", "))
 	}
@@ -128,6 +132,15 @@ func discover(app *assistant.App, id string, timeout time.Duration) ([]*Suite, [
 	}
 	var suites []*Suite
 	var errs []error
+	if id == "" {
+		// An assistant that does not load is not tested; when it has
+		// tests, they could not run.
+		for _, fid := range sortedFailed(app) {
+			if hasTests(filepath.Join(app.Root, filepath.FromSlash(app.Failed[fid].Dir))) {
+				errs = append(errs, fmt.Errorf("its tests cannot run: %w", app.Failed[fid]))
+			}
+		}
+	}
 	for _, aid := range ids {
 		a := app.Assistants[aid]
 		files, err := filepath.Glob(filepath.Join(a.Dir, "tests", "*.jsonl"))
@@ -182,6 +195,40 @@ func discover(app *assistant.App, id string, timeout time.Duration) ([]*Suite, [
 		}
 	}
 	return suites, errs
+}
+
+// broken returns the failure of assistant id when it did not load and
+// serves no last good version, else nil.
+func broken(app *assistant.App, id string) *assistant.Failed {
+	if f := app.Failed[id]; id != "" && f != nil && app.Assistants[id] == nil {
+		return f
+	}
+	return nil
+}
+
+// sortedFailed lists the ids of the assistants that did not load and do
+// not serve.
+func sortedFailed(app *assistant.App) []string {
+	var ids []string
+	for id := range app.Failed {
+		if broken(app, id) != nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// hasTests reports whether an assistant folder has test cases or script
+// tests.
+func hasTests(dir string) bool {
+	if files, _ := filepath.Glob(filepath.Join(dir, "tests", "*.jsonl")); slices.ContainsFunc(files, func(f string) bool {
+		return !strings.HasPrefix(filepath.Base(f), "output-")
+	}) {
+		return true
+	}
+	tests, _ := testFiles(filepath.Join(dir, "src"))
+	return len(tests) > 0
 }
 
 // agentSuite loads a JSONL file of an assistant's cases.

@@ -438,3 +438,35 @@ func TestEventsEncode(t *testing.T) {
 		t.Errorf("yao line = %s %v", l, err)
 	}
 }
+
+// TestBrokenAssistants: an assistant that does not load is left out; it
+// is an error when it is selected or has tests.
+func TestBrokenAssistants(t *testing.T) {
+	f := newFixture(t)
+	// greeter has tests, tests.judge has none; both break.
+	for _, id := range []string{"greeter", "tests/judge"} {
+		if err := os.WriteFile(filepath.Join(f.dir, "assistants", id, "package.yao"), []byte("{\"name\": "), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app, err := assistant.Open(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Select(app, Selection{Assistant: "tests.judge", Dir: f.dir}); err == nil || !strings.Contains(err.Error(), `assistant "tests.judge" cannot run`) {
+		t.Errorf("selecting a broken assistant = %v", err)
+	}
+	_, err = Select(app, Selection{Dir: f.dir, Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), `its tests cannot run: assistant "greeter" cannot run`) || strings.Contains(err.Error(), "judge") {
+		t.Errorf("every test = %v", err)
+	}
+	if err := os.RemoveAll(filepath.Join(f.dir, "assistants", "greeter")); err != nil {
+		t.Fatal(err)
+	}
+	if app, err = assistant.Open(f.dir); err != nil {
+		t.Fatal(err)
+	}
+	if suites, err := Select(app, Selection{Dir: f.dir, Timeout: time.Minute}); err != nil || len(suites) != 5 {
+		t.Errorf("without greeter: %d suites, %v", len(suites), err)
+	}
+}

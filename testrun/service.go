@@ -107,6 +107,9 @@ type Listing struct {
 // List finds an assistant's tests.
 func (s *Service) List(assistantID string) (*Listing, error) {
 	app := s.backend.App()
+	if f := broken(app, assistantID); f != nil {
+		return &Listing{Assistant: assistantID, Suites: []SuiteInfo{}, Problems: []string{f.Error()}}, nil
+	}
 	if app.Assistants[assistantID] == nil {
 		return nil, fmt.Errorf("%w %q", pipeline.ErrUnknownAssistant, assistantID)
 	}
@@ -218,6 +221,9 @@ func (t *TestRun) ID() string { return t.id }
 // Start validates req and starts the run as user in the background.
 func (s *Service) Start(user string, req RunRequest) (*TestRun, error) {
 	app := s.backend.App()
+	if f := broken(app, req.Assistant); f != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRun, f)
+	}
 	if app.Assistants[req.Assistant] == nil {
 		return nil, fmt.Errorf("%w %q", pipeline.ErrUnknownAssistant, req.Assistant)
 	}
