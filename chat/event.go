@@ -58,8 +58,22 @@ type Event struct {
 	Type  string         `json:"type,omitempty"`
 	Text  string         `json:"text,omitempty"`
 	Props map[string]any `json:"props,omitempty"`
+	// Agent is set on the events of another assistant a hook called
+	// (ctx.agent with stream: true), streamed inside this turn: whose they
+	// are. Their ids are the call's, prefixed, so they never meet the
+	// turn's own; they are not the turn's answer (Collector skips them).
+	Agent *AgentRef `json:"agent,omitempty"`
 	// Final is set on the done event only.
 	Final *Final `json:"done,omitempty"`
+}
+
+// AgentRef names the assistant call an event belongs to.
+type AgentRef struct {
+	// ID is the called assistant.
+	ID string `json:"id"`
+	// Call identifies the call within the turn ("agent-1", ...); the
+	// event's id starts with it.
+	Call string `json:"call"`
 }
 
 // Check reports what makes e break the event contract: an unknown phase, a
@@ -167,7 +181,7 @@ func (c *Collector) Append(e Event) string {
 	if typ == "" {
 		typ = TypeText
 	}
-	if e.Type != typ || e.Text == "" {
+	if e.Type != typ || e.Text == "" || e.Agent != nil {
 		return ""
 	}
 	switch e.Event {

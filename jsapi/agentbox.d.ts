@@ -76,6 +76,8 @@ interface Context {
   readonly workspace?: Workspace;
   /** Yao's sandbox v2 view of the sandbox itself. Undefined without a sandbox. */
   readonly computer?: Computer;
+  /** Calls other assistants of the app (Yao's ctx.agent). */
+  readonly agent: AgentAPI;
 
   /** Sends a whole message and returns its id. */
   Send(message: ClientMessage | string): string;
@@ -87,6 +89,98 @@ interface Context {
   Replace(id: string, message: ClientMessage | string): void;
   /** Ends a streamed message (ending twice is harmless). Streams left open end after Next. */
   End(id: string): void;
+}
+
+/**
+ * Other assistants of the app, called from a hook. Each call runs the
+ * assistant's whole turn (its hooks, its sandbox if it has one) as this
+ * request's user, in a chat of its own beside this one ("{chat}@{id}":
+ * its memory.chat and workspace persist across calls from this chat; its
+ * turns are not stored). Calls end with the hook's timeout or the
+ * request; a call that would come back to an assistant already running in
+ * this turn, or go more than 4 calls deep, fails with an error naming the
+ * chain. Failures are results with error set, never thrown (but argument
+ * errors are).
+ */
+interface AgentAPI {
+  /** Calls one assistant and waits for its answer. */
+  Call(agent_id: string, messages: Message[], options?: AgentCallOptions): AgentResult;
+  /** Calls all at once and waits for all (at most 16); results in request order. */
+  All(requests: AgentRequest[], options?: AgentBatchOptions): AgentResult[];
+  /** Returns once one call succeeds; the others are stopped and their results are null. */
+  Any(requests: AgentRequest[], options?: AgentBatchOptions): (AgentResult | null)[];
+  /** Returns once one call ends, however; the others are stopped and their results are null. */
+  Race(requests: AgentRequest[], options?: AgentBatchOptions): (AgentResult | null)[];
+}
+
+/** One request of All, Any or Race. */
+interface AgentRequest {
+  agent: string;
+  messages: Message[];
+  options?: AgentCallOptions;
+}
+
+/** Options of a call (Yao's CallOptions, plus stream). */
+interface AgentCallOptions {
+  /** A connector of the app for the callee's model. */
+  connector?: string;
+  /** Metadata the callee's hooks see. */
+  metadata?: Record<string, any>;
+  /** Yao's agent mode: accepted, agentbox assistants have one. */
+  mode?: string;
+  /** Yao's skip: accepted; a call's turn is never stored, and is silent unless stream. */
+  skip?: Record<string, boolean>;
+  /** Streams the callee's messages into this turn's events, marked with its id (event.agent). */
+  stream?: boolean;
+  /** Receives the callee's events while the hook waits; a non-zero return stops the call. */
+  onChunk?: (event: AgentEvent) => number;
+}
+
+/** Options of All, Any and Race. */
+interface AgentBatchOptions {
+  /** Receives every callee's events (unless its request has its own onChunk). */
+  onChunk?: (agent_id: string, index: number, event: AgentEvent) => number;
+}
+
+/** A callee's event as onChunk gets it. */
+interface AgentEvent {
+  /** start, delta, end or replace. */
+  event: string;
+  id: string;
+  type: string;
+  text?: string;
+  props?: Record<string, any>;
+  /** Set when the callee's own call streamed it. */
+  agent?: { id: string; call: string };
+}
+
+/** How a call ended (Yao's caller.Result). */
+interface AgentResult {
+  agent_id: string;
+  /** The answer text. */
+  content?: string;
+  response?: AgentResponse;
+  /** Why the call failed; the other fields are then absent. */
+  error?: string;
+  /** The error's code (invalid_request for a cycle, timeout, ...). */
+  code?: string;
+}
+
+/** The callee's turn (Yao's Response). */
+interface AgentResponse {
+  chat_id: string;
+  assistant_id: string;
+  completion: AgentCompletion;
+  /** What the callee's Next hook returned, when it returned data. */
+  next?: { data: any };
+}
+
+/** The callee's answer. */
+interface AgentCompletion {
+  content: string;
+  role: string;
+  finish_reason: string;
+  usage: Record<string, any>;
 }
 
 /** Key-value memory; values are anything JSON can hold. */
@@ -406,8 +500,20 @@ interface CreateResult {
   uses?: object;
   force_uses?: boolean;
   search?: any;
-  /** Yao-only: handing the turn to another assistant fails the request. */
-  delegate?: object;
+  /**
+   * Hands the turn to another assistant of the app before the model runs:
+   * its answer streams as this turn's and is stored in this chat; this
+   * assistant's model and Next hook do not run.
+   */
+  delegate?: Delegate;
+}
+
+/** A Create or Next hook's hand-over to another assistant (Yao's DelegateConfig). */
+interface Delegate {
+  agent_id: string;
+  /** What the other assistant gets (default: the conversation). */
+  messages?: Message[];
+  options?: AgentCallOptions;
 }
 
 /** A tool the agent called during the turn, under agentbox's names and Yao's. */
@@ -473,8 +579,8 @@ interface NextPayload {
 interface NextResult {
   data?: any;
   metadata?: Record<string, any>;
-  /** Yao-only: handing the turn to another assistant is refused. */
-  delegate?: object;
+  /** Hands the turn to another assistant: its answer replaces this one's (also a failed one). */
+  delegate?: Delegate;
 }
 
 type CreateHook = (ctx: Context, messages: Message[], options: CreateOptions) => CreateResult | null | undefined | void;

@@ -28,6 +28,9 @@ type CreateResult struct {
 	// Ignored names the Yao-only fields the hook returned (uses,
 	// force_uses, search), which agentbox does not run.
 	Ignored []string
+	// Delegate, when set, hands the turn to another assistant before the
+	// model runs: its answer is the turn's.
+	Delegate *Delegate
 }
 
 // NextPayload is what the Next hook is given about the finished turn.
@@ -72,6 +75,9 @@ type NextResult struct {
 	HasData bool
 	// Metadata is the JSON-decoded value of metadata, if any.
 	Metadata map[string]any
+	// Delegate, when set, hands the turn to another assistant after this
+	// one answered: its answer replaces this one's.
+	Delegate *Delegate
 }
 
 // call is one hook invocation in a runtime of its own. Everything in it is
@@ -353,7 +359,11 @@ func (c *call) createResult(v goja.Value) (*CreateResult, error) {
 			if isNullish(val) {
 				continue
 			}
-			return nil, c.resultErr("Create returned delegate: handing the turn to another assistant is Yao-only; agentbox answers with this assistant")
+			d, err := c.delegateFromJS("Create", val)
+			if err != nil {
+				return nil, err
+			}
+			res.Delegate = d
 		case slices.Contains(yaoCreateOnly, k):
 			if !isNullish(val) {
 				res.Ignored = append(res.Ignored, k)
@@ -426,7 +436,11 @@ func (c *call) nextResult(v goja.Value) (*NextResult, error) {
 			if isNullish(val) {
 				continue
 			}
-			return nil, c.resultErr("Next returned delegate: handing the turn to another assistant is Yao-only; agentbox keeps this assistant's answer")
+			d, err := c.delegateFromJS("Next", val)
+			if err != nil {
+				return nil, err
+			}
+			res.Delegate = d
 		default:
 			return nil, c.resultErr("Next returned an unknown field %q: it must return null, {data} or {metadata}", k)
 		}

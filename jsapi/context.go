@@ -31,6 +31,8 @@ type Context struct {
 	Computer ComputerInfo
 	// Emit receives the messages hooks send (nil drops them).
 	Emit chat.EmitFunc
+	// Agents runs other assistants for ctx.agent (nil: its calls fail).
+	Agents Agents
 	// Memory backs the user and chat namespaces (nil: they throw
 	// MEMORY_ERROR).
 	Memory MemoryStore
@@ -38,12 +40,13 @@ type Context struct {
 	// request's ids (nil: slog.Default with the ids added).
 	Logger *slog.Logger
 
-	mu      sync.Mutex
-	scratch map[string]json.RawMessage // the context namespace
-	seq     int
-	msgs    map[string]*hookMsg // messages sent by hooks, by id
-	open    []string            // streamed messages not yet ended, in order
-	system  map[string]any      // ctx.computer.Info's system, once asked
+	mu       sync.Mutex
+	scratch  map[string]json.RawMessage // the context namespace
+	seq      int
+	msgs     map[string]*hookMsg // messages sent by hooks, by id
+	open     []string            // streamed messages not yet ended, in order
+	system   map[string]any      // ctx.computer.Info's system, once asked
+	agentSeq int                 // ctx.agent calls made, for their ids
 }
 
 // hookMsg is a message a hook sent.

@@ -13,7 +13,7 @@ import (
 // Members of the objects the ctx API builds. agentbox.d.ts declares the
 // same members; TestDeclarationsMatch keeps the two in sync.
 var (
-	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "workspace", "computer"}
+	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "workspace", "computer", "agent"}
 	ctxMethods     = []string{"Send", "SendStream", "Append", "Replace", "End"}
 	memoryMethods  = []string{"Get", "Set", "Del", "Has", "Keys"}
 	memoryKeys     = []string{string(NamespaceUser), string(NamespaceChat), string(NamespaceContext)}
@@ -63,6 +63,8 @@ func (c *call) ctxObject() *goja.Object {
 				return goja.Undefined()
 			}
 			return c.computerObject()
+		case "agent":
+			return c.agentObject()
 		case "Send":
 			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value { return c.send("Send", fc, false) }))
 		case "SendStream":

@@ -26,8 +26,11 @@
 //
 // Hooks receive a ctx object: ids, locale and metadata; Send, SendStream,
 // Append, Replace and End to stream messages to the client; memory with
-// user, chat and context namespaces; sandbox (sandboxed assistants only)
-// with confined file operations and Exec; and log/console globals. Errors
+// user, chat and context namespaces; sandbox, and Yao's sandbox v2
+// workspace and computer (sandboxed assistants only), with confined file
+// operations and Exec; agent, to call other assistants through the
+// pipeline's Agents (a Create or Next result may also delegate the turn);
+// and log/console globals. Errors
 // thrown into JS carry a stable code (see the Code* constants). The
 // declaration file agentbox.d.ts describes all of it for editors; a test
 // keeps it in sync with what this package registers.

@@ -59,7 +59,8 @@ func TestDeclarationsMatch(t *testing.T) {
 	h := load(t, `
 const own = (o: any) => Object.keys(o).sort();
 export function test(ctx: any, args: any) {
-  let execErr: any;
+  let execErr: any, chunk: any;
+  const ok = ctx.agent.Call("a", [{role: "user", content: "x"}], {onChunk: (e: any) => { if (e.text) chunk = e; return 0; }});
   try { ctx.sandbox.Exec(["false"]) } catch (e) { execErr = e }
   return {
     Context: own(ctx),
@@ -75,6 +76,11 @@ export function test(ctx: any, args: any) {
     ExecResult: [...own(ctx.computer.Exec(["true"])), "truncated"],
     ComputerInfo: own(ctx.computer.Info()),
     ComputerSystem: own(ctx.computer.Info().system),
+    AgentAPI: own(ctx.agent),
+    AgentResult: [...own(ok), ...own(ctx.agent.Call("missing", [{role: "user", content: "x"}]))].filter((k, i, a) => a.indexOf(k) === i),
+    AgentResponse: own(ok.response),
+    AgentCompletion: own(ok.response.completion),
+    AgentEvent: [...own(chunk), "props", "agent"],
     FileInfo: own(ctx.sandbox.ListDir()[0]),
     ExecError: own(execErr).filter((k: string) => k !== "message" && k !== "name" && k !== "stack"),
     Log: own(log),
@@ -90,7 +96,7 @@ export function Next(ctx: any, payload: any) {
     Completion: own(c).filter((k: string) => !/^\d+$/.test(k) && k !== "length"),
     CompletionToolCall: own(c.tool_calls[0]), CompletionUsage: own(c.usage)}};
 }`)
-	got, err := h.Call(context.Background(), &Context{Sandbox: sb}, "test", nil)
+	got, err := h.Call(context.Background(), &Context{Sandbox: sb, Agents: &fakeAgents{}}, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +135,10 @@ export function Next(ctx: any, payload: any) {
 	live["SandboxOptions"] = jsonNames(reflect.TypeFor[chat.SandboxOptions]())
 	live["SandboxArguments"] = jsonNames(reflect.TypeFor[chat.Arguments]())
 	live["NextResult"] = []string{"data", "metadata", "delegate"}
+	live["Delegate"] = slices.Clone(agentDelegateKeys)
+	live["AgentRequest"] = slices.Clone(agentRequestKeys)
+	live["AgentCallOptions"] = slices.Clone(agentOptionKeys)
+	live["AgentBatchOptions"] = []string{"onChunk"}
 	live["AgentboxError"] = []string{"code"}
 	if !reflect.DeepEqual(live["MemoryNamespace_chat"], live["MemoryNamespace"]) || !reflect.DeepEqual(live["MemoryNamespace_context"], live["MemoryNamespace"]) {
 		t.Errorf("memory namespaces differ: %v", live)

@@ -177,7 +177,16 @@ func allowedConnector(app *assistant.App, a *assistant.Assistant, id string) err
 // was taken; the caller calls it when the turn ends.
 func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(), err error) {
 	p, req := t.p, t.req
-	releaseUser, ok := p.users.acquire(req.UserID, lim.TurnsPerUser)
+	if t.nested && t.asst.Sandbox == nil {
+		// Its caller holds the user's slot, and a direct assistant's
+		// turns in one chat share nothing that needs them one at a time:
+		// a hook may call it several times at once.
+		return func() {}, nil
+	}
+	releaseUser, ok := func() {}, true
+	if !t.nested {
+		releaseUser, ok = p.users.acquire(req.UserID, lim.TurnsPerUser)
+	}
 	if !ok {
 		p.metrics.rejected("turns_per_user")
 		return nil, &chat.Error{Code: chat.ErrTooManyTurns, RetryAfter: retryAfter,
@@ -204,8 +213,10 @@ func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(),
 		return nil, err
 	}
 	release = func() { unlock(); releaseUser() }
-	if t.trial != nil {
-		return release, nil // a skill's test runs in a throwaway chat, claimed by nobody
+	if t.trial != nil || t.nested {
+		// A skill's test runs in a throwaway chat, a called assistant in
+		// its caller's chat's: claimed by nobody.
+		return release, nil
 	}
 	owner, err := p.cfg.History.ClaimChat(ctx, req.UserID, req.ChatID, t.asst.ID)
 	if err != nil {

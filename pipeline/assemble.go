@@ -144,6 +144,7 @@ func (t *turn) hookContext(a *assistant.Assistant) *jsapi.Context {
 		Locale:      t.req.Locale,
 		Metadata:    t.meta,
 		Emit:        t.emit,
+		Agents:      t,
 		Memory:      t.p.cfg.Memory,
 		Logger:      t.p.log.With("assistant", a.ID, "user", t.req.UserID, "chat", t.req.ChatID),
 	}

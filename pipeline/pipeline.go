@@ -382,15 +382,16 @@ func (p *Pipeline) untrack(l *liveSandbox) {
 // failure. A failed turn returns a *chat.Error; its cause is
 // ErrUnknownAssistant for an assistant the app does not have.
 func (p *Pipeline) Chat(ctx context.Context, req *Request, emit chat.EmitFunc) (resp *Response, err error) {
-	return p.chat(ctx, req, emit, nil)
+	return p.chat(ctx, req, emit, nil, false)
 }
 
-// chat runs a turn, a skill proposal's test when trial is set.
-func (p *Pipeline) chat(ctx context.Context, req *Request, emit chat.EmitFunc, trial *skillTrial) (resp *Response, err error) {
+// chat runs a turn, a skill proposal's test when trial is set, a turn a
+// hook of another turn runs (ctx.agent, delegate) when nested.
+func (p *Pipeline) chat(ctx context.Context, req *Request, emit chat.EmitFunc, trial *skillTrial, nested bool) (resp *Response, err error) {
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	t := &turn{p: p, req: req, cancel: cancel, start: start, done: make(chan struct{}), trial: trial}
+	t := &turn{p: p, req: req, cancel: cancel, start: start, done: make(chan struct{}), trial: trial, nested: nested}
 	t.emit = t.serialize(emit)
 
 	p.mu.Lock()

@@ -122,7 +122,7 @@ func (p *Pipeline) runTest(sp *SkillProposal, test *SkillTest, trial *skillTrial
 	req := &Request{UserID: sp.UserID, ChatID: test.ChatID, AssistantID: sp.AssistantID, Ephemeral: true,
 		Messages: []chat.Message{{Role: chat.RoleUser, Content: test.Prompt}},
 		Metadata: map[string]any{SkillTestMetadata: map[string]any{"proposal_id": sp.ID, "skill": sp.Name}}}
-	resp, err := p.chat(ctx, req, rec.add, trial)
+	resp, err := p.chat(ctx, req, rec.add, trial, false)
 	rec.fill(test, resp, err)
 	cctx := context.WithoutCancel(ctx)
 	if err := p.removeWorkspace(cctx, sp.UserID, test.ChatID); err != nil {

@@ -86,6 +86,9 @@ type turn struct {
 
 	// trial, when set, makes the turn the test of a skill proposal.
 	trial *skillTrial
+	// nested is set for a turn another turn's hook runs (ctx.agent,
+	// delegate): that turn holds the user's slot and its own chat.
+	nested bool
 	// mu guards proposed: the proposals with a test prompt the agent made
 	// (host tools may run at once), tested once the turn ended.
 	mu       sync.Mutex
@@ -149,6 +152,8 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		return nil, err
 	}
 	t.asst = a
+	// Hooks that call other assistants see which run above them.
+	ctx = withChain(ctx, a.ID)
 	t.meta = maps.Clone(req.Metadata)
 	if t.trial == nil {
 		// Only a skill's test turn carries it, so hooks may trust it.
@@ -271,6 +276,14 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 			if len(res.Ignored) > 0 {
 				t.p.log.Warn("Create hook returned Yao-only fields; ignored", "assistant", a.ID, "fields", res.Ignored)
 			}
+			if res.Delegate != nil {
+				// Yao: the other assistant answers instead, and this one's
+				// model and Next hook do not run.
+				if err := t.delegate(ctx, res.Delegate, conv); err != nil {
+					return nil, err
+				}
+				return t.answer(ctx, conv), nil
+			}
 		}
 	}
 	conv = conv.withPrompts(t.prompts(app, a, options))
@@ -343,15 +356,29 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 					t.content = s
 				}
 			}
+			if res.Delegate != nil {
+				// Yao: the other assistant's answer replaces this one's
+				// (also one that failed: a fallback).
+				if err := t.delegate(ctx, res.Delegate, conv); err != nil {
+					return nil, err
+				}
+				execErr = nil
+			}
 		}
 	}
 	if execErr != nil {
 		return nil, execErr
 	}
+	return t.answer(ctx, conv), nil
+}
+
+// answer stores the turn's answer in the chat's history (a failure to is a
+// notice: the client has the answer) and returns it.
+func (t *turn) answer(ctx context.Context, conv conversation) *Response {
 	if err := t.saveHistory(ctx, conv, chat.Failure{}); err != nil {
 		t.p.log.Error("history not saved", "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
 		chat.Notice(t.emit, t.nextID("notice"), "history_not_saved", "the answer was not saved to the chat history: "+err.Error())
 	}
 	return &Response{Content: t.content, SessionID: t.sessionID, Usage: t.usage, Data: t.data,
-		FinishReason: t.finishReason, ToolCalls: t.toolCalls}, nil
+		FinishReason: t.finishReason, ToolCalls: t.toolCalls}
 }
