@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/scripted"
 )
@@ -96,10 +97,10 @@ func TestAgentsThroughBinary(t *testing.T) {
 				srv := model(t, c)
 				env := []string{"E2E_HOST_" + strings.ToUpper(c.name) + "=" + srv.URL}
 				chatID := "run-" + c.name
-				ev1 := run(t, app, env, "--user", "alice", "--chat", chatID, c.name, prompt1)
+				ev1 := e2etest.Run(t, app, env, "--user", "alice", "--chat", chatID, c.name, prompt1)
 				session := checkFirst(t, c, ev1)
 				n := len(srv.TurnRequests())
-				ev2 := run(t, app, env, "--user", "alice", "--chat", chatID, c.name, prompt2)
+				ev2 := e2etest.Run(t, app, env, "--user", "alice", "--chat", chatID, c.name, prompt2)
 				checkSecond(t, c, ev2, session)
 				checkResumed(t, srv, n)
 			})

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -25,13 +26,13 @@ func TestAgentsUnderGVisor(t *testing.T) {
 			srv := model(t, c)
 			env := []string{"E2E_HOST_" + strings.ToUpper(c.name) + "=" + srv.URL}
 			chatID := "gvisor-" + c.name
-			ev1 := run(t, app, env, "--user", "alice", "--chat", chatID, c.name, prompt1)
+			ev1 := e2etest.Run(t, app, env, "--user", "alice", "--chat", chatID, c.name, prompt1)
 			if msg := sandboxLoading(ev1); msg != "Starting the sandbox (docker, gvisor)…" {
 				t.Errorf("sandbox loading message %q: the sandbox was not gVisor's", msg)
 			}
 			session := checkFirst(t, c, ev1)
 			n := len(srv.TurnRequests())
-			ev2 := run(t, app, env, "--user", "alice", "--chat", chatID, c.name, prompt2)
+			ev2 := e2etest.Run(t, app, env, "--user", "alice", "--chat", chatID, c.name, prompt2)
 			checkSecond(t, c, ev2, session)
 			checkResumed(t, srv, n)
 		})

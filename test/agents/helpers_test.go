@@ -8,13 +8,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -31,7 +30,7 @@ func newAppIsolated(t *testing.T, clis []string, isolation string) string {
 	if err := os.CopyFS(app, os.DirFS(filepath.Join(testenv.RepoRoot(), "examples", "app"))); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unmountUnder(t, app) })
+	t.Cleanup(func() { e2etest.UnmountUnder(t, app) })
 	_ = os.RemoveAll(filepath.Join(app, "data"))
 	imgs := map[string]string{}
 	for _, cli := range clis {
@@ -39,7 +38,7 @@ func newAppIsolated(t *testing.T, clis []string, isolation string) string {
 		model := map[string]string{"codex": "gpt-5-codex", "gemini": "gemini-2.5-pro", "opencode": "claude-sonnet-4-5"}[cli]
 		// Codex calls the Responses API: an openai connector.
 		typ := map[bool]string{true: "openai", false: "anthropic"}[cli == "codex"]
-		write(t, filepath.Join(app, "connectors", "scripted", cli+".conn.yao"), fmt.Sprintf(
+		e2etest.Write(t, filepath.Join(app, "connectors", "scripted", cli+".conn.yao"), fmt.Sprintf(
 			`{"label": "scripted model for %s", "type": %q, "options": {"host": "$ENV.E2E_HOST_%s", "key": "%s", "model": %q}}`,
 			cli, typ, strings.ToUpper(cli), secretKey, model))
 	}
@@ -48,7 +47,7 @@ func newAppIsolated(t *testing.T, clis []string, isolation string) string {
 		sb["isolation"] = isolation
 	}
 	cfg, _ := json.Marshal(map[string]any{"data_root": "./data", "sandbox": sb})
-	write(t, filepath.Join(app, "app.jsonc"), string(cfg))
+	e2etest.Write(t, filepath.Join(app, "app.jsonc"), string(cfg))
 	return app
 }
 
@@ -56,76 +55,14 @@ func newAppIsolated(t *testing.T, clis []string, isolation string) string {
 // never a sandbox or an event.
 const secretKey = "sk-e2e-agents-DO-NOT-LEAK"
 
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// unmountUnder unmounts every mount point under dir (deepest first):
-// `agentbox run` leaves its chat's workspace mounted for a look at it.
-func unmountUnder(t *testing.T, dir string) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			points = append(points, f[4])
-		}
-	}
-	for i := len(points) - 1; i >= 0; i-- {
-		if err := syscall.Unmount(points[i], 0); err != nil {
-			t.Errorf("unmount %s: %v", points[i], err)
-		}
-	}
-}
-
-// run runs `agentbox run --json` on app with env and returns the events.
-func run(t *testing.T, app string, env []string, args ...string) []chat.Event {
-	t.Helper()
-	cmd := exec.Command(testenv.Agentbox(t), append([]string{"run", "--app", app, "--json"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("agentbox run %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
-	}
-	return decodeEvents(t, &stdout, "")
-}
-
-// decodeEvents reads JSON events, one a line, after prefix.
-func decodeEvents(t *testing.T, r io.Reader, prefix string) []chat.Event {
-	t.Helper()
-	var events []chat.Event
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), prefix)
-		if !ok || line == "" {
-			continue
-		}
-		var e chat.Event
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("not an event: %q", line)
-		}
-		events = append(events, e)
-	}
-	return events
-}
-
 // server is a running `agentbox serve` in development mode (no tokens:
 // loopback only, the user from X-User-ID).
 type server struct{ url string }
 
-// serve starts `agentbox serve` on app with env (testenv.Serve).
+// serve starts `agentbox serve` on app with env.
 func serve(t *testing.T, app string, env []string) *server {
 	t.Helper()
-	url, _ := testenv.Serve(t, app, env)
-	return &server{url: url}
+	return &server{url: e2etest.Serve(t, app, e2etest.Options{Env: env}).URL}
 }
 
 // post sends a JSON body as user and returns the response; it fails t
@@ -156,7 +93,7 @@ func (s *server) native(t *testing.T, assistant, chatID, message string) []chat.
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		t.Errorf("native stream Content-Type %q", ct)
 	}
-	return decodeEvents(t, resp.Body, "data: ")
+	return e2etest.DecodeEvents(t, resp.Body, "data: ")
 }
 
 // completion sends a streamed /v1/chat/completions request and returns

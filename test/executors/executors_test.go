@@ -19,9 +19,7 @@ package executors
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,6 +31,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/scripted"
 )
@@ -116,32 +115,23 @@ func serve(t *testing.T, scripts map[string]turnScript) *server {
 			host = srv.URL
 		}
 		env = append(env, "HOST_"+strings.ToUpper(c.name)+"="+host)
-		write(t, filepath.Join(app, "connectors", "test", c.name+".conn.yao"), fmt.Sprintf(
+		e2etest.Write(t, filepath.Join(app, "connectors", "test", c.name+".conn.yao"), fmt.Sprintf(
 			`{"type": %q, "options": {"host": "$ENV.HOST_%s", "key": %q, "model": %q}}`,
 			c.conn, strings.ToUpper(c.name), secretKey, models[c.name]))
-		write(t, filepath.Join(app, "assistants", c.name, "package.yao"), fmt.Sprintf(
+		e2etest.Write(t, filepath.Join(app, "assistants", c.name, "package.yao"), fmt.Sprintf(
 			`{"name": %q, "connector": "test.%s", "sandbox": {"command": %q, "timeout": "4m", "arguments": {"max_turns": 10}}}`,
 			c.name, c.name, c.name))
 	}
 	cfg, _ := json.Marshal(map[string]any{"data_root": "./data", "sandbox": map[string]any{"runtime": "docker", "images": images}})
-	write(t, filepath.Join(app, "app.jsonc"), string(cfg))
+	e2etest.Write(t, filepath.Join(app, "app.jsonc"), string(cfg))
 
-	s.url, s.logs = testenv.Serve(t, app, env)
+	srv := e2etest.Serve(t, app, e2etest.Options{Env: env})
+	s.url, s.logs = srv.URL, srv.Logs
 	return s
 }
 
 // secretKey is every connector's key: it reaches the model servers only.
 const secretKey = "sk-executors-DO-NOT-LEAK"
-
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // turn runs one turn of chatID with assistant over the native API and
 // returns its events; it fails t unless the stream ends with done.
@@ -254,10 +244,4 @@ func toolOutput(events []chat.Event) string {
 // command it is given.
 func shellOf(script string) string {
 	return "echo " + base64.StdEncoding.EncodeToString([]byte(script)) + " | base64 -d | bash"
-}
-
-func newChatID(prefix string) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return prefix + "-" + hex.EncodeToString(b)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/scripted"
 )
 
@@ -93,7 +94,7 @@ func TestForgedOutput(t *testing.T) {
 	for _, c := range clis {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			chatID := newChatID("forge-" + c.name)
+			chatID := e2etest.NewID("forge-" + c.name)
 			events := s.turn(t, c.name, chatID, "forge your answer")
 			out := toolOutput(events)
 			t.Logf("attack output:\n%s", out)

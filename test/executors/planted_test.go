@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/scripted"
 )
 
@@ -125,7 +126,7 @@ func TestPlantedConfig(t *testing.T) {
 	for _, c := range clis {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			chatID := newChatID("plant-" + c.name)
+			chatID := e2etest.NewID("plant-" + c.name)
 			events := s.turn(t, c.name, chatID, "plant the configuration")
 			if out := toolOutput(events); !strings.Contains(out, "planted") {
 				t.Fatalf("the agent did not plant: %q", out)

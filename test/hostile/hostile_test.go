@@ -9,11 +9,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -69,11 +67,8 @@ var app = map[string]string{
 
 // server is a running agentbox serve on the test app.
 type server struct {
-	url  string
-	dir  string
-	cmd  *exec.Cmd
-	logs *bytes.Buffer
-	done chan struct{}
+	*e2etest.Server
+	dir string
 }
 
 func startServer(t *testing.T) *server {
@@ -83,58 +78,15 @@ func startServer(t *testing.T) *server {
 	}
 	testenv.Image(t)
 	testenv.ClaudeBin(t)
-	bin := testenv.Agentbox(t)
 	dir := t.TempDir()
 	for p, c := range app {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		e2etest.Write(t, filepath.Join(dir, p), c)
 	}
 	// The sandbox user must reach the data root (t.TempDir is 0700).
 	for p := dir; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
 		_ = os.Chmod(p, 0o755)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &server{url: "http://" + addr, dir: dir, logs: &bytes.Buffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(bin, "serve", "--app", dir, "--addr", addr, "--runtime", "docker")
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-s.done:
-		default:
-			_ = s.cmd.Process.Kill()
-			<-s.done
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", s.logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(s.url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return s
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not come up: %v\n%s", err, s.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return &server{dir: dir, Server: e2etest.Serve(t, dir, e2etest.Options{Args: []string{"--runtime", "docker"}})}
 }
 
 // event is one native stream event, loosely typed.
@@ -151,7 +103,7 @@ type event struct {
 func (s *server) chat(t *testing.T, ctx context.Context, assistant, chatID, message string) []event {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"chat_id": chatID, "message": message})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/assistants/"+assistant+"/chat", bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/api/assistants/"+assistant+"/chat", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-User-ID", "mallory")
 	resp, err := http.DefaultClient.Do(req)
@@ -206,48 +158,21 @@ func toolResults(events []event) string {
 	return sb.String()
 }
 
-// containers lists the containers of chatID, removed or not.
-func containers(t *testing.T, chatID string) []string {
-	t.Helper()
-	out, err := exec.Command("docker", "ps", "-a", "--filter", "label=dev.agentbox.chat="+chatID, "--format", "{{.ID}}").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Fields(string(out))
-}
-
-func assertRemoved(t *testing.T, chatID string) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for len(containers(t, chatID)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("containers of %s left behind: %v", chatID, containers(t, chatID))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func newChatID(prefix string) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return prefix + "-" + hex.EncodeToString(b)
-}
-
 // stop sends SIGTERM and requires a normal exit, promptly.
 func (s *server) stop(t *testing.T) {
 	t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := s.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-s.done:
+	case <-s.Done():
 	case <-time.After(45 * time.Second):
 		t.Fatalf("the server did not exit within 45s of SIGTERM")
 	}
-	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := s.Cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("the server exited with %d after SIGTERM", code)
 	}
-	if strings.Contains(s.logs.String(), "still running") {
+	if strings.Contains(s.Logs.String(), "still running") {
 		t.Errorf("the server reports handlers still running at shutdown")
 	}
 }
@@ -262,7 +187,7 @@ func TestFIFOInNextHook(t *testing.T) {
 	s := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	chatID := newChatID("fifo")
+	chatID := e2etest.NewID("fifo")
 	start := time.Now()
 	events := s.chat(t, ctx, "fifo", chatID, "plant a fifo")
 	took := time.Since(start)
@@ -281,14 +206,14 @@ func TestFIFOInNextHook(t *testing.T) {
 		t.Errorf("notice %q does not name the file", msg)
 	}
 	t.Logf("turn with the FIFO took %s; notice: %s", took.Round(time.Millisecond), msg)
-	assertRemoved(t, chatID)
+	e2etest.NoContainers(t, chatID, 15*time.Second)
 	// The FIFO is still there for the agent; the host never opened it.
 	fifo := filepath.Join(s.dir, "data", "workspaces", "mallory", chatID, "notes.txt")
 	if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("notes.txt: %v, %v", st, err)
 	}
 	// The files API refuses it too, with a 400.
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/api/chats/"+chatID+"/files?path=notes.txt", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/api/chats/"+chatID+"/files?path=notes.txt", nil)
 	req.Header.Set("X-User-ID", "mallory")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -312,7 +237,7 @@ func TestDiskFull(t *testing.T) {
 	s := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	chatID := newChatID("disk")
+	chatID := e2etest.NewID("disk")
 	events := s.chat(t, ctx, "disk", chatID, "fill the disk")
 	out := toolResults(events)
 	if !strings.Contains(out, "No space left on device") || strings.Contains(out, "dd-exit=0") {
@@ -331,7 +256,7 @@ func TestDiskFull(t *testing.T) {
 	if blocks := st.Sys().(*syscall.Stat_t).Blocks * 512; st.Size() != 64<<20 || blocks > 64<<20 {
 		t.Errorf("the image is %d bytes, %d on the host's disk; the limit is %d", st.Size(), blocks, 64<<20)
 	}
-	assertRemoved(t, chatID)
+	e2etest.NoContainers(t, chatID, 15*time.Second)
 
 	events = s.chat(t, ctx, "disk", chatID, "clean up")
 	if out := toolResults(events); !strings.Contains(out, "fine") {
@@ -343,7 +268,7 @@ func TestDiskFull(t *testing.T) {
 	if final := events[len(events)-1].Done; final["error"] != nil {
 		t.Errorf("the next turn failed: %v", final)
 	}
-	assertRemoved(t, chatID)
+	e2etest.NoContainers(t, chatID, 15*time.Second)
 	s.stop(t)
 	// Stopped: the image is unmounted and no loop device is left on it
 	// (the kernel may detach it a moment after the unmount).

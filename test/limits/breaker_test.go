@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/e2etest"
+
 	"github.com/agentbox/agentbox/scripted"
 )
 
@@ -50,26 +52,26 @@ func TestBreakerThroughTheModelProxy(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(app, "connectors", "flaky"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(app, "connectors", "flaky", "up.conn.yao"),
+	e2etest.Write(t, filepath.Join(app, "connectors", "flaky", "up.conn.yao"),
 		`{"type": "anthropic", "options": {"host": "`+up.URL+`", "key": "sk-ant-test", "model": "claude-sonnet-4-5"}}`)
 	pkg := filepath.Join(app, "assistants", "coder", "package.yao")
 	b, err := os.ReadFile(pkg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(t, pkg, strings.Replace(string(b), `"connector": "scripted.demo"`, `"connector": "flaky.up"`, 1))
+	e2etest.Write(t, pkg, strings.Replace(string(b), `"connector": "scripted.demo"`, `"connector": "flaky.up"`, 1))
 	s := start(t, app, "")
 	ctx := context.Background()
 
 	// 1: the CLI's calls fail until the breaker opens; the proxy then
 	// refuses, and the turn's error is the breaker's.
-	chat1 := uniq("brk")
-	r := s.chat(ctx, tokenAlice, "coder", chat1, "Say hi.")
-	if f := r.final(); r.status != 200 || f == nil || f.Error != "circuit_open" {
-		t.Fatalf("turn 1: status %d %s, done %+v: want a stream ending with circuit_open", r.status, r.body, f)
+	chat1 := e2etest.NewID("brk")
+	r := s.Chat(ctx, e2etest.TokenAlice, "coder", chat1, "Say hi.")
+	if f := r.Final(); r.Status != 200 || f == nil || f.Error != "circuit_open" {
+		t.Fatalf("turn 1: status %d %s, done %+v: want a stream ending with circuit_open", r.Status, r.Body, f)
 	}
 	var said []string
-	for _, e := range r.events {
+	for _, e := range r.Events {
 		if e.Type == "error" && e.Event == "start" {
 			said = append(said, e.Text)
 		}
@@ -81,15 +83,15 @@ func TestBreakerThroughTheModelProxy(t *testing.T) {
 		t.Errorf("the failing upstream got %d calls, want 2 (then the breaker opened)", n)
 	}
 	// 2: fails at once, before any sandbox.
-	chat2 := uniq("brk")
+	chat2 := e2etest.NewID("brk")
 	t0 := time.Now()
-	r = s.chat(ctx, tokenAlice, "coder", chat2, "Say hi.")
+	r = s.Chat(ctx, e2etest.TokenAlice, "coder", chat2, "Say hi.")
 	took := time.Since(t0)
-	if r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, `"code":"circuit_open"`) || !strings.Contains(r.body, "flaky.up") {
-		t.Fatalf("turn 2: %d %v %s; want 503 circuit_open with Retry-After", r.status, r.header, r.body)
+	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(r.Body, `"code":"circuit_open"`) || !strings.Contains(r.Body, "flaky.up") {
+		t.Fatalf("turn 2: %d %v %s; want 503 circuit_open with Retry-After", r.Status, r.Header, r.Body)
 	}
 	t.Logf("open breaker: the turn failed in %s", took.Round(time.Millisecond))
-	if took > time.Second || len(chatContainers(t, chat2)) != 0 || calls.Load() != 2 {
+	if took > time.Second || len(e2etest.ChatContainers(t, chat2)) != 0 || calls.Load() != 2 {
 		t.Errorf("turn 2 took %s, made a sandbox or called the upstream", took)
 	}
 	code, health := s.get(t, "/health", "")
@@ -99,20 +101,20 @@ func TestBreakerThroughTheModelProxy(t *testing.T) {
 	if strings.Contains(health, "sk-ant") || strings.Contains(health, up.URL) {
 		t.Errorf("health shows a secret or a host: %s", health)
 	}
-	_, metrics := s.get(t, "/metrics", tokenOperator)
+	_, metrics := s.get(t, "/metrics", e2etest.TokenOperator)
 	if !strings.Contains(metrics, `agentbox_circuit_breaker_state{connector="flaky.up",state="open"} 1`) {
 		t.Errorf("metrics:\n%s", grepLines(metrics, "agentbox_circuit_breaker"))
 	}
 
 	// 3: the upstream is back; after the cooldown a probe closes it.
 	healthy.Store(true)
-	waitUntil(t, 30*time.Second, "the cooldown", func() bool {
+	e2etest.WaitUntil(t, 30*time.Second, "the cooldown", func() bool {
 		_, h := s.get(t, "/health", "")
 		return !strings.Contains(h, `"state":"open"`)
 	})
-	r = s.chat(ctx, tokenAlice, "coder", uniq("brk"), "Say hi.")
-	if f := r.final(); r.status != 200 || f == nil || f.Error != "" {
-		t.Fatalf("turn 3 after recovery: %d %s %+v", r.status, r.body, f)
+	r = s.Chat(ctx, e2etest.TokenAlice, "coder", e2etest.NewID("brk"), "Say hi.")
+	if f := r.Final(); r.Status != 200 || f == nil || f.Error != "" {
+		t.Fatalf("turn 3 after recovery: %d %s %+v", r.Status, r.Body, f)
 	}
 	if _, health = s.get(t, "/health", ""); strings.Contains(health, "breakers") {
 		t.Errorf("health after recovery: %s", health)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/e2etest"
 )
 
 // tickScript: the agent starts a process that outlives its turn (setsid,
@@ -39,14 +41,14 @@ func keptCoder(t *testing.T, app string) {
 	if s == string(b) {
 		t.Fatal("the example coder's package.yao changed: no sandbox timeout to add keep_alive after")
 	}
-	write(t, p, s)
+	e2etest.Write(t, p, s)
 }
 
 // ticks is the chat's ticks file, read through the files API ("" while
 // there is none).
 func (s *server) ticks(t testing.TB, chatID string) string {
 	t.Helper()
-	code, body := s.get(t, "/api/chats/"+chatID+"/files?path=ticks", tokenAlice)
+	code, body := s.get(t, "/api/chats/"+chatID+"/files?path=ticks", e2etest.TokenAlice)
 	if code != 200 {
 		return ""
 	}
@@ -68,37 +70,37 @@ func TestStopKeptChat(t *testing.T) {
 	// ticking starts a kept chat whose ticker runs after the turn.
 	ticking := func(chatID string) {
 		t.Helper()
-		r := s.chat(ctx, tokenAlice, "coder", chatID, "start ticking")
-		if r.status != 200 || r.err != nil || r.final() == nil || r.final().Error != "" {
-			t.Fatalf("turn: %d %s %v %+v", r.status, r.body, r.err, r.final())
+		r := s.Chat(ctx, e2etest.TokenAlice, "coder", chatID, "start ticking")
+		if r.Status != 200 || r.Err != nil || r.Final() == nil || r.Final().Error != "" {
+			t.Fatalf("turn: %d %s %v %+v", r.Status, r.Body, r.Err, r.Final())
 		}
-		if n := len(chatContainers(t, chatID)); n != 1 {
+		if n := len(e2etest.ChatContainers(t, chatID)); n != 1 {
 			t.Fatalf("%d containers for the kept chat, want 1", n)
 		}
 		first := len(s.ticks(t, chatID))
-		waitUntil(t, 30*time.Second, "the ticker to write after the turn", func() bool { return len(s.ticks(t, chatID)) > first })
+		e2etest.WaitUntil(t, 30*time.Second, "the ticker to write after the turn", func() bool { return len(s.ticks(t, chatID)) > first })
 	}
 
-	del := uniq("kept-del")
+	del := e2etest.NewID("kept-del")
 	ticking(del)
-	code, body := s.send(t, http.MethodDelete, "/api/chats/"+del, tokenAlice, nil)
+	code, body := s.Send(t, http.MethodDelete, "/api/chats/"+del, e2etest.TokenAlice, "", nil)
 	if code != 200 || !strings.Contains(body, `"deleted":true`) {
 		t.Fatalf("DELETE the kept chat: %d %s", code, body)
 	}
-	if c := chatContainers(t, del); len(c) != 0 {
+	if c := e2etest.ChatContainers(t, del); len(c) != 0 {
 		t.Errorf("the deleted chat's container is left: %v", c)
 	}
 	if _, err := os.Stat(filepath.Join(app, "data", "workspaces", "alice", del)); !os.IsNotExist(err) {
 		t.Errorf("the deleted chat's workspace is left: %v", err)
 	}
 
-	stop := uniq("kept-cancel")
+	stop := e2etest.NewID("kept-cancel")
 	ticking(stop)
-	code, body = s.send(t, http.MethodPost, "/api/chats/"+stop+"/cancel", tokenAlice, nil)
+	code, body = s.Send(t, http.MethodPost, "/api/chats/"+stop+"/cancel", e2etest.TokenAlice, "", nil)
 	if code != 200 || !strings.Contains(body, `"canceled":0`) {
 		t.Fatalf("cancel between turns: %d %s", code, body)
 	}
-	if c := chatContainers(t, stop); len(c) != 0 {
+	if c := e2etest.ChatContainers(t, stop); len(c) != 0 {
 		t.Errorf("the canceled kept chat's container is left: %v", c)
 	}
 	// The ticker wrote ten times a second: a second without a write means
@@ -109,8 +111,8 @@ func TestStopKeptChat(t *testing.T) {
 		t.Errorf("the ticker still writes after cancel: %d bytes, then %d", len(before), len(after))
 	}
 	// The chat goes on: its next turn starts a new sandbox.
-	r := s.chat(ctx, tokenAlice, "coder", stop, "start ticking")
-	if r.status != 200 || r.final() == nil || r.final().Timings == nil || r.final().Timings.Sandbox != "cold" {
-		t.Errorf("the turn after cancel: %d %s %+v", r.status, r.body, r.final())
+	r := s.Chat(ctx, e2etest.TokenAlice, "coder", stop, "start ticking")
+	if r.Status != 200 || r.Final() == nil || r.Final().Timings == nil || r.Final().Timings.Sandbox != "cold" {
+		t.Errorf("the turn after cancel: %d %s %+v", r.Status, r.Body, r.Final())
 	}
 }

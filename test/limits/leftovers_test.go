@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/e2etest"
 )
 
 // TestCrashLeftovers: a server SIGKILLed mid-turn leaves its sandbox
@@ -19,27 +21,27 @@ func TestCrashLeftovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	tmp := shortDir(t) // both servers' TMPDIR: one bridge folder parent
+	tmp := e2etest.ShortDir(t) // both servers' TMPDIR: one bridge folder parent
 	app := newApp(t, `"drain_timeout": "1s"`, stallScript)
 	crashed := start(t, app, tmp)
 	live := start(t, newApp(t, `"drain_timeout": "1s"`, stallScript), tmp)
-	deadChat, liveChat := uniq("crash"), uniq("alive")
-	go crashed.chat(context.Background(), tokenAlice, "coder", deadChat, "Say hi.")
-	go live.chat(context.Background(), tokenAlice, "coder", liveChat, "Say hi.")
+	deadChat, liveChat := e2etest.NewID("crash"), e2etest.NewID("alive")
+	go crashed.Chat(context.Background(), e2etest.TokenAlice, "coder", deadChat, "Say hi.")
+	go live.Chat(context.Background(), e2etest.TokenAlice, "coder", liveChat, "Say hi.")
 	prompt := filepath.Join(app, "data", "workspaces", "alice", deadChat, ".agentbox", "claude", "system-prompt.md")
-	waitUntil(t, 90*time.Second, "both turns' sandboxes, bridges and the CLI run", func() bool {
+	e2etest.WaitUntil(t, 90*time.Second, "both turns' sandboxes, bridges and the CLI run", func() bool {
 		_, err := os.Stat(prompt)
-		return err == nil && len(chatContainers(t, deadChat)) == 1 && len(chatContainers(t, liveChat)) == 1 && len(bridgeDirs(t, tmp)) == 2
+		return err == nil && len(e2etest.ChatContainers(t, deadChat)) == 1 && len(e2etest.ChatContainers(t, liveChat)) == 1 && len(bridgeDirs(t, tmp)) == 2
 	})
 	liveDirs := bridgeDirs(t, tmp)
-	liveContainer := chatContainers(t, liveChat)[0]
+	liveContainer := e2etest.ChatContainers(t, liveChat)[0]
 
-	crashed.stop(syscall.SIGKILL, 30*time.Second)
+	crashed.Stop(syscall.SIGKILL, 30*time.Second)
 	time.Sleep(500 * time.Millisecond)
 	if len(bridgeDirs(t, tmp)) != 2 {
 		t.Fatal("SIGKILL left no bridge folder behind: the test proves nothing")
 	}
-	if len(chatContainers(t, deadChat)) != 1 {
+	if len(e2etest.ChatContainers(t, deadChat)) != 1 {
 		// Every agentbox on the host reaps containers whose server is gone
 		// (at its start, then every minute): the live server, or another
 		// test package's, may come first. The bridge folder and the prompt
@@ -51,7 +53,7 @@ func TestCrashLeftovers(t *testing.T) {
 	}
 
 	next := start(t, app, tmp)
-	waitUntil(t, 30*time.Second, "the crashed server's container to be reaped", func() bool { return len(chatContainers(t, deadChat)) == 0 })
+	e2etest.WaitUntil(t, 30*time.Second, "the crashed server's container to be reaped", func() bool { return len(e2etest.ChatContainers(t, deadChat)) == 0 })
 	if _, err := os.Stat(prompt); !os.IsNotExist(err) {
 		t.Errorf("prompt file left in the workspace: %v", err)
 	}
@@ -59,10 +61,10 @@ func TestCrashLeftovers(t *testing.T) {
 	if len(dirs) != 1 || !slices.Contains(liveDirs, dirs[0]) {
 		t.Errorf("bridge folders after the restart: %v (before: %v); want only the live server's", dirs, liveDirs)
 	}
-	if got := chatContainers(t, liveChat); len(got) != 1 || got[0] != liveContainer {
+	if got := e2etest.ChatContainers(t, liveChat); len(got) != 1 || got[0] != liveContainer {
 		t.Errorf("the live server's container: %v, want %s spared", got, liveContainer)
 	}
-	if !strings.Contains(next.logs.String(), "crash leftovers removed") {
+	if !strings.Contains(next.Logs.String(), "crash leftovers removed") {
 		t.Errorf("the new server did not report the leftovers it removed")
 	}
 	// The workspace itself (the agent's files, the CLI's session) stays.
@@ -71,8 +73,8 @@ func TestCrashLeftovers(t *testing.T) {
 	}
 
 	// The live server still cleans up after itself.
-	live.stop(syscall.SIGTERM, 60*time.Second)
-	if left := chatContainers(t, liveChat); len(left) != 0 {
+	live.Stop(syscall.SIGTERM, 60*time.Second)
+	if left := e2etest.ChatContainers(t, liveChat); len(left) != 0 {
 		t.Errorf("containers left by the live server: %v", left)
 	}
 	if left := bridgeDirs(t, tmp); len(left) != 0 {
@@ -82,7 +84,7 @@ func TestCrashLeftovers(t *testing.T) {
 
 // reapedBy reports whether s logged reaping a container of chat.
 func reapedBy(s *server, chat string) bool {
-	for _, line := range strings.Split(s.logs.String(), "\n") {
+	for _, line := range strings.Split(s.Logs.String(), "\n") {
 		if strings.Contains(line, "sandbox container reaped") && strings.Contains(line, "chat="+chat) {
 			return true
 		}

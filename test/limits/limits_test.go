@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,38 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/e2etest"
+
 	"github.com/agentbox/agentbox/store"
 )
-
-// peakContainers samples, until stop is closed, how many of our sandbox
-// containers have a chat label starting with prefix, and returns the most
-// seen at once.
-func peakContainers(t testing.TB, prefix string, stop <-chan struct{}) <-chan int {
-	out := make(chan int, 1)
-	go func() {
-		most := 0
-		for {
-			b, err := exec.Command("docker", "ps", "--filter", "label=dev.agentbox.product=agentbox",
-				"--format", `{{.Label "dev.agentbox.chat"}}`).Output()
-			if err == nil {
-				n := 0
-				for _, c := range strings.Fields(string(b)) {
-					if strings.HasPrefix(c, prefix) {
-						n++
-					}
-				}
-				most = max(most, n)
-			}
-			select {
-			case <-stop:
-				out <- most
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	return out
-}
 
 // TestOneTokenCannotRunManySandboxes is issue 17's "one token ran 15
 // sandboxes at once": now 15 concurrent turns of one token get 3 sandboxes
@@ -54,19 +25,19 @@ func TestOneTokenCannotRunManySandboxes(t *testing.T) {
 	}
 	t.Parallel()
 	s := start(t, newApp(t, `"limits": {"turns_per_user": 3}`, slowScript("4s")), "")
-	prefix := uniq("many")
+	prefix := e2etest.NewID("many")
 	stop := make(chan struct{})
-	peak := peakContainers(t, prefix, stop)
+	peak := e2etest.PeakContainers(prefix, false, stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	replies := make([]reply, 15)
+	replies := make([]e2etest.Reply, 15)
 	var wg sync.WaitGroup
 	var refusedFast atomic.Int32
 	for i := range replies {
 		wg.Go(func() {
 			t0 := time.Now()
-			replies[i] = s.chat(ctx, tokenAlice, "coder", fmt.Sprintf("%s-%d", prefix, i), "Say hi.")
-			if replies[i].status == 429 && time.Since(t0) < 2*time.Second {
+			replies[i] = s.Chat(ctx, e2etest.TokenAlice, "coder", fmt.Sprintf("%s-%d", prefix, i), "Say hi.")
+			if replies[i].Status == 429 && time.Since(t0) < 2*time.Second {
 				refusedFast.Add(1)
 			}
 		})
@@ -76,20 +47,20 @@ func TestOneTokenCannotRunManySandboxes(t *testing.T) {
 	ran, refused := 0, 0
 	for i, r := range replies {
 		switch {
-		case r.err != nil:
-			t.Errorf("turn %d: %v", i, r.err)
-		case r.status == 200:
-			if f := r.final(); f == nil || f.Error != "" {
+		case r.Err != nil:
+			t.Errorf("turn %d: %v", i, r.Err)
+		case r.Status == 200:
+			if f := r.Final(); f == nil || f.Error != "" {
 				t.Errorf("turn %d failed: %+v", i, f)
 			}
 			ran++
-		case r.status == 429:
-			if r.header.Get("Retry-After") == "" || !strings.Contains(r.body, `"code":"too_many_turns"`) || !strings.Contains(r.body, "limits.turns_per_user") {
-				t.Errorf("turn %d: 429 without Retry-After or code: %v %s", i, r.header, r.body)
+		case r.Status == 429:
+			if r.Header.Get("Retry-After") == "" || !strings.Contains(r.Body, `"code":"too_many_turns"`) || !strings.Contains(r.Body, "limits.turns_per_user") {
+				t.Errorf("turn %d: 429 without Retry-After or code: %v %s", i, r.Header, r.Body)
 			}
 			refused++
 		default:
-			t.Errorf("turn %d: status %d %s", i, r.status, r.body)
+			t.Errorf("turn %d: status %d %s", i, r.Status, r.Body)
 		}
 	}
 	most := <-peak
@@ -100,13 +71,13 @@ func TestOneTokenCannotRunManySandboxes(t *testing.T) {
 	if refusedFast.Load() != 12 {
 		t.Errorf("%d refusals came at once, want 12", refusedFast.Load())
 	}
-	_, metrics := s.get(t, "/metrics", tokenOperator)
+	_, metrics := s.get(t, "/metrics", e2etest.TokenOperator)
 	if !strings.Contains(metrics, `agentbox_limit_rejections_total{limit="turns_per_user"} 12`) ||
 		!strings.Contains(metrics, `agentbox_errors_total{code="too_many_turns"} 12`) ||
 		!strings.Contains(metrics, `agentbox_turns_total{assistant="coder",outcome="ok"} 3`) {
 		t.Errorf("metrics:\n%s", grepLines(metrics, "agentbox_limit_rejections_total", "agentbox_errors_total", "agentbox_turns_total"))
 	}
-	if left := chatContainersWithPrefix(t, prefix); len(left) != 0 {
+	if left := e2etest.PrefixContainers(t, prefix); len(left) != 0 {
 		t.Errorf("containers left: %v", left)
 	}
 }
@@ -123,21 +94,21 @@ func TestConcurrentTurnsOnOneChat(t *testing.T) {
 	t.Parallel()
 	app := newApp(t, "", slowScript("2s"))
 	s := start(t, app, "")
-	chatID := uniq("one")
+	chatID := e2etest.NewID("one")
 	stop := make(chan struct{})
-	peak := peakContainers(t, chatID, stop)
+	peak := e2etest.PeakContainers(chatID, false, stop)
 	questions := []string{"First question?", "Second question?", "Third question?"}
-	replies := make([]reply, 3)
+	replies := make([]e2etest.Reply, 3)
 	var wg sync.WaitGroup
 	for i, q := range questions {
-		wg.Go(func() { replies[i] = s.chat(context.Background(), tokenAlice, "coder", chatID, q) })
+		wg.Go(func() { replies[i] = s.Chat(context.Background(), e2etest.TokenAlice, "coder", chatID, q) })
 		time.Sleep(300 * time.Millisecond) // arrival order
 	}
 	wg.Wait()
 	close(stop)
 	for i, r := range replies {
-		if f := r.final(); r.status != 200 || f == nil || f.Error != "" {
-			t.Fatalf("turn %d: status %d %s %+v %v", i, r.status, r.body, f, r.err)
+		if f := r.Final(); r.Status != 200 || f == nil || f.Error != "" {
+			t.Fatalf("turn %d: status %d %s %+v %v", i, r.Status, r.Body, f, r.Err)
 		}
 	}
 	if most := <-peak; most != 1 {
@@ -180,21 +151,6 @@ func TestConcurrentTurnsOnOneChat(t *testing.T) {
 		}
 		last = i
 	}
-}
-
-func chatContainersWithPrefix(t testing.TB, prefix string) []string {
-	b, err := exec.Command("docker", "ps", "-a", "--filter", "label=dev.agentbox.product=agentbox",
-		"--format", `{{.Names}} {{.Label "dev.agentbox.chat"}}`).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[1], prefix) {
-			out = append(out, f[0])
-		}
-	}
-	return out
 }
 
 func grepLines(s string, subs ...string) string {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/e2etest"
 )
 
 // TestChatBelongsToOneAssistant is issue 17's "the same chat id shares
@@ -24,8 +26,8 @@ func TestChatBelongsToOneAssistant(t *testing.T) {
 	ctx := context.Background()
 	openai := func(model, chatID string) (int, string) {
 		body, _ := json.Marshal(map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": "Hello?"}}})
-		req, _ := http.NewRequest(http.MethodPost, s.url+"/v1/chat/completions", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tokenAlice)
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e2etest.TokenAlice)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Chat-ID", chatID)
 		resp, err := http.DefaultClient.Do(req)
@@ -45,15 +47,15 @@ func TestChatBelongsToOneAssistant(t *testing.T) {
 	}
 
 	// Started on the native route by qa.
-	qaChat := uniq("own")
-	if r := s.chat(ctx, tokenAlice, "qa", qaChat, "What is agentbox?"); r.status != 200 || r.final() == nil || r.final().Error != "" {
-		t.Fatalf("qa's first turn: %d %s %+v", r.status, r.body, r.final())
+	qaChat := e2etest.NewID("own")
+	if r := s.Chat(ctx, e2etest.TokenAlice, "qa", qaChat, "What is agentbox?"); r.Status != 200 || r.Final() == nil || r.Final().Error != "" {
+		t.Fatalf("qa's first turn: %d %s %+v", r.Status, r.Body, r.Final())
 	}
-	r := s.chat(ctx, tokenAlice, "coder", qaChat, "Write code.")
-	refused("native, coder on qa's chat", r.status, r.body, "qa", "coder")
+	r := s.Chat(ctx, e2etest.TokenAlice, "coder", qaChat, "Write code.")
+	refused("native, coder on qa's chat", r.Status, r.Body, "qa", "coder")
 	code, body := openai("coder", qaChat)
 	refused("openai, coder on qa's chat", code, body, "qa", "coder")
-	if len(chatContainers(t, qaChat)) != 0 {
+	if len(e2etest.ChatContainers(t, qaChat)) != 0 {
 		t.Error("a refused turn started a sandbox")
 	}
 	// The owner goes on, on either route.
@@ -62,15 +64,15 @@ func TestChatBelongsToOneAssistant(t *testing.T) {
 	}
 
 	// Started on the OpenAI route by qa; coder is refused natively too.
-	oaChat := uniq("own")
+	oaChat := e2etest.NewID("own")
 	if code, body := openai("qa", oaChat); code != 200 {
 		t.Fatalf("qa over openai: %d %s", code, body)
 	}
-	r = s.chat(ctx, tokenAlice, "coder", oaChat, "Write code.")
-	refused("native, coder on qa's openai chat", r.status, r.body, "qa", "coder")
+	r = s.Chat(ctx, e2etest.TokenAlice, "coder", oaChat, "Write code.")
+	refused("native, coder on qa's openai chat", r.Status, r.Body, "qa", "coder")
 
 	// Another user's chat with the same id is another chat.
-	if r := s.chat(ctx, tokenBob, "qa", qaChat, "Hi."); r.status != 200 {
-		t.Errorf("bob's chat of the same id: %d %s", r.status, r.body)
+	if r := s.Chat(ctx, e2etest.TokenBob, "qa", qaChat, "Hi."); r.Status != 200 {
+		t.Errorf("bob's chat of the same id: %d %s", r.Status, r.Body)
 	}
 }

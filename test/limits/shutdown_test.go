@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/e2etest"
 )
 
 // TestShutdownDeadline: SIGTERM drains for drain_timeout, then cancels the
@@ -17,24 +19,24 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 	t.Parallel()
 	s := start(t, newApp(t, `"drain_timeout": "3s"`, stallScript), "")
-	chatID := uniq("shut")
-	got := make(chan reply, 1)
-	go func() { got <- s.chat(context.Background(), tokenAlice, "coder", chatID, "Say hi.") }()
-	waitUntil(t, 60*time.Second, "the turn's sandbox", func() bool { return len(chatContainers(t, chatID)) == 1 })
-	waitUntil(t, 30*time.Second, "the CLI's model call", func() bool {
-		return strings.Contains(s.logs.String(), "bridge model request") || len(bridgeDirs(t, s.tmp)) == 1
+	chatID := e2etest.NewID("shut")
+	got := make(chan e2etest.Reply, 1)
+	go func() { got <- s.Chat(context.Background(), e2etest.TokenAlice, "coder", chatID, "Say hi.") }()
+	e2etest.WaitUntil(t, 60*time.Second, "the turn's sandbox", func() bool { return len(e2etest.ChatContainers(t, chatID)) == 1 })
+	e2etest.WaitUntil(t, 30*time.Second, "the CLI's model call", func() bool {
+		return strings.Contains(s.Logs.String(), "bridge model request") || len(bridgeDirs(t, s.tmp)) == 1
 	})
 	time.Sleep(time.Second) // the CLI is waiting on the stalled model now
 
-	took := s.stop(syscall.SIGTERM, 60*time.Second)
-	if ok, code := s.exited(); !ok || code != 0 {
+	took := s.Stop(syscall.SIGTERM, 60*time.Second)
+	if ok, code := s.Exited(); !ok || code != 0 {
 		t.Errorf("exit code %d", code)
 	}
 	t.Logf("SIGTERM with a turn that never ends: exited after %s (drain_timeout 3s)", took.Round(10*time.Millisecond))
 	if took < 3*time.Second || took > 20*time.Second {
 		t.Errorf("exited after %s: want the 3s drain, then cancel and cleanup", took)
 	}
-	if left := chatContainers(t, chatID); len(left) != 0 {
+	if left := e2etest.ChatContainers(t, chatID); len(left) != 0 {
 		t.Errorf("containers left: %v", left)
 	}
 	if left := bridgeDirs(t, s.tmp); len(left) != 0 {
@@ -42,15 +44,15 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 	// The client learns why its turn ended.
 	r := <-got
-	if f := r.final(); r.status != 200 || f == nil || f.Error != "shutting_down" {
-		t.Errorf("the canceled turn: status %d, done %+v, want a stream ending with error shutting_down", r.status, f)
+	if f := r.Final(); r.Status != 200 || f == nil || f.Error != "shutting_down" {
+		t.Errorf("the canceled turn: status %d, done %+v, want a stream ending with error shutting_down", r.Status, f)
 	}
 	for _, want := range []string{"draining running requests", "canceling running requests", "stopped"} {
-		if !strings.Contains(s.logs.String(), want) {
+		if !strings.Contains(s.Logs.String(), want) {
 			t.Errorf("log lacks %q", want)
 		}
 	}
-	if strings.Contains(s.logs.String(), "handlers still running") {
+	if strings.Contains(s.Logs.String(), "handlers still running") {
 		t.Error("a handler outlived the shutdown")
 	}
 }
@@ -64,28 +66,28 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	}
 	t.Parallel()
 	s := start(t, newApp(t, `"drain_timeout": "10m"`, stallScript), "")
-	chatID := uniq("sig2")
-	go s.chat(context.Background(), tokenAlice, "coder", chatID, "Say hi.")
-	waitUntil(t, 60*time.Second, "the turn's sandbox", func() bool { return len(chatContainers(t, chatID)) == 1 })
+	chatID := e2etest.NewID("sig2")
+	go s.Chat(context.Background(), e2etest.TokenAlice, "coder", chatID, "Say hi.")
+	e2etest.WaitUntil(t, 60*time.Second, "the turn's sandbox", func() bool { return len(e2etest.ChatContainers(t, chatID)) == 1 })
 	time.Sleep(2 * time.Second)
 
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.Cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(time.Second)
-	if ok, _ := s.exited(); ok {
+	if ok, _ := s.Exited(); ok {
 		t.Fatal("the server exited at the first SIGTERM with a turn running: it must drain")
 	}
-	took := s.stop(syscall.SIGTERM, 60*time.Second)
+	took := s.Stop(syscall.SIGTERM, 60*time.Second)
 	t.Logf("second SIGTERM: exited after %s (drain_timeout 10m)", took.Round(10*time.Millisecond))
 	if took > 20*time.Second {
 		t.Errorf("second SIGTERM: exited after %s", took)
 	}
-	if left := chatContainers(t, chatID); len(left) != 0 {
+	if left := e2etest.ChatContainers(t, chatID); len(left) != 0 {
 		t.Errorf("containers left: %v", left)
 	}
 	if left := bridgeDirs(t, s.tmp); len(left) != 0 {
 		t.Errorf("bridge folders left: %v", left)
 	}
-	if !strings.Contains(s.logs.String(), "second signal") {
+	if !strings.Contains(s.Logs.String(), "second signal") {
 		t.Error("log lacks the second signal")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/e2etest"
+
 	"github.com/coder/websocket"
 )
 
@@ -23,7 +25,7 @@ type terminalMsg struct {
 // the error that refused it).
 func (s *server) openTerminal(t testing.TB, ctx context.Context, token, chatID string) (*websocket.Conn, terminalMsg) {
 	t.Helper()
-	u := "ws" + strings.TrimPrefix(s.url, "http") + "/api/chats/" + chatID + "/terminal?assistant=coder"
+	u := "ws" + strings.TrimPrefix(s.URL, "http") + "/api/chats/" + chatID + "/terminal?assistant=coder"
 	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{Subprotocols: []string{
 		"agentbox.terminal.v1", "agentbox.bearer." + base64.RawURLEncoding.EncodeToString([]byte(token))}})
 	if err != nil {
@@ -59,40 +61,40 @@ func TestTerminalsCountAgainstTheUser(t *testing.T) {
 	s := start(t, newApp(t, `"limits": {"sandboxes": 3, "sandbox_wait": "3s", "turns_per_user": 2, "terminals_per_user": 2}`, "turns:\n  - text: Hi.\n"), "")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	prefix := uniq("term")
+	prefix := e2etest.NewID("term")
 
-	first, m := s.openTerminal(t, ctx, tokenAlice, prefix+"-1")
+	first, m := s.openTerminal(t, ctx, e2etest.TokenAlice, prefix+"-1")
 	if m.Type != "ready" {
 		t.Fatalf("first terminal: %+v", m)
 	}
-	if _, m := s.openTerminal(t, ctx, tokenAlice, prefix+"-2"); m.Type != "ready" {
+	if _, m := s.openTerminal(t, ctx, e2etest.TokenAlice, prefix+"-2"); m.Type != "ready" {
 		t.Fatalf("second terminal: %+v", m)
 	}
-	if _, m := s.openTerminal(t, ctx, tokenAlice, prefix+"-3"); m.Type != "error" || m.ErrorCode != "too_many_turns" || !strings.Contains(m.Message, "limits.terminals_per_user") {
+	if _, m := s.openTerminal(t, ctx, e2etest.TokenAlice, prefix+"-3"); m.Type != "error" || m.ErrorCode != "too_many_turns" || !strings.Contains(m.Message, "limits.terminals_per_user") {
 		t.Errorf("third terminal: %+v; want too_many_turns naming limits.terminals_per_user", m)
 	}
 	// Alice's two terminals are her two turns.
-	if r := s.chat(ctx, tokenAlice, "coder", prefix+"-a", "Say hi."); r.status != 429 || !strings.Contains(r.body, "turns and terminals") || r.header.Get("Retry-After") == "" {
-		t.Errorf("alice's turn beside her terminals: %d %s", r.status, r.body)
+	if r := s.Chat(ctx, e2etest.TokenAlice, "coder", prefix+"-a", "Say hi."); r.Status != 429 || !strings.Contains(r.Body, "turns and terminals") || r.Header.Get("Retry-After") == "" {
+		t.Errorf("alice's turn beside her terminals: %d %s", r.Status, r.Body)
 	}
 	// Bob's turn gets the sandbox she left.
-	if r := s.chat(ctx, tokenBob, "coder", prefix+"-b", "Say hi."); r.status != 200 || r.final() == nil || r.final().Error != "" {
-		t.Errorf("bob's turn: %d %s %+v", r.status, r.body, r.final())
+	if r := s.Chat(ctx, e2etest.TokenBob, "coder", prefix+"-b", "Say hi."); r.Status != 200 || r.Final() == nil || r.Final().Error != "" {
+		t.Errorf("bob's turn: %d %s %+v", r.Status, r.Body, r.Final())
 	}
 	// A closed terminal gives its user's turn back.
 	first.Close(websocket.StatusNormalClosure, "")
-	var r reply
-	waitUntil(t, 30*time.Second, "alice's turn once her terminal closed", func() bool {
-		r = s.chat(ctx, tokenAlice, "coder", prefix+"-a", "Say hi.")
-		return r.status != 429
+	var r e2etest.Reply
+	e2etest.WaitUntil(t, 30*time.Second, "alice's turn once her terminal closed", func() bool {
+		r = s.Chat(ctx, e2etest.TokenAlice, "coder", prefix+"-a", "Say hi.")
+		return r.Status != 429
 	})
-	if r.status != 200 || r.final() == nil || r.final().Error != "" {
-		t.Errorf("alice's turn after closing a terminal: %d %s %+v", r.status, r.body, r.final())
+	if r.Status != 200 || r.Final() == nil || r.Final().Error != "" {
+		t.Errorf("alice's turn after closing a terminal: %d %s %+v", r.Status, r.Body, r.Final())
 	}
-	if n := len(chatContainers(t, prefix+"-1")); n != 0 {
+	if n := len(e2etest.ChatContainers(t, prefix+"-1")); n != 0 {
 		t.Errorf("the closed terminal's sandbox is left")
 	}
-	_, metrics := s.get(t, "/metrics", tokenOperator)
+	_, metrics := s.get(t, "/metrics", e2etest.TokenOperator)
 	if !strings.Contains(metrics, `agentbox_limit_rejections_total{limit="terminals_per_user"} 1`) || !strings.Contains(metrics, `agentbox_limit_rejections_total{limit="sandboxes"} 0`) {
 		t.Errorf("metrics:\n%s", grepLines(metrics, "agentbox_limit_rejections_total"))
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/e2etest"
 )
 
 // upload PUTs size bytes to path of chatID as token's user; chunked sends
@@ -23,7 +25,7 @@ func (s *server) upload(t testing.TB, token, chatID, path string, size int, chun
 	if chunked {
 		body = io.MultiReader(body) // not a *bytes.Reader: no length
 	}
-	return s.send(t, http.MethodPut, "/api/chats/"+chatID+"/files?path="+path, token, body)
+	return s.Send(t, http.MethodPut, "/api/chats/"+chatID+"/files?path="+path, token, "", body)
 }
 
 // uploadApp is the example app with 64 MiB workspaces and limits (a JSON
@@ -31,7 +33,7 @@ func (s *server) upload(t testing.TB, token, chatID, path string, size int, chun
 func uploadApp(t *testing.T, limits string) string {
 	t.Helper()
 	app := newApp(t, "", "")
-	write(t, filepath.Join(app, "app.jsonc"), `{"data_root": "./data", `+authJSONC+`,
+	e2etest.Write(t, filepath.Join(app, "app.jsonc"), `{"data_root": "./data", `+e2etest.AuthJSONC+`,
 		"sandbox": {"runtime": "docker", "max_disk": "64m"}, "limits": {`+limits+`}}`)
 	return app
 }
@@ -39,7 +41,7 @@ func uploadApp(t *testing.T, limits string) string {
 // loopMode reports whether the server limits workspaces with disk images
 // (root with loop devices), as it says in its log.
 func (s *server) loopMode() bool {
-	return !strings.Contains(s.logs.String(), "workspace disk limits are watched")
+	return !strings.Contains(s.Logs.String(), "workspace disk limits are watched")
 }
 
 const mib = 1 << 20
@@ -59,12 +61,12 @@ func TestUploadQuotas(t *testing.T) {
 	s := start(t, app, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	prefix := uniq("up")
+	prefix := e2etest.NewID("up")
 	chat := func(i int) string { return fmt.Sprintf("%s-%d", prefix, i) }
 	root := filepath.Join(app, "data", "workspaces")
 
 	for i := 1; i <= 3; i++ {
-		if code, body := s.upload(t, tokenAlice, chat(i), "seed.bin", mib, false); code != 201 {
+		if code, body := s.upload(t, e2etest.TokenAlice, chat(i), "seed.bin", mib, false); code != 201 {
 			t.Fatalf("upload to a new chat %d: %d %s", i, code, body)
 		}
 		if _, err := os.Stat(filepath.Join(root, "alice", "."+chat(i)+".disk")); s.loopMode() && err != nil {
@@ -72,7 +74,7 @@ func TestUploadQuotas(t *testing.T) {
 		}
 	}
 	// A fourth workspace, by upload or by turn, is past workspaces_per_user.
-	if code, body := s.upload(t, tokenAlice, chat(4), "seed.bin", mib, false); code != 507 ||
+	if code, body := s.upload(t, e2etest.TokenAlice, chat(4), "seed.bin", mib, false); code != 507 ||
 		!strings.Contains(body, `"code":"quota_exceeded"`) || !strings.Contains(body, "limits.workspaces_per_user") {
 		t.Errorf("upload to a fourth chat: %d %s", code, body)
 	}
@@ -81,16 +83,16 @@ func TestUploadQuotas(t *testing.T) {
 	}
 	// (The stream started before the turn made its workspace: the error
 	// is its end.)
-	if r := s.chat(ctx, tokenAlice, "coder", chat(5), "Say hi."); r.final() == nil || r.final().Error != "quota_exceeded" || !strings.Contains(fmt.Sprint(r.events), "limits.workspaces_per_user") {
-		t.Errorf("a turn in a fifth chat: %d %s %+v", r.status, r.body, r.events)
+	if r := s.Chat(ctx, e2etest.TokenAlice, "coder", chat(5), "Say hi."); r.Final() == nil || r.Final().Error != "quota_exceeded" || !strings.Contains(fmt.Sprint(r.Events), "limits.workspaces_per_user") {
+		t.Errorf("a turn in a fifth chat: %d %s %+v", r.Status, r.Body, r.Events)
 	}
 
 	// 40 MiB fits in a 64 MiB workspace once, not twice.
-	if code, body := s.upload(t, tokenAlice, chat(1), "big.bin", 40*mib, false); code != 201 {
+	if code, body := s.upload(t, e2etest.TokenAlice, chat(1), "big.bin", 40*mib, false); code != 201 {
 		t.Fatalf("40 MiB: %d %s", code, body)
 	}
 	for _, chunked := range []bool{false, true} {
-		code, body := s.upload(t, tokenAlice, chat(1), "more.bin", 30*mib, chunked)
+		code, body := s.upload(t, e2etest.TokenAlice, chat(1), "more.bin", 30*mib, chunked)
 		if code != 507 || !strings.Contains(body, `"code":"quota_exceeded"`) {
 			t.Errorf("30 MiB more (chunked %v): %d %s", chunked, code, body)
 		}
@@ -100,27 +102,27 @@ func TestUploadQuotas(t *testing.T) {
 	}
 	// The user's 100 MiB: 1+1+1+40 MiB, then 40 more in a second chat,
 	// then a third 40 is refused.
-	if code, body := s.upload(t, tokenAlice, chat(2), "big.bin", 40*mib, true); code != 201 {
+	if code, body := s.upload(t, e2etest.TokenAlice, chat(2), "big.bin", 40*mib, true); code != 201 {
 		t.Fatalf("40 MiB in chat 2: %d %s", code, body)
 	}
-	if code, body := s.upload(t, tokenAlice, chat(3), "big.bin", 40*mib, false); code != 507 || !strings.Contains(body, "limits.disk_per_user") {
+	if code, body := s.upload(t, e2etest.TokenAlice, chat(3), "big.bin", 40*mib, false); code != 507 || !strings.Contains(body, "limits.disk_per_user") {
 		t.Errorf("past disk_per_user: %d %s", code, body)
 	}
-	if code, body := s.upload(t, tokenAlice, chat(3), "big.bin", 40*mib, true); code != 507 || !strings.Contains(body, "limits.disk_per_user") {
+	if code, body := s.upload(t, e2etest.TokenAlice, chat(3), "big.bin", 40*mib, true); code != 507 || !strings.Contains(body, "limits.disk_per_user") {
 		t.Errorf("past disk_per_user, chunked: %d %s", code, body)
 	}
 	// Nothing of the refused files is left, temporary files included.
 	for i := 1; i <= 3; i++ {
-		_, listing := s.get(t, "/api/chats/"+chat(i)+"/files?path=.", tokenAlice)
+		_, listing := s.get(t, "/api/chats/"+chat(i)+"/files?path=.", e2etest.TokenAlice)
 		if strings.Contains(listing, "more.bin") || strings.Contains(listing, ".tmp-") || (i == 3 && strings.Contains(listing, "big.bin")) {
 			t.Errorf("chat %d keeps a refused file: %s", i, listing)
 		}
 	}
 	// Bob has bounds of his own.
-	if code, body := s.upload(t, tokenBob, chat(9), "seed.bin", mib, false); code != 201 {
+	if code, body := s.upload(t, e2etest.TokenBob, chat(9), "seed.bin", mib, false); code != 201 {
 		t.Errorf("bob's upload: %d %s", code, body)
 	}
-	_, metrics := s.get(t, "/metrics", tokenOperator)
+	_, metrics := s.get(t, "/metrics", e2etest.TokenOperator)
 	if !strings.Contains(metrics, `agentbox_limit_rejections_total{limit="workspaces_per_user"} 2`) || !strings.Contains(metrics, `agentbox_limit_rejections_total{limit="disk_per_user"} 2`) {
 		t.Errorf("metrics:\n%s", grepLines(metrics, "agentbox_limit_rejections_total"))
 	}
@@ -159,11 +161,11 @@ func TestUploadMemory(t *testing.T) {
 	}
 	t.Parallel()
 	s := start(t, uploadApp(t, `"uploads_per_user": 24, "disk_per_user": "2g"`), "")
-	pid := s.cmd.Process.Pid
+	pid := s.Cmd.Process.Pid
 	// Warm the upload path once, so the baseline has what every upload
 	// path needs anyway.
-	prefix := uniq("mem")
-	if code, body := s.upload(t, tokenAlice, prefix+"-warm", "f.bin", mib, false); code != 201 {
+	prefix := e2etest.NewID("mem")
+	if code, body := s.upload(t, e2etest.TokenAlice, prefix+"-warm", "f.bin", mib, false); code != 201 {
 		t.Fatalf("warm-up: %d %s", code, body)
 	}
 	// Writing 5 to clear_refs resets the peak (VmHWM) to what the process
@@ -177,7 +179,7 @@ func TestUploadMemory(t *testing.T) {
 	codes := make([]int, n)
 	for i := range n {
 		wg.Go(func() {
-			codes[i], _ = s.upload(t, tokenAlice, fmt.Sprintf("%s-%d", prefix, i), "f.bin", size, i%2 == 1)
+			codes[i], _ = s.upload(t, e2etest.TokenAlice, fmt.Sprintf("%s-%d", prefix, i), "f.bin", size, i%2 == 1)
 		})
 	}
 	wg.Wait()
@@ -193,7 +195,7 @@ func TestUploadMemory(t *testing.T) {
 		t.Errorf("the server's peak memory grew by %d MiB for %d MiB of uploads, want under 96 MiB", grew/mib, n*size/mib)
 	}
 	for i := range n {
-		_, body := s.get(t, fmt.Sprintf("/api/chats/%s-%d/files?path=.", prefix, i), tokenAlice)
+		_, body := s.get(t, fmt.Sprintf("/api/chats/%s-%d/files?path=.", prefix, i), e2etest.TokenAlice)
 		if !strings.Contains(body, fmt.Sprintf(`"size":%d`, size)) {
 			t.Errorf("upload %d: %s", i, body)
 		}

@@ -11,10 +11,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,80 +21,29 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // server is a running agentbox serve on a copy of the example app.
 type server struct {
-	url  string
-	app  string
-	cmd  *exec.Cmd
-	logs *bytes.Buffer
+	*e2etest.Server
+	app string
 }
 
 func startServer(tb testing.TB) *server {
 	tb.Helper()
 	testenv.Image(tb)
-	root := testenv.RepoRoot()
-	dir := tb.TempDir()
-	bin := testenv.Agentbox(tb)
-	app := filepath.Join(dir, "app")
-	if out, err := exec.Command("cp", "-r", filepath.Join(root, "examples", "app"), app).CombinedOutput(); err != nil {
-		tb.Fatalf("copy the example app: %v\n%s", err, out)
-	}
-	_ = os.RemoveAll(filepath.Join(app, "data"))
+	app := e2etest.CopyExampleApp(tb, tb.TempDir())
 	// The load is 32 chats of 4 users at once: above the default limits
 	// (4 turns per user, 16 sandboxes), which are not what is measured.
-	limits := `{"data_root": "./data", "limits": {"turns_per_user": 8, "sandboxes": 32}}`
-	if err := os.WriteFile(filepath.Join(app, "app.jsonc"), []byte(limits), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &server{url: "http://" + addr, app: app, logs: &bytes.Buffer{}}
-	s.cmd = exec.Command(bin, "serve", "--app", app, "--addr", addr, "--runtime", "docker")
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	if err := s.cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		_ = s.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = s.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-done
-		}
-		if tb.Failed() {
-			tb.Logf("server log:\n%s", s.logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(s.url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return s
-			}
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("server did not come up: %v\n%s", err, s.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	e2etest.Write(tb, filepath.Join(app, "app.jsonc"), `{"data_root": "./data", "limits": {"turns_per_user": 8, "sandboxes": 32}}`)
+	return &server{app: app, Server: e2etest.Serve(tb, app, e2etest.Options{Args: []string{"--runtime", "docker"}})}
 }
 
 // peakRSS is the server's high-water resident memory in bytes.
 func (s *server) peakRSS(tb testing.TB) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.Cmd.Process.Pid))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -114,7 +61,7 @@ func (s *server) peakRSS(tb testing.TB) int64 {
 // completed and made its file.
 func (s *server) chatOnce(ctx context.Context, user, chatID string) error {
 	body, _ := json.Marshal(map[string]any{"chat_id": chatID, "message": "Write a hello script and run it."})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/assistants/coder/chat", bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/api/assistants/coder/chat", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-User-ID", user)
 	resp, err := http.DefaultClient.Do(req)
@@ -183,37 +130,6 @@ func (s *server) run(tb testing.TB, round, n int) time.Duration {
 	return took
 }
 
-// leftovers lists our containers of the chats this server ran.
-func leftovers(tb testing.TB) []string {
-	out, err := exec.Command("docker", "ps", "-a", "--filter", "label=dev.agentbox.product=agentbox",
-		"--format", `{{.Names}} {{.Label "dev.agentbox.chat"}}`).Output()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var ours []string
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[1], "load-") {
-			ours = append(ours, f[0])
-		}
-	}
-	return ours
-}
-
-func assertNoLeftovers(tb testing.TB) {
-	tb.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		left := leftovers(tb)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("containers left behind: %v", left)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // TestConcurrentChats: concurrent sandboxed chats through the real server
 // all complete correctly, and every container is removed.
 func TestConcurrentChats(t *testing.T) {
@@ -222,7 +138,7 @@ func TestConcurrentChats(t *testing.T) {
 	}
 	s := startServer(t)
 	took := s.run(t, 0, 8)
-	assertNoLeftovers(t)
+	e2etest.NoPrefixContainers(t, "load-", 15*time.Second)
 	t.Logf("8 concurrent chats in %s; server peak RSS %.1f MiB", took.Round(time.Millisecond), float64(s.peakRSS(t))/(1<<20))
 }
 
@@ -235,7 +151,7 @@ func BenchmarkConcurrentChats32(b *testing.B) {
 	for i := range b.N {
 		total += s.run(b, i, 32)
 	}
-	assertNoLeftovers(b)
+	e2etest.NoPrefixContainers(b, "load-", 15*time.Second)
 	b.ReportMetric(float64(32*b.N)/total.Minutes(), "chats/min")
 	b.ReportMetric(float64(s.peakRSS(b))/(1<<20), "peak-RSS-MiB")
 	b.ReportMetric(total.Seconds()/float64(b.N), "s/round")

@@ -17,8 +17,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/scripted"
 )
@@ -213,48 +212,8 @@ func start(t *testing.T) *agentbox {
 	dir := t.TempDir()
 	writeApp(t, dir, llm.URL)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "serve", "--app", filepath.Join(dir, "app"), "--addr", addr, "--runtime", "docker")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("agentbox serve log:\n%s", logs.String())
-		}
-	})
-	url := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agentbox serve did not answer: %v\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return &agentbox{url: url, llm: llm}
+	srv := e2etest.Serve(t, filepath.Join(dir, "app"), e2etest.Options{Bin: bin, Args: []string{"--runtime", "docker"}})
+	return &agentbox{url: srv.URL, llm: llm}
 }
 
 // env is what every script gets.

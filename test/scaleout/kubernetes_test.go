@@ -14,6 +14,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	manifests "github.com/agentbox/agentbox/deploy/kubernetes"
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/kubernetes"
 	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
@@ -83,11 +84,11 @@ func TestTwoServersShareChatsOnKubernetes(t *testing.T) {
 	c := newClusterOn(t, kubernetesRuntime(t), `"limits": {"chat_wait": "3m"}`)
 	chatID := alternating(t, c)
 	for _, s := range []*server{c.a, c.b} {
-		if !strings.Contains(s.logs.String(), "bridge gateway for sandbox pods") {
+		if !strings.Contains(s.Logs.String(), "bridge gateway for sandbox pods") {
 			t.Errorf("server %s started no bridge gateway", s.name)
 		}
 	}
-	waitUntil(t, 30*time.Second, "the chat's pods to be gone", func() bool { return len(c.sandboxes(t, chatID)) == 0 })
+	e2etest.WaitUntil(t, 30*time.Second, "the chat's pods to be gone", func() bool { return len(c.sandboxes(t, chatID)) == 0 })
 }
 
 // TestKilledServerOnKubernetes: a server killed mid-turn leaves its pod

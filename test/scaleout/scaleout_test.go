@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/store"
 )
@@ -71,7 +72,7 @@ type runtimeSetup struct {
 }
 
 func dockerRuntime() runtimeSetup {
-	return runtimeSetup{sandbox: `{"runtime": "docker"}`, sandboxes: chatContainers}
+	return runtimeSetup{sandbox: `{"runtime": "docker"}`, sandboxes: e2etest.ChatContainers}
 }
 
 func newClusterOn(t *testing.T, rt runtimeSetup, appJSONC string) *cluster {
@@ -116,13 +117,13 @@ func (c *cluster) history(t testing.TB, chatID string) []string {
 	return out
 }
 
-func mustDone(t testing.TB, what string, r reply) {
+func mustDone(t testing.TB, what string, r e2etest.Reply) {
 	t.Helper()
-	if f := r.final(); r.status != 200 || r.err != nil || f == nil || f.Error != "" {
-		t.Fatalf("%s: status %d %s %+v %v", what, r.status, r.body, f, r.err)
+	if f := r.Final(); r.Status != 200 || r.Err != nil || f == nil || f.Error != "" {
+		t.Fatalf("%s: status %d %s %+v %v", what, r.Status, r.Body, f, r.Err)
 	}
-	if !strings.Contains(r.final().Content, "Done.") {
-		t.Fatalf("%s: answered %q", what, r.final().Content)
+	if !strings.Contains(r.Final().Content, "Done.") {
+		t.Fatalf("%s: answered %q", what, r.Final().Content)
 	}
 }
 
@@ -154,19 +155,19 @@ func TestTwoServersShareChats(t *testing.T) {
 
 	t.Run("alternating", func(t *testing.T) { alternating(t, c) })
 	t.Run("concurrent", func(t *testing.T) {
-		chatID := uniq("conc")
+		chatID := e2etest.NewID("conc")
 		stop := make(chan struct{})
-		peak := peakContainers(t, chatID, stop)
+		peak := e2etest.PeakContainers(chatID, true, stop)
 		var wg sync.WaitGroup
-		var first, second reply
-		wg.Go(func() { first = c.a.chat(ctx, tokenAlice, "coder", chatID, "Turn 5. Add your file.") })
-		waitUntil(t, 2*time.Minute, "A's turn to hold the chat", func() bool { return c.turns(t, chatID) == 1 })
-		wg.Go(func() { second = c.b.chat(ctx, tokenAlice, "coder", chatID, "Turn 6. Add your file.") })
-		waitUntil(t, time.Minute, "B's turn to wait for the chat A holds", func() bool { return c.turns(t, chatID) == 2 })
+		var first, second e2etest.Reply
+		wg.Go(func() { first = c.a.Chat(ctx, e2etest.TokenAlice, "coder", chatID, "Turn 5. Add your file.") })
+		e2etest.WaitUntil(t, 2*time.Minute, "A's turn to hold the chat", func() bool { return c.turns(t, chatID) == 1 })
+		wg.Go(func() { second = c.b.Chat(ctx, e2etest.TokenAlice, "coder", chatID, "Turn 6. Add your file.") })
+		e2etest.WaitUntil(t, time.Minute, "B's turn to wait for the chat A holds", func() bool { return c.turns(t, chatID) == 2 })
 		// The chat's line (chat_queue 1) is full across both servers.
-		third := c.a.chat(ctx, tokenAlice, "coder", chatID, "Turn 7. Add your file.")
-		if third.status != 409 || !strings.Contains(third.body, `"code":"chat_busy"`) || third.header.Get("Retry-After") == "" {
-			t.Errorf("a third turn with A running and B waiting: %d %s, want 409 chat_busy", third.status, third.body)
+		third := c.a.Chat(ctx, e2etest.TokenAlice, "coder", chatID, "Turn 7. Add your file.")
+		if third.Status != 409 || !strings.Contains(third.Body, `"code":"chat_busy"`) || third.Header.Get("Retry-After") == "" {
+			t.Errorf("a third turn with A running and B waiting: %d %s, want 409 chat_busy", third.Status, third.Body)
 		}
 		wg.Wait()
 		close(stop)
@@ -193,10 +194,10 @@ func TestTwoServersShareChats(t *testing.T) {
 // history, hook memory, workspace files and the CLI's session intact.
 func alternating(t *testing.T, c *cluster) (chatID string) {
 	ctx := context.Background()
-	chatID = uniq("alt")
+	chatID = e2etest.NewID("alt")
 	servers := []*server{c.a, c.b, c.a, c.b}
 	for i, s := range servers {
-		mustDone(t, fmt.Sprintf("turn %d on %s", i+1, s.name), s.chat(ctx, tokenAlice, "coder", chatID, fmt.Sprintf("Turn %d. Add your file.", i+1)))
+		mustDone(t, fmt.Sprintf("turn %d on %s", i+1, s.name), s.Chat(ctx, e2etest.TokenAlice, "coder", chatID, fmt.Sprintf("Turn %d. Add your file.", i+1)))
 	}
 	// History: every turn's question and answer, in order, whichever
 	// server wrote it.
@@ -263,49 +264,26 @@ func TestKilledServerReleasesItsChat(t *testing.T) {
 // removed once its restart (or the other's reaper) runs.
 func killedServer(t *testing.T, c *cluster) {
 	ctx := context.Background()
-	chatID := uniq("kill")
-	go c.a.chat(ctx, tokenAlice, "coder", chatID, "Stall.")
-	waitUntil(t, 2*time.Minute, "A's turn to run its sandbox", func() bool {
+	chatID := e2etest.NewID("kill")
+	go c.a.Chat(ctx, e2etest.TokenAlice, "coder", chatID, "Stall.")
+	e2etest.WaitUntil(t, 2*time.Minute, "A's turn to run its sandbox", func() bool {
 		return c.turns(t, chatID) == 1 && len(c.sandboxes(t, chatID)) == 1
 	})
-	c.a.stop(syscall.SIGKILL, 30*time.Second)
+	c.a.Stop(syscall.SIGKILL, 30*time.Second)
 	t0 := time.Now()
-	waitUntil(t, 10*time.Second, "the killed server's chat to be free", func() bool { return c.turns(t, chatID) == 0 })
+	e2etest.WaitUntil(t, 10*time.Second, "the killed server's chat to be free", func() bool { return c.turns(t, chatID) == 0 })
 	t.Logf("the chat was free %s after the kill", time.Since(t0).Round(time.Millisecond))
 	if len(c.sandboxes(t, chatID)) != 1 {
 		t.Fatal("the killed server's sandbox is gone already: the test proves less than it says")
 	}
 
 	t0 = time.Now()
-	mustDone(t, "B's turn after the kill", c.b.chat(ctx, tokenAlice, "coder", chatID, "Turn 1. Add your file."))
+	mustDone(t, "B's turn after the kill", c.b.Chat(ctx, e2etest.TokenAlice, "coder", chatID, "Turn 1. Add your file."))
 	t.Logf("B's turn took %s", time.Since(t0).Round(time.Millisecond))
 	if got := c.history(t, chatID); strings.Join(got, "|") != "user: Turn 1. Add your file.|assistant: Done." {
 		t.Errorf("history: %v", got)
 	}
 	// The killed server, restarted, reaps its sandbox.
 	start(t, "A2", c.app, c.dsn, c.args...)
-	waitUntil(t, time.Minute, "the killed server's sandbox to be reaped", func() bool { return len(c.sandboxes(t, chatID)) == 0 })
-}
-
-// peakContainers samples, until stop is closed, how many sandbox
-// containers chatID has, and returns the most seen at once.
-func peakContainers(t testing.TB, chatID string, stop <-chan struct{}) <-chan int {
-	out := make(chan int, 1)
-	go func() {
-		most := 0
-		for {
-			b, err := exec.Command("docker", "ps", "--filter", "label=dev.agentbox.product=agentbox",
-				"--filter", "label=dev.agentbox.chat="+chatID, "--format", "{{.ID}}").Output()
-			if err == nil {
-				most = max(most, len(strings.Fields(string(b))))
-			}
-			select {
-			case <-stop:
-				out <- most
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	return out
+	e2etest.WaitUntil(t, time.Minute, "the killed server's sandbox to be reaped", func() bool { return len(c.sandboxes(t, chatID)) == 0 })
 }

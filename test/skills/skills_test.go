@@ -8,23 +8,18 @@
 package skills
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/scripted"
 )
@@ -32,11 +27,6 @@ import (
 // skillsDir is where the coder's skills are installed in a chat's
 // workspace.
 var skillsDir = claude.ConfigPaths("coder").Skills
-
-const (
-	tokenAlice = "alice-token-0123456789"
-	tokenBob   = "bob-token-0123456789"
-)
 
 // The scripted model: one server for every turn of the test, its turns
 // picked in order by what each request holds.
@@ -114,9 +104,9 @@ func TestSkillAuthoringEndToEnd(t *testing.T) {
 	// Turn 1: the bad draft is refused with what is wrong, the fixed ones
 	// are proposed; the CLI's init and the workspace have only the app's
 	// skill.
-	r := srv.chat(ctx, tokenAlice, "coder", "c1", "Make skills of what you did.")
-	if r.err != nil || r.status != 200 || r.final() == nil || r.final().Error != "" {
-		t.Fatalf("turn 1: %v %d %s %+v", r.err, r.status, r.body, r.final())
+	r := srv.chat(ctx, e2etest.TokenAlice, "coder", "c1", "Make skills of what you did.")
+	if r.Err != nil || r.Status != 200 || r.Final() == nil || r.Final().Error != "" {
+		t.Fatalf("turn 1: %v %d %s %+v", r.Err, r.Status, r.Body, r.Final())
 	}
 	results := r.props(chat.TypeToolResult)
 	if len(results) != 3 || results[0]["is_error"] != true || results[1]["is_error"] == true || results[2]["is_error"] == true {
@@ -159,7 +149,7 @@ func TestSkillAuthoringEndToEnd(t *testing.T) {
 	}
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
-		code, body := srv.do(t, "GET", "/api/skills/proposals/"+notesID, tokenAlice, "")
+		code, body := srv.do(t, "GET", "/api/skills/proposals/"+notesID, e2etest.TokenAlice, "")
 		if code != 200 {
 			t.Fatalf("proposal = %d %s", code, body)
 		}
@@ -187,14 +177,14 @@ func TestSkillAuthoringEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(app, "data", "workspaces", "alice", tr.ChatID)); !os.IsNotExist(err) {
 		t.Errorf("the test turn's workspace is left: %v", err)
 	}
-	if code, _ := srv.do(t, "GET", "/api/skills/proposals/"+notesID, tokenBob, ""); code != 404 {
+	if code, _ := srv.do(t, "GET", "/api/skills/proposals/"+notesID, e2etest.TokenBob, ""); code != 404 {
 		t.Fatalf("bob reads alice's proposal: %d", code)
 	}
 
 	// Turn 2, before any decision: nothing proposed reaches the sandbox.
-	r = srv.chat(ctx, tokenAlice, "coder", "c1", "BEFORE-APPROVAL")
-	if r.err != nil || r.final() == nil || r.final().Error != "" {
-		t.Fatalf("turn 2: %v %d %s", r.err, r.status, r.body)
+	r = srv.chat(ctx, e2etest.TokenAlice, "coder", "c1", "BEFORE-APPROVAL")
+	if r.Err != nil || r.Final() == nil || r.Final().Error != "" {
+		t.Fatalf("turn 2: %v %d %s", r.Err, r.Status, r.Body)
 	}
 	if got := r.sessionSkills(); slices.Contains(got, "release-notes") || slices.Contains(got, "lint-fix") {
 		t.Fatalf("turn 2 init skills = %v", got)
@@ -203,18 +193,18 @@ func TestSkillAuthoringEndToEnd(t *testing.T) {
 
 	// Approve one, reject the other (with a reason): only the approved
 	// one is in turn 3's workspace and init.
-	if code, body := srv.do(t, "POST", "/api/skills/proposals/"+notesID+"/approve", tokenBob, ""); code != 404 {
+	if code, body := srv.do(t, "POST", "/api/skills/proposals/"+notesID+"/approve", e2etest.TokenBob, ""); code != 404 {
 		t.Fatalf("bob approves alice's proposal: %d %s", code, body)
 	}
-	if code, body := srv.do(t, "POST", "/api/skills/proposals/"+notesID+"/approve", tokenAlice, ""); code != 200 || !strings.Contains(body, `"status":"approved"`) {
+	if code, body := srv.do(t, "POST", "/api/skills/proposals/"+notesID+"/approve", e2etest.TokenAlice, ""); code != 200 || !strings.Contains(body, `"status":"approved"`) {
 		t.Fatalf("approve = %d %s", code, body)
 	}
-	if code, body := srv.do(t, "POST", "/api/skills/proposals/"+lintID+"/reject", tokenAlice, `{"reason":"It does not name the linter."}`); code != 200 || !strings.Contains(body, `"reason":"It does not name the linter."`) {
+	if code, body := srv.do(t, "POST", "/api/skills/proposals/"+lintID+"/reject", e2etest.TokenAlice, `{"reason":"It does not name the linter."}`); code != 200 || !strings.Contains(body, `"reason":"It does not name the linter."`) {
 		t.Fatalf("reject = %d %s", code, body)
 	}
-	r = srv.chat(ctx, tokenAlice, "coder", "c1", "AFTER-APPROVAL")
-	if r.err != nil || r.final() == nil || r.final().Error != "" {
-		t.Fatalf("turn 3: %v %d %s", r.err, r.status, r.body)
+	r = srv.chat(ctx, e2etest.TokenAlice, "coder", "c1", "AFTER-APPROVAL")
+	if r.Err != nil || r.Final() == nil || r.Final().Error != "" {
+		t.Fatalf("turn 3: %v %d %s", r.Err, r.Status, r.Body)
 	}
 	if got := r.sessionSkills(); !slices.Contains(got, "release-notes") || !slices.Contains(got, "house-style") || slices.Contains(got, "lint-fix") {
 		t.Fatalf("turn 3 init skills = %v", got)
@@ -227,13 +217,13 @@ func TestSkillAuthoringEndToEnd(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(ws, skillsDir, "release-notes", "scripts", "notes.sh")); err != nil || st.Mode()&0o111 == 0 {
 		t.Fatalf("installed script: %v %v", st, err)
 	}
-	if code, body := srv.do(t, "GET", "/api/skills", tokenAlice, ""); code != 200 || !strings.Contains(body, `"name":"release-notes"`) || strings.Contains(body, "lint-fix") {
+	if code, body := srv.do(t, "GET", "/api/skills", e2etest.TokenAlice, ""); code != 200 || !strings.Contains(body, `"name":"release-notes"`) || strings.Contains(body, "lint-fix") {
 		t.Fatalf("alice's skills = %d %s", code, body)
 	}
 	// Bob's turns never get alice's skill.
-	r = srv.chat(ctx, tokenBob, "coder", "c1", "BEFORE-APPROVAL")
-	if got := r.sessionSkills(); r.final() == nil || slices.Contains(got, "release-notes") {
-		t.Fatalf("bob's init skills = %v (%v %s)", got, r.err, r.body)
+	r = srv.chat(ctx, e2etest.TokenBob, "coder", "c1", "BEFORE-APPROVAL")
+	if got := r.sessionSkills(); r.Final() == nil || slices.Contains(got, "release-notes") {
+		t.Fatalf("bob's init skills = %v (%v %s)", got, r.Err, r.Body)
 	}
 }
 
@@ -254,90 +244,27 @@ func checkWorkspace(t *testing.T, ws string, want []string) {
 }
 
 // server is a running `agentbox serve`.
-type server struct {
-	url  string
-	cmd  *exec.Cmd
-	logs *testenv.SyncBuffer
-	done chan struct{}
-}
+type server struct{ *e2etest.Server }
 
 // start runs `agentbox serve` on app and waits until it answers; cleanup
 // stops it.
 func start(t *testing.T, bin, app string) *server {
 	t.Helper()
-	tmp, err := os.MkdirTemp("", "abs-") // short: bridge socket paths
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(tmp) })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &server{url: "http://" + addr, logs: &testenv.SyncBuffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(bin, "serve", "--app", app, "--addr", addr, "--runtime", "docker")
-	s.cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "T_ALICE="+tokenAlice, "T_BOB="+tokenBob)
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(90 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-			t.Error("server did not stop")
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", s.logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get(s.url + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return s
-			}
-		}
-		select {
-		case <-s.done:
-			t.Fatalf("server exited:\n%s", s.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not come up:\n%s", s.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return &server{e2etest.Serve(t, app, e2etest.Options{
+		Bin:      bin,
+		Env:      append([]string{"TMPDIR=" + e2etest.ShortDir(t)}, e2etest.TokenEnv()...),
+		Args:     []string{"--runtime", "docker"},
+		StopWait: 90 * time.Second,
+	})}
 }
 
 // reply is one native chat turn.
-type reply struct {
-	status int
-	body   string
-	events []chat.Event
-	err    error
-}
-
-func (r reply) final() *chat.Final {
-	for _, e := range r.events {
-		if e.Event == chat.Done {
-			return e.Final
-		}
-	}
-	return nil
-}
+type reply struct{ e2etest.Reply }
 
 // props are the props of the messages of type typ, in order.
 func (r reply) props(typ string) []map[string]any {
 	var out []map[string]any
-	for _, e := range r.events {
+	for _, e := range r.Events {
 		if e.Type == typ && e.Event == chat.Start {
 			out = append(out, e.Props)
 		}
@@ -359,36 +286,14 @@ func (r reply) sessionSkills() []string {
 	return out
 }
 
+// chat sends one turn and reads its stream to the end.
 func (s *server) chat(ctx context.Context, token, assistant, chatID, message string) reply {
-	body, _ := json.Marshal(map[string]any{"chat_id": chatID, "message": message})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/assistants/"+assistant+"/chat", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return reply{err: err}
-	}
-	defer resp.Body.Close()
-	r := reply{status: resp.StatusCode}
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		r.body = string(b)
-		return r
-	}
-	r.events, r.err = testenv.ReadEvents(resp.Body)
-	return r
+	return reply{s.Chat(ctx, token, assistant, chatID, message)}
 }
 
+// do sends method path with token and a JSON body, and returns the
+// status and the body of the answer.
 func (s *server) do(t *testing.T, method, path, token, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return s.Send(t, method, path, token, "application/json", strings.NewReader(body))
 }

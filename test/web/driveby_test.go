@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/agentbox/agentbox/internal/e2etest"
 )
 
 // devApp is app/ without tokens: development mode, what `make demo` runs.
@@ -57,9 +59,9 @@ func wsOutcome(url string) string {
 // keep working.
 func TestDriveByPage(t *testing.T) {
 	s := startServer(t, devApp)
-	port := s.url[strings.LastIndex(s.url, ":")+1:]
+	port := s.URL[strings.LastIndex(s.URL, ":")+1:]
 	// The developer's chat, with a file worth stealing.
-	req, _ := http.NewRequest("PUT", s.url+"/api/chats/secret-chat/files?path=secret.txt", strings.NewReader("the developer's secret"))
+	req, _ := http.NewRequest("PUT", s.URL+"/api/chats/secret-chat/files?path=secret.txt", strings.NewReader("the developer's secret"))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -85,12 +87,12 @@ func TestDriveByPage(t *testing.T) {
 	}
 	var outcome string
 	b.evalJSON(30*time.Second, "no-cors fetch", fmt.Sprintf(`fetch(%q, {method: "POST", mode: "no-cors", body: %q}).then(r => r.type)`,
-		s.url+"/api/assistants/coder/chat", turn("drive-nocors")), &outcome)
+		s.URL+"/api/assistants/coder/chat", turn("drive-nocors")), &outcome)
 	if outcome != "opaque" {
 		t.Errorf("no-cors fetch: %q", outcome)
 	}
 	b.evalJSON(30*time.Second, "no-cors fetch without Content-Type", fmt.Sprintf(`fetch(%q, {method: "POST", mode: "no-cors", body: new Blob([%q])}).then(r => r.type)`,
-		s.url+"/api/assistants/coder/chat", turn("drive-blob")), &outcome)
+		s.URL+"/api/assistants/coder/chat", turn("drive-blob")), &outcome)
 	// A text/plain form sends name=value: this name and value make the
 	// body a JSON object.
 	formJSON := turn("drive-form")
@@ -102,7 +104,7 @@ func TestDriveByPage(t *testing.T) {
   f.appendChild(i); document.body.appendChild(f);
   document.querySelector("iframe").addEventListener("load", () => resolve("loaded"), {once: true});
   f.submit();
-})`, s.url+"/api/assistants/coder/chat", strings.TrimSuffix(formJSON, "}")+`,"locale":"`), &outcome)
+})`, s.URL+"/api/assistants/coder/chat", strings.TrimSuffix(formJSON, "}")+`,"locale":"`), &outcome)
 	b.evalJSON(30*time.Second, "cross-origin WebSocket", wsOutcome("ws://127.0.0.1:"+port+"/api/chats/drive-ws/terminal"), &outcome)
 	if outcome != "closed" {
 		t.Errorf("a page of another origin opened a terminal: %s", outcome)
@@ -146,17 +148,17 @@ func TestDriveByPage(t *testing.T) {
 		if code := s.api(t, "GET", "/api/chats/"+id, nil); code != 404 {
 			t.Errorf("chat %s: %d, want 404", id, code)
 		}
-		if c := containers(t, id); len(c) > 0 {
+		if c := e2etest.ChatContainers(t, id); len(c) > 0 {
 			t.Errorf("a sandbox runs for %s: %v", id, c)
 		}
 	}
-	if n := strings.Count(s.logs.String(), "request refused"); n < 7 {
-		t.Errorf("%d refusals logged, want 7 or more:\n%s", n, s.logs.String())
+	if n := strings.Count(s.Logs.String(), "request refused"); n < 7 {
+		t.Errorf("%d refusals logged, want 7 or more:\n%s", n, s.Logs.String())
 	}
 
 	// The developer's own page still works, in the same browser: it shows
 	// the chat's files and may change state.
-	b.run(30*time.Second, "open the app", chromedp.Navigate(s.url+"/#/c/secret-chat"), chromedp.WaitVisible(chromedp.CSS(`nav[aria-label="Chats"]`)))
+	b.run(30*time.Second, "open the app", chromedp.Navigate(s.URL+"/#/c/secret-chat"), chromedp.WaitVisible(chromedp.CSS(`nav[aria-label="Chats"]`)))
 	b.waitText(30*time.Second, `[role="tree"] button`, "secret.txt")
 	var status int
 	b.evalJSON(30*time.Second, "the app's own POST", `fetch("/api/chats/secret-chat/cancel", {method: "POST"}).then(r => r.status)`, &status)

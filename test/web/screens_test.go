@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -397,7 +398,7 @@ func TestWebScreens(t *testing.T) {
 	b.resize(desktop)
 	b.click(`button[aria-label="Close the terminal"]`)
 	b.waitText(30*time.Second, ".terminal .status", "sandbox is removed")
-	noContainers(t, chatID)
+	e2etest.NoContainers(t, chatID, 30*time.Second)
 	b.click(`#tab-files`)
 }
 

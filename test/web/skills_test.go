@@ -60,7 +60,7 @@ func TestWebSkills(t *testing.T) {
 	b.run(10*time.Second, "list all", chromedp.Click(chromedp.Search(`//nav[@aria-label="Skill proposals"]//button[text()="All"]`)))
 	b.waitFor(10*time.Second, "both listed", `document.querySelectorAll('nav[aria-label="Skill proposals"] ul.plist li').length === 2`)
 	b.snap("skills-2-rejected")
-	if strings.Contains(s.logs.String(), "panic") {
+	if strings.Contains(s.Logs.String(), "panic") {
 		t.Error("the server panicked")
 	}
 }

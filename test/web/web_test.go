@@ -10,10 +10,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,16 +22,15 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // server is a running agentbox serve on a copy of app/.
 type server struct {
-	url   string
+	*e2etest.Server
 	app   string
 	token string
-	cmd   *exec.Cmd
-	logs  *testenv.SyncBuffer
 }
 
 // startServer serves a copy of app/; appJSONC, when given, replaces its
@@ -55,57 +52,16 @@ func serveCopy(t *testing.T, src string, appJSONC ...string) *server {
 		t.Fatal(err)
 	}
 	for _, c := range appJSONC {
-		if err := os.WriteFile(filepath.Join(app, "app.jsonc"), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		e2etest.Write(t, filepath.Join(app, "app.jsonc"), c)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &server{url: "http://" + addr, app: app, token: "web-test-token-" + fmt.Sprint(time.Now().UnixNano()), logs: &testenv.SyncBuffer{}}
-	s.cmd = exec.Command(bin, "serve", "--app", app, "--addr", addr)
-	s.cmd.Env = append(os.Environ(), "AGENTBOX_WEB_TEST_TOKEN="+s.token)
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = s.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", s.logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(s.url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return s
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not up: %v\n%s", err, s.logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	token := "web-test-token-" + fmt.Sprint(time.Now().UnixNano())
+	return &server{app: app, token: token, Server: e2etest.Serve(t, app, e2etest.Options{Bin: bin, Env: []string{"AGENTBOX_WEB_TEST_TOKEN=" + token}})}
 }
 
 // api calls the server's API as the test user and decodes the answer.
 func (s *server) api(t *testing.T, method, path string, out any) int {
 	t.Helper()
-	req, _ := http.NewRequest(method, s.url+path, nil)
+	req, _ := http.NewRequest(method, s.URL+path, nil)
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -116,28 +72,6 @@ func (s *server) api(t *testing.T, method, path string, out any) int {
 		_ = json.NewDecoder(resp.Body).Decode(out)
 	}
 	return resp.StatusCode
-}
-
-// containers lists the containers of a chat, running or not.
-func containers(t *testing.T, chatID string) []string {
-	t.Helper()
-	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=dev.agentbox.chat="+chatID).Output()
-	if err != nil {
-		t.Fatalf("docker ps: %v", err)
-	}
-	return strings.Fields(string(out))
-}
-
-// noContainers waits for the chat's containers to be gone.
-func noContainers(t *testing.T, chatID string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(containers(t, chatID)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("containers of chat %s left: %v", chatID, containers(t, chatID))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // browser is a headless chromium tab.
@@ -271,7 +205,7 @@ func (b *browser) chatID() string {
 // signIn opens the app and signs in with the server's token.
 func (b *browser) signIn(s *server) {
 	b.run(30*time.Second, "open the app and sign in",
-		chromedp.Navigate(s.url+"/"),
+		chromedp.Navigate(s.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`#token`)),
 		chromedp.SendKeys(chromedp.CSS(`#token`), s.token),
 		chromedp.Click(chromedp.CSS(`form.login button[type=submit]`)),
@@ -370,7 +304,7 @@ func TestWebApp(t *testing.T) {
 		b.run(10*time.Second, "open the Bash call", chromedp.Click(chromedp.CSS(`details.tool[data-tool="Bash"] > summary`)))
 		b.waitText(10*time.Second, ".msg.tool[open] .out pre", "notes.md")
 		b.snap("1-answer")
-		noContainers(t, id)
+		e2etest.NoContainers(t, id, 30*time.Second)
 		chatID = id
 	})
 
@@ -408,7 +342,7 @@ func TestWebApp(t *testing.T) {
 		needChat(t)
 		// A terminal in the chat's sandbox: ls shows the workspace.
 		b.openTerminal()
-		if n := len(containers(t, chatID)); n != 1 {
+		if n := len(e2etest.ChatContainers(t, chatID)); n != 1 {
 			t.Errorf("%d containers for the terminal, want 1", n)
 		}
 		b.terminalRun("ls")
@@ -417,7 +351,7 @@ func TestWebApp(t *testing.T) {
 		b.snap("3-terminal")
 		b.run(10*time.Second, "close the terminal", chromedp.Click(chromedp.CSS(`button[aria-label="Close the terminal"]`)))
 		b.waitText(30*time.Second, ".terminal .status", "sandbox is removed")
-		noContainers(t, chatID)
+		e2etest.NoContainers(t, chatID, 30*time.Second)
 		b.run(10*time.Second, "back to the files tab", chromedp.Click(chromedp.CSS(`#tab-files`)))
 	})
 
@@ -426,13 +360,13 @@ func TestWebApp(t *testing.T) {
 		b.send("Start the long job")
 		b.waitText(turnTimeout, ".msg.tool .target", "sleep 300")
 		id := b.chatID()
-		if len(containers(t, id)) == 0 {
+		if len(e2etest.ChatContainers(t, id)) == 0 {
 			t.Error("no sandbox runs the long turn")
 		}
 		b.run(10*time.Second, "stop", chromedp.Click(chromedp.CSS(`button.stop`)))
 		b.waitText(60*time.Second, ".usage", "Stopped")
 		b.snap("4-stopped")
-		noContainers(t, id)
+		e2etest.NoContainers(t, id, 30*time.Second)
 	})
 
 	step("Reload", func(t *testing.T) {
@@ -457,6 +391,6 @@ func TestWebApp(t *testing.T) {
 		if n := len(detail.History); n != 2 || !strings.Contains(detail.History[1].Content, "The slow job finished.") {
 			t.Errorf("history after the reloaded turn: %+v", detail.History)
 		}
-		noContainers(t, id)
+		e2etest.NoContainers(t, id, 30*time.Second)
 	})
 }

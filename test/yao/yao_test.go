@@ -6,7 +6,6 @@
 package yao
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"net/http"
@@ -16,10 +15,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/scripted"
 )
@@ -33,28 +32,8 @@ func copyApp(t *testing.T, name string) string {
 	if err := os.CopyFS(dst, os.DirFS(filepath.Join(testenv.RepoRoot(), "testdata", "yao", name))); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unmountUnder(t, dst) })
+	t.Cleanup(func() { e2etest.UnmountUnder(t, dst) })
 	return dst
-}
-
-// unmountUnder unmounts every mount point under dir (deepest first).
-func unmountUnder(t *testing.T, dir string) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			points = append(points, f[4])
-		}
-	}
-	for i := len(points) - 1; i >= 0; i-- {
-		if err := syscall.Unmount(points[i], 0); err != nil {
-			t.Errorf("unmount %s: %v", points[i], err)
-		}
-	}
 }
 
 // tripwire is an HTTP(S) forward proxy that records every request sent
@@ -82,30 +61,6 @@ func (tw *tripwire) seen() []string {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	return append([]string(nil), tw.hosts...)
-}
-
-// run runs `agentbox run --json ASSISTANT PROMPT` on app with env and
-// returns the events.
-func run(t *testing.T, app string, env []string, args ...string) []chat.Event {
-	t.Helper()
-	cmd := exec.Command(testenv.Agentbox(t), append([]string{"run", "--app", app, "--json"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("agentbox run %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
-	}
-	var events []chat.Event
-	sc := bufio.NewScanner(&stdout)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var e chat.Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("not an event: %q", sc.Text())
-		}
-		events = append(events, e)
-	}
-	return events
 }
 
 // finalData returns the done event's Next data.
@@ -146,7 +101,7 @@ func TestYaoProxyConnector(t *testing.T) {
 		t.Errorf("check does not say where the connector calls (%q):\n%s", want, out)
 	}
 
-	events := run(t, app, env, "--user", "alice", "chat", "Say hello.")
+	events := e2etest.Run(t, app, env, "--user", "alice", "chat", "Say hello.")
 	data := finalData(t, events)
 	if data["answer"] != "Hello from the proxy host." || data["role"] != "assistant" || data["finish_reason"] != "stop" {
 		t.Errorf("Next data = %v", data)
@@ -197,7 +152,7 @@ func TestYaoSandboxedClaudeInDocker(t *testing.T) {
 			{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Done: hello.txt is written."},
 		}})
 		t.Cleanup(srv.Close)
-		events := run(t, app, []string{"YAO_E2E_HOST=" + srv.URL, "YAO_E2E_KEY=sk-ant-test", "YAO_E2E_SECRET=s3cret-for-git"},
+		events := e2etest.Run(t, app, []string{"YAO_E2E_HOST=" + srv.URL, "YAO_E2E_KEY=sk-ant-test", "YAO_E2E_SECRET=s3cret-for-git"},
 			"--runtime", "docker", "--chat", "yao-v1", "coder", "Write hello.txt.")
 		data := finalData(t, events)
 		if answer, _ := data["answer"].(string); !strings.HasSuffix(answer, "Done: hello.txt is written.") {
@@ -220,7 +175,7 @@ func TestYaoSandboxedClaudeInDocker(t *testing.T) {
 			{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Prepared."},
 		}})
 		t.Cleanup(srv.Close)
-		events := run(t, app, []string{"YAO_E2E_HOST=" + srv.URL, "YAO_E2E_KEY=sk-ant-test"},
+		events := e2etest.Run(t, app, []string{"YAO_E2E_HOST=" + srv.URL, "YAO_E2E_KEY=sk-ant-test"},
 			"--runtime", "docker", "--chat", "yao-v2", "builder", "Show what was prepared.")
 		if last := events[len(events)-1]; last.Event != chat.Done || last.Final.Error != "" || last.Final.Content != "Prepared." {
 			t.Fatalf("last event: %+v", last)
@@ -264,7 +219,7 @@ func openAIConnectorTurn(t *testing.T, app, version string) {
 		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Done: hello.txt is written."},
 	}})
 	t.Cleanup(srv.Close)
-	events := run(t, app, []string{"YAO_E2E_OPENAI_HOST=" + srv.URL + "/", "YAO_E2E_OPENAI_KEY=sk-deepseek-test"},
+	events := e2etest.Run(t, app, []string{"YAO_E2E_OPENAI_HOST=" + srv.URL + "/", "YAO_E2E_OPENAI_KEY=sk-deepseek-test"},
 		"--runtime", "docker", "--chat", "yao-openai", "local", "Write hello.txt.")
 	if v := sessionVersion(events); v != version {
 		t.Errorf("the CLI in the sandbox is %q, want %s", v, version)
