@@ -57,7 +57,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.E
 }
 
 // Start runs req and streams its output as it is produced (see
-// sandbox.Procs for the output's bounds). Stdin, when set, is copied to
+// sandbox.Procs.Start for the output's bounds). Stdin, when set, is copied to
 // the command and then closed when it reaches EOF. When ctx ends, the
 // command's process group is killed.
 func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {

@@ -50,7 +50,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.E
 }
 
 // Start runs req and streams its output as it is produced (see
-// sandbox.Procs for the output's bounds). When ctx ends, the command is
+// sandbox.Procs.Start for the output's bounds). When ctx ends, the command is
 // killed.
 func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	return sandbox.StartWith(ctx, s.ws, s.env, req, s.start)
