@@ -49,17 +49,15 @@ func (s *Sandbox) Name() string { return s.name }
 // Workspace returns the mounted workspace.
 func (s *Sandbox) Workspace() *sandbox.Workspace { return s.ws }
 
-// Exec runs req to completion. A non-zero exit is not an error; a timeout
-// returns the output so far and an error wrapping sandbox.ErrExecTimeout
-// after killing the command's whole process group.
+// Exec runs req to completion as sandbox.Sandbox says, in an exec of the
+// container; a timeout kills the exec's process group (execWrapper).
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	return sandbox.ExecWith(ctx, s.ws, s.env, req, s.start)
 }
 
-// Start runs req and streams its output as it is produced (see
-// sandbox.Procs.Start for the output's bounds). Stdin, when set, is copied to
-// the command and then closed when it reaches EOF. When ctx ends, the
-// command's process group is killed.
+// Start runs req in an exec of the container and streams its output (see
+// sandbox.Procs.Start); stdin, when set, goes over the attach connection,
+// which is half-closed at its end.
 func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	return sandbox.StartWith(ctx, s.ws, s.env, req, s.start)
 }

@@ -110,17 +110,15 @@ func (s *Sandbox) execErr(err error) error {
 	return s.rt.apiErr(context.Background(), "exec in "+s.name, err)
 }
 
-// Exec runs req to completion. A non-zero exit is not an error; a timeout
-// returns the output so far and an error wrapping sandbox.ErrExecTimeout
-// after killing the command's whole process group.
+// Exec runs req to completion as sandbox.Sandbox says, through the pod's
+// exec API and execWrapper, which kills the process group on a timeout.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	return sandbox.ExecWith(ctx, s.ws, s.env, req, s.start)
 }
 
-// Start runs req and streams its output as it is produced (see
-// sandbox.Procs.Start for the output's bounds). Stdin, when set, is copied to
-// the command and closed when it reaches EOF. When ctx ends, the
-// command's process group is killed.
+// Start runs req through the pod's exec API and streams its output (see
+// sandbox.Procs.Start); stdin, when set, follows the preamble on the exec's
+// stdin.
 func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	return sandbox.StartWith(ctx, s.ws, s.env, req, s.start)
 }

@@ -42,16 +42,14 @@ func (s *Sandbox) ID() string { return s.id }
 // Workspace returns the mounted workspace.
 func (s *Sandbox) Workspace() *sandbox.Workspace { return s.ws }
 
-// Exec runs req to completion. A non-zero exit is not an error; a timeout
-// returns the output so far and an error wrapping sandbox.ErrExecTimeout
-// after killing everything the command started.
+// Exec runs req to completion as sandbox.Sandbox says, in a bwrap of its
+// own; a timeout kills its pid namespace, everything the command started.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	return sandbox.ExecWith(ctx, s.ws, s.env, req, s.start)
 }
 
-// Start runs req and streams its output as it is produced (see
-// sandbox.Procs.Start for the output's bounds). When ctx ends, the command is
-// killed.
+// Start runs req in a bwrap of its own and streams its output (see
+// sandbox.Procs.Start).
 func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	return sandbox.StartWith(ctx, s.ws, s.env, req, s.start)
 }
