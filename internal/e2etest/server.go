@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -82,7 +83,7 @@ func Serve(t testing.TB, app string, opts Options) *Server {
 	t.Cleanup(func() {
 		s.Stop(syscall.SIGTERM, opts.StopWait)
 		if t.Failed() {
-			t.Logf("server %slog:\n%s", opts.Name+" ", s.Logs.String())
+			t.Logf("%s log:\n%s", strings.TrimSpace("server "+opts.Name), s.Logs.String())
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
