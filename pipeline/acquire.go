@@ -15,16 +15,42 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
+// acquire is the phase that gets a sandboxed turn its sandbox (nil for a
+// direct turn): the chat's kept one, or a new one whose prepare steps it
+// runs. The sandbox's removal, or its keeping for the chat's next turn,
+// runs after the done event.
+func (t *turn) acquire(ctx context.Context, app *assistant.App) (sandbox.Sandbox, error) {
+	a := t.asst
+	if a.Sandbox == nil {
+		return nil, nil
+	}
+	sb, cleanup, err := t.sandboxFor(ctx, app, a, limits(app))
+	if err != nil {
+		return nil, err
+	}
+	// After the done event: the answer does not wait for the removal.
+	t.defer_(cleanup)
+	t.hc.Sandbox = sb
+	t.hc.Computer = t.computerInfo(app, a)
+	if t.tm.sandbox != chat.SandboxWarm {
+		// A kept sandbox ran its prepare steps when it started.
+		if err := t.prepare(ctx, a, sb); err != nil {
+			return nil, err
+		}
+	}
+	return sb, nil
+}
+
 // sandboxFor gets the turn's sandbox: for an assistant with
 // sandbox.keep_alive, the chat's kept one when its CLI is alive and the
 // assistant is the one it was started for (a reload or a change restarts
 // it), else a new one to keep. The returned cleanup removes the sandbox,
 // or keeps it for the chat's next turn.
-func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.Assistant, lim assistant.Limits, hooks *jsapi.Hooks, hc *jsapi.Context) (sandbox.Sandbox, func(), error) {
+func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.Assistant, lim assistant.Limits) (sandbox.Sandbox, func(), error) {
 	// A skill's test turn runs in a throwaway chat: nothing to keep.
 	t.keep = a.Sandbox.KeepAlive > 0 && t.trial == nil
 	if !t.keep {
-		return t.createSandbox(ctx, app, a, lim, hooks, hc)
+		return t.createSandbox(ctx, app, a, lim)
 	}
 	start := time.Now()
 	c := t.p.kept.take(t.req.UserID, t.req.ChatID)
@@ -39,7 +65,7 @@ func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.
 		}
 		t.kept, t.bridge = c, c.bridge
 		if c.hookCtx != nil {
-			c.hookCtx.Store(hc)
+			c.hookCtx.Store(t.hc)
 		}
 		if c.cur != nil {
 			c.cur.Store(t)
@@ -56,13 +82,13 @@ func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.
 			"assistant_changed", c.assistant != a, "cli_alive", c.cli != nil && c.cli.Alive())
 		t.p.kept.drop(c)
 	}
-	return t.createSandbox(ctx, app, a, lim, hooks, hc)
+	return t.createSandbox(ctx, app, a, lim)
 }
 
 // createSandbox acquires the chat's workspace and creates the sandbox. The
 // returned cleanup removes the sandbox and releases the workspace; it runs
 // with its own timeout even when ctx has ended.
-func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assistant.Assistant, lim assistant.Limits, hooks *jsapi.Hooks, hc *jsapi.Context) (sandbox.Sandbox, func(), error) {
+func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assistant.Assistant, lim assistant.Limits) (sandbox.Sandbox, func(), error) {
 	p := t.p
 	rt, name, err := p.runtimeFor(app, a)
 	if err != nil {
@@ -105,7 +131,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	}
 	prog.set(starting, "sandbox")
 	if p.cfg.Bridge != nil {
-		sess, err := t.startBridge(ctx, name, app, a, hooks, hc)
+		sess, err := t.startBridge(ctx, name, app, a)
 		if err != nil {
 			release()
 			if t.keep {

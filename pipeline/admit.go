@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -14,6 +15,60 @@ import (
 	"github.com/agentbox/agentbox/connector"
 	"github.com/agentbox/agentbox/sandbox"
 )
+
+// admit is a turn's first phase: it checks the request (its ids, its
+// assistant, its messages, the options and connector the assistant lets it
+// choose), then lets the turn in under the app's limits (takeChat) and,
+// for a turn whose model calls go through the model proxy, past its
+// connector's circuit breaker. Nothing is started before it passes.
+func (t *turn) admit(ctx context.Context, app *assistant.App) error {
+	req := t.req
+	if err := validateIDs(req.UserID, req.ChatID); err != nil {
+		return err
+	}
+	t.p.hooks.Prune(app)
+	a, err := findAssistant(app, req.AssistantID)
+	if err != nil {
+		return err
+	}
+	t.asst = a
+	t.meta = maps.Clone(req.Metadata)
+	if t.trial == nil {
+		// Only a skill's test turn carries it, so hooks may trust it.
+		delete(t.meta, SkillTestMetadata)
+	}
+	if err := checkMessages(req.Messages); err != nil {
+		return err
+	}
+	if err := t.checkRequest(app, a); err != nil {
+		return err
+	}
+	if t.connID, err = t.initialConnector(app, a); err != nil {
+		return err
+	}
+	if c, ok := app.Connectors[t.connID]; ok && a.Sandbox == nil {
+		// What the client asks of the model is checked before anything
+		// runs (again when the connector is called: Create may change it).
+		if err := connector.CheckOptions(c.Type, c.ModelCapabilities(a.Options.Merge(req.Options).Model), req.Options); err != nil {
+			return fieldError(err)
+		}
+	}
+	t.p.breakers.Configure(breakerSettings(app))
+	release, err := t.takeChat(ctx, limits(app))
+	if err != nil {
+		t.refused = true
+		return err
+	}
+	// Released last, after the sandbox is gone: the chat's next turn never
+	// meets this one's sandbox.
+	t.defer_(release)
+	if t.proxied(a) {
+		// A sandboxed turn whose model calls would only meet an open
+		// breaker fails before it starts a sandbox.
+		return t.p.breakers.Get(t.connID).Check()
+	}
+	return nil
+}
 
 // findAssistant returns the app's assistant id, or the error a request
 // for it fails with: chat.ErrUnavailable with the *assistant.Failed that
@@ -171,11 +226,11 @@ func allowedConnector(app *assistant.App, a *assistant.Assistant, id string) err
 	return nil
 }
 
-// admit lets the turn of user on chat in under the app's limits: a slot of
-// the user's, then the chat (waiting in line behind its running turn),
-// then the chat's claim by the turn's assistant. release gives back what
-// was taken; the caller calls it when the turn ends.
-func (t *turn) admit(ctx context.Context, lim assistant.Limits) (release func(), err error) {
+// takeChat lets the turn of user on chat in under the app's limits: a
+// slot of the user's, then the chat (waiting in line behind its running
+// turn), then the chat's claim by the turn's assistant. release gives back
+// what was taken; the caller calls it when the turn ends.
+func (t *turn) takeChat(ctx context.Context, lim assistant.Limits) (release func(), err error) {
 	p, req := t.p, t.req
 	if t.nested && t.asst.Sandbox == nil {
 		// Its caller holds the user's slot, and a direct assistant's

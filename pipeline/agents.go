@@ -110,7 +110,8 @@ func (t *turn) delegate(ctx context.Context, d *jsapi.Delegate, conv conversatio
 		ce := chat.AsError(err)
 		return &chat.Error{Code: ce.Code, Message: fmt.Sprintf("delegated to assistant %q: %s", d.AssistantID, ce.Message), Err: err, RetryAfter: ce.RetryAfter}
 	}
-	t.content, t.data, t.finishReason = resp.Content, resp.Data, resp.FinishReason
+	t.answer.Content, t.data, t.answer.FinishReason = resp.Content, resp.Data, resp.FinishReason
+	t.delegated = true
 	return nil
 }
 
@@ -127,4 +128,3 @@ func nestedChatID(parent, callee string) string {
 	keep := min(len(parent), sandbox.MaxIDLen-len(h)-len("@"))
 	return parent[:keep] + "@" + h
 }
-

@@ -118,9 +118,9 @@ func readableBinary(app *assistant.App, a *assistant.Assistant) bool {
 
 // startBridge starts the request's bridge session before the sandbox is
 // created (its sockets are mounted into it).
-func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.App, a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) (*bridge.Session, error) {
+func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.App, a *assistant.Assistant) (*bridge.Session, error) {
 	cfg := t.p.cfg.Bridge
-	tools, err := t.hostTools(a, hooks, hc)
+	tools, err := t.hostTools(a)
 	if err != nil {
 		return nil, err
 	}
@@ -181,12 +181,13 @@ func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.A
 // hostTools turns the assistant's declared tools into bridge tools: hook
 // functions run in the assistant's JS runtime with the request's context;
 // the rest must be Go tools registered on the pipeline.
-func (t *turn) hostTools(a *assistant.Assistant, hooks *jsapi.Hooks, hc *jsapi.Context) ([]bridge.Tool, error) {
+func (t *turn) hostTools(a *assistant.Assistant) ([]bridge.Tool, error) {
+	hooks := t.hooks
 	var out []bridge.Tool
 	// The hook functions run with the context of the turn at hand: a kept
 	// chat's bridge serves its later turns too (sandboxFor repoints it).
 	t.hookCtx = &atomic.Pointer[jsapi.Context]{}
-	t.hookCtx.Store(hc)
+	t.hookCtx.Store(t.hc)
 	ref := t.hookCtx
 	t.cur = &atomic.Pointer[turn]{}
 	t.cur.Store(t)

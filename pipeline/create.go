@@ -1,12 +1,90 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/jsapi"
 )
+
+// create is the phase of the Create hook, when the assistant has one: it
+// may replace the conversation and change the options (metadata, locale,
+// connector, MCP servers, prompt preset), or delegate the turn to another
+// assistant, whose answer is the turn's (t.delegated; create returns nil).
+// Then the turn's prompts go in front of the conversation and its
+// connector and MCP servers are settled. It returns the assistant the
+// executor runs: the turn's, or a copy with the MCP servers Create chose.
+func (t *turn) create(ctx context.Context, app *assistant.App) (*assistant.Assistant, error) {
+	a := t.asst
+	if t.hooks != nil && t.hooks.Has("Create") {
+		if err := t.createHook(ctx); err != nil || t.delegated {
+			return nil, err
+		}
+	}
+	*t.conv = t.conv.withPrompts(t.prompts(app, a, t.opts))
+	if c := t.opts.Connector; c != t.connID {
+		if _, ok := app.Connectors[c]; !ok {
+			return nil, chat.Errorf(chat.ErrHook, "Create hook chose unknown connector %q", c)
+		}
+		t.connID = c
+	}
+	return t.withMCPServers(app, a, t.opts.MCPServers)
+}
+
+// createHook runs the Create hook and merges what it returned into the
+// turn: its messages replace the conversation (the stored history stays
+// as the request made it), its options are merged over the turn's, its
+// metadata into the request's (as in Yao), its locale is the hooks'.
+func (t *turn) createHook(ctx context.Context) error {
+	start := time.Now()
+	res, err := t.hooks.Create(ctx, t.hc, t.conv.all(), t.opts)
+	t.phase(phaseHookCreate, start)
+	if err != nil {
+		return jsapi.ChatError(err)
+	}
+	if res == nil {
+		return nil
+	}
+	if res.Messages != nil {
+		replace, added := t.conv.replace, t.conv.added
+		*t.conv = split(res.Messages)
+		t.conv.replace, t.conv.added = replace, added
+		if len(t.conv.input) == 0 {
+			return &chat.Error{Code: chat.ErrHook, Message: "Create hook returned messages without a trailing user message"}
+		}
+	}
+	if o := res.Options; o != nil {
+		if o.Sandbox != nil && t.asst.Sandbox == nil {
+			return chat.Errorf(chat.ErrHook, "Create hook options: sandbox: this assistant has no sandbox")
+		}
+		meta := o.Metadata
+		t.opts = t.opts.Merge(*o)
+		t.hookOptions = t.hookOptions.Merge(o.ModelOptions)
+		// Yao merges the hook's metadata into the request's.
+		for k, v := range meta {
+			if t.meta == nil {
+				t.meta = map[string]any{}
+			}
+			t.meta[k] = v
+		}
+		t.opts.Metadata = t.meta
+		if o.Locale != "" {
+			t.hc.Locale = o.Locale
+		}
+	}
+	if len(res.Ignored) > 0 {
+		t.p.log.Warn("Create hook returned Yao-only fields; ignored", "assistant", t.asst.ID, "fields", res.Ignored)
+	}
+	if res.Delegate != nil {
+		// Yao: the other assistant answers instead.
+		return t.delegate(ctx, res.Delegate, *t.conv)
+	}
+	return nil
+}
 
 // withMCPServers returns the assistant the executor runs: a itself, or a
 // copy whose MCP servers are the ones a Create hook chose (mcp_servers),

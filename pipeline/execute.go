@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
@@ -11,6 +12,55 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/sandbox"
 )
+
+// execution is what the execute phase produced: the one result of both
+// kinds of turn, an executor's run in the sandbox and a direct connector
+// call. Each fills what its kind has; the rest stays zero.
+type execution struct {
+	// Started is when the execution began.
+	Started time.Time
+	// Content is the answer's text; Next may replace it.
+	Content string
+	// Thinking is a direct model's reasoning.
+	Thinking string
+	Usage    chat.Usage
+	// FinishReason says why the answer ended (chat.FinishStop, ...; ""
+	// when there was no answer).
+	FinishReason string
+	// ToolCalls are the client's functions a direct model called.
+	ToolCalls []chat.ToolCall
+	// Model is the model that answered a direct call, as the provider
+	// names it.
+	Model string
+	// SessionID is the CLI's session, Notices the executor's notice
+	// codes, Ran the tools the agent ran and Timings what the executor
+	// measured.
+	SessionID string
+	Notices   []string
+	Ran       []executor.ToolCall
+	Timings   executor.Timings
+}
+
+// execute is the phase that answers: the assistant's coding-agent CLI in
+// the sandbox, or a direct connector call, whichever the turn has; agent
+// is the assistant as the Create phase left it. Both kinds give the
+// turn's answer, an execution, also when an error cut it short.
+func (t *turn) execute(ctx context.Context, app *assistant.App, agent *assistant.Assistant, sb sandbox.Sandbox) error {
+	start := time.Now()
+	var x execution
+	var err error
+	if sb != nil {
+		x, err = t.execSandboxed(ctx, app, agent, sb, *t.conv, t.opts)
+	} else {
+		x, err = t.execDirect(ctx, app, *t.conv, t.opts)
+	}
+	t.phase(phaseExecute, start)
+	x.Started = start
+	t.answer = x
+	t.usage.Add(x.Usage)
+	t.tm.exec, t.tm.tools = x.Timings, x.Ran
+	return err
+}
 
 // resolve finds and resolves the turn's connector. A missing $ENV
 // variable is a configuration error that names it (never the key).
@@ -28,26 +78,31 @@ func (t *turn) resolve(app *assistant.App) (assistant.Resolved, error) {
 }
 
 // execDirect answers with a direct, streaming connector call.
-func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversation, options chat.Options) (*connector.Response, error) {
+func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversation, options chat.Options) (execution, error) {
 	r, err := t.resolve(app)
 	if err != nil {
-		return nil, err
+		return execution{}, err
 	}
 	model := cmp.Or(options.Model, r.Model)
 	t.model = model
 	caps := t.capabilities(app, r, model)
 	mo, err := t.modelOptions(r.Type, caps, options.ModelOptions)
 	if err != nil {
-		return nil, err
+		return execution{}, err
 	}
 	cl, err := connector.New(connector.Config{Type: r.Type, Host: r.Host, Key: r.Key, Model: model, Extra: r.Extra, Script: r.Script,
 		AuthMode: r.AuthMode, APIVersion: r.APIVersion, Params: r.Params, Capabilities: &caps, Breaker: t.p.breakers.Get(t.connID)})
 	if err != nil {
-		return nil, &chat.Error{Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
+		return execution{}, &chat.Error{Code: chat.ErrInternal, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
 	}
 	// The prompts go as the messages they are, names and all, before the
 	// conversation, as Yao sends them.
-	return cl.Stream(ctx, &connector.Request{Model: model, Messages: conv.all(), Options: mo}, t.sawAnswer(t.emit))
+	res, err := cl.Stream(ctx, &connector.Request{Model: model, Messages: conv.all(), Options: mo}, t.sawAnswer(t.emit))
+	if res == nil {
+		return execution{}, err
+	}
+	return execution{Content: res.Content, Thinking: res.Thinking, Usage: res.Usage, FinishReason: chat.FinishReason(res.FinishReason),
+		ToolCalls: res.ToolCalls, Model: res.Model}, err
 }
 
 // capabilities are what the turn's model can take: the connector's, or
@@ -82,10 +137,10 @@ func (t *turn) modelOptions(typ string, caps connector.Capabilities, merged chat
 }
 
 // execSandboxed runs the assistant's coding-agent CLI in the sandbox.
-func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assistant.Assistant, sb sandbox.Sandbox, conv conversation, options chat.Options) (*executor.Result, error) {
+func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assistant.Assistant, sb sandbox.Sandbox, conv conversation, options chat.Options) (execution, error) {
 	ex, ok := t.p.executors[a.Sandbox.Command]
 	if !ok {
-		return nil, chat.Errorf(chat.ErrExecutor, "no executor for sandbox command %q", a.Sandbox.Command)
+		return execution{}, chat.Errorf(chat.ErrExecutor, "no executor for sandbox command %q", a.Sandbox.Command)
 	}
 	args := options.SandboxArguments(a.Sandbox.Arguments)
 	// A model the request (or the assistant's options) chose, when the
@@ -114,13 +169,13 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 	}
 	if t.bridge != nil {
 		if err := t.wireBridge(app, req, options.TokenLimit()); err != nil {
-			return nil, err
+			return execution{}, err
 		}
 	}
 	if req.Connector.Host == "" && req.Connector.Key == "" {
 		conn, err := t.connection(app)
 		if err != nil {
-			return nil, err
+			return execution{}, err
 		}
 		conn.Model = cmp.Or(args.Model, conn.Model)
 		req.Connector = conn
@@ -139,9 +194,6 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 			}
 		}
 	}
-	if res != nil {
-		res.Notices = append(res.Notices, watch.Notices()...)
-	}
 	if err != nil && t.bridge != nil {
 		// The CLI failed because the model proxy refused its calls: the
 		// connector's breaker is open. That is what the client must hear.
@@ -149,14 +201,15 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 			err = ce
 		}
 	}
-	if res != nil {
-		var metered chat.Usage
-		if t.bridge != nil && t.proxied(a) {
-			metered = subUsage(t.bridge.Usage(), t.usageBase)
-		}
-		res.Usage = withMetered(res.Usage, metered)
+	if res == nil {
+		return execution{}, err
 	}
-	return res, err
+	var metered chat.Usage
+	if t.bridge != nil && t.proxied(a) {
+		metered = subUsage(t.bridge.Usage(), t.usageBase)
+	}
+	return execution{Content: res.Content, Usage: withMetered(res.Usage, metered), FinishReason: chat.FinishStop,
+		SessionID: res.SessionID, Notices: append(res.Notices, watch.Notices()...), Ran: res.ToolCalls, Timings: res.Timings}, err
 }
 
 // withMetered is a sandboxed turn's usage: the tokens the bridge's model

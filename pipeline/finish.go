@@ -35,10 +35,10 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) (record fu
 		// Counted on the host, once the sandbox and its tunnels are gone.
 		t.usage.Egress = chat.MergeHostUsage(t.usage.Egress, subHostUsage(t.bridge.EgressUsage(), t.egressBase))
 	}
-	final := &chat.Final{Usage: t.usage, SessionID: t.sessionID, Content: t.content, Data: t.data, Notices: t.notices,
+	final := &chat.Final{Usage: t.usage, SessionID: t.answer.SessionID, Content: t.answer.Content, Data: t.data, Notices: t.answer.Notices,
 		Timings: t.tm.report(t.start, end)}
 	if err == nil {
-		final.FinishReason = t.finishReason
+		final.FinishReason = t.answer.FinishReason
 	}
 	if resp != nil {
 		resp.Usage.DurationMS = t.usage.DurationMS

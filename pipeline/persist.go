@@ -10,6 +10,21 @@ import (
 	"github.com/agentbox/agentbox/chat"
 )
 
+// persist is the last phase of a turn that answered: the answer goes
+// into the chat's history (one that cannot be stored is a notice, not the
+// turn's failure: the client has its answer) and back to the caller.
+func (t *turn) persist(ctx context.Context) *Response {
+	if t.answer.FinishReason == "" {
+		t.answer.FinishReason = chat.FinishStop
+	}
+	if err := t.saveHistory(ctx, chat.Failure{}); err != nil {
+		t.p.log.Error("history not saved", "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
+		chat.Notice(t.emit, t.nextID("notice"), "history_not_saved", "the answer was not saved to the chat history: "+err.Error())
+	}
+	return &Response{Content: t.answer.Content, SessionID: t.answer.SessionID, Usage: t.usage, Data: t.data,
+		FinishReason: t.answer.FinishReason, ToolCalls: t.answer.ToolCalls}
+}
+
 // maxFailureBytes bounds the error message a failed turn stores.
 const maxFailureBytes = 4 << 10
 
@@ -27,7 +42,7 @@ func (t *turn) saveFailure(ctx context.Context, err error) {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 	defer cancel()
-	if serr := t.saveHistory(sctx, *t.conv, chat.Failure{Code: ce.Code, Message: msg}); serr != nil {
+	if serr := t.saveHistory(sctx, chat.Failure{Code: ce.Code, Message: msg}); serr != nil {
 		t.p.log.Error("failed turn not saved", "user", t.req.UserID, "chat", t.req.ChatID, "error", serr)
 	}
 }
@@ -35,12 +50,13 @@ func (t *turn) saveFailure(ctx context.Context, err error) {
 // saveHistory stores this turn (input and answer, with the answer's tool
 // calls, and the failure of a turn that failed) in the chat history,
 // unless the request is ephemeral.
-func (t *turn) saveHistory(ctx context.Context, c conversation, failure chat.Failure) error {
+func (t *turn) saveHistory(ctx context.Context, failure chat.Failure) error {
 	if t.req.Ephemeral {
 		return nil
 	}
 	t.saved = true
-	answer := chat.Message{Role: chat.RoleAssistant, Content: t.content, ToolCalls: t.toolCalls, Failure: failure}
+	c := t.conv
+	answer := chat.Message{Role: chat.RoleAssistant, Content: t.answer.Content, ToolCalls: t.answer.ToolCalls, Failure: failure}
 	h := t.p.cfg.History
 	var err error
 	if c.replace {

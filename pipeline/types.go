@@ -1,8 +1,23 @@
-// Package pipeline runs a chat turn from request to done: it resolves the
-// assistant, assembles messages, creates the sandbox for sandboxed
-// assistants, runs the Create hook, executes (a direct connector call or a
-// coding-agent CLI executor), runs the Next hook, always removes the
-// sandbox, and records history, usage and an audit line.
+// Package pipeline runs a chat turn from request to done. Pipeline.Chat
+// (pipeline.go) starts a turn (turn.go), whose phases run in this order,
+// each in the file of its name:
+//
+//   - admit: the request's checks, its connector, the app's limits
+//     (the user's turns, the chat's line, the chat's assistant);
+//   - assemble: the conversation (stored history or the client's), the
+//     options, the hooks and their context;
+//   - acquire: a sandboxed assistant's sandbox, the chat's kept one or a
+//     new one with its bridge session (bridge.go) and prepare steps
+//     (prepare.go), before Create: the hook may use it;
+//   - create: the Create hook, then the prompts, connector and MCP servers;
+//   - execute: the coding-agent CLI's run in the sandbox, or a direct
+//     connector call, both giving one execution;
+//   - next: the Next hook;
+//   - persist: the chat's history.
+//
+// finish.go then sends the done event and records usage, the audit line
+// and the trace; after it the sandbox is removed (or kept for the chat's
+// next turn, keptturn.go) and the chat released.
 package pipeline
 
 import (
