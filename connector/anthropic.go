@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/sse"
 )
 
 // Anthropic API constants.
@@ -182,7 +183,7 @@ type anthropicBlock struct {
 	input          []byte
 }
 
-func (p *anthropic) stream(r *sseReader, out *output) error {
+func (p *anthropic) stream(r *sse.Reader, out *output) error {
 	blocks := map[int64]*anthropicBlock{}
 	stop := ""
 	for {
@@ -202,7 +203,7 @@ func (p *anthropic) stream(r *sseReader, out *output) error {
 		d := gjson.ParseBytes(ev.Data)
 		typ := d.Get("type").String()
 		if typ == "" {
-			typ = ev.Event
+			typ = ev.Type
 		}
 		switch typ {
 		case "message_start":

@@ -17,10 +17,15 @@ import (
 
 	"github.com/agentbox/agentbox/breaker"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/sse"
 )
 
 // maxErrorBody bounds how much of an error answer is read.
 const maxErrorBody = 64 << 10
+
+// maxEventBytes bounds one SSE event, so a broken or hostile server cannot
+// make the client buffer without limit. Real events are a few KiB.
+const maxEventBytes = 16 << 20
 
 // provider is one wire format: how to build the request and read the answer.
 type provider interface {
@@ -32,7 +37,7 @@ type provider interface {
 	// stream reads an SSE answer into out. It returns nil only when the
 	// stream completed (its end marker arrived); errStreamCut when the body
 	// ended early; a *chat.Error for an error event.
-	stream(r *sseReader, out *output) error
+	stream(r *sse.Reader, out *output) error
 	// whole reads a non-streamed JSON answer into out.
 	whole(body []byte, out *output) error
 }
@@ -209,7 +214,7 @@ func (c *client) attempt(ctx context.Context, body []byte, out *output) (*Respon
 		}
 		return &out.resp, nil
 	}
-	if err := c.p.stream(newSSEReader(hresp.Body), out); err != nil {
+	if err := c.p.stream(sse.NewReader(hresp.Body, maxEventBytes), out); err != nil {
 		return nil, c.readError(ctx, actx, err)
 	}
 	return &out.resp, nil
@@ -220,8 +225,8 @@ func (c *client) readError(ctx, actx context.Context, err error) *chat.Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	if errors.Is(err, errEventTooLarge) {
-		return fail(chat.ErrUpstream, fmt.Sprintf("%s API sent an event over the size limit (%v)", c.typ, err), &Failure{Err: err})
+	if errors.Is(err, sse.ErrTooLarge) {
+		return fail(chat.ErrUpstream, fmt.Sprintf("%s API sent an event over the size limit (server-sent event larger than %d MiB)", c.typ, maxEventBytes>>20), &Failure{Err: err})
 	}
 	if ctx.Err() != nil || context.Cause(actx) != nil || errors.Is(err, errStreamCut) {
 		return transportError(c.typ, c.host, ctx, actx, err, &c.cfg)

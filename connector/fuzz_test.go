@@ -2,98 +2,14 @@ package connector
 
 import (
 	"bytes"
-	"errors"
-	"io"
 	"net/http"
-	"reflect"
 	"strings"
 	"testing"
-	"testing/iotest"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
+	"github.com/agentbox/agentbox/internal/sse"
 )
-
-func TestSSEReader(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		in   string
-		want []sseEvent
-	}{
-		{"basic", "data: a\n\ndata: b\n\n", []sseEvent{{Data: []byte("a")}, {Data: []byte("b")}}},
-		{"crlf and names", "event: x\r\ndata: 1\r\n\r\n", []sseEvent{{Event: "x", Data: []byte("1")}}},
-		{"multi-line data", "data: a\ndata: b\n\n", []sseEvent{{Data: []byte("a\nb")}}},
-		{"no space after colon", "data:a\n\n", []sseEvent{{Data: []byte("a")}}},
-		{"only one space stripped", "data:  a\n\n", []sseEvent{{Data: []byte(" a")}}},
-		{"comments and ids ignored", ": keep-alive\nid: 4\nretry: 10\ndata: x\n\n", []sseEvent{{Data: []byte("x")}}},
-		{"event without data is skipped", "event: ping\n\ndata: y\n\n", []sseEvent{{Data: []byte("y")}}},
-		{"last event without blank line", "data: [DONE]", []sseEvent{{Data: []byte("[DONE]")}}},
-		{"empty data field", "data\n\n", []sseEvent{{Data: []byte("")}}},
-		{"long line", "data: " + strings.Repeat("x", 100000) + "\n\n", []sseEvent{{Data: []byte(strings.Repeat("x", 100000))}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			// One byte at a time exercises every buffer boundary.
-			r := newSSEReader(iotest.OneByteReader(strings.NewReader(tt.in)))
-			var got []sseEvent
-			for {
-				ev, err := r.Next()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, ev)
-			}
-			if !reflect.DeepEqual(render(got), render(tt.want)) {
-				t.Errorf("events = %q, want %q", render(got), render(tt.want))
-			}
-		})
-	}
-}
-
-func render(evs []sseEvent) []string {
-	var out []string
-	for _, e := range evs {
-		out = append(out, e.Event+"|"+string(e.Data))
-	}
-	return out
-}
-
-func TestSSEReaderLimit(t *testing.T) {
-	t.Parallel()
-	big := "data: " + strings.Repeat("x", maxEventBytes+10) + "\n\n"
-	_, err := newSSEReader(strings.NewReader(big)).Next()
-	if !errors.Is(err, errEventTooLarge) {
-		t.Fatalf("err = %v, want errEventTooLarge", err)
-	}
-}
-
-// FuzzSSEReader checks the parser never panics, never loops, and that
-// every event's data came from data lines of the input.
-func FuzzSSEReader(f *testing.F) {
-	for _, s := range []string{"data: a\n\n", "event: x\r\ndata: 1\r\n\r\n", ":c\n\ndata:\n", "data: a\ndata: b", "\r\n\n\r"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		r := newSSEReader(bytes.NewReader(in))
-		for i := 0; ; i++ {
-			if i > len(in)+1 {
-				t.Fatalf("more events than input bytes")
-			}
-			ev, err := r.Next()
-			if err != nil {
-				return
-			}
-			if len(ev.Data) > len(in) {
-				t.Fatalf("event data longer than the input")
-			}
-		}
-	})
-}
 
 // FuzzProviderStreams feeds arbitrary bytes as an SSE body to both
 // providers' stream parsers: no panic, every started message ends, and the
@@ -109,7 +25,7 @@ func FuzzProviderStreams(f *testing.F) {
 		for _, p := range []provider{&openAI{}, &anthropic{}} {
 			var ev chattest.Recorder
 			out := &output{emit: ev.Emit, ids: newIDs(), provider: "fuzz"}
-			_ = p.stream(newSSEReader(bytes.NewReader(in)), out)
+			_ = p.stream(sse.NewReader(bytes.NewReader(in), maxEventBytes), out)
 			out.closeOpen()
 			compact(t, ev.Events())
 			_ = p.whole(in, &output{emit: func(chat.Event) {}, ids: newIDs()})

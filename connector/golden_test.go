@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
+	"github.com/agentbox/agentbox/internal/sse"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/streams")
@@ -131,7 +132,7 @@ func BenchmarkStreamParse(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				out := &output{emit: func(chat.Event) {}, ids: newIDs()}
-				if err := bc.p.stream(newSSEReader(strings.NewReader(bc.body)), out); err != nil {
+				if err := bc.p.stream(sse.NewReader(strings.NewReader(bc.body), maxEventBytes), out); err != nil {
 					b.Fatal(err)
 				}
 				if len(out.resp.Content) != 6000 {

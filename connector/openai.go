@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/sse"
 )
 
 // openAIDefaultHost is used when the connector has no host.
@@ -118,7 +119,7 @@ type openAICall struct {
 	args     []byte
 }
 
-func (p *openAI) stream(r *sseReader, out *output) error {
+func (p *openAI) stream(r *sse.Reader, out *output) error {
 	calls := map[int64]*openAICall{}
 	finish := ""
 	for {
@@ -136,7 +137,7 @@ func (p *openAI) stream(r *sseReader, out *output) error {
 			return err
 		}
 		data := ev.Data
-		if string(data) == "[DONE]" {
+		if string(data) == sse.Done {
 			if finish == "" && len(calls) == 0 && out.text.Len() == 0 && out.thinking.Len() == 0 {
 				return errStreamCut // [DONE] with no answer at all
 			}
