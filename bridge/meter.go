@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/sse"
 )
 
 // usageFields are the token counts of one model response.
@@ -144,8 +145,8 @@ func (m *meter) total() chat.Usage {
 
 // Limits of what the meter keeps while it reads.
 const (
-	maxMeterLine = 1 << 20 // an SSE line longer than this is not a usage event
-	maxMeterJSON = 8 << 20 // a JSON body longer than this is not metered
+	maxMeterEvent = 1 << 20 // an SSE event larger than this is not a usage event
+	maxMeterJSON  = 8 << 20 // a JSON body longer than this is not metered
 )
 
 // meterBody passes a response body through unchanged while reading the
@@ -159,9 +160,10 @@ type meterBody struct {
 	usage  *usageReader // nil for error responses and unmetered routes: pass through, count nothing
 	onDone func(usageFields)
 
-	u       usageFields
-	line    []byte // SSE: the current incomplete line
-	skip    bool   // SSE: the current line is too long; drop until newline
+	u usageFields
+	// dec reads an SSE body's events (nil until its first bytes); one
+	// larger than maxMeterEvent is no usage event and is skipped.
+	dec     *sse.Decoder
 	buf     bytes.Buffer
 	tooBig  bool
 	doneOne sync.Once
@@ -174,7 +176,10 @@ func (b *meterBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if n > 0 && b.usage != nil {
 		if b.sse {
-			b.feedSSE(p[:n])
+			if b.dec == nil {
+				b.dec = sse.NewDecoder(maxMeterEvent, true, b.sseEvent)
+			}
+			_, _ = b.dec.Write(p[:n]) // fails only without skip
 		} else if !b.tooBig {
 			if b.buf.Len()+n > maxMeterJSON {
 				b.tooBig = true
@@ -197,48 +202,19 @@ func (b *meterBody) Close() error {
 	return b.rc.Close()
 }
 
-// feedSSE splits data into lines and reads usage from data lines.
-func (b *meterBody) feedSSE(data []byte) {
-	for len(data) > 0 {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			if !b.skip {
-				if len(b.line)+len(data) > maxMeterLine {
-					b.skip, b.line = true, b.line[:0]
-				} else {
-					b.line = append(b.line, data...)
-				}
-			}
-			return
-		}
-		if !b.skip && len(b.line)+i <= maxMeterLine {
-			if len(b.line) > 0 {
-				b.line = append(b.line, data[:i]...)
-				b.sseLine(b.line)
-				b.line = b.line[:0]
-			} else {
-				b.sseLine(data[:i])
-			}
-		}
-		b.skip, b.line = false, b.line[:0]
-		data = data[i+1:]
-	}
-}
-
-// sseLine handles one complete SSE line.
-func (b *meterBody) sseLine(line []byte) {
-	line = bytes.TrimSuffix(line, []byte("\r"))
-	payload, ok := bytes.CutPrefix(line, []byte("data:"))
-	if !ok {
-		return
-	}
-	if payload = bytes.TrimSpace(payload); gjson.ValidBytes(payload) {
+// sseEvent reads usage from one event of the stream.
+func (b *meterBody) sseEvent(e sse.Event) {
+	if payload := bytes.TrimSpace(e.Data); gjson.ValidBytes(payload) {
 		b.usage.event(&b.u, gjson.ParseBytes(payload))
 	}
 }
 
 func (b *meterBody) finish() {
 	b.doneOne.Do(func() {
+		if b.dec != nil {
+			// The last event, whose blank line never came, counts too.
+			_ = b.dec.Close()
+		}
 		if b.usage == nil {
 			if b.onDone != nil {
 				b.onDone(usageFields{})

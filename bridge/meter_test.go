@@ -122,8 +122,8 @@ func TestMeterOtherAPIs(t *testing.T) {
 func FuzzMeterSSE(f *testing.F) {
 	f.Add(sampleSSE, 3)
 	f.Add("data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":1}}\n", 1)
-	f.Add("data:"+strings.Repeat("x", maxMeterLine+10)+"\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":2}}}\n", 4096)
-	f.Add(`data: {"type":"message_start","message":{"usage":{"input_tokens":2},"pad":"`+strings.Repeat("x", maxMeterLine)+`"}}`+"\n", 4096)
+	f.Add("data:"+strings.Repeat("x", maxMeterEvent+10)+"\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":2}}}\n", 4096)
+	f.Add(`data: {"type":"message_start","message":{"usage":{"input_tokens":2},"pad":"`+strings.Repeat("x", maxMeterEvent)+`"}}`+"\n", 4096)
 	f.Fuzz(func(t *testing.T, body string, size int) {
 		if size < 0 {
 			size = -size

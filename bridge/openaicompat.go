@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/agentbox/agentbox/internal/sse"
 )
 
 // Claude Code speaks only the Anthropic Messages API. A Yao app may give a
@@ -323,27 +324,25 @@ type chatStream struct {
 // closed as it stands.
 func translateChatStream(w io.Writer, r io.Reader, model string) error {
 	s := &chatStream{w: w, model: model, block: -1, tools: map[int]int{}}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxMeterLine*4)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue
+	rd := sse.NewReader(r, maxMeterEvent*4)
+	for {
+		e, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		data = bytes.TrimSpace(data)
-		if string(data) == "[DONE]" {
+		if err != nil {
+			if s.started {
+				_ = s.end()
+			}
+			return err
+		}
+		data := bytes.TrimSpace(e.Data)
+		if string(data) == sse.Done {
 			break
 		}
 		if err := s.chunk(gjson.ParseBytes(data)); err != nil {
 			return err
 		}
-	}
-	if err := sc.Err(); err != nil {
-		if s.started {
-			_ = s.end()
-		}
-		return err
 	}
 	return s.end()
 }
@@ -354,7 +353,7 @@ func (s *chatStream) event(typ string, v map[string]any) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", typ, b)
+	_, err = s.w.Write(sse.Frame(sse.Event{Type: typ, Data: b}))
 	return err
 }
 
