@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/sse"
 )
 
 // The encodings of events on the wire. They are the only place events are
@@ -48,15 +50,5 @@ func SSEFrameID(id string, e Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(b)+len(e.Event)+len(id)+20)
-	if id != "" {
-		out = append(out, "id: "...)
-		out = append(out, id...)
-		out = append(out, '\n')
-	}
-	out = append(out, "event: "...)
-	out = append(out, e.Event...)
-	out = append(out, "\ndata: "...)
-	out = append(out, b...)
-	return append(out, '\n', '\n'), nil
+	return sse.Frame(sse.Event{ID: id, Type: e.Event, Data: b}), nil
 }

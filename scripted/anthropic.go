@@ -154,7 +154,7 @@ func (s *Server) anthropicRespond(w http.ResponseWriter, r *http.Request, req *R
 		})
 		return
 	}
-	e := newSSE(w, t.CutAfter, true)
+	e := newEventStream(w, t.CutAfter, true)
 	e.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": msgID, "type": "message", "role": "assistant", "model": model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,

@@ -150,7 +150,7 @@ func (s *Server) geminiRespond(w http.ResponseWriter, r *http.Request, req *Requ
 		writeJSON(w, http.StatusOK, chunk(append(parts, calls...), true))
 		return
 	}
-	e := newSSE(w, t.CutAfter, false)
+	e := newEventStream(w, t.CutAfter, false)
 	if t.Stall {
 		e.send("", chunk([]map[string]any{{"text": ""}}, false))
 		s.hang(r.Context())

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/sse"
 )
 
 // serveOpenAI answers POST /v1/chat/completions.
@@ -120,7 +122,7 @@ func (s *Server) openaiRespond(w http.ResponseWriter, r *http.Request, req *Requ
 		})
 		return
 	}
-	e := newSSE(w, t.CutAfter, false)
+	e := newEventStream(w, t.CutAfter, false)
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		return map[string]any{
 			"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -154,5 +156,5 @@ func (s *Server) openaiRespond(w http.ResponseWriter, r *http.Request, req *Requ
 			"choices": []any{}, "usage": usageJSON,
 		})
 	}
-	e.send("", "[DONE]")
+	e.send("", sse.Done)
 }

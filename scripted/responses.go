@@ -116,7 +116,7 @@ func (s *Server) responsesRespond(w http.ResponseWriter, r *http.Request, req *R
 		writeJSON(w, http.StatusOK, response(status, items, true))
 		return
 	}
-	e := newSSE(w, t.CutAfter, true)
+	e := newEventStream(w, t.CutAfter, true)
 	seq := 0
 	send := func(typ string, fields map[string]any) {
 		fields["type"] = typ

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/sse"
 )
 
 // Model is the model name the server answers with when a request names
@@ -314,24 +316,24 @@ func (s *Server) id(prefix string) string {
 	return fmt.Sprintf("%sllmtest%s%04d", prefix, s.prefix, n)
 }
 
-// sse writes server-sent events, flushing each, and aborts the connection
+// eventStream writes server-sent events, flushing each, and aborts the connection
 // after cut events when cut > 0.
-type sse struct {
+type eventStream struct {
 	w     http.ResponseWriter
 	n     int
 	cut   int
 	named bool // Anthropic "event:" lines; OpenAI sends data only
 }
 
-func newSSE(w http.ResponseWriter, cut int, named bool) *sse {
+func newEventStream(w http.ResponseWriter, cut int, named bool) *eventStream {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	return &sse{w: w, cut: cut, named: named}
+	return &eventStream{w: w, cut: cut, named: named}
 }
 
 // send writes one event; data is JSON-encoded unless it is a string.
-func (e *sse) send(event string, data any) {
+func (e *eventStream) send(event string, data any) {
 	if e.cut > 0 && e.n >= e.cut {
 		// Drop the connection without the closing chunk: the client sees a
 		// broken stream, not a clean end.
@@ -343,11 +345,11 @@ func (e *sse) send(event string, data any) {
 	} else {
 		b, _ = json.Marshal(data)
 	}
+	frame := sse.Event{Data: b}
 	if e.named {
-		fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", event, b)
-	} else {
-		fmt.Fprintf(e.w, "data: %s\n\n", b)
+		frame.Type = event
 	}
+	_, _ = e.w.Write(sse.Frame(frame))
 	e.n++
 	_ = http.NewResponseController(e.w).Flush()
 }

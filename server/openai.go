@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/sse"
 	"github.com/agentbox/agentbox/pipeline"
 )
 
@@ -366,7 +367,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, req *p
 		}
 		b, _ := json.Marshal(errorJSON(e))
 		_ = st.Write(dataFrame(b))
-		_ = st.Write([]byte("data: [DONE]\n\n"))
+		_ = st.Write(doneFrame)
 		return
 	}
 	var usage chat.Usage
@@ -383,13 +384,11 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, req *p
 		u, _ := json.Marshal(toOpenAIUsage(usage))
 		_ = st.Write(frame(completionChunk{Choices: []chunkChoice{}, Usage: u}))
 	}
-	_ = st.Write([]byte("data: [DONE]\n\n"))
+	_ = st.Write(doneFrame)
 }
 
 // dataFrame wraps JSON in a "data:" SSE frame.
-func dataFrame(b []byte) []byte {
-	out := make([]byte, 0, len(b)+8)
-	out = append(out, "data: "...)
-	out = append(out, b...)
-	return append(out, '\n', '\n')
-}
+func dataFrame(b []byte) []byte { return sse.Frame(sse.Event{Data: b}) }
+
+// doneFrame ends an OpenAI stream: data: [DONE].
+var doneFrame = dataFrame([]byte(sse.Done))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/sse"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/store"
 )
@@ -459,7 +460,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, req *pip
 		if err != nil {
 			b, _ = json.Marshal(map[string]any{"type": "error", "code": chat.ErrInternal, "message": "internal error", "param": nil, "sequence_number": seq - 1})
 		}
-		return append(append([]byte("event: "+typ+"\ndata: "), b...), '\n', '\n')
+		return sse.Frame(sse.Event{Type: typ, Data: b})
 	}
 	snapshot := func() responseObject { return *o.resp } // Output is copied by value of its slice header
 	st := newSSEStream(w, s.cfg.Heartbeat, func(raw func([]byte) error) error {

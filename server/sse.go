@@ -5,7 +5,12 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/sse"
 )
+
+// ping is the heartbeat's frame, a comment clients skip.
+var ping = sse.Comment("ping")
 
 // errStreamClosed is returned by writes after the handler finished.
 var errStreamClosed = errors.New("event stream closed")
@@ -61,7 +66,7 @@ func (s *sseStream) heartbeat(every time.Duration) {
 		case now := <-t.C:
 			s.mu.Lock()
 			if !s.closed && s.err == nil && now.Sub(s.last) >= every {
-				_ = s.writeLocked([]byte(": ping\n\n"))
+				_ = s.writeLocked(ping)
 			}
 			s.mu.Unlock()
 		}

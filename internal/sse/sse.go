@@ -1,9 +1,11 @@
 // Package sse reads and writes server-sent event streams (the WHATWG
 // text/event-stream format). It is the one codec of the product's event
-// streams: AppendFrame writes every frame the server sends its clients
-// and the model proxy its sandboxes; Decoder (pushed to) and Reader
-// (pulled from) read every stream a model provider or an agentbox server
-// sends.
+// streams: Frame and AppendFrame write every frame the server sends its
+// clients (chat.SSEFrame, the OpenAI and Responses endpoints), the model
+// proxy its sandboxes and the scripted model server its callers; Decoder
+// (pushed to) and Reader (pulled from) read every stream a model provider
+// or an agentbox server sends (package connector, the model proxy's meter
+// and translation, internal/testenv).
 package sse
 
 import (
@@ -71,6 +73,13 @@ func AppendFrame(dst []byte, e Event) []byte {
 // Frame returns e as one frame (see AppendFrame).
 func Frame(e Event) []byte {
 	return AppendFrame(make([]byte, 0, len(e.Data)+len(e.Type)+len(e.ID)+24), e)
+}
+
+// Comment returns a comment frame (": text" and the blank line), which
+// readers skip: a keep-alive. A line break or NUL in text is written as a
+// space.
+func Comment(text string) []byte {
+	return []byte(": " + fieldBreaks.Replace(text) + "\n\n")
 }
 
 // Done is the data of the event OpenAI's streams end with.

@@ -136,6 +136,17 @@ func TestFrame(t *testing.T) {
 	}
 }
 
+func TestComment(t *testing.T) {
+	t.Parallel()
+	if got := string(Comment("ping")); got != ": ping\n\n" {
+		t.Errorf("Comment = %q", got)
+	}
+	events, err := readAll(t, strings.NewReader(string(Comment("a\nevent: x\ndata: y"))+"data: z\n\n"), 1<<10)
+	if err != nil || len(events) != 1 || string(events[0].Data) != "z" {
+		t.Errorf("a comment with line breaks read as %q (%v), want only the event after it", events, err)
+	}
+}
+
 // FuzzReader checks that the reader never panics or loops, that it does
 // not depend on how the stream is split into reads, and that a frame it
 // writes reads back as the event it was (with its data's line ends as

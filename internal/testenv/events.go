@@ -1,13 +1,13 @@
 package testenv
 
 import (
-	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/sse"
 )
 
 // ReadEvents reads a native SSE stream to its end and returns its events;
@@ -15,18 +15,19 @@ import (
 // read before it.
 func ReadEvents(r io.Reader) ([]chat.Event, error) {
 	var events []chat.Event
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
+	rd := sse.NewReader(r, 64<<20)
+	for {
+		f, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return events, nil
+		}
+		if err != nil {
+			return events, err
 		}
 		var e chat.Event
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
-			return events, fmt.Errorf("bad event %q: %w", data, err)
+		if err := json.Unmarshal(f.Data, &e); err != nil {
+			return events, fmt.Errorf("bad event %q: %w", f.Data, err)
 		}
 		events = append(events, e)
 	}
-	return events, sc.Err()
 }
