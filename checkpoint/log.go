@@ -24,6 +24,8 @@ type Entry struct {
 	// Failed marks a checkpoint taken before a turn that failed: the
 	// state the failed turn started from.
 	Failed bool `json:"failed,omitempty"`
+	// Response is the Responses API response the turn answered ("": none).
+	Response string `json:"response,omitempty"`
 	// Time is when it was taken.
 	Time time.Time `json:"time"`
 	// Files and Bytes describe its workspace; Added is what its capture
@@ -39,6 +41,17 @@ type Entry struct {
 type ChatLog struct {
 	Head    string  `json:"head,omitempty"`
 	Entries []Entry `json:"entries"`
+}
+
+// FindResponse returns the entry of the turn that answered the Responses
+// API response id, or nil.
+func (l *ChatLog) FindResponse(id string) *Entry {
+	for i := range l.Entries {
+		if l.Entries[i].Response == id {
+			return &l.Entries[i]
+		}
+	}
+	return nil
 }
 
 // Find returns the entry of checkpoint id, or nil.

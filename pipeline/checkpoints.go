@@ -35,10 +35,12 @@ type CheckpointInfo struct {
 
 // Target names a checkpoint of a chat: the state after turn Turn on the
 // chat's current branch (turns counted from 1, in the order of the chat's
-// user messages), or the checkpoint ID (of any branch).
+// user messages), the checkpoint ID (of any branch), or the one of the
+// turn that answered the Responses API response Response.
 type Target struct {
-	Turn int    `json:"turn,omitempty"`
-	ID   string `json:"checkpoint,omitempty"`
+	Turn     int    `json:"turn,omitempty"`
+	ID       string `json:"checkpoint,omitempty"`
+	Response string `json:"-"`
 }
 
 // Rewound is what Rewind did.
@@ -74,7 +76,7 @@ func (t *turn) checkpoint(ctx context.Context, failed bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 	defer cancel()
 	user, chatID := t.req.UserID, t.req.ChatID
-	e, err := p.capture(ctx, user, chatID, t.asst.Sandbox != nil, failed, keep)
+	e, err := p.capture(ctx, user, chatID, t.asst.Sandbox != nil, failed, t.req.ResponseID, keep)
 	if err != nil {
 		p.log.Error("checkpoint not taken", "user", user, "chat", chatID, "error", err)
 		chat.Notice(t.emit, t.nextID("notice"), "checkpoint_not_saved", "this turn cannot be rewound to: its checkpoint was not saved: "+err.Error())
@@ -86,7 +88,7 @@ func (t *turn) checkpoint(ctx context.Context, failed bool) {
 // capture records the chat's state (its workspace when withFiles) as the
 // head of its log, keeping keep checkpoints; those dropped are collected
 // in the background.
-func (p *Pipeline) capture(ctx context.Context, user, chatID string, withFiles, failed bool, keep int) (*checkpoint.Entry, error) {
+func (p *Pipeline) capture(ctx context.Context, user, chatID string, withFiles, failed bool, response string, keep int) (*checkpoint.Entry, error) {
 	start := time.Now()
 	src := checkpoint.Source{}
 	if withFiles && p.cfg.Workspaces != nil && p.cfg.Workspaces.Exists(user, chatID) {
@@ -113,7 +115,7 @@ func (p *Pipeline) capture(ctx context.Context, user, chatID string, withFiles, 
 		return nil, err
 	}
 	defer done()
-	e := checkpoint.Entry{ID: cp.ID, Turn: userTurns(h), Failed: failed, Time: start, Files: cp.Files, Bytes: cp.Bytes, Added: cp.Added}
+	e := checkpoint.Entry{ID: cp.ID, Turn: userTurns(h), Failed: failed, Response: response, Time: start, Files: cp.Files, Bytes: cp.Bytes, Added: cp.Added}
 	_, dropped, err := p.cfg.Checkpoints.Record(ctx, user, chatID, e, keep)
 	if err != nil {
 		return nil, err
@@ -235,6 +237,17 @@ func (p *Pipeline) Checkpoints(ctx context.Context, user, chatID string) ([]Chec
 
 // find resolves to in the chat's log.
 func (p *Pipeline) find(ctx context.Context, user, chatID string, to Target) (*checkpoint.ChatLog, *checkpoint.Entry, error) {
+	if to.Response != "" {
+		l, err := p.cfg.Checkpoints.Log(ctx, user, chatID)
+		if err != nil {
+			return nil, nil, &chat.Error{Code: chat.ErrInternal, Message: "checkpoints unavailable", Err: err}
+		}
+		if e := l.FindResponse(to.Response); e != nil {
+			return l, e, nil
+		}
+		return nil, nil, &chat.Error{Code: chat.ErrInvalidRequest, Err: sandbox.ErrNotFound,
+			Message: fmt.Sprintf("chat %q has no checkpoint of response %s (taken before checkpoints were kept, or dropped by cleanup.checkpoints)", chatID, to.Response)}
+	}
 	if (to.Turn == 0) == (to.ID == "") {
 		return nil, nil, chat.Errorf(chat.ErrInvalidRequest, "name a turn (\"turn\": N, from 1) or a checkpoint (\"checkpoint\": ID from GET /api/chats/%s/checkpoints), one of them", chatID)
 	}

@@ -44,6 +44,10 @@ type Request struct {
 	// number (the Responses API continuing a conversation with several
 	// new items: tool outputs, then a user message).
 	Continue bool
+	// ResponseID names the Responses API response the turn answers: the
+	// turn's checkpoint records it, so that a request continuing from
+	// that response later can branch from the chat's state then.
+	ResponseID string
 	// Ephemeral leaves the chat history as it was: the turn is answered
 	// but not stored (the Responses API's store: false).
 	Ephemeral bool

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/checkpoint"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
@@ -76,13 +77,18 @@ func newChatsEnv(t *testing.T, mod func(*Config)) *chatsEnv {
 			"coder": {ID: "coder", Name: "Coder", Connector: "test.llm", Sandbox: &assistant.Sandbox{Command: "claude"}},
 		},
 	}
+	cps, err := checkpoint.Open(filepath.Join(data, "checkpoints"), checkpoint.Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.Config.Cleanup.Checkpoints = assistant.DefaultCheckpoints
 	p, err := pipeline.New(pipeline.Config{App: pipeline.Static{App: app}, Runtimes: map[string]sandbox.Runtime{"local": rt},
-		DefaultRuntime: "local", Workspaces: wss, History: st, Memory: pipeline.StoreMemory(st), Logger: quietLogger()})
+		DefaultRuntime: "local", Workspaces: wss, Checkpoints: cps, History: st, Memory: pipeline.StoreMemory(st), Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
-	cfg := Config{Backend: p, Chats: p, Tokens: testTokens, Logger: quietLogger()}
+	cfg := Config{Backend: p, Chats: p, Responses: st, Tokens: testTokens, Logger: quietLogger()}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -467,5 +473,101 @@ func TestWebPage(t *testing.T) {
 	ts2 := startServer(t, newFake(t), func(c *Config) { c.Assets = fstest.MapFS{} })
 	if _, body := do(t, ts2, "GET", "/", "", ""); !strings.Contains(body, "make build") {
 		t.Errorf("unbuilt page: %s", body)
+	}
+}
+
+// TestChatsRewindForkAndResponsesBranch: over the real pipeline and store,
+// a direct chat's checkpoints, a rewind and a fork through the API, and a
+// Responses client continuing from an older response, which branches.
+func TestChatsRewindForkAndResponsesBranch(t *testing.T) {
+	e := newChatsEnv(t, nil)
+	call := func(method, path, body string) (int, string) {
+		t.Helper()
+		resp, out := do(t, e.ts, method, path, tokenAlice, body)
+		return resp.StatusCode, out
+	}
+	create := func(body string) (map[string]any, string) {
+		t.Helper()
+		resp, out := do(t, e.ts, "POST", "/v1/responses", tokenAlice, body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("responses %s: %d %s", body, resp.StatusCode, out)
+		}
+		return decodeResponse(t, out), resp.Header.Get("X-Chat-ID")
+	}
+	r1, c1 := create(`{"model":"qa","input":"one"}`)
+	_, c2 := create(`{"model":"qa","input":"two","previous_response_id":"` + r1["id"].(string) + `"}`)
+	if c2 != c1 {
+		t.Fatalf("the newest response continues its chat: %q, want %q", c2, c1)
+	}
+	code, out := call("GET", "/api/chats/"+c1+"/checkpoints", "")
+	list := decode[struct {
+		Data []pipeline.CheckpointInfo `json:"data"`
+	}](t, out)
+	if code != 200 || len(list.Data) != 2 || list.Data[0].Turn != 1 || !list.Data[1].Head {
+		t.Fatalf("checkpoints: %d %s", code, out)
+	}
+
+	// An older response branches: a new chat from turn 1, the old one
+	// untouched.
+	_, c3 := create(`{"model":"qa","input":"branch","previous_response_id":"` + r1["id"].(string) + `"}`)
+	if c3 == "" || c3 == c1 {
+		t.Fatalf("branch chat %q (parent %q)", c3, c1)
+	}
+	history := func(chatID string) []string {
+		t.Helper()
+		code, out := call("GET", "/api/chats/"+chatID, "")
+		d := decode[pipeline.ChatDetail](t, out)
+		if code != 200 {
+			t.Fatalf("chat %s: %d %s", chatID, code, out)
+		}
+		var users []string
+		for _, m := range d.History {
+			if m.Role == chat.RoleUser {
+				users = append(users, m.Content)
+			}
+		}
+		return users
+	}
+	if got := strings.Join(history(c3), ","); got != "one,branch" {
+		t.Errorf("branch's user messages: %s", got)
+	}
+	if got := strings.Join(history(c1), ","); got != "one,two" {
+		t.Errorf("parent's user messages: %s", got)
+	}
+
+	// Rewind and fork through the native API.
+	if code, out := call("POST", "/api/chats/"+c1+"/rewind", `{"turn": 1}`); code != 200 || !strings.Contains(out, `"messages":2`) {
+		t.Errorf("rewind: %d %s", code, out)
+	}
+	if got := strings.Join(history(c1), ","); got != "one" {
+		t.Errorf("after the rewind: %s", got)
+	}
+	if code, out := call("POST", "/api/chats/"+c1+"/rewind", `{"checkpoint": "`+list.Data[1].ID+`"}`); code != 200 {
+		t.Errorf("forward again to turn 2's checkpoint: %d %s", code, out)
+	}
+	if got := strings.Join(history(c1), ","); got != "one,two" {
+		t.Errorf("after going forward again: %s", got)
+	}
+	code, out = call("POST", "/api/chats/"+c1+"/fork", `{"turn": 2}`)
+	fork := decode[map[string]string](t, out)["chat_id"]
+	if code != 200 || fork == "" {
+		t.Fatalf("fork: %d %s", code, out)
+	}
+	if got := strings.Join(history(fork), ","); got != "one,two" {
+		t.Errorf("fork: %s", got)
+	}
+	for _, bad := range []struct{ body, want string }{
+		{`{}`, "name a turn"},
+		{`{"turn": 7}`, "no checkpoint of turn 7"},
+		{`{"turn": "x"}`, "turn"},
+		{`{"checkpoint": "abc"}`, "not 64 hex digits"},
+		{`{"turn": 1, "extra": true}`, "extra"},
+	} {
+		if code, out := call("POST", "/api/chats/"+c1+"/rewind", bad.body); code/100 != 4 || !strings.Contains(out, bad.want) {
+			t.Errorf("rewind %s: %d %s", bad.body, code, out)
+		}
+	}
+	if code, out := call("POST", "/api/chats/nochat/fork", `{"turn": 1}`); code != 404 {
+		t.Errorf("fork of an unknown chat: %d %s", code, out)
 	}
 }

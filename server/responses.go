@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
+	"github.com/agentbox/agentbox/store"
 )
 
 // The Responses API (POST /v1/responses), as OpenAI documents it, onto
@@ -26,9 +27,10 @@ import (
 //     text.format, reasoning.effort, flat function tools);
 //   - a response belongs to a chat. conversation names it (the
 //     conversation id is the chat id, as X-Chat-ID); previous_response_id
-//     continues the chat of that stored response, which must be the
-//     chat's newest: a chat has one history and, for a sandboxed
-//     assistant, one workspace, so conversations do not branch;
+//     continues the chat of that stored response; from a response that
+//     is not its chat's newest, the request branches: it continues a
+//     fork of the chat at the checkpoint of that response (its history,
+//     memory and workspace as they were), a new conversation;
 //     otherwise a request that references items of a stored response
 //     continues its chat, and any other request starts a new chat;
 //   - store: false answers without storing: the chat history is left as it
@@ -320,10 +322,7 @@ func (s *Server) responseChat(ctx context.Context, r *http.Request, user string,
 			return "", false, err
 		}
 		if latest != prev.ID {
-			return "", false, &chat.Error{Code: CodeConflict, Message: fmt.Sprintf(
-				"previous_response_id: response %s is not the newest of its conversation %q (the newest is %s); "+
-					"a conversation continues from its newest response, since a chat has one history and one workspace",
-				prev.ID, prev.ChatID, latest), Err: &chat.FieldError{Path: "previous_response_id", Problem: "not the newest"}}
+			return s.branchFrom(ctx, user, prev, latest)
 		}
 		return prev.ChatID, true, nil
 	}
@@ -340,6 +339,28 @@ func (s *Server) responseChat(ctx context.Context, r *http.Request, user string,
 		}
 	}
 	return newID("chat-"), false, nil
+}
+
+// branchFrom forks the chat of prev, a response that is not its chat's
+// newest, at the checkpoint of the turn that answered prev: the request
+// continues that new chat. Without that checkpoint it is a conflict.
+func (s *Server) branchFrom(ctx context.Context, user string, prev store.Response, latest string) (string, bool, error) {
+	if s.cfg.Chats == nil {
+		return "", false, &chat.Error{Code: CodeConflict, Message: fmt.Sprintf(
+			"previous_response_id: response %s is not the newest of its conversation %q (the newest is %s), and this server keeps no chats to branch from",
+			prev.ID, prev.ChatID, latest), Err: &chat.FieldError{Path: "previous_response_id", Problem: "not the newest"}}
+	}
+	id, err := s.cfg.Chats.Fork(ctx, user, prev.ChatID, pipeline.Target{Response: prev.ID})
+	if err != nil {
+		if ce := chat.AsError(err); ce.Code == chat.ErrInvalidRequest {
+			return "", false, &chat.Error{Code: CodeConflict, Message: fmt.Sprintf(
+				"previous_response_id: response %s is not the newest of its conversation %q (the newest is %s), and it cannot be branched from: %s",
+				prev.ID, prev.ChatID, latest, ce.Message), Err: &chat.FieldError{Path: "previous_response_id", Problem: "not the newest"}}
+		}
+		return "", false, err
+	}
+	s.log.Info("responses: branched from an older response", "user", user, "chat", prev.ChatID, "response", prev.ID, "fork", id)
+	return id, true, nil
 }
 
 func cmpOr(a, b string) string {
@@ -382,11 +403,11 @@ func (s *Server) responsesCreate(w http.ResponseWriter, r *http.Request, user st
 		return
 	}
 	w.Header().Set("X-Chat-ID", cid)
+	out := newResponseOutput(a.ID, cid, in)
 	req := &pipeline.Request{
 		UserID: user, ChatID: cid, AssistantID: a.ID, Messages: msgs, Continue: cont, Ephemeral: !in.stored(),
-		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts,
+		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts, ResponseID: out.resp.ID,
 	}
-	out := newResponseOutput(a.ID, cid, in)
 	if in.Stream {
 		s.streamResponse(w, r, req, out)
 		return
