@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/sse"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/testrun"
 )
@@ -181,16 +182,16 @@ func (s *Server) testEvents(w http.ResponseWriter, r *http.Request, user string)
 		}
 		from = n + 1
 	}
-	sse := newSSEStream(w, s.cfg.Heartbeat, nil)
-	defer sse.Close()
-	if err := sse.Commit(); err != nil {
+	st := newSSEStream(w, s.cfg.Heartbeat, nil)
+	defer st.Close()
+	if err := st.Commit(); err != nil {
 		return
 	}
 	for {
 		events, over, more := run.Events(from)
 		for i, e := range events {
-			frame := fmt.Sprintf("event: %s\nid: %d\ndata: %s\n\n", e.Type, from+i, e.Marshal())
-			if err := sse.Write([]byte(frame)); err != nil {
+			frame := sse.Frame(sse.Event{ID: strconv.Itoa(from + i), Type: e.Type, Data: e.Marshal()})
+			if err := st.Write(frame); err != nil {
 				return
 			}
 		}

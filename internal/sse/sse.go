@@ -1,11 +1,11 @@
 // Package sse reads and writes server-sent event streams (the WHATWG
 // text/event-stream format). It is the one codec of the product's event
 // streams: Frame and AppendFrame write every frame the server sends its
-// clients (chat.SSEFrame, the OpenAI and Responses endpoints), the model
-// proxy its sandboxes and the scripted model server its callers; Decoder
-// (pushed to) and Reader (pulled from) read every stream a model provider
-// or an agentbox server sends (package connector, the model proxy's meter
-// and translation, internal/testenv).
+// clients (chat.SSEFrame, the OpenAI and Responses endpoints, the test
+// runs' events), the model proxy its sandboxes and the scripted model
+// server its callers; Decoder (pushed to) and Reader (pulled from) read
+// every stream a model provider or an agentbox server sends (package
+// connector, the model proxy's meter and translation, internal/testenv).
 package sse
 
 import (
