@@ -62,8 +62,9 @@ type TerminalSandbox interface {
 }
 
 // ResolveTerminal checks req like ResolveExec (argv, env, working
-// directory inside the workspace) and fills in the defaults: TERM, rows
-// and columns.
+// directory inside the workspace) for a sandbox with workspace ws and
+// environment specEnv, fills in the defaults (TERM, rows and columns) and
+// checks the size (CheckSize).
 func ResolveTerminal(ctx context.Context, ws *Workspace, specEnv map[string]string, req TerminalRequest) (Command, TerminalRequest, error) {
 	cmd, err := ResolveExec(ctx, ws, specEnv, ExecRequest{Argv: req.Argv, Env: withTerm(req.Env), Dir: req.Dir})
 	if err != nil {
@@ -76,7 +77,7 @@ func ResolveTerminal(ctx context.Context, ws *Workspace, specEnv map[string]stri
 		req.Cols = DefaultCols
 	}
 	req.Env = withTerm(req.Env)
-	return cmd, req, nil
+	return cmd, req, CheckSize(req.Rows, req.Cols)
 }
 
 // CheckSize refuses a terminal size no terminal has: a zero dimension,

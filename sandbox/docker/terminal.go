@@ -21,22 +21,12 @@ var _ sandbox.TerminalSandbox = (*Sandbox)(nil)
 // controlling terminal, and streams it raw (output and errors together).
 // Output holds up to 1 MiB unread before the command is held back.
 func (s *Sandbox) StartTerminal(ctx context.Context, req sandbox.TerminalRequest) (sandbox.Terminal, error) {
-	cmd, req, err := sandbox.ResolveTerminal(ctx, s.ws, nil, req)
+	cmd, req, err := sandbox.ResolveTerminal(ctx, s.ws, s.env, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := sandbox.CheckSize(req.Rows, req.Cols); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	removed := s.removed
-	s.mu.Unlock()
-	if removed {
+	if s.isRemoved() {
 		return nil, fmt.Errorf("terminal in %s: %w", s.name, sandbox.ErrRemoved)
-	}
-	env, err := sandbox.MergeEnv(s.env, req.Env)
-	if err != nil {
-		return nil, fmt.Errorf("terminal: %w", err)
 	}
 	r := s.rt
 	pidfile := "/tmp/.agentbox-exec-" + randHex(8)
@@ -44,7 +34,7 @@ func (s *Sandbox) StartTerminal(ctx context.Context, req sandbox.TerminalRequest
 	cctx, cancel := r.call(ctx)
 	created, err := r.cli.ContainerExecCreate(cctx, s.id, container.ExecOptions{
 		Cmd:          append([]string{"/bin/sh", "-c", execWrapper, pidfile}, cmd.Argv...),
-		Env:          env,
+		Env:          cmd.Env,
 		WorkingDir:   cmd.Dir,
 		Tty:          true,
 		ConsoleSize:  size,

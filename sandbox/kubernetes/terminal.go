@@ -33,24 +33,17 @@ exec env -- "$@"`
 // Output holds up to 1 MiB unread before the command is held back. It
 // costs two execs: the preamble's file, then the command.
 func (s *Sandbox) StartTerminal(ctx context.Context, req sandbox.TerminalRequest) (sandbox.Terminal, error) {
-	cmd, req, err := sandbox.ResolveTerminal(ctx, s.ws, nil, req)
+	cmd, req, err := sandbox.ResolveTerminal(ctx, s.ws, s.env, req)
 	if err != nil {
-		return nil, err
-	}
-	if err := sandbox.CheckSize(req.Rows, req.Cols); err != nil {
 		return nil, err
 	}
 	if s.isRemoved() || s.rt.pods.isGone(s.name) {
 		return nil, fmt.Errorf("terminal in %s: %w", s.name, sandbox.ErrRemoved)
 	}
-	env, err := sandbox.MergeEnv(s.env, req.Env)
-	if err != nil {
-		return nil, fmt.Errorf("terminal: %w", err)
-	}
 	r := s.rt
 	id := randHex(8)
 	pidfile, prefile := "/tmp/.agentbox-exec-"+id, "/tmp/.agentbox-term-"+id
-	pre := preamble(pidfile, cmd.Dir, env, cmd.Argv, true)
+	pre := preamble(pidfile, cmd.Dir, cmd.Env, cmd.Argv, true)
 	wctx, cancel := r.call(ctx)
 	_, err = r.run1(wctx, s.name, []string{sandbox.Shell, "-c", `umask 077; cat >"$0"`, prefile}, bytes.NewReader(pre))
 	cancel()

@@ -34,19 +34,12 @@ const setsidProgram = "setsid"
 // the caller's terminal from pushing input into it (TIOCSTI), while this
 // pty is the command's own, fed only by whoever holds the Terminal.
 func (s *Sandbox) StartTerminal(ctx context.Context, req sandbox.TerminalRequest) (sandbox.Terminal, error) {
-	cmd, req, err := sandbox.ResolveTerminal(ctx, s.ws, nil, req)
+	cmd, req, err := sandbox.ResolveTerminal(ctx, s.ws, s.env, req)
 	if err != nil {
-		return nil, err
-	}
-	if err := sandbox.CheckSize(req.Rows, req.Cols); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
-	}
-	env, err := sandbox.MergeEnv(s.env, req.Env)
-	if err != nil {
-		return nil, fmt.Errorf("terminal: %w", err)
 	}
 	args := slices.DeleteFunc(slices.Clone(s.args), func(a string) bool { return a == "--new-session" })
 	args = append(args, "--chdir", cmd.Dir, "--", setsidProgram, "-c")
@@ -61,7 +54,7 @@ func (s *Sandbox) StartTerminal(ctx context.Context, req sandbox.TerminalRequest
 		return nil, fmt.Errorf("terminal: size: %w", err)
 	}
 	c := exec.Command(s.rt.bwrap, args...)
-	c.Env = env
+	c.Env = cmd.Env
 	c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
 	c.SysProcAttr = &syscall.SysProcAttr{Credential: s.rt.cred, Setsid: true}
 	t := &terminal{sb: s, cmd: c, master: master, out: sandbox.NewStream(1<<20, true),
