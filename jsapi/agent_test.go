@@ -65,7 +65,7 @@ func TestAgentCalls(t *testing.T) {
 }`, hc, nil).(map[string]any)
 	wantOne := map[string]any{"agent_id": "a", "content": "re: hi", "response": map[string]any{"chat_id": "c1@a", "assistant_id": "a",
 		"completion": map[string]any{"content": "re: hi", "role": "assistant", "finish_reason": "stop", "usage": got["one"].(map[string]any)["response"].(map[string]any)["completion"].(map[string]any)["usage"]},
-		"next": map[string]any{"data": map[string]any{"len": 6.0}}}}
+		"next":       map[string]any{"data": map[string]any{"len": 6.0}}}}
 	if !reflect.DeepEqual(got["one"], wantOne) {
 		t.Errorf("Call = %v\nwant %v", got["one"], wantOne)
 	}

@@ -187,6 +187,8 @@ interface AgentCompletion {
 interface Memory {
   /** Shared by all of the user's chats; persists. */
   readonly user: MemoryNamespace;
+  /** Shared by the user's team; persists. Throws MEMORY_ERROR when the request names no team. */
+  readonly team: MemoryNamespace;
   /** This chat's; persists. */
   readonly chat: MemoryNamespace;
   /** This request's: Create, Next and tools of one request share it. */
@@ -204,6 +206,16 @@ interface MemoryNamespace {
   Has(key: string): boolean;
   /** All keys, sorted. */
   Keys(): string[];
+  /** How many keys there are. */
+  Len(): number;
+  /** Removes every key. */
+  Clear(): void;
+  /** Adds step (default 1, an integer) to the integer under key (missing: 0), atomically; returns the new value. A value that is not an integer throws MEMORY_ERROR. */
+  Incr(key: string, step?: number): number;
+  /** Incr with -step. */
+  Decr(key: string, step?: number): number;
+  /** Removes key and returns its value (undefined when none), atomically: of two callers one gets it. */
+  GetDel<T = any>(key: string): T | undefined;
 }
 
 /**

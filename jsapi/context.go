@@ -21,7 +21,10 @@ type Context struct {
 	ChatID      string
 	AssistantID string
 	// UserID is the authenticated user.
-	UserID   string
+	UserID string
+	// TeamID is the user's team, when the authentication names one: it
+	// owns the team memory namespace ("": ctx.memory.team throws).
+	TeamID   string
 	Locale   string
 	Metadata map[string]any
 	// Sandbox is the request's live sandbox; nil for a direct assistant,
@@ -129,4 +132,30 @@ func (c *Context) scratchKeys() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Sorted(maps.Keys(c.scratch))
+}
+
+func (c *Context) scratchGetDel(key string) (json.RawMessage, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.scratch[key]
+	delete(c.scratch, key)
+	return v, ok
+}
+
+func (c *Context) scratchIncr(key string, delta int64) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	if v, ok := c.scratch[key]; ok {
+		var err error
+		if n, err = intValue(v); err != nil {
+			return 0, err
+		}
+	}
+	n += delta
+	if c.scratch == nil {
+		c.scratch = map[string]json.RawMessage{}
+	}
+	c.scratch[key] = json.RawMessage(strconv.FormatInt(n, 10))
+	return n, nil
 }

@@ -3,6 +3,8 @@ package jsapi
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"math"
 	"slices"
 
 	"github.com/dop251/goja"
@@ -15,8 +17,8 @@ import (
 var (
 	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "workspace", "computer", "agent"}
 	ctxMethods     = []string{"Send", "SendStream", "Append", "Replace", "End"}
-	memoryMethods  = []string{"Get", "Set", "Del", "Has", "Keys"}
-	memoryKeys     = []string{string(NamespaceUser), string(NamespaceChat), string(NamespaceContext)}
+	memoryMethods  = []string{"Get", "Set", "Del", "Has", "Keys", "Len", "Clear", "Incr", "Decr", "GetDel"}
+	memoryKeys     = []string{string(NamespaceUser), string(NamespaceTeam), string(NamespaceChat), string(NamespaceContext)}
 	messageFields  = []string{"type", "props", "id"}
 	sandboxMembers = []string{"workdir", "ReadFile", "WriteFile", "ListDir", "Exec"}
 	execOptionKeys = []string{"cwd", "env", "timeout", "stdin", "shell"}
@@ -261,6 +263,10 @@ func (c *call) memoryMethod(ns Namespace, name string) nativeFn {
 		return func(fc goja.FunctionCall) goja.Value {
 			key := c.memKey(ns, "Set", fc.Argument(0))
 			v := fc.Argument(1)
+			if !isNullish(fc.Argument(2)) {
+				// Yao's ttl: values here live until deleted.
+				c.hostLog(slog.LevelWarn, "memory Set: the ttl argument is not kept; the value stays until deleted", "namespace", string(ns), "key", key)
+			}
 			s, ok, err := c.stringify(v)
 			switch {
 			case err != nil:
@@ -292,6 +298,81 @@ func (c *call) memoryMethod(ns Namespace, name string) nativeFn {
 				c.throw(fmt.Errorf("memory.%s.Del(%q): %w", ns, key, err), CodeMemory)
 			}
 			return goja.Undefined()
+		}
+	case "Len":
+		return func(fc goja.FunctionCall) goja.Value {
+			if ns == NamespaceContext {
+				return c.vm.ToValue(len(c.hc.scratchKeys()))
+			}
+			store, owner := c.memStore(ns, "Len")
+			n, err := store.Len(c.ctx, ns, owner)
+			if err != nil {
+				c.throw(fmt.Errorf("memory.%s.Len(): %w", ns, err), CodeMemory)
+			}
+			return c.vm.ToValue(n)
+		}
+	case "Clear":
+		return func(fc goja.FunctionCall) goja.Value {
+			if ns == NamespaceContext {
+				c.hc.mu.Lock()
+				c.hc.scratch = nil
+				c.hc.mu.Unlock()
+				return goja.Undefined()
+			}
+			store, owner := c.memStore(ns, "Clear")
+			if _, err := store.Clear(c.ctx, ns, owner); err != nil {
+				c.throw(fmt.Errorf("memory.%s.Clear(): %w", ns, err), CodeMemory)
+			}
+			return goja.Undefined()
+		}
+	case "Incr", "Decr":
+		return func(fc goja.FunctionCall) goja.Value {
+			key := c.memKey(ns, name, fc.Argument(0))
+			delta := int64(1)
+			if v := fc.Argument(1); !isNullish(v) {
+				f := v.ToFloat()
+				if _, isStr := asString(v); isStr || f != math.Trunc(f) || math.IsInf(f, 0) || math.Abs(f) > 1<<53 {
+					c.throw(argErr("memory.%s.%s(%q): want an integer step, got %s", ns, name, key, v.String()), "")
+				}
+				delta = int64(f)
+			}
+			if name == "Decr" {
+				delta = -delta
+			}
+			var n int64
+			var err error
+			if ns == NamespaceContext {
+				n, err = c.hc.scratchIncr(key, delta)
+			} else {
+				store, owner := c.memStore(ns, name)
+				n, err = store.Incr(c.ctx, ns, owner, key, delta)
+			}
+			if err != nil {
+				c.throw(fmt.Errorf("memory.%s.%s(%q): %w", ns, name, key, err), CodeMemory)
+			}
+			return c.vm.ToValue(n)
+		}
+	case "GetDel":
+		return func(fc goja.FunctionCall) goja.Value {
+			key := c.memKey(ns, "GetDel", fc.Argument(0))
+			var raw json.RawMessage
+			var ok bool
+			if ns == NamespaceContext {
+				raw, ok = c.hc.scratchGetDel(key)
+			} else {
+				store, owner := c.memStore(ns, "GetDel")
+				var err error
+				if raw, ok, err = store.GetDel(c.ctx, ns, owner, key); err != nil {
+					c.throw(fmt.Errorf("memory.%s.GetDel(%q): %w", ns, key, err), CodeMemory)
+				}
+			}
+			if !ok {
+				return goja.Undefined()
+			}
+			if !json.Valid(raw) {
+				c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.%s.GetDel(%q): the stored value is not valid JSON", ns, key)}, "")
+			}
+			return c.parseJSON(raw)
 		}
 	case "Keys":
 		return func(fc goja.FunctionCall) goja.Value {
@@ -333,6 +414,12 @@ func (c *call) memStore(ns Namespace, fn string) (MemoryStore, string) {
 	}
 	if hc.UserID == "" {
 		c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.%s.%s: the request has no user", ns, fn)}, "")
+	}
+	if ns == NamespaceTeam {
+		if hc.TeamID == "" {
+			c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.team.%s: the request has no team (the server's authentication names none for user %q)", fn, hc.UserID)}, "")
+		}
+		return hc.Memory, hc.TeamID
 	}
 	if ns == NamespaceChat {
 		if hc.ChatID == "" {

@@ -463,3 +463,56 @@ func TestExecTruncatedIsLogged(t *testing.T) {
 		t.Fatalf("got %v; log:\n%s", got, logs.String())
 	}
 }
+
+// TestMemoryScopes: Yao's team scope and Len/Clear/Incr/Decr/GetDel on
+// every scope, isolated per user, team and chat.
+func TestMemoryScopes(t *testing.T) {
+	t.Parallel()
+	h := load(t, `export function test(ctx: any, args: any) {
+  const out: any = {};
+  for (const ns of ["user", "team", "chat", "context"]) {
+    const m = ctx.memory[ns];
+    if (args.clear) m.Clear();
+    const r: any[] = [m.Incr("n"), m.Incr("n", 5), m.Decr("n"), m.Decr("n", 2)];
+    m.Set("once", {v: ns});
+    r.push(m.Len(), m.GetDel("once"), m.GetDel("once"), m.Len());
+    try { m.Set("s", "x"); m.Incr("s") } catch (e) { r.push(e.code) }
+    try { m.Incr("n", 1.5) } catch (e) { r.push(e.code) }
+    out[ns] = r;
+  }
+  return out;
+}`)
+	store := NewMemStore()
+	ann := &Context{UserID: "ann", TeamID: "red", ChatID: "c1", Memory: store}
+	got, err := h.Call(context.Background(), ann, "test", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := []any{1.0, 6.0, 5.0, 3.0, 2.0, map[string]any{"v": "NS"}, nil, 1.0, CodeMemory, CodeInvalidArgument}
+	for _, ns := range []string{"user", "team", "chat", "context"} {
+		want := append([]any(nil), row...)
+		want[5] = map[string]any{"v": ns}
+		if g := got.(map[string]any)[ns]; !reflect.DeepEqual(g, want) {
+			t.Errorf("%s: got %v, want %v", ns, g, want)
+		}
+	}
+	// Bob of the same team shares team memory, not user or chat memory.
+	bob := &Context{UserID: "bob", TeamID: "red", ChatID: "c1", Memory: store}
+	h2 := load(t, `export function test(ctx: any) { return [ctx.memory.user.Len(), ctx.memory.team.Incr("n"), ctx.memory.chat.Len()]; }`)
+	got, err = h2.Call(context.Background(), bob, "test", nil)
+	if want := []any{0.0, 4.0, 0.0}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("bob: %v, %v; want %v", got, err, want)
+	}
+	// Clear empties only its scope's owner.
+	if _, err := h.Call(context.Background(), &Context{UserID: "ann", TeamID: "blue", ChatID: "c1", Memory: store}, "test", map[string]any{"clear": true}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := store.Len(context.Background(), NamespaceTeam, "red"); n != 2 {
+		t.Fatalf("team red has %d keys after blue's Clear, want 2", n)
+	}
+	// Without a team, team memory says so.
+	got = run(t, catchJS(`ctx.memory.team.Get("x")`), &Context{UserID: "ann", Memory: store}, nil)
+	if m := got.(map[string]any); m["code"] != CodeMemory || !strings.Contains(m["message"].(string), "the request has no team") {
+		t.Fatalf("no team: %v", got)
+	}
+}

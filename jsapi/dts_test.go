@@ -67,6 +67,7 @@ export function test(ctx: any, args: any) {
     Memory: own(ctx.memory),
     MemoryNamespace: own(ctx.memory.user),
     MemoryNamespace_chat: own(ctx.memory.chat),
+    MemoryNamespace_team: own(ctx.memory.team),
     MemoryNamespace_context: own(ctx.memory.context),
     Sandbox: own(ctx.sandbox),
     Workspace: own(ctx.workspace),
@@ -144,6 +145,7 @@ export function Next(ctx: any, payload: any) {
 		t.Errorf("memory namespaces differ: %v", live)
 	}
 	delete(live, "MemoryNamespace_chat")
+	delete(live, "MemoryNamespace_team")
 	delete(live, "MemoryNamespace_context")
 	if g := live["globals"]; !equalSets(g, globals) {
 		t.Errorf("globals: Go installs %v, agentbox.d.ts declares %v", g, globals)

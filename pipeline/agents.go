@@ -83,7 +83,7 @@ func (t *turn) callAgent(ctx context.Context, id string, msgs []chat.Message, co
 		return nil, "", err
 	}
 	chatID := nestedChatID(t.req.ChatID, id)
-	req := &Request{UserID: t.req.UserID, ChatID: chatID, AssistantID: id, Messages: msgs, Ephemeral: true,
+	req := &Request{UserID: t.req.UserID, TeamID: t.req.TeamID, ChatID: chatID, AssistantID: id, Messages: msgs, Ephemeral: true,
 		Locale: t.req.Locale, Metadata: meta, Connector: connector}
 	resp, err := t.p.chat(ctx, req, emit, nil, true)
 	return resp, chatID, err

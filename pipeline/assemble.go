@@ -94,6 +94,7 @@ func (t *turn) hookContext(a *assistant.Assistant) *jsapi.Context {
 		ChatID:      t.req.ChatID,
 		AssistantID: a.ID,
 		UserID:      t.req.UserID,
+		TeamID:      t.req.TeamID,
 		Locale:      t.req.Locale,
 		Metadata:    t.meta,
 		Emit:        t.emit,

@@ -29,8 +29,8 @@ func (l storeChatLocks) Lock(ctx context.Context, user, chat string, queue int, 
 	return l.s.LockChat(ctx, user, chat, queue, wait)
 }
 
-// StoreMemory makes the store the hooks' persistent memory (the user and
-// chat namespaces).
+// StoreMemory makes the store the hooks' persistent memory (the user,
+// team and chat namespaces).
 func StoreMemory(s *store.Store) jsapi.MemoryStore { return storeMemory{s} }
 
 type storeMemory struct{ s *store.Store }
@@ -49,4 +49,20 @@ func (m storeMemory) Del(ctx context.Context, ns jsapi.Namespace, owner, key str
 
 func (m storeMemory) Keys(ctx context.Context, ns jsapi.Namespace, owner string) ([]string, error) {
 	return m.s.MemKeys(ctx, string(ns), owner)
+}
+
+func (m storeMemory) Len(ctx context.Context, ns jsapi.Namespace, owner string) (int64, error) {
+	return m.s.MemLen(ctx, string(ns), owner)
+}
+
+func (m storeMemory) Clear(ctx context.Context, ns jsapi.Namespace, owner string) (int64, error) {
+	return m.s.MemClear(ctx, string(ns), owner)
+}
+
+func (m storeMemory) Incr(ctx context.Context, ns jsapi.Namespace, owner, key string, delta int64) (int64, error) {
+	return m.s.MemIncr(ctx, string(ns), owner, key, delta)
+}
+
+func (m storeMemory) GetDel(ctx context.Context, ns jsapi.Namespace, owner, key string) (json.RawMessage, bool, error) {
+	return m.s.MemGetDel(ctx, string(ns), owner, key)
 }

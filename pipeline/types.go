@@ -33,6 +33,9 @@ type Request struct {
 	UserID      string
 	ChatID      string
 	AssistantID string
+	// TeamID is the user's team when the caller's authentication names
+	// one: it owns the hooks' ctx.memory.team ("" leaves it unavailable).
+	TeamID string
 	// Messages are what the client sent. Trailing user messages (or, for
 	// a direct assistant, the tool messages answering its model's tool
 	// calls) are the turn's input. When nothing comes before them they

@@ -16,6 +16,7 @@ type statements struct {
 	history, historyTail, appendChat, replaceChat, deleteMessages      *sql.Stmt
 	listChats, getChat, deleteChat, claimChat                          *sql.Stmt
 	memGet, memSet, memDel, memKeys, memClear                          *sql.Stmt
+	memLen, memGetDel, memAdd, memSwap                                 *sql.Stmt
 	insertUsage, usageTotals, usageByModel, egressSummary              *sql.Stmt
 	touchWorkspace, workspaceLastUse, staleWorkspaces, forgetWorkspace *sql.Stmt
 	saveResponse, getResponse, latestResponse, deleteResponses         *sql.Stmt
@@ -88,6 +89,11 @@ func (st *statements) coreQueries() []query {
 		{dst: &st.memDel, sql: `DELETE FROM memory WHERE ns = $1 AND owner = $2 AND key = $3`},
 		{dst: &st.memKeys, sql: `SELECT key FROM memory WHERE ns = $1 AND owner = $2 ORDER BY key`},
 		{dst: &st.memClear, sql: `DELETE FROM memory WHERE ns = $1 AND owner = $2`},
+		{dst: &st.memLen, sql: `SELECT COUNT(*) FROM memory WHERE ns = $1 AND owner = $2`},
+		{dst: &st.memGetDel, sql: `DELETE FROM memory WHERE ns = $1 AND owner = $2 AND key = $3 RETURNING value`},
+		{dst: &st.memAdd, sql: `INSERT INTO memory (ns, owner, key, value, updated_at) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (ns, owner, key) DO NOTHING`},
+		{dst: &st.memSwap, sql: `UPDATE memory SET value = $5, updated_at = $6 WHERE ns = $1 AND owner = $2 AND key = $3 AND value = $4`},
 		{dst: &st.insertUsage, sql: `INSERT INTO usage (time, user_id, chat_id, assistant_id, connector, model,
 			input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, cost_usd, turns, duration_ms, error)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)

@@ -45,6 +45,7 @@ func Run(t *testing.T, o Opener) {
 		{"SkillProposals", testSkillProposals},
 		{"SkillApprovalRace", testSkillApprovalRace},
 		{"Memory", testMemory},
+		{"MemoryCounters", testMemoryCounters},
 		{"Usage", testUsage},
 		{"UsageEgress", testUsageEgress},
 		{"Workspaces", testWorkspaces},

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -365,5 +367,75 @@ func testLargeValues(t *testing.T, o Opener) {
 	}
 	if info, _, _ := s.Chat(bg, "u", "long"); info.Messages != 2200 {
 		t.Errorf("messages = %d, want 2200", info.Messages)
+	}
+}
+
+// testMemoryCounters: Len, GetDel and Incr, with Incr and GetDel atomic
+// across two stores on one database (two servers).
+func testMemoryCounters(t *testing.T, o Opener) {
+	s := o.Open(t)
+	s2 := o.Reopen(t, s)
+	must(t, s.MemSet(bg, "team", "t1", "a", []byte(`"x"`)))
+	must(t, s.MemSet(bg, "team", "t1", "b", []byte(`2`)))
+	must(t, s.MemSet(bg, "team", "t2", "a", []byte(`1`)))
+	if n, err := s.MemLen(bg, "team", "t1"); err != nil || n != 2 {
+		t.Fatalf("MemLen = %d, %v; want 2", n, err)
+	}
+	if n, err := s.MemIncr(bg, "team", "t1", "b", 5); err != nil || n != 7 {
+		t.Fatalf("MemIncr(b, 5) = %d, %v; want 7", n, err)
+	}
+	if n, err := s.MemIncr(bg, "team", "t1", "new", -3); err != nil || n != -3 {
+		t.Fatalf("MemIncr(new, -3) = %d, %v; want -3", n, err)
+	}
+	if _, err := s.MemIncr(bg, "team", "t1", "a", 1); !errors.Is(err, store.ErrNotInteger) {
+		t.Fatalf("MemIncr of a string = %v, want ErrNotInteger", err)
+	}
+	must(t, s.MemSet(bg, "team", "t1", "f", []byte(`2.5`)))
+	if _, err := s.MemIncr(bg, "team", "t1", "f", 1); !errors.Is(err, store.ErrNotInteger) {
+		t.Fatalf("MemIncr of 2.5 = %v, want ErrNotInteger", err)
+	}
+	v, ok, err := s.MemGetDel(bg, "team", "t1", "a")
+	if err != nil || !ok || string(v) != `"x"` {
+		t.Fatalf("MemGetDel = %s, %v, %v", v, ok, err)
+	}
+	if _, ok, _ := s.MemGet(bg, "team", "t1", "a"); ok {
+		t.Fatal("GetDel left the key")
+	}
+	if _, ok, err := s.MemGetDel(bg, "team", "t1", "a"); ok || err != nil {
+		t.Fatalf("second MemGetDel = %v, %v", ok, err)
+	}
+	if v, _, _ := s.MemGet(bg, "team", "t2", "a"); string(v) != "1" {
+		t.Fatalf("another owner's value changed: %s", v)
+	}
+
+	// 2 stores x 8 workers x 10 increments: none lost; each of the values
+	// a GetDel race takes goes to one taker.
+	var wg sync.WaitGroup
+	var taken atomic.Int64
+	for i := range 16 {
+		st := []*store.Store{s, s2}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				if _, err := st.MemIncr(bg, "chat", "c", "n", 1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if _, ok, err := st.MemGetDel(bg, "chat", "c", "once"); err == nil && ok {
+				taken.Add(1)
+			}
+		}()
+		if i == 0 {
+			must(t, s.MemSet(bg, "chat", "c", "once", []byte(`true`)))
+		}
+	}
+	wg.Wait()
+	if v, _, _ := s.MemGet(bg, "chat", "c", "n"); string(v) != "160" {
+		t.Fatalf("after 160 concurrent increments n = %s", v)
+	}
+	if taken.Load() > 1 {
+		t.Fatalf("GetDel handed one value to %d callers", taken.Load())
 	}
 }
