@@ -40,7 +40,7 @@ type command struct {
 
 // buildCommand assembles argv (no secrets), the environment (secrets
 // only here) and the stdin stream.
-func (e *Executor) buildCommand(req *executor.Request, p *prepared, maxTurns int, permMode, model string) (*command, error) {
+func (e cli) buildCommand(req *executor.Request, p *prepared, maxTurns int, permMode, model string) (*command, error) {
 	args := req.Arguments
 	argv := []string{e.opts.Binary,
 		"-p",

@@ -2,16 +2,12 @@ package claude
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
-	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
 )
 
@@ -70,16 +66,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Executor runs turns with the Claude Code CLI. It is safe for concurrent
-// use; runs share nothing but the options.
-type Executor struct {
-	opts Options
-}
-
-var _ executor.Executor = (*Executor)(nil)
+// Executor runs turns with the Claude Code CLI (the driver,
+// agentcli.Executor, filled with cli). It is safe for concurrent use; runs
+// share nothing but the options.
+type Executor = agentcli.Executor
 
 // New returns an executor with opts, defaults filled in.
 func New(opts Options) *Executor {
+	c := newCLI(opts)
+	return agentcli.New(c, agentcli.Options{Binary: c.opts.Binary, DefaultMaxTurns: c.opts.DefaultMaxTurns,
+		GracePeriod: c.opts.GracePeriod, IdleTimeout: c.opts.IdleTimeout, AckWait: c.opts.AckWait, Logger: c.opts.Logger})
+}
+
+// newCLI returns the cli of opts, defaults filled in.
+func newCLI(opts Options) cli {
 	if opts.Binary == "" {
 		opts.Binary = DefaultBinary
 	}
@@ -101,11 +101,32 @@ func New(opts Options) *Executor {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Executor{opts: opts}
+	return cli{opts}
 }
 
-// Name returns "claude".
-func (e *Executor) Name() string { return "claude" }
+// cli is what is Claude Code's own: its command and configuration, its
+// stream, and the message a CLI kept between turns reads (Keeper).
+type cli struct{ opts Options }
+
+var _ agentcli.Keeper = cli{}
+
+func (cli) Profile() agentcli.Profile {
+	return agentcli.Profile{
+		Name: "claude", ErrorID: "cc-error",
+		State: func(id string) string { return ConfigPaths(id).Dir },
+		// The config dir keeps only the session transcripts:
+		// projects/*/<uuid>.jsonl and the session folders beside them
+		// (projects/*/<uuid>/: subagent transcripts, tool results). A
+		// file can be put there, but it is read only as the agent's own
+		// history. Settings, hooks, memory, skills, agents and commands
+		// anyone wrote there go.
+		Homes: []agentcli.Home{{Dir: "config", Keep: []string{"projects/*/" + uuidGlob + ".jsonl", "projects/*/" + uuidGlob}}},
+		// The session id is the chat's (SessionID): the CLI resumes it
+		// when its transcript is there.
+		RunFiles: []string{SystemPromptFile},
+		Lines:    lineOptions(DefaultMaxEventContent),
+	}
+}
 
 // runInput is the part of a request preparation needs.
 type runInput struct {
@@ -119,154 +140,66 @@ type runInput struct {
 	mcpEnv    map[string]string // executor.Request.MCPServerEnv
 }
 
-// Run executes one turn (see executor.Executor). Events go to req.Emit from
-// the calling goroutine's run only: Run never emits after it returns.
-func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
-	turn := agentcli.NewTurn(req.Emit, "cc-error")
-	defer turn.End()
-	emit, fail := turn.Emit, turn.Fail
-	if err := turn.Check(req, "claude executor"); err != nil {
-		return nil, err
-	}
-	args := req.Arguments
+// Prepare implements agentcli.CLI. The command is the same whether the
+// CLI is kept or not: it reads stream-json messages on stdin.
+func (c cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
+	args := p.Arguments
 	maxTurns := args.MaxTurns
 	if maxTurns <= 0 {
-		maxTurns = e.opts.DefaultMaxTurns
+		maxTurns = c.opts.DefaultMaxTurns
 	}
 	permMode := args.PermissionMode
 	if permMode == "" {
 		permMode = DefaultPermissionMode
 	}
 	if !permissionModes[permMode] {
-		return fail(chat.ErrInvalidRequest, fmt.Sprintf("permission_mode %q is not one of acceptEdits, auto, bypassPermissions, default, dontAsk, plan", permMode), nil)
+		return nil, agentcli.Invalid("permission_mode %q is not one of acceptEdits, auto, bypassPermissions, default, dontAsk, plan", permMode)
 	}
-	model := args.Model
-	if model == "" {
-		model = req.Connector.Model
-	}
-	if len(req.Input) == 0 {
-		return fail(chat.ErrInvalidRequest, "no input message: a turn needs at least one user message", nil)
-	}
-
-	key := warmKey(req, maxTurns, permMode, model)
-	if w, ok := req.Warm.(*warmCLI); ok && w.Alive() && w.key == key {
-		// The chat's kept CLI takes the turn: it has the session and its
-		// configuration; nothing is prepared again.
-		input, err := inputLines(req.Input)
-		if err != nil {
-			return fail(chat.ErrInvalidRequest, err.Error(), err)
-		}
-		res, err := e.runWarm(ctx, req, w, turn, input, e.parserOptions(maxTurns, req.Assistant.Skills), w.session, false)
-		if !errors.Is(err, errWarmHung) {
-			return res, err
-		}
-		// Hung (and stopped): a new CLI resumes the session and takes the
-		// turn, which emitted nothing.
-		e.opts.Logger.Warn("claude kept for the chat is hung and restarted", "assistant", req.Assistant.ID, "chat", req.ChatID)
-	} else if req.Warm != nil {
-		e.opts.Logger.Info("claude kept for the chat is restarted", "assistant", req.Assistant.ID, "chat", req.ChatID,
-			"alive", req.Warm.Alive(), "changed", ok && w.key != key)
-		// Closed before the new one starts: it ends its session (a
-		// transcript the new one resumes).
-		req.Warm.Close()
-	}
-
-	ws := req.Sandbox.Workspace()
 	in := &runInput{
-		assistant: req.Assistant,
-		extraMCP:  req.MCPServers,
-		skills:    req.Assistant.Skills,
-		system:    req.System,
-		history:   req.History,
-		sessionID: SessionID(req.Assistant.ID, req.UserID, req.ChatID),
-		relay:     req.Relay,
-		mcpEnv:    req.MCPServerEnv,
+		assistant: p.Assistant,
+		extraMCP:  p.MCPServers,
+		skills:    p.Assistant.Skills,
+		system:    p.System,
+		history:   p.History,
+		sessionID: SessionID(p.Assistant.ID, p.UserID, p.ChatID),
+		relay:     p.Relay,
+		mcpEnv:    p.MCPServerEnv,
 	}
-	prep, err := prepare(ctx, ws, in)
+	prep, err := prepare(ctx, p.Sandbox.Workspace(), in)
 	if err != nil {
-		return fail(chat.ErrSandbox, "prepare workspace: "+err.Error(), err)
+		return nil, err
 	}
-	cmd, err := e.buildCommand(req, prep, maxTurns, permMode, model)
+	cmd, err := c.buildCommand(p.Request, prep, maxTurns, permMode, p.Model)
 	if err != nil {
-		return fail(chat.ErrInvalidRequest, err.Error(), err)
+		return nil, agentcli.Invalid("%s", err.Error())
 	}
-	log := e.opts.Logger.With("assistant", req.Assistant.ID, "chat", req.ChatID, "session", prep.sessionID)
-	log.Debug("claude run", "resume", prep.resume, "max_turns", maxTurns, "permission_mode", permMode,
-		"model", model, "mcp_servers", prep.mcp.Servers, "input_bytes", len(cmd.stdin))
-
-	argv := cmd.argv
-	if req.WrapArgv != nil {
-		argv = req.WrapArgv(argv)
+	names := make([]string, 0, len(in.skills))
+	for _, s := range in.skills {
+		names = append(names, s.Name)
 	}
-	if req.KeepAlive {
-		w, err := startWarm(ctx, req.Sandbox, sandbox.ExecRequest{Argv: argv, Env: cmd.env}, key, prep.sessionID,
-			agentcli.Secrets(req.Connector.Key, prep.mcp.Env), NewParser(nil, ParserOptions{}).LineOptions(), log)
-		if err != nil {
-			if ctx.Err() != nil {
-				return fail(chat.ErrCanceled, "the request was canceled; claude was not started", err)
-			}
-			return fail(chat.ErrSandbox, "start claude: "+err.Error(), err)
-		}
-		log.Debug("claude started to be kept", "resume", prep.resume)
-		return e.runWarm(ctx, req, w, turn, cmd.stdin, e.parserOptions(maxTurns, in.skills), prep.sessionID, true)
-	}
-	run, xe := agentcli.Start(ctx, agentcli.Spec{
-		CLI: "claude", ErrorID: "cc-error", Emit: emit,
-		Sandbox: req.Sandbox,
-		Exec:    sandbox.ExecRequest{Argv: argv, Env: cmd.env},
+	return &agentcli.Plan{
+		Argv: cmd.argv, Env: cmd.env,
 		// Input stays open while the CLI works: 2.1.197 stops its
 		// background commands and subagents when its input ends.
 		Input: cmd.stdin, HoldInput: true,
-		Timeout: req.Timeout, GracePeriod: e.opts.GracePeriod, IdleTimeout: max(e.opts.IdleTimeout, 0),
-		Secrets: agentcli.Secrets(req.Connector.Key, prep.mcp.Env), Logger: log,
-	})
-	if xe != nil {
-		return fail(xe.Code, xe.Message, xe.Err)
-	}
-
-	skillNames := make([]string, 0, len(in.skills))
-	for _, s := range in.skills {
-		skillNames = append(skillNames, s.Name)
-	}
-	parser := NewParser(emit, ParserOptions{
-		MaxTurns:         maxTurns,
-		FailureThreshold: executor.FailureThreshold(req.Assistant),
-		Skills:           skillNames,
-		MaxRetryWait:     e.opts.MaxRetryWait,
-		MaxAPIRetries:    max(e.opts.APIRetries, 0),
-		Monitor:          run,
-	})
-	exit := run.Wait(parser.Parse)
-	out := parser.Close()
-	_ = ws.RemoveAll(context.WithoutCancel(ctx), SystemPromptFile)
-
-	res := out.Result(prep.sessionID, exit.Started)
-	res.Notices = append(res.Notices, exit.Notices...)
-	res.Timings = out.Timings
-	res.Timings.Started = exit.Started
-	log.Debug("claude done", "exit", exit.Code, "results", out.Results, "subtype", out.Subtype,
-		"turns", res.Usage.Turns, "cost_usd", res.Usage.CostUSD, "tasks", out.Tasks, "tasks_left", out.TasksLeft,
-		"lines", out.Lines, "skipped", out.Skipped, "dropped", out.Dropped, "unknown", out.Unknown,
-		"discarded_bytes", out.Discarded, "killed", exit.Killed, "idle", exit.Idle)
-
-	if xe := exit.Failure(agentcli.Parsed{GotResult: out.GotResult, Err: out.Err, NoResult: func(string) (string, string) {
-		// The CLI reports the model API's last failure; without a result
-		// it is the likeliest reason.
-		if out.APIErrorStatus == 0 {
-			return chat.ErrExecutor, ""
-		}
-		return errorCode("", out.APIErrorStatus, ""), fmt.Sprintf("the model API last answered HTTP %d", out.APIErrorStatus)
-	}}); xe != nil {
-		return res, xe
-	}
-	return res, nil
+		MCP: prep.mcp.all, Skills: names, Remove: []string{SystemPromptFile},
+		MaxTurns: maxTurns, Model: p.Model, PermissionMode: permMode, SessionID: prep.sessionID,
+	}, nil
 }
 
-// parserOptions are a run's parser options.
-func (e *Executor) parserOptions(maxTurns int, sk []*skills.Skill) ParserOptions {
-	names := make([]string, 0, len(sk))
-	for _, s := range sk {
-		names = append(names, s.Name)
-	}
-	return ParserOptions{MaxTurns: maxTurns, Skills: names, MaxRetryWait: e.opts.MaxRetryWait, MaxAPIRetries: max(e.opts.APIRetries, 0)}
+// NewParser implements agentcli.CLI.
+func (c cli) NewParser(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.Parser {
+	return NewParser(emit, ParserOptions{
+		MaxTurns:         plan.MaxTurns,
+		FailureThreshold: plan.FailureThreshold,
+		Skills:           plan.Skills,
+		MaxRetryWait:     c.opts.MaxRetryWait,
+		MaxAPIRetries:    max(c.opts.APIRetries, 0),
+		Monitor:          m,
+	})
 }
+
+// NextMessage implements agentcli.Keeper: the kept CLI reads the turn's
+// messages as a stream-json user line and prints its init line on
+// reading it (the driver's liveness check, Options.AckWait).
+func (cli) NextMessage(next agentcli.Next) ([]byte, error) { return inputLines(next.Input) }

@@ -328,6 +328,7 @@ func TestPrepareRewrites(t *testing.T) {
 	// The user's own project files are not the executor's.
 	writeHostFile(t, filepath.Join(ws, ".mcp.json"), `{"mcpServers":{"mine":{"command":"x"}}}`)
 
+	readyWorkspace(t, context.Background(), sb.ws, in.assistant, "")
 	p, err := prepare(context.Background(), sb.ws, in)
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,13 @@
 package claude
 
 import (
+	"context"
 	"os"
 	"testing"
 
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
@@ -38,5 +42,19 @@ func writeHostFile(t *testing.T, path, data string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// readyWorkspace runs a turn of assistant a (user u, chat c) with system
+// prompt system in a sandbox of ws that runs nothing: the turn fails
+// once the workspace is ready for the CLI (the driver emptied its config
+// dir but for the transcripts, prepare did the rest).
+func readyWorkspace(t *testing.T, ctx context.Context, ws *sandbox.Workspace, a *assistant.Assistant, system string) {
+	t.Helper()
+	req := &executor.Request{Assistant: a, UserID: "u", ChatID: "c", System: system,
+		Input:   []chat.Message{{Role: chat.RoleUser, Content: "hi"}},
+		Sandbox: sandboxtest.NewSandbox(sandboxtest.Config{ID: "ws-only", Workspace: ws}), Emit: func(chat.Event) {}}
+	if _, err := New(Options{}).Run(ctx, req); err == nil {
+		t.Fatal("the turn ran in a sandbox that runs nothing")
 	}
 }

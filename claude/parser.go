@@ -2,16 +2,15 @@ package claude
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 )
 
@@ -139,10 +138,23 @@ type Outcome struct {
 	// Unknown counts lines of a kind the parser does not know (a newer
 	// CLI): dropped.
 	Unknown int `json:"unknown,omitempty"`
-	// Timings are when the init line, the model's first event and the
-	// answer's first text came (Started is left to the run).
-	Timings executor.Timings `json:"-"`
 	agentcli.LineStats
+}
+
+// NoResult gives a run that ended without a result its error code
+// (agentcli.Finished): the CLI reports the model API's last failure,
+// without a result the likeliest reason.
+func (o *Outcome) NoResult(string) (code, note string) {
+	if o.APIErrorStatus == 0 {
+		return chat.ErrExecutor, ""
+	}
+	return errorCode("", o.APIErrorStatus, ""), fmt.Sprintf("the model API last answered HTTP %d", o.APIErrorStatus)
+}
+
+// LogValue is what the driver logs of the outcome.
+func (o *Outcome) LogValue() slog.Value {
+	return o.LogGroup(append(o.LineStats.LogAttrs(), slog.Int("results", o.Results), slog.Int("tasks", o.Tasks),
+		slog.Int("tasks_left", o.TasksLeft), slog.Int("unknown", o.Unknown), slog.Int("discarded_bytes", o.Discarded))...)
 }
 
 // Parser turns Claude Code's stream-json output into chat events. Feed it
@@ -237,29 +249,23 @@ func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 	}
 }
 
-// LineOptions are the line reader options Parse uses: lines up to
-// agentcli.DefaultMaxLine, and the strings of a long user line (tool
-// results, of which only MaxEventContent bytes are shown) kept to a little
-// more than that, so memory stays flat whatever the CLI prints.
-func (p *Parser) LineOptions() agentcli.LineOptions {
-	return agentcli.LineOptions{KeepString: p.opts.MaxEventContent + 16, Elide: isUserLine}
+// lineOptions are how the CLI's output is read for a parser that shows
+// maxContent bytes of a tool result: lines up to agentcli.DefaultMaxLine,
+// and the strings of a long user line (tool results) kept to a little
+// more than maxContent, so memory stays flat whatever the CLI prints.
+func lineOptions(maxContent int) agentcli.LineOptions {
+	return agentcli.LineOptions{KeepString: maxContent + 16, Elide: isUserLine}
 }
 
-// Parse reads r to its end, line by line (see LineOptions). It returns nil
-// at EOF and the read error otherwise. It does not call Close.
+// Parse reads r to its end, line by line (a recorded transcript). It
+// returns nil at EOF and the read error otherwise. It does not call
+// Close.
 func (p *Parser) Parse(r io.Reader) error {
-	lr := agentcli.NewLineReaderOptions(r, p.LineOptions())
-	for {
-		line, err := lr.Next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("read stream: %w", err)
-		}
-		p.Line(line)
-	}
+	return agentcli.ReadLines(r, lineOptions(p.opts.MaxEventContent), p.Line)
 }
+
+// Finish is Close (agentcli.Parser).
+func (p *Parser) Finish() agentcli.Finished { return p.Close() }
 
 // isUserLine reports a line that starts as a user message (the CLI prints
 // type first in them): only their tool results are read, capped.

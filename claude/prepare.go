@@ -107,6 +107,8 @@ type mcpConfig struct {
 	Allowed []string
 	// Servers are the configured server names, sorted.
 	Servers []string
+	// all is the whole configuration (agentcli.Plan.MCP).
+	all *agentcli.MCPConfig
 }
 
 // mcpFormat is .mcp.json's: ${NAME} references, and the type member Claude
@@ -128,7 +130,7 @@ func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer
 	if err != nil {
 		return nil, err
 	}
-	out := &mcpConfig{JSON: cfg.File, Env: cfg.Env, Servers: cfg.Names()}
+	out := &mcpConfig{JSON: cfg.File, Env: cfg.Env, Servers: cfg.Names(), all: cfg}
 	for _, s := range cfg.Servers {
 		if len(s.Tools) == 0 {
 			out.Allowed = append(out.Allowed, "mcp__"+toolNamePart(s.Name))
@@ -158,10 +160,10 @@ type prepared struct {
 	promptFile bool
 }
 
-// prepare rebuilds the assistant's CLI configuration for this run: the
-// config dir keeps only the CLI's session transcripts (settings, hooks,
-// memory, skills, agents and commands anyone wrote there are removed),
-// skills and the MCP configuration are written from the definition, and
+// prepare rebuilds the assistant's CLI configuration for this run, in the
+// config dir the driver emptied but for the CLI's session transcripts
+// (cli.Profile): skills and the MCP configuration are written from the
+// definition, and
 // the chat's former shared config dir is cleared. What the agent left is
 // never opened or followed (a FIFO where a file goes is replaced), and ctx
 // bounds it all.
@@ -171,17 +173,6 @@ func prepare(ctx context.Context, ws *sandbox.Workspace, req *runInput) (*prepar
 		return nil, err
 	}
 	paths := ConfigPaths(req.assistant.ID)
-	// First, as it makes the config dir and the folders above it real
-	// folders (not links the agent left).
-	if err := keepTranscripts(ctx, ws, paths.Config); err != nil {
-		return nil, err
-	}
-	// Only the sandbox user (the owner) may read the chat's CLI state.
-	for _, d := range []string{".agentbox", ConfigRoot, ConfigRoot + "/assistants", paths.Dir, paths.Config} {
-		if err := ws.Chmod(ctx, d, 0o700); err != nil {
-			return nil, fmt.Errorf("config dir: %w", err)
-		}
-	}
 	if err := clearFormer(ctx, ws); err != nil {
 		return nil, err
 	}
@@ -214,17 +205,6 @@ var uuidGlob = func() string {
 	h := func(n int) string { return strings.Repeat("[0-9a-fA-F]", n) }
 	return h(8) + "-" + h(4) + "-" + h(4) + "-" + h(4) + "-" + h(12)
 }()
-
-// keepTranscripts empties the config dir but for the session transcripts:
-// projects/*/<uuid>.jsonl and the session folders beside them
-// (projects/*/<uuid>/: subagent transcripts, tool results). A file can be
-// put there, but it is read only as the agent's own history.
-func keepTranscripts(ctx context.Context, ws *sandbox.Workspace, config string) error {
-	if err := agentcli.ResetHome(ctx, ws, config, "projects/*/"+uuidGlob+".jsonl", "projects/*/"+uuidGlob); err != nil {
-		return fmt.Errorf("reset config dir: %w", err)
-	}
-	return nil
-}
 
 // clearFormer removes what the chat's former shared config dir holds
 // (ConfigRoot was CLAUDE_CONFIG_DIR for every assistant: its settings,

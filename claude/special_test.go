@@ -32,6 +32,7 @@ func TestPrepareOverPlantedFIFOs(t *testing.T) {
 	defer cancel()
 	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, sessionID: SessionID("a", "u", "c"), system: "Be brief."}
 	start := time.Now()
+	readyWorkspace(t, ctx, sb.ws, in.assistant, in.system)
 	p, err := prepare(ctx, sb.ws, in)
 	if err != nil {
 		t.Fatal(err)

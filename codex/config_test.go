@@ -59,13 +59,13 @@ func TestConfigTOML(t *testing.T) {
 
 func TestPermissionModeRefused(t *testing.T) {
 	req := &executor.Request{Arguments: chat.Arguments{PermissionMode: "ask"}}
-	_, err := New(Options{}).prepare(t.Context(), &agentcli.Prepared{Request: req})
+	_, err := (cli{}).Prepare(t.Context(), &agentcli.Prepared{Request: req})
 	var ce *chat.Error
 	if !errors.As(err, &ce) || ce.Code != chat.ErrInvalidRequest || !strings.Contains(ce.Message, `permission_mode "ask"`) {
 		t.Fatalf("err = %v", err)
 	}
 	req.Arguments.PermissionMode = "plan"
-	if _, err := New(Options{}).prepare(t.Context(), &agentcli.Prepared{Request: req}); err == nil || !strings.Contains(err.Error(), "read-only sandbox cannot run") {
+	if _, err := (cli{}).Prepare(t.Context(), &agentcli.Prepared{Request: req}); err == nil || !strings.Contains(err.Error(), "read-only sandbox cannot run") {
 		t.Fatalf("plan: %v", err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"context"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
@@ -26,53 +25,42 @@ const DefaultBinary = "codex"
 // usable.
 type Options = agentcli.Options
 
-// Executor runs turns with the Codex CLI. It is safe for concurrent use.
-type Executor struct{ opts Options }
-
-var _ executor.Executor = (*Executor)(nil)
+// Executor runs turns with the Codex CLI (the driver, agentcli.Executor,
+// filled with cli). It is safe for concurrent use.
+type Executor = agentcli.Executor
 
 // New returns an executor with opts, defaults filled in.
 func New(opts Options) *Executor {
-	return &Executor{opts: opts.WithDefaults(DefaultBinary)}
+	return agentcli.New(cli{opts.WithDefaults(DefaultBinary)}, opts)
 }
 
-// Name returns "codex".
-func (e *Executor) Name() string { return "codex" }
+// cli is what is Codex's own: its command and configuration, its stream.
+type cli struct{ opts Options }
 
-var _ executor.Hider = (*Executor)(nil)
-
-// Hide names the workspace folders the CLI reads skills from whatever its
-// configuration says (.agents/skills, .codex/skills), .codex also holding
-// the project configuration and rules it reads for a trusted project. Its
-// sandboxes show them empty and read-only.
-func (e *Executor) Hide() []string { return []string{".codex/", ".agents/"} }
-
-// RunFiles are the files a run writes into the workspace and removes.
-func (e *Executor) RunFiles() []string { return nil }
-
-// Run executes one turn (see executor.Executor).
-func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
-	return agentcli.Drive(ctx, req, agentcli.CLI{
+func (cli) Profile() agentcli.Profile {
+	return agentcli.Profile{
 		Name: "codex", ErrorID: "cx-error",
-		Prepare: e.prepare,
 		// The rollouts `codex exec resume` reads. Its databases (state,
 		// logs, memories, goals) and the skills it unpacks are made
 		// again.
-		Keep: []string{"sessions/**"},
-		NewParser: func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser {
-			return NewParser(emit, parserOptions(plan, m))
-		},
-		GracePeriod: e.opts.GracePeriod, IdleTimeout: max(e.opts.IdleTimeout, 0),
-		Logger: e.opts.Logger,
-	})
+		Homes:    []agentcli.Home{{Dir: "home", Keep: []string{"sessions/**"}}},
+		Sessions: true,
+		// The workspace folders the CLI reads skills from whatever its
+		// configuration says (.agents/skills, .codex/skills), .codex
+		// also holding the project configuration and rules it reads for
+		// a trusted project.
+		Hide:  []string{".codex/", ".agents/"},
+		Lines: agentcli.ChatLines,
+	}
+}
+
+func (cli) NewParser(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.Parser {
+	return NewParser(emit, parserOptions(plan, m))
 }
 
 func parserOptions(plan *agentcli.Plan, m agentcli.Monitor) ParserOptions {
-	o := ParserOptions{Model: plan.Model, Skills: plan.Skills, MaxTurns: plan.MaxTurns, Monitor: m}
-	if plan.MCP != nil {
-		o.MCPServers = plan.MCP.Names()
-	}
-	return o
+	return ParserOptions{Model: plan.Model, Skills: plan.Skills, MCPServers: plan.MCP.Names(), MaxTurns: plan.MaxTurns,
+		Monitor: m, FailureThreshold: plan.FailureThreshold}
 }
 
 // permissionModes are the permission_mode values the codex command takes.
@@ -82,7 +70,7 @@ func parserOptions(plan *agentcli.Plan, m agentcli.Monitor) ParserOptions {
 // read-only mode: it is refused.
 var permissionModes = map[string]bool{"": true, "default": true, "acceptEdits": true, "auto": true, "bypassPermissions": true, "dontAsk": true}
 
-func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
+func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
 	args := p.Arguments
 	if args.PermissionMode == "plan" {
 		return nil, agentcli.Invalid("permission_mode plan is not available to the codex command: Codex's read-only sandbox cannot run inside the container (it needs user namespaces); use default")

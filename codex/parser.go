@@ -34,6 +34,9 @@ type ParserOptions struct {
 	MaxTurns int
 	// Monitor is told when the turn completes.
 	Monitor agentcli.Monitor
+	// FailureThreshold is the repeated_tool_failure threshold
+	// (agentcli.DefaultFailureThreshold when 0).
+	FailureThreshold int
 }
 
 // Parser turns `codex exec --json` output into chat events: thread.started
@@ -55,11 +58,18 @@ type Parser struct {
 
 // NewParser returns a parser that sends events to emit.
 func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
-	return &Parser{opts: opts, steps: 1, c: agentcli.NewChat(emit, agentcli.ChatOptions{IDPrefix: "cx", Monitor: opts.Monitor})}
+	return &Parser{opts: opts, steps: 1, c: agentcli.NewChat(emit, agentcli.ChatOptions{IDPrefix: "cx", Monitor: opts.Monitor,
+		FailureThreshold: opts.FailureThreshold})}
 }
 
-// Parse reads the stream to its end.
-func (p *Parser) Parse(r io.Reader) error { return p.c.Lines(r, p.line) }
+// Parse reads the stream to its end (a recorded transcript).
+func (p *Parser) Parse(r io.Reader) error { return agentcli.ReadLines(r, agentcli.ChatLines, p.Line) }
+
+// Line handles one line of the stream (agentcli.Parser).
+func (p *Parser) Line(line agentcli.Line) { p.c.Line(line, p.line) }
+
+// Finish is Close (agentcli.Parser).
+func (p *Parser) Finish() agentcli.Finished { return p.Close() }
 
 // Close ends open messages and returns the outcome.
 func (p *Parser) Close() *agentcli.StreamOutcome {

@@ -31,7 +31,7 @@ type command struct {
 // buildCommand assembles argv (no secrets) and the environment (secrets
 // only here). Flags follow the CLI's parameter reference
 // (https://cursor.com/docs/cli/reference/parameters).
-func (e *Executor) buildCommand(req *executor.Request, p *prepared, mode, model string) *command {
+func (e cli) buildCommand(req *executor.Request, p *prepared, mode, model string) *command {
 	argv := []string{e.opts.Binary,
 		"--print",
 		"--output-format", "stream-json",

@@ -13,14 +13,12 @@ package cursor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
-	"github.com/agentbox/agentbox/sandbox"
 )
 
 // Defaults for Options.
@@ -50,17 +48,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Executor runs turns with the Cursor CLI. It is safe for concurrent use;
-// runs share nothing but the options.
-type Executor struct {
-	opts Options
-}
-
-var _ executor.Executor = (*Executor)(nil)
+// Executor runs turns with the Cursor CLI (the driver, agentcli.Executor,
+// filled with cli). It is safe for concurrent use.
+type Executor = agentcli.Executor
 
 // New returns an executor with opts, defaults filled in. It has no side
 // effects.
 func New(opts Options) *Executor {
+	c := newCLI(opts)
+	// The CLI prints nothing while the model thinks: no idle watchdog.
+	return agentcli.New(c, agentcli.Options{Binary: c.opts.Binary, GracePeriod: c.opts.GracePeriod, IdleTimeout: -1, Logger: c.opts.Logger})
+}
+
+// newCLI returns the cli of opts, defaults filled in.
+func newCLI(opts Options) cli {
 	if opts.Binary == "" {
 		opts.Binary = DefaultBinary
 	}
@@ -70,120 +71,83 @@ func New(opts Options) *Executor {
 	if opts.InlinePrompt <= 0 {
 		opts.InlinePrompt = DefaultInlinePrompt
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	return &Executor{opts: opts}
+	return cli{opts}
 }
 
-// Name returns "cursor".
-func (e *Executor) Name() string { return "cursor" }
+// cli is what is the Cursor CLI's own: its command and configuration,
+// its stream.
+type cli struct{ opts Options }
 
-// Run executes one turn (see executor.Executor). Events go to req.Emit
-// from the run only: Run never emits after it returns.
-func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
-	turn := agentcli.NewTurn(req.Emit, "cu-error")
-	defer turn.End()
-	emit, fail := turn.Emit, turn.Fail
-	if err := turn.Check(req, "cursor executor"); err != nil {
-		return nil, err
+func (cli) Profile() agentcli.Profile {
+	return agentcli.Profile{
+		Name: "cursor", Program: "cursor-agent", ErrorID: "cu-error",
+		State: func(string) string { return StateDir },
+		// What the CLI reads from its config dir and home (its
+		// cli-config.json with the permissions, MCP servers and hooks of
+		// the user level) comes from the assistant only: both are
+		// emptied but for the chats.
+		Homes: []agentcli.Home{
+			{Dir: strings.TrimPrefix(ConfigDir, StateDir+"/"), Keep: []string{"chats/**"}},
+			{Dir: strings.TrimPrefix(HomeDir, StateDir+"/"), Keep: []string{".cursor/chats/**"}},
+		},
+		Sessions: true,
+		RunFiles: []string{PromptFile},
+		Lines:    lineOptions(DefaultMaxEventContent),
 	}
-	if len(req.Input) == 0 {
-		return fail(chat.ErrInvalidRequest, "no input message: a turn needs at least one user message", nil)
+}
+
+// Prepare implements agentcli.CLI.
+func (c cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
+	if p.Connector.Key == "" {
+		return nil, &chat.Error{Code: chat.ErrAuth, Message: "the connector has no key: cursor-agent needs a Cursor API key (CURSOR_API_KEY)"}
 	}
-	if req.Connector.Key == "" {
-		return fail(chat.ErrAuth, "the connector has no key: cursor-agent needs a Cursor API key (CURSOR_API_KEY)", nil)
-	}
-	args := req.Arguments
+	args := p.Arguments
 	mode, ok := modes[args.PermissionMode]
 	if !ok {
-		return fail(chat.ErrInvalidRequest, fmt.Sprintf("permission_mode %q is not one the cursor command knows (default, agent, plan, ask, or claude's acceptEdits, auto, bypassPermissions, dontAsk)", args.PermissionMode), nil)
+		return nil, agentcli.Invalid("permission_mode %q is not one the cursor command knows (default, agent, plan, ask, or claude's acceptEdits, auto, bypassPermissions, dontAsk)", args.PermissionMode)
 	}
-	model := args.Model
-	if model == "" {
-		model = req.Connector.Model
-	}
-
-	ws := req.Sandbox.Workspace()
 	in := &runInput{
-		assistant: req.Assistant,
-		chatID:    req.ChatID,
-		extraMCP:  req.MCPServers,
+		assistant: p.Assistant,
+		chatID:    p.ChatID,
+		extraMCP:  p.MCPServers,
 		args:      args,
-		system:    req.System,
-		history:   req.History,
-		input:     req.Input,
-		inlineMax: e.opts.InlinePrompt,
-		relay:     req.Relay,
-		mcpEnv:    req.MCPServerEnv,
+		system:    p.System,
+		history:   p.History,
+		input:     p.Input,
+		inlineMax: c.opts.InlinePrompt,
+		relay:     p.Relay,
+		mcpEnv:    p.MCPServerEnv,
+		resume:    p.Resume,
 	}
-	prep, err := prepare(ctx, ws, in)
+	prep, err := prepare(ctx, p.Sandbox.Workspace(), in)
 	if err != nil {
 		var ae *argError
 		if errors.As(err, &ae) {
-			return fail(chat.ErrInvalidRequest, err.Error(), err)
+			return nil, agentcli.Invalid("%s", err.Error())
 		}
-		return fail(chat.ErrSandbox, "prepare workspace: "+err.Error(), err)
+		return nil, err
 	}
-	defer func() { _ = ws.RemoveAll(context.WithoutCancel(ctx), PromptFile) }()
-	cmd := e.buildCommand(req, prep, mode, model)
-	argv := cmd.argv
-	if req.WrapArgv != nil {
-		argv = req.WrapArgv(argv)
-	}
-	log := e.opts.Logger.With("assistant", req.Assistant.ID, "chat", req.ChatID)
-	log.Debug("cursor run", "resume", prep.resume, "mode", mode, "model", model,
-		"mcp_servers", prep.mcp.Servers, "prompt_file", prep.promptFile, "max_turns_ignored", args.MaxTurns)
 	if len(prep.mcp.Filtered) > 0 {
-		log.Debug("mcp servers behind the tool filter", "servers", prep.mcp.Filtered)
+		c.opts.logger().Debug("mcp servers behind the tool filter", "assistant", p.Assistant.ID, "chat", p.ChatID, "servers", prep.mcp.Filtered)
 	}
+	names := make([]string, 0, len(p.Assistant.Skills))
+	for _, s := range p.Assistant.Skills {
+		names = append(names, s.Name)
+	}
+	cmd := c.buildCommand(p.Request, prep, mode, p.Model)
+	return &agentcli.Plan{Argv: cmd.argv, Env: cmd.env, MCP: prep.mcp.all, Skills: names, Remove: []string{PromptFile},
+		Model: p.Model, PermissionMode: args.PermissionMode}, nil
+}
 
-	run, xe := agentcli.Start(ctx, agentcli.Spec{
-		CLI: "cursor-agent", ErrorID: "cu-error", Emit: emit,
-		Sandbox: req.Sandbox,
-		Exec:    sandbox.ExecRequest{Argv: argv, Env: cmd.env},
-		Timeout: req.Timeout, GracePeriod: e.opts.GracePeriod,
-		Secrets: agentcli.Secrets(req.Connector.Key, prep.mcp.Env), Logger: log,
-	})
-	if xe != nil {
-		return fail(xe.Code, xe.Message, xe.Err)
-	}
+// NewParser implements agentcli.CLI.
+func (cli) NewParser(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.Parser {
+	return NewParser(emit, ParserOptions{Skills: plan.Skills, MCPServers: plan.MCP.Names(),
+		FailureThreshold: plan.FailureThreshold, Monitor: m})
+}
 
-	skillNames := make([]string, 0, len(req.Assistant.Skills))
-	for _, s := range req.Assistant.Skills {
-		skillNames = append(skillNames, s.Name)
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
 	}
-	parser := NewParser(emit, ParserOptions{
-		Skills:           skillNames,
-		MCPServers:       prep.mcp.Servers,
-		FailureThreshold: executor.FailureThreshold(req.Assistant),
-		Monitor:          run,
-	})
-	exit := run.Wait(parser.Parse)
-	out := parser.Close()
-
-	res := out.Result(prep.resume, exit.Started)
-	res.Notices = append(res.Notices, exit.Notices...)
-	log.Debug("cursor done", "exit", exit.Code, "result", out.GotResult, "subtype", out.Subtype,
-		"lines", out.Lines, "skipped", out.Skipped, "repeated_bytes", out.RepeatedBytes, "killed", exit.Killed)
-
-	if xe := exit.Failure(agentcli.Parsed{GotResult: out.GotResult, Err: out.Err, NoResult: func(tail string) (string, string) {
-		// The documented failure shape: a non-zero exit, the stream cut
-		// short without a result, the reason on stderr. The CLI reports
-		// no status codes, so the words on stderr give the code.
-		if tail == "" {
-			return chat.ErrExecutor, ""
-		}
-		return classify(tail), ""
-	}}); xe != nil {
-		return res, xe
-	}
-	if out.SessionID != "" {
-		if err := writeSession(context.WithoutCancel(ctx), ws, session{AssistantID: req.Assistant.ID, ChatID: req.ChatID, SessionID: out.SessionID}); err != nil {
-			// The answer stands; the next turn starts a new chat with the
-			// history in its prompt instead of resuming.
-			log.Warn("cursor session not saved", "err", err)
-		}
-	}
-	return res, nil
+	return o.Logger
 }

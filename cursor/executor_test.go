@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
@@ -142,7 +143,7 @@ func TestDockerRunResume(t *testing.T) {
 	if s := log1.Starts(chat.TypeSession); len(s) != 1 || s[0].Props["session_id"] != sid {
 		t.Errorf("session events %+v", s)
 	}
-	if got := readSession(context.Background(), ws, "coder", "chat-1"); got != sid {
+	if got := agentcli.ReadSession(context.Background(), ws, StateDir, "coder", "chat-1"); got != sid {
 		t.Errorf("session file has %q", got)
 	}
 	if _, err := os.Stat(filepath.Join(ws.Dir(), PromptFile)); !os.IsNotExist(err) {
@@ -250,7 +251,7 @@ func TestDockerFailures(t *testing.T) {
 			if ev := log.Starts(chat.TypeError); len(ev) != 1 || ev[0].Props["code"] != tc.code {
 				t.Errorf("error events %+v", ev)
 			}
-			if readSession(context.Background(), ws, "coder", chatID) != "" {
+			if agentcli.ReadSession(context.Background(), ws, StateDir, "coder", chatID) != "" {
 				t.Error("a failed run saved its session")
 			}
 			clitest.CheckNoSecret(t, testKey, ws.Dir(), log)

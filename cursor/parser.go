@@ -3,9 +3,8 @@ package cursor
 import (
 	"bytes"
 	"cmp"
-	"errors"
-	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -74,6 +73,21 @@ type Outcome struct {
 	agentcli.LineStats
 }
 
+// NoResult gives a run that ended without a result its error code
+// (agentcli.Finished): the documented failure shape is a non-zero exit,
+// the stream cut short, the reason on stderr, in words (classify).
+func (o *Outcome) NoResult(tail string) (code, note string) {
+	if tail == "" {
+		return chat.ErrExecutor, ""
+	}
+	return classify(tail), ""
+}
+
+// LogValue is what the driver logs of the outcome.
+func (o *Outcome) LogValue() slog.Value {
+	return o.LogGroup(append(o.LineStats.LogAttrs(), slog.Int("repeated_bytes", o.RepeatedBytes))...)
+}
+
 // tool is one tool call seen in the stream.
 type tool struct {
 	name string
@@ -130,18 +144,18 @@ func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 func (p *Parser) Parse(r io.Reader) error {
 	// Only a tool result's first MaxEventContent bytes are shown: the
 	// strings of a long tool_call line are kept to a little more.
-	lr := agentcli.NewLineReaderOptions(r, agentcli.LineOptions{KeepString: p.opts.MaxEventContent + 16, Elide: isToolCallLine})
-	for {
-		line, err := lr.Next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("read stream: %w", err)
-		}
-		p.Line(line)
-	}
+	return agentcli.ReadLines(r, lineOptions(p.opts.MaxEventContent), p.Line)
 }
+
+// lineOptions are how the CLI's output is read for a parser that shows
+// maxContent bytes of a tool result: the strings of a long tool_call
+// line are kept to a little more.
+func lineOptions(maxContent int) agentcli.LineOptions {
+	return agentcli.LineOptions{KeepString: maxContent + 16, Elide: isToolCallLine}
+}
+
+// Finish is Close (agentcli.Parser).
+func (p *Parser) Finish() agentcli.Finished { return p.Close() }
 
 // Line handles one line of output. Lines that are not JSON objects are
 // counted and dropped (see agentcli.LineStats; a line without a string

@@ -53,8 +53,8 @@ const (
 	// ~/.cursor/mcp.json and hooks.json are not kept.
 	HomeDir = StateDir + "/home"
 	// SessionFile records the chat id of the last successful run, so the
-	// next run resumes it.
-	SessionFile = StateDir + "/session.json"
+	// next run resumes it (the driver's, agentcli.SessionFile).
+	SessionFile = StateDir + "/" + agentcli.SessionFile
 	// PromptFile holds the run's input when it is too large (or needs the
 	// history) to go on the command line; it is removed after the run.
 	PromptFile = StateDir + "/prompt.md"
@@ -71,6 +71,8 @@ type mcpConfig struct {
 	// behind the MCP filter, which exposes only those (the CLI has no way
 	// to).
 	Filtered []string
+	// all is the whole configuration (agentcli.Plan.MCP).
+	all *agentcli.MCPConfig
 }
 
 // mcpFormat is mcp.json's: ${env:NAME} references ("Config
@@ -92,7 +94,7 @@ func buildMCPConfig(a *assistant.Assistant, extra map[string]assistant.MCPServer
 	if err != nil {
 		return nil, err
 	}
-	out := &mcpConfig{JSON: cfg.File, Env: cfg.Env, Servers: cfg.Names()}
+	out := &mcpConfig{JSON: cfg.File, Env: cfg.Env, Servers: cfg.Names(), all: cfg}
 	for _, s := range cfg.Servers {
 		if s.Filtered {
 			out.Filtered = append(out.Filtered, s.Name)
@@ -146,40 +148,6 @@ type argError struct{ error }
 
 func (e *argError) Unwrap() error { return e.error }
 
-// session is the content of SessionFile.
-type session struct {
-	AssistantID string `json:"assistant_id"`
-	ChatID      string `json:"chat_id"`
-	SessionID   string `json:"session_id"`
-}
-
-// sessionIDPattern is what a chat id read back from the workspace must
-// look like before it goes on the command line (the agent can write the
-// file).
-var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-
-// readSession returns the chat id to resume, "" when there is none for
-// this assistant and chat.
-func readSession(ctx context.Context, ws *sandbox.Workspace, assistantID, chatID string) string {
-	b, err := ws.ReadFile(ctx, SessionFile, 4096)
-	if err != nil {
-		return ""
-	}
-	var s session
-	if json.Unmarshal(b, &s) != nil || s.AssistantID != assistantID || s.ChatID != chatID || !sessionIDPattern.MatchString(s.SessionID) {
-		return ""
-	}
-	return s.SessionID
-}
-
-func writeSession(ctx context.Context, ws *sandbox.Workspace, s session) error {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	return ws.WriteFile(ctx, SessionFile, append(b, '\n'), 0o600)
-}
-
 // runInput is the part of a request preparation needs.
 type runInput struct {
 	assistant *assistant.Assistant
@@ -195,6 +163,8 @@ type runInput struct {
 	relay string
 	// mcpEnv is executor.Request.MCPServerEnv.
 	mcpEnv map[string]string
+	// resume is the chat id to resume (agentcli.Prepared.Resume).
+	resume string
 }
 
 // prepared is what preparation leaves for the command.
@@ -209,7 +179,8 @@ type prepared struct {
 }
 
 // prepare rewrites the workspace's CLI configuration for this run (the
-// files the executor owns, the config dir and the home) and decides how
+// files the executor owns; the driver emptied the config dir and the
+// home but for the CLI's chats) and decides how
 // the input reaches the CLI. What the agent left in the workspace is never
 // opened or followed (a FIFO at .cursor/mcp.json is replaced), and ctx
 // bounds it all.
@@ -242,25 +213,10 @@ func prepare(ctx context.Context, ws *sandbox.Workspace, in *runInput) (*prepare
 	if err := writeRules(ctx, ws, in.system, in.assistant.Skills); err != nil {
 		return nil, err
 	}
-	// What the CLI reads from its config dir and home (its cli-config.json
-	// with the permissions, MCP servers and hooks of the user level) comes
-	// from the assistant only: both are emptied but for the chats.
-	if err := agentcli.ResetHome(ctx, ws, ConfigDir, "chats/**"); err != nil {
-		return nil, err
-	}
-	if err := agentcli.ResetHome(ctx, ws, HomeDir, ".cursor/chats/**"); err != nil {
-		return nil, err
-	}
-	// Only the sandbox user (the owner) may read the chat's CLI state.
-	for _, d := range []string{".agentbox", StateDir, ConfigDir, HomeDir} {
-		if err := ws.Chmod(ctx, d, 0o700); err != nil {
-			return nil, fmt.Errorf("state dir: %w", err)
-		}
-	}
 	if err := ws.RemoveAll(ctx, PromptFile); err != nil {
 		return nil, fmt.Errorf("reset prompt: %w", err)
 	}
-	p := &prepared{mcp: mcp, resume: readSession(ctx, ws, in.assistant.ID, in.chatID)}
+	p := &prepared{mcp: mcp, resume: in.resume}
 	var history []chat.Message
 	if p.resume == "" {
 		history = in.history

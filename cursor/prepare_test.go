@@ -12,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
@@ -58,11 +59,12 @@ func TestPrepareRewrites(t *testing.T) {
 	write(t, filepath.Join(dir, HomeDir+"/.cursor/hooks.json"), `{"hooks":{}}`)
 	write(t, filepath.Join(dir, HomeDir+"/.cursor/chats/h/c1/store.db"), "chat")
 	write(t, filepath.Join(dir, HooksFile), `{"hooks":{"stop":[{"command":"evil"}]}}`)
-	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, chatID: "c", system: "Be brief.",
-		input: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, inlineMax: DefaultInlinePrompt}
-	p, err := prepare(context.Background(), ws, in)
-	if err != nil {
-		t.Fatal(err)
+	// The sandbox runs nothing: the turn fails once the workspace is
+	// ready (the driver emptied the CLI's homes, prepare did the rest).
+	req := newRequest(sandboxtest.NewSandbox(sandboxtest.Config{ID: "ws-only", Workspace: ws}), "c", "hi", &chattest.Recorder{})
+	req.Assistant.ID, req.System = "a", "Be brief."
+	if _, err := New(Options{}).Run(context.Background(), req); err == nil {
+		t.Fatal("the turn ran in a sandbox that runs nothing")
 	}
 	for _, gone := range []string{".cursor/skills/evil", RulesDir + "/evil.mdc", PermissionsFile, HooksFile,
 		ConfigDir + "/cli-config.json", ConfigDir + "/mcp.json", HomeDir + "/.cursor/hooks.json"} {
@@ -84,8 +86,10 @@ func TestPrepareRewrites(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, RulesDir+"/system.mdc")); !strings.Contains(string(b), "alwaysApply: true") || !strings.Contains(string(b), "Be brief.") {
 		t.Errorf("system rule %s", b)
 	}
-	if p.resume != "" || p.promptFile || p.prompt != "hi" {
-		t.Errorf("prepared %+v", p)
+	in := &runInput{assistant: &assistant.Assistant{ID: "a"}, chatID: "c", system: "Be brief.",
+		input: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, inlineMax: DefaultInlinePrompt}
+	if p, err := prepare(context.Background(), ws, in); err != nil || p.resume != "" || p.promptFile || p.prompt != "hi" {
+		t.Errorf("prepared %+v, %v", p, err)
 	}
 }
 
@@ -134,13 +138,11 @@ func TestPromptPlacement(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ws := openWS(t)
-			if tc.session {
-				if err := writeSession(context.Background(), ws, session{AssistantID: "a", ChatID: "c", SessionID: "s-1"}); err != nil {
-					t.Fatal(err)
-				}
-			}
 			in := &runInput{assistant: &assistant.Assistant{ID: "a"}, chatID: "c", history: tc.history,
 				input: []chat.Message{{Role: chat.RoleUser, Content: tc.input}}, inlineMax: 100}
+			if tc.session {
+				in.resume = "s-1"
+			}
 			p, err := prepare(context.Background(), ws, in)
 			if err != nil {
 				t.Fatal(err)
@@ -184,7 +186,7 @@ func TestReadSession(t *testing.T) {
 		if err := ws.WriteFile(context.Background(), SessionFile, []byte(tc.content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if got := readSession(context.Background(), ws, "a", "c"); got != tc.want {
+		if got := agentcli.ReadSession(context.Background(), ws, StateDir, "a", "c"); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.content, got, tc.want)
 		}
 	}
@@ -277,8 +279,8 @@ func TestRunRefusals(t *testing.T) {
 
 func TestNameAndDefaults(t *testing.T) {
 	t.Parallel()
-	e := New(Options{})
-	if e.Name() != "cursor" || e.opts.Binary != "cursor-agent" || e.opts.GracePeriod != DefaultGracePeriod || e.opts.InlinePrompt != DefaultInlinePrompt {
-		t.Errorf("%s %+v", e.Name(), e.opts)
+	c := newCLI(Options{})
+	if e := New(Options{}); e.Name() != "cursor" || c.opts.Binary != "cursor-agent" || c.opts.GracePeriod != DefaultGracePeriod || c.opts.InlinePrompt != DefaultInlinePrompt {
+		t.Errorf("%s %+v", e.Name(), c.opts)
 	}
 }

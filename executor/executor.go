@@ -66,7 +66,10 @@ type Request struct {
 	// --`, which serves the model proxy on the sandbox's loopback for the
 	// CLI's lifetime (bridge.Session.WrapCommand).
 	WrapArgv func(argv []string) []string
-	// Emit receives the run's events. The pipeline's Watch reads them for
+	// Emit receives the run's events. It must be safe for concurrent use
+	// (the pipeline's turn serializes a turn's events: it owns their
+	// order); Run emits nothing once it returned. The pipeline's Watch
+	// reads them for
 	// the failure patterns: a tool_result of the main agent carries name,
 	// tool_call_id, content and is_error (parent_tool_use_id for a
 	// subagent's), a refused call a permission_denied notice or a refusal

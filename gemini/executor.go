@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
@@ -26,48 +25,41 @@ const DefaultBinary = "gemini"
 // usable.
 type Options = agentcli.Options
 
-// Executor runs turns with the Gemini CLI. It is safe for concurrent use.
-type Executor struct{ opts Options }
-
-var _ executor.Executor = (*Executor)(nil)
+// Executor runs turns with the Gemini CLI (the driver, agentcli.Executor,
+// filled with cli). It is safe for concurrent use.
+type Executor = agentcli.Executor
 
 // New returns an executor with opts, defaults filled in.
 func New(opts Options) *Executor {
-	return &Executor{opts: opts.WithDefaults(DefaultBinary)}
+	return agentcli.New(cli{opts.WithDefaults(DefaultBinary)}, opts)
 }
 
-// Name returns "gemini".
-func (e *Executor) Name() string { return "gemini" }
+// cli is what is the Gemini CLI's own: its command and configuration, its
+// stream.
+type cli struct{ opts Options }
 
-var _ executor.Hider = (*Executor)(nil)
-
-// Hide names the workspace folders the CLI reads project configuration
-// from, which no setting turns off (it reads them in every folder it
-// trusts, and headless it needs the workspace trusted): .gemini
-// (settings that start MCP servers, hooks and tool-discovery commands;
-// .env; commands, agents, skills, policies) and .agents (skills). Its
-// sandboxes show them empty and read-only.
-func (e *Executor) Hide() []string { return []string{".gemini/", ".agents/"} }
-
-// Run executes one turn (see executor.Executor).
-func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
-	return agentcli.Drive(ctx, req, agentcli.CLI{
+func (cli) Profile() agentcli.Profile {
+	return agentcli.Profile{
 		Name: "gemini", ErrorID: "gm-error",
-		Prepare: e.prepare,
 		// The chats --resume reads and the registry that names their
 		// project folder.
-		Keep: []string{".gemini/projects.json", ".gemini/tmp/*/.project_root", ".gemini/tmp/*/chats/**",
-			".gemini/history/*/.project_root"},
-		NewParser: func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser {
-			o := ParserOptions{Skills: plan.Skills, Monitor: m, PermissionMode: plan.PermissionMode}
-			if plan.MCP != nil {
-				o.MCPServers = plan.MCP.Names()
-			}
-			return NewParser(emit, o)
-		},
-		GracePeriod: e.opts.GracePeriod, IdleTimeout: max(e.opts.IdleTimeout, 0),
-		Logger: e.opts.Logger,
-	})
+		Homes: []agentcli.Home{{Dir: "home", Keep: []string{".gemini/projects.json", ".gemini/tmp/*/.project_root", ".gemini/tmp/*/chats/**",
+			".gemini/history/*/.project_root"}}},
+		Sessions: true,
+		// The workspace folders the CLI reads project configuration
+		// from, which no setting turns off (it reads them in every
+		// folder it trusts, and headless it needs the workspace
+		// trusted): .gemini (settings that start MCP servers, hooks and
+		// tool-discovery commands; .env; commands, agents, skills,
+		// policies) and .agents (skills).
+		Hide:  []string{".gemini/", ".agents/"},
+		Lines: agentcli.ChatLines,
+	}
+}
+
+func (cli) NewParser(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.Parser {
+	return NewParser(emit, ParserOptions{Skills: plan.Skills, MCPServers: plan.MCP.Names(), Monitor: m,
+		PermissionMode: plan.PermissionMode, FailureThreshold: plan.FailureThreshold})
 }
 
 // approvalModes map permission_mode onto --approval-mode. Headless, the
@@ -85,7 +77,7 @@ var approvalModes = map[string]string{
 // mcpFormat: the CLI expands ${NAME} in its settings' env.
 var mcpFormat = agentcli.MCPFormat{Reference: func(n string) string { return "${" + n + "}" }}
 
-func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
+func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
 	args := p.Arguments
 	mode, ok := approvalModes[args.PermissionMode]
 	if !ok {

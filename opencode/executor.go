@@ -16,7 +16,6 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
@@ -32,47 +31,41 @@ const keyEnv = "AGENTBOX_OPENCODE_KEY"
 // usable.
 type Options = agentcli.Options
 
-// Executor runs turns with opencode. It is safe for concurrent use.
-type Executor struct{ opts Options }
-
-var _ executor.Executor = (*Executor)(nil)
+// Executor runs turns with opencode (the driver, agentcli.Executor,
+// filled with cli). It is safe for concurrent use.
+type Executor = agentcli.Executor
 
 // New returns an executor with opts, defaults filled in.
 func New(opts Options) *Executor {
-	return &Executor{opts: opts.WithDefaults(DefaultBinary)}
+	return agentcli.New(cli{opts.WithDefaults(DefaultBinary)}, opts)
 }
 
-// Name returns "opencode".
-func (e *Executor) Name() string { return "opencode" }
+// cli is what is opencode's own: its command and configuration, its
+// stream.
+type cli struct{ opts Options }
 
-var _ executor.Hider = (*Executor)(nil)
-
-// Hide names the workspace's opencode configuration that the CLI reads
-// even with OPENCODE_DISABLE_PROJECT_CONFIG (its second configuration
-// loader does not check it, 1.18.33): the .opencode folder (plugins,
-// agents, commands) and the opencode.json and opencode.jsonc files, whose
-// plugins it loads. Its sandboxes show them empty and read-only.
-func (e *Executor) Hide() []string { return []string{".opencode/", "opencode.json", "opencode.jsonc"} }
-
-// Run executes one turn (see executor.Executor).
-func (e *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Result, error) {
-	return agentcli.Drive(ctx, req, agentcli.CLI{
+func (cli) Profile() agentcli.Profile {
+	return agentcli.Profile{
 		Name: "opencode", ErrorID: "oc-error",
-		Prepare: e.prepare,
 		// Its database, where --session finds the session. Not its
 		// snapshots: git repositories, whose configuration runs
 		// commands.
-		Keep: []string{".local/share/opencode/opencode.db", ".local/share/opencode/opencode.db-*"},
-		NewParser: func(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.StreamParser {
-			o := ParserOptions{Model: plan.Model, Skills: plan.Skills, Monitor: m, PermissionMode: plan.PermissionMode}
-			if plan.MCP != nil {
-				o.MCPServers = plan.MCP.Names()
-			}
-			return NewParser(emit, o)
-		},
-		GracePeriod: e.opts.GracePeriod, IdleTimeout: max(e.opts.IdleTimeout, 0),
-		Logger: e.opts.Logger,
-	})
+		Homes:    []agentcli.Home{{Dir: "home", Keep: []string{".local/share/opencode/opencode.db", ".local/share/opencode/opencode.db-*"}}},
+		Sessions: true,
+		// The workspace's opencode configuration that the CLI reads
+		// even with OPENCODE_DISABLE_PROJECT_CONFIG (its second
+		// configuration loader does not check it, 1.18.33): the
+		// .opencode folder (plugins, agents, commands) and the
+		// opencode.json and opencode.jsonc files, whose plugins it
+		// loads.
+		Hide:  []string{".opencode/", "opencode.json", "opencode.jsonc"},
+		Lines: agentcli.ChatLines,
+	}
+}
+
+func (cli) NewParser(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.Parser {
+	return NewParser(emit, ParserOptions{Model: plan.Model, Skills: plan.Skills, MCPServers: plan.MCP.Names(), Monitor: m,
+		PermissionMode: plan.PermissionMode, FailureThreshold: plan.FailureThreshold})
 }
 
 // mode is how a permission_mode runs: opencode's agent, its permission
@@ -97,7 +90,7 @@ var modes = map[string]mode{
 // mcpFormat: opencode expands {env:NAME} in its configuration.
 var mcpFormat = agentcli.MCPFormat{Reference: func(n string) string { return "{env:" + n + "}" }}
 
-func (e *Executor) prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
+func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan, error) {
 	args := p.Arguments
 	m, ok := modes[args.PermissionMode]
 	if !ok {

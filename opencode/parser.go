@@ -21,6 +21,9 @@ type ParserOptions struct {
 	Skills, MCPServers []string
 	// Monitor is told when the last step finishes.
 	Monitor agentcli.Monitor
+	// FailureThreshold is the repeated_tool_failure threshold
+	// (agentcli.DefaultFailureThreshold when 0).
+	FailureThreshold int
 	// PermissionMode is the turn's permission_mode, named when opencode
 	// refuses a call the mode leaves to a user's approval.
 	PermissionMode string
@@ -45,11 +48,18 @@ type Parser struct {
 
 // NewParser returns a parser that sends events to emit.
 func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
-	return &Parser{opts: opts, c: agentcli.NewChat(emit, agentcli.ChatOptions{IDPrefix: "oc", Monitor: opts.Monitor})}
+	return &Parser{opts: opts, c: agentcli.NewChat(emit, agentcli.ChatOptions{IDPrefix: "oc", Monitor: opts.Monitor,
+		FailureThreshold: opts.FailureThreshold})}
 }
 
-// Parse reads the stream to its end.
-func (p *Parser) Parse(r io.Reader) error { return p.c.Lines(r, p.line) }
+// Parse reads the stream to its end (a recorded transcript).
+func (p *Parser) Parse(r io.Reader) error { return agentcli.ReadLines(r, agentcli.ChatLines, p.Line) }
+
+// Line handles one line of the stream (agentcli.Parser).
+func (p *Parser) Line(line agentcli.Line) { p.c.Line(line, p.line) }
+
+// Finish is Close (agentcli.Parser).
+func (p *Parser) Finish() agentcli.Finished { return p.Close() }
 
 // mcpUnavailable is the warning opencode logs (--print-logs) for an MCP
 // server that did not connect.

@@ -1,9 +1,7 @@
 package agentcli
 
 import (
-	"errors"
-	"fmt"
-	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/agentbox/agentbox/chat"
@@ -21,9 +19,8 @@ type ChatOptions struct {
 	// IDPrefix starts every event id (IDPrefix-1, IDPrefix-2, ...).
 	IDPrefix string
 	// FailureThreshold is how many consecutive failures of one tool raise
-	// repeated_tool_failure (when 0: the Monitor's, when it has one, as a
-	// Run that Drive started has the assistant's; else
-	// DefaultFailureThreshold).
+	// repeated_tool_failure (DefaultFailureThreshold when 0; the driver
+	// sets the assistant's in Plan.FailureThreshold).
 	FailureThreshold int
 	// MaxEventContent caps a tool result's content in events
 	// (DefaultMaxEventContent when 0); the full size is reported in the
@@ -39,6 +36,9 @@ type StreamOutcome struct {
 	Outcome
 	LineStats
 }
+
+// LogValue is what the driver logs of the outcome.
+func (o *StreamOutcome) LogValue() slog.Value { return o.LogGroup(o.LineStats.LogAttrs()...) }
 
 // chatTool is a tool call seen in the stream.
 type chatTool struct {
@@ -63,9 +63,6 @@ type Chat struct {
 
 // NewChat returns a Chat that sends events to emit.
 func NewChat(emit chat.EmitFunc, opts ChatOptions) *Chat {
-	if m, ok := opts.Monitor.(interface{ FailureThreshold() int }); ok && opts.FailureThreshold <= 0 {
-		opts.FailureThreshold = m.FailureThreshold()
-	}
 	if opts.FailureThreshold <= 0 {
 		opts.FailureThreshold = DefaultFailureThreshold
 	}
@@ -76,24 +73,19 @@ func NewChat(emit chat.EmitFunc, opts ChatOptions) *Chat {
 		ev: NewEvents(emit, opts.IDPrefix, opts.FailureThreshold)}
 }
 
-// Lines reads r to its end, one line at a time (lines longer than
-// DefaultMaxLine are dropped with a notice), and hands every JSON object
-// line to handle. It returns nil at EOF and the read error otherwise.
-func (c *Chat) Lines(r io.Reader, handle func(line string)) error {
-	lr := NewLineReaderOptions(r, LineOptions{KeepString: c.opts.MaxEventContent + 16})
-	for {
-		line, err := lr.Next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("read stream: %w", err)
-		}
-		if s, ok := c.out.Object(line); ok {
-			handle(s)
-		} else if line.Dropped {
-			c.ev.LineDropped(line.Size)
-		}
+// ChatLines are the line reader options of a Chat's CLI: lines up to
+// DefaultMaxLine (a longer one is dropped with a notice), strings not
+// shortened.
+var ChatLines = LineOptions{}
+
+// Line hands line to handle when it is a JSON object (see
+// LineStats.Object); a line the reader dropped for its length raises a
+// notice.
+func (c *Chat) Line(line Line, handle func(line string)) {
+	if s, ok := c.out.Object(line); ok {
+		handle(s)
+	} else if line.Dropped {
+		c.ev.LineDropped(line.Size)
 	}
 }
 

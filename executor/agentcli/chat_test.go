@@ -95,22 +95,12 @@ func TestStateDir(t *testing.T) {
 	}
 }
 
-// thresholdMonitor is a Monitor that knows the assistant's
-// repeated_tool_failure threshold, as a Run started by Drive does.
-type thresholdMonitor struct{ n int }
-
-func (thresholdMonitor) Answered()               {}
-func (thresholdMonitor) Busy(bool)               {}
-func (thresholdMonitor) Settled(bool)            {}
-func (thresholdMonitor) Stop()                   {}
-func (m thresholdMonitor) FailureThreshold() int { return m.n }
-
-// TestChatFailureThreshold: a Chat takes its Monitor's threshold, and a
-// refused call is no failure.
+// TestChatFailureThreshold: a Chat takes the threshold it is given (the
+// driver's Plan.FailureThreshold), and a refused call is no failure.
 func TestChatFailureThreshold(t *testing.T) {
 	t.Parallel()
 	log := &chattest.Recorder{}
-	c := agentcli.NewChat(log.Emit, agentcli.ChatOptions{Monitor: thresholdMonitor{2}})
+	c := agentcli.NewChat(log.Emit, agentcli.ChatOptions{FailureThreshold: 2})
 	c.ToolResult("a", "shell", "exit 1", true)
 	c.ToolResult("b", "shell", "exec command rejected by user", true)
 	if n := len(log.Starts(chat.TypeNotice)); n != 0 {
@@ -119,6 +109,6 @@ func TestChatFailureThreshold(t *testing.T) {
 	c.ToolResult("c", "shell", "exit 1", true)
 	ev := log.Starts(chat.TypeNotice)
 	if len(ev) != 1 || ev[0].Props["code"] != agentcli.NoticeRepeatedToolFailure || ev[0].Props["count"] != 2 {
-		t.Fatalf("notices %+v, want repeated_tool_failure at the monitor's 2", ev)
+		t.Fatalf("notices %+v, want repeated_tool_failure at 2", ev)
 	}
 }

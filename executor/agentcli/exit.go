@@ -3,6 +3,7 @@ package agentcli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
@@ -32,13 +33,18 @@ type Exit struct {
 	ParseErr error
 	// Stderr is the tail of the CLI's stderr, trimmed, secrets redacted.
 	Stderr string
-	// Started is when the process was started.
-	Started time.Time
+	// Started is when the process was started (zero when the turn ran on
+	// a kept CLI), Began when the turn began.
+	Started, Began time.Time
+	// Alive reports a kept run whose turn is over and whose CLI runs on,
+	// for the chat's next turn (Spec.Keep).
+	Alive bool
 
-	spec      *Spec
-	answered  bool
-	bgStopped bool // the run stopped work left after the answer
-	// Set when the run's contexts stopped it (see Run.stopped).
+	spec       *Spec
+	answered   bool
+	bgStopped  bool // the run stopped work left after the answer
+	ctxStopped bool // the run stopped a kept CLI as its turn's contexts ended
+	// Set when the turn's contexts ended (see turnState.stopped).
 	stopCode, stopMsg string
 }
 
@@ -77,8 +83,8 @@ func (x *Exit) Failure(p Parsed) *chat.Error {
 	case x.Idle && !p.GotResult:
 		msg := fmt.Sprintf("%s printed nothing for %s while no tool was running and was stopped (the CLI hung)", cli, x.spec.IdleTimeout.Round(time.Second))
 		err = &chat.Error{Code: chat.ErrTimeout, Message: msg, Err: withStderr(tail, x.Err)}
-	case x.Err != nil && !afterAnswer:
-		code, msg := chat.ErrSandbox, cli+": "+x.Err.Error()
+	case (x.Err != nil || x.ctxStopped) && !afterAnswer:
+		code, msg := chat.ErrSandbox, cli+": "+fmt.Sprint(x.Err)
 		if x.stopCode != "" {
 			code, msg = x.stopCode, x.stopMsg
 		} else if errors.Is(x.Err, sandbox.ErrExecTimeout) {
@@ -121,4 +127,57 @@ func withStderr(tail string, cause error) error {
 		return cause
 	}
 	return &executor.Stderr{Tail: tail, Err: cause}
+}
+
+// Classify gives a CLI's error message its chat error code by its words
+// (CLIs report no status codes on stderr).
+func Classify(msg string) string {
+	m := strings.ToLower(msg)
+	has := func(words ...string) bool {
+		for _, w := range words {
+			if strings.Contains(m, w) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("unauthorized", "unauthenticated", "authentication", "invalid api key", "api key not valid",
+		"permission denied", " 401", " 403", "status 401", "status 403"):
+		return chat.ErrAuth
+	case has("rate limit", "rate_limit", "too many requests", "quota", " 429", "status 429"):
+		return chat.ErrRateLimit
+	case has("enotfound", "econnrefused", "econnreset", "etimedout", "network error", "could not connect",
+		"connection refused", "unable to connect", "error sending request", "stream disconnected"):
+		return chat.ErrNetwork
+	case has("max turns", "max_turns", "max session turns", "maximum session turns", "maximum number of turns", "step limit"):
+		return chat.ErrMaxTurns
+	case has("model") && has("not found", "not available", "unknown", "invalid"):
+		return chat.ErrInvalidRequest
+	case has(" 500", " 502", " 503", " 504", "internal server error", "overloaded", "status 5"):
+		return chat.ErrUpstream
+	}
+	return chat.ErrExecutor
+}
+
+// StatusCode is the chat error code of a model API failure with HTTP
+// status (0: unknown, the message decides).
+func StatusCode(status int, msg string) string {
+	switch {
+	case status == 401 || status == 403:
+		return chat.ErrAuth
+	case status == 429:
+		return chat.ErrRateLimit
+	case status == 400 || status == 404 || status == 413:
+		return chat.ErrInvalidRequest
+	case status >= 500:
+		return chat.ErrUpstream
+	}
+	return Classify(msg)
+}
+
+// Invalid is the error a Prepare returns for a request the CLI cannot
+// honour.
+func Invalid(format string, args ...any) error {
+	return &chat.Error{Code: chat.ErrInvalidRequest, Message: fmt.Sprintf(format, args...)}
 }

@@ -2,6 +2,7 @@ package agentcli
 
 import (
 	"bytes"
+	"log/slog"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -22,6 +23,11 @@ type LineStats struct {
 	Lines   int `json:"lines"`
 	Skipped int `json:"skipped"`
 	Dropped int `json:"dropped,omitempty"`
+}
+
+// LogAttrs are the counts as log attributes.
+func (c *LineStats) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.Int("lines", c.Lines), slog.Int("skipped", c.Skipped), slog.Int("dropped", c.Dropped)}
 }
 
 // Object counts line and returns its text as a string of its own when it

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -163,6 +164,24 @@ func (l *LineReader) Next() (Line, error) {
 			}
 			return Line{}, err
 		}
+	}
+}
+
+// ReadLines reads r to its end with a LineReader configured by opts and
+// hands every line to line: a parser's whole stream, as a recorded
+// transcript is replayed. It returns nil at EOF and the read error
+// otherwise.
+func ReadLines(r io.Reader, opts LineOptions, line func(Line)) error {
+	lr := NewLineReaderOptions(r, opts)
+	for {
+		l, err := lr.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read stream: %w", err)
+		}
+		line(l)
 	}
 }
 

@@ -67,8 +67,12 @@ type MCPConfig struct {
 	File []byte
 }
 
-// Names returns the servers' names, sorted (nil when there are none).
+// Names returns the servers' names, sorted (nil when there are none, or
+// no configuration).
 func (c *MCPConfig) Names() []string {
+	if c == nil {
+		return nil
+	}
 	var out []string
 	for _, s := range c.Servers {
 		out = append(out, s.Name)

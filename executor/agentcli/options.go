@@ -12,8 +12,9 @@ const (
 	DefaultIdleTimeout = 5 * time.Minute
 )
 
-// Options configure an executor built on Drive (codex, gemini, opencode).
-// The zero value is usable.
+// Options configure an Executor (the codex, gemini and opencode
+// executors take them as they are; claude and cursor map theirs onto
+// them). The zero value is usable.
 type Options struct {
 	// Binary is the CLI inside the sandbox (found on PATH; the CLI's own
 	// name when empty).
@@ -25,6 +26,11 @@ type Options struct {
 	// IdleTimeout stops a CLI silent this long while no tool runs
 	// (negative: never).
 	IdleTimeout time.Duration
+	// AckWait is how long a CLI kept between turns (Keeper) has to print
+	// its first line after a turn's message; one that does not is hung,
+	// and a new CLI takes the turn (0 or negative: not checked, for a CLI
+	// that prints nothing on reading a message).
+	AckWait time.Duration
 	// Logger receives run diagnostics (never secrets). Nil: slog.Default.
 	Logger *slog.Logger
 }
@@ -43,6 +49,9 @@ func (o Options) WithDefaults(binary string) Options {
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	return o
 }

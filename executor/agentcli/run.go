@@ -1,24 +1,3 @@
-// Package agentcli is what executors that run a coding-agent CLI in a
-// sandbox share (the claude and cursor executors, and an embedder's own
-// executor.Executor):
-//   - a turn's scaffolding: serialized events and early failures (Turn);
-//   - running the CLI with a stderr tail, a grace period after its result
-//     and its end mapped to chat error codes (Start, Run.Wait,
-//     Exit.Failure), secrets redacted (Secrets);
-//   - reading its stream-json output line by line without a length limit
-//     (LineReader, with a hook for readers that elide huge lines);
-//   - the parts of a stream parser every CLI needs: event ids, notices,
-//     the session event, line counts and the common outcome (Events,
-//     LineStats, Outcome);
-//   - the MCP servers, with secrets kept out of the configuration file
-//     (ResolveMCP, MCPFormat);
-//   - what keeps the run's configuration the assistant's: the CLI's home
-//     emptied but for its sessions before every run (ResetHome), and git
-//     that runs nothing of the workspace's configuration (GitEnv).
-//
-// What differs between CLIs (flags, the stream format, where files go,
-// how sessions resume, how a failure is classified) stays in each
-// executor's package. Package clitest holds the matching test helpers.
 package agentcli
 
 import (
@@ -36,6 +15,12 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
+// This file is the CLI's process: started in the sandbox (Start), its
+// output read line by line and handed to the turn's parser, its turn
+// waited for with the watchdogs (Wait), and, for a run kept between a
+// chat's turns, the next turn's message taken (Next) and the process
+// stopped at last (Close).
+
 const (
 	// StderrTail is how much of the CLI's stderr a run keeps for errors.
 	StderrTail = 8 << 10
@@ -47,6 +32,9 @@ const (
 	// maxStopMargin bounds how long before the timeout a run stops the
 	// background work of a CLI that has answered (see Spec.Timeout).
 	maxStopMargin = 15 * time.Second
+	// closeWait bounds how long Close waits for a kept CLI to exit once
+	// its input ended before it kills it, and then for the kill.
+	closeWait = 2 * time.Second
 )
 
 // Notice codes a run raises itself (see Exit.Notices).
@@ -61,6 +49,11 @@ const (
 	NoticeBackgroundStopped = "background_stopped"
 )
 
+// ErrHung is Next's error for a kept CLI that printed nothing within the
+// acknowledgement wait of the turn's message: it was closed, and the turn,
+// which emitted nothing, goes to a new CLI.
+var ErrHung = errors.New("the kept CLI did not acknowledge the message")
+
 // Spec describes one run of a CLI process in a sandbox.
 type Spec struct {
 	// CLI names the program in messages ("claude", "cursor-agent").
@@ -68,13 +61,14 @@ type Spec struct {
 	// ErrorID is the event id of the error events the run emits; its
 	// notices get ids ErrorID-notice-N.
 	ErrorID string
-	// Emit receives the run's error and notice events (Turn.Emit:
-	// serialized).
+	// Emit receives the turn's error and notice events; it must be safe
+	// for concurrent use (the parser emits from the goroutine that reads
+	// the output).
 	Emit chat.EmitFunc
 	// Sandbox starts the process (required).
 	Sandbox sandbox.Sandbox
 	// Exec is the process: argv, environment (secrets go here only),
-	// stdin (unless Input is set).
+	// stdin (unless Input is set or the run is kept).
 	Exec sandbox.ExecRequest
 	// Input, when set, is written to the process's stdin. With HoldInput
 	// stdin stays open after it until the CLI's work is done
@@ -82,7 +76,13 @@ type Spec struct {
 	// stops its background commands and subagents when its input ends.
 	Input     []byte
 	HoldInput bool
-	// Timeout bounds the run (0: only ctx bounds it). When the CLI has
+	// Keep runs a process that outlives the turn, for the chat's next
+	// ones (Next): it starts on a context of its own, which the
+	// request's end does not stop, its input stays open, and a turn ends
+	// when the CLI's work for it is done (Monitor.Settled), the process
+	// still running (Exit.Alive). Close stops it.
+	Keep bool
+	// Timeout bounds the turn (0: only ctx bounds it). When the CLI has
 	// answered but its background work still runs as the timeout nears
 	// (a tenth of it before, at most 15s), the run stops that work with
 	// a NoticeBackgroundStopped notice instead of failing the turn.
@@ -100,15 +100,13 @@ type Spec struct {
 	Secrets []string
 	// Logger receives diagnostics. Nil: slog.Default.
 	Logger *slog.Logger
-	// FailureThreshold is the assistant's repeated_tool_failure threshold
-	// (executor.FailureThreshold), which a Chat whose Monitor is the Run
-	// applies (see ChatOptions.FailureThreshold).
-	FailureThreshold int
+	// Lines configure how the output is read (see LineReader).
+	Lines LineOptions
 }
 
 // Monitor is what a stream parser tells the run about the CLI's state as
-// it reads the output. A Run implements it; its methods are safe to call
-// from the parser's goroutine, any number of times.
+// it reads the output of a turn. A Run implements it; its methods are
+// safe to call from the parser's goroutine, any number of times.
 type Monitor interface {
 	// Answered reports that the CLI printed a result: the turn has an
 	// answer, whatever happens to work still running.
@@ -119,84 +117,137 @@ type Monitor interface {
 	Busy(busy bool)
 	// Settled reports whether the CLI's work for the turn is done: it
 	// answered and nothing it started still runs. The run then ends its
-	// input and gives it the grace period to exit; new work (false)
-	// stops the grace period.
+	// input and gives it the grace period to exit (a kept run's turn
+	// ends); new work (false) stops the grace period.
 	Settled(settled bool)
 	// Stop stops the CLI at once: the parser found a failure that will
 	// not heal (its error is the parser's Err).
 	Stop()
 }
 
-// Run is a started CLI process. Wait is called once, from the goroutine
-// that started it; the Monitor methods from any.
+// Run is a started CLI process. Wait is called once per turn, from the
+// goroutine that started it or began the turn (Next); the Monitor methods
+// from any. A kept run's Alive and Close are safe for concurrent use.
 type Run struct {
-	spec    Spec
-	ctx     context.Context // the caller's
-	runCtx  context.Context // ctx bounded by the timeout
-	cancel  context.CancelFunc
+	spec    Spec // Emit and Timeout are the first turn's
 	proc    sandbox.Process
 	started time.Time
+	// stop ends the context the process runs on: a kept run's own (a
+	// fresh run's is its turn's).
+	stop context.CancelFunc
 
-	// The CLI's stdin, without Spec.Input nil: an OS pipe, so that a
-	// runtime running the CLI with os/exec hands it over as it is
-	// instead of copying it (exec.Cmd.Wait would wait for that copy, and
-	// so for the input to end, before it reports the exit).
+	// The CLI's stdin, without Spec.Input nil (and not kept): an OS pipe,
+	// so that a runtime running the CLI with os/exec hands it over as it
+	// is instead of copying it (exec.Cmd.Wait would wait for that copy,
+	// and so for the input to end, before it reports the exit).
 	input, inputR *os.File
 	inputOnce     sync.Once
 
-	lastOutput atomic.Int64 // unix nanoseconds of the last stdout bytes
-	answered   atomic.Bool
-	mu         sync.Mutex
-	busy       bool
-	settled    bool
-	changed    chan struct{} // settled changed (buffered 1)
-	stopOnce   sync.Once
-	stop       chan struct{}
+	// The output: one goroutine reads it (from the first turn on) and
+	// hands each line to the current turn's sink, with lines held.
+	lines      sync.Mutex
+	sink       func(Line)
+	stray      int // lines no turn took (a kept CLI's between turns)
+	readOnce   sync.Once
+	eof        chan struct{} // closed when the output ended
+	readErr    error         // set before eof is closed
+	acks       chan struct{} // a token for each line (Next's liveness check)
+	lastOutput atomic.Int64  // unix nanoseconds of the last stdout bytes
+
+	stderr     *Ring
+	stderrDone chan struct{}
+
+	exited  chan struct{} // closed when the process exited
+	code    int           // set before exited is closed
+	waitErr error
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+
+	turn atomic.Pointer[turnState]
+}
+
+// turnState is what a Run knows of the turn at hand.
+type turnState struct {
+	spec   Spec            // with the turn's Emit and Timeout
+	ctx    context.Context // the caller's
+	runCtx context.Context // ctx bounded by the timeout
+	cancel context.CancelFunc
+	began  time.Time
+	fresh  bool // the turn started the process
+
+	answered atomic.Bool
+	mu       sync.Mutex
+	busy     bool
+	settled  bool
+	changed  chan struct{} // settled changed (buffered 1)
+	stopOnce sync.Once
+	stop     chan struct{}
 }
 
 var _ Monitor = (*Run)(nil)
 
-// Start starts the process. A process that cannot start is a *chat.Error
-// (canceled, timeout, or sandbox) with no event emitted: the caller
-// reports it like its other early failures.
+func newTurn(ctx context.Context, spec Spec, fresh bool) *turnState {
+	t := &turnState{spec: spec, ctx: ctx, runCtx: ctx, cancel: func() {}, began: time.Now(), fresh: fresh,
+		changed: make(chan struct{}, 1), stop: make(chan struct{})}
+	if spec.Timeout > 0 {
+		t.runCtx, t.cancel = context.WithTimeout(ctx, spec.Timeout)
+	}
+	return t
+}
+
+// Start starts the process for a turn. A process that cannot start is a
+// *chat.Error (canceled, timeout, or sandbox) with no event emitted: the
+// caller reports it like its other early failures.
 func Start(ctx context.Context, spec Spec) (*Run, *chat.Error) {
 	if spec.Logger == nil {
 		spec.Logger = slog.Default()
 	}
-	r := &Run{spec: spec, ctx: ctx, runCtx: ctx, cancel: func() {},
-		changed: make(chan struct{}, 1), stop: make(chan struct{})}
-	if spec.Timeout > 0 {
-		r.runCtx, r.cancel = context.WithTimeout(ctx, spec.Timeout)
+	t := newTurn(ctx, spec, true)
+	r := &Run{spec: spec, stop: func() {}, eof: make(chan struct{}), acks: make(chan struct{}, 1),
+		stderr: NewRing(StderrTail), stderrDone: make(chan struct{}), exited: make(chan struct{})}
+	r.turn.Store(t)
+	// A fresh run's process ends with its turn; a kept one's when it is
+	// closed.
+	pctx := t.runCtx
+	if spec.Keep {
+		pctx, r.stop = context.WithCancel(context.WithoutCancel(ctx))
 	}
 	exec := spec.Exec
-	if spec.Input != nil {
+	if spec.Input != nil || spec.Keep {
 		var err error
 		if r.inputR, r.input, err = os.Pipe(); err != nil {
-			r.cancel()
+			t.cancel()
+			r.stop()
 			return nil, &chat.Error{Code: chat.ErrSandbox, Message: "start " + spec.CLI + ": " + err.Error(), Err: err}
 		}
 		exec.Stdin = r.inputR
 	}
 	r.started = time.Now()
 	r.lastOutput.Store(r.started.UnixNano())
-	proc, err := spec.Sandbox.Start(r.runCtx, exec)
+	proc, err := spec.Sandbox.Start(pctx, exec)
 	if err != nil {
-		defer r.cancel()
-		r.closeInput()
-		if r.inputR != nil {
-			r.inputR.Close()
-		}
-		if code, msg, ok := r.stopped(); ok {
+		defer t.cancel()
+		r.release()
+		if code, msg, ok := t.stopped(); ok {
 			return nil, &chat.Error{Code: code, Message: msg, Err: err}
 		}
 		return nil, &chat.Error{Code: chat.ErrSandbox, Message: "start " + spec.CLI + ": " + err.Error(), Err: err}
 	}
 	r.proc = proc
-	if r.input != nil {
+	go func() {
+		r.code, r.waitErr = proc.Wait(pctx)
+		close(r.exited)
+	}()
+	go func() {
+		_, _ = io.Copy(r.stderr, proc.Stderr())
+		close(r.stderrDone)
+	}()
+	if r.input != nil && spec.Input != nil {
 		go func() {
 			// Fails only when the CLI is gone (the run then closes the
 			// pipe's read end): nothing to do.
-			if _, err := r.input.Write(spec.Input); err == nil && !spec.HoldInput {
+			if _, err := r.input.Write(spec.Input); err == nil && !spec.HoldInput && !spec.Keep {
 				r.closeInput()
 			}
 		}()
@@ -204,11 +255,63 @@ func Start(ctx context.Context, spec Spec) (*Run, *chat.Error) {
 	return r, nil
 }
 
+// read hands the CLI's output lines to the current turn until it ends.
+func (r *Run) read() {
+	defer close(r.eof)
+	lr := NewLineReaderOptions(activity{r.proc.Stdout(), &r.lastOutput}, r.spec.Lines)
+	for {
+		line, err := lr.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				r.readErr = fmt.Errorf("read stream: %w", err)
+			}
+			// The output ended: the CLI is exiting. A runtime may wait
+			// for the stdin copy before it reports the exit.
+			r.closeInput()
+			return
+		}
+		// Any line after a message is a kept CLI's sign of life.
+		select {
+		case r.acks <- struct{}{}:
+		default:
+		}
+		r.lines.Lock()
+		if r.sink != nil {
+			r.sink(line)
+		} else {
+			r.stray++
+		}
+		r.lines.Unlock()
+	}
+}
+
+// setSink makes line receive the output lines (nil: none), starting the
+// reading at the first call; once it returns, the previous sink is not
+// called any more.
+func (r *Run) setSink(line func(Line)) {
+	r.lines.Lock()
+	r.sink = line
+	r.lines.Unlock()
+	if line != nil {
+		r.readOnce.Do(func() { go r.read() })
+	}
+}
+
 // closeInput ends the CLI's stdin (once).
 func (r *Run) closeInput() {
 	if r.input != nil {
 		r.inputOnce.Do(func() { _ = r.input.Close() })
 	}
+}
+
+// release ends the input for good, a write blocked on a CLI that never
+// read it included, and the process's own context.
+func (r *Run) release() {
+	r.closeInput()
+	if r.inputR != nil {
+		r.inputR.Close()
+	}
+	r.stop()
 }
 
 // ResultSeen is Answered and Settled(true): for a CLI whose result ends
@@ -219,39 +322,41 @@ func (r *Run) ResultSeen() {
 }
 
 // Answered implements Monitor.
-func (r *Run) Answered() { r.answered.Store(true) }
+func (r *Run) Answered() { r.turn.Load().answered.Store(true) }
 
 // Busy implements Monitor.
 func (r *Run) Busy(busy bool) {
-	r.mu.Lock()
-	r.busy = busy
-	r.mu.Unlock()
+	t := r.turn.Load()
+	t.mu.Lock()
+	t.busy = busy
+	t.mu.Unlock()
 }
 
 // Settled implements Monitor.
 func (r *Run) Settled(settled bool) {
-	r.mu.Lock()
-	changed := r.settled != settled
-	r.settled = settled
-	r.mu.Unlock()
+	t := r.turn.Load()
+	t.mu.Lock()
+	changed := t.settled != settled
+	t.settled = settled
+	t.mu.Unlock()
 	if changed {
 		select {
-		case r.changed <- struct{}{}:
+		case t.changed <- struct{}{}:
 		default:
 		}
 	}
 }
 
 // Stop implements Monitor.
-// FailureThreshold is Spec.FailureThreshold (0: unset).
-func (r *Run) FailureThreshold() int { return r.spec.FailureThreshold }
+func (r *Run) Stop() {
+	t := r.turn.Load()
+	t.stopOnce.Do(func() { close(t.stop) })
+}
 
-func (r *Run) Stop() { r.stopOnce.Do(func() { close(r.stop) }) }
-
-func (r *Run) state() (busy, settled bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.busy, r.settled
+func (t *turnState) state() (busy, settled bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.busy, t.settled
 }
 
 // activity is the CLI's stdout, noting when bytes arrive.
@@ -268,63 +373,146 @@ func (a activity) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Wait feeds the process's stdout to parse (on a goroutine of its own)
-// and its stderr to a StderrTail ring, and waits for it to exit. It ends
-// the CLI's input once its work is done (Monitor.Settled) and kills it
-// when it lingers a grace period after that (an MCP server that will not
-// exit, a stuck hook: the answer is complete, and the CLI must not hold
-// the request), when the watchdog finds it silent while not busy, when
-// the parser asks (Monitor.Stop), and stops work it still runs after its
-// answer as the timeout nears. It then waits, bounded, for the output to
-// end. Every goroutine it starts has ended or is about to (its stream
-// closed) when it returns.
-func (r *Run) Wait(parse func(stdout io.Reader) error) *Exit {
-	defer r.cancel()
-	defer func() {
+// Alive reports whether a kept CLI still runs and can take a turn.
+func (r *Run) Alive() bool {
+	if r.closed.Load() {
+		return false
+	}
+	select {
+	case <-r.exited:
+		return false
+	case <-r.eof:
+		return false
+	default:
+		return true
+	}
+}
+
+// Close stops a kept CLI: it ends its input, gives it a moment to exit
+// and kills it then. It is idempotent; no turn may be running.
+func (r *Run) Close() {
+	r.closeOnce.Do(func() {
+		r.closed.Store(true)
 		r.closeInput()
-		if r.inputR != nil {
-			// Ends a write still blocked on a CLI that never read it.
-			r.inputR.Close()
+		select {
+		case <-r.exited:
+		case <-time.After(closeWait):
+			_ = r.proc.Kill()
+			select {
+			case <-r.exited:
+			case <-time.After(closeWait):
+			}
 		}
+		r.release()
+	})
+}
+
+// Next begins a turn on a kept run: line receives its output, its events
+// go to emit, timeout bounds it, and input, the turn's message, is
+// written to the CLI's stdin. A CLI that prints nothing within ackWait
+// of the message (0: not checked) is hung: Next closes it and returns
+// ErrHung, with nothing of the turn emitted. A message the CLI does not
+// take is an error (a *chat.Error) and the run is closed. Wait follows.
+func (r *Run) Next(ctx context.Context, emit chat.EmitFunc, timeout time.Duration, input []byte, line func(Line), ackWait time.Duration) error {
+	spec := r.spec
+	spec.Emit, spec.Timeout = emit, timeout
+	t := newTurn(ctx, spec, false)
+	select {
+	case <-r.acks: // stale
+	default:
+	}
+	r.lastOutput.Store(time.Now().UnixNano())
+	r.lines.Lock()
+	r.turn.Store(t)
+	r.lines.Unlock()
+	r.setSink(line)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.input.Write(input)
+		done <- err
 	}()
-	stopInput := context.AfterFunc(r.runCtx, r.closeInput)
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		r.setSink(nil)
+		t.cancel()
+		r.Close()
+		return &chat.Error{Code: chat.ErrSandbox, Message: r.spec.CLI + " did not take the message: " + err.Error(), Err: err}
+	}
+	if ackWait <= 0 || r.acked(ctx, ackWait) || ctx.Err() != nil || !r.Alive() {
+		// A CLI that ended, or a request that did, is Wait's to report.
+		return nil
+	}
+	r.spec.Logger.Warn("kept "+r.spec.CLI+" printed nothing within "+ackWait.String()+" of the message; stopped",
+		"stderr", Redact(r.stderr.String(), r.spec.Secrets))
+	r.setSink(nil)
+	t.cancel()
+	r.Close()
+	return ErrHung
+}
+
+// acked waits up to wait for the CLI to print a line after the message
+// just sent; false when it did not (or ctx ended, or the CLI did).
+func (r *Run) acked(ctx context.Context, wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-r.acks:
+		return true
+	case <-r.eof:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
+}
+
+// Wait hands the CLI's output lines to line (on a goroutine of its own,
+// one at a time) and its stderr to a StderrTail ring, and waits for the
+// turn to end: the process to exit or, for a kept run, its work for the
+// turn to be done (Monitor.Settled; the process runs on, Exit.Alive). It
+// ends the CLI's input once its work is done and kills it when it
+// lingers a grace period after that (an MCP server that will not exit, a
+// stuck hook: the answer is complete, and the CLI must not hold the
+// request), when the watchdog finds it silent while not busy, when the
+// parser asks (Monitor.Stop), and stops work it still runs after its
+// answer as the timeout nears. It then waits, bounded, for the output to
+// end. line is not called once Wait returned; every goroutine of a run
+// that is not kept has ended or is about to (its stream closed).
+func (r *Run) Wait(line func(Line)) *Exit {
+	t := r.turn.Load()
+	defer t.cancel()
+	r.setSink(line)
+	stopInput := context.AfterFunc(t.runCtx, r.closeInput)
 	defer stopInput()
 	proc := r.proc
-	parseDone := make(chan error, 1)
-	go func() {
-		err := parse(activity{proc.Stdout(), &r.lastOutput})
-		// The output ended: the CLI is exiting. A runtime may wait for
-		// the stdin copy before it reports the exit.
-		r.closeInput()
-		parseDone <- err
-	}()
-	stderr := NewRing(StderrTail)
-	stderrDone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(stderr, proc.Stderr())
-		close(stderrDone)
-	}()
-	type waitRes struct {
-		code int
-		err  error
-	}
-	waitDone := make(chan waitRes, 1)
-	go func() {
-		c, err := proc.Wait(r.runCtx)
-		waitDone <- waitRes{c, err}
-	}()
 
-	x := &Exit{Started: r.started, spec: &r.spec}
+	x := &Exit{Began: t.began, spec: &t.spec}
+	if t.fresh {
+		x.Started = r.started
+	}
 	notice := func(code, msg string) {
 		x.Notices = append(x.Notices, code)
 		r.spec.Logger.Warn(msg, "notice", code)
-		chat.Whole(r.spec.Emit, fmt.Sprintf("%s-notice-%d", r.spec.ErrorID, len(x.Notices)), chat.TypeNotice, msg,
+		chat.Whole(t.spec.Emit, fmt.Sprintf("%s-notice-%d", r.spec.ErrorID, len(x.Notices)), chat.TypeNotice, msg,
 			map[string]any{"code": code, "message": msg})
 	}
+	// A kept CLI's process does not end with the request: the run stops
+	// it (and ends its context when the kill does not take).
+	var ctxDone <-chan struct{}
+	var unstick <-chan time.Time
 	kill := func() {
-		x.Killed = true
 		r.closeInput()
 		_ = proc.Kill()
+		if r.spec.Keep && unstick == nil {
+			unstick = time.After(drainWait)
+		}
+	}
+	if r.spec.Keep {
+		ctxDone = t.runCtx.Done()
 	}
 	var grace <-chan time.Time
 	var graceTimer *time.Timer
@@ -333,34 +521,36 @@ func (r *Run) Wait(parse func(stdout io.Reader) error) *Exit {
 			graceTimer.Stop()
 		}
 	}()
-	startGrace := func() {
+	startGrace := func(d time.Duration) {
 		if graceTimer == nil {
-			graceTimer = time.NewTimer(r.spec.GracePeriod)
+			graceTimer = time.NewTimer(d)
 			grace = graceTimer.C
 		}
 	}
 	var idle <-chan time.Time
-	if r.spec.IdleTimeout > 0 {
-		t := time.NewTicker(min(r.spec.IdleTimeout/4, time.Second))
-		defer t.Stop()
-		idle = t.C
+	if t.spec.IdleTimeout > 0 {
+		tk := time.NewTicker(min(t.spec.IdleTimeout/4, time.Second))
+		defer tk.Stop()
+		idle = tk.C
 	}
 	var margin <-chan time.Time
-	if d, ok := r.runCtx.Deadline(); ok && r.spec.Timeout > 0 {
-		t := time.NewTimer(time.Until(d) - min(r.spec.Timeout/10, maxStopMargin))
-		defer t.Stop()
-		margin = t.C
+	if d, ok := t.runCtx.Deadline(); ok && t.spec.Timeout > 0 {
+		tm := time.NewTimer(time.Until(d) - min(t.spec.Timeout/10, maxStopMargin))
+		defer tm.Stop()
+		margin = tm.C
 	}
-	stop := (<-chan struct{})(r.stop)
-	var wr waitRes
+	stop := (<-chan struct{})(t.stop)
 	for done := false; !done; {
 		select {
-		case wr = <-waitDone:
+		case <-r.exited:
 			done = true
-		case <-r.changed:
-			if _, settled := r.state(); settled {
+		case <-t.changed:
+			if _, settled := t.state(); settled && r.spec.Keep && !x.bgStopped && r.Alive() {
+				// The turn is over; the CLI waits for the next one.
+				x.Alive, done = true, true
+			} else if settled {
 				r.closeInput()
-				startGrace()
+				startGrace(t.spec.GracePeriod)
 			} else if graceTimer != nil && grace != nil {
 				graceTimer.Stop()
 				graceTimer, grace = nil, nil
@@ -368,70 +558,103 @@ func (r *Run) Wait(parse func(stdout io.Reader) error) *Exit {
 		case <-grace:
 			grace = nil
 			if !x.bgStopped {
-				notice(NoticeCLIHung, fmt.Sprintf("%s did not exit within %s after its work was done and was stopped", r.spec.CLI, r.spec.GracePeriod))
+				notice(NoticeCLIHung, fmt.Sprintf("%s did not exit within %s after its work was done and was stopped", r.spec.CLI, t.spec.GracePeriod))
 			}
+			x.Killed = true
 			kill()
 		case <-idle:
-			busy, settled := r.state()
+			busy, settled := t.state()
 			silent := time.Since(time.Unix(0, r.lastOutput.Load()))
-			if busy || settled || silent < r.spec.IdleTimeout {
+			if busy || settled || silent < t.spec.IdleTimeout {
 				continue
 			}
 			idle = nil
 			x.Idle = true
-			if r.answered.Load() {
-				notice(NoticeCLIHung, fmt.Sprintf("%s printed nothing for %s after it answered and was stopped", r.spec.CLI, r.spec.IdleTimeout.Round(time.Second)))
+			if t.answered.Load() {
+				notice(NoticeCLIHung, fmt.Sprintf("%s printed nothing for %s after it answered and was stopped", r.spec.CLI, t.spec.IdleTimeout.Round(time.Second)))
 			}
+			x.Killed = true
 			kill()
 		case <-margin:
 			margin = nil
-			if _, settled := r.state(); r.answered.Load() && !settled {
-				notice(NoticeBackgroundStopped, fmt.Sprintf("background work of %s was still running as the turn's timeout (%s) neared and was stopped; what it was doing may be incomplete", r.spec.CLI, r.spec.Timeout))
+			if _, settled := t.state(); t.answered.Load() && !settled {
+				notice(NoticeBackgroundStopped, fmt.Sprintf("background work of %s was still running as the turn's timeout (%s) neared and was stopped; what it was doing may be incomplete", r.spec.CLI, t.spec.Timeout))
 				x.bgStopped = true
 				r.closeInput()
 				// The CLI may end its tasks itself once its input ends;
 				// it is killed before the timeout in any case.
 				if graceTimer == nil {
-					graceTimer = time.NewTimer(min(r.spec.GracePeriod, min(r.spec.Timeout/10, maxStopMargin)/2))
-					grace = graceTimer.C
+					startGrace(min(t.spec.GracePeriod, min(t.spec.Timeout/10, maxStopMargin)/2))
 				}
 			}
 		case <-stop:
 			stop = nil
+			x.Killed = true
 			kill()
+		case <-ctxDone:
+			ctxDone = nil
+			x.ctxStopped = true
+			kill()
+		case <-unstick:
+			unstick = nil
+			r.stop()
 		}
 	}
-	x.Code, x.Err = wr.code, wr.err
-	// Wait for the parser to see the end of the output, bounded: a process
-	// left behind by the CLI could hold the pipe open.
-	select {
-	case x.ParseErr = <-parseDone:
-	case <-time.After(drainWait):
-		_ = proc.Kill()
-		x.ParseErr = errors.New("output did not end after the process exited")
+	if !x.Alive {
+		x.Code, x.Err = r.code, r.waitErr
+		// Wait for the parser to see the end of the output, bounded: a
+		// process left behind by the CLI could hold the pipe open.
+		select {
+		case <-r.eof:
+			x.ParseErr = r.readErr
+		case <-time.After(drainWait):
+			_ = proc.Kill()
+			x.ParseErr = errors.New("output did not end after the process exited")
+		}
+		select {
+		case <-r.stderrDone:
+		case <-time.After(stderrWait):
+		}
 	}
-	select {
-	case <-stderrDone:
-	case <-time.After(stderrWait):
+	r.setSink(nil)
+	x.Stderr = Redact(r.stderr.String(), r.spec.Secrets)
+	x.answered = t.answered.Load()
+	x.stopCode, x.stopMsg, _ = t.stopped()
+	if !x.Alive {
+		r.release()
 	}
-	x.Stderr = Redact(stderr.String(), r.spec.Secrets)
-	x.answered = r.answered.Load()
-	x.stopCode, x.stopMsg, _ = r.stopped()
 	return x
 }
 
-// stopped classifies a run stopped by its contexts: the caller's (the
-// request canceled or past its deadline) or the run's timeout.
-func (r *Run) stopped() (code, msg string, ok bool) {
-	cli := r.spec.CLI
+// stopped classifies a turn stopped by its contexts: the caller's (the
+// request canceled or past its deadline) or the turn's timeout.
+func (t *turnState) stopped() (code, msg string, ok bool) {
+	cli := t.spec.CLI
 	switch {
-	case r.ctx.Err() != nil:
-		if errors.Is(r.ctx.Err(), context.DeadlineExceeded) {
+	case t.ctx.Err() != nil:
+		if errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
 			return chat.ErrTimeout, "the request deadline passed; " + cli + " was stopped", true
 		}
 		return chat.ErrCanceled, "the request was canceled; " + cli + " was stopped", true
-	case r.runCtx.Err() != nil:
-		return chat.ErrTimeout, fmt.Sprintf("%s ran longer than the sandbox timeout (%s) and was stopped", cli, r.spec.Timeout), true
+	case t.runCtx.Err() != nil:
+		return chat.ErrTimeout, fmt.Sprintf("%s ran longer than the sandbox timeout (%s) and was stopped", cli, t.spec.Timeout), true
 	}
 	return "", "", false
+}
+
+// Secrets lists the values a run must never show in events or errors:
+// the connector's key and the values of the CLI's MCP environment
+// (MCPConfig.Env). Values shorter than four bytes are left out: redacting
+// them would mangle ordinary text and they protect nothing.
+func Secrets(key string, mcpEnv map[string]string) []string {
+	var out []string
+	if len(key) >= 4 {
+		out = append(out, key)
+	}
+	for _, v := range mcpEnv {
+		if len(v) >= 4 {
+			out = append(out, v)
+		}
+	}
+	return out
 }

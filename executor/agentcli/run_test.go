@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
@@ -58,21 +57,11 @@ func runScript(t *testing.T, ctx context.Context, s script, timeout time.Duratio
 		return nil, xe, log
 	}
 	got := false
-	exit := run.Wait(func(r io.Reader) error {
-		lr := agentcli.NewLineReader(r)
-		for {
-			l, err := lr.Next()
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					return nil
-				}
-				return err
-			}
-			if string(l.Bytes) == "RESULT" {
-				got = true
-				run.ResultSeen()
-				run.ResultSeen() // more than once is fine
-			}
+	exit := run.Wait(func(l agentcli.Line) {
+		if string(l.Bytes) == "RESULT" {
+			got = true
+			run.ResultSeen()
+			run.ResultSeen() // more than once is fine
 		}
 	})
 	return exit, exit.Failure(agentcli.Parsed{GotResult: got, NoResult: noResult}), log
@@ -162,7 +151,7 @@ func TestRunReportedFailure(t *testing.T) {
 	if xe != nil {
 		t.Fatal(xe)
 	}
-	exit := run.Wait(func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err })
+	exit := run.Wait(func(agentcli.Line) {})
 	if exit.Stderr != "details" || exit.Code != 1 || exit.Started.IsZero() {
 		t.Errorf("exit %+v", exit)
 	}
@@ -187,35 +176,6 @@ func TestSecrets(t *testing.T) {
 	}
 }
 
-func TestTurn(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		req  *executor.Request
-		msg  string // "" when the request passes
-	}{
-		{"no sandbox", &executor.Request{Assistant: &assistant.Assistant{ID: "a"}}, "x executor: request has no sandbox"},
-		{"no workspace", &executor.Request{Assistant: &assistant.Assistant{ID: "a"}, Sandbox: sandboxtest.NewSandbox(sandboxtest.Config{})}, "x executor: request has no sandbox"},
-	}
-	for _, tc := range tests {
-		log := &chattest.Recorder{}
-		turn := agentcli.NewTurn(log.Emit, "x-error")
-		err := turn.Check(tc.req, "x executor")
-		var xe *chat.Error
-		if !errors.As(err, &xe) || xe.Code != chat.ErrInternal || xe.Message != tc.msg {
-			t.Errorf("%s: err %v", tc.name, err)
-		}
-		if ev := log.Starts(chat.TypeError); len(ev) != 1 || ev[0].ID != "x-error" || ev[0].Text != tc.msg {
-			t.Errorf("%s: events %+v", tc.name, ev)
-		}
-		turn.End()
-		turn.Emit(chat.Event{Event: chat.Delta})
-		if res, err := turn.Fail(chat.ErrSandbox, "late", nil); res != nil || err == nil || len(log.Events()) != 2 { // the error message: start and end
-			t.Errorf("%s: after End: %v, %d events", tc.name, err, len(log.Events()))
-		}
-	}
-}
-
 // monitored runs a fake CLI whose output lines steer the run through its
 // Monitor: ANSWER (Answered; the result counts), BUSY and FREE (Busy),
 // SETTLED and UNSETTLED (Settled), STOP (Stop, with a parser error).
@@ -232,25 +192,24 @@ func monitored(t *testing.T, h sandboxtest.HandlerFunc, spec agentcli.Spec) (*ag
 		t.Fatal(xe)
 	}
 	var p agentcli.Parsed
-	exit := run.Wait(func(r io.Reader) error {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			switch sc.Text() {
-			case "ANSWER":
-				p.GotResult = true
-				run.Answered()
-			case "BUSY", "FREE":
-				run.Busy(sc.Text() == "BUSY")
-			case "SETTLED", "UNSETTLED":
-				run.Settled(sc.Text() == "SETTLED")
-			case "STOP":
-				p.Err = &chat.Error{Code: chat.ErrRateLimit, Message: "the model is rate limited"}
-				run.Stop()
-			}
-		}
-		return sc.Err()
-	})
+	exit := run.Wait(func(l agentcli.Line) { steer(run, string(l.Bytes), &p) })
 	return exit, exit.Failure(p), log
+}
+
+// steer tells m what a line of a fake CLI says (see monitored).
+func steer(m agentcli.Monitor, line string, p *agentcli.Parsed) {
+	switch line {
+	case "ANSWER":
+		p.GotResult = true
+		m.Answered()
+	case "BUSY", "FREE":
+		m.Busy(line == "BUSY")
+	case "SETTLED", "UNSETTLED":
+		m.Settled(line == "SETTLED")
+	case "STOP":
+		p.Err = &chat.Error{Code: chat.ErrRateLimit, Message: "the model is rate limited"}
+		m.Stop()
+	}
 }
 
 // TestRunHoldsInput: the input stays open until the CLI's work is done,
