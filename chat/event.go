@@ -43,7 +43,9 @@ const (
 //     true when the call is for the client to run (a direct assistant's
 //     model calling the client's function: the turn ends with finish
 //     reason tool_calls), absent for tools the agent runs itself
-//   - tool_result: tool_call_id, content, is_error
+//   - tool_result: tool_call_id, name, content, is_error; truncated and
+//     content_bytes when content is the first part of a longer result;
+//     parent_tool_use_id for a subagent's call (see ToolResult)
 //   - error: code (see the Err* codes), message
 //   - notice: code, message
 //   - session: session_id, model, tools, mcp_servers, skills, cwd
@@ -65,6 +67,75 @@ type Event struct {
 	Agent *AgentRef `json:"agent,omitempty"`
 	// Final is set on the done event only.
 	Final *Final `json:"done,omitempty"`
+	// Result is the typed report of a tool_result message, set on its
+	// start event by its producer (WholeToolResult), for the layers that
+	// read it back in the process (executor.Watch). Denial is set on the
+	// start of a notice of a tool call the agent's CLI refused
+	// (WholeDenial). Neither is encoded: on the wire the props carry
+	// them, and an event decoded from there, or made by a hook, has
+	// neither.
+	Result *ToolResult `json:"-"`
+	Denial *Denial     `json:"-"`
+}
+
+// ToolResult is what a tool_result message reports (its props:
+// tool_call_id, name, content, is_error, truncated and content_bytes,
+// parent_tool_use_id).
+type ToolResult struct {
+	// ToolCallID is the id of the call it answers.
+	ToolCallID string
+	// Name is the tool's ("" when its producer does not know it: no
+	// name prop).
+	Name    string
+	Content string
+	IsError bool
+	// Size is the result's size in bytes when Content is only its
+	// first part (truncated), else 0.
+	Size int
+	// Parent is the call of the subagent that made the call ("" for the
+	// main agent's).
+	Parent string
+}
+
+// Props are r's props on the wire.
+func (r *ToolResult) Props() map[string]any {
+	props := map[string]any{"tool_call_id": r.ToolCallID, "content": r.Content, "is_error": r.IsError}
+	if r.Name != "" {
+		props["name"] = r.Name
+	}
+	if r.Size > 0 {
+		props["truncated"] = true
+		props["content_bytes"] = r.Size
+	}
+	if r.Parent != "" {
+		props["parent_tool_use_id"] = r.Parent
+	}
+	return props
+}
+
+// WholeToolResult emits a complete tool_result message reporting r; its
+// start event carries r (Event.Result).
+func WholeToolResult(emit EmitFunc, id string, r ToolResult) {
+	emit(Event{Event: Start, ID: id, Type: TypeToolResult, Props: r.Props(), Result: &r})
+	emit(Event{Event: End, ID: id, Type: TypeToolResult})
+}
+
+// Denial is a tool call the agent's CLI refused, reported in a notice
+// (props tool and tool_use_id).
+type Denial struct {
+	Tool, ToolUseID string
+}
+
+// WholeDenial emits a complete notice with code, message and props (code
+// and message added) reporting d (props tool and tool_use_id); its start
+// event carries d (Event.Denial).
+func WholeDenial(emit EmitFunc, id, code, message string, d Denial, props map[string]any) {
+	p := map[string]any{"code": code, "message": message, "tool": d.Tool, "tool_use_id": d.ToolUseID}
+	for k, v := range props {
+		p[k] = v
+	}
+	emit(Event{Event: Start, ID: id, Type: TypeNotice, Text: message, Props: p, Denial: &d})
+	emit(Event{Event: End, ID: id, Type: TypeNotice})
 }
 
 // AgentRef names the assistant call an event belongs to.

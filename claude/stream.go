@@ -385,16 +385,9 @@ func (p *Parser) toolResult(id string, isErr bool, body gjson.Result, parent str
 	if known {
 		name = p.toolName[idx]
 	}
-	props := map[string]any{"tool_call_id": id, "content": res.Content, "is_error": isErr}
-	if name != "" {
-		props["name"] = name
-	}
+	r := chat.ToolResult{ToolCallID: id, Name: name, Content: res.Content, IsError: isErr, Parent: parent}
 	if res.Truncated {
-		props["truncated"] = true
-		props["content_bytes"] = res.Size
-	}
-	if parent != "" {
-		props["parent_tool_use_id"] = parent
+		r.Size = res.Size
 	}
 	if known {
 		// Outcome keeps a summary; the event carried the content.
@@ -407,7 +400,7 @@ func (p *Parser) toolResult(id string, isErr bool, body gjson.Result, parent str
 		delete(p.progress, id)
 	}
 	delete(p.running, id)
-	chat.Whole(p.emit, p.ev.NewID(), chat.TypeToolResult, "", props)
+	chat.WholeToolResult(p.emit, p.ev.NewID(), r)
 	if parent == "" {
 		p.ev.ToolResultContent(name, isErr, res.Content)
 	}

@@ -154,7 +154,7 @@ func (p *Parser) denial(tool, id, reason string) {
 	if reason != "" {
 		msg += ": " + reason
 	}
-	p.ev.Notice(NoticePermissionDenied, msg, map[string]any{"tool": tool, "tool_use_id": id})
+	p.ev.Denied(chat.Denial{Tool: tool, ToolUseID: id}, msg, nil)
 }
 
 // status handles the CLI's status changes: a compaction is a loading

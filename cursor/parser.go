@@ -411,15 +411,14 @@ func (p *Parser) toolCall(line string) {
 	}
 	t.done = true
 	res := toolResult(kind, body, p.cur, p.opts.MaxEventContent)
-	props := map[string]any{"tool_call_id": id, "name": t.name, "content": res.content, "is_error": res.isErr}
+	rep := chat.ToolResult{ToolCallID: id, Name: t.name, Content: res.content, IsError: res.isErr}
 	if res.truncated {
-		props["truncated"] = true
-		props["content_bytes"] = res.size
+		rep.Size = res.size
 	}
 	tc := &p.out.ToolCalls[t.idx]
 	tc.Result = agentcli.KeptResult(res.content)
 	tc.IsError = res.isErr
-	chat.Whole(p.emit, p.ev.NewID(), chat.TypeToolResult, "", props)
+	chat.WholeToolResult(p.emit, p.ev.NewID(), rep)
 	p.ev.ToolResultContent(t.name, res.isErr, res.content)
 }
 

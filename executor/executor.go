@@ -70,10 +70,11 @@ type Request struct {
 	// (the pipeline's turn serializes a turn's events: it owns their
 	// order); Run emits nothing once it returned. The pipeline's Watch
 	// reads them for
-	// the failure patterns: a tool_result of the main agent carries name,
-	// tool_call_id, content and is_error (parent_tool_use_id for a
-	// subagent's), a refused call a permission_denied notice or a refusal
-	// text in its result (see IsDenial).
+	// the failure patterns in typed fields: a tool_result's start carries
+	// its chat.ToolResult (Event.Result, made with chat.WholeToolResult),
+	// a refused call's permission_denied notice its chat.Denial
+	// (Event.Denial, chat.WholeDenial), or its result a refusal text (see
+	// IsDenial).
 	Emit chat.EmitFunc
 	// KeepAlive asks the executor to leave its CLI running after the turn
 	// for the chat's next one (sandbox.keep_alive), when it can: the

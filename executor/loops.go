@@ -70,9 +70,9 @@ func IsDenial(content string) bool {
 
 // Watch watches a turn's events for the failure patterns every executor
 // shares: no progress (NoticeNoProgress) and tool-rejection loops
-// (NoticeToolRejection). It reads the events any executor emits (tool
-// results of the main agent with their name, content and is_error props,
-// and permission_denied notices), so an executor needs nothing of its own
+// (NoticeToolRejection). It reads the typed reports on the events any
+// executor emits (Event.Result of the main agent's tool results,
+// Event.Denial of refused calls), so an executor needs nothing of its own
 // to have them; Emit is the turn's emit with Watch in front. Each notice is
 // raised once per run of its pattern: a result with new content, or a
 // successful call of the denied tool, arms it again. Safe for concurrent
@@ -120,25 +120,11 @@ func FailureThreshold(a *assistant.Assistant) int {
 // Emit passes e on, then raises the notices e completes.
 func (w *Watch) Emit(e chat.Event) {
 	w.emit(e)
-	if e.Event != chat.Start || e.Props == nil {
-		return
-	}
-	switch e.Type {
-	case chat.TypeToolResult:
-		if p, _ := e.Props["parent_tool_use_id"].(string); p != "" {
-			return // a subagent's: its own loop
-		}
-		name, _ := e.Props["name"].(string)
-		id, _ := e.Props["tool_call_id"].(string)
-		content, _ := e.Props["content"].(string)
-		isErr, _ := e.Props["is_error"].(bool)
-		w.result(name, id, content, isErr)
-	case chat.TypeNotice:
-		if code, _ := e.Props["code"].(string); code == NoticePermissionDenied {
-			tool, _ := e.Props["tool"].(string)
-			id, _ := e.Props["tool_use_id"].(string)
-			w.deny(tool, id)
-		}
+	switch r, d := e.Result, e.Denial; {
+	case r != nil && r.Parent == "": // a subagent's is its own loop
+		w.result(r.Name, r.ToolCallID, r.Content, r.IsError)
+	case d != nil:
+		w.deny(d.Tool, d.ToolUseID)
 	}
 }
 

@@ -22,13 +22,9 @@ func play(w *Watch, steps []step) {
 	for i, s := range steps {
 		id := "t" + strconv.Itoa(i)
 		if s.denied {
-			chat.Whole(w.Emit, "n"+id, chat.TypeNotice, "denied", map[string]any{"code": NoticePermissionDenied, "tool": s.tool, "tool_use_id": id})
+			chat.WholeDenial(w.Emit, "n"+id, NoticePermissionDenied, "denied", chat.Denial{Tool: s.tool, ToolUseID: id}, nil)
 		}
-		props := map[string]any{"tool_call_id": id, "name": s.tool, "content": s.content, "is_error": s.isErr}
-		if s.parent != "" {
-			props["parent_tool_use_id"] = s.parent
-		}
-		chat.Whole(w.Emit, "r"+id, chat.TypeToolResult, "", props)
+		chat.WholeToolResult(w.Emit, "r"+id, chat.ToolResult{ToolCallID: id, Name: s.tool, Content: s.content, IsError: s.isErr, Parent: s.parent})
 	}
 }
 

@@ -209,15 +209,14 @@ func (c *Chat) ToolResult(id, name, content string, isErr bool) {
 	t.done = true
 	c.endOpen()
 	capped := CapString(content, len(content), c.opts.MaxEventContent)
-	props := map[string]any{"tool_call_id": id, "name": t.name, "content": capped.Content, "is_error": isErr}
+	r := chat.ToolResult{ToolCallID: id, Name: t.name, Content: capped.Content, IsError: isErr}
 	if capped.Truncated {
-		props["truncated"] = true
-		props["content_bytes"] = capped.Size
+		r.Size = capped.Size
 	}
 	tc := &c.out.ToolCalls[t.idx]
 	tc.Result = KeptResult(capped.Content)
 	tc.IsError = isErr
-	chat.Whole(c.emit, c.ev.NewID(), chat.TypeToolResult, "", props)
+	chat.WholeToolResult(c.emit, c.ev.NewID(), r)
 	c.ev.ToolResultContent(t.name, isErr, capped.Content)
 	if m := c.opts.Monitor; m != nil {
 		m.Busy(false)
@@ -247,7 +246,8 @@ func (c *Chat) MCPFailed(server, status, detail string) {
 // Denied raises NoticePermissionDenied for the call with id of tool,
 // refused under permission_mode mode: message says why and what to set.
 func (c *Chat) Denied(id, tool, mode, message string) {
-	c.Notice(NoticePermissionDenied, message, map[string]any{"tool": tool, "tool_use_id": id, "permission_mode": mode})
+	c.endOpen()
+	c.ev.Denied(chat.Denial{Tool: tool, ToolUseID: id}, message, map[string]any{"permission_mode": mode})
 }
 
 // Fail records the turn's failure (the first one) and emits its error.

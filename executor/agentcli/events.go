@@ -107,6 +107,14 @@ func (e *Events) Notice(code, message string, extra map[string]any) {
 	chat.Whole(e.emit, e.NewID(), chat.TypeNotice, message, props)
 }
 
+// Denied emits a NoticePermissionDenied notice with a new id for d, a
+// call the CLI refused: its text is message, its props code, message,
+// tool, tool_use_id and extra's members.
+func (e *Events) Denied(d chat.Denial, message string, extra map[string]any) {
+	e.notices = append(e.notices, NoticePermissionDenied)
+	chat.WholeDenial(e.emit, e.NewID(), NoticePermissionDenied, message, d, extra)
+}
+
 // ToolResult tracks the outcome of a tool call of the main agent: when
 // one tool fails the failure threshold's number of times in a row it raises
 // NoticeRepeatedToolFailure (seed 004), a sign the agent is stuck. Any
