@@ -24,6 +24,11 @@ func (t *turn) acquire(ctx context.Context, app *assistant.App) (sandbox.Sandbox
 	if a.Sandbox == nil {
 		return nil, nil
 	}
+	// The CLI's connector, when it cannot be resolved (a key not set),
+	// fails the turn before its sandbox and workspace are made.
+	if _, err := t.resolve(app); err != nil {
+		return nil, err
+	}
 	sb, cleanup, err := t.sandboxFor(ctx, app, a, limits(app))
 	if err != nil {
 		return nil, err

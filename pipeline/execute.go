@@ -3,6 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -71,7 +72,12 @@ func (t *turn) resolve(app *assistant.App) (assistant.Resolved, error) {
 	}
 	r, err := c.Resolve()
 	if err != nil {
-		return assistant.Resolved{}, &chat.Error{Code: chat.ErrAuth, Message: "connector " + t.connID + ": " + err.Error(), Err: err}
+		// The error names the connector and its file.
+		msg := err.Error()
+		if errors.Is(err, assistant.ErrEnvNotSet) {
+			msg += " (set it in agentbox's environment, or point the assistant's connector at a scripted one to try it offline)"
+		}
+		return assistant.Resolved{}, &chat.Error{Code: chat.ErrAuth, Message: msg, Err: err}
 	}
 	t.scripted = r.Type == connector.TypeScripted
 	return r, nil

@@ -284,6 +284,22 @@ func TestSandboxCreateFailure(t *testing.T) {
 	}
 }
 
+// TestUnsetKeyMakesNoWorkspace: a sandboxed turn whose connector's key is
+// not set fails before its sandbox and workspace are made, and says what
+// to do.
+func TestUnsetKeyMakesNoWorkspace(t *testing.T) {
+	e := newEnv(t, &scripted.Script{}, "")
+	e.app.Connectors["test.llm"].Options.Key = "$ENV.AGENTBOX_TEST_UNSET_KEY"
+	_, err := e.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
+	var pe *chat.Error
+	if !errors.As(err, &pe) || pe.Code != chat.ErrAuth || !strings.Contains(pe.Message, "AGENTBOX_TEST_UNSET_KEY: environment variable is not set (set it in agentbox's environment") {
+		t.Fatalf("err = %v", err)
+	}
+	if e.rt.Created() != 0 || e.p.cfg.Workspaces.Exists("u", "c") {
+		t.Fatalf("sandboxes created %d, workspace made %v; want none", e.rt.Created(), e.p.cfg.Workspaces.Exists("u", "c"))
+	}
+}
+
 const hookSource = `
 function Create(ctx, messages, options) {
   ctx.Send({type: "notice", props: {message: "hello " + ctx.user_id}});

@@ -51,6 +51,46 @@ func loopDevices() []loopDevice {
 	return out
 }
 
+// mountsUnder returns the mount points under dir (not dir itself) in this
+// process's mount table (/proc/self/mountinfo).
+func mountsUnder(dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		if mp := unescapeMountPath(f[4]); strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	return out
+}
+
+// unescapeMountPath undoes the octal escapes (\040 for a space) of a path
+// in the mount table.
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 // deviceNumber returns dev's "major:minor".
 func deviceNumber(dev string) string {
 	b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "dev"))

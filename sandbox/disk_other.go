@@ -16,6 +16,7 @@ var errNoLoop = errors.New("loop-mounted workspaces need Linux")
 type loopDevice struct{ dev, number, backing string }
 
 func loopDevices() []loopDevice                       { return nil }
+func mountsUnder(dir string) []string                 { return nil }
 func mountImage(img, dir string) error                { return errNoLoop }
 func unmount(dir string) error                        { return nil }
 func detachLoop(dev string) error                     { return errNoLoop }

@@ -393,6 +393,46 @@ func TestDiskPruneAndRecover(t *testing.T) {
 	}
 }
 
+// TestDiskRecoverDeleted: an rm -rf of the data root under a mounted
+// workspace removes its marker and image but stops at the mount point;
+// the next start unmounts it, which lets the loop device and the deleted
+// image's blocks go, and the folder can then be removed. DiskMounts counts
+// the mount and the loop device until then.
+func TestDiskRecoverDeleted(t *testing.T) {
+	t.Parallel()
+	w := loopWorkspaces(t)
+	ctx := context.Background()
+	_, release, err := w.AcquireWith(ctx, "u", "c", AcquireOptions{MaxDisk: testDisk})
+	must(t, err)
+	release()
+	if m := w.DiskMounts(); m != (DiskMounts{}) {
+		t.Fatalf("after release: %+v, want nothing mounted", m)
+	}
+	dir := filepath.Join(w.Root(), "u", "c")
+	// A crash: the image left mounted with no one holding it.
+	must(t, mountImage(imagePath(w.Root(), "u", "c"), dir))
+	if m := w.DiskMounts(); m != (DiskMounts{Mounted: 1, LoopDevices: 1}) {
+		t.Fatalf("left mounted: %+v", m)
+	}
+	if err := os.RemoveAll(w.Root()); err == nil || !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("rm -rf of a mounted workspace: %v, want EBUSY", err)
+	}
+	if _, err := os.Stat(markerPath(w.Root(), "u", "c")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("marker: %v, want it removed", err)
+	}
+	w2, err := NewWorkspacesWith(filepath.Dir(w.Root()), WorkspacesOptions{UID: -1, GID: -1, Disk: DiskLoop})
+	must(t, err)
+	rep, err := w2.Recover(ctx)
+	must(t, err)
+	if strings.Join(rep.Unmounted, ",") != "u/c" || isMounted(t, dir) {
+		t.Fatalf("recover: %+v, mounted %v", rep, isMounted(t, dir))
+	}
+	if l := waitLoopsGone(w.Root()); len(l) > 0 {
+		t.Fatalf("loop devices left: %v", l)
+	}
+	must(t, os.RemoveAll(w.Root()))
+}
+
 // TestDiskList: List gives each workspace's size and limit; Usage the data
 // root's total, counting images once.
 func TestDiskList(t *testing.T) {
@@ -423,7 +463,7 @@ func TestDiskList(t *testing.T) {
 	}
 	u, err := w.Usage(ctx)
 	must(t, err)
-	if u.Workspaces != 2 || u.Mounted != 1 || u.WorkspaceBytes != img.Bytes+pl.Bytes || u.Bytes < u.WorkspaceBytes || u.Bytes > u.WorkspaceBytes+(1<<20) || u.FSSize == 0 {
+	if u.Workspaces != 2 || u.Mounted != 1 || u.LoopDevices != 1 || u.WorkspaceBytes != img.Bytes+pl.Bytes || u.Bytes < u.WorkspaceBytes || u.Bytes > u.WorkspaceBytes+(1<<20) || u.FSSize == 0 {
 		t.Errorf("usage: %+v", u)
 	}
 	release()

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,16 +82,28 @@ func (w *Workspaces) expireIdle(user, chat string, ds *diskState, it *idleTimer)
 // unmountIdle unmounts the image of (user, chat) if no one holds the
 // workspace; it reports whether the workspace is now unmounted.
 func (w *Workspaces) unmountIdle(user, chat string) bool {
+	dir := filepath.Join(w.root, user, chat)
 	f, err := os.Open(markerPath(w.root, user, chat))
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// No marker, so no holder (each locks it; a prune never removes
+		// the marker of a workspace in use): the workspace was deleted
+		// from under its mount (an rm -rf of the data root, which stops
+		// at the busy mount point). The mount goes; a deleted image's
+		// loop device and blocks go with it.
+		if err := unmount(dir); err != nil {
+			w.log.Warn("workspace disk not unmounted", "user", user, "chat", chat, "error", err)
+		}
+	case err != nil:
 		return false
+	default:
+		defer f.Close()
+		if !exclusiveSoon(f) {
+			return false // held by another process: its release unmounts it
+		}
+		w.unmountDisk(f, user, chat, dir)
 	}
-	defer f.Close()
-	if !exclusiveSoon(f) {
-		return false // held by another process: its release unmounts it
-	}
-	w.unmountDisk(f, user, chat, filepath.Join(w.root, user, chat))
-	dev, err := mountedDevice(filepath.Join(w.root, user, chat))
+	dev, err := mountedDevice(dir)
 	return err == nil && dev == ""
 }
 

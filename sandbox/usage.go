@@ -44,9 +44,11 @@ type DataUsage struct {
 	// Workspaces counts the workspaces; WorkspaceBytes sums their Bytes.
 	Workspaces     int   `json:"workspaces"`
 	WorkspaceBytes int64 `json:"workspace_bytes"`
-	// Mounted counts the workspace images mounted now (one loop device
-	// each).
-	Mounted int `json:"mounted"`
+	// Mounted counts the workspace images mounted now, and LoopDevices
+	// the loop devices attached to images under the data root (see
+	// DiskMounts).
+	Mounted     int `json:"mounted"`
+	LoopDevices int `json:"loop_devices"`
 	// FSSize and FSAvail describe the host filesystem holding the data
 	// root.
 	FSSize  int64 `json:"fs_size"`
@@ -192,17 +194,53 @@ func (w *Workspaces) Usage(ctx context.Context) (*DataUsage, error) {
 	if err != nil {
 		return nil, err
 	}
+	m := w.DiskMounts()
+	u.Mounted, u.LoopDevices = m.Mounted, m.LoopDevices
 	for _, i := range list {
 		u.Workspaces++
 		u.WorkspaceBytes += i.Bytes
 		if i.Mounted {
-			u.Mounted++
 			// What the walk saw of the image, less what is written to it
 			// and not yet flushed.
 			u.Bytes += max(0, i.Bytes-imageBytes(imagePath(w.root, i.User, i.Chat)))
 		}
 	}
 	return u, nil
+}
+
+// DiskMounts is what the workspace images of a data root hold on the host
+// now.
+type DiskMounts struct {
+	// Mounted counts the mounts under the workspaces folder: images
+	// mounted for a request, a terminal, a look at the files, kept
+	// mounted by a server between turns, or left by a process that died
+	// (the next start unmounts those).
+	Mounted int `json:"mounted"`
+	// LoopDevices counts the loop devices attached to images under the
+	// data root: one per mounted image, plus one for each image a
+	// sandbox's mount namespace still holds after its host mount went (the
+	// kernel detaches it when that sandbox is gone).
+	LoopDevices int `json:"loop_devices"`
+}
+
+// DiskMounts counts the mounts and loop devices the data root's images
+// hold, from the mount table and sysfs: cheap enough for every metrics
+// scrape. It only looks.
+func (w *Workspaces) DiskMounts() DiskMounts {
+	roots := []string{w.root}
+	if r, err := filepath.EvalSymlinks(w.root); err == nil && r != w.root {
+		roots = append(roots, r) // the kernel shows resolved paths
+	}
+	var m DiskMounts
+	for _, root := range roots {
+		m.Mounted += len(mountsUnder(root))
+		for _, l := range loopDevices() {
+			if strings.HasPrefix(l.backing, root+string(filepath.Separator)) {
+				m.LoopDevices++
+			}
+		}
+	}
+	return m
 }
 
 // RecoverReport says what Recover cleaned up.
