@@ -93,34 +93,32 @@ func hookProblems(root string, a *assistant.Assistant, compile func(*assistant.A
 	return []assistant.Problem{{File: filepath.ToSlash(rel), Msg: err.Error()}}
 }
 
+const checkUsage = `usage: agentbox check [--app DIR | DIR]
+
+Loads the app folder and prints every problem as file:line:col: message
+(warnings say "warning:"), the URL each model connector calls, and a
+summary line. Exit status 1 when there is any error.
+`
+
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("check", flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	appDir := fl.String("app", ".", "the app folder")
-	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: agentbox check [--app DIR | DIR]\n\nLoads the app folder and prints every problem as file:line:col: message\n(warnings say \"warning:\"), the URL each model connector calls, and a\nsummary line. Exit status 1 when there is any error.\n\nflags:")
-		fl.PrintDefaults()
-	}
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	fl := newFlags("check", checkUsage, stdout, stderr)
+	appDir := fl.appFlag()
+	args, code, ok := fl.parse(args)
+	if !ok {
+		return code
 	}
 	dir := *appDir
-	switch fl.NArg() {
+	switch len(args) {
 	case 0:
 	case 1:
 		appSet := false
 		fl.Visit(func(f *flag.Flag) { appSet = appSet || f.Name == "app" })
 		if appSet {
-			fmt.Fprintln(stderr, "agentbox check: give the app folder either with --app or as an argument, not both")
-			return 2
+			return fl.usageError("give the app folder either with --app or as an argument, not both")
 		}
-		dir = fl.Arg(0)
+		dir = args[0]
 	default:
-		fl.Usage()
-		return 2
+		return fl.usageError("want at most one app folder, got %d arguments", len(args))
 	}
 	r, loaded, err := check(dir)
 	if err != nil {

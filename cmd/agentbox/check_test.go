@@ -119,7 +119,7 @@ func TestCheckArgs(t *testing.T) {
 		{[]string{"--app", example}, 0, "\n5 of 5 assistants loaded, 7 connectors, 0 warnings, 0 errors\n"},
 		{[]string{"--app", example, example}, 2, "not both"},
 		{[]string{"a", "b"}, 2, "usage"},
-		{[]string{"--nope"}, 2, "flag provided but not defined"},
+		{[]string{"--nope"}, 2, "unknown flag --nope"},
 		{[]string{"testdata/does-not-exist"}, 1, "agentbox check: app folder"},
 		{[]string{"check_test.go"}, 1, "not a folder"},
 	}

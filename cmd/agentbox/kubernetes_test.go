@@ -69,7 +69,7 @@ func TestOpenKubernetes(t *testing.T) {
 func TestClaimWorkspacesNotLooped(t *testing.T) {
 	t.Parallel()
 	var log bytes.Buffer
-	ws, err := openWorkspacesUnlooped(context.Background(), t.TempDir(), -1, -1, "the reason", slog.New(slog.NewTextHandler(&log, nil)))
+	ws, err := newWorkspaces(context.Background(), t.TempDir(), -1, -1, "the reason", 0, slog.New(slog.NewTextHandler(&log, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

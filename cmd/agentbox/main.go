@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -44,27 +46,71 @@ func main() {
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		usage(stdout)
 		return 0
 	}
-	cmd, ok := commands[args[0]]
+	switch args[0] {
+	case "help", "-h", "--help":
+		if len(args) == 1 {
+			usage(stdout)
+			return 0
+		}
+		// `help CMD [SUB]` is `CMD [SUB] --help`.
+		cmd, ok := lookupCommand(args[1], stderr)
+		if !ok {
+			return 2
+		}
+		return cmd.run(ctx, append(slices.Clone(args[2:]), "--help"), stdout, stderr)
+	case "--version", "-version", "-v":
+		return runVersion(ctx, nil, stdout, stderr)
+	}
+	cmd, ok := lookupCommand(args[0], stderr)
 	if !ok {
-		fmt.Fprintf(stderr, "agentbox: unknown command %q\n\n", args[0])
-		usage(stderr)
 		return 2
 	}
 	return cmd.run(ctx, args[1:], stdout, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: agentbox COMMAND [flags]\n\ncommands:")
+// lookupCommand finds the subcommand name, or says on stderr that there is
+// none, with the one it was likely meant to be.
+func lookupCommand(name string, stderr io.Writer) (command, bool) {
+	if cmd, ok := commands[name]; ok {
+		return cmd, true
+	}
+	msg := fmt.Sprintf("agentbox: unknown command %q", name)
+	if strings.HasPrefix(name, "-") {
+		msg = fmt.Sprintf("agentbox: unknown flag %s (flags go after the command: agentbox COMMAND [flags])", name)
+	} else if c := closestName(name, commandNames()); c != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	fmt.Fprintf(stderr, "%s\nRun 'agentbox help' for the list of commands.\n", msg)
+	return command{}, false
+}
+
+func commandNames() []string {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
+	return names
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: agentbox COMMAND [flags] [arguments]\n\ncommands:")
+	for _, n := range commandNames() {
 		fmt.Fprintf(w, "  %-11s %s\n", n, commands[n].summary)
 	}
+	fmt.Fprint(w, `
+Every command works on the app in the current folder unless --app DIR
+names another. Flags may come anywhere after the command; -- ends them.
+
+  agentbox init myapp && cd myapp     a new app that answers offline
+  agentbox run assistant "Hello"      one chat turn in the terminal
+  agentbox serve                      the chat API and the web app
+
+Run 'agentbox help COMMAND' for a command's flags, 'agentbox --version'
+for the version.
+`)
 }

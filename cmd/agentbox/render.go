@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/chat"
@@ -453,7 +454,9 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// truncate shortens s to at most n runes, marking the cut with "…".
+// truncate shortens s to at most n runes, marking the cut with "…". It
+// cuts after a whole word when one ends in the last third of the room,
+// else (a long path, a word longer than that) where the room ends.
 func truncate(s string, n int) string {
 	if n < 2 {
 		n = 2
@@ -461,8 +464,13 @@ func truncate(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
+	r := []rune(s)[:n-1]
+	for i := len(r) - 1; i >= len(r)*2/3; i-- {
+		if unicode.IsSpace(r[i]) {
+			return strings.TrimRightFunc(string(r[:i]), func(c rune) bool { return unicode.IsSpace(c) || unicode.IsPunct(c) }) + "…"
+		}
+	}
+	return string(r) + "…"
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -130,6 +130,21 @@ func TestRenderHelpers(t *testing.T) {
 	if got := units.FormatBytes(2048); got != "2.0 KB" {
 		t.Errorf("FormatBytes = %q", got)
 	}
+	for _, tt := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"File created successfully at: /workspace/hello.sh (file state is current in your context)", 60, "File created successfully at: /workspace/hello.sh (file…"},
+		{"hello, world and more", 15, "hello, world…"},
+		{"short", 10, "short"},
+		{"/a/very/long/path/without/any/space/in/it", 12, "/a/very/lon…"},
+		{"a " + strings.Repeat("x", 30), 12, "a xxxxxxxxx…"}, // no word ends in the last third
+	} {
+		if got := truncate(tt.in, tt.n); got != tt.want {
+			t.Errorf("truncate(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
 	if got := trimEllipsis("Starting sandbox…"); got != "Starting sandbox" {
 		t.Errorf("trimEllipsis = %q", got)
 	}

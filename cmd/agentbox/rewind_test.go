@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,24 +64,6 @@ func TestRunRewindAndFork(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	var chats []string
-	t.Cleanup(func() {
-		// agentbox run leaves its chat's workspace image mounted (for a
-		// look at the files): taken and given back here, then unmounted.
-		ctx := context.Background()
-		wss, err := openWorkspaces(ctx, filepath.Join(app, "data"), -1, -1, cliLogger(io.Discard, true))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range chats {
-			if _, release, err := wss.Acquire(ctx, "cli", c); err == nil {
-				release()
-			}
-		}
-		if err := wss.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	})
 	run := func(args ...string) (string, string) {
 		t.Helper()
 		var out, errb bytes.Buffer
@@ -101,7 +82,6 @@ func TestRunRewindAndFork(t *testing.T) {
 		return string(b)
 	}
 
-	chats = append(chats, "c1")
 	if out, _ := run("--chat", "c1", "coder", "create a.txt"); !strings.Contains(out, "Created.") {
 		t.Fatalf("turn 1: %s", out)
 	}
@@ -122,7 +102,6 @@ func TestRunRewindAndFork(t *testing.T) {
 	// Fork without a prompt: the new chat's id on stdout.
 	out, _ = run("--chat", "c1", "--fork", "1", "coder")
 	fork := strings.TrimSpace(out)
-	chats = append(chats, fork)
 	if fork == "" || fork == "c1" || file(fork, "a.txt") != "one" {
 		t.Fatalf("fork %q: a.txt %q", fork, file(fork, "a.txt"))
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,23 +21,21 @@ const runUsage = `usage: agentbox run [--app DIR] [--user U] [--chat C [--rewind
 Runs one chat turn of ASSISTANT through the pipeline (no HTTP server) and
 streams its events to the terminal: the answer as it comes, thinking
 dimmed, tool calls and results one line each. PROMPT "-" reads the prompt
-from stdin. With --chat the turn continues that chat's history and
-workspace. --rewind N first brings the chat back to its state after turn
-N (files, the CLI's session, hook memory, history); --fork N first starts
-a new chat from that state and runs the turn there. Either may go without
-a PROMPT: the chat is then rewound or forked, and no turn runs. Exit
-status 1 when the turn fails, 2 on bad usage.
-
-flags:
+from stdin; a prompt that starts with - goes after -- (run qa -- -x). With
+--chat the turn continues that chat's history and workspace. --rewind N
+first brings the chat back to its state after turn N (files, the CLI's
+session, hook memory, history); --fork N first starts a new chat from that
+state and runs the turn there. Either may go without a PROMPT: the chat is
+then rewound or forked, and no turn runs. Exit status 1 when the turn
+fails, 2 on bad usage.
 `
 
 // runStdin is the prompt source for PROMPT "-" (a variable for tests).
 var runStdin io.Reader = os.Stdin
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("run", flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	appDir := fl.String("app", ".", "the app folder")
+	fl := newFlags("run", runUsage, stdout, stderr)
+	appDir := fl.appFlag()
 	user := fl.String("user", "cli", "the user id the turn runs as")
 	chatID := fl.String("chat", "", "the chat id (default: a new chat)")
 	asJSON := fl.Bool("json", false, "print events as JSON lines")
@@ -47,34 +43,23 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rewind := fl.Int("rewind", 0, "rewind the --chat to its state after turn `N` first (turns counted from 1)")
 	fork := fl.Int("fork", 0, "fork the --chat at turn `N` first, and run the turn in the new chat")
 	kubeconfig := fl.String("kubeconfig", "", "kubeconfig of the kubernetes runtime (default: sandbox.kubernetes.kubeconfig in app.jsonc, else $KUBECONFIG, the in-cluster service account, ~/.kube/config)")
-	fl.Usage = func() {
-		fmt.Fprint(stderr, runUsage)
-		fl.PrintDefaults()
-	}
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	args, code, ok := fl.parse(args)
+	if !ok {
+		return code
 	}
 	branch := *rewind != 0 || *fork != 0
 	switch {
 	case *rewind != 0 && *fork != 0:
-		fmt.Fprintln(stderr, "agentbox run: --rewind and --fork: one or the other")
-		return 2
+		return fl.usageError("--rewind and --fork: one or the other")
 	case branch && *chatID == "":
-		fmt.Fprintln(stderr, "agentbox run: --rewind and --fork need the --chat to rewind or fork")
-		return 2
+		return fl.usageError("--rewind and --fork need the --chat to rewind or fork")
 	case *rewind < 0 || *fork < 0:
-		fmt.Fprintln(stderr, "agentbox run: --rewind and --fork take a turn, counted from 1")
-		return 2
-	case fl.NArg() < 1, fl.NArg() < 2 && !branch:
-		fmt.Fprintln(stderr, "agentbox run: want ASSISTANT and PROMPT")
-		fl.Usage()
-		return 2
+		return fl.usageError("--rewind and --fork take a turn, counted from 1")
+	case len(args) < 1, len(args) < 2 && !branch:
+		return fl.usageError("want ASSISTANT and PROMPT")
 	}
-	assistantID := fl.Arg(0)
-	prompt := strings.Join(fl.Args()[1:], " ")
+	assistantID := args[0]
+	prompt := strings.Join(args[1:], " ")
 	if prompt == "-" {
 		b, err := io.ReadAll(runStdin)
 		if err != nil {
@@ -83,7 +68,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		prompt = strings.TrimSpace(string(b))
 	}
-	if strings.TrimSpace(prompt) == "" && (!branch || fl.NArg() > 1) {
+	if strings.TrimSpace(prompt) == "" && (!branch || len(args) > 1) {
 		fmt.Fprintln(stderr, "agentbox run: the prompt is empty")
 		return 2
 	}
@@ -155,8 +140,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	if newChat && !*asJSON {
-		fmt.Fprintf(stderr, "%s\n", r.dim("chat "+*chatID+" (continue it with --chat "+*chatID+")"))
+	if !*asJSON {
+		a := env.Pipeline.App().Assistants[assistantID]
+		for _, line := range nextSteps(*appDir, *user, *chatID, assistantID, newChat, a != nil && a.Sandbox != nil) {
+			fmt.Fprintln(stderr, r.dim(line))
+		}
 	}
 	return 0
 }
@@ -178,6 +166,35 @@ func runBranch(ctx context.Context, p *pipeline.Pipeline, user, chatID string, r
 	}
 	fmt.Fprintf(stderr, "chat %s forked at turn %d: %s\n", chatID, fork, id)
 	return id, nil
+}
+
+// nextSteps are the lines run ends a turn with: how to continue the chat
+// (a new one) and how to see its workspace's files (a sandboxed turn),
+// with the flags that name the same app and user.
+func nextSteps(appDir, user, chatID, assistantID string, newChat, sandboxed bool) []string {
+	same := ""
+	if appDir != "." {
+		same += " --app " + shellQuote(appDir)
+	}
+	if user != "cli" {
+		same += " --user " + shellQuote(user)
+	}
+	var out []string
+	if newChat {
+		out = append(out, fmt.Sprintf("continue this chat: agentbox run%s --chat %s %s \"...\"", same, chatID, assistantID))
+	}
+	if sandboxed {
+		out = append(out, fmt.Sprintf("see its files:      agentbox workspaces mount%s --chat %s -- ls -la  (or agentbox shell%s --chat %s)", same, chatID, same, chatID))
+	}
+	return out
+}
+
+// shellQuote quotes s for a shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // cancelOnError passes writes through and calls cancel at the first that

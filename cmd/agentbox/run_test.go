@@ -26,8 +26,10 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--user", "../x", "qa", "hi"}, 2, "--user: user id"},
 		{[]string{"--chat", ".x", "qa", "hi"}, 2, "--chat: chat id"},
 		{[]string{"qa", "  "}, 2, "the prompt is empty"},
-		{[]string{"--app", "/nonexistent/app", "qa", "hi"}, 1, "load app"},
-		{[]string{"--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"--app", "/nonexistent/app", "qa", "hi"}, 1, "app folder /nonexistent/app does not exist: create an app there with `agentbox init /nonexistent/app`"},
+		{[]string{"--bogus"}, 2, "unknown flag --bogus"},
+		{[]string{"qa", "hi", "--jsn"}, 2, "unknown flag --jsn (did you mean --json?)"},
+		{[]string{"qa", "--", "--json"}, 1, "is not an app folder"}, // "--json" is the prompt
 		{[]string{"--rewind", "1", "qa"}, 2, "need the --chat"},
 		{[]string{"--chat", "c", "--rewind", "1", "--fork", "1", "qa"}, 2, "one or the other"},
 		{[]string{"--chat", "c", "--fork", "-1", "qa"}, 2, "counted from 1"},
@@ -70,7 +72,8 @@ func TestRunDirect(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	if code := runRun(context.Background(), []string{"--app", app, "--json", "qa", "hi"}, &out, &errb); code != 0 {
+	// Flags after the prompt are flags (`run qa hi --json`).
+	if code := runRun(context.Background(), []string{"qa", "hi", "--app", app, "--json"}, &out, &errb); code != 0 {
 		t.Fatalf("run --json = %d: %s", code, errb.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

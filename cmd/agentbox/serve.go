@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -31,6 +31,7 @@ import (
 	"github.com/agentbox/agentbox/internal/telemetry"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/docker"
 	"github.com/agentbox/agentbox/sandbox/kubernetes"
 	"github.com/agentbox/agentbox/sandbox/runtimes"
 	"github.com/agentbox/agentbox/server"
@@ -56,34 +57,24 @@ the rest of the drain: chats are canceled and cleaned up at once.
 At start it removes what a crashed server left: sandbox containers, bridge
 socket folders and run files in idle workspaces, never those of a server
 that still runs.
-
-flags:
 `
 
 // appReloadInterval is how often serve checks the app folder for changes.
 const appReloadInterval = 2 * time.Second
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	appDir := fl.String("app", ".", "the app folder")
+	fl := newFlags("serve", serveUsage, stdout, stderr)
+	appDir := fl.appFlag()
 	addr := fl.String("addr", "", "the listen address (default: listen in app.jsonc, else "+server.DefaultAddr+")")
 	runtimeName := fl.String("runtime", "", "sandbox runtime when the app names none: docker, kubernetes or local (default: docker when an engine answers, else local)")
 	kubeconfig := fl.String("kubeconfig", "", "kubeconfig of the kubernetes runtime (default: sandbox.kubernetes.kubeconfig in app.jsonc, else $KUBECONFIG, the in-cluster service account, ~/.kube/config)")
 	drain := fl.Duration("drain-timeout", 0, "how long SIGTERM lets running chats finish before canceling them (default: drain_timeout in app.jsonc, else 30s)")
-	fl.Usage = func() {
-		fmt.Fprint(stderr, serveUsage)
-		fl.PrintDefaults()
+	args, code, ok := fl.parse(args)
+	if !ok {
+		return code
 	}
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "agentbox serve: unexpected argument %q (the app folder goes in --app)\n", fl.Arg(0))
-		return 2
+	if len(args) > 0 {
+		return fl.usageError("unexpected argument %q (the app folder goes in --app)", args[0])
 	}
 	if *drain < 0 {
 		fmt.Fprintf(stderr, "agentbox serve: --drain-timeout %s is negative\n", *drain)
@@ -121,10 +112,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		srv, err = server.New(server.Config{Backend: env.Pipeline, Chats: env.Pipeline, Tokens: tokens, Addr: listen, Logger: logger,
 			AllowedHosts: app.Config.AllowedHosts, AllowedOrigins: app.Config.AllowedOrigins,
 			DrainTimeout: drainTimeout, Metrics: reg, MetricsToken: metricsToken, Responses: env.Store, Tests: tests})
+		var ln net.Listener
 		if err == nil {
+			ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
+			if err != nil {
+				err = fmt.Errorf("listen on %s: %w (another server may use it: --addr picks another address)", listen, err)
+			}
+		}
+		if err == nil {
+			printServing(stdout, app.Root, app, env.Unavailable, ln.Addr().String(), len(tokens) > 0)
 			stopped := make(chan struct{})
 			go abortOnSecondSignal(sigs, srv, stopped, logger)
-			err = srv.ListenAndServe(ctx)
+			err = srv.Serve(ctx, ln)
 			close(stopped)
 		}
 	}
@@ -153,6 +152,29 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
+// printServing tells the person who started the server where to go: the
+// URL of the web app and the API, and the assistants it serves, with those
+// that will fail and why.
+func printServing(w io.Writer, appDir string, app *assistant.App, unavailable map[string]string, addr string, auth bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err == nil && (ip == nil || ip.IsUnspecified()) {
+		host = "127.0.0.1" // every interface: this host's loopback is one
+	}
+	base := "http://" + net.JoinHostPort(host, port)
+	ids := assistantIDs(app)
+	fmt.Fprintf(w, "agentbox is serving %s: %s (%s)\n", appDir, plural(len(ids), "assistant"), strings.Join(ids, ", "))
+	for _, id := range ids {
+		if why, ok := unavailable[id]; ok {
+			fmt.Fprintf(w, "  %s will fail until this is fixed: %s\n", id, why)
+		}
+	}
+	fmt.Fprintf(w, "Open %s/ in a browser for the web app; the API is at %s/v1/chat/completions (OpenAI) and %s/api/assistants/ID/chat.\n", base, base, base)
+	if auth {
+		fmt.Fprintln(w, "Requests need a bearer token (auth.tokens in app.jsonc).")
+	}
+	fmt.Fprintln(w, "Ctrl-C stops it.")
+}
+
 // abortOnSecondSignal ends srv's drain at the second SIGTERM or Ctrl-C
 // (the first one ended ctx and started the drain). It returns when the
 // server stopped.
@@ -169,6 +191,16 @@ func abortOnSecondSignal(sigs <-chan os.Signal, srv *server.Server, stopped <-ch
 			return
 		}
 	}
+}
+
+// sandboxOwner is who owns workspace folders: the sandbox user
+// (1000:1000 in the sandbox images) when this process can chown, else
+// -1, -1 (this process's user).
+func sandboxOwner() (uid, gid int) {
+	if os.Geteuid() == 0 {
+		return 1000, 1000
+	}
+	return -1, -1
 }
 
 // envOptions say what openEnv builds.
@@ -189,9 +221,6 @@ type envOptions struct {
 	// Metrics, when set, gets the pipeline's metrics and the connectors'
 	// circuit breakers.
 	Metrics *prometheus.Registry
-	// Unmount unmounts workspace images at Close, as serve does (shell:
-	// its user has had the look at the files that run leaves them for).
-	Unmount bool
 	// Only, when set, limits the runtimes set up to those of these
 	// assistants (agentbox test: the tested ones, their judges and
 	// simulators).
@@ -201,6 +230,44 @@ type envOptions struct {
 	WrapApp func(pipeline.AppSource) pipeline.AppSource
 }
 
+// loadApp loads the app folder dir once (no hooks compiled, nothing
+// started), for commands that only read its settings.
+func loadApp(dir string) (*assistant.App, error) {
+	if err := isApp(dir); err != nil {
+		return nil, err
+	}
+	app, err := assistant.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load app (run `agentbox check --app %s` for every problem): %w", dir, err)
+	}
+	return app, nil
+}
+
+// isApp says, with what to do instead, when dir is not an app folder at
+// all: missing, or with neither assistants/ nor connectors/ nor app.jsonc
+// (a command run in the wrong folder).
+func isApp(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("app folder %s does not exist: create an app there with `agentbox init %s`, or name one with --app DIR", dir, dir)
+	case err != nil:
+		return fmt.Errorf("app folder: %w", err)
+	case !st.IsDir():
+		return fmt.Errorf("app folder %s is not a folder: name an app's folder with --app DIR", dir)
+	}
+	for _, name := range []string{assistant.AssistantsDir, "connectors", "app.jsonc"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return nil
+		}
+	}
+	where := dir
+	if dir == "." {
+		where = "the current folder"
+	}
+	return fmt.Errorf("%s is not an app folder (it has no assistants/ folder): name one with --app DIR, or create one with `agentbox init`", where)
+}
+
 // appEnv is everything a pipeline runs on: the (live) app, the store,
 // workspaces and sandbox runtimes. Close releases it all.
 type appEnv struct {
@@ -208,8 +275,12 @@ type appEnv struct {
 	Pipeline *pipeline.Pipeline
 	// Store is the SQLite store under the data root (history, memory,
 	// usage, stored responses).
-	Store   *store.Store
-	closers []func(context.Context) error
+	Store *store.Store
+	// Unavailable says, by assistant id, why an assistant of the app as
+	// loaded will fail until something changes (serve; run and shell fail
+	// to open instead): its sandbox runtime or CLI is missing.
+	Unavailable map[string]string
+	closers     []func(context.Context) error
 }
 
 // openEnv loads the app and builds the pipeline with persistent history,
@@ -222,6 +293,9 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 			env.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	if err := isApp(opts.AppDir); err != nil {
+		return nil, err
+	}
 	dir, err := filepath.Abs(opts.AppDir)
 	if err != nil {
 		return nil, fmt.Errorf("app folder: %w", err)
@@ -256,7 +330,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 			return nil, f
 		}
 		if _, ok := app.Assistants[opts.Assistant]; !ok {
-			return nil, fmt.Errorf("unknown assistant %q (have: %s)", opts.Assistant, strings.Join(assistantIDs(app), ", "))
+			return nil, unknownAssistant(app, opts.Assistant)
 		}
 	}
 	if opts.Serve {
@@ -264,11 +338,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	}
 
 	dataRoot := app.Config.DataRoot
-	// Workspace folders belong to the sandbox user when we can chown.
-	uid, gid := -1, -1
-	if os.Geteuid() == 0 {
-		uid, gid = 1000, 1000
-	}
+	uid, gid := sandboxOwner()
 	// Workspaces first: they create the data root passable by the
 	// sandbox user's group (0710), which the local runtime's sandbox user
 	// needs; the store would create it 0700.
@@ -276,16 +346,19 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	if app.Config.Sandbox.Kubernetes.WorkspaceClaim != "" {
 		noLoop = "workspaces are on a PersistentVolumeClaim that sandbox pods on other nodes mount, which a loop mount on this host would not reach"
 	}
-	ws, err := openWorkspacesUnlooped(ctx, dataRoot, uid, gid, noLoop, opts.Logger)
+	// A workspace image is mounted while a turn or terminal uses it; a
+	// server keeps it mounted a while after, for the chat's next turn (its
+	// Close unmounts what it keeps), a one-shot command gives it back at
+	// once.
+	keep := time.Duration(0)
+	if opts.Serve {
+		keep = sandbox.DefaultKeepMounted
+	}
+	ws, err := newWorkspaces(ctx, dataRoot, uid, gid, noLoop, keep, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Serve || opts.Unmount {
-		// Workspace images kept mounted between turns are unmounted at
-		// shutdown; run leaves its chat's mounted for a look at its files,
-		// and the next start unmounts it once idle.
-		env.closers = append(env.closers, ws.Close)
-	}
+	env.closers = append(env.closers, ws.Close)
 	if opts.Serve && opts.Metrics != nil {
 		um, err := startUsageMetrics(ctx, opts.Metrics, ws, usageInterval, opts.Logger)
 		if err != nil {
@@ -315,6 +388,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	if err != nil {
 		return nil, err
 	}
+	recoverDisks(ctx, rts, ws, opts.Logger)
 	if opts.Serve {
 		ret, err := sandbox.NewRetention(ws, app.Config.Cleanup.Schedule, app.Config.Cleanup.Retention, opts.Logger)
 		if err != nil {
@@ -352,13 +426,36 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	if opts.WrapApp != nil {
 		src = opts.WrapApp(live)
 	}
+	mounts := localMounts(opts.Logger)
+	env.Unavailable = map[string]string{}
+	for _, id := range assistantIDs(app) {
+		a := app.Assistants[id]
+		if a.Sandbox == nil || opts.Assistant != "" && id != opts.Assistant || opts.Only != nil && !slices.Contains(opts.Only, id) {
+			continue
+		}
+		var err error
+		switch name := cmp.Or(a.Sandbox.Runtime, app.Config.Sandbox.Runtime, def); {
+		case rts[name] == nil:
+			err = fmt.Errorf("its sandbox runtime %s is not available (the log says why)", cmp.Or(name, "docker"))
+		case name == "local":
+			err = checkLocalCLI(a, mounts["local"])
+		}
+		if err == nil {
+			continue
+		}
+		if !opts.Serve {
+			return nil, err
+		}
+		opts.Logger.Warn("assistant will fail until this is fixed", "assistant", id, "err", err)
+		env.Unavailable[id] = err.Error()
+	}
 	p, err := pipeline.New(pipeline.Config{
 		Metrics:        metrics,
 		Breakers:       breakers,
 		App:            src,
 		Runtimes:       rts,
 		DefaultRuntime: def,
-		RuntimeMounts:  localMounts(opts.Logger),
+		RuntimeMounts:  mounts,
 		Bridge:         bridgeCfg,
 		Hooks:          hooks,
 		Workspaces:     ws,
@@ -390,6 +487,31 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		}
 	}
 	return env, nil
+}
+
+// recoverDisks gives back what processes that died (a crashed server, a
+// killed `agentbox run`) left of workspace disks on this host, before
+// this process's first turn: their sandbox containers first, since a
+// container's mount namespace holds its workspace's image and loop
+// device, then the images they left mounted and the loop devices behind
+// them. Only containers whose process is gone are removed here (a
+// server's reaper takes the rest after its grace period). Failures are
+// logged.
+func recoverDisks(ctx context.Context, rts map[string]sandbox.Runtime, ws *sandbox.Workspaces, logger *slog.Logger) {
+	if d, ok := rts[docker.Name].(*docker.Runtime); ok && ws.DiskMode() == sandbox.DiskLoop {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if _, err := d.Reap(rctx, docker.ReapOptions{Grace: 100 * 365 * 24 * time.Hour}); err != nil {
+			logger.Warn("crash leftovers: sandbox containers of processes that are gone", "err", err)
+		}
+		cancel()
+	}
+	rep, err := ws.Recover(ctx)
+	if err != nil {
+		logger.Warn("workspace disks left by a crash not all cleaned", "error", err)
+	}
+	if rep != nil && len(rep.Unmounted)+len(rep.Detached)+len(rep.Removed) > 0 {
+		logger.Info("cleaned workspace disks a crash left", "unmounted", rep.Unmounted, "detached", rep.Detached, "removed", rep.Removed)
+	}
 }
 
 // cleanLeftovers removes what a crashed server (or a killed `agentbox
@@ -544,15 +666,20 @@ func kubernetesOptions(cfg *assistant.AppConfig, kubeconfig string) kubernetes.O
 	return o
 }
 
+// localCLIs are the coding-agent CLIs the local (bubblewrap) runtime can
+// run, by sandbox command: the host's binary (the variable, else the name
+// on PATH) is mounted at target, since the image's binaries do not exist
+// there.
+var localCLIs = []struct{ command, env, name, target, install string }{
+	{"claude", "AGENTBOX_CLAUDE_BIN", "claude", "/usr/local/bin/claude", "npm install -g @anthropic-ai/claude-code"},
+	{"cursor", "AGENTBOX_CURSOR_BIN", "cursor-agent", "/usr/local/bin/cursor-agent", "see https://cursor.com/cli"},
+}
+
 // localMounts makes the host's coding-agent CLIs visible inside local
-// (bubblewrap) sandboxes, where the image's binaries do not exist:
-// AGENTBOX_CLAUDE_BIN, or claude on PATH.
+// sandboxes (localCLIs).
 func localMounts(logger *slog.Logger) map[string][]sandbox.Mount {
 	var mounts []sandbox.Mount
-	for _, c := range []struct{ env, name, target string }{
-		{"AGENTBOX_CLAUDE_BIN", "claude", "/usr/local/bin/claude"},
-		{"AGENTBOX_CURSOR_BIN", "cursor-agent", "/usr/local/bin/cursor-agent"},
-	} {
+	for _, c := range localCLIs {
 		p := os.Getenv(c.env)
 		if p == "" {
 			p, _ = exec.LookPath(c.name)
@@ -570,6 +697,26 @@ func localMounts(logger *slog.Logger) map[string][]sandbox.Mount {
 	return map[string][]sandbox.Mount{"local": mounts}
 }
 
+// checkLocalCLI says, with what to do, when a's sandbox runs in the local
+// runtime and the host has no binary of its CLI for it (mounts, from
+// localMounts) — the turn would fail inside the sandbox with "exec:
+// claude: not found".
+func checkLocalCLI(a *assistant.Assistant, mounts []sandbox.Mount) error {
+	for _, c := range localCLIs {
+		if c.command != a.Sandbox.Command {
+			continue
+		}
+		for _, m := range mounts {
+			if m.Target == c.target {
+				return nil
+			}
+		}
+		return fmt.Errorf("assistant %s runs %s in the local runtime, which runs the host's binary, and there is none: set %s to its path, put %s on PATH (%s), or use --runtime docker (its image has it)",
+			a.ID, c.name, c.env, c.name, c.install)
+	}
+	return nil // another CLI: found on the host's PATH inside, if at all
+}
+
 // Close stops everything openEnv started, newest first, and returns the
 // errors joined. It is safe on a partly built env.
 func (env *appEnv) Close(ctx context.Context) error {
@@ -581,6 +728,19 @@ func (env *appEnv) Close(ctx context.Context) error {
 	}
 	env.closers = nil
 	return errors.Join(errs...)
+}
+
+// unknownAssistant says that id is no assistant of app, with the one it
+// was likely meant to be and those there are.
+func unknownAssistant(app *assistant.App, id string) error {
+	ids := assistantIDs(app)
+	if len(ids) == 0 {
+		return fmt.Errorf("unknown assistant %q: the app has none that loaded (`agentbox check` says why; `agentbox new assistant NAME` adds one)", id)
+	}
+	if c := closestName(id, ids); c != "" {
+		return fmt.Errorf("unknown assistant %q (did you mean %q? have: %s)", id, c, strings.Join(ids, ", "))
+	}
+	return fmt.Errorf("unknown assistant %q (have: %s)", id, strings.Join(ids, ", "))
 }
 
 func assistantIDs(app *assistant.App) []string {

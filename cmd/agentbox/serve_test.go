@@ -65,6 +65,11 @@ func TestServe(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	// What to open, and what is served, on stdout.
+	if out := stdout.String(); !strings.Contains(out, "agentbox is serving "+app+": 5 assistants (coder, codex, gemini, opencode, qa)\n") ||
+		!strings.Contains(out, "Open "+base+"/ in a browser") {
+		t.Errorf("stdout at start:\n%s", out)
+	}
 	if code, body := get("GET", "/v1/models", ""); code != 200 || !strings.Contains(body, `"id":"qa"`) || !strings.Contains(body, `"id":"coder"`) {
 		t.Errorf("models = %d %s", code, body)
 	}
@@ -76,7 +81,8 @@ func TestServe(t *testing.T) {
 	}
 	code, body := get("GET", "/metrics", "")
 	for _, want := range []string{`agentbox_turns_total{assistant="qa",outcome="ok"} 2`, `agentbox_circuit_breaker_state{connector="scripted.qa",state="closed"} 1`,
-		"agentbox_sandboxes_live 0", "agentbox_turn_phase_duration_seconds_bucket", "go_goroutines", "process_resident_memory_bytes"} {
+		"agentbox_sandboxes_live 0", "agentbox_turn_phase_duration_seconds_bucket", "go_goroutines", "process_resident_memory_bytes",
+		"agentbox_workspaces_mounted 0", "agentbox_workspace_loop_devices 0"} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("metrics = %d, lack %q", code, want)
 		}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,38 +22,27 @@ runtime, image, limits, hardening and network policy). The terminal is
 put in raw mode and its size follows yours; the sandbox is removed when
 the shell exits. The exit status is the shell's (1 when the shell could
 not start, 2 on bad usage).
-
-flags:
 `
 
 // shellStdin is the terminal's input (a variable for tests).
 var shellStdin io.Reader = os.Stdin
 
 func runShell(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("shell", flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	appDir := fl.String("app", ".", "the app folder")
+	fl := newFlags("shell", shellUsage, stdout, stderr)
+	appDir := fl.appFlag()
 	user := fl.String("user", "cli", "the user whose chat it is")
 	chatID := fl.String("chat", "", "the chat (required)")
 	assistantID := fl.String("assistant", "", "the assistant whose sandbox settings the shell gets (default: the chat's)")
 	runtimeName := fl.String("runtime", "", "sandbox runtime when the app names none: docker or local (default: docker when an engine answers, else local)")
-	fl.Usage = func() {
-		fmt.Fprint(stderr, shellUsage)
-		fl.PrintDefaults()
+	args, exit, ok := fl.parse(args)
+	if !ok {
+		return exit
 	}
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "agentbox shell: unexpected argument %q\n", fl.Arg(0))
-		return 2
+	if len(args) > 0 {
+		return fl.usageError("unexpected argument %q", args[0])
 	}
 	if *chatID == "" {
-		fmt.Fprintln(stderr, "agentbox shell: --chat is required (agentbox run prints a new chat's id)")
-		return 2
+		return fl.usageError("--chat is required (agentbox run prints a new chat's id; agentbox workspaces list lists them)")
 	}
 	for _, c := range []struct{ kind, v string }{{"user", *user}, {"chat", *chatID}} {
 		if err := sandbox.ValidateID(c.kind, c.v); err != nil {
@@ -63,7 +50,7 @@ func runShell(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 2
 		}
 	}
-	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: cliLogger(stderr, false), Assistant: *assistantID, Runtime: *runtimeName, Unmount: true})
+	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: cliLogger(stderr, false), Assistant: *assistantID, Runtime: *runtimeName})
 	if err != nil {
 		fmt.Fprintf(stderr, "agentbox shell: %v\n", err)
 		return 1

@@ -35,7 +35,7 @@ func TestShell(t *testing.T) {
 	}
 	// The workspace may be a disk image, unmounted when the shell ended.
 	ctx := context.Background()
-	wss, err := openWorkspaces(ctx, filepath.Join(app, "data"), -1, -1, cliLogger(io.Discard, true))
+	wss, err := newWorkspaces(ctx, filepath.Join(app, "data"), -1, -1, "", 0, cliLogger(io.Discard, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestShellUsage(t *testing.T) {
 		{nil, 2, "--chat is required"},
 		{[]string{"--chat", "../x"}, 2, "--chat"},
 		{[]string{"--chat", "c", "extra"}, 2, "unexpected argument"},
-		{[]string{"--chat", "c", "--app", "/nonexistent-app"}, 1, "load app"},
+		{[]string{"--chat", "c", "--app", "/nonexistent-app"}, 1, "app folder /nonexistent-app does not exist"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := runShell(context.Background(), tc.args, &stdout, &stderr); code != tc.code || !strings.Contains(stderr.String(), tc.want) {

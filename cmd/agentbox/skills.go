@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -40,9 +39,8 @@ func runSkills(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 0
 	}
 	sub, args := args[0], args[1:]
-	fl := flag.NewFlagSet("skills "+sub, flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	appDir := fl.String("app", ".", "the app folder")
+	fl := newFlags("skills "+sub, skillsUsage, stdout, stderr)
+	appDir := fl.appFlag()
 	user := fl.String("user", "cli", "the user whose proposals and skills these are")
 	asJSON := fl.Bool("json", false, "print JSON")
 	var assistantID, status, reason, prompt *string
@@ -63,22 +61,14 @@ func runSkills(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	case "remove", "rm":
 		nargs = 2
 	default:
-		fmt.Fprintf(stderr, "agentbox skills: unknown subcommand %q\n\n%s", sub, skillsUsage)
-		return 2
+		return unknownSub("skills", skillsUsage, sub, []string{"list", "show", "approve", "reject", "test", "installed", "remove"}, stderr)
 	}
-	fl.Usage = func() {
-		fmt.Fprint(stderr, skillsUsage+"\nflags:\n")
-		fl.PrintDefaults()
+	args, code, ok := fl.parse(args)
+	if !ok {
+		return code
 	}
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fl.NArg() != nargs {
-		fmt.Fprintf(stderr, "agentbox skills %s: want %d argument(s), got %d\n", sub, nargs, fl.NArg())
-		return 2
+	if len(args) != nargs {
+		return fl.usageError("want %d argument(s), got %d", nargs, len(args))
 	}
 	if err := sandbox.ValidateID("user", *user); err != nil {
 		fmt.Fprintf(stderr, "agentbox skills: --user: %v\n", err)
@@ -150,13 +140,13 @@ func runSkills(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		out = list
 	case "remove", "rm":
-		if err := gate.RemoveSkill(ctx, *user, fl.Arg(0), fl.Arg(1)); err != nil {
+		if err := gate.RemoveSkill(ctx, *user, args[0], args[1]); err != nil {
 			return fail(err)
 		}
-		fmt.Fprintf(stdout, "removed skill %s of assistant %s for %s\n", fl.Arg(1), fl.Arg(0), *user)
+		fmt.Fprintf(stdout, "removed skill %s of assistant %s for %s\n", args[1], args[0], *user)
 		return 0
 	default:
-		id := fl.Arg(0)
+		id := args[0]
 		var sp *pipeline.SkillProposal
 		var err error
 		switch sub {

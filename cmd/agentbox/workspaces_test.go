@@ -118,8 +118,10 @@ func TestWorkspacesPruneUsage(t *testing.T) {
 	}{
 		{[]string{"workspaces"}, 0, "usage"},
 		{[]string{"workspaces", "frobnicate"}, 2, "unknown subcommand"},
-		{[]string{"workspaces", "prune"}, 2, "exactly one of"},
-		{[]string{"workspaces", "prune", "--data", root, "--app", root}, 2, "exactly one of"},
+		{[]string{"workspaces", "frobnicate"}, 2, "unknown subcommand"},
+		{[]string{"workspaces", "prun"}, 2, `(did you mean "prune"?)`},
+		{[]string{"workspaces", "prune"}, 1, "the current folder is not an app folder"},
+		{[]string{"workspaces", "prune", "--data", root, "--app", root}, 2, "not both"},
 		{[]string{"workspaces", "prune", "--data", root, "--older-than", "soon"}, 2, "invalid duration"},
 		{[]string{"workspaces", "prune", "--data", root, "--older-than", "0d"}, 2, "positive"},
 		{[]string{"workspaces", "prune", "--data", filepath.Join(root, "missing")}, 1, "not a folder"},

@@ -33,7 +33,7 @@ func TestWorkspacesList(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got.Workspaces) != 3 || got.Usage.Workspaces != 3 || got.Usage.Bytes == 0 {
 		t.Fatalf("json %d %v:\n%s", code, err, out)
 	}
-	if code, _, errs := runCLI("workspaces", "list"); code != 2 || !strings.Contains(errs, "--app DIR or --data DIR") {
+	if code, _, errs := runCLI("workspaces", "list"); code != 1 || !strings.Contains(errs, "not an app folder (it has no assistants/ folder): name one with --app DIR") {
 		t.Errorf("no root: %d %s", code, errs)
 	}
 }
@@ -56,7 +56,7 @@ func TestWorkspacesListLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errs := runCLI("workspaces", "list", "--data", root)
-	if code != 0 || !strings.Contains(out, "64.0 MB") || !strings.Contains(out, "in use, mounted") || !strings.Contains(out, "(1 mounted)") {
+	if code != 0 || !strings.Contains(out, "64.0 MB") || !strings.Contains(out, "in use, mounted") || !strings.Contains(out, "(1 mounted, 1 loop device)") {
 		t.Fatalf("list: %d\n%s\n%s", code, out, errs)
 	}
 	if _, err := filepath.Abs(root); err != nil {
