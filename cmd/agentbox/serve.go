@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -166,6 +167,12 @@ func printServing(w io.Writer, appDir string, app *assistant.App, unavailable ma
 	for _, id := range ids {
 		if why, ok := unavailable[id]; ok {
 			fmt.Fprintf(w, "  %s will fail until this is fixed: %s\n", id, why)
+		}
+	}
+	if len(app.Failed) > 0 {
+		fmt.Fprintf(w, "%s did not load (`agentbox check` lists every problem; fixed files are reloaded):\n", plural(len(app.Failed), "assistant"))
+		for _, id := range slices.Sorted(maps.Keys(app.Failed)) {
+			fmt.Fprintf(w, "  %s\n", app.Failed[id].Error())
 		}
 	}
 	fmt.Fprintf(w, "Open %s/ in a browser for the web app; the API is at %s/v1/chat/completions (OpenAI) and %s/api/assistants/ID/chat.\n", base, base, base)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -277,5 +278,29 @@ func waitUp(t *testing.T, base string, exited <-chan int, stderr *testenv.SyncBu
 			t.Fatalf("server not up: %v\n%s", err, stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPrintServingFailed names the assistants that did not load, each with
+// its first error, and where to see them all.
+func TestPrintServingFailed(t *testing.T) {
+	app := &assistant.App{
+		Assistants: map[string]*assistant.Assistant{"qa": {ID: "qa"}},
+		Failed: map[string]*assistant.Failed{"coder": {ID: "coder", Problems: []assistant.Problem{
+			{File: "assistants/coder/package.yao", Line: 3, Col: 5, Msg: "unknown field"},
+			{File: "assistants/coder/package.yao", Line: 4, Col: 5, Msg: "another"},
+		}}},
+	}
+	var out bytes.Buffer
+	printServing(&out, "/app", app, nil, "[::]:5099", false)
+	for _, want := range []string{
+		"agentbox is serving /app: 1 assistant (qa)\n",
+		"1 assistant did not load (`agentbox check` lists every problem; fixed files are reloaded):\n",
+		`  assistant "coder" cannot run: its definition has errors: assistants/coder/package.yao:3:5: unknown field (and 1 more: agentbox check lists them)` + "\n",
+		"Open http://127.0.0.1:5099/ in a browser",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }
