@@ -52,10 +52,7 @@ func exampleApp(t *testing.T) string {
 		t.Fatalf("example app: %v", err)
 	}
 	dst := t.TempDir()
-	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.RemoveAll(filepath.Join(dst, "data"))
+	testenv.CopyExampleApp(t, dst)
 	return dst
 }
 

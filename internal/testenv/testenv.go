@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -337,5 +338,31 @@ func LoopDisks(t testing.TB) {
 		if _, err := exec.LookPath(tool); err != nil && !fileExists("/usr/sbin/"+tool) && !fileExists("/sbin/"+tool) {
 			Missing(t, tool+" (apt-get install e2fsprogs)")
 		}
+	}
+}
+
+// CopyExampleApp copies the repository's examples/app into dst, without
+// its data folder: `make demo` leaves workspace images there (sparse files
+// of 10 GiB each that a plain copy would write out in full).
+func CopyExampleApp(t testing.TB, dst string) {
+	t.Helper()
+	src := os.DirFS(filepath.Join(RepoRoot(), "examples", "app"))
+	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case p == "data" && d.IsDir():
+			return fs.SkipDir
+		case d.IsDir():
+			return os.MkdirAll(filepath.Join(dst, p), 0o755)
+		}
+		b, err := fs.ReadFile(src, p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, p), b, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copy the example app: %v", err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,11 +26,8 @@ func newApp(t *testing.T, clis []string) string { return newAppIsolated(t, clis,
 func newAppIsolated(t *testing.T, clis []string, isolation string) string {
 	t.Helper()
 	app := filepath.Join(t.TempDir(), "app")
-	if err := os.CopyFS(app, os.DirFS(filepath.Join(testenv.RepoRoot(), "examples", "app"))); err != nil {
-		t.Fatal(err)
-	}
+	testenv.CopyExampleApp(t, app)
 	t.Cleanup(func() { e2etest.UnmountUnder(t, app) })
-	_ = os.RemoveAll(filepath.Join(app, "data"))
 	imgs := map[string]string{}
 	for _, cli := range clis {
 		imgs[cli] = testenv.CLIImage(t, cli)

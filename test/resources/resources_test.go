@@ -32,10 +32,7 @@ func newApp(t *testing.T, script string) string {
 	testenv.Docker(t)
 	testenv.LoopDisks(t)
 	app := filepath.Join(t.TempDir(), "app")
-	if err := os.CopyFS(app, os.DirFS(filepath.Join(testenv.RepoRoot(), "examples", "app"))); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.RemoveAll(filepath.Join(app, "data"))
+	testenv.CopyExampleApp(t, app)
 	cfg, _ := json.Marshal(map[string]any{"data_root": "./data", "sandbox": map[string]any{
 		"runtime": "docker", "images": map[string]string{"claude": testenv.Image(t)}}})
 	write(t, filepath.Join(app, "app.jsonc"), string(cfg))
