@@ -130,8 +130,11 @@ func givenBack(t *testing.T, app string, chats ...string) {
 	if m := mountsUnder(t, data); len(m) > 0 {
 		t.Errorf("mounts left under the data root: %v", m)
 	}
+	// A loop device is detached when its last holder lets go: a removed
+	// container's mount namespace is torn down after the engine answers,
+	// later still on a loaded host.
 	var loops []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if loops = loopsUnder(t, data); len(loops) == 0 || time.Now().After(deadline) {
 			break
 		}
