@@ -74,12 +74,16 @@ func TestRunRewindAndFork(t *testing.T) {
 		}
 		return out.String(), errb.String()
 	}
+	// A file of a chat's workspace, read as a person would between turns
+	// (run gives the workspace image back when it exits).
 	file := func(chatID, name string) string {
-		b, err := os.ReadFile(filepath.Join(app, "data", "workspaces", "cli", chatID, name))
-		if err != nil {
+		var out bytes.Buffer
+		cmd := exec.CommandContext(ctx, bin, "workspaces", "mount", "--app", app, "--chat", chatID, "--", "cat", name)
+		cmd.Stdout = &out
+		if err := cmd.Run(); err != nil {
 			return "<none>"
 		}
-		return string(b)
+		return out.String()
 	}
 
 	if out, _ := run("--chat", "c1", "coder", "create a.txt"); !strings.Contains(out, "Created.") {
