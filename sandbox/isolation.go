@@ -7,8 +7,8 @@ import (
 )
 
 // Isolation levels a sandbox may ask for (Spec.Isolation): what stands
-// between the agent's code and the host's kernel. The README's "Isolation"
-// section has the threat model of each and what it costs.
+// between the agent's code and the host's kernel. docs/isolation.md has
+// the threat model of each and what it costs.
 const (
 	// IsolationRunc is a hardened container on the host's kernel (the
 	// default): namespaces, cgroups, no capabilities, seccomp. One kernel

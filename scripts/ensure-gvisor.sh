@@ -8,8 +8,8 @@
 # scripts/gvisor/go.mod, fetched through the Go module proxy (gVisor's
 # `go` branch is the one that builds with the go tool). Debian bookworm's
 # runsc package is a build of 2022-12-19: it has only the ptrace and KVM
-# platforms, not systrap, and years of fixes are missing; the README's
-# "Isolation" section says what was measured. The build (~5 min on two
+# platforms, not systrap, and years of fixes are missing; docs/isolation.md
+# says what was measured. The build (~5 min on two
 # cores, cold) is cached in $AGENTBOX_CACHE/gvisor-KEY, KEY hashing every
 # input, so only the first set-up on a machine pays it.
 #

@@ -361,7 +361,7 @@ func missingRuntime(ctx context.Context, op string, hc *container.HostConfig, er
 		!strings.Contains(msg, "unknown runtime specified") && !strings.Contains(msg, "unknown or invalid runtime name") {
 		return nil
 	}
-	return fmt.Errorf("docker %s: the engine has no runtime %q for isolation %q (install gVisor and register it with the engine: scripts/ensure-docker.sh does both; see the README's Isolation section): %w: %w",
+	return fmt.Errorf("docker %s: the engine has no runtime %q for isolation %q (install gVisor and register it with the engine: scripts/ensure-docker.sh does both; see docs/isolation.md): %w: %w",
 		op, hc.Runtime, sandbox.IsolationGVisor, sandbox.ErrIsolation, err)
 }
 

@@ -196,8 +196,8 @@ env | grep -c '^KUBERNETES_' ; echo "key=$API_KEY"`}, Shell: true})
 // TestRuntimeClass: a sandbox's isolation picks its pod's RuntimeClass
 // (the default names, or the runtime's own map), which the API server
 // admits with the class's overhead (a server-side dry run: the local
-// cluster's node has no runsc handler, see the README's Isolation
-// section); an isolation the runtime has no class for, or a class the
+// cluster's node has no runsc handler, see
+// docs/isolation.md); an isolation the runtime has no class for, or a class the
 // cluster lacks, fails Create with ErrIsolation and leaves no pod.
 func TestRuntimeClass(t *testing.T) {
 	t.Parallel()

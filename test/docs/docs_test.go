@@ -1,6 +1,6 @@
-// Package docs checks that the code the README quotes is code that
-// compiles and runs: every Go block of its "Embedding" section is an excerpt
-// of a runnable Example function.
+// Package docs checks the README and the pages of docs/: every Go block of
+// docs/embedding.md is an excerpt of a runnable Example function, every
+// relative link resolves, and the README's walk-through app loads.
 package docs
 
 import (
@@ -15,16 +15,16 @@ import (
 	"testing"
 )
 
-// examples are the files whose Example functions the README quotes.
+// examples are the files whose Example functions docs/embedding.md quotes.
 var examples = []string{"pipeline/example_test.go", "sandbox/local/example_test.go"}
 
-func TestReadmeQuotesExamples(t *testing.T) {
+func TestDocsQuoteExamples(t *testing.T) {
 	root := filepath.Join("..", "..")
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	page, err := os.ReadFile(filepath.Join(root, "docs", "embedding.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := sectionOf(t, string(readme), "## Embedding")
+	section := sectionOf(t, string(page), "## Embedding")
 	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(section, -1)
 	if len(blocks) == 0 {
 		t.Fatal("the Embedding section quotes no Go code")
@@ -32,23 +32,24 @@ func TestReadmeQuotesExamples(t *testing.T) {
 	var bodies [][]string
 	for _, f := range examples {
 		bodies = append(bodies, exampleBodies(t, filepath.Join(root, f))...)
-		if !strings.Contains(section, "("+f+")") {
-			t.Errorf("the Embedding section does not link %s", f)
+		if !strings.Contains(section, "(../"+f+")") {
+			t.Errorf("docs/embedding.md does not link %s", f)
 		}
 	}
 	for _, b := range blocks {
 		lines := strings.Split(strings.TrimRight(b[1], "\n"), "\n")
 		if !slices.ContainsFunc(bodies, func(body []string) bool { return contains(body, lines) }) {
-			t.Errorf("README quotes code that is in no Example function of %v:\n%s", examples, b[1])
+			t.Errorf("docs/embedding.md quotes code that is in no Example function of %v:\n%s", examples, b[1])
 		}
 	}
 }
 
-// sectionOf returns the README section under heading, up to the next one.
+// sectionOf returns the section of a Markdown page under heading, up to
+// the next one of its level.
 func sectionOf(t *testing.T, doc, heading string) string {
 	i := strings.Index(doc, "\n"+heading+"\n")
 	if i < 0 {
-		t.Fatalf("README has no %q section", heading)
+		t.Fatalf("no %q section", heading)
 	}
 	rest := doc[i+len(heading)+2:]
 	if j := strings.Index(rest, "\n## "); j >= 0 {

@@ -2,7 +2,7 @@
 // Code, Codex, the Gemini CLI, opencode and Cursor's stand-in) through a
 // real `agentbox serve`: each CLI runs in its Docker sandbox image, driven
 // by a scripted model (package scripted, seen through the bridge's model proxy)
-// whose tool calls attack what the README promises:
+// whose tool calls attack what the docs promise:
 //
 //   - TestForgedOutput: a process of the agent writes forged JSON lines
 //     into every output it can reach (the CLI's stdout through

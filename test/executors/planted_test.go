@@ -195,7 +195,7 @@ func TestPlantedConfig(t *testing.T) {
 var markers = regexp.MustCompile(`MARKER-[A-Za-z.]+`)
 
 // knownGap reports a marker of the project instructions a CLI reads with
-// no switch to turn that off, as the README says: the Gemini CLI's
+// no switch to turn that off, as docs/sandboxes.md says: the Gemini CLI's
 // GEMINI.md files, Cursor's rules, AGENTS.md and CLAUDE.md. They are
 // instructions only: no code of them runs.
 func knownGap(cli, marker string) bool {

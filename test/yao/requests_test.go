@@ -22,7 +22,7 @@ import (
 // requestDifferences are the deliberate differences between the request
 // agentbox sends and the one Yao's provider builds, by assistant of
 // testdata/yao/requests: the fields Yao sends that agentbox does not (the
-// README's table says why).
+// table of docs/yao.md says why).
 var requestDifferences = map[string][]string{
 	// The options' limit goes as max_completion_tokens; Yao also sends the
 	// connector's max_tokens beside it, a pair the API refuses.
