@@ -65,18 +65,11 @@ func (s *Store) Capture(ctx context.Context, user, chat string, src Source) (cp 
 	if err := checkID("chat", chat); err != nil {
 		return nil, nil, err
 	}
-	u, err := s.user(user)
-	if err != nil {
-		return nil, nil, err
-	}
-	unlock, err := u.lock(ctx, false)
+	u, unlock, err := s.enter(ctx, user, false)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer unlock()
-	if err := u.refresh(); err != nil {
-		return nil, nil, err
-	}
 	w := u.writer()
 	defer w.abort()
 	c := &capture{ctx: ctx, w: w, old: u.loadIndex(chat), idx: &index{files: map[string]indexEntry{}},

@@ -241,6 +241,22 @@ func (u *userStore) lock(ctx context.Context, exclusive bool) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
+// enter returns the user's store locked (shared, or exclusive for
+// Collect) with its object index current; the caller defers unlock.
+func (s *Store) enter(ctx context.Context, user string, exclusive bool) (u *userStore, unlock func(), err error) {
+	if u, err = s.user(user); err != nil {
+		return nil, nil, err
+	}
+	if unlock, err = u.lock(ctx, exclusive); err != nil {
+		return nil, nil, err
+	}
+	if err := u.refresh(); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return u, unlock, nil
+}
+
 // allocated is what info's file takes on disk (its allocated blocks).
 func allocated(info fs.FileInfo) int64 {
 	if st, ok := info.Sys().(*syscall.Stat_t); ok {

@@ -38,18 +38,11 @@ type Collected struct {
 // recorded between the listing and the removal. A root that names no
 // stored checkpoint is ignored.
 func (s *Store) Collect(ctx context.Context, user string, roots func(context.Context) ([]string, error)) (*Collected, error) {
-	u, err := s.user(user)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := u.lock(ctx, true)
+	u, unlock, err := s.enter(ctx, user, true)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := u.refresh(); err != nil {
-		return nil, err
-	}
 	ids, err := roots(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint roots: %w", err)
@@ -317,18 +310,11 @@ func (u *userStore) repack(p *packInfo, live []Hash) error {
 // frees about their sizes (objects other chats share are counted too). An
 // id that names no stored checkpoint has size 0.
 func (s *Store) Sizes(ctx context.Context, user string, ids []string) ([]int64, error) {
-	u, err := s.user(user)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := u.lock(ctx, false)
+	u, unlock, err := s.enter(ctx, user, false)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := u.refresh(); err != nil {
-		return nil, err
-	}
 	rd := u.reader()
 	defer rd.close()
 	out := make([]int64, len(ids))

@@ -60,18 +60,11 @@ func (s *Store) Restore(ctx context.Context, user, chat, id, dir string) (*Resto
 	if err := checkID("chat", chat); err != nil {
 		return nil, err
 	}
-	u, err := s.user(user)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := u.lock(ctx, false)
+	u, unlock, err := s.enter(ctx, user, false)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := u.refresh(); err != nil {
-		return nil, err
-	}
 	rd := u.reader()
 	defer rd.close()
 	cm, err := readCommit(rd, h)

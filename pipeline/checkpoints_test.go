@@ -120,4 +120,3 @@ func mustLog(t *testing.T, p *Pipeline, chatID string) *checkpoint.ChatLog {
 	}
 	return l
 }
-

@@ -278,26 +278,27 @@ func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request, user st
 // {"checkpoint": ID}: the chat's files, memory and history as they were
 // after that turn.
 func (s *Server) rewindChat(w http.ResponseWriter, r *http.Request, user string) {
-	cs, id, ok := s.chatOf(w, r)
-	if !ok {
-		return
-	}
-	to, ok := s.target(w, r)
-	if !ok {
-		return
-	}
-	out, err := cs.Rewind(r.Context(), user, id, to)
-	if err != nil {
-		writeError(w, s.log, err)
-		return
-	}
-	s.runs.forget(user, id)
-	writeJSON(w, http.StatusOK, out)
+	s.branchChat(w, r, func(ctx context.Context, cs Chats, id string, to pipeline.Target) (any, error) {
+		out, err := cs.Rewind(ctx, user, id, to)
+		if err == nil {
+			s.runs.forget(user, id)
+		}
+		return out, err
+	})
 }
 
 // forkChat is POST /api/chats/{chat}/fork with {"turn": N} or
 // {"checkpoint": ID}: a new chat from that state, {"chat_id": NEW}.
 func (s *Server) forkChat(w http.ResponseWriter, r *http.Request, user string) {
+	s.branchChat(w, r, func(ctx context.Context, cs Chats, id string, to pipeline.Target) (any, error) {
+		newID, err := cs.Fork(ctx, user, id, to)
+		return map[string]any{"chat_id": newID, "parent": id}, err
+	})
+}
+
+// branchChat reads a rewind's or fork's chat and target, runs do and
+// writes its answer or error.
+func (s *Server) branchChat(w http.ResponseWriter, r *http.Request, do func(context.Context, Chats, string, pipeline.Target) (any, error)) {
 	cs, id, ok := s.chatOf(w, r)
 	if !ok {
 		return
@@ -306,12 +307,12 @@ func (s *Server) forkChat(w http.ResponseWriter, r *http.Request, user string) {
 	if !ok {
 		return
 	}
-	newID, err := cs.Fork(r.Context(), user, id, to)
+	out, err := do(r.Context(), cs, id, to)
 	if err != nil {
 		writeError(w, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"chat_id": newID, "parent": id})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // chatOf returns the server's chats and the request's {chat}, or writes
