@@ -476,30 +476,16 @@ func firstInt(obj gjson.Result, keys ...string) int64 {
 	return 0
 }
 
-// classify maps a failure message (a failed result's text, the CLI's
-// stderr) to a chat error code. The CLI reports no status codes, so this
-// reads the words it uses.
-func classify(msg string) string {
-	m := strings.ToLower(msg)
-	has := func(words ...string) bool {
-		for _, w := range words {
-			if strings.Contains(m, w) {
-				return true
-			}
-		}
-		return false
-	}
-	switch {
-	case has("unauthorized", "unauthenticated", "authentication", "invalid api key", "api key is invalid",
-		"not logged in", "login required", "forbidden", " 401", " 403"):
-		return chat.ErrAuth
-	case has("rate limit", "rate-limit", "too many requests", "usage limit", "quota", " 429"):
-		return chat.ErrRateLimit
-	case has("enotfound", "econnrefused", "econnreset", "etimedout", "getaddrinfo", "network error",
-		"could not connect", "connection refused", "unable to connect"):
-		return chat.ErrNetwork
-	case has("model") && has("not found", "not available", "unknown", "invalid"):
-		return chat.ErrInvalidRequest
-	}
-	return chat.ErrExecutor
+// failureRules are the words of the CLI's failure messages (a failed
+// result's text, its stderr): it reports no status codes.
+var failureRules = agentcli.Rules{
+	{Code: chat.ErrAuth, Any: []string{"unauthorized", "unauthenticated", "authentication", "invalid api key", "api key is invalid",
+		"not logged in", "login required", "forbidden", " 401", " 403"}},
+	{Code: chat.ErrRateLimit, Any: []string{"rate limit", "rate-limit", "too many requests", "usage limit", "quota", " 429"}},
+	{Code: chat.ErrNetwork, Any: []string{"enotfound", "econnrefused", "econnreset", "etimedout", "getaddrinfo", "network error",
+		"could not connect", "connection refused", "unable to connect"}},
+	{Code: chat.ErrInvalidRequest, Any: []string{"model"}, And: []string{"not found", "not available", "unknown", "invalid"}},
 }
+
+// classify maps a failure message to a chat error code (failureRules).
+func classify(msg string) string { return failureRules.Classify(msg) }

@@ -256,3 +256,22 @@ func BenchmarkParser20MB(b *testing.B) { benchParse(b, 20<<20) }
 func BenchmarkEncodingJSON20MB(b *testing.B) {
 	clitest.BenchmarkDecodeJSON(b, benchTranscript(20<<20))
 }
+
+// TestClassify: the CLI's failure messages get their codes by their words;
+// a process's own "permission denied" is no authentication failure.
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]string{
+		"Error: Not logged in. Run agent login.":  chat.ErrAuth,
+		"request failed: 403 Forbidden":           chat.ErrAuth,
+		"You have hit your usage limit":           chat.ErrRateLimit,
+		"getaddrinfo ENOTFOUND api2.cursor.sh":    chat.ErrNetwork,
+		"Model gpt-9 not found":                   chat.ErrInvalidRequest,
+		"bash: /etc/shadow: Permission denied":    chat.ErrExecutor,
+		"the agent stopped for an unknown reason": chat.ErrExecutor,
+	} {
+		if got := classify(msg); got != want {
+			t.Errorf("classify(%q) = %s, want %s", msg, got, want)
+		}
+	}
+}

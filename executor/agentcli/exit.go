@@ -129,11 +129,22 @@ func withStderr(tail string, cause error) error {
 	return &executor.Stderr{Tail: tail, Err: cause}
 }
 
-// Classify gives a CLI's error message its chat error code by its words
-// (CLIs report no status codes on stderr).
-func Classify(msg string) string {
+// Rule gives an error message its chat error code when it holds one of
+// Any (and, when And is set, one of And too), in lower case.
+type Rule struct {
+	Code     string
+	Any, And []string
+}
+
+// Rules classify a CLI's error message by its words (CLIs report no
+// status codes on stderr): the first rule that matches gives the code,
+// chat.ErrExecutor when none does.
+type Rules []Rule
+
+// Classify returns msg's code.
+func (rs Rules) Classify(msg string) string {
 	m := strings.ToLower(msg)
-	has := func(words ...string) bool {
+	has := func(words []string) bool {
 		for _, w := range words {
 			if strings.Contains(m, w) {
 				return true
@@ -141,24 +152,29 @@ func Classify(msg string) string {
 		}
 		return false
 	}
-	switch {
-	case has("unauthorized", "unauthenticated", "authentication", "invalid api key", "api key not valid",
-		"permission denied", " 401", " 403", "status 401", "status 403"):
-		return chat.ErrAuth
-	case has("rate limit", "rate_limit", "too many requests", "quota", " 429", "status 429"):
-		return chat.ErrRateLimit
-	case has("enotfound", "econnrefused", "econnreset", "etimedout", "network error", "could not connect",
-		"connection refused", "unable to connect", "error sending request", "stream disconnected"):
-		return chat.ErrNetwork
-	case has("max turns", "max_turns", "max session turns", "maximum session turns", "maximum number of turns", "step limit"):
-		return chat.ErrMaxTurns
-	case has("model") && has("not found", "not available", "unknown", "invalid"):
-		return chat.ErrInvalidRequest
-	case has(" 500", " 502", " 503", " 504", "internal server error", "overloaded", "status 5"):
-		return chat.ErrUpstream
+	for _, r := range rs {
+		if has(r.Any) && (r.And == nil || has(r.And)) {
+			return r.Code
+		}
 	}
 	return chat.ErrExecutor
 }
+
+// CLIRules are the words of the CLIs' error messages Classify reads.
+var CLIRules = Rules{
+	{Code: chat.ErrAuth, Any: []string{"unauthorized", "unauthenticated", "authentication", "invalid api key", "api key not valid",
+		"permission denied", " 401", " 403", "status 401", "status 403"}},
+	{Code: chat.ErrRateLimit, Any: []string{"rate limit", "rate_limit", "too many requests", "quota", " 429", "status 429"}},
+	{Code: chat.ErrNetwork, Any: []string{"enotfound", "econnrefused", "econnreset", "etimedout", "network error", "could not connect",
+		"connection refused", "unable to connect", "error sending request", "stream disconnected"}},
+	{Code: chat.ErrMaxTurns, Any: []string{"max turns", "max_turns", "max session turns", "maximum session turns", "maximum number of turns", "step limit"}},
+	{Code: chat.ErrInvalidRequest, Any: []string{"model"}, And: []string{"not found", "not available", "unknown", "invalid"}},
+	{Code: chat.ErrUpstream, Any: []string{" 500", " 502", " 503", " 504", "internal server error", "overloaded", "status 5"}},
+}
+
+// Classify gives a CLI's error message its chat error code by its words
+// (CLIRules).
+func Classify(msg string) string { return CLIRules.Classify(msg) }
 
 // StatusCode is the chat error code of a model API failure with HTTP
 // status (0: unknown, the message decides).
