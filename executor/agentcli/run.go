@@ -393,6 +393,12 @@ func (r *Run) Alive() bool {
 func (r *Run) Close() {
 	r.closeOnce.Do(func() {
 		r.closed.Store(true)
+		r.lines.Lock()
+		stray := r.stray
+		r.lines.Unlock()
+		if stray > 0 {
+			r.spec.Logger.Debug("kept "+r.spec.CLI+" printed lines between turns; dropped", "lines", stray)
+		}
 		r.closeInput()
 		select {
 		case <-r.exited:
