@@ -10,13 +10,16 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentbox/agentbox/testrun"
 )
 
 // pagePolicy is the Content-Security-Policy of the web app's page: its own
-// scripts only (nothing from elsewhere, no inline script), connections to
+// scripts only (nothing from elsewhere, no inline script but the test
+// report's, which runs in a sandboxed frame of the page), connections to
 // this server only, images from it and from blobs (the file viewer), and
-// inline styles, which the terminal emulator sets.
-const pagePolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' blob: data:; " +
+// inline styles, which the terminal emulator and the test report set.
+var pagePolicy = "default-src 'self'; script-src 'self' " + testrun.ReportScriptHash + "; style-src 'self' 'unsafe-inline'; img-src 'self' blob: data:; " +
 	"font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // notBuilt is the page of a binary built without the web app.

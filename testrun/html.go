@@ -1,7 +1,9 @@
 package testrun
 
 import (
+	"crypto/sha256"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -15,6 +17,17 @@ import (
 
 //go:embed report.html.tmpl
 var reportTemplate string
+
+// ReportScriptHash is the Content-Security-Policy source of the HTML
+// report's one inline script ('sha256-...'): a page that shows the report
+// in a sandboxed srcdoc frame, which has the page's policy, lets that
+// script run and no other.
+var ReportScriptHash = func() string {
+	_, rest, _ := strings.Cut(reportTemplate, "<script>")
+	script, _, _ := strings.Cut(rest, "</script>")
+	sum := sha256.Sum256([]byte(script))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}()
 
 var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"ms":     fmtMs,

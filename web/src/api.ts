@@ -399,3 +399,110 @@ export async function userSkills(): Promise<UserSkill[]> {
 
 export const removeSkill = (assistant: string, name: string) =>
   call<unknown>("DELETE", "/api/assistants/" + encodeURIComponent(assistant) + "/skills/" + encodeURIComponent(name));
+
+/** A case (or script test function) of an assistant's test suite. */
+export interface TestCaseInfo {
+  id: string;
+  input?: string;
+  dynamic?: boolean;
+  skip?: boolean;
+  assertions?: string[];
+  checkpoints?: string[];
+  timeout?: string;
+}
+
+/** A suite: a JSONL file of cases, or a script test file. */
+export interface TestSuiteInfo {
+  name: string;
+  kind: "agent" | "script";
+  file?: string;
+  cases: TestCaseInfo[];
+}
+
+/** An assistant's tests, and what is wrong with the files that do not
+ * load. */
+export interface TestListing {
+  assistant: string;
+  suites: TestSuiteInfo[];
+  problems?: string[];
+}
+
+/** What a test run runs (the flags of agentbox test). */
+export interface TestRunRequest {
+  suites?: string[];
+  run?: string;
+  runs?: number;
+  parallel?: number;
+  connector?: string;
+  timeout?: string;
+}
+
+/** A test's outcome (Yao's result). */
+export interface TestResult {
+  id: string;
+  status: "passed" | "failed" | "error" | "timeout" | "skipped";
+  duration_ms: number;
+  error?: string;
+  output?: unknown;
+  run?: number;
+  chat_id?: string;
+}
+
+/** One event of a test run. */
+export interface TestEvent {
+  type: "start" | "case_start" | "turn" | "result" | "stability" | "summary" | "log" | "done";
+  suite?: string;
+  kind?: "agent" | "script";
+  id?: string;
+  run?: number;
+  input?: string;
+  result?: TestResult;
+  stability?: { id: string; runs: number; passed: number; failed: number; pass_rate: number; stable: boolean };
+  message?: string;
+  done: number;
+  total: number;
+  passed: number;
+  failed: number;
+}
+
+/** A test run, with its reports once it is done. */
+export interface TestRun {
+  id: string;
+  assistant_id: string;
+  state: "running" | "done" | "canceled";
+  request: TestRunRequest;
+  started_at: string;
+  finished_at?: string;
+  done: number;
+  total: number;
+  passed: number;
+  failed: number;
+  summary?: { total: number; passed: number; failed: number; skipped: number; errors: number; timeouts: number; duration_ms: number };
+  failing: boolean;
+  error?: string;
+  events_url: string;
+}
+
+const testRunPath = (id: string) => "/api/tests/runs/" + encodeURIComponent(id);
+
+export const listTests = (assistant: string) => call<TestListing>("GET", "/api/assistants/" + encodeURIComponent(assistant) + "/tests");
+export const startTests = (assistant: string, req: TestRunRequest) => call<TestRun>("POST", "/api/assistants/" + encodeURIComponent(assistant) + "/tests/runs", req);
+export const testRun = (id: string) => call<TestRun>("GET", testRunPath(id));
+export const cancelTests = (id: string) => call<TestRun>("POST", testRunPath(id) + "/cancel");
+
+export async function testRuns(): Promise<TestRun[]> {
+  return (await call<{ data: TestRun[] }>("GET", "/api/tests/runs")).data;
+}
+
+/** followTests streams a test run's events until it ends. */
+export async function followTests(id: string, onEvent: (ev: TestEvent) => void, signal: AbortSignal): Promise<void> {
+  const resp = await check(await fetch(testRunPath(id) + "/events", { headers: headers(), signal }));
+  await readSSE(resp, (ev) => onEvent(ev as unknown as TestEvent));
+}
+
+/** testReport fetches a finished run's report: html, json, jsonl, md or
+ * junit. */
+export async function testReport(id: string, format: string): Promise<Blob> {
+  const resp = await check(await fetch(testRunPath(id) + "/report?" + new URLSearchParams({ format }), { headers: headers() }));
+  return resp.blob();
+}

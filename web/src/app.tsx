@@ -3,6 +3,7 @@
 // cards), and its workspace and terminal in a side panel; or the skills.
 // Below a laptop's width the side panel slides over the chat, below a
 // tablet's the sidebar does too. Keyboard shortcuts are listed with "?".
+// The tests view runs the assistants' tests.
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import * as api from "./api";
 import { ChatView } from "./chat";
@@ -12,6 +13,7 @@ import { Icon } from "./icons";
 import { mod, Shortcuts } from "./shortcuts";
 import { SkillsView } from "./skills";
 import { TerminalPanel } from "./terminal";
+import { TestsView } from "./tests";
 
 /** The chat the address names: #/c/<chat id>. */
 function chatFromHash(): string {
@@ -24,6 +26,13 @@ function chatFromHash(): string {
 function skillsFromHash(): string | null {
   const m = /^#\/skills(?:\/([^/]+))?$/.exec(location.hash);
   return m ? decodeURIComponent(m[1] ?? "") : null;
+}
+
+/** The tests view the address names: #/tests, #/tests/<assistant> or
+ * #/tests/<assistant>/<run id>; null for the chats. */
+function testsFromHash(): { assistant: string; run: string } | null {
+  const m = /^#\/tests(?:\/([^/]+)(?:\/([^/]+))?)?$/.exec(location.hash);
+  return m ? { assistant: decodeURIComponent(m[1] ?? ""), run: decodeURIComponent(m[2] ?? "") } : null;
 }
 
 const assistantKey = "agentbox.assistant";
@@ -51,6 +60,7 @@ export function App() {
   const [viewKey, setViewKey] = useState(chatId || "new");
   const created = useRef("");
   const [skills, setSkills] = useState(skillsFromHash());
+  const [tests, setTests] = useState(testsFromHash());
   const [pending, setPending] = useState(0);
   const [error, setError] = useState("");
   const [panel, setPanel] = useState<"files" | "terminal">("files");
@@ -119,6 +129,7 @@ export function App() {
       setChatId(id);
       if (id !== created.current) setViewKey(id || "new-" + Date.now());
       setSkills(skillsFromHash());
+      setTests(testsFromHash());
     };
     window.addEventListener("hashchange", onHash);
     return () => window.removeEventListener("hashchange", onHash);
@@ -130,12 +141,20 @@ export function App() {
     setChatId(id);
     setViewKey(id || "new-" + Date.now());
     setSkills(null);
+    setTests(null);
     setNavOpen(false);
     if (!wide()) setSideOpen(false);
   };
   const openSkills = (id: string) => {
     location.hash = "#/skills" + (id ? "/" + encodeURIComponent(id) : "");
     setSkills(id);
+    setTests(null);
+    setNavOpen(false);
+  };
+  const openTests = (assistant: string, run: string) => {
+    location.hash = "#/tests" + (assistant ? "/" + encodeURIComponent(assistant) + (run ? "/" + encodeURIComponent(run) : "") : "");
+    setTests({ assistant, run });
+    setSkills(null);
     setNavOpen(false);
   };
   const choose = (id: string) => {
@@ -167,7 +186,7 @@ export function App() {
       const cur = Math.max(0, assistants.findIndex((a) => a.id === (selected || assistants[0].id)));
       const next = assistants[(cur + (e.key === "ArrowDown" ? 1 : assistants.length - 1)) % assistants.length];
       choose(next.id);
-      if (chatFromHash() || skillsFromHash() !== null) open("");
+      if (chatFromHash() || skillsFromHash() !== null || testsFromHash() !== null) open("");
     } else if (e.key === "Escape" && (help || navOpen)) {
       setHelp(false);
       setNavOpen(false);
@@ -188,7 +207,7 @@ export function App() {
   if (auth === "login") return <Login onSignIn={load} />;
 
   const current = chats.find((c) => c.id === chatId);
-  const inChat = skills === null;
+  const inChat = skills === null && tests === null;
   // A chat started on this page is the chosen assistant's until the list
   // has it.
   const owner = assistants.find((a) => a.id === (current?.assistant_id ?? (chatId && chatId === created.current ? selected || assistants[0]?.id : "")));
@@ -216,6 +235,10 @@ export function App() {
               </span>
             )}
           </button>
+          <button type="button" class="side-link tests-link" aria-current={tests !== null ? "page" : undefined} onClick={() => openTests(tests?.assistant ?? "", "")}>
+            <Icon name="flask" />
+            <span>Tests</span>
+          </button>
           <button type="button" class="side-link" onClick={() => setHelp(true)} aria-haspopup="dialog">
             <Icon name="keyboard" />
             <span>Keyboard shortcuts</span>
@@ -242,7 +265,9 @@ export function App() {
             <Icon name="menu" />
           </button>
           <div class="heading">
-            {!inChat ? (
+            {tests !== null ? (
+              <h1>Tests</h1>
+            ) : !inChat ? (
               <h1>Skills</h1>
             ) : current || chatId ? (
               <>
@@ -271,7 +296,11 @@ export function App() {
             </button>
           </div>
         )}
-        {skills !== null ? (
+        {tests !== null ? (
+          <main class="skills-main" aria-label="Tests">
+            <TestsView assistantId={tests.assistant} runId={tests.run} assistants={assistants} onOpen={openTests} onError={fail} />
+          </main>
+        ) : skills !== null ? (
           <main class="skills-main" aria-label="Skills">
             <SkillsView proposalId={skills} assistants={assistants} onOpen={openSkills} onError={fail} onChanged={loadPending} />
           </main>
