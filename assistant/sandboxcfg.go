@@ -42,6 +42,13 @@ const (
 	maxTurnsLimit           = 1000
 )
 
+// CommandYao is the sandbox command of Yao v2's yao runner (yaocode): the
+// sandbox is started for the hooks, which get it as ctx.computer and
+// ctx.workspace, and no CLI runs in it; the assistant answers with its
+// connector as a direct assistant does. Its default image is the base
+// image (a shell and the usual tools, no CLI).
+const CommandYao = "yao"
+
 // defaultImages are the sandbox images per command, unless app.jsonc's
 // sandbox.images or the assistant's sandbox.image says otherwise. Its keys
 // are the commands an assistant may name: a command joins when its executor
@@ -167,6 +174,9 @@ func sandboxImage(d *doc, path, image, command string, cfg *AppConfig) string {
 		d.errPath(path, "%s is empty (leave it out for the default image)", path)
 	}
 	def := cmpOr(cfg.Sandbox.Images[command], defaultImages[command])
+	if command == CommandYao {
+		def = cmpOr(def, images.Base)
+	}
 	if strings.HasPrefix(image, "yaoapp/") {
 		if def != "" {
 			d.warnPath(path, "%s %q is Yao's; agentbox runs %s in its own image %s", path, image, command, def)

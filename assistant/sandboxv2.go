@@ -92,6 +92,11 @@ type rawPrepare struct {
 // sandbox commands; the others are refused.
 var runners = map[string]string{
 	"claude": "claude",
+	// Yao's own runner (yaocode, also named yao): no coding-agent CLI runs;
+	// the hooks get the sandbox (ctx.computer, ctx.workspace) and the
+	// assistant's model answers directly.
+	"yao":     CommandYao,
+	"yaocode": CommandYao,
 	// agentbox's commands, runners of the same name.
 	"codex":    "codex",
 	"cursor":   "cursor",

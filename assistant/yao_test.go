@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/images"
 )
 
 const yaoApp = "../testdata/apps/yao-app"
@@ -150,6 +151,26 @@ func TestYaoLifecycle(t *testing.T) {
 	}
 }
 
+// TestYaoRunner: Yao's yao runner (yaocode, its default) loads as
+// CommandYao: the sandbox is the hooks', in the base image (Yao's own
+// images are replaced as for any runner), and no CLI runs.
+func TestYaoRunner(t *testing.T) {
+	t.Parallel()
+	for _, sb := range []string{
+		`{"version": "2.0"}`,
+		`{"version": "2.0", "runner": {"name": "yao"}, "computer": {"image": "yaoapp/tai-sandbox-claude:latest", "memory": "2GB", "cpus": 1, "work_dir": "/workspace"}, "lifecycle": "oneshot"}`,
+		`{"version": "2.0", "runner": {"name": "yaocode"}}`,
+	} {
+		app, err := loadFiles(t, map[string]string{"assistants/a/sandbox.yao": sb, "assistants/a/package.yao": `{"connector": "c.x"}`})
+		if err != nil {
+			t.Fatalf("%s: %v", sb, err)
+		}
+		if s := app.Assistants["a"].Sandbox; s.Command != CommandYao || s.Image != images.Base {
+			t.Errorf("%s: command %q image %q, want %q in %s", sb, s.Command, s.Image, CommandYao, images.Base)
+		}
+	}
+}
+
 // TestYaoRefusals: what agentbox cannot honour and Yao would not load
 // either, or that would change meaning silently, is an error.
 func TestYaoRefusals(t *testing.T) {
@@ -161,8 +182,6 @@ func TestYaoRefusals(t *testing.T) {
 	}{
 		{"runner agentbox lacks", map[string]string{"assistants/a/sandbox.yao": `{"version": "2.0", "runner": {"name": "aider"}}`},
 			`assistants/a/sandbox.yao:1:39: runner "aider" is not available in agentbox`},
-		{"default runner", map[string]string{"assistants/a/sandbox.yao": `{"version": "2.0"}`},
-			`runner "yaocode" is not available`},
 		{"sandbox.yao version", map[string]string{"assistants/a/sandbox.yao": `{"version": "1.0", "runner": {"name": "claude"}}`},
 			`version must be "2.0" in sandbox.yao`},
 		{"two sandboxes", map[string]string{"assistants/a/sandbox.yao": `{"version": "2.0", "runner": {"name": "claude"}}`,

@@ -307,7 +307,8 @@ func (p *Pipeline) hidden(command string) []string {
 // defaultNetwork is "none" when the bridge carries the CLI's model traffic,
 // and "host" otherwise: the CLI must then reach the model API itself.
 func (p *Pipeline) defaultNetwork(a *assistant.Assistant) string {
-	if p.proxied(a) {
+	if p.proxied(a) || a.Sandbox.Command == assistant.CommandYao {
+		// (The yao runner's sandbox runs no CLI that would reach a model.)
 		return sandbox.NetworkNone
 	}
 	return sandbox.NetworkHost

@@ -290,3 +290,40 @@ function Create(ctx, messages) {
 		t.Fatalf("err = %v, want the depth bound", err)
 	}
 }
+
+// TestYaoRunner: a Yao v2 sandbox with runner yao starts the sandbox for
+// the hooks (ctx.computer, ctx.workspace) and answers with the model.
+func TestYaoRunner(t *testing.T) {
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "the model's answer"}}}, "")
+	addAssistant(t, e, "v2", `
+function Next(ctx, payload) {
+  ctx.workspace.WriteFile("note.txt", "hi");
+  const r = ctx.computer.Exec(["echo", "jsapi-v2-test"]);
+  return {data: {has_computer: !!ctx.computer, stdout: r.stdout, exit_code: r.exit_code,
+    read: ctx.workspace.ReadFile("note.txt"), kind: ctx.computer.Info().kind, completion: payload.completion.content}};
+}`, 10*time.Second)
+	e.app.Assistants["v2"].Sandbox = &assistant.Sandbox{Command: assistant.CommandYao, Image: "img", Timeout: time.Minute}
+	resp, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "c1", AssistantID: "v2", Messages: user("test jsapi")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"has_computer": true, "stdout": "echo jsapi-v2-test\n", "exit_code": 0.0, "read": "hi", "kind": "box", "completion": "the model's answer"}
+	got, _ := json.Marshal(resp.Data)
+	var gotMap map[string]any
+	_ = json.Unmarshal(got, &gotMap)
+	if !reflect.DeepEqual(gotMap, want) {
+		t.Fatalf("data = %v, want %v", gotMap, want)
+	}
+	e.ex.mu.Lock()
+	ran := len(e.ex.reqs)
+	e.ex.mu.Unlock()
+	if ran != 0 {
+		t.Fatal("an executor ran for the yao runner")
+	}
+	if n := e.rt.Created(); n != 1 {
+		t.Fatalf("%d sandboxes created, want 1", n)
+	}
+	if specs := e.rt.Specs(); specs[0].Network != "none" {
+		t.Fatalf("the yao runner's sandbox has network %q, want none", specs[0].Network)
+	}
+}

@@ -50,7 +50,9 @@ func (t *turn) execute(ctx context.Context, app *assistant.App, agent *assistant
 	start := time.Now()
 	var x execution
 	var err error
-	if sb != nil {
+	if sb != nil && agent.Sandbox.Command != assistant.CommandYao {
+		// (Yao's yao runner starts the sandbox for the hooks only: its
+		// model answers directly.)
 		x, err = t.execSandboxed(ctx, app, agent, sb, *t.conv, t.opts)
 	} else {
 		x, err = t.execDirect(ctx, app, *t.conv, t.opts)
