@@ -53,9 +53,6 @@ type turn struct {
 	hooks *jsapi.Hooks
 	hc    *jsapi.Context
 
-	// create: hookOptions are the model options the Create hook returned.
-	hookOptions chat.ModelOptions
-
 	// acquire: bridge is the request's bridge session (nil without one);
 	// upstreamConn is the connector id its model proxy forwards to.
 	bridge       *bridge.Session
@@ -76,6 +73,12 @@ type turn struct {
 	// done event (its last check may send a notice).
 	stopWatch func()
 
+	// create: hookOptions are the model options the Create hook returned;
+	// delegated is set when a hook's delegate (Create's, or Next's) gave
+	// the turn's answer.
+	hookOptions chat.ModelOptions
+	delegated   bool
+
 	// execute: model is the model the turn asked for, answer what the
 	// execution produced (Next may replace its content), usage the turn's
 	// usage (finish adds what is measured last).
@@ -89,11 +92,9 @@ type turn struct {
 	// closers run when the turn ends (per-turn scripted servers).
 	closers []func()
 
-	// create, next: delegated is set when a hook's delegate gave the
-	// turn's answer; data is what the Next hook (or the delegate)
-	// returned as {data}.
-	delegated bool
-	data      any
+	// next: data is what the Next hook (or a delegate) returned as
+	// {data}.
+	data any
 
 	// persist: saved tells that the turn is in the chat's history.
 	saved bool

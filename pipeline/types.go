@@ -9,7 +9,9 @@
 //   - acquire: a sandboxed assistant's sandbox, the chat's kept one or a
 //     new one with its bridge session (bridge.go) and prepare steps
 //     (prepare.go), before Create: the hook may use it;
-//   - create: the Create hook, then the prompts, connector and MCP servers;
+//   - create: the Create hook (which may delegate the turn to another
+//     assistant, agents.go), then the prompts, connector and MCP
+//     servers;
 //   - execute: the coding-agent CLI's run in the sandbox, or a direct
 //     connector call, both giving one execution;
 //   - next: the Next hook;
