@@ -160,8 +160,10 @@ const c1 = await client.responses.create({ model: 'qa', conversation: 'sdk-conv-
 const c2 = await client.responses.create({ model: 'qa', conversation: { id: 'sdk-conv-1' }, input: 'What is my name?' });
 out.conversation = [c1.output_text, c2.output_text, c2.conversation];
 out.retrieved = (await client.responses.retrieve(c2.id)).output_text;
+// Continuing from a response that is not its chat's newest forks the chat.
 try {
-  await client.responses.create({ model: 'qa', previous_response_id: c1.id, input: 'Branch from here?' });
+  const b = await client.responses.create({ model: 'qa', previous_response_id: c1.id, input: 'On a branch: what is my name?' });
+  out.branch = { text: b.output_text, previous: b.previous_response_id === c1.id, forked: !!b.conversation?.id && b.conversation.id !== 'sdk-conv-1' };
 } catch (e) {
   out.branch = err(e);
 }
