@@ -55,31 +55,19 @@ func isPlainObject(v goja.Value) bool {
 	return ok && o.ClassName() == "Object" && !isFunction(v)
 }
 
-// typeName describes a JS value for error messages.
+// typeName describes a JS value for error messages: its type as
+// t.assert.Type names it, with an article.
 func typeName(v goja.Value) string {
-	switch {
-	case v == nil || goja.IsUndefined(v):
-		return "undefined"
-	case goja.IsNull(v):
-		return "null"
-	case isFunction(v):
-		return "a function"
+	switch t := jsType(v); t {
+	case "undefined", "null":
+		return t
+	case "unknown":
+		return v.ExportType().String()
+	case "array", "object":
+		return "an " + t
+	default:
+		return "a " + t
 	}
-	if o, ok := v.(*goja.Object); ok {
-		if o.ClassName() == "Array" {
-			return "an array"
-		}
-		return "an object"
-	}
-	switch v.Export().(type) {
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case int64, float64:
-		return "a number"
-	}
-	return v.ExportType().String()
 }
 
 // parseJSON turns JSON text into native JS values like JSON.parse, keeping
