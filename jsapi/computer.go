@@ -42,14 +42,7 @@ func (c *call) workspaceObject() *goja.Object {
 		fn := "workspace." + key
 		switch key {
 		case "ReadFile":
-			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value {
-				p := c.pathArg(fn, fc.Argument(0), false)
-				b, err := c.workspace(fn).ReadFile(c.ctx, p, MaxReadFile)
-				if err != nil {
-					c.throw(err, CodeIO)
-				}
-				return c.vm.ToValue(string(b))
-			}))
+			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value { return c.readFrom(fn, fc) }))
 		case "WriteFile":
 			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value {
 				c.writeTo(fn, fc)

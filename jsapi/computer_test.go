@@ -3,7 +3,6 @@ package jsapi
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -106,13 +105,7 @@ func TestWorkspaceComputer(t *testing.T) {
 func TestWorkspaceComputerErrors(t *testing.T) {
 	t.Parallel()
 	sb := newFakeSandbox(t)
-	outside := t.TempDir()
-	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(sb.dir, "link")); err != nil {
-		t.Fatal(err)
-	}
+	outside := outsideLink(t, sb)
 	if err := sb.ws.WriteFile(context.Background(), "dir/f", []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -265,9 +265,10 @@ func TestSandboxFiles(t *testing.T) {
 	}
 }
 
-func TestSandboxErrors(t *testing.T) {
-	t.Parallel()
-	sb := newFakeSandbox(t)
+// outsideLink makes a folder outside sb's workspace with a file "secret"
+// and a symlink "link" to it in the workspace, and returns the folder.
+func outsideLink(t *testing.T, sb *fakeSandbox) string {
+	t.Helper()
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600); err != nil {
 		t.Fatal(err)
@@ -275,6 +276,13 @@ func TestSandboxErrors(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(sb.dir, "link")); err != nil {
 		t.Fatal(err)
 	}
+	return outside
+}
+
+func TestSandboxErrors(t *testing.T) {
+	t.Parallel()
+	sb := newFakeSandbox(t)
+	outside := outsideLink(t, sb)
 	if err := sb.ws.MkdirAll(context.Background(), "dir"); err != nil {
 		t.Fatal(err)
 	}

@@ -59,11 +59,14 @@ func (c *call) pathArg(fn string, v goja.Value, optional bool) string {
 	return p
 }
 
-func (c *call) readFile(fc goja.FunctionCall) goja.Value {
-	p := c.pathArg("sandbox.ReadFile", fc.Argument(0), false)
+func (c *call) readFile(fc goja.FunctionCall) goja.Value { return c.readFrom("sandbox.ReadFile", fc) }
+
+// readFrom is ReadFile(path) for fn: the file's content as text.
+func (c *call) readFrom(fn string, fc goja.FunctionCall) goja.Value {
+	p := c.pathArg(fn, fc.Argument(0), false)
 	// The hook's context bounds the read; a FIFO or device the agent
 	// planted is refused (SANDBOX_SPECIAL_FILE), never opened.
-	b, err := c.workspace("sandbox.ReadFile").ReadFile(c.ctx, p, MaxReadFile)
+	b, err := c.workspace(fn).ReadFile(c.ctx, p, MaxReadFile)
 	if err != nil {
 		c.throw(err, CodeIO)
 	}

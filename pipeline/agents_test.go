@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -23,14 +22,7 @@ func addAssistant(t *testing.T, e *env, id, hooks string, timeout time.Duration)
 	t.Helper()
 	a := &assistant.Assistant{ID: id, Dir: filepath.Join(e.app.Root, id), Name: id, Connector: "test.llm", HookTimeout: timeout}
 	if hooks != "" {
-		src := filepath.Join(a.Dir, "src", "index.js")
-		if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(src, []byte(hooks), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		a.Hooks = src
+		writeHooks(t, a, hooks)
 	}
 	e.app.Assistants[id] = a
 }

@@ -72,14 +72,7 @@ func newEnvWith(t *testing.T, script *scripted.Script, hooks string, mod func(*C
 		HookTimeout: 2 * time.Second,
 	}
 	if hooks != "" {
-		src := filepath.Join(coder.Dir, "src", "index.js")
-		if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(src, []byte(hooks), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		coder.Hooks = src
+		writeHooks(t, coder, hooks)
 	}
 	app := &assistant.App{
 		Root:   dir,
