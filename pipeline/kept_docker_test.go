@@ -208,10 +208,11 @@ func TestKeptChatHungCLIInDocker(t *testing.T) {
 		{When: &scripted.Match{Contains: "silent"}, Stall: true},
 		{When: &scripted.Match{Contains: "third"}, Text: "Three."},
 	}, func(c *Config) {
-		c.Executors = map[string]executor.Executor{"claude": claude.New(claude.Options{AckWait: 3 * time.Second, IdleTimeout: 10 * time.Second})}
+		c.Executors = map[string]executor.Executor{"claude": claude.New(claude.Options{AckWait: 3 * time.Second, IdleTimeout: 30 * time.Second})}
 	})
 	// The watchdog counts a new CLI's start as silence, as a new chat's
-	// does: 10s leave room for a loaded host.
+	// does: 30s leave room for a host running the whole suite (a Claude
+	// Code start took over 10s there).
 	if got, _ := e.turn(t, ctx, "c1", "first"); got != "One." {
 		t.Fatalf("first: %q", got)
 	}
