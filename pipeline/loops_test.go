@@ -19,9 +19,9 @@ func TestEveryExecutorIsWatched(t *testing.T) {
 	e.app.Assistants["coder"].Failures = assistant.Failures{NoProgress: 2, ToolRejection: assistant.Off}
 	e.ex.run = func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
 		for i, id := range []string{"a", "b", "c"} {
-			chat.Whole(req.Emit, "r"+id, chat.TypeToolResult, "", map[string]any{"tool_call_id": id, "name": "shell", "content": "", "is_error": false})
+			chat.WholeToolResult(req.Emit, "r"+id, chat.ToolResult{ToolCallID: id, Name: "shell"})
 			if i == 0 {
-				chat.Whole(req.Emit, "d"+id, chat.TypeToolResult, "", map[string]any{"tool_call_id": "d" + id, "name": "edit", "content": "Tool execution denied by policy.", "is_error": true})
+				chat.WholeToolResult(req.Emit, "d"+id, chat.ToolResult{ToolCallID: "d" + id, Name: "edit", Content: "Tool execution denied by policy.", IsError: true})
 			}
 		}
 		return &executor.Result{Content: "answer", Notices: []string{"own_notice"}}, nil

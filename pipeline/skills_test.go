@@ -113,7 +113,7 @@ func TestSkillAuthoringGate(t *testing.T) {
 		if strings.HasPrefix(req.ChatID, "skill-test-") {
 			req.Emit(chat.Event{Event: chat.Start, ID: "c", Type: chat.TypeToolCall, Props: map[string]any{"name": "Skill", "id": "tu1"}})
 			req.Emit(chat.Event{Event: chat.End, ID: "c", Type: chat.TypeToolCall, Props: map[string]any{"input": chat.RawJSON(`{"skill":"release-notes"}`)}})
-			chat.Whole(req.Emit, "r", chat.TypeToolResult, "", map[string]any{"tool_call_id": "tu1", "content": "loaded", "is_error": false})
+			chat.WholeToolResult(req.Emit, "r", chat.ToolResult{ToolCallID: "tu1", Content: "loaded"})
 		}
 		chat.Whole(req.Emit, "t", chat.TypeText, "notes written", nil)
 		return &executor.Result{Content: "notes written", Usage: chat.Usage{InputTokens: 5, OutputTokens: 2, Turns: 1}}, nil
