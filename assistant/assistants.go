@@ -232,6 +232,9 @@ func (l *loader) loadAssistant(id, dir, pkg string, app *App, own map[string]*MC
 	if has["src"] {
 		a.Hooks = l.findHooks(dir)
 	}
+	if d != nil && !d.broken {
+		l.checkFolder(a, app, entries)
+	}
 	return a
 }
 
