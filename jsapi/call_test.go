@@ -363,7 +363,7 @@ func TestChatError(t *testing.T) {
 	_, err := h.Create(context.Background(), &Context{}, nil, chat.Options{})
 	ce := ChatError(err)
 	var je *Error
-	if ce.Code != chat.ErrHook || ce.Message != "Create hook: not today" || !errors.As(ce, &je) || je.Name != "TypeError" {
+	if ce.Code != chat.ErrHook || ce.Message != "Create hook: TypeError: not today (at src/index.ts:1:34)" || !errors.As(ce, &je) || je.Name != "TypeError" {
 		t.Errorf("ChatError = %#v", ce)
 	}
 	if ce := ChatError(fmt.Errorf("x: %w", context.Canceled)); ce.Code != chat.ErrCanceled {

@@ -130,6 +130,16 @@ func (e *Error) Error() string {
 // Unwrap returns the cause (a context error on timeout or cancellation).
 func (e *Error) Unwrap() error { return e.Err }
 
+// Stack is the hook source's stack trace of err's *Error, "" when err
+// holds none: for the log and the terminal, not for clients.
+func Stack(err error) string {
+	var je *Error
+	if errors.As(err, &je) {
+		return je.Stack
+	}
+	return ""
+}
+
 // ChatError is where a failed hook call leaves the hook API: the *chat.Error
 // a turn fails with when its Create hook failed. It is chat.ErrCanceled when
 // the request ended, else chat.ErrHook with a message naming the hook; the
@@ -140,7 +150,9 @@ func ChatError(err error) *chat.Error {
 	}
 	var je *Error
 	if errors.As(err, &je) {
-		return &chat.Error{Code: chat.ErrHook, Message: je.Hook + " hook: " + je.Message, Err: err}
+		// Its position is the app author's, in the assistant's own source:
+		// it says where to look, and holds nothing of the server.
+		return &chat.Error{Code: chat.ErrHook, Message: je.Error(), Err: err}
 	}
 	return &chat.Error{Code: chat.ErrHook, Message: "hook: " + err.Error(), Err: err}
 }
@@ -251,6 +263,9 @@ func (c *call) hookError(err error) *Error {
 		e.Name, e.Code = "Error", CodeHookError
 		c.describe(e, ex.Value())
 		c.sandboxHint(e)
+		if e.Name == "TypeError" {
+			e.Message += memberHint(e.Message)
+		}
 		e.Stack = formatStack(e, ex.Stack())
 		// A host error the hook let through keeps its cause for errors.Is.
 		if e.Code == CodeHookTimeout && c.ctx.Err() != nil {
@@ -331,14 +346,23 @@ func stringProp(obj *goja.Object, name string) string {
 	return v.String()
 }
 
+// maxStackFrames bounds a formatted stack: runaway recursion would
+// otherwise make it thousands of lines.
+const maxStackFrames = 10
+
 // formatStack renders a stack trace like V8 does ("Name: message" then
-// "    at fn (file:line:col)"), with the source-mapped positions 1-based.
+// "    at fn (file:line:col)"), with the source-mapped positions 1-based,
+// at most maxStackFrames frames.
 func formatStack(e *Error, frames []goja.StackFrame) string {
 	var b strings.Builder
 	b.WriteString(e.Name)
 	if e.Message != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
+	}
+	more := len(frames) - maxStackFrames
+	if more > 0 {
+		frames = frames[:maxStackFrames]
 	}
 	for _, f := range frames {
 		p := f.Position()
@@ -361,6 +385,9 @@ func formatStack(e *Error, frames []goja.StackFrame) string {
 			col++
 		}
 		fmt.Fprintf(&b, "%s:%d:%d)", p.Filename, p.Line, col)
+	}
+	if more > 0 {
+		fmt.Fprintf(&b, "\n    ... %d more", more)
 	}
 	return b.String()
 }

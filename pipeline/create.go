@@ -44,6 +44,7 @@ func (t *turn) createHook(ctx context.Context) error {
 	res, err := t.hooks.Create(ctx, t.hc, t.conv.all(), t.opts)
 	t.phase(phaseHookCreate, start)
 	if err != nil {
+		t.p.log.Info("Create hook failed", "assistant", t.asst.ID, "user", t.req.UserID, "chat", t.req.ChatID, "error", err, "stack", jsapi.Stack(err))
 		return jsapi.ChatError(err)
 	}
 	if res == nil {

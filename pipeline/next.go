@@ -36,7 +36,7 @@ func (t *turn) next(ctx context.Context, execErr error) error {
 	res, err := t.hooks.Next(ctx, t.hc, payload, t.opts)
 	switch {
 	case err != nil:
-		t.p.log.Warn("Next hook failed", "assistant", t.asst.ID, "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
+		t.p.log.Warn("Next hook failed", "assistant", t.asst.ID, "user", t.req.UserID, "chat", t.req.ChatID, "error", err, "stack", jsapi.Stack(err))
 		chat.Notice(t.emit, t.nextID("notice"), "next_hook_failed", "Next hook failed: "+err.Error())
 	case res != nil:
 		if len(res.Metadata) > 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -137,6 +138,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		if !r.SawError() && !*asJSON {
 			fmt.Fprintf(stderr, "agentbox run: %v\n", err)
+		}
+		if stack := jsapi.Stack(err); stack != "" && !*asJSON {
+			// Where in the hook source it failed, for the app's author.
+			fmt.Fprintln(stderr, r.dim(stack))
 		}
 		return 1
 	}
