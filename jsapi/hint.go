@@ -15,27 +15,16 @@ type apiMember struct{ name, path string }
 // for "did you mean" hints on a misspelt one.
 var apiMembers = func() []apiMember {
 	var out []apiMember
-	for _, k := range ctxKeys {
-		out = append(out, apiMember{k, "ctx." + k})
-	}
-	for _, k := range sandboxMembers {
-		out = append(out, apiMember{k, "ctx.sandbox." + k})
-	}
-	for _, k := range memoryMethods {
-		out = append(out, apiMember{k, "ctx.memory.user." + k})
-	}
-	for _, k := range workspaceMembers {
-		out = append(out, apiMember{k, "ctx.workspace." + k})
-	}
-	for _, k := range computerMembers {
-		out = append(out, apiMember{k, "ctx.computer." + k})
-	}
-	for _, k := range agentMembers {
-		out = append(out, apiMember{k, "ctx.agent." + k})
-	}
-	for _, g := range []string{"log", "console"} {
-		for _, k := range logKeys[g] {
-			out = append(out, apiMember{k, g + "." + k})
+	for _, g := range []struct {
+		path  string
+		names []string
+	}{
+		{"ctx.", ctxKeys}, {"ctx.sandbox.", sandboxMembers}, {"ctx.memory.user.", memoryMethods},
+		{"ctx.workspace.", workspaceMembers}, {"ctx.computer.", computerMembers}, {"ctx.agent.", agentMembers},
+		{"log.", logKeys["log"]}, {"console.", logKeys["console"]},
+	} {
+		for _, k := range g.names {
+			out = append(out, apiMember{k, g.path + k})
 		}
 	}
 	return out
