@@ -27,6 +27,7 @@ var commands = map[string]command{
 	"run":        {"run one chat turn and stream its events to the terminal", runRun},
 	"shell":      {"open an interactive shell in a sandbox of a chat", runShell},
 	"check":      {"load an app folder and report every problem", runCheck},
+	"init":       {"write a minimal app that answers offline", runInit},
 	"test":       {"run the app's assistant tests (Yao's JSONL cases and *_test.ts files)", runTest},
 	"workspaces": {"manage chat workspaces (prune)", runWorkspaces},
 	"skills":     {"list, approve, reject and test the skills agents proposed", runSkills},
