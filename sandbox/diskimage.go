@@ -192,10 +192,10 @@ func loopFor(img string) (string, error) {
 }
 
 // waitDetached waits a moment for the loop device backing img to go
-// after its last unmount (the kernel may detach it asynchronously) and
-// returns it if it is still there.
+// after its last unmount (the kernel detaches it asynchronously, which
+// takes seconds on a loaded host) and returns it if it is still there.
 func waitDetached(img string) string {
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		dev, err := loopFor(img)
 		if err != nil || dev == "" || time.Now().After(deadline) {
