@@ -127,15 +127,17 @@ func ownerOf(file string, dirs map[string]string) string {
 // with errors leaves Assistants for Failed, so that the app serves the
 // others. It is for checks the assistant package cannot make itself, such
 // as compiling the hooks; problems name files relative to the app root.
-// Call it before the app is served: the app is immutable afterwards.
-func (app *App) Vet(check func(*Assistant) []Problem) {
+// Call it before the app is served: the app is immutable afterwards. check
+// is given the app too (the app's scripts, for instance, are shared by its
+// assistants' hooks).
+func (app *App) Vet(check func(*App, *Assistant) []Problem) {
 	ids := slices.Sorted(maps.Keys(app.Assistants))
 	found := make([][]Problem, len(ids))
 	var g errgroup.Group
 	g.SetLimit(4)
 	for i, id := range ids {
 		g.Go(func() error {
-			found[i] = check(app.Assistants[id])
+			found[i] = check(app, app.Assistants[id])
 			return nil
 		})
 	}

@@ -27,7 +27,7 @@ import (
 type Live struct {
 	dir    string
 	logger *slog.Logger
-	check  func(*Assistant) []Problem
+	check  func(*App, *Assistant) []Problem
 	notify func(*App)
 
 	cur     atomic.Pointer[App]
@@ -49,7 +49,7 @@ type LiveOption func(*Live)
 // it is served (compiling its hooks, for instance), as App.Vet runs it:
 // warnings join the app's, and an assistant with errors fails like one
 // whose files have errors.
-func WithCheck(check func(*Assistant) []Problem) LiveOption {
+func WithCheck(check func(*App, *Assistant) []Problem) LiveOption {
 	return func(l *Live) { l.check = check }
 }
 

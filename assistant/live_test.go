@@ -158,7 +158,7 @@ func TestLiveReloadAndCheck(t *testing.T) {
 	dir := t.TempDir()
 	copyApp(t, dir)
 	var reject atomic.Bool
-	l, err := NewLive(dir, nil, WithCheck(func(a *Assistant) []Problem {
+	l, err := NewLive(dir, nil, WithCheck(func(_ *App, a *Assistant) []Problem {
 		if reject.Load() && a.ID == "coder" {
 			return []Problem{{File: "assistants/coder/src/index.ts", Line: 3, Col: 1, Msg: "does not compile"},
 				{File: "assistants/coder/src/index.ts", Line: 4, Col: 1, Msg: "Process is Yao-only", Severity: SeverityWarning}}
@@ -192,7 +192,7 @@ func TestLiveReloadAndCheck(t *testing.T) {
 		t.Fatalf("Error() = %q, want %q", f.Error(), want)
 	}
 	// A fresh start has no last good version: the assistant does not run.
-	l2, err := NewLive(dir, nil, WithCheck(func(a *Assistant) []Problem {
+	l2, err := NewLive(dir, nil, WithCheck(func(_ *App, a *Assistant) []Problem {
 		return []Problem{{File: "assistants/" + a.ID, Msg: "broken"}}
 	}))
 	if err != nil {

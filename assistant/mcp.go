@@ -115,8 +115,10 @@ type rawMCPServer struct {
 // for mcps/foo/bar.mcp.yao); a defined but broken server maps to nil.
 func (l *loader) loadAppMCPServers() map[string]*MCPServer {
 	out := map[string]*MCPServer{}
+	base := filepath.Join(l.root, MCPsDir, MCPMappingDir)
 	for _, f := range l.specFiles(filepath.Join(l.root, MCPsDir), true) {
-		out[f.id] = l.loadMCPServer(f.id, f.abs)
+		// gou's mapping folder of an app server: its id as a path.
+		out[f.id] = l.loadMCPServer(f.id, f.abs, filepath.Join(base, filepath.FromSlash(strings.ReplaceAll(f.id, ".", "/"))))
 	}
 	return out
 }
@@ -134,6 +136,9 @@ func (l *loader) loadOwnMCPServers(assistantID, dir string) map[string]*MCPServe
 		rel, _ := filepath.Rel(dir, p)
 		name := strings.ReplaceAll(strings.TrimSuffix(filepath.ToSlash(rel), mcpSuffix+ext), "/", ".")
 		id := "agents." + assistantID + "." + name
+		// gou's mapping folder of an assistant's server: its path under
+		// mcps/, a dot in a file name a folder too.
+		mapping := filepath.Join(dir, MCPMappingDir, filepath.FromSlash(strings.ReplaceAll(name, ".", "/")))
 		if prev, dup := out[id]; dup {
 			file := "?"
 			if prev != nil {
@@ -142,13 +147,14 @@ func (l *loader) loadOwnMCPServers(assistantID, dir string) map[string]*MCPServe
 			l.fileProblem(p, "id %q is also defined by %s", id, file)
 			return
 		}
-		out[id] = l.loadMCPServer(id, p)
+		out[id] = l.loadMCPServer(id, p, mapping)
 	})
 	return out
 }
 
-// loadMCPServer checks one MCP file; nil when it has errors.
-func (l *loader) loadMCPServer(id, abs string) *MCPServer {
+// loadMCPServer checks one MCP file; nil when it has errors. mapping is
+// the folder of a process server's schemas.
+func (l *loader) loadMCPServer(id, abs, mapping string) *MCPServer {
 	var raw rawMCPServer
 	d := l.decode(abs, &raw)
 	if d == nil || d.broken {
@@ -228,9 +234,14 @@ func (l *loader) loadMCPServer(id, abs string) *MCPServer {
 			}
 		}
 	case "process":
-		// Yao processes (scripts.*, agents.*.<script>.<Fn>, models.*) run
-		// in Yao's own runtime: agentbox cannot run them.
-		d.warnPath("transport", "transport process runs Yao processes (%s), which agentbox cannot run: assistants that list this server run without it; write the tools as host tools (package.yao \"tools\" with functions in src/index.ts)", processNames(raw.Tools))
+		// Tools that run processes of the app (scripts.*, agents.*), with
+		// their schemas in the mapping folder (gou mcp/process).
+		for _, f := range []string{"command", "url"} {
+			if d.has(f) {
+				d.errPath(f, "%s is not for a process server: its tools run the processes it maps", f)
+			}
+		}
+		s.Process = l.processMapping(d, id, mapping, raw.Tools, raw.Resources, raw.Prompts)
 	case "":
 		d.errPath("", "transport is required: stdio (with command) or http/sse (with url)")
 	default:
@@ -265,20 +276,38 @@ func (l *loader) loadMCPServer(id, abs string) *MCPServer {
 	return s
 }
 
-// processNames lists a process server's tools for messages.
-func processNames(tools map[string]string) string {
-	if len(tools) == 0 {
-		return "no tools"
+// DefaultMaxToolTurns is how many rounds of tool results a direct
+// assistant's model gets when mcp.options.max_turn sets none (Yao's
+// default).
+const DefaultMaxToolTurns = 5
+
+// toolLoop reads package.yao's mcp.options: max_turn and tool_loop, the
+// options Yao's tool loop reads (agent/assistant/loop.go); others are
+// ignored with a warning.
+func toolLoop(d *doc, opts map[string]any) ToolLoop {
+	loop := ToolLoop{MaxTurns: DefaultMaxToolTurns}
+	for _, k := range slices.Sorted(maps.Keys(opts)) {
+		v := opts[k]
+		switch k {
+		case "max_turn":
+			// Yao takes a positive number, truncated; anything else is its
+			// default.
+			if n, ok := v.(float64); ok && n >= 1 {
+				loop.MaxTurns = int(n)
+			} else {
+				d.warnPath("mcp.options.max_turn", "mcp.options.max_turn: want a positive number; the default, %d, applies", DefaultMaxToolTurns)
+			}
+		case "tool_loop":
+			if b, ok := v.(bool); ok {
+				loop.Disabled = !b
+			} else {
+				d.warnPath("mcp.options.tool_loop", "mcp.options.tool_loop: want true or false; the loop stays on")
+			}
+		default:
+			d.warnAt(d.keyOffset("mcp.options."+k), "mcp.options.%s is ignored (Yao reads max_turn and tool_loop)", k)
+		}
 	}
-	names := make([]string, 0, len(tools))
-	for _, p := range tools {
-		names = append(names, p)
-	}
-	sort.Strings(names)
-	if len(names) > 2 {
-		names = append(names[:2], "...")
-	}
-	return strings.Join(names, ", ")
+	return loop
 }
 
 // parseDurationOK parses an MCP timeout ("30s", "1m", "1d").
@@ -324,9 +353,6 @@ func (l *loader) checkMCPRefs(d *doc, a *Assistant, m *rawMCP, app *App) {
 		case def == nil:
 			d.errPath(p, "MCP server %q does not load: its file has errors", r.ServerID)
 			continue
-		case def.Transport == "process":
-			d.warnPath(p, "MCP server %q (%s) runs Yao processes: skipped", r.ServerID, def.File)
-			continue
 		}
 		for j, t := range r.Tools {
 			if strings.TrimSpace(t) == "" {
@@ -348,9 +374,6 @@ func (l *loader) checkMCPRefs(d *doc, a *Assistant, m *rawMCP, app *App) {
 		}
 		a.MCPServers[r.ServerID] = def
 		a.MCP = append(a.MCP, r)
-	}
-	if len(a.MCP) > 0 && a.Sandbox == nil {
-		d.warnAt(d.keyOffset("mcp"), "MCP tools are not run for a direct assistant (one without a sandbox): the servers are loaded but the model is not offered their tools")
 	}
 }
 

@@ -154,9 +154,11 @@ func (l *loader) applyPackage(d *doc, a *Assistant, raw *rawPackage, app *App, h
 			used = append(used, f)
 		}
 	}
-	if raw.MCP != nil && d.has("mcp.options") {
-		used = append(used, "mcp.options")
+	var mcpOpts map[string]any
+	if raw.MCP != nil {
+		mcpOpts = raw.MCP.Options
 	}
+	a.ToolLoop = toolLoop(d, mcpOpts)
 	if len(used) > 0 {
 		if slices.Contains(used, "source") && has["src"] {
 			used = slices.DeleteFunc(used, func(s string) bool { return s == "source" })

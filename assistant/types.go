@@ -302,6 +302,9 @@ type Assistant struct {
 	// own by Yao's id ("agents.robot.host.tools"), or this assistant's own
 	// by its short name ("clock" for mcps/clock.mcp.yao).
 	MCPServers map[string]*MCPServer
+	// ToolLoop bounds the rounds of tool calls a direct assistant's model
+	// makes (package.yao mcp.options).
+	ToolLoop ToolLoop
 	// OwnMCPServers are this assistant's mcps/ definitions by Yao's id
 	// ("agents.<assistant id>.<path>").
 	OwnMCPServers map[string]*MCPServer
@@ -383,6 +386,18 @@ type PrepareStep struct {
 	Background  bool
 }
 
+// ToolLoop is package.yao's mcp.options as Yao's tool loop reads them
+// (agent/assistant/loop.go): after the model's first tool calls, each
+// round sends their results back until the model answers without calling
+// a tool, at most MaxTurns rounds.
+type ToolLoop struct {
+	// MaxTurns is mcp.options.max_turn (DefaultMaxToolTurns when unset).
+	MaxTurns int
+	// Disabled is mcp.options.tool_loop false: the results of the first
+	// tool calls are the answer's tools, and no round follows.
+	Disabled bool
+}
+
 // MCPRef is one entry of the mcp.servers block.
 type MCPRef struct {
 	ServerID string
@@ -446,7 +461,7 @@ type MCPServer struct {
 	ID string
 	// File is the source file relative to the app root, for messages.
 	File string
-	// Transport is "stdio", "http" or "sse".
+	// Transport is "stdio", "http", "sse" or "process".
 	Transport string
 	Command   string
 	// Args are "arguments" (Yao) or "args".
@@ -460,6 +475,9 @@ type MCPServer struct {
 	Timeout time.Duration
 	// Label, Name and Description are the file's own.
 	Label, Name, Description string
+	// Process is what a process server (transport "process") maps to the
+	// app's processes; nil for the other transports.
+	Process *ProcessMapping
 }
 
 // Tool is one host tool an assistant declares. It runs on the host, with

@@ -83,8 +83,8 @@ func TestLoadYaoApp(t *testing.T) {
 	if got := keys(chatA.PromptPresets); got != "chat.friendly short" {
 		t.Errorf("presets: %s", got)
 	}
-	if chatA.ConnectorOptions == nil || !*chatA.ConnectorOptions.Optional || len(chatA.MCP) != 1 || chatA.MCP[0].ServerID != "search" ||
-		chatA.MCPServers["search"].Headers["Authorization"] != "$ENV.SEARCH_TOKEN" {
+	if chatA.ConnectorOptions == nil || !*chatA.ConnectorOptions.Optional || len(chatA.MCP) != 2 || chatA.MCP[0].ServerID != "search" ||
+		chatA.MCPServers["search"].Headers["Authorization"] != "$ENV.SEARCH_TOKEN" || chatA.MCP[1].ServerID != "echo" {
 		t.Errorf("chat connector_options %+v, mcp %+v", chatA.ConnectorOptions, chatA.MCP)
 	}
 
@@ -92,9 +92,22 @@ func TestLoadYaoApp(t *testing.T) {
 	if writer.Connector != "openai.gpt-4o" || writer.ConnectorRaw != "use::light" || writer.Description != "" {
 		t.Errorf("writer: %+v", writer)
 	}
-	if rv := app.Assistants["team.reviewer"]; rv.ConnectorEnv != "AGENTBOX_YAO_FIXTURE_CONNECTOR" || rv.Connector != "" || len(rv.MCP) != 0 ||
-		rv.OwnMCPServers["agents.team.reviewer.checks"] == nil {
+	if rv := app.Assistants["team.reviewer"]; rv.ConnectorEnv != "AGENTBOX_YAO_FIXTURE_CONNECTOR" || rv.Connector != "" || len(rv.MCP) != 1 ||
+		rv.OwnMCPServers["agents.team.reviewer.checks"] == nil || rv.ToolLoop.MaxTurns != DefaultMaxToolTurns {
 		t.Errorf("reviewer: %+v", rv)
+	}
+	// Process servers: their tools with the mapping folder's schemas
+	// (an app server's by its id, an assistant's by its path under mcps/),
+	// and the samples Yao reads by the server's id.
+	echo := app.MCPServers["echo"].Process
+	if ping, ok := echo.Tool("ping"); !ok || ping.Process != "scripts.echo.Ping" || ping.Description != "Answer pong, to check that the server is there" ||
+		!strings.Contains(string(ping.InputSchema), `"minimum":1`) || len(ping.Samples) != 1 || ping.Samples[0].Metadata["description"] != "a single pong" ||
+		ping.File != "mcps/mapping/echo/schemes/ping.in.yao" {
+		t.Errorf("echo ping: %+v", ping)
+	}
+	checks := app.Assistants["team.reviewer"].OwnMCPServers["agents.team.reviewer.checks"].Process
+	if lint, ok := checks.Tool("lint"); !ok || lint.Process != "agents.team.reviewer.checks.Lint" || lint.File != "assistants/team/reviewer/mcps/mapping/checks/schemes/lint.in.yao" {
+		t.Errorf("reviewer lint: %+v", lint)
 	}
 
 	sb := app.Assistants["coder"].Sandbox

@@ -148,8 +148,13 @@ type Timings struct {
 
 // ToolCall is one tool the agent called and its outcome.
 type ToolCall struct {
-	ID      string       `json:"id"`
-	Name    string       `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Server and Tool are the MCP server (as the assistant names it) and
+	// the tool's own name, when the call's name is not "mcp__server__tool"
+	// (the server's tool loop names them Yao's way, "server__tool").
+	Server  string       `json:"-"`
+	Tool    string       `json:"-"`
 	Input   chat.RawJSON `json:"input,omitempty"`
 	Result  string       `json:"result,omitempty"`
 	IsError bool         `json:"is_error,omitempty"`

@@ -147,7 +147,7 @@ func (c *call) agentObject() *goja.Object {
 
 // agentRequest parses (messages, options?) of a call of assistant id.
 func (c *call) agentRequest(at, id string, msgsV, optsV goja.Value) agentReq {
-	msgs, err := c.messagesFromJS(msgsV)
+	msgs, _, err := c.messagesFromJS(msgsV)
 	if err != nil {
 		c.throw(argErr("%s: %v", at, err), "")
 	}
@@ -407,7 +407,7 @@ func (c *call) delegateFromJS(hook string, v goja.Value) (*Delegate, error) {
 			if isNullish(val) {
 				continue
 			}
-			msgs, err := c.messagesFromJS(val)
+			msgs, _, err := c.messagesFromJS(val)
 			if err != nil {
 				return nil, c.resultErr("%s returned delegate.%v", hook, err)
 			}

@@ -600,10 +600,16 @@ type NextHook = (ctx: Context, payload: NextPayload, options: CreateOptions) => 
 
 /** Structured log lines with the request's ids; arguments are joined by spaces, objects as JSON. */
 interface Log {
+  /** Below debug. */
+  Trace(...args: any[]): void;
   Debug(...args: any[]): void;
   Info(...args: any[]): void;
   Warn(...args: any[]): void;
   Error(...args: any[]): void;
+  /** At error level; the server goes on. */
+  Fatal(...args: any[]): void;
+  /** At error level, then throws an Error with the line. */
+  Panic(...args: any[]): void;
 }
 
 /** console.* goes to the same log (log and info at info level). */
@@ -625,3 +631,49 @@ declare class Exception extends Error {
 }
 declare function atob(data: string): string;
 declare function btoa(data: string): string;
+
+/**
+ * Runs a process of the app, as Yao's Process does: scripts.<path under
+ * scripts/>.<Function>, services.<path under services/>.<Function> or
+ * agents.<assistant id>.<path under its src/>.<Function>, called with args
+ * in a runtime of its own, within this call's deadline. Yao's other
+ * process families (models, flows, tables, ...) throw YAO_ONLY; an unknown
+ * script throws NOT_FOUND.
+ */
+declare function Process(name: string, ...args: any[]): any;
+
+/** Yao's time: Sleep waits (within the call's deadline); After is Yao-only. */
+interface YaoTime {
+  Sleep(ms: number): null;
+  /** Yao-only: throws YAO_ONLY. */
+  After(ms: number, process: string, ...args: any[]): null;
+}
+declare const time: YaoTime;
+
+/** Yao's $L: the text without a leading "::" (agentbox loads no langs/ dictionaries). */
+declare function $L<T>(text: T): T;
+/** The request's authorized user, null when there is none. */
+declare function Authorized(): { user_id: string } | null;
+/** Calls the function whose source is given ("function f(a) {...}" or an arrow function) with args. */
+declare function Eval(source: string, ...args: any[]): any;
+/** Calls callback with a new Constructor(...args), then its __release method if it has one. */
+declare function Use(Constructor: new (...args: any[]) => any, ...rest: any[]): any;
+
+/** A process All, Any and Race run; timeout in seconds. */
+interface Task {
+  process: string;
+  args?: any[];
+  timeout?: number;
+}
+/** One task's outcome, in the order the tasks were given. */
+interface TaskResult {
+  data: any;
+  index: number;
+  error?: string;
+}
+/** Runs the tasks at once (at most 8 at a time) and waits for all. */
+declare function All(tasks: Task[]): TaskResult[];
+/** Runs the tasks at once until one succeeds with a value; the others are stopped. */
+declare function Any(tasks: Task[]): TaskResult[];
+/** Runs the tasks at once until one ends; the others are stopped. */
+declare function Race(tasks: Task[]): TaskResult[];

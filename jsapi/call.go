@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
-	"strings"
+	"strconv"
 
 	"github.com/dop251/goja"
 
@@ -31,6 +31,10 @@ type CreateResult struct {
 	// Delegate, when set, hands the turn to another assistant before the
 	// model runs: its answer is the turn's.
 	Delegate *Delegate
+	// Unknown says what else the hook returned that neither Yao nor
+	// agentbox knows (a field, a message's field), each with a hint when
+	// a known name is close: ignored, as Yao ignores it.
+	Unknown []string
 }
 
 // NextPayload is what the Next hook is given about the finished turn.
@@ -338,11 +342,12 @@ func (c *call) createResult(v goja.Value) (*CreateResult, error) {
 			if isNullish(val) {
 				continue
 			}
-			msgs, err := c.messagesFromJS(val)
+			msgs, unknown, err := c.messagesFromJS(val)
 			if err != nil {
 				return nil, c.resultErr("Create returned %v", err)
 			}
 			res.Messages = msgs
+			res.Unknown = append(res.Unknown, unknown...)
 		case k == "options":
 			if isNullish(val) {
 				continue
@@ -374,14 +379,16 @@ func (c *call) createResult(v goja.Value) (*CreateResult, error) {
 			_ = top.Set(k, val)
 			topSet = true
 		default:
+			// Yao decodes the result into its HookCreateResponse, which
+			// drops what it does not know.
 			known := append(chat.OptionNames(), "messages", "options", "delegate")
 			known = append(known, yaoCreateOnly...)
 			known = slices.DeleteFunc(known, func(s string) bool { return s == "sandbox" })
-			msg := "it must return null, {messages, options} or Yao's fields (" + strings.Join(known, ", ") + ")"
+			u := strconv.Quote(k)
 			if best := hint.Closest(k, known); best != "" {
-				msg = fmt.Sprintf("did you mean %q?", best)
+				u += fmt.Sprintf(" (did you mean %q?)", best)
 			}
-			return nil, c.resultErr("Create returned an unknown field %q: %s", k, msg)
+			res.Unknown = append(res.Unknown, u)
 		}
 	}
 	if topSet {

@@ -1,6 +1,7 @@
 package jsapi
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -266,17 +267,20 @@ func (c *call) messagesJS(msgs []chat.Message) goja.Value {
 }
 
 // messagesFromJS checks and converts a messages array a hook returned.
-func (c *call) messagesFromJS(v goja.Value) ([]chat.Message, error) {
+// Fields a message may have in Yao but that do not reach the model here
+// (reasoning_content, refusal) are dropped; unknown lists the others,
+// ignored as Yao ignores them.
+func (c *call) messagesFromJS(v goja.Value) (_ []chat.Message, unknown []string, _ error) {
 	o, ok := v.(*goja.Object)
 	if !ok || o.ClassName() != "Array" {
-		return nil, fmt.Errorf("messages: want an array, got %s", typeName(v))
+		return nil, nil, fmt.Errorf("messages: want an array, got %s", typeName(v))
 	}
 	n := int(o.Get("length").ToInteger())
 	out := make([]chat.Message, 0, n)
 	for i := range n {
 		e := o.Get(fmt.Sprint(i))
 		if !isPlainObject(e) {
-			return nil, fmt.Errorf("messages[%d]: want an object {role, content}, got %s", i, typeName(e))
+			return nil, nil, fmt.Errorf("messages[%d]: want an object {role, content}, got %s", i, typeName(e))
 		}
 		eo := e.(*goja.Object)
 		var m chat.Message
@@ -295,12 +299,15 @@ func (c *call) messagesFromJS(v goja.Value) ([]chat.Message, error) {
 			case "tool_calls":
 				calls, err := toolCallsFromJS(fmt.Sprintf("messages[%d].tool_calls", i), val)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				m.ToolCalls = calls
 				continue
+			case "reasoning_content", "refusal":
+				continue
 			default:
-				return nil, fmt.Errorf("messages[%d]: unknown field %q (want role, content, name, tool_call_id, tool_calls)", i, k)
+				unknown = append(unknown, fmt.Sprintf("messages[%d].%s", i, k))
+				continue
 			}
 			if isNullish(val) && k != "role" && k != "content" {
 				continue
@@ -310,25 +317,25 @@ func (c *call) messagesFromJS(v goja.Value) ([]chat.Message, error) {
 				// Yao's content parts: [{type: "text", text}, ...].
 				text, err := c.textParts(val)
 				if err != nil {
-					return nil, fmt.Errorf("messages[%d].content: %v", i, err)
+					return nil, nil, fmt.Errorf("messages[%d].content: %v", i, err)
 				}
 				s, isStr = text, true
 			}
 			if !isStr {
-				return nil, fmt.Errorf("messages[%d].%s: want a string, got %s", i, k, typeName(val))
+				return nil, nil, fmt.Errorf("messages[%d].%s: want a string, got %s", i, k, typeName(val))
 			}
 			*dst = s
 		}
 		switch m.Role {
 		case chat.RoleSystem, chat.RoleDeveloper, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
 		case "":
-			return nil, fmt.Errorf("messages[%d]: role is missing", i)
+			return nil, nil, fmt.Errorf("messages[%d]: role is missing", i)
 		default:
-			return nil, fmt.Errorf("messages[%d].role: %q is not one of system, developer, user, assistant, tool", i, m.Role)
+			return nil, nil, fmt.Errorf("messages[%d].role: %q is not one of system, developer, user, assistant, tool", i, m.Role)
 		}
 		out = append(out, m)
 	}
-	return out, nil
+	return out, unknown, nil
 }
 
 // toolCallsFromJS converts an assistant message's tool_calls, in OpenAI's
@@ -469,8 +476,8 @@ func (c *call) toolsJS(tools []executor.ToolCall) goja.Value {
 		// Yao's names for the same: toolcall_id, server, tool, arguments,
 		// error.
 		_ = o.Set("toolcall_id", t.ID)
-		server, tool := "", t.Name
-		if rest, ok := strings.CutPrefix(t.Name, "mcp__"); ok {
+		server, tool := t.Server, cmp.Or(t.Tool, t.Name)
+		if rest, ok := strings.CutPrefix(t.Name, "mcp__"); ok && t.Tool == "" {
 			if s, name, ok := strings.Cut(rest, "__"); ok {
 				server, tool = s, name
 			}

@@ -86,6 +86,7 @@ export function test(ctx: any, args: any) {
     ExecError: own(execErr).filter((k: string) => k !== "message" && k !== "name" && k !== "stack"),
     Log: own(log),
     Console: own(console),
+    YaoTime: own(time),
     globals: ["log", "console"].filter(g => g in globalThis),
   };
 }
@@ -141,6 +142,8 @@ export function Next(ctx: any, payload: any) {
 	live["AgentCallOptions"] = slices.Clone(agentOptionKeys)
 	live["AgentBatchOptions"] = []string{"onChunk"}
 	live["AgentboxError"] = []string{"code"}
+	live["Task"] = []string{"process", "args", "timeout"}
+	live["TaskResult"] = []string{"data", "index", "error"}
 	if !reflect.DeepEqual(live["MemoryNamespace_chat"], live["MemoryNamespace"]) || !reflect.DeepEqual(live["MemoryNamespace_context"], live["MemoryNamespace"]) {
 		t.Errorf("memory namespaces differ: %v", live)
 	}

@@ -51,17 +51,26 @@ type Hooks struct {
 	// it uses the Yao-only ones.
 	yao      []string
 	warnings []assistant.Problem
+	// calls are the Process calls with a literal name, checked against
+	// the app's scripts for Warnings.
+	calls []processCall
+	// scripts are the app's processes its Process calls reach (nil: the
+	// hooks were loaded without an app, and every process is not found).
+	scripts *Scripts
 }
 
 // Load compiles a's hooks. It returns nil Hooks and a nil error when the
 // assistant has no hook source. Errors name file:line:col relative to the
 // assistant folder; a module whose top-level code throws or never finishes
 // is an error too.
+//
+// Hooks loaded this way reach no app scripts: Process finds none. A
+// server loads them with Scripts.Hooks.
 func Load(a *assistant.Assistant) (*Hooks, error) {
 	if a == nil || a.Hooks == "" {
 		return nil, nil
 	}
-	h, err := compile(a)
+	h, err := compile(a, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +111,9 @@ func (h *Hooks) Exports() []string {
 	return slices.Clone(h.funcs)
 }
 
-func compile(a *assistant.Assistant) (*Hooks, error) {
+// compile bundles and compiles a's hook entry file; positions are
+// relative to the assistant folder.
+func compile(a *assistant.Assistant, s *Scripts) (*Hooks, error) {
 	entry := a.Hooks
 	if !filepath.IsAbs(entry) {
 		entry = filepath.Join(a.Dir, entry)
@@ -112,6 +123,17 @@ func compile(a *assistant.Assistant) (*Hooks, error) {
 	if dir == "" {
 		dir = filepath.Dir(entry)
 	}
+	timeout := a.HookTimeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return compileFile(dir, entry, timeout, s)
+}
+
+// compileFile bundles and compiles the entry file with everything it
+// imports, naming files relative to dir. The result's calls are bounded by
+// timeout; its Process calls reach s (nil: none).
+func compileFile(dir, entry string, timeout time.Duration, s *Scripts) (*Hooks, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("hooks: %w", err)
@@ -138,7 +160,11 @@ func compile(a *assistant.Assistant) (*Hooks, error) {
 	if !ok {
 		return nil, fmt.Errorf("hooks: %s: want a .ts or .js file", rel)
 	}
-	code, err := bundle(dir, entry, string(src), loader)
+	var paths *tsPaths
+	if s != nil {
+		paths = s.paths
+	}
+	code, err := bundle(dir, entry, string(src), loader, paths)
 	if err != nil {
 		return nil, err
 	}
@@ -146,13 +172,9 @@ func compile(a *assistant.Assistant) (*Hooks, error) {
 	if err != nil {
 		return nil, compileError(rel, code, err)
 	}
-	timeout := a.HookTimeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	h := &Hooks{file: rel, prog: prog, timeout: timeout}
+	h := &Hooks{file: rel, prog: prog, timeout: timeout, scripts: s}
 	if strings.Contains(code, yaoGlobal) {
-		h.yao, h.warnings = yaoUses(code)
+		h.yao, h.warnings, h.calls = yaoUses(code)
 	}
 	return h, nil
 }
@@ -165,7 +187,7 @@ func (h *Hooks) Warnings() []assistant.Problem {
 	if h == nil {
 		return nil
 	}
-	out := slices.Clone(h.warnings)
+	out := append(slices.Clone(h.warnings), h.processWarnings()...)
 	for _, fn := range []string{"Done", "Fail", "Retry"} {
 		if h.Has(fn) {
 			out = append(out, assistant.Problem{File: h.file, Severity: assistant.SeverityWarning,
@@ -193,7 +215,11 @@ func loaderFor(path string) (api.Loader, bool) {
 // into a plain assignment. An IIFE bundle would do without the rewrite, but
 // its CommonJS interop helpers (for-in over the exports, getters) run on
 // every call and double a call's cost, since each call starts a runtime.
-func bundle(dir, entry, src string, loader api.Loader) (string, error) {
+//
+// Imports resolve as in Yao's runtime: relative paths, npm packages, and
+// the aliases of the app root's tsconfig.json (paths; nil for none). No
+// tsconfig.json of the tree applies otherwise, as none does in Yao.
+func bundle(dir, entry, src string, loader api.Loader, paths *tsPaths) (string, error) {
 	// Plain top-level functions (the seed's style) are not exports, and
 	// bundling may rename them (scope hoisting gives a name two modules
 	// declare a suffix). The entry gets a trailing statement that
@@ -224,7 +250,7 @@ func bundle(dir, entry, src string, loader api.Loader) (string, error) {
 				})
 		},
 	}
-	res := api.Build(api.BuildOptions{
+	opts := api.BuildOptions{
 		EntryPoints:    []string{entry},
 		AbsWorkingDir:  dir,
 		Outfile:        filepath.Join(dir, bundleName),
@@ -245,7 +271,12 @@ func bundle(dir, entry, src string, loader api.Loader) (string, error) {
 		Plugins:       []api.Plugin{plugin},
 		// Free uses of Yao's globals point into one object (see yao.go).
 		Define: yaoDefines(),
-	})
+	}
+	opts.TsconfigRaw = "{}"
+	if paths != nil {
+		opts.Plugins = append([]api.Plugin{paths.plugin()}, opts.Plugins...)
+	}
+	res := api.Build(opts)
 	if len(res.Errors) > 0 {
 		return "", buildError(dir, res.Errors)
 	}

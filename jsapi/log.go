@@ -2,6 +2,7 @@ package jsapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -15,11 +16,17 @@ const maxLogLine = 16 << 10
 
 // Members of the log and console globals (agentbox.d.ts declares them).
 var (
+	// logLevels are Yao's log object's (gou objects/log): Trace below
+	// Debug; Fatal and Panic at error level (neither ends the server
+	// here; Panic throws, as Yao's does).
 	logLevels = map[string]slog.Level{
+		"Trace": LevelTrace,
 		"Debug": slog.LevelDebug,
 		"Info":  slog.LevelInfo,
 		"Warn":  slog.LevelWarn,
 		"Error": slog.LevelError,
+		"Fatal": slog.LevelError,
+		"Panic": slog.LevelError,
 	}
 	consoleLevels = map[string]slog.Level{
 		"log":   slog.LevelInfo,
@@ -35,6 +42,9 @@ var (
 	}
 )
 
+// LevelTrace is the level of log.Trace lines: below debug.
+const LevelTrace = slog.LevelDebug - 4
+
 // logger is the Logger the hooks of this request write to.
 func (c *Context) logger() *slog.Logger {
 	if c.Logger != nil {
@@ -48,8 +58,12 @@ func (c *call) installLog() {
 	for name, levels := range logGlobals {
 		o := c.newLazy(logKeys[name], func(fn string) goja.Value {
 			level := levels[fn]
+			panics := name == "log" && fn == "Panic"
 			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value {
-				c.logLine(level, fc.Arguments)
+				msg := c.logLine(level, fc.Arguments)
+				if panics {
+					c.throw(errors.New(msg), CodeHookError)
+				}
 				return goja.Undefined()
 			}))
 		})
@@ -72,12 +86,12 @@ func (c *call) hostLog(level slog.Level, msg string, args ...any) {
 
 // logLine writes one line: the arguments joined by spaces, strings as they are
 // and other values as JSON (console.log's habit).
-func (c *call) logLine(level slog.Level, args []goja.Value) {
+func (c *call) logLine(level slog.Level, args []goja.Value) string {
 	// The log's own context, not the hook's: a line logged just before the
 	// deadline is still written.
 	ctx := context.WithoutCancel(c.ctx)
-	if !c.log().Enabled(ctx, level) {
-		return
+	if !c.log().Enabled(ctx, level) && level < slog.LevelError {
+		return ""
 	}
 	var b strings.Builder
 	for i, a := range args {
@@ -94,6 +108,7 @@ func (c *call) logLine(level slog.Level, args []goja.Value) {
 		msg = msg[:maxLogLine] + "...(truncated)"
 	}
 	c.logger.Log(ctx, level, msg, "source", "js")
+	return msg
 }
 
 func (c *call) logString(v goja.Value) string {

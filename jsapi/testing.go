@@ -225,7 +225,7 @@ func (c *call) callMessages(fn string, v goja.Value) []chat.Message {
 	if s, ok := asString(v); ok {
 		return []chat.Message{{Role: chat.RoleUser, Content: s}}
 	}
-	msgs, err := c.messagesFromJS(v)
+	msgs, _, err := c.messagesFromJS(v)
 	if err != nil {
 		c.throw(argErr("%s: messages: %v", fn, err), "")
 	}

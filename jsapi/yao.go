@@ -2,9 +2,11 @@ package jsapi
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -63,14 +65,34 @@ const yaoGlobal = "__agentbox_yao__"
 
 // yaoGlobals are the globals of Yao's script runtime (gou
 // runtime/v8/isolate.go, Yao's jsapi) that agentbox does not have by the
-// same name. atob, btoa and Exception are provided; the others throw a
+// same name. Those in yaoProvided are implemented; the others throw a
 // YAO_ONLY error when used.
 var yaoGlobals = []string{"$L", "All", "Any", "Authorized", "Eval", "Exception", "FS", "Job", "MCP", "Plan",
 	"Process", "Query", "Race", "Store", "Trace", "Use", "WebSocket", "YaoJob", "agent", "atob", "btoa",
 	"http", "sandbox", "time", "workspace"}
 
-// provided are the Yao globals agentbox implements.
-var provided = []string{"Exception", "atob", "btoa"}
+// yaoProvided are the Yao globals agentbox implements, with the members
+// of an object it implements (nil: the whole global). A member not listed
+// throws YAO_ONLY (time.After runs a process later, outside any request).
+var yaoProvided = map[string][]string{
+	"$L": nil, "All": nil, "Any": nil, "Authorized": nil, "Eval": nil, "Exception": nil, "Process": nil,
+	"Race": nil, "Use": nil, "atob": nil, "btoa": nil,
+	"time": {"Sleep"},
+}
+
+// yaoMembers are the members of the Yao objects agentbox implements in
+// part.
+var yaoMembers = map[string][]string{"time": {"After", "Sleep"}}
+
+// provided reports whether agentbox implements global name (member "" for
+// the global as a whole).
+func provided(name, member string) bool {
+	members, ok := yaoProvided[name]
+	if !ok {
+		return false
+	}
+	return members == nil || member == "" || slices.Contains(members, member)
+}
 
 // yaoDefines maps each Yao global to its member of yaoGlobal, for the
 // bundler.
@@ -82,13 +104,21 @@ func yaoDefines() map[string]string {
 	return m
 }
 
-// yaoUse matches a use of a Yao global in the bundle.
-var yaoUse = regexp.MustCompile(regexp.QuoteMeta(yaoGlobal) + `\.([A-Za-z_$][\w$]*)`)
+// yaoUse matches a use of a Yao global in the bundle, with the member read
+// from it and, for a call, a string literal first argument.
+// (esbuild writes a call of a defined global as "(0, G.Process)(...)").
+var yaoUse = regexp.MustCompile(regexp.QuoteMeta(yaoGlobal) + `\.([A-Za-z_$][\w$]*)(?:\.([A-Za-z_$][\w$]*))?(?:\)?\(\s*"((?:[^"\\\n]|\\.)*)")?`)
+
+// processCall is a Process call with a literal name, found in the source.
+type processCall struct {
+	name string
+	at   assistant.Problem // its position
+}
 
 // yaoUses finds the Yao globals the bundle uses, with the position of each
 // use in the hook source, as warnings (files relative to the assistant
-// folder).
-func yaoUses(code string) (names []string, warnings []assistant.Problem) {
+// folder), and the Process calls that name their process literally.
+func yaoUses(code string) (names []string, warnings []assistant.Problem, calls []processCall) {
 	sm := inlineSourceMap(code)
 	lines := strings.Split(code, "\n")
 	for i, line := range lines {
@@ -97,35 +127,90 @@ func yaoUses(code string) (names []string, warnings []assistant.Problem) {
 		}
 		for _, m := range yaoUse.FindAllStringSubmatchIndex(line, -1) {
 			name := line[m[2]:m[3]]
+			member := ""
+			if m[4] >= 0 {
+				member = line[m[4]:m[5]]
+			}
 			if !slices.Contains(names, name) {
 				names = append(names, name)
 			}
-			if slices.Contains(provided, name) {
-				continue
-			}
-			p := assistant.Problem{File: bundleName, Line: i + 1, Col: m[0] + 1, Severity: assistant.SeverityWarning, Msg: yaoOnlyMessage(name)}
+			p := assistant.Problem{File: bundleName, Line: i + 1, Col: m[0] + 1, Severity: assistant.SeverityWarning}
 			if sm != nil {
 				if file, _, l, c, ok := sm.Source(i+1, m[0]); ok {
 					p.File, p.Line, p.Col = file, l, c+1
 				}
 			}
+			if name == "Process" && m[6] >= 0 {
+				if lit, err := strconv.Unquote(`"` + line[m[6]:m[7]] + `"`); err == nil {
+					calls = append(calls, processCall{name: lit, at: p})
+				}
+			}
+			if provided(name, member) {
+				continue
+			}
+			what := name
+			if member != "" && yaoMembers[name] != nil {
+				what = name + "." + member
+			}
+			p.Msg = yaoOnlyMessage(what)
 			warnings = append(warnings, p)
 		}
 	}
 	slices.Sort(names)
-	return names, assistant.SortProblems(warnings)
+	return names, assistant.SortProblems(warnings), calls
+}
+
+// Processes lists the processes the source calls by a literal name, in
+// order.
+func (h *Hooks) Processes() []string {
+	if h == nil {
+		return nil
+	}
+	out := make([]string, 0, len(h.calls))
+	for _, pc := range h.calls {
+		if !slices.Contains(out, pc.name) {
+			out = append(out, pc.name)
+		}
+	}
+	return out
+}
+
+// processWarnings are the warnings about the source's literal Process
+// calls: a Yao process family, a script the app does not have, or a
+// function its script does not define (the script is compiled to know).
+func (h *Hooks) processWarnings() []assistant.Problem {
+	var out []assistant.Problem
+	for _, pc := range h.calls {
+		var err error
+		if h.scripts == nil {
+			// Without the app, only Yao's own families are known.
+			if _, perr := noScripts.resolve(pc.name); perr != nil && perr.Code != CodeNotFound {
+				err = perr
+			}
+		} else {
+			err = h.scripts.Check(pc.name)
+		}
+		var perr *ProcessError
+		if err == nil || !errors.As(err, &perr) {
+			continue // a script that does not compile is reported at its file
+		}
+		p := pc.at
+		p.Msg = fmt.Sprintf("Process(%q): %s; the call throws %s", pc.name, perr.Message, perr.Code)
+		out = append(out, p)
+	}
+	return out
 }
 
 // yaoOnlyMessage says what a Yao-only global is and what to do instead.
 func yaoOnlyMessage(name string) string {
 	alt := ""
 	switch name {
-	case "Process", "Query", "Store", "FS", "Job", "YaoJob", "Plan", "Use", "Eval", "MCP", "agent":
-		alt = "; agentbox runs no Yao processes, models or stores: use ctx.memory, ctx.sandbox or host tools"
+	case "Query", "Store", "FS", "Job", "YaoJob", "Plan", "MCP", "agent":
+		alt = "; agentbox runs no Yao models, stores or jobs: use ctx.memory, ctx.sandbox, the app's scripts (Process) or host tools"
 	case "sandbox", "workspace":
 		alt = "; use ctx.sandbox"
-	case "time":
-		alt = "; hooks run synchronously, so there is nothing to wait for"
+	case "time.After":
+		alt = "; it runs a process later, outside the request: call Process now instead"
 	case "http":
 		alt = "; call remote services from a host tool or the sandbox"
 	}
@@ -153,6 +238,20 @@ func (c *call) installYao() {
 			return c.vm.ToValue(func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) })
 		case "Exception":
 			return c.exceptionClass()
+		case "Process":
+			return c.vm.ToValue(nativeFn(c.process))
+		case "time":
+			return c.timeObject()
+		case "$L":
+			return c.vm.ToValue(nativeFn(c.lang))
+		case "Authorized":
+			return c.vm.ToValue(nativeFn(c.authorized))
+		case "Eval":
+			return c.vm.ToValue(nativeFn(c.eval))
+		case "Use":
+			return c.vm.ToValue(nativeFn(c.use))
+		case "All", "Any", "Race":
+			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value { return c.concurrent(name, fc) }))
 		}
 		return c.yaoOnlyStub(name)
 	})

@@ -15,7 +15,7 @@ import (
 // conversation, from this point held by the chat (a failure is stored
 // with it), its options before a Create hook, and the assistant's hooks
 // with the context they run in.
-func (t *turn) assemble(ctx context.Context) error {
+func (t *turn) assemble(ctx context.Context, app *assistant.App) error {
 	start := time.Now()
 	conv, err := t.buildConversation(ctx)
 	t.phase(phaseAssemble, start)
@@ -24,7 +24,7 @@ func (t *turn) assemble(ctx context.Context) error {
 	}
 	t.conv = &conv
 	t.opts = t.options(t.asst)
-	if t.hooks, err = t.p.hooks.Get(t.asst); err != nil {
+	if t.hooks, err = t.p.hooks.Get(app, t.asst); err != nil {
 		return &chat.Error{Code: chat.ErrHook, Message: "hooks do not compile: " + err.Error(), Err: err}
 	}
 	t.hc = t.hookContext(t.asst)

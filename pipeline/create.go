@@ -51,11 +51,12 @@ func (t *turn) createHook(ctx context.Context) error {
 		return nil
 	}
 	if res.Messages != nil {
+		// Yao sends the messages as they are, whatever comes last.
 		replace, added := t.conv.replace, t.conv.added
 		*t.conv = split(res.Messages)
 		t.conv.replace, t.conv.added = replace, added
-		if len(t.conv.input) == 0 {
-			return &chat.Error{Code: chat.ErrHook, Message: "Create hook returned messages without a trailing user message"}
+		if len(t.conv.input) == 0 && t.asst.Sandbox != nil {
+			return &chat.Error{Code: chat.ErrHook, Message: "Create hook returned messages without a trailing user message: a sandboxed assistant's agent needs one to act on"}
 		}
 	}
 	if o := res.Options; o != nil {
@@ -79,6 +80,9 @@ func (t *turn) createHook(ctx context.Context) error {
 	}
 	if len(res.Ignored) > 0 {
 		t.p.log.Warn("Create hook returned Yao-only fields; ignored", "assistant", t.asst.ID, "fields", res.Ignored)
+	}
+	if len(res.Unknown) > 0 {
+		t.p.log.Warn("Create hook returned fields neither Yao nor agentbox knows; ignored, as Yao ignores them", "assistant", t.asst.ID, "file", t.hooks.File(), "fields", res.Unknown)
 	}
 	if res.Delegate != nil {
 		// Yao: the other assistant answers instead.

@@ -7,59 +7,51 @@ import (
 	"github.com/agentbox/agentbox/jsapi"
 )
 
-// HookCache compiles each assistant's hooks once. Entries are keyed by the
-// loaded *assistant.Assistant, so a reload (new pointers) compiles afresh;
-// Prune drops the entries of assistants an app no longer has. A server
-// shares one HookCache between the app's reload check and the Pipeline so
-// hooks are compiled once per load. The zero value is ready; it is safe for
-// concurrent use.
+// HookCache holds the JavaScript of each loaded app (jsapi.Scripts): its
+// hooks, compiled once per assistant, and its scripts, which the hooks'
+// Process calls and process MCP servers run. Entries are keyed by the
+// loaded *assistant.App, so a reload (a new App) compiles afresh; Prune
+// drops the apps that are not current. A server shares one HookCache
+// between the app's reload check and the Pipeline so hooks are compiled
+// once per load. The zero value is ready; it is safe for concurrent use.
 type HookCache struct {
-	mu    sync.Mutex
-	app   *assistant.App
-	hooks map[*assistant.Assistant]*hookEntry
+	mu   sync.Mutex
+	apps map[*assistant.App]*jsapi.Scripts
 }
 
-type hookEntry struct {
-	once  sync.Once
-	hooks *jsapi.Hooks
-	err   error
+// Scripts returns app's JavaScript, made on first use.
+func (c *HookCache) Scripts(app *assistant.App) *jsapi.Scripts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.apps == nil {
+		c.apps = map[*assistant.App]*jsapi.Scripts{}
+	}
+	s, ok := c.apps[app]
+	if !ok {
+		s = jsapi.NewScripts(app)
+		c.apps[app] = s
+	}
+	return s
 }
 
 // Get returns a's compiled hooks (nil without hook source), compiling them
-// on first use. A compile error is returned on every call.
-func (c *HookCache) Get(a *assistant.Assistant) (*jsapi.Hooks, error) {
+// on first use with app's scripts. A compile error is returned on every
+// call.
+func (c *HookCache) Get(app *assistant.App, a *assistant.Assistant) (*jsapi.Hooks, error) {
 	if a.Hooks == "" {
 		return nil, nil
 	}
-	c.mu.Lock()
-	if c.hooks == nil {
-		c.hooks = map[*assistant.Assistant]*hookEntry{}
-	}
-	e, ok := c.hooks[a]
-	if !ok {
-		e = &hookEntry{}
-		c.hooks[a] = e
-	}
-	c.mu.Unlock()
-	e.once.Do(func() { e.hooks, e.err = jsapi.Load(a) })
-	return e.hooks, e.err
+	return c.Scripts(app).Hooks(a)
 }
 
-// Prune drops the entries of assistants that are not in app.
+// Prune drops the JavaScript of every app but app (the current one); turns
+// of an older app keep what they already hold.
 func (c *HookCache) Prune(app *assistant.App) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.app == app {
-		return
-	}
-	c.app = app
-	live := make(map[*assistant.Assistant]bool, len(app.Assistants))
-	for _, a := range app.Assistants {
-		live[a] = true
-	}
-	for a := range c.hooks {
-		if !live[a] {
-			delete(c.hooks, a)
+	for other := range c.apps {
+		if other != app {
+			delete(c.apps, other)
 		}
 	}
 }

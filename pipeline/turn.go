@@ -166,7 +166,7 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 	ctx = withChain(ctx, t.asst.ID)
 	t.p.metrics.running.Inc()
 	defer t.p.metrics.running.Dec()
-	if err := t.assemble(ctx); err != nil {
+	if err := t.assemble(ctx, app); err != nil {
 		return nil, err
 	}
 	// Messages a hook left streaming are ended before done, whatever path

@@ -24,7 +24,7 @@ import (
 // reports hook errors too (a variable so tests can swap it). An error wrapping *assistant.LoadError contributes
 // its positioned problems as they are; any other error becomes one problem
 // at the hook file.
-var compileHooks = func(a *assistant.Assistant) error { return checkHooks(a, jsapi.Load) }
+var compileHooks = func(s *jsapi.Scripts, a *assistant.Assistant) error { return checkHooks(a, s.Hooks) }
 
 // checkHooks compiles a's hooks with load and checks that every host tool
 // implemented by a hook function finds it. Its *assistant.LoadError holds
@@ -210,16 +210,18 @@ func check(dir string) (*assistant.Report, int, error) {
 	app := r.App
 	var mu sync.Mutex
 	problems := r.Problems
-	app.Vet(func(a *assistant.Assistant) []assistant.Problem {
+	scripts := jsapi.NewScripts(app)
+	app.Vet(func(_ *assistant.App, a *assistant.Assistant) []assistant.Problem {
 		if a.Hooks == "" && len(a.Tools) == 0 {
 			return nil
 		}
-		ps := hookProblems(app.Root, a, compileHooks)
+		ps := hookProblems(app.Root, a, func(a *assistant.Assistant) error { return compileHooks(scripts, a) })
 		mu.Lock()
 		problems = append(problems, ps...)
 		mu.Unlock()
 		return ps
 	})
+	problems = append(problems, checkProcesses(app, scripts)...)
 	r.Problems = assistant.SortProblems(problems)
 	return r, len(app.Assistants), nil
 }
@@ -229,4 +231,64 @@ func plural(n int, word string) string {
 		return fmt.Sprintf("1 %s", word)
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// checkProcesses reports the problems of the app's scripts that
+// assistants reach (by their hooks' Process calls and their process MCP
+// servers): scripts that do not compile, and each process server's tool
+// or resource whose process cannot run, which would answer the model with
+// an error.
+func checkProcesses(app *assistant.App, scripts *jsapi.Scripts) []assistant.Problem {
+	var roots []string
+	for _, id := range slices.Sorted(maps.Keys(app.Assistants)) {
+		if h, err := scripts.Hooks(app.Assistants[id]); err == nil {
+			roots = append(roots, h.Processes()...)
+		}
+	}
+	servers := map[string]*assistant.MCPServer{}
+	for id, def := range app.MCPServers {
+		servers[id] = def
+	}
+	for _, a := range app.Assistants {
+		for id, def := range a.OwnMCPServers {
+			servers[id] = def
+		}
+	}
+	ids := make([]string, 0, len(servers))
+	for id, def := range servers {
+		if def != nil && def.Process != nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	var problems []assistant.Problem
+	for _, id := range ids {
+		def := servers[id]
+		for _, t := range def.Process.Tools {
+			roots = append(roots, t.Process)
+		}
+		for _, r := range def.Process.Resources {
+			roots = append(roots, r.Process)
+		}
+		report := func(what, name, proc string) {
+			err := scripts.Check(proc)
+			if err == nil {
+				return
+			}
+			msg := err.Error()
+			var se *jsapi.SourceError
+			if errors.As(err, &se) {
+				msg = fmt.Sprintf("%s: its script does not compile", proc)
+			}
+			problems = append(problems, assistant.Problem{File: def.File, Severity: assistant.SeverityWarning,
+				Msg: fmt.Sprintf("%s %s: %s; a call returns this error", what, name, msg)})
+		}
+		for _, t := range def.Process.Tools {
+			report("tool", t.Name, t.Process)
+		}
+		for _, r := range def.Process.Resources {
+			report("resource", r.Name, r.Process)
+		}
+	}
+	return append(problems, scripts.Reachable(roots)...)
 }

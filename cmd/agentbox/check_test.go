@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/jsapi"
 )
 
 // update rewrites golden files: go test ./cmd/agentbox -run TestCheck -update
@@ -141,7 +142,7 @@ func TestCheckCompileHooks(t *testing.T) {
 	t.Cleanup(func() { compileHooks = old })
 	var mu sync.Mutex
 	var called []string
-	compileHooks = func(a *assistant.Assistant) error {
+	compileHooks = func(_ *jsapi.Scripts, a *assistant.Assistant) error {
 		mu.Lock()
 		called = append(called, a.ID)
 		mu.Unlock()
@@ -159,7 +160,7 @@ func TestCheckCompileHooks(t *testing.T) {
 	if slices.Sort(called); strings.Join(called, ",") != "coder,codex,gemini,opencode" {
 		t.Fatalf("compiled hooks of %v; want coder, codex, gemini and opencode (qa has none)", called)
 	}
-	compileHooks = func(a *assistant.Assistant) error {
+	compileHooks = func(_ *jsapi.Scripts, a *assistant.Assistant) error {
 		if a.ID != "coder" {
 			return nil
 		}

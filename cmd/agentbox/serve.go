@@ -316,8 +316,8 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		if p := reloaded.Load(); p != nil {
 			p.AppReloaded(app)
 		}
-	}), assistant.WithCheck(func(a *assistant.Assistant) []assistant.Problem {
-		return hookProblems(dir, a, func(a *assistant.Assistant) error { return checkHooks(a, hooks.Get) })
+	}), assistant.WithCheck(func(app *assistant.App, a *assistant.Assistant) []assistant.Problem {
+		return hookProblems(dir, a, func(a *assistant.Assistant) error { return checkHooks(a, hooks.Scripts(app).Hooks) })
 	}))
 	if err != nil {
 		return nil, fmt.Errorf("load app (run `agentbox check --app %s` for every problem): %w", opts.AppDir, err)
