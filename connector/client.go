@@ -105,7 +105,7 @@ func (c *client) Stream(ctx context.Context, req *Request, emit chat.EmitFunc) (
 	start := time.Now()
 	ids := newIDs()
 	for attempt := 1; ; attempt++ {
-		out := &output{emit: emit, ids: ids, provider: c.typ, key: c.cfg.Key, maxTokens: maxTokens}
+		out := &output{emit: emit, ids: ids, provider: c.typ, key: c.cfg.Key, maxTokens: maxTokens, serverTools: req.ServerTools}
 		// Every attempt asks the connector's breaker: an open one fails the
 		// call at once (also between retries) instead of adding load to an
 		// upstream that is down.
@@ -257,6 +257,8 @@ type output struct {
 	key       string
 	reqID     string
 	maxTokens int
+	// serverTools are the tools the caller runs (no client flag).
+	serverTools map[string]bool
 
 	emitted  bool
 	openID   string
@@ -313,9 +315,11 @@ func (o *output) toolCall(tc ToolCall) {
 	tc.Input = chat.ArgumentsInput(string(tc.Input)) // text that is not JSON is kept as a string
 	o.resp.ToolCalls = append(o.resp.ToolCalls, tc)
 	o.emitted = true
-	chat.Whole(o.emit, o.ids.next(), chat.TypeToolCall, "", map[string]any{
-		"name": tc.Name, "id": tc.ID, "input": tc.Input, "client": true,
-	})
+	props := map[string]any{"name": tc.Name, "id": tc.ID, "input": tc.Input}
+	if !o.serverTools[tc.Name] {
+		props["client"] = true
+	}
+	chat.Whole(o.emit, o.ids.next(), chat.TypeToolCall, "", props)
 }
 
 // finish records the stop reason and emits a notice for an answer that was

@@ -163,6 +163,10 @@ type Request struct {
 	// MaxTokens bounds the answer; zero leaves it to Options, then to the
 	// provider (Anthropic: DefaultAnthropicMaxTokens).
 	MaxTokens int
+	// ServerTools names the tools of Options.Tools that the caller runs
+	// itself (a direct assistant's MCP tools): a call of one is emitted
+	// without the client flag.
+	ServerTools map[string]bool
 }
 
 // Response is a finished answer.

@@ -120,7 +120,7 @@ func readableBinary(app *assistant.App, a *assistant.Assistant) bool {
 // created (its sockets are mounted into it).
 func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.App, a *assistant.Assistant) (*bridge.Session, error) {
 	cfg := t.p.cfg.Bridge
-	tools, err := t.hostTools(a)
+	tools, err := t.hostTools(app, a)
 	if err != nil {
 		return nil, err
 	}
@@ -180,8 +180,9 @@ func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.A
 
 // hostTools turns the assistant's declared tools into bridge tools: hook
 // functions run in the assistant's JS runtime with the request's context;
-// the rest must be Go tools registered on the pipeline.
-func (t *turn) hostTools(a *assistant.Assistant) ([]bridge.Tool, error) {
+// the rest must be Go tools registered on the pipeline. The tools of its
+// process MCP servers join them (processHostTools).
+func (t *turn) hostTools(app *assistant.App, a *assistant.Assistant) ([]bridge.Tool, error) {
 	hooks := t.hooks
 	var out []bridge.Tool
 	// The hook functions run with the context of the turn at hand: a kept
@@ -233,7 +234,7 @@ func (t *turn) hostTools(a *assistant.Assistant) ([]bridge.Tool, error) {
 			},
 		})
 	}
-	return out, nil
+	return append(out, t.processHostTools(app, a)...), nil
 }
 
 // wireBridge points the executor request at the bridge: the keyless

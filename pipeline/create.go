@@ -16,8 +16,9 @@ import (
 // connector, MCP servers, prompt preset), or delegate the turn to another
 // assistant, whose answer is the turn's (t.delegated; create returns nil).
 // Then the turn's prompts go in front of the conversation and its
-// connector and MCP servers are settled. It returns the assistant the
-// executor runs: the turn's, or a copy with the MCP servers Create chose.
+// connector and MCP servers are settled, and a direct assistant's MCP
+// tools started (t.tools). It returns the assistant the executor runs:
+// the turn's, or a copy with the MCP servers Create chose.
 func (t *turn) create(ctx context.Context, app *assistant.App) (*assistant.Assistant, error) {
 	a := t.asst
 	if t.hooks != nil && t.hooks.Has("Create") {
@@ -25,14 +26,33 @@ func (t *turn) create(ctx context.Context, app *assistant.App) (*assistant.Assis
 			return nil, err
 		}
 	}
-	*t.conv = t.conv.withPrompts(t.prompts(app, a, t.opts))
 	if c := t.opts.Connector; c != t.connID {
 		if _, ok := app.Connectors[c]; !ok {
 			return nil, chat.Errorf(chat.ErrHook, "Create hook chose unknown connector %q", c)
 		}
 		t.connID = c
 	}
-	return t.withMCPServers(app, a, t.opts.MCPServers)
+	run, err := t.withMCPServers(app, a, t.opts.MCPServers)
+	if err != nil {
+		return nil, err
+	}
+	t.mcpRun.Store(run)
+	prompts := t.prompts(app, a, t.opts)
+	if a.Sandbox == nil {
+		// A direct assistant's MCP tools run here (tools.go); a sandboxed
+		// one's agent reaches them itself, process tools through the
+		// bridge.
+		t.tools = t.directTools(ctx, app, run, t.hc)
+		if !t.tools.empty() && len(t.req.Options.Tools) > 0 {
+			return nil, badRequest("options.tools: assistant %q runs its own tools on the server (its MCP servers): a request cannot add function tools to them", a.ID)
+		}
+		if t.tools.samples != "" {
+			// Yao's examples of the MCP tools follow the prompts (build.go).
+			prompts = append(prompts, chat.Message{Role: chat.RoleSystem, Content: t.tools.samples})
+		}
+	}
+	*t.conv = t.conv.withPrompts(prompts)
+	return run, nil
 }
 
 // createHook runs the Create hook and merges what it returned into the
@@ -103,9 +123,6 @@ func (t *turn) withMCPServers(app *assistant.App, a *assistant.Assistant, chosen
 			def, ok := app.MCPServer(a, o.ServerID)
 			if !ok {
 				return nil, chat.Errorf(chat.ErrHook, "Create hook chose MCP server %q, which is not defined", o.ServerID)
-			}
-			if def.Transport == "process" {
-				return nil, chat.Errorf(chat.ErrHook, "Create hook chose MCP server %q, which runs Yao processes (%s): agentbox cannot run it", o.ServerID, def.File)
 			}
 			refs = append(refs, assistant.MCPRef{ServerID: o.ServerID, Tools: o.Tools, Resources: o.Resources})
 			defs[o.ServerID] = def

@@ -30,6 +30,10 @@ type execution struct {
 	FinishReason string
 	// ToolCalls are the client's functions a direct model called.
 	ToolCalls []chat.ToolCall
+	// Asked are the tool calls of a direct model's last answer, the
+	// server's tools' too when the tool loop ran one round for a Next hook
+	// (its completion.tool_calls).
+	Asked []chat.ToolCall
 	// Model is the model that answered a direct call, as the provider
 	// names it.
 	Model string
@@ -55,7 +59,10 @@ func (t *turn) execute(ctx context.Context, app *assistant.App, agent *assistant
 		// model answers directly.)
 		x, err = t.execSandboxed(ctx, app, agent, sb, *t.conv, t.opts)
 	} else {
-		x, err = t.execDirect(ctx, app, *t.conv, t.opts)
+		// With a Next hook, Yao runs one round of tools and lets the hook
+		// answer (agent.go); so does mcp.options.tool_loop false.
+		loop := !t.asst.ToolLoop.Disabled && (t.hooks == nil || !t.hooks.Has("Next"))
+		x, err = t.execDirect(ctx, app, *t.conv, t.opts, t.tools, loop)
 	}
 	t.phase(phaseExecute, start)
 	x.Started = start
@@ -85,8 +92,10 @@ func (t *turn) resolve(app *assistant.App) (assistant.Resolved, error) {
 	return r, nil
 }
 
-// execDirect answers with a direct, streaming connector call.
-func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversation, options chat.Options) (execution, error) {
+// execDirect answers with a direct, streaming connector call; with the
+// turn's server tools (tb), the model's tool calls run here in the tool
+// loop (toolloop.go; loop false: one round, for a Next hook).
+func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversation, options chat.Options, tb *toolbox, loop bool) (execution, error) {
 	r, err := t.resolve(app)
 	if err != nil {
 		return execution{}, err
@@ -105,12 +114,33 @@ func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversa
 	}
 	// The prompts go as the messages they are, names and all, before the
 	// conversation, as Yao sends them.
-	res, err := cl.Stream(ctx, &connector.Request{Model: model, Messages: conv.all(), Options: mo}, t.sawAnswer(t.emit))
+	req := &connector.Request{Model: model, Messages: conv.all(), Options: mo}
+	if !tb.empty() && !caps.ToolCalls {
+		// Yao's ToolCallAdapter takes the tools out of the request of a
+		// model without tool calls (its examples stay in the prompts).
+		t.p.log.Warn("MCP tools not offered: the model takes no tool calls (declare options.capabilities.tool_calls in the connector)",
+			"assistant", t.asst.ID, "connector", t.connID, "model", model)
+	}
+	var res *directAnswer
+	if !tb.empty() && caps.ToolCalls {
+		// Yao adds the MCP tools after the options' own (build.go).
+		tools, terr := appendTools(req.Options.Tools, tb.spec())
+		if terr != nil {
+			return execution{}, badRequest("options.tools: %v", terr)
+		}
+		req.Options.Tools, req.ServerTools = tools, tb.names()
+		res, err = t.toolLoop(ctx, cl, req, conv, tb, loop, cmp.Or(t.asst.ToolLoop.MaxTurns, assistant.DefaultMaxToolTurns))
+	} else {
+		var resp *connector.Response
+		if resp, err = cl.Stream(ctx, req, t.sawAnswer(t.emit)); resp != nil {
+			res = &directAnswer{Response: resp, asked: resp.ToolCalls}
+		}
+	}
 	if res == nil {
 		return execution{}, err
 	}
 	return execution{Content: res.Content, Thinking: res.Thinking, Usage: res.Usage, FinishReason: chat.FinishReason(res.FinishReason),
-		ToolCalls: res.ToolCalls, Model: res.Model}, err
+		ToolCalls: res.ToolCalls, Asked: res.asked, Model: res.Model, Ran: res.tools}, err
 }
 
 // capabilities are what the turn's model can take: the connector's, or
@@ -179,6 +209,11 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		if err := t.wireBridge(app, req, options.TokenLimit()); err != nil {
 			return execution{}, err
 		}
+	} else if run := withoutProcessServers(req.Assistant); run != req.Assistant {
+		// No CLI runs a process server: its tools are the bridge's.
+		chat.Notice(t.emit, t.nextID("notice"), NoticeToolsUnavailable,
+			"the tools of the assistant's process MCP servers reach a sandboxed agent through the bridge, which this server does not run: this turn runs without them")
+		req.Assistant = run
 	}
 	if req.Connector.Host == "" && req.Connector.Key == "" {
 		conn, err := t.connection(app)

@@ -43,6 +43,9 @@ func hasRemoteMCP(app *assistant.App) bool {
 // secret stands for, or whose secret was left out (its variable unset), is
 // an error naming it.
 func mcpForSandbox(a *assistant.Assistant, sess *bridge.Session) (*assistant.Assistant, error) {
+	// A process server's tools are the bridge's host tools
+	// (processHostTools): no CLI runs the server.
+	a = withoutProcessServers(a)
 	remote := map[string]bridge.RemoteMCP{}
 	refs := slices.Clone(a.MCP)
 	defs := make(map[string]*assistant.MCPServer, len(a.MCPServers))
@@ -101,4 +104,25 @@ func mcpForSandbox(a *assistant.Assistant, sess *bridge.Session) (*assistant.Ass
 	cp := *a
 	cp.MCP, cp.MCPServers = refs, defs
 	return &cp, nil
+}
+
+// withoutProcessServers is a without its process MCP servers, which no
+// CLI runs: their tools reach a sandboxed agent as the bridge's host
+// tools.
+func withoutProcessServers(a *assistant.Assistant) *assistant.Assistant {
+	has := false
+	for _, def := range a.MCPServers {
+		has = has || (def != nil && def.Transport == "process")
+	}
+	if !has {
+		return a
+	}
+	cp := *a
+	cp.MCP = slices.DeleteFunc(slices.Clone(a.MCP), func(r assistant.MCPRef) bool {
+		def := a.MCPServers[r.ServerID]
+		return def != nil && def.Transport == "process"
+	})
+	cp.MCPServers = maps.Clone(a.MCPServers)
+	maps.DeleteFunc(cp.MCPServers, func(_ string, def *assistant.MCPServer) bool { return def != nil && def.Transport == "process" })
+	return &cp
 }

@@ -26,8 +26,17 @@ func (t *turn) next(ctx context.Context, execErr error) error {
 	defer t.phase(phaseHookNext, start)
 	completion := jsapi.Completion{ID: x.SessionID, Created: x.Started.Unix(), Model: cmp.Or(x.Model, t.model),
 		Content: x.Content, ReasoningContent: x.Thinking, FinishReason: x.FinishReason, Usage: t.usage}
-	for _, tc := range x.ToolCalls {
-		completion.ToolCalls = append(completion.ToolCalls, jsapi.CompletionToolCall{ID: tc.ID, Name: tc.Name, Arguments: string(tc.Input)})
+	calls := x.ToolCalls
+	if x.Asked != nil {
+		// The tool loop's one round for Next: the model's calls, the
+		// server's tools' too, as Yao gives them.
+		calls = x.Asked
+		if len(calls) > 0 {
+			completion.FinishReason = chat.FinishToolCalls
+		}
+	}
+	for _, tc := range calls {
+		completion.ToolCalls = append(completion.ToolCalls, jsapi.CompletionToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments()})
 	}
 	payload := jsapi.NextPayload{Messages: t.conv.all(), Completion: completion, Tools: x.Ran}
 	if execErr != nil {

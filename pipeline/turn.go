@@ -75,9 +75,15 @@ type turn struct {
 
 	// create: hookOptions are the model options the Create hook returned;
 	// delegated is set when a hook's delegate (Create's, or Next's) gave
-	// the turn's answer.
+	// the turn's answer; mcpRun is the assistant with the MCP servers the
+	// turn uses (its Create hook's mcp_servers applied), which the
+	// bridge's process tools read from their own goroutines; tools are a
+	// direct assistant's MCP tools, which the server runs (tools.go; nil
+	// for a sandboxed one).
 	hookOptions chat.ModelOptions
 	delegated   bool
+	mcpRun      atomic.Pointer[assistant.Assistant]
+	tools       *toolbox
 
 	// execute: model is the model the turn asked for, answer what the
 	// execution produced (Next may replace its content), usage the turn's
@@ -179,6 +185,8 @@ func (t *turn) run(ctx context.Context) (*Response, error) {
 		return nil, err
 	}
 	agent, err := t.create(ctx, app)
+	// The MCP sessions of a direct assistant's tools end before done.
+	defer t.tools.close()
 	if err != nil {
 		return nil, err
 	}

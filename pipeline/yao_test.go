@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,8 +232,19 @@ func TestYaoCreateMCPServers(t *testing.T) {
 	}
 	e2 := newEnv(t, &scripted.Script{}, `function Create() { return { mcp_servers: [{ server_id: "proc" }] }; }`)
 	e2.app.MCPServers = e.app.MCPServers
-	_, err := e2.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, nil)
-	if err == nil || !strings.Contains(err.Error(), "runs Yao processes") {
+	// A process server's tools reach a sandboxed agent through the bridge
+	// (this pipeline has none): no CLI is given the server, a notice says
+	// its tools are not there.
+	var notices []string
+	_, err := e2.p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "coder", Messages: user("go")}, func(ev chat.Event) {
+		if ev.Type == chat.TypeNotice && ev.Event == chat.Start {
+			notices = append(notices, ev.Props["code"].(string))
+		}
+	})
+	if err != nil {
 		t.Fatalf("process server: %v", err)
+	}
+	if a := e2.ex.reqs[0].Assistant; len(a.MCP) != 0 || len(a.MCPServers) != 0 || !slices.Contains(notices, NoticeToolsUnavailable) {
+		t.Errorf("executor's assistant MCP = %+v %+v, notices %v", a.MCP, a.MCPServers, notices)
 	}
 }
