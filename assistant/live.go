@@ -148,10 +148,11 @@ func (l *Live) reloadLocked() error {
 	return nil
 }
 
-// Watch starts a goroutine that checks the app's files every interval
-// (a stat walk of app.jsonc, connectors/, assistants/, mcps/ and agent/:
-// sizes, times and names) and reloads when they changed. It stops when ctx is done or Close
-// is called. Calling Watch again while watching does nothing.
+// Watch starts a goroutine that checks the app's files every interval (a
+// stat walk of app.jsonc, tsconfig.json, connectors/, assistants/, mcps/,
+// agent/, scripts/ and services/: sizes, times and names) and reloads when
+// they changed. It stops when ctx is done or Close is called. Calling
+// Watch again while watching does nothing.
 func (l *Live) Watch(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = time.Second
@@ -218,10 +219,14 @@ func fingerprint(dir string) uint64 {
 	add := func(p string, st fs.FileInfo) {
 		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%o\n", p, st.Size(), st.ModTime().UnixNano(), st.Mode())
 	}
-	if st, err := os.Stat(filepath.Join(dir, AppFile)); err == nil {
-		add(AppFile, st)
+	// tsconfig.json's paths, scripts/ and services/ are the hooks' imports
+	// and the processes they call.
+	for _, f := range []string{AppFile, "tsconfig.json"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			add(f, st)
+		}
 	}
-	for _, sub := range []string{ConnectorsDir, AssistantsDir, MCPsDir, AgentDir} {
+	for _, sub := range []string{ConnectorsDir, AssistantsDir, MCPsDir, AgentDir, "scripts", "services"} {
 		root := filepath.Join(dir, sub)
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {

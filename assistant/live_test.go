@@ -283,3 +283,26 @@ func BenchmarkFingerprint(b *testing.B) {
 		fingerprint(dir)
 	}
 }
+
+// TestFingerprintScripts: the scripts hooks call and the imports they
+// resolve are part of what Watch sees change.
+func TestFingerprintScripts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	copyApp(t, dir)
+	before := fingerprint(dir)
+	for _, f := range []string{"scripts/orders.ts", "services/shop.js", "tsconfig.json"} {
+		p := filepath.Join(dir, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("// "+f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		after := fingerprint(dir)
+		if after == before {
+			t.Errorf("adding %s left the fingerprint as it was", f)
+		}
+		before = after
+	}
+}
