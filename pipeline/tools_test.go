@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -77,7 +78,9 @@ func webMCP(t *testing.T) string {
 
 // toolApp writes a Yao app whose assistants use a process server (the
 // app's scripts), a stdio server (this test binary) and an http server,
-// loads it, and returns a pipeline over it with the scripted model.
+// loads it, and returns a pipeline over it with the scripted model. files
+// add to the app or replace its files; LLM_URL in them is the model's
+// address.
 func toolApp(t *testing.T, script *scripted.Script, files map[string]string) (*Pipeline, *scripted.Server) {
 	t.Helper()
 	llm := scripted.NewServer(script)
@@ -87,7 +90,7 @@ func toolApp(t *testing.T, script *scripted.Script, files map[string]string) (*P
 		t.Fatal(err)
 	}
 	base := map[string]string{
-		"connectors/test.conn.yao": `{"type": "openai", "options": {"host": "` + llm.URL + `", "key": "sk-test", "model": "m1"}}`,
+		"connectors/test.conn.yao": `{"type": "openai", "options": {"host": "` + llm.URL + `", "key": "sk-test", "model": "m1", "capabilities": {"tool_calls": true}}}`,
 		"mcps/echo.mcp.yao":        `{"transport": "process", "tools": {"ping": "scripts.tools.Ping", "boom": "scripts.tools.Boom"}}`,
 		"mcps/mapping/echo/schemes/ping.in.yao": `{"type": "object", "description": "Answer pong",
 			"properties": {"count": {"type": "integer", "minimum": 1}}, "required": ["count"]}`,
@@ -102,7 +105,7 @@ function Boom() { throw new Error("boom") }
 		"assistants/calc/prompts.yml": "- role: system\n  content: You calculate.\n",
 	}
 	for k, v := range files {
-		base[k] = v
+		base[k] = strings.ReplaceAll(v, "LLM_URL", llm.URL)
 	}
 	dir := t.TempDir()
 	for p, content := range base {
@@ -210,8 +213,12 @@ func TestDirectToolLoop(t *testing.T) {
 	if want := []string{"echo__boom", "echo__ping", "tools__add", "tools__fail", "web__shout"}; !slices.Equal(names, want) {
 		t.Errorf("tools offered: %v, want %v", names, want)
 	}
+	// The examples are a system message of their own after the prompts.
 	msgs := first["messages"].([]any)
-	if sys := msgs[0].(map[string]any)["content"].(string); !strings.HasPrefix(sys, "You calculate.") ||
+	if sys := msgs[0].(map[string]any)["content"].(string); sys != "You calculate." {
+		t.Errorf("prompt: %q", sys)
+	}
+	if sys := msgs[1].(map[string]any)["content"].(string); msgs[1].(map[string]any)["role"] != "system" ||
 		!strings.Contains(sys, "## MCP Tool Usage Examples") || !strings.Contains(sys, "### echo__ping\n\n**Description**: Answer pong\n\n**Example 1 - one**:\n- Input: `map[count:1]`\n- Output: `map[message:pong]`") {
 		t.Errorf("system prompt: %q", sys)
 	}
@@ -342,5 +349,21 @@ func TestDirectToolsUnavailable(t *testing.T) {
 		Options: chat.ModelOptions{Tools: json.RawMessage(`[{"type":"function","function":{"name":"mine"}}]`)}}, nil)
 	if ce := chat.AsError(err); ce.Code != chat.ErrInvalidRequest || !strings.Contains(ce.Message, "runs its own tools") {
 		t.Errorf("client tools: %v", err)
+	}
+}
+
+// TestDirectToolsWithoutToolCalls: a model without tool calls gets no
+// tools, as Yao's ToolCallAdapter sends its request; the examples stay.
+func TestDirectToolsWithoutToolCalls(t *testing.T) {
+	t.Parallel()
+	p, llm := toolApp(t, &scripted.Script{Turns: []scripted.Turn{{Text: "ok"}}}, map[string]string{
+		"connectors/test.conn.yao": `{"type": "openai", "options": {"host": "LLM_URL", "key": "sk-test", "model": "m1"}}`,
+	})
+	if _, err := p.Chat(context.Background(), &Request{UserID: "u", ChatID: "c", AssistantID: "calc", Messages: user("go")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := body(t, llm.TurnRequests()[0])
+	if _, ok := b["tools"]; ok || !strings.Contains(fmt.Sprint(b["messages"]), "## MCP Tool Usage Examples") {
+		t.Errorf("request: %v", b)
 	}
 }
