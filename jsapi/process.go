@@ -428,6 +428,11 @@ var noScripts = &Scripts{files: map[string]scriptFile{}}
 func (c *call) throwProcess(name string, err error) {
 	var pe *ProcessError
 	if errors.As(err, &pe) {
+		if pe.Code == CodeYaoOnly {
+			// Recorded even when the script catches it, as the Yao-only
+			// globals are: a test that fails after one is Yao-only.
+			c.yaoOnly = append(c.yaoOnly, fmt.Sprintf("Process(%q)", name))
+		}
 		c.throw(&hostError{code: pe.Code, msg: pe.Message}, CodeHookError)
 	}
 	var je *Error

@@ -105,7 +105,7 @@ func TestRunTest(t *testing.T) {
 		t.Errorf("TestThrows: %#v", err)
 	}
 	tt, yao, err = run("TestYaoCaught", nil)
-	if err != nil || len(yao) != 1 || yao[0] != "Process" || !tt.Failed() || tt.Logs()[0] != CodeYaoOnly {
+	if err != nil || len(yao) != 1 || yao[0] != `Process("models.user.Get")` || !tt.Failed() || tt.Logs()[0] != CodeYaoOnly {
 		t.Errorf("TestYaoCaught: err %v yao %v logs %q", err, yao, tt.Logs())
 	}
 	start := time.Now()
