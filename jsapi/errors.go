@@ -112,7 +112,12 @@ type Error struct {
 // Error renders "Hook hook: Name: message (at file:line:col)".
 func (e *Error) Error() string {
 	var b strings.Builder
-	if e.Hook != "" {
+	switch {
+	case strings.Contains(e.Hook, "."):
+		// A process (scripts.tests.mcp.Echo), not a hook.
+		b.WriteString(e.Hook)
+		b.WriteString(": ")
+	case e.Hook != "":
 		b.WriteString(e.Hook)
 		b.WriteString(" hook: ")
 	}
