@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/checkpoint"
+	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -76,6 +79,14 @@ func (t *turn) checkpoint(ctx context.Context, failed bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 	defer cancel()
 	user, chatID := t.req.UserID, t.req.ChatID
+	if t.kept != nil && t.kept.cli != nil && p.cfg.Workspaces != nil {
+		// A kept CLI writes its session transcript after its answer, as
+		// it goes: the checkpoint waits for the writes to settle, or a
+		// rewind to this turn would resume a session without its end.
+		if dir, err := p.cfg.Workspaces.Path(user, chatID); err == nil {
+			settle(ctx, filepath.Join(dir, agentcli.StateRoot), transcriptQuiet, transcriptSettle)
+		}
+	}
 	e, err := p.capture(ctx, user, chatID, t.asst.Sandbox != nil, failed, t.req.ResponseID, keep)
 	if err != nil {
 		p.log.Error("checkpoint not taken", "user", user, "chat", chatID, "error", err)
@@ -444,4 +455,53 @@ func (p *Pipeline) Fork(ctx context.Context, user, chatID string, to Target) (st
 	}
 	p.log.Info("chat forked", "user", user, "chat", chatID, "fork", newID, "checkpoint", e.ID, "turn", e.Turn)
 	return newID, nil
+}
+
+// How long a kept CLI's state folder must stay unchanged before its
+// turn's checkpoint is taken, and the longest the checkpoint waits.
+const (
+	transcriptQuiet  = 500 * time.Millisecond
+	transcriptSettle = 5 * time.Second
+)
+
+// settle waits until nothing under dir has changed (in size or
+// modification time) for quiet, at most max.
+func settle(ctx context.Context, dir string, quiet, max time.Duration) {
+	deadline := time.Now().Add(max)
+	last, since := stateOf(dir), time.Now()
+	tick := time.NewTicker(quiet / 5)
+	defer tick.Stop()
+	for time.Since(since) < quiet && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if now := stateOf(dir); now != last {
+			last, since = now, time.Now()
+		}
+	}
+}
+
+// stateOf sums the sizes and the latest modification time of the files
+// under dir ("" when it cannot be read).
+func stateOf(dir string) string {
+	var size int64
+	var latest time.Time
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if info, err := d.Info(); err == nil && info.Mode().IsRegular() {
+			size += info.Size()
+			if info.ModTime().After(latest) {
+				latest = info.ModTime()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprint(size, latest.UnixNano())
 }

@@ -305,7 +305,7 @@ func TestScriptTests(t *testing.T) {
 		"TestFatal":         {StatusFailed, "cannot go on"},
 		"TestThrows":        {StatusError, "TypeError: Cannot read property 'boom'"},
 		"TestErrorf":        {StatusFailed, "a soft failure"},
-		"TestYaoOnly":       {StatusSkipped, "YAO_ONLY: Process is Yao-only"},
+		"TestYaoOnly":       {StatusSkipped, `YAO_ONLY: Process("models.user.Get") is Yao-only`},
 		"TestYaoOnlyCaught": {StatusSkipped, "YAO_ONLY: http.Get is Yao-only"},
 		"TestJudgeFails":    {StatusFailed, "The answer quotes no price."},
 		"TestRunsForever":   {StatusTimeout, "timeout after 2s"},

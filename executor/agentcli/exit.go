@@ -64,7 +64,8 @@ type Parsed struct {
 // Failure returns the run's error, nil when it succeeded, and emits its
 // error event unless the parser did (Parsed.Err). In order:
 //   - the failure the CLI reported itself (or the parser found), with the
-//     stderr tail added;
+//     stderr tail added; canceled or timeout instead when the turn's
+//     contexts had ended;
 //   - the watchdog stopped a CLI that had not answered (timeout);
 //   - the process could not be waited for (a stop by the contexts is
 //     canceled or timeout, a sandbox exec timeout is timeout, anything
@@ -77,6 +78,10 @@ func (x *Exit) Failure(p Parsed) *chat.Error {
 	afterAnswer := p.GotResult && (x.Killed || x.Idle || x.bgStopped)
 	var err *chat.Error
 	switch {
+	case p.Err != nil && x.stopCode != "":
+		// The turn's contexts ended first: what the CLI then reported (a
+		// request the bridge refused past the deadline) follows from it.
+		return &chat.Error{Code: x.stopCode, Message: x.stopMsg, Err: withStderr(tail, p.Err)}
 	case p.Err != nil:
 		p.Err.Err = withStderr(tail, p.Err.Err)
 		return p.Err
