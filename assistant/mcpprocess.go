@@ -219,22 +219,9 @@ func (l *loader) processTool(id, dir, name, proc string) (ProcessTool, string) {
 // readSchema reads a JSON Schema file (JSONC) and checks it is one.
 func (l *loader) readSchema(abs string) (map[string]any, string) {
 	rel := l.rel(abs)
-	b, err := readConfig(abs)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Sprintf("%s does not exist: a process tool needs its input schema there", rel)
-		}
-		return nil, fmt.Sprintf("%s: %v", rel, unwrapPath(err))
-	}
-	var v any
-	d := decodeJSONC(rel, b, &v)
-	if d.errors() {
-		l.probs = append(l.probs, d.probs...)
-		return nil, fmt.Sprintf("%s is not valid JSON", rel)
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Sprintf("%s: want a JSON Schema object, got %s", rel, goKind(v))
+	m, msg := l.readObject(abs, "a process tool needs its input schema there", "a JSON Schema object")
+	if msg != "" {
+		return nil, msg
 	}
 	raw, _ := json.Marshal(m)
 	var s jsonschema.Schema
@@ -273,11 +260,18 @@ func readSamples(abs string) []ToolSample {
 
 // readMappingFile reads a resource or prompt definition as a JSON object.
 func (l *loader) readMappingFile(abs, what string) (map[string]any, string) {
+	return l.readObject(abs, "a process server's "+what+" is defined there", "an object")
+}
+
+// readObject reads a JSONC file holding one object; the message says
+// what is wrong (missing: why the file should be there; want: what the
+// object is) and is "" when it was read.
+func (l *loader) readObject(abs, missing, want string) (map[string]any, string) {
 	rel := l.rel(abs)
 	b, err := readConfig(abs)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Sprintf("%s does not exist: a process server's %s is defined there", rel, what)
+			return nil, fmt.Sprintf("%s does not exist: %s", rel, missing)
 		}
 		return nil, fmt.Sprintf("%s: %v", rel, unwrapPath(err))
 	}
@@ -289,7 +283,7 @@ func (l *loader) readMappingFile(abs, what string) (map[string]any, string) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Sprintf("%s: want an object, got %s", rel, goKind(v))
+		return nil, fmt.Sprintf("%s: want %s, got %s", rel, want, goKind(v))
 	}
 	return m, ""
 }
