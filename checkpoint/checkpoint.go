@@ -55,6 +55,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/flock"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -218,25 +219,12 @@ func (u *userStore) lock(ctx context.Context, exclusive bool) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint lock: %w", err)
 	}
-	how := syscall.LOCK_SH
-	if exclusive {
-		how = syscall.LOCK_EX
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-		if err == nil {
-			break
+	if err := flock.Lock(ctx, f, exclusive, 5*time.Millisecond); err != nil {
+		f.Close()
+		if ctx.Err() != nil {
+			return nil, err
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("checkpoint lock: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
+		return nil, fmt.Errorf("checkpoint lock: %w", err)
 	}
 	return func() { f.Close() }, nil
 }

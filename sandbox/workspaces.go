@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/flock"
 )
 
 // Workspaces manages the chat workspaces of a data root: the folder
@@ -284,23 +286,14 @@ func (w *Workspaces) lockShared(ctx context.Context, user, chat string) (*os.Fil
 	if err != nil {
 		return nil, fmt.Errorf("last-use marker: %w", err)
 	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
-		if err == nil {
-			break
+	// A prune holds the workspace for the few milliseconds it takes to
+	// move it away.
+	if err := flock.Lock(ctx, f, false, 2*time.Millisecond); err != nil {
+		f.Close()
+		if ctx.Err() != nil {
+			return nil, err
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock: %w", err)
-		}
-		// A prune holds the workspace for the few milliseconds it takes to
-		// move it away.
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
+		return nil, fmt.Errorf("lock: %w", err)
 	}
 	if !samePath(f, marker) {
 		f.Close()
