@@ -261,6 +261,32 @@ func (r Request) LastUserText() string {
 	return ""
 }
 
+// LastPromptText returns the text of the user's latest prompt: the latest
+// user message that has text and no tool_result (the tool results of an
+// agent loop, and the text a CLI puts beside them, are not prompts).
+func (r Request) LastPromptText() string {
+	msgs := r.Messages()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != "user" {
+			continue
+		}
+		var parts []string
+		prompt := true
+		for _, c := range msgs[i].Content {
+			switch c.Type {
+			case "text":
+				parts = append(parts, c.Text)
+			case "tool_result":
+				prompt = false
+			}
+		}
+		if prompt && len(parts) > 0 {
+			return strings.Join(parts, "\n")
+		}
+	}
+	return ""
+}
+
 // ToolResults returns the tool results of the latest turn: the tool_result
 // blocks of the latest user message (Anthropic) or the trailing tool
 // messages (OpenAI), each with the name of the tool it answers.
@@ -323,6 +349,9 @@ func (m *Match) matches(r *Request) bool {
 		return true
 	}
 	if m.Contains != "" && !strings.Contains(r.LastUserText(), m.Contains) {
+		return false
+	}
+	if m.PromptContains != "" && !strings.Contains(r.LastPromptText(), m.PromptContains) {
 		return false
 	}
 	if m.AfterToolResult != "" {

@@ -90,6 +90,11 @@ type Match struct {
 	AfterToolResult string `json:"after_tool_result,omitempty" yaml:"after_tool_result,omitempty"`
 	// Contains matches when the latest user message's text contains this.
 	Contains string `json:"contains,omitempty" yaml:"contains,omitempty"`
+	// PromptContains matches when the user's latest prompt (the latest user
+	// message with text and no tool result) contains this, also on the
+	// requests after a tool result of that turn: a script tells one prompt's
+	// agent loop from another's with it.
+	PromptContains string `json:"prompt_contains,omitempty" yaml:"prompt_contains,omitempty"`
 }
 
 // Usage is the token usage a response reports.
@@ -262,8 +267,8 @@ func (t *Turn) validate() error {
 	if t.Delay < 0 {
 		return fmt.Errorf("negative delay")
 	}
-	if t.When != nil && t.When.AfterToolResult == "" && t.When.Contains == "" {
-		return fmt.Errorf("when: set after_tool_result or contains")
+	if t.When != nil && t.When.AfterToolResult == "" && t.When.Contains == "" && t.When.PromptContains == "" {
+		return fmt.Errorf("when: set after_tool_result, contains or prompt_contains")
 	}
 	if t.Usage != nil && (t.Usage.InputTokens < 0 || t.Usage.OutputTokens < 0) {
 		return fmt.Errorf("negative usage")

@@ -353,6 +353,41 @@ func TestWhenPicksMatchingTurn(t *testing.T) {
 	}
 }
 
+// TestPromptContainsFollowsTheAgentLoop: prompt_contains still matches on
+// the requests after a tool result of that prompt's loop (the tool results
+// and the text a CLI adds beside them are not the prompt), so a script
+// tells one prompt's loop from another's.
+func TestPromptContainsFollowsTheAgentLoop(t *testing.T) {
+	t.Parallel()
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{When: &scripted.Match{AfterToolResult: "Bash", PromptContains: "by name"}, Text: "greets by name"},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "after bash"},
+	}})
+	t.Cleanup(srv.Close)
+	ask := func(prompt string) string {
+		body := `{"messages":[{"role":"user","content":"` + prompt + `"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"},{"type":"text","text":"<reminder>"}]}]}`
+		resp := post(t, srv.URL+"/v1/messages", body)
+		var m struct {
+			Content []struct{ Text string } `json:"content"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		if len(m.Content) == 0 {
+			return ""
+		}
+		return m.Content[0].Text
+	}
+	if got := ask("write a greeting"); got != "after bash" {
+		t.Errorf("other prompt's loop = %q, want the plain turn", got)
+	}
+	if got := ask("make it greet me by name"); got != "greets by name" {
+		t.Errorf("by-name loop = %q", got)
+	}
+	if _, err := scripted.ParseScript([]byte("turns:\n  - when: {prompt_contains: x}\n    text: y\n"), "yaml"); err != nil {
+		t.Errorf("prompt_contains alone: %v", err)
+	}
+}
+
 func TestSideRequestsDoNotConsumeTurns(t *testing.T) {
 	t.Parallel()
 	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Text: "main answer"}}})
