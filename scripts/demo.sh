@@ -32,19 +32,20 @@ say "Running the coder assistant (chat $chat)"
 "$BIN" run --app "$APP" --runtime "$runtime" --user demo --chat "$chat" coder \
 	"Write a small program that greets the user, run it, and remember how to use it."
 
-# The example app keeps its data in ./data (app.jsonc data_root).
-data="$APP/data/workspaces/demo/$chat"
-say "Files the agent made in the chat's workspace ($data)"
-ls -la "$data"
-for f in "$data"/*.sh; do
-	[ -f "$f" ] || continue
-	echo "--- $(basename "$f")"
-	cat "$f"
-done
-if [ -d "$data/.git" ]; then
-	echo "--- git log (commits made by the Next hook)"
-	git -C "$data" -c safe.directory='*' log --oneline
-fi
+say "A follow-up in the same chat: the agent resumes its session and workspace"
+"$BIN" run --app "$APP" --runtime "$runtime" --user demo --chat "$chat" coder \
+	"Now make it greet me by name."
+
+# The chat's workspace is a disk image mounted only while something uses
+# it; `workspaces mount -- COMMAND` mounts it, runs COMMAND inside and
+# unmounts it again. Files belong to the sandbox's user (uid 1000).
+say "Files the agent made in the chat's workspace"
+echo "\$ agentbox workspaces mount --app $APP --user demo --chat $chat -- ..."
+"$BIN" workspaces mount --app "$APP" --user demo --chat "$chat" -- sh -c '
+	ls -ln --time-style=+ . | grep -v " \.agentbox$"
+	for f in *.sh; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
+	[ -d .git ] && { echo "--- git log (a commit per turn, made by the Next hook)"; git -c safe.directory="*" log --oneline; }
+	true'
 
 # DEMO_AGENTS="codex gemini opencode" (make demo DEMO_AGENTS=...) also runs
 # the example app's assistants for those coding agents, each in its own
@@ -57,7 +58,7 @@ for agent in ${DEMO_AGENTS:-}; do
 	say "Running the $agent assistant (chat $chat-$agent)"
 	"$BIN" run --app "$APP" --runtime docker --user demo --chat "$chat-$agent" "$agent" \
 		"Write a small program that greets the user, run it, and remember how to use it."
-	ls -la "$APP/data/workspaces/demo/$chat-$agent"
+	"$BIN" workspaces mount --app "$APP" --user demo --chat "$chat-$agent" -- ls -ln --time-style=+ .
 done
 
 say "Asking the Q&A assistant through the OpenAI-compatible API"
@@ -70,6 +71,20 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 echo "\$ curl http://127.0.0.1:$port/v1/chat/completions --json '{\"model\": \"qa\", \"stream\": true, ...}'"
-curl -fsSN "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' \
-	-d '{"model": "qa", "stream": true, "messages": [{"role": "user", "content": "What is agentbox?"}]}'
+body='{"model": "qa", "stream": true, "messages": [{"role": "user", "content": "What is agentbox?"}]}'
+if [ -n "${DEMO_STREAM:-}" ]; then
+	curl -fsSN "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' -d "$body"
+else
+	# The stream's text deltas joined (DEMO_STREAM=1 shows the raw stream).
+	curl -fsSN "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" |
+		sed -n 's/^data: .*"delta":{[^}]*"content":"\(\([^"\\]\|\\.\)*\)".*/\1/p' |
+		while IFS= read -r delta; do printf '%b' "$delta"; done
+	echo
+fi
 say "Done: the coder ran in a $runtime sandbox, the Q&A assistant answered over HTTP"
+echo "Next:"
+next() { printf '  %s\n      %s\n' "$1" "$2"; }
+next "$BIN serve --app $APP" "the chat API and the web app, on http://127.0.0.1:8080"
+next "$BIN shell --app $APP --user demo --chat $chat" "a shell in this chat's sandbox, with its workspace"
+next "$BIN init myapp" "your own app, offline (README: Your first assistant)"
+next "make demo DEMO_AGENTS=\"codex gemini opencode\"" "the same with the other agent CLIs"

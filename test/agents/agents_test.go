@@ -215,7 +215,7 @@ func checkFirst(t *testing.T, c cli, events []chat.Event) string {
 	if msg := notice(events, "workspace_ready"); msg != "Workspace ready (0 entries)" {
 		t.Errorf("workspace_ready notice %q: the chat's workspace was not new", msg)
 	}
-	if msg := notice(events, "committed"); !strings.HasPrefix(msg, "Committed 2 changed file(s)") {
+	if msg := notice(events, "committed"); !strings.HasPrefix(msg, "Committed 2 files as ") {
 		t.Errorf("committed notice %q (Next hook)", msg)
 	}
 	if final.Usage.InputTokens == 0 || final.Usage.OutputTokens == 0 {

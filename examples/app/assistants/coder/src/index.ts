@@ -21,7 +21,7 @@ function Create(ctx: any, messages: any[], options: any) {
 
   const loadingId = ctx.SendStream({
     type: "loading",
-    props: { message: "Preparing the workspace..." },
+    props: { message: "Checking the workspace..." },
   });
 
   try {
@@ -75,14 +75,15 @@ function Next(ctx: any, payload: any, options: any) {
     return null;
   }
   const changed = status.trim().split("\n").length;
+  const files = changed === 1 ? "1 file" : `${changed} files`;
   try {
     ctx.sandbox.Exec(["git", "add", "--all"]);
-    ctx.sandbox.Exec(["git", "-c", "user.name=agentbox", "-c", "user.email=agentbox@localhost", "commit", "--quiet", "-m", `agentbox: turn changes (${changed} files)`]);
+    ctx.sandbox.Exec(["git", "-c", "user.name=agentbox", "-c", "user.email=agentbox@localhost", "commit", "--quiet", "-m", `agentbox: turn changes (${files})`]);
     const head = ctx.sandbox.Exec(["git", "rev-parse", "--short", "HEAD"]).trim();
     ctx.memory.chat.Set("last_commit", head);
     ctx.Send({
       type: "notice",
-      props: { code: "committed", message: `Committed ${changed} changed file(s) as ${head}` },
+      props: { code: "committed", message: `Committed ${files} as ${head}` },
     });
     log.Info(`Committed ${head}`);
   } catch (e: any) {

@@ -26,11 +26,12 @@ function Next(ctx: any, payload: any, options: any) {
     return null;
   }
   const changed = status.split("\n").length;
+  const files = changed === 1 ? "1 file" : `${changed} files`;
   ctx.sandbox.Exec(["git", "add", "--all"]);
-  ctx.sandbox.Exec(["git", "-c", "user.name=agentbox", "-c", "user.email=agentbox@localhost", "commit", "--quiet", "-m", `agentbox: turn changes (${changed} files)`]);
+  ctx.sandbox.Exec(["git", "-c", "user.name=agentbox", "-c", "user.email=agentbox@localhost", "commit", "--quiet", "-m", `agentbox: turn changes (${files})`]);
   const head = ctx.sandbox.Exec(["git", "rev-parse", "--short", "HEAD"]).trim();
   ctx.memory.chat.Set("last_commit", head);
-  ctx.Send({ type: "notice", props: { code: "committed", message: `Committed ${changed} changed file(s) as ${head}` } });
+  ctx.Send({ type: "notice", props: { code: "committed", message: `Committed ${files} as ${head}` } });
   return null;
 }
 
