@@ -62,11 +62,9 @@ type Delegate struct {
 	Metadata  map[string]any
 }
 
-// Bounds of ctx.agent.
-const (
-	// MaxAgentFanOut bounds the requests of one All, Any or Race.
-	MaxAgentFanOut = 16
-)
+// MaxFanOut bounds the requests of one All, Any or Race (ctx.agent,
+// ctx.llm).
+const MaxFanOut = 16
 
 var (
 	agentMembers      = []string{"Call", "All", "Any", "Race"}
@@ -98,22 +96,10 @@ func (c *call) agentObject() *goja.Object {
 			}))
 		}
 		return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value {
-			o, ok := fc.Argument(0).(*goja.Object)
-			if !ok || o.ClassName() != "Array" {
-				c.throw(argErr("%s: want an array of requests {agent, messages, options?}, got %s", fn, typeName(fc.Argument(0))), "")
-			}
-			n := int(o.Get("length").ToInteger())
-			if n > MaxAgentFanOut {
-				c.throw(argErr("%s: %d requests, at most %d run at once", fn, n, MaxAgentFanOut), "")
-			}
-			reqs := make([]agentReq, n)
-			for i := range n {
+			elems := c.requestArray(fn, fc.Argument(0), "{agent, messages, options?}")
+			reqs := make([]agentReq, len(elems))
+			for i, eo := range elems {
 				at := fmt.Sprintf("%s: requests[%d]", fn, i)
-				e := o.Get(strconv.Itoa(i))
-				if !isPlainObject(e) {
-					c.throw(argErr("%s: want {agent, messages, options?}, got %s", at, typeName(e)), "")
-				}
-				eo := e.(*goja.Object)
 				for _, k := range eo.Keys() {
 					if !slices.Contains(agentRequestKeys, k) {
 						c.throw(argErr("%s: unknown field %q (want %s)", at, k, strings.Join(agentRequestKeys, ", ")), "")
@@ -125,21 +111,8 @@ func (c *call) agentObject() *goja.Object {
 				}
 				reqs[i] = c.agentRequest(at, id, eo.Get("messages"), eo.Get("options"))
 			}
-			var onChunk goja.Callable
-			if opts := fc.Argument(1); !isNullish(opts) {
-				if !isPlainObject(opts) {
-					c.throw(argErr("%s: options: want {onChunk?}, got %s", fn, typeName(opts)), "")
-				}
-				for _, k := range opts.(*goja.Object).Keys() {
-					v := opts.(*goja.Object).Get(k)
-					f, isFn := goja.AssertFunction(v)
-					if k != "onChunk" || !isFn {
-						c.throw(argErr("%s: options: want only onChunk, a function (agent_id, index, message) => number", fn), "")
-					}
-					onChunk = f
-				}
-			}
-			mode := map[string]string{"All": "all", "Any": "any", "Race": "race"}[key]
+			onChunk := c.batchOnChunk(fn, fc.Argument(1), "(agent_id, index, message)")
+			mode := map[string]string{"All": fanAll, "Any": fanAny, "Race": fanRace}[key]
 			return c.vm.NewArray(anySlice(c.runAgents(fn, reqs, mode, onChunk))...)
 		}))
 	})
@@ -209,144 +182,63 @@ func (c *call) agentRequest(at, id string, msgsV, optsV goja.Value) agentReq {
 	return r
 }
 
-// chunk is an event of call idx for its onChunk callback.
-type chunk struct {
-	idx int
-	e   chat.Event
-}
-
-type agentDone struct {
-	idx int
-	res AgentResult
-}
-
 // runAgents runs reqs at once and returns their results in Yao's shape,
-// in request order. mode "all" waits for every call; "race" ends the
-// others (their context is canceled) when the first ends, "any" when the
-// first succeeds: their results are null. onChunk callbacks run on the
-// hook's goroutine while it waits; one that returns non-zero stops its
-// call.
+// in request order: null for the calls Any or Race stopped (see fan).
+// A call with stream set streams its events into the turn's, attributed.
 func (c *call) runAgents(fn string, reqs []agentReq, mode string, onChunk goja.Callable) []goja.Value {
-	if err := c.ctx.Err(); err != nil {
-		c.throw(fmt.Errorf("%s: %w", fn, err), "")
-	}
 	hc := c.hc
-	out := make([]goja.Value, len(reqs))
-	if len(reqs) == 0 {
-		return out
-	}
-	type running struct {
-		cancel context.CancelFunc
-		ref    chat.AgentRef
-	}
-	runs := make([]running, len(reqs))
-	done := make(chan agentDone, len(reqs))
-	chunks := make(chan chunk)
-	stop := make(chan struct{})
-	defer close(stop)
+	refs := make([]chat.AgentRef, len(reqs))
 	for i, r := range reqs {
-		ctx, cancel := context.WithCancel(c.ctx)
 		hc.mu.Lock()
 		hc.agentSeq++
-		ref := chat.AgentRef{ID: r.call.AssistantID, Call: "agent-" + strconv.Itoa(hc.agentSeq)}
+		refs[i] = chat.AgentRef{ID: r.call.AssistantID, Call: "agent-" + strconv.Itoa(hc.agentSeq)}
 		hc.mu.Unlock()
-		runs[i] = running{cancel: cancel, ref: ref}
-		call := r.call
-		wantChunks := r.onChunk != nil || onChunk != nil
-		if r.stream || wantChunks {
-			call.Emit = func(e chat.Event) {
-				if e.Event == chat.Done {
-					return
-				}
-				if r.stream {
-					ne := e
-					ne.ID = ref.Call + "/" + e.ID
-					if e.Agent == nil {
-						ne.Agent = &ref
-					} else {
-						// A call the callee made: still its own, one level down.
-						ne.Agent = &chat.AgentRef{ID: e.Agent.ID, Call: ref.Call + "/" + e.Agent.Call}
+	}
+	got := c.fan(fanOut{fn: fn, mode: mode, n: len(reqs),
+		wants: func(i int) bool { return reqs[i].onChunk != nil || onChunk != nil },
+		run: func(ctx context.Context, i int, chunk chat.EmitFunc) (any, bool) {
+			r, ref := reqs[i], refs[i]
+			call := r.call
+			if r.stream || chunk != nil {
+				call.Emit = func(e chat.Event) {
+					if e.Event == chat.Done {
+						return
 					}
-					hc.emit(ne)
-				}
-				if wantChunks {
-					select {
-					case chunks <- chunk{idx: i, e: e}:
-					case <-ctx.Done():
-					case <-stop:
+					if r.stream {
+						ne := e
+						ne.ID = ref.Call + "/" + e.ID
+						if e.Agent == nil {
+							ne.Agent = &ref
+						} else {
+							// A call the callee made: still its own, one level down.
+							ne.Agent = &chat.AgentRef{ID: e.Agent.ID, Call: ref.Call + "/" + e.Agent.Call}
+						}
+						hc.emit(ne)
+					}
+					if chunk != nil {
+						chunk(e)
 					}
 				}
 			}
-		}
-		go func() {
-			var res AgentResult
 			if hc.Agents == nil {
-				res = AgentResult{AssistantID: call.AssistantID, Err: errors.New("calling other assistants is not available here")}
-			} else {
-				res = hc.Agents.CallAgent(ctx, call)
+				return AgentResult{AssistantID: call.AssistantID, Err: errors.New("calling other assistants is not available here")}, true
 			}
-			done <- agentDone{idx: i, res: res}
-		}()
-	}
-	finished := make([]bool, len(reqs))
-	over := false // race or any decided: later results are dropped
-	for left := len(reqs); left > 0; {
-		select {
-		case d := <-done:
-			left--
-			finished[d.idx] = true
-			runs[d.idx].cancel()
-			if over {
-				continue
+			res := hc.Agents.CallAgent(ctx, call)
+			return res, res.Err != nil
+		},
+		onChunk: func(i int, e chat.Event) (goja.Value, error) {
+			if f := reqs[i].onChunk; f != nil {
+				return f(goja.Undefined(), c.chunkJS(e))
 			}
-			out[d.idx] = c.agentResultJS(d.res)
-			if mode == "race" || mode == "any" && d.res.Err == nil {
-				over = true
-				for j := range runs {
-					if !finished[j] {
-						runs[j].cancel()
-					}
-				}
-			}
-		case ch := <-chunks:
-			if over || finished[ch.idx] {
-				continue
-			}
-			f := reqs[ch.idx].onChunk
-			args := []goja.Value{c.chunkJS(ch.e)}
-			if f == nil {
-				f = onChunk
-				args = []goja.Value{c.vm.ToValue(reqs[ch.idx].call.AssistantID), c.vm.ToValue(ch.idx), args[0]}
-			}
-			ret, err := f(goja.Undefined(), args...)
-			if err != nil {
-				for j := range runs {
-					runs[j].cancel()
-				}
-				// Wait for the calls before the error leaves the hook.
-				for ; left > 0; left-- {
-					<-done
-				}
-				panic(err)
-			}
-			if n := ret.ToInteger(); n != 0 {
-				runs[ch.idx].cancel()
-			}
-		}
-	}
-	if err := c.ctx.Err(); err != nil {
-		// The hook's time ran out while it waited: its calls were ended
-		// with it, and so is the hook.
-		why := "the request ended"
-		if c.timedOut() {
-			why = fmt.Sprintf("the hook ran past its timeout of %s (hooks.timeout bounds the calls it makes)", c.h.timeout)
-		}
-		c.throw(fmt.Errorf("%s: the calls were stopped: %s: %w", fn, why, err), "")
-	}
+			return onChunk(goja.Undefined(), c.vm.ToValue(reqs[i].call.AssistantID), c.vm.ToValue(i), c.chunkJS(e))
+		},
+	})
+	out := make([]goja.Value, len(reqs))
 	for i := range out {
-		if out[i] == nil {
-			out[i] = goja.Null()
-		}
+		out[i] = goja.Null()
+	}
+	for _, d := range got {
+		out[d.idx] = c.agentResultJS(d.res.(AgentResult))
 	}
 	return out
 }

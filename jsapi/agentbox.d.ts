@@ -78,6 +78,8 @@ interface Context {
   readonly computer?: Computer;
   /** Calls other assistants of the app (Yao's ctx.agent). */
   readonly agent: AgentAPI;
+  /** Calls the app's connectors directly (Yao's ctx.llm). */
+  readonly llm: LlmAPI;
 
   /** Sends a whole message and returns its id. */
   Send(message: ClientMessage | string): string;
@@ -181,6 +183,115 @@ interface AgentCompletion {
   role: string;
   finish_reason: string;
   usage: Record<string, any>;
+}
+
+/**
+ * The app's connectors, called from a hook (Yao's ctx.llm). Each call
+ * goes through the connector's circuit breaker with the connector's key,
+ * its answer streams to the client as the hook's messages, and its tokens
+ * count in the turn's usage. Calls end with the hook's timeout or the
+ * request. Failures (an unknown connector, a bad option, an open breaker,
+ * the provider's error) are results with error set, never thrown (but
+ * argument errors are).
+ */
+interface LlmAPI {
+  /** Calls one connector and waits for its answer. */
+  Stream(connector: string, messages: Message[], options?: LlmOptions): LlmResult;
+  /** Calls all at once and waits for all (at most 16); results in request order. */
+  All(requests: LlmRequest[], options?: LlmBatchOptions): LlmResult[];
+  /** Returns [the first success] once one succeeds (the others are stopped), or every failure. */
+  Any(requests: LlmRequest[], options?: LlmBatchOptions): LlmResult[];
+  /** Returns [the first result] once one call ends, however; the others are stopped. */
+  Race(requests: LlmRequest[], options?: LlmBatchOptions): LlmResult[];
+}
+
+/** One request of ctx.llm.All, Any or Race. */
+interface LlmRequest {
+  connector: string;
+  messages: Message[];
+  options?: LlmOptions;
+}
+
+/**
+ * Model options of a ctx.llm call (Yao's: those of package.yao's options,
+ * plus model). What the model cannot take is adjusted as for the
+ * assistant's own options; an unknown option is an error result.
+ */
+interface LlmOptions {
+  temperature?: number;
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  top_p?: number;
+  presence_penalty?: number;
+  frequency_penalty?: number;
+  stop?: string | string[];
+  user?: string;
+  seed?: number;
+  tools?: any[];
+  tool_choice?: any;
+  response_format?: Record<string, any>;
+  reasoning_effort?: string;
+  n?: number;
+  logit_bias?: Record<string, number>;
+  parallel_tool_calls?: boolean;
+  audio?: Record<string, any>;
+  /** Another model of the connector. */
+  model?: string;
+  /** Accepted: every call streams. */
+  stream?: boolean;
+  /** Stream only: receives the answer's pieces while the hook waits; a non-zero return stops the call. */
+  onChunk?: (message: LlmChunk) => number;
+}
+
+/** Options of ctx.llm.All, Any and Race. */
+interface LlmBatchOptions {
+  /** Receives every call's pieces. */
+  onChunk?: (connector: string, index: number, message: LlmChunk) => number;
+}
+
+/** A piece of an answer as onChunk gets it (Yao's message). */
+interface LlmChunk {
+  /** text, thinking or tool_call. */
+  type: string;
+  message_id: string;
+  /** True for a piece that adds to the message. */
+  delta: boolean;
+  /** start, delta, end or replace. */
+  event: string;
+  /** content: the piece's text. */
+  props: Record<string, any>;
+}
+
+/** How a ctx.llm call ended (Yao's llm.Result). */
+interface LlmResult {
+  connector: string;
+  /** The answer text. */
+  content?: string;
+  response?: LlmResponse;
+  /** Why the call failed; content and response are then absent. */
+  error?: string;
+  /** The error's code (invalid_request, auth, circuit_open, timeout, ...). */
+  code?: string;
+}
+
+/** The model's answer (Yao's CompletionResponse). */
+interface LlmResponse {
+  object: string;
+  model: string;
+  role: string;
+  content: string;
+  /** The model's reasoning, when it gave one. */
+  reasoning_content?: string;
+  tool_calls?: ToolCallMessage[];
+  finish_reason: string;
+  usage: LlmUsage;
+}
+
+/** Tokens of one call. */
+interface LlmUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
 }
 
 /** Key-value memory; values are anything JSON can hold. */

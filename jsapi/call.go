@@ -106,6 +106,8 @@ type call struct {
 	ns, top    *goja.Object
 	// yaoOnly are the Yao-only globals the call used (RunTest reports them).
 	yaoOnly []string
+	// llm, when set, runs ctx.llm's calls in place of hc.LLM (a test's).
+	llm LLM
 }
 
 // start creates the runtime, installs the globals, and runs the module.

@@ -36,6 +36,8 @@ type Context struct {
 	Emit chat.EmitFunc
 	// Agents runs other assistants for ctx.agent (nil: its calls fail).
 	Agents Agents
+	// LLM calls the app's connectors for ctx.llm (nil: its calls fail).
+	LLM LLM
 	// Memory backs the user and chat namespaces (nil: they throw
 	// MEMORY_ERROR).
 	Memory MemoryStore
@@ -50,6 +52,7 @@ type Context struct {
 	open     []string            // streamed messages not yet ended, in order
 	system   map[string]any      // ctx.computer.Info's system, once asked
 	agentSeq int                 // ctx.agent calls made, for their ids
+	llmSeq   int                 // ctx.llm calls made, for their ids
 }
 
 // hookMsg is a message a hook sent.

@@ -15,7 +15,7 @@ import (
 // Members of the objects the ctx API builds. agentbox.d.ts declares the
 // same members; TestDeclarationsMatch keeps the two in sync.
 var (
-	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "workspace", "computer", "agent"}
+	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "workspace", "computer", "agent", "llm"}
 	ctxMethods     = []string{"Send", "SendStream", "Append", "Replace", "End"}
 	memoryMethods  = []string{"Get", "Set", "Del", "Has", "Keys", "Len", "Clear", "Incr", "Decr", "GetDel"}
 	memoryKeys     = []string{string(NamespaceUser), string(NamespaceTeam), string(NamespaceChat), string(NamespaceContext)}
@@ -67,6 +67,8 @@ func (c *call) ctxObject() *goja.Object {
 			return c.computerObject()
 		case "agent":
 			return c.agentObject()
+		case "llm":
+			return c.llmObject()
 		case "Send":
 			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value { return c.send("Send", fc, false) }))
 		case "SendStream":

@@ -62,6 +62,8 @@ export function test(ctx: any, args: any) {
   let execErr: any, chunk: any;
   const ok = ctx.agent.Call("a", [{role: "user", content: "x"}], {onChunk: (e: any) => { if (e.text) chunk = e; return 0; }});
   try { ctx.sandbox.Exec(["false"]) } catch (e) { execErr = e }
+  let piece: any;
+  const llm = ctx.llm.Stream("c", [{role: "user", content: "x"}], {onChunk: (m: any) => { piece = m; return 0; }});
   return {
     Context: own(ctx),
     Memory: own(ctx.memory),
@@ -78,6 +80,11 @@ export function test(ctx: any, args: any) {
     ComputerInfo: own(ctx.computer.Info()),
     ComputerSystem: own(ctx.computer.Info().system),
     AgentAPI: own(ctx.agent),
+    LlmAPI: own(ctx.llm),
+    LlmResult: [...own(llm), ...own(ctx.llm.Stream("missing", [{role: "user", content: "x"}]))].filter((k, i, a) => a.indexOf(k) === i),
+    LlmResponse: [...own(llm.response), "reasoning_content", "tool_calls"],
+    LlmUsage: own(llm.response.usage),
+    LlmChunk: own(piece),
     AgentResult: [...own(ok), ...own(ctx.agent.Call("missing", [{role: "user", content: "x"}]))].filter((k, i, a) => a.indexOf(k) === i),
     AgentResponse: own(ok.response),
     AgentCompletion: own(ok.response.completion),
@@ -98,7 +105,7 @@ export function Next(ctx: any, payload: any) {
     Completion: own(c).filter((k: string) => !/^\d+$/.test(k) && k !== "length"),
     CompletionToolCall: own(c.tool_calls[0]), CompletionUsage: own(c.usage)}};
 }`)
-	got, err := h.Call(context.Background(), &Context{Sandbox: sb, Agents: &fakeAgents{}}, "test", nil)
+	got, err := h.Call(context.Background(), &Context{Sandbox: sb, Agents: &fakeAgents{}, LLM: fakeLLM}, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +148,9 @@ export function Next(ctx: any, payload: any) {
 	live["AgentRequest"] = slices.Clone(agentRequestKeys)
 	live["AgentCallOptions"] = slices.Clone(agentOptionKeys)
 	live["AgentBatchOptions"] = []string{"onChunk"}
+	live["LlmRequest"] = slices.Clone(llmRequestKeys)
+	live["LlmBatchOptions"] = []string{"onChunk"}
+	live["LlmOptions"] = append(jsonNames(reflect.TypeFor[chat.ModelOptions]()), "onChunk")
 	live["AgentboxError"] = []string{"code"}
 	live["Task"] = []string{"process", "args", "timeout"}
 	live["TaskResult"] = []string{"data", "index", "error"}

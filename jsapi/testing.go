@@ -111,17 +111,16 @@ func (t *TestingT) skip(reason string) {
 	t.skipped, t.reason = true, reason
 }
 
-// TestCtx is what a test's ctx has beyond a hook's: Yao's ctx.agent.Call
-// and ctx.llm.Stream, and plain fields (Yao's authorized, team_id, ...).
+// TestCtx is what a test's ctx has beyond a hook's: Yao's ctx.agent.Call,
+// the connectors of ctx.llm, and plain fields (Yao's authorized, team_id, ...).
 type TestCtx struct {
 	// Agent runs ctx.agent.Call(assistantID, messages, options?): another
 	// assistant's whole turn. It returns Yao's {agent_id, content,
 	// response, error}.
 	Agent func(ctx context.Context, assistantID string, messages []chat.Message, options map[string]any) map[string]any
-	// LLM runs ctx.llm.Stream(connector, messages, options?): a direct
-	// connector call. It returns Yao's {connector, content, response,
-	// error}.
-	LLM func(ctx context.Context, connector string, messages []chat.Message, options map[string]any) map[string]any
+	// LLM runs ctx.llm's calls (Stream, All, Any, Race) in place of the
+	// Context's: a test's connectors, or a stub.
+	LLM LLM
 	// Fields are set on ctx as they are.
 	Fields map[string]any
 }
@@ -205,22 +204,13 @@ func (c *call) testCtxObject(x *TestCtx) *goja.Object {
 		_ = o.Set("agent", agent)
 	}
 	if x.LLM != nil {
-		llm := c.vm.NewObject()
-		_ = llm.Set("Stream", func(fc goja.FunctionCall) goja.Value {
-			id, _ := asString(fc.Argument(0))
-			if id == "" {
-				c.throw(argErr("ctx.llm.Stream: the first argument is the connector id"), "")
-			}
-			msgs := c.callMessages("ctx.llm.Stream", fc.Argument(1))
-			return c.toJS(x.LLM(c.ctx, id, msgs, c.optionsArg("ctx.llm.Stream", fc.Argument(2))))
-		})
-		_ = o.Set("llm", llm)
+		c.llm = x.LLM
 	}
 	return o
 }
 
-// callMessages reads the messages argument of ctx.agent.Call and
-// ctx.llm.Stream: a text or a list of messages.
+// callMessages reads the messages argument of a test's ctx.agent.Call: a
+// text or a list of messages.
 func (c *call) callMessages(fn string, v goja.Value) []chat.Message {
 	if s, ok := asString(v); ok {
 		return []chat.Message{{Role: chat.RoleUser, Content: s}}

@@ -137,12 +137,12 @@ func TestRunTestCtx(t *testing.T) {
 		Agent: func(_ context.Context, id string, msgs []chat.Message, _ map[string]any) map[string]any {
 			return map[string]any{"agent_id": id, "content": id + " says " + msgs[0].Content}
 		},
-		LLM: func(_ context.Context, id string, msgs []chat.Message, o map[string]any) map[string]any {
-			if o["temperature"] != 0.0 {
-				return map[string]any{"error": "options lost"}
+		LLM: LLMFunc(func(_ context.Context, call LLMCall) LLMResult {
+			if call.Options["temperature"] != 0.0 {
+				return LLMResult{Err: errors.New("options lost")}
 			}
-			return map[string]any{"connector": id, "content": id + ": " + msgs[0].Content}
-		},
+			return LLMResult{Content: call.Connector + ": " + call.Messages[0].Content}
+		}),
 	}
 	if _, err := h.RunTest(context.Background(), &Context{UserID: "u1"}, "TestCtx", tt, x); err != nil {
 		t.Fatal(err)

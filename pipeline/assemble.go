@@ -99,6 +99,7 @@ func (t *turn) hookContext(a *assistant.Assistant) *jsapi.Context {
 		Metadata:    t.meta,
 		Emit:        t.emit,
 		Agents:      t,
+		LLM:         t,
 		Memory:      t.p.cfg.Memory,
 		Logger:      t.p.log.With("assistant", a.ID, "user", t.req.UserID, "chat", t.req.ChatID),
 	}

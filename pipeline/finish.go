@@ -24,6 +24,8 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) (record fu
 		}
 		cancel()
 	}
+	// The hooks' own model calls count in the turn's usage.
+	t.usage.Add(t.takeHookUsage())
 	end := time.Now()
 	t.usage.DurationMS = end.Sub(t.start).Milliseconds()
 	if t.scripted {
@@ -41,9 +43,9 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) (record fu
 		final.FinishReason = t.answer.FinishReason
 	}
 	if resp != nil {
-		resp.Usage.DurationMS = t.usage.DurationMS
-		resp.Usage.Egress = t.usage.Egress
-		resp.Usage.CostUSD = t.usage.CostUSD
+		// What was measured last (duration, egress, the hooks' model
+		// calls) is in the response's usage too.
+		resp.Usage = t.usage
 	}
 	code := ""
 	if err != nil {

@@ -112,7 +112,10 @@ type turn struct {
 	// nested is set for a turn another turn's hook runs (ctx.agent,
 	// delegate): that turn holds the user's slot and its own chat.
 	nested bool
-	// mu guards proposed: the proposals with a test prompt the agent made
+	// hookUsage is the usage of the hooks' ctx.llm calls not yet in
+	// usage (guarded by mu: a hook's All calls at once).
+	hookUsage chat.Usage
+	// mu guards proposed and hookUsage: the proposals with a test prompt the agent made
 	// (host tools may run at once), tested once the turn ended.
 	mu       sync.Mutex
 	proposed []proposedTest

@@ -36,6 +36,8 @@ type Backend interface {
 	// OpenTerminal gives a script test of a sandboxed assistant the
 	// assistant's real sandbox (Terminal.Sandbox).
 	OpenTerminal(ctx context.Context, req pipeline.TerminalRequest) (*pipeline.Terminal, error)
+	// CallLLM runs a script test's ctx.llm calls on the app's connectors.
+	CallLLM(ctx context.Context, call jsapi.LLMCall) jsapi.LLMResult
 }
 
 var _ Backend = (*pipeline.Pipeline)(nil)

@@ -2,7 +2,6 @@ package testrun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
-	"github.com/agentbox/agentbox/connector"
 	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/pipeline"
 	"github.com/agentbox/agentbox/sandbox"
@@ -283,7 +281,7 @@ func (r *runner) env(ctx context.Context, owner, chatID string) (*testEnv, error
 			fields["authorized"] = normalize(cfg.Authorized)
 		}
 	}
-	e.x = &jsapi.TestCtx{Fields: fields, Agent: r.agentCall(chatID), LLM: r.llmCall}
+	e.x = &jsapi.TestCtx{Fields: fields, Agent: r.agentCall(chatID), LLM: r.backend}
 	a := r.app.Assistants[owner]
 	switch {
 	case cfg != nil && cfg.Sandbox != nil:
@@ -388,59 +386,4 @@ func (r *runner) agentCall(chatID string) func(ctx context.Context, id string, m
 		}
 		return res
 	}
-}
-
-// llmCall is ctx.llm.Stream for script tests: a direct call of one of the
-// app's connectors.
-func (r *runner) llmCall(ctx context.Context, id string, msgs []chat.Message, opts map[string]any) map[string]any {
-	res := map[string]any{"connector": id}
-	c, ok := r.app.Connectors[id]
-	if !ok {
-		res["error"] = fmt.Sprintf("unknown connector %q", id)
-		return res
-	}
-	rc, err := c.Resolve()
-	if err != nil {
-		res["error"] = err.Error()
-		return res
-	}
-	cl, err := connector.New(connector.Config{Type: rc.Type, Host: rc.Host, Key: rc.Key, Model: rc.Model, Extra: rc.Extra,
-		Params: rc.Params, AuthMode: rc.AuthMode, APIVersion: rc.APIVersion, Script: rc.Script})
-	if err != nil {
-		res["error"] = err.Error()
-		return res
-	}
-	var system string
-	var conv []chat.Message
-	for _, m := range msgs {
-		if m.Role == chat.RoleSystem {
-			system = strings.TrimSpace(system + "\n\n" + m.Content)
-			continue
-		}
-		conv = append(conv, m)
-	}
-	var mo chat.ModelOptions
-	if len(opts) > 0 {
-		if err := remarshal(opts, &mo); err != nil {
-			res["error"] = "options: " + err.Error()
-			return res
-		}
-	}
-	resp, err := cl.Stream(ctx, &connector.Request{Model: rc.Model, System: system, Messages: conv, Options: mo}, func(chat.Event) {})
-	if err != nil {
-		res["error"] = err.Error()
-		return res
-	}
-	res["content"] = resp.Content
-	res["response"] = normalize(resp)
-	return res
-}
-
-// remarshal converts v into out through JSON, refusing unknown fields.
-func remarshal(v, out any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return strictUnmarshal(b, out)
 }
