@@ -41,6 +41,8 @@ type Limits struct {
 	KeptChats       int
 	KeptMemory      int64
 	KeptMemoryShare float64
+	// Pool bounds the warm pool (sandbox.pool of the assistants).
+	Pool PoolLimits
 	// WorkspacesPerUser bounds the workspaces one user has (a chat's is
 	// made by its first sandboxed turn, terminal or upload); a new one past
 	// it is refused (HTTP 507), existing ones go on.
@@ -60,6 +62,21 @@ type Limits struct {
 	Breaker BreakerLimits
 	// ModelProxy bounds what sandboxes ask of the bridge's model proxy.
 	ModelProxy ModelProxyLimits
+}
+
+// PoolLimits bound the warm pool: the sandboxes made ahead of demand for
+// the assistants with sandbox.pool (app.jsonc "limits.pool"). Pooled
+// sandboxes count with the kept chats against KeptChats and KeptMemory:
+// the pool fills only the room the kept chats leave.
+type PoolLimits struct {
+	// Total bounds the pooled sandboxes of every assistant together.
+	Total int
+	// Memory bounds the memory they hold together, in bytes (0: only the
+	// kept chats' cap).
+	Memory int64
+	// Refill is how many pooled sandboxes are made per second at most,
+	// one at a time, and only while no turn waits for a sandbox.
+	Refill int
 }
 
 // ModelProxyLimits bound what sandboxes ask of the bridge's model proxy
@@ -112,6 +129,11 @@ const (
 	// that run (limits.sandboxes of them) and the server.
 	DefaultKeptMemoryShare = 0.5
 	DefaultDrainTimeout    = 30 * time.Second
+	// DefaultPoolTotal and DefaultPoolRefill: a pooled sandbox holds some
+	// 10 MiB idle (a container's init and sleep), so the bound is on what
+	// the engine makes at once, not on memory.
+	DefaultPoolTotal  = 8
+	DefaultPoolRefill = 2
 	// DefaultWorkspacesPerUser: a week of chats (cleanup.retention) for a
 	// heavy user, far from what fills a disk with images.
 	DefaultWorkspacesPerUser = 1000
@@ -135,6 +157,7 @@ func DefaultLimits() Limits {
 		SandboxWait:       DefaultSandboxWait,
 		KeptChats:         DefaultKeptChats,
 		KeptMemoryShare:   DefaultKeptMemoryShare,
+		Pool:              PoolLimits{Total: DefaultPoolTotal, Refill: DefaultPoolRefill},
 		WorkspacesPerUser: DefaultWorkspacesPerUser,
 		DiskPerUserShare:  DefaultDiskPerUserShare,
 		Uploads:           DefaultUploads,
@@ -173,6 +196,12 @@ func (l Limits) WithDefaults() Limits {
 	if l.KeptMemory <= 0 && l.KeptMemoryShare <= 0 {
 		l.KeptMemoryShare = d.KeptMemoryShare
 	}
+	if l.Pool.Total <= 0 {
+		l.Pool.Total = d.Pool.Total
+	}
+	if l.Pool.Refill <= 0 {
+		l.Pool.Refill = d.Pool.Refill
+	}
 	if l.WorkspacesPerUser <= 0 {
 		l.WorkspacesPerUser = d.WorkspacesPerUser
 	}
@@ -196,14 +225,19 @@ func (l Limits) WithDefaults() Limits {
 
 // rawLimits is app.jsonc's "limits" as written.
 type rawLimits struct {
-	TurnsPerUser      *int       `json:"turns_per_user"`
-	TerminalsPerUser  *int       `json:"terminals_per_user"`
-	ChatQueue         *int       `json:"chat_queue"`
-	ChatWait          string     `json:"chat_wait"`
-	Sandboxes         *int       `json:"sandboxes"`
-	SandboxWait       string     `json:"sandbox_wait"`
-	KeptChats         *int       `json:"kept_chats"`
-	KeptMemory        string     `json:"kept_memory"`
+	TurnsPerUser     *int   `json:"turns_per_user"`
+	TerminalsPerUser *int   `json:"terminals_per_user"`
+	ChatQueue        *int   `json:"chat_queue"`
+	ChatWait         string `json:"chat_wait"`
+	Sandboxes        *int   `json:"sandboxes"`
+	SandboxWait      string `json:"sandbox_wait"`
+	KeptChats        *int   `json:"kept_chats"`
+	KeptMemory       string `json:"kept_memory"`
+	Pool             struct {
+		Total  *int   `json:"total"`
+		Memory string `json:"memory"`
+		Refill *int   `json:"refill"`
+	} `json:"pool"`
 	WorkspacesPerUser *int       `json:"workspaces_per_user"`
 	DiskPerUser       string     `json:"disk_per_user"`
 	Uploads           *int       `json:"uploads"`
@@ -256,6 +290,16 @@ func (d *doc) limits(r rawLimits) Limits {
 			d.errPath("limits.kept_memory", "limits.kept_memory: %v", err)
 		} else {
 			l.KeptMemory, l.KeptMemoryShare = n, share
+		}
+	}
+	intIn("limits.pool.total", r.Pool.Total, 1, 1000, &l.Pool.Total)
+	intIn("limits.pool.refill", r.Pool.Refill, 1, 100, &l.Pool.Refill)
+	if d.has("limits.pool.memory") {
+		n, err := units.ParseBytes(strings.TrimSpace(r.Pool.Memory))
+		if err != nil || n < minMemory || n > maxDisk {
+			d.errPath("limits.pool.memory", "limits.pool.memory: %q: want a size from 64m to 16t, like \"4g\"", r.Pool.Memory)
+		} else {
+			l.Pool.Memory = n
 		}
 	}
 	intIn("limits.workspaces_per_user", r.WorkspacesPerUser, 1, 1000000, &l.WorkspacesPerUser)

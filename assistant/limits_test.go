@@ -46,7 +46,7 @@ func TestLimitsDefaults(t *testing.T) {
 func TestLimitsFromAppJSONC(t *testing.T) {
 	app, err := Load(appWith(t, `{
 		"limits": {"turns_per_user": 2, "terminals_per_user": 1, "chat_queue": 0, "chat_wait": "30s", "sandboxes": 3, "sandbox_wait": "5s",
-			"kept_chats": 5, "kept_memory": "6g",
+			"kept_chats": 5, "kept_memory": "6g", "pool": {"total": 3, "memory": "1g", "refill": 4},
 			"workspaces_per_user": 50, "disk_per_user": "20g", "uploads": 3, "uploads_per_user": 2,
 			"breaker": {"failures": 7, "cooldown": "1m"}},
 		"drain_timeout": "5s",
@@ -56,7 +56,7 @@ func TestLimitsFromAppJSONC(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Limits{TurnsPerUser: 2, TerminalsPerUser: 1, ChatQueue: 0, ChatWait: 30 * time.Second, Sandboxes: 3, SandboxWait: 5 * time.Second,
-		KeptChats: 5, KeptMemory: 6 << 30,
+		KeptChats: 5, KeptMemory: 6 << 30, Pool: PoolLimits{Total: 3, Memory: 1 << 30, Refill: 4},
 		WorkspacesPerUser: 50, DiskPerUser: 20 << 30, Uploads: 3, UploadsPerUser: 2,
 		Breaker: BreakerLimits{Failures: 7, Cooldown: time.Minute}}
 	if app.Config.Limits != want || app.Config.DrainTimeout != 5*time.Second {
@@ -124,10 +124,14 @@ func TestKeptLimits(t *testing.T) {
 	_, err = Load(appWith(t, `{"limits": {
   "kept_chats": 0,
   "kept_memory": "150%",
+  "pool": {"total": 0, "memory": "lots", "refill": 500},
 }}`))
 	for _, want := range []string{
 		"app.jsonc:2:17: limits.kept_chats: 0 is out of range: want 1 to 10000",
 		`app.jsonc:3:18: limits.kept_memory: "150%": want a share of the host's memory from 1% to 100%`,
+		"limits.pool.total: 0 is out of range: want 1 to 1000",
+		`limits.pool.memory: "lots": want a size from 64m to 16t`,
+		"limits.pool.refill: 500 is out of range: want 1 to 100",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("problems lack %q: %v", want, err)
@@ -215,6 +219,42 @@ func TestUserDiskLimits(t *testing.T) {
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("problems lack %q: %v", want, err)
+		}
+	}
+}
+
+// TestSandboxPool: sandbox.pool in both forms, and its range.
+func TestSandboxPool(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		src  string
+		want int
+		prob string
+	}{
+		{`{"sandbox": {"command": "claude", "pool": 3}}`, 3, ""},
+		{`{"sandbox": {"command": "claude"}}`, 0, ""},
+		{`{"sandbox": {"version": "2.0", "runner": {"name": "claude"}, "pool": 2}}`, 2, ""},
+		{`{"sandbox": {"command": "claude", "pool": 65}}`, 0, "sandbox.pool 65 is out of range: want 0 to 64"},
+		{`{"sandbox": {"command": "claude", "pool": -1}}`, 0, "sandbox.pool -1 is out of range"},
+	} {
+		var raw rawPackage
+		d := decodeJSONC("package.yao", []byte(tc.src), &raw)
+		app := &App{Config: &AppConfig{}, Agent: &AgentSettings{}}
+		l := &loader{connIDs: map[string]bool{}}
+		a := &Assistant{ID: "a", Dir: t.TempDir()}
+		l.loadSandbox(d, a, raw.Sandbox, app, "")
+		var probs []string
+		for _, p := range d.probs {
+			probs = append(probs, p.String())
+		}
+		got := strings.Join(probs, "\n")
+		switch {
+		case tc.prob == "" && got != "":
+			t.Errorf("%s: problems %s", tc.src, got)
+		case tc.prob != "" && !strings.Contains(got, tc.prob):
+			t.Errorf("%s: problems %q, want %q", tc.src, got, tc.prob)
+		case tc.prob == "" && (a.Sandbox == nil || a.Sandbox.Pool != tc.want):
+			t.Errorf("%s: sandbox %+v, want pool %d", tc.src, a.Sandbox, tc.want)
 		}
 	}
 }

@@ -158,6 +158,7 @@ func parseV1(d *doc, p string, r *rawSandbox, cfg *AppConfig) *Sandbox {
 	if d.has(p + "keep_alive") {
 		s.KeepAlive = parseKeepAlive(d, p+"keep_alive", r.KeepAlive)
 	}
+	s.Pool = parsePool(d, p+"pool", r.Pool)
 	if r.Arguments != nil {
 		s.Arguments = *r.Arguments
 		checkArguments(d, p+"arguments.", s.Command, s.Arguments)
@@ -233,6 +234,21 @@ func parseDurationIn(d *doc, path, s string, lo, hi time.Duration) time.Duration
 		return v
 	}
 	return 0
+}
+
+// maxPool bounds sandbox.pool; limits.pool.total bounds all of them.
+const maxPool = 64
+
+// parsePool checks sandbox.pool: 0 (the default) to maxPool.
+func parsePool(d *doc, path string, n *int) int {
+	switch {
+	case n == nil || !d.has(path):
+		return 0
+	case *n < 0 || *n > maxPool:
+		d.errPath(path, "%s %d is out of range: want 0 to %d", path, *n, maxPool)
+		return 0
+	}
+	return *n
 }
 
 // parseKeepAlive checks sandbox.keep_alive: "0" or "off" (the default:

@@ -34,6 +34,8 @@ type rawSandbox struct {
 	Timeout   string          `json:"timeout"`
 	KeepAlive string          `json:"keep_alive"`
 	Arguments *chat.Arguments `json:"arguments"`
+	// Both forms: sandbox.pool.
+	Pool *int `json:"pool"`
 	// Both forms (agentbox's network: "none", "host" or an allow list;
 	// secrets as strings, Yao v2's objects, or agentbox's {value, hosts}).
 	Network any            `json:"network"`
@@ -285,6 +287,7 @@ func (l *loader) parseV2(d *doc, p string, r *rawSandbox, a *Assistant, app *App
 	s.Prepare = l.checkPrepare(d, p, r.Prepare, a.Dir)
 	s.Environment = checkEnv(d, p+"environment", r.Environment)
 	s.Secrets = parseSecrets(d, p+"secrets", r.Secrets, s.Egress)
+	s.Pool = parsePool(d, p+"pool", r.Pool)
 	return s
 }
 

@@ -349,6 +349,11 @@ type Sandbox struct {
 	// default because a kept chat holds a container and a CLI of some
 	// 280 MiB while its user reads and types.
 	KeepAlive time.Duration
+	// Pool (sandbox.pool) asks for this many sandboxes of the assistant
+	// made ahead of demand, so that a new chat claims a running one
+	// instead of waiting for its start (0, the default: none); bounded by
+	// app.jsonc's limits.pool.
+	Pool int
 	// Network is none or host; app.jsonc's default is applied at load (""
 	// = the server's default). It is none when Egress is set.
 	Network string

@@ -237,37 +237,8 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 			return nil, err
 		}
 	}
-	binary := opts.Binary
-	if binary == "" {
-		if binary, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("bridge binary: %w", err)
-		}
-	}
-	if st, err := os.Stat(binary); err != nil {
-		return nil, fmt.Errorf("bridge binary: %w", err)
-	} else if st.IsDir() || st.Mode()&0o111 == 0 {
-		return nil, fmt.Errorf("bridge binary %s: not an executable file", binary)
-	}
-
-	parent := opts.Dir
-	if opts.Gateway != nil && opts.Gateway.dir != "" {
-		parent = opts.Gateway.dir
-	}
-	if parent == "" {
-		parent = DefaultDir()
-	}
-	// The parent may be traversed but not listed (0711): a runtime that
-	// binds as the sandbox user (local, bubblewrap) must reach the
-	// per-request directory below it, whose random name it is given.
-	if err := os.MkdirAll(parent, 0o711); err != nil {
-		return nil, fmt.Errorf("bridge dir: %w", err)
-	}
-	if err := os.Chmod(parent, 0o711); err != nil {
-		return nil, fmt.Errorf("bridge dir: %w", err)
-	}
-	// Beside the per-request folders, not among them: a copy is shared by
-	// every session and outlives them.
-	if binary, err = mountedBinary(binary, filepath.Join(filepath.Dir(parent), "agentbox-bin"), opts.ReadableBinary); err != nil {
+	binary, parent, err := binaryAndDir(opts)
+	if err != nil {
 		return nil, err
 	}
 	// The per-request directory has a random name and mode 0700, owned by
@@ -385,6 +356,56 @@ func (s *Session) listen(name string) (net.Listener, error) {
 		return nil, fmt.Errorf("bridge socket %s: %w", name, err)
 	}
 	return ln, nil
+}
+
+// binaryAndDir are the binary a session of opts mounts into its sandbox
+// and the parent of its directory, made.
+func binaryAndDir(opts Options) (binary, parent string, err error) {
+	binary = opts.Binary
+	if binary == "" {
+		if binary, err = os.Executable(); err != nil {
+			return "", "", fmt.Errorf("bridge binary: %w", err)
+		}
+	}
+	if st, err := os.Stat(binary); err != nil {
+		return "", "", fmt.Errorf("bridge binary: %w", err)
+	} else if st.IsDir() || st.Mode()&0o111 == 0 {
+		return "", "", fmt.Errorf("bridge binary %s: not an executable file", binary)
+	}
+	parent = opts.Dir
+	if opts.Gateway != nil && opts.Gateway.dir != "" {
+		parent = opts.Gateway.dir
+	}
+	if parent == "" {
+		parent = DefaultDir()
+	}
+	// The parent may be traversed but not listed (0711): a runtime that
+	// binds as the sandbox user (local, bubblewrap) must reach the
+	// per-request directory below it, whose random name it is given.
+	if err := os.MkdirAll(parent, 0o711); err != nil {
+		return "", "", fmt.Errorf("bridge dir: %w", err)
+	}
+	if err := os.Chmod(parent, 0o711); err != nil {
+		return "", "", fmt.Errorf("bridge dir: %w", err)
+	}
+	// Beside the per-request folders, not among them: a copy is shared by
+	// every session and outlives them.
+	if binary, err = mountedBinary(binary, filepath.Join(filepath.Dir(parent), "agentbox-bin"), opts.ReadableBinary); err != nil {
+		return "", "", err
+	}
+	return binary, parent, nil
+}
+
+// BinaryMount is the mount of the agentbox binary that every session of
+// opts (its Binary, Dir, Gateway and ReadableBinary) gives its sandbox,
+// the first of Session.Mounts: what a sandbox made ahead of its session
+// is made with (sandbox.Pooler).
+func BinaryMount(opts Options) (sandbox.Mount, error) {
+	binary, _, err := binaryAndDir(opts)
+	if err != nil {
+		return sandbox.Mount{}, err
+	}
+	return sandbox.Mount{Source: binary, Target: GuestBinary}, nil
 }
 
 // Dir is the session's private host directory (removed by Close).

@@ -9,6 +9,9 @@ import (
 const (
 	// SandboxCold: the turn created its sandbox and started the CLI.
 	SandboxCold = "cold"
+	// SandboxPooled: the turn claimed a sandbox made ahead of demand (the
+	// assistant's warm pool, sandbox.pool) and started the CLI.
+	SandboxPooled = "pooled"
 	// SandboxWarm: the turn ran on its chat's live sandbox and CLI
 	// (sandbox.keep_alive).
 	SandboxWarm = "warm"
@@ -23,7 +26,7 @@ const (
 // (the request's arrival): what a user waits for.
 type Timings struct {
 	// Sandbox is how a sandboxed turn got its sandbox: SandboxCold,
-	// SandboxWarm or SandboxRestart ("" for a direct assistant).
+	// SandboxPooled, SandboxWarm or SandboxRestart ("" for a direct assistant).
 	Sandbox string `json:"sandbox,omitempty"`
 	// ChatWaitMS is the wait for the chat's previous turn, SandboxWaitMS
 	// the wait for a sandbox slot (limits).

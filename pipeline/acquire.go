@@ -158,9 +158,15 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	}
 	spec := p.sandboxSpec(app, a, t.req.UserID, t.req.ChatID, ws, mounts)
 	spec.Env = withBridgeEnv(env, t.bridge)
-	sb, err := rt.Create(ctx, spec)
+	// A new chat of a pooled assistant claims a sandbox made ahead of
+	// demand, else (none ready, or its check failed) creates its own.
+	t.tm.sandbox = chat.SandboxPooled
+	sb := p.pool.claim(ctx, a, name, spec)
+	if sb == nil {
+		t.tm.sandbox = chat.SandboxCold
+		sb, err = rt.Create(ctx, spec)
+	}
 	t.phase(phaseSandboxCreate, createStart)
-	t.tm.sandbox = chat.SandboxCold
 	prog.end()
 	if err != nil {
 		release()

@@ -137,4 +137,5 @@ func (p *Pipeline) AppReloaded(app *assistant.App) {
 		go p.kept.drop(c)
 	}
 	p.kept.trim()
+	p.pool.poke()
 }

@@ -81,6 +81,21 @@ type slotPool struct {
 	sem   *semaphore.Weighted
 }
 
+// tryAcquire takes a slot when one is free now.
+func (s *slotPool) tryAcquire(limit int) (func(), bool) {
+	s.mu.Lock()
+	if s.sem == nil || s.limit != limit {
+		s.sem, s.limit = semaphore.NewWeighted(int64(limit)), limit
+	}
+	sem := s.sem
+	s.mu.Unlock()
+	if !sem.TryAcquire(1) {
+		return nil, false
+	}
+	var once sync.Once
+	return func() { once.Do(func() { sem.Release(1) }) }, true
+}
+
 func (s *slotPool) acquire(ctx context.Context, limit int, wait time.Duration) (func(), error) {
 	s.mu.Lock()
 	if s.sem == nil || s.limit != limit {
@@ -132,8 +147,14 @@ func (t *turn) sandboxSlot(ctx context.Context, lim assistant.Limits) (func(), e
 // terminal's; each observes its wait).
 func (p *Pipeline) sandboxSlot(ctx context.Context, lim assistant.Limits) (func(), error) {
 	p.metrics.waiting.Inc()
+	p.waits.Add(1)
 	release, err := p.slots.acquire(ctx, lim.Sandboxes, lim.SandboxWait)
+	p.waits.Add(-1)
 	p.metrics.waiting.Dec()
+	if err == nil {
+		// A turn that ends gives the pool a chance to refill.
+		release = func(release func()) func() { return func() { release(); p.pool.poke() } }(release)
+	}
 	switch {
 	case err == nil:
 		return release, nil

@@ -26,6 +26,13 @@ type Metrics struct {
 	checkpoints     prometheus.Counter
 	checkpointTime  prometheus.Histogram
 	checkpointAdded prometheus.Counter
+	// pool is the warm pool: its ready sandboxes by assistant, their
+	// memory, the sandboxes made, and the new chats of pooled assistants
+	// by how they got their sandbox.
+	poolReadyGauge *prometheus.GaugeVec
+	poolMemory     prometheus.Gauge
+	poolMade       prometheus.Gauge
+	poolClaims     *prometheus.CounterVec
 }
 
 // durationBuckets span a quick direct answer to a long agent run.
@@ -61,14 +68,26 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Time a chat's checkpoint took (files, memory, history).", Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}),
 		checkpointAdded: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentbox_checkpoint_added_bytes_total",
 			Help: "Bytes checkpoints added to the checkpoint store (new objects, compressed)."}),
+		poolReadyGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentbox_pool_ready",
+			Help: "Pooled sandboxes waiting for a new chat, by assistant (sandbox.pool)."}, []string{"assistant"}),
+		poolMemory: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentbox_pool_memory_bytes",
+			Help: "Memory the pooled sandboxes hold, as last measured."}),
+		poolMade: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentbox_pool_made",
+			Help: "Pooled sandboxes made since the start."}),
+		poolClaims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentbox_pool_claims_total",
+			Help: `New chats of pooled assistants by how they got their sandbox: "warm" (claimed from the pool), "cold" (the pool had none), "dropped" (a pooled sandbox that failed its check, removed).`},
+			[]string{"outcome"}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.turns, m.running, m.waiting, m.sandboxes, m.duration, m.phases, m.tokens, m.cost, m.rejects,
-			m.checkpoints, m.checkpointTime, m.checkpointAdded} {
+			m.checkpoints, m.checkpointTime, m.checkpointAdded, m.poolReadyGauge, m.poolMemory, m.poolMade, m.poolClaims} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
 		}
+	}
+	for _, o := range []string{"warm", "cold", "dropped"} {
+		m.poolClaims.WithLabelValues(o)
 	}
 	for _, l := range []string{"turns_per_user", "terminals_per_user", "chat_queue", "chat_wait", "sandboxes", "workspaces_per_user", "disk_per_user", "uploads_per_user", "uploads"} {
 		m.rejects.WithLabelValues(l) // present at 0 before the first refusal
@@ -84,6 +103,18 @@ func mustMetrics() *Metrics {
 	}
 	return m
 }
+
+// poolReady sets the pool's gauges from its status.
+func (m *Metrics) poolReady(st PoolStatus) {
+	m.poolReadyGauge.Reset()
+	for _, a := range st.Assistants {
+		m.poolReadyGauge.WithLabelValues(a.ID).Set(float64(a.Ready))
+	}
+	m.poolMemory.Set(float64(st.MemoryBytes))
+	m.poolMade.Set(float64(st.Made))
+}
+
+func (m *Metrics) poolClaim(outcome string) { m.poolClaims.WithLabelValues(outcome).Inc() }
 
 func (m *Metrics) rejected(limit string) { m.rejects.WithLabelValues(limit).Inc() }
 

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -130,6 +131,10 @@ type Pipeline struct {
 	breakers    *breaker.Set
 	metrics     *Metrics
 	kept        *keptChats
+	pool        *warmPool
+	// waits counts the turns and terminals waiting for a sandbox slot:
+	// the pool makes none meanwhile.
+	waits atomic.Int64
 	// proxyLimits bound what the model proxies of all this server's
 	// sandboxes hold at once (limits.model_proxy.request_memory, as the
 	// app had it at the start).
@@ -195,7 +200,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = mustMetrics()
 	}
-	return &Pipeline{
+	p := &Pipeline{
 		cfg:         cfg,
 		log:         cfg.Logger,
 		executors:   cfg.Executors,
@@ -208,7 +213,9 @@ func New(cfg Config) (*Pipeline, error) {
 		kept:        newKeptChats(),
 		closeDone:   make(chan struct{}),
 		proxyLimits: bridge.NewServerLimits(limits(cfg.App.Current()).ModelProxy.RequestMemory, 0),
-	}, nil
+	}
+	p.pool = newWarmPool(p)
+	return p, nil
 }
 
 // limits are the app's limits (app.jsonc "limits", defaults for a hand-built
@@ -275,6 +282,8 @@ func (p *Pipeline) Close(ctx context.Context) error {
 		p.closed = true
 		p.mu.Unlock()
 		p.closeTerminals("", "")
+		// Nothing claims a pooled sandbox any more.
+		p.pool.close()
 		done := make(chan struct{})
 		go func() {
 			p.wg.Wait()

@@ -84,6 +84,11 @@ type breakerReporter interface {
 	Breakers() []breaker.Status
 }
 
+// poolReporter is a Backend with a warm pool (*pipeline.Pipeline).
+type poolReporter interface {
+	Pool() pipeline.PoolStatus
+}
+
 // healthBody is GET /health: cheap (no I/O), and safe without
 // authentication: it names connectors whose breakers are not closed, never
 // hosts, keys or users.
@@ -98,6 +103,8 @@ type healthBody struct {
 	// Breakers lists the connectors whose circuit breaker is open or
 	// half-open: their calls fail fast until a probe succeeds.
 	Breakers []breakerHealth `json:"breakers,omitempty"`
+	// Pool is the warm pool, when an assistant has sandbox.pool.
+	Pool *pipeline.PoolStatus `json:"pool,omitempty"`
 }
 
 type assistantsHealth struct {
@@ -143,6 +150,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ string) {
 				body.Breakers = append(body.Breakers, breakerHealth{Connector: st.Name, State: string(st.State),
 					RetryAfter: int(st.RetryAfter.Seconds() + 0.999)})
 			}
+		}
+	}
+	if pr, ok := s.backend.(poolReporter); ok {
+		if st := pr.Pool(); st.Target > 0 {
+			body.Pool = &st
 		}
 	}
 	writeJSON(w, status, body)

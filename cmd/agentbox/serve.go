@@ -484,6 +484,9 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 	env.closers = append(env.closers, p.Close)
 	if opts.Serve {
 		cleanLeftovers(ctx, bridgeCfg.Dir, ws, p.RunFiles(), opts.Logger)
+		// The assistants with sandbox.pool get their sandboxes made ahead
+		// of their new chats (a one-turn run has none to wait for).
+		p.StartPool()
 		for _, gw := range bridgeCfg.Gateways {
 			if gw.Dir() != "" {
 				// On the claim: what this host's dead servers left there.

@@ -99,6 +99,11 @@ type Options struct {
 	// (default: agentbox-gvisor-bin in the temporary folder).
 	GVisorReadable []string
 	GVisorCopyDir  string
+	// PoolDir is the parent of the folders through which pooled
+	// containers (Prestart) get their workspace and sockets (default:
+	// DefaultPoolDir). It must be on the file system of the bridge's
+	// folder.
+	PoolDir string
 	// CallTimeout bounds every single engine call (default 15s).
 	CallTimeout time.Duration
 	// Logger receives reaper reports (default: discard).
@@ -116,6 +121,10 @@ type Runtime struct {
 	tracked  *tracker
 	reaper   *reaper
 	readable *readableCopies
+
+	// sweepOnce sweeps the slots dead processes left, before the first
+	// Prestart.
+	sweepOnce sync.Once
 
 	mu     sync.Mutex
 	closed bool
@@ -281,27 +290,56 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		spec.Image = r.opts.Image
 	}
 	name := "agentbox-" + randHex(8)
-	var hidden []sandbox.Hidden
-	if spec.Workspace != nil {
-		var err error
-		if hidden, err = sandbox.PrepareHide(ctx, spec.Workspace, spec.Hide); err != nil {
-			return nil, fmt.Errorf("docker create: %w", err)
-		}
+	if err := checkOwner(spec); err != nil {
+		return nil, err
 	}
-	cfg, hc, err := r.containerConfig(spec, hidden, name, time.Now())
+	hidden, err := sandbox.PrepareHide(ctx, spec.Workspace, spec.Hide)
+	if err != nil {
+		return nil, fmt.Errorf("docker create: %w", err)
+	}
+	cfg, hc, err := r.containerConfig(spec, bindMount(spec.Workspace.Dir(), sandbox.Workdir, false), hidden, name, time.Now())
 	if err != nil {
 		return nil, err
 	}
+	created, err := r.start(ctx, name, cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	return &Sandbox{rt: r, id: created, name: name, ws: spec.Workspace, env: env, terms: map[*terminal]struct{}{}}, nil
+}
+
+// checkOwner checks the workspace and the user and chat ids of a spec a
+// sandbox is made or claimed for.
+func checkOwner(spec sandbox.Spec) error {
+	if spec.Workspace == nil {
+		return errors.New("docker create: spec has no workspace")
+	}
+	if err := sandbox.ValidateID("user", spec.UserID); err != nil {
+		return fmt.Errorf("docker create: %w", err)
+	}
+	if err := sandbox.ValidateID("chat", spec.ChatID); err != nil {
+		return fmt.Errorf("docker create: %w", err)
+	}
+	return nil
+}
+
+// start creates and starts the container name of cfg and hc, and returns
+// its id; a failure leaves no container behind.
+func (r *Runtime) start(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig) (string, error) {
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("docker create: runtime closed: %w", sandbox.ErrEngineUnavailable)
+		return "", fmt.Errorf("docker create: runtime closed: %w", sandbox.ErrEngineUnavailable)
 	}
 	if hc.Runtime != "" {
-		ms, err := r.readableMounts(ctx, spec.Image, r.opts.GVisorReadable)
+		ms, err := r.readableMounts(ctx, cfg.Image, r.opts.GVisorReadable)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		for _, m := range ms {
 			hc.Mounts = append(hc.Mounts, bindMount(m.Source, m.Target, true))
@@ -316,12 +354,12 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		_ = r.remove(ctx, name)
 		r.tracked.drop(name)
 		if cerrdefs.IsNotFound(err) && ctx.Err() == nil {
-			return nil, fmt.Errorf("docker create: image %q is not on this engine (agentbox never pulls; build or load it, e.g. `make image`): %w", spec.Image, err)
+			return "", fmt.Errorf("docker create: image %q is not on this engine (agentbox never pulls; build or load it, e.g. `make image`): %w", cfg.Image, err)
 		}
 		if err := missingRuntime(ctx, "create", hc, err); err != nil {
-			return nil, err
+			return "", err
 		}
-		return nil, r.engineErr(ctx, "create", err)
+		return "", r.engineErr(ctx, "create", err)
 	}
 	sctx, cancel := r.call(ctx)
 	err = r.cli.ContainerStart(sctx, created.ID, container.StartOptions{})
@@ -330,15 +368,11 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		_ = r.remove(ctx, created.ID)
 		r.tracked.drop(name)
 		if err := missingRuntime(ctx, "start", hc, err); err != nil {
-			return nil, err
+			return "", err
 		}
-		return nil, r.engineErr(ctx, "start", err)
+		return "", r.engineErr(ctx, "start", err)
 	}
-	env := map[string]string{}
-	for k, v := range spec.Env {
-		env[k] = v
-	}
-	return &Sandbox{rt: r, id: created.ID, name: name, ws: spec.Workspace, env: env, terms: map[*terminal]struct{}{}}, nil
+	return created.ID, nil
 }
 
 // GVisorHostPids is the host's pids limit of a gVisor sandbox whose agent
@@ -366,7 +400,9 @@ func missingRuntime(ctx context.Context, op string, hc *container.HostConfig, er
 }
 
 // containerConfig builds the container's configuration: the one place that
-// decides how a sandbox is confined. Hardening: an init process (reaps
+// decides how a sandbox is confined, whether it is made for a chat
+// (Create, the workspace bound) or ahead of demand (Prestart, the
+// workspace's slot bound). Hardening: an init process (reaps
 // zombies, forwards signals), the non-root user, all capabilities dropped,
 // no-new-privileges, a pids limit, memory with swap equal to it (no swap),
 // a cpu limit, a read-only root with tmpfs /tmp and home, the network mode
@@ -377,16 +413,7 @@ func missingRuntime(ctx context.Context, op string, hc *container.HostConfig, er
 // With sandbox.IsolationGVisor the same container runs on gVisor's runsc
 // (Options.GVisorRuntime), which applies every one of these inside its
 // own kernel and keeps the host's behind it.
-func (r *Runtime) containerConfig(spec sandbox.Spec, hidden []sandbox.Hidden, name string, now time.Time) (*container.Config, *container.HostConfig, error) {
-	if spec.Workspace == nil {
-		return nil, nil, errors.New("docker create: spec has no workspace")
-	}
-	if err := sandbox.ValidateID("user", spec.UserID); err != nil {
-		return nil, nil, fmt.Errorf("docker create: %w", err)
-	}
-	if err := sandbox.ValidateID("chat", spec.ChatID); err != nil {
-		return nil, nil, fmt.Errorf("docker create: %w", err)
-	}
+func (r *Runtime) containerConfig(spec sandbox.Spec, workspace mount.Mount, hidden []sandbox.Hidden, name string, now time.Time) (*container.Config, *container.HostConfig, error) {
 	if spec.Image == "" {
 		return nil, nil, errors.New("docker create: no image (set the assistant's sandbox.image or the runtime's default image)")
 	}
@@ -491,7 +518,7 @@ func (r *Runtime) containerConfig(spec sandbox.Spec, hidden []sandbox.Hidden, na
 		}
 		pidsLimit = GVisorHostPids(pids)
 	}
-	hc.Mounts = append(hc.Mounts, bindMount(spec.Workspace.Dir(), sandbox.Workdir, false))
+	hc.Mounts = append(hc.Mounts, workspace)
 	for _, m := range mounts {
 		hc.Mounts = append(hc.Mounts, bindMount(m.Source, m.Target, !m.Writable))
 	}
@@ -513,14 +540,21 @@ func (r *Runtime) containerConfig(spec sandbox.Spec, hidden []sandbox.Hidden, na
 	return cfg, hc, nil
 }
 
-// Reap removes our labelled containers that no live request owns:
+// Reap removes our labelled containers that no live request owns
+// (pooled ones too, and the slots of those whose process is gone):
 // containers of this instance made by an earlier run (the server
 // restarted), containers of this run it does not track (a failed cleanup),
 // and containers of other instances older than opts.Grace (default
 // DefaultReapGrace). With DryRun it only reports. It returns the names of
 // the containers removed (or that would be), sorted.
 func (r *Runtime) Reap(ctx context.Context, opts ReapOptions) ([]string, error) {
-	return r.reaper.reap(ctx, opts)
+	reaped, err := r.reaper.reap(ctx, opts)
+	if !opts.DryRun {
+		// The slots of pooled containers whose process is gone hold
+		// workspaces' mounts on the host.
+		r.sweepSlots()
+	}
+	return reaped, err
 }
 
 // StartReaper reaps now and then every interval (0: one minute) until
@@ -533,6 +567,7 @@ func (r *Runtime) StartReaper(interval time.Duration) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		r.sweepOnce.Do(r.sweepSlots)
 		r.reaper.loop(r.ctx, interval)
 	}()
 }

@@ -30,6 +30,9 @@ type Sandbox struct {
 	name string
 	ws   *sandbox.Workspace
 	env  map[string]string
+	// release gives back what the sandbox holds beside its container
+	// once that is gone (a claimed pooled container's slot; nil: none).
+	release func() error
 
 	procs sandbox.Procs
 
@@ -139,6 +142,11 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 	err := s.rt.remove(ctx, s.id)
 	if err == nil {
 		s.rt.tracked.drop(s.name)
+	}
+	if s.release != nil {
+		// Also when the container could not be removed: the workspace's
+		// mounts on the host go, so that it can be released.
+		err = errors.Join(err, s.release())
 	}
 	// The streams end with the container; make sure (a loaded engine may
 	// take its time to close an exec's stream, runsc's TTY execs most).

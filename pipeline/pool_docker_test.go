@@ -1,0 +1,182 @@
+package pipeline
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
+	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/scripted"
+)
+
+// swapApp is an AppSource whose app a test replaces (a reload).
+type swapApp struct{ app atomic.Pointer[assistant.App] }
+
+func (s *swapApp) Current() *assistant.App { return s.app.Load() }
+
+// waitPool waits until the pool holds ready sandboxes of coder.
+func waitPool(t *testing.T, ctx context.Context, p *Pipeline, ready int) {
+	t.Helper()
+	for {
+		if st := p.Pool(); st.Ready >= ready {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("pool never held %d ready sandboxes: %+v", ready, p.Pool())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// TestPoolInDocker: new chats of an assistant with sandbox.pool claim
+// sandboxes made ahead of demand, each with its own workspace and
+// nothing of another chat's; a pooled sandbox that fails its check is
+// dropped and the chat gets another; a reloaded assistant's pooled
+// sandboxes are replaced; Close leaves none behind.
+func TestPoolInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the warm pool attaches workspaces with mounts: needs root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	src := &swapApp{}
+	lookTurns := []scripted.Turn{
+		{When: &scripted.Match{Contains: "look"}, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{
+			"command": "ls -A /workspace; cat /workspace/mine.txt 2>/dev/null; echo $PWD > /workspace/mine.txt; echo done"}}}},
+		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Looked."},
+	}
+	var turns []scripted.Turn
+	for range 2 {
+		turns = append(turns, lookTurns...)
+	}
+	for range 4 {
+		turns = append(turns, scripted.Turn{When: &scripted.Match{Contains: "hi"}, Text: "Hello."})
+	}
+	e := newKeptEnv(t, ctx, 0, turns, func(c *Config) { src.app.Store(c.App.Current()); c.App = src })
+	e.coder.Sandbox.Pool = 2
+	e.p.StartPool()
+	waitPool(t, ctx, e.p, 2)
+	var seen []string
+	for _, ps := range e.p.pool.ready["coder"] {
+		seen = append(seen, ps.sb.(*docker.Pooled).Name())
+	}
+
+	look := func(chatID string) string {
+		t.Helper()
+		var rec chattest.Recorder
+		resp, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: chatID, AssistantID: "coder", Messages: user("look around")}, rec.Emit)
+		if err != nil {
+			t.Fatalf("%s: %v", chatID, err)
+		}
+		if tm := rec.Last().Final.Timings; resp.Content != "Looked." || tm.Sandbox != chat.SandboxPooled {
+			t.Fatalf("%s: %q on %s, want Looked. on a pooled sandbox", chatID, resp.Content, tm.Sandbox)
+		}
+		for _, ev := range rec.Events() {
+			if ev.Type == chat.TypeToolResult && ev.Event == chat.Start {
+				out, _ := ev.Props["content"].(string)
+				return out
+			}
+		}
+		t.Fatalf("%s: no tool result", chatID)
+		return ""
+	}
+	// Each chat sees its own workspace: the first sees nothing of the
+	// other's file, the chat's own file stays in its workspace.
+	for _, c := range []string{"c1", "c2"} {
+		if out := look(c); strings.Contains(out, "mine.txt") || !strings.Contains(out, "done") {
+			t.Errorf("%s's first look: %q, want an empty workspace", c, out)
+		}
+	}
+	for _, c := range []string{"c1", "c2"} {
+		ws, release, err := e.ws.Acquire(ctx, "alice", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ws.ReadFile(ctx, "mine.txt", 100)
+		release()
+		if err != nil || strings.TrimSpace(string(b)) != "/workspace" {
+			t.Errorf("%s's workspace holds %q, %v", c, b, err)
+		}
+	}
+
+	// A pooled sandbox whose container died is dropped on claim; the
+	// chat gets the next one, or its own.
+	waitPool(t, ctx, e.p, 2)
+	e.p.pool.mu.Lock()
+	victim := e.p.pool.ready["coder"][0].sb.(*docker.Pooled)
+	e.p.pool.mu.Unlock()
+	rt := e.p.cfg.Runtimes["docker"].(*docker.Runtime)
+	if err := rt.Client().ContainerKill(ctx, victim.ID(), "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	if got, tm := e.turn(t, ctx, "c3", "hi"); got != "Hello." || tm.Sandbox != chat.SandboxPooled {
+		t.Errorf("after a dead pooled sandbox: %q on %s", got, tm.Sandbox)
+	}
+	if st := e.p.Pool(); st.Dropped != 1 || st.Claimed != 3 {
+		t.Errorf("pool %+v: want 1 dropped, 3 claimed", st)
+	}
+
+	// A reloaded assistant gets pooled sandboxes of its own.
+	waitPool(t, ctx, e.p, 2)
+	e.p.pool.mu.Lock()
+	for _, ps := range e.p.pool.ready["coder"] {
+		seen = append(seen, ps.sb.(*docker.Pooled).Name())
+	}
+	e.p.pool.mu.Unlock()
+	next := *e.app
+	next.Assistants = map[string]*assistant.Assistant{}
+	changed := *e.coder
+	changed.Sandbox = new(*e.coder.Sandbox)
+	next.Assistants["coder"] = &changed
+	src.app.Store(&next)
+	e.p.AppReloaded(&next)
+	for {
+		e.p.pool.mu.Lock()
+		n := 0
+		for _, ps := range e.p.pool.ready["coder"] {
+			if ps.assistant == &changed {
+				n++
+			}
+		}
+		e.p.pool.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no pooled sandboxes of the reloaded assistant: %+v", e.p.Pool())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if got, tm := e.turn(t, ctx, "c4", "hi"); got != "Hello." || tm.Sandbox != chat.SandboxPooled {
+		t.Errorf("reloaded: %q on %s", got, tm.Sandbox)
+	}
+
+	// Close removes every pooled sandbox and its slot.
+	e.p.pool.mu.Lock()
+	for _, ps := range e.p.pool.ready["coder"] {
+		seen = append(seen, ps.sb.(*docker.Pooled).Name())
+	}
+	e.p.pool.mu.Unlock()
+	if err := e.p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range seen {
+		if _, err := rt.Client().ContainerInspect(ctx, name); err == nil {
+			t.Errorf("pooled container %s left after Close", name)
+		}
+		if _, err := os.Stat(rt.PoolDir() + "/" + name); err == nil {
+			t.Errorf("slot %s left after Close", name)
+		}
+	}
+}
