@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,9 +25,11 @@ import (
 // the same way.
 //
 // Copies are named by their content, so every process running the same
-// build shares one; a copy no process has used for copyMaxAge is removed
-// when a new one is made (each is the size of the binary, and a host sees
-// a new build at every upgrade).
+// build shares one; when a new one is made, a copy no process has used for
+// copyMaxAge is removed, and so are all but the maxCopies most recently
+// used (each is the size of the binary: a host sees a new build at every
+// upgrade, a developer's at every build). A process whose copy was removed
+// makes it again at its next session; sandboxes that mount it keep theirs.
 func mountedBinary(binary, dir string, readable bool) (string, error) {
 	st, err := os.Stat(binary)
 	if err != nil {
@@ -84,25 +87,48 @@ func mountedBinary(binary, dir string, readable bool) (string, error) {
 	return name, nil
 }
 
-// copyMaxAge is how long an execute-only copy no process uses is kept.
-const copyMaxAge = 24 * time.Hour
+// copyMaxAge is how long an execute-only copy no process uses is kept,
+// and maxCopies how many copies at most (with the new one).
+const (
+	copyMaxAge = 24 * time.Hour
+	maxCopies  = 8
+)
 
 // removeStaleCopies removes the copies in dir, but keep, that nothing has
-// used since before. A server still running an older build touches its
-// copy at least hourly while it uses it, and makes it again if it is gone.
+// used since before, and the least recently used beyond maxCopies. A
+// server still running an older build touches its copy at least hourly
+// while it uses it, and makes it again if it is gone.
 func removeStaleCopies(dir, keep string, before time.Time) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
+	type copyFile struct {
+		path string
+		used time.Time
+	}
+	var kept []copyFile
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		if p == keep || !strings.HasPrefix(e.Name(), "agentbox-") {
 			continue
 		}
-		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && info.ModTime().Before(before) {
-			_ = os.Remove(p)
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
 		}
+		if info.ModTime().Before(before) {
+			_ = os.Remove(p)
+			continue
+		}
+		kept = append(kept, copyFile{p, info.ModTime()})
+	}
+	if len(kept) < maxCopies {
+		return
+	}
+	slices.SortFunc(kept, func(a, b copyFile) int { return b.used.Compare(a.used) })
+	for _, c := range kept[maxCopies-1:] {
+		_ = os.Remove(c.path)
 	}
 }
 

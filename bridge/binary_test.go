@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -53,6 +54,42 @@ func TestExecuteOnlyCopies(t *testing.T) {
 	}
 	if _, err := os.Stat(a); err != nil {
 		t.Errorf("a copy in use was removed: %v", err)
+	}
+}
+
+// However many builds come and go, at most maxCopies copies stay: the least
+// recently used go first.
+func TestCopiesAreBounded(t *testing.T) {
+	t.Parallel()
+	src, dir := t.TempDir(), filepath.Join(t.TempDir(), "agentbox-bin")
+	var copies []string
+	for i := range maxCopies + 3 {
+		p := filepath.Join(src, "build")
+		if err := os.WriteFile(p, []byte(fmt.Sprint("build ", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c, err := mountedBinary(p, dir, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each an hour apart, the newest now.
+		used := time.Now().Add(time.Duration(i-maxCopies-3) * time.Hour)
+		if err := os.Chtimes(c, used, used); err != nil {
+			t.Fatal(err)
+		}
+		copies = append(copies, c)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != maxCopies {
+		t.Errorf("%d copies after %d builds, want %d", len(entries), len(copies), maxCopies)
+	}
+	for _, c := range copies[len(copies)-maxCopies:] {
+		if _, err := os.Stat(c); err != nil {
+			t.Errorf("a recently used copy was removed: %v", err)
+		}
 	}
 }
 
