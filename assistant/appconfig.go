@@ -35,6 +35,7 @@ type rawApp struct {
 	Limits         rawLimits          `json:"limits"`
 	DrainTimeout   string             `json:"drain_timeout"`
 	Store          rawStore           `json:"store"`
+	Images         ImagesConfig       `json:"images"`
 }
 
 // rawSandboxDefaults is app.jsonc's sandbox block as written.
@@ -113,6 +114,13 @@ func (l *loader) loadConfig() *AppConfig {
 			d.errPath(fmt.Sprintf("allowed_origins[%d]", i), "allowed_origins[%d]: %v", i, err)
 		} else {
 			cfg.AllowedOrigins = append(cfg.AllowedOrigins, n)
+		}
+	}
+	for i, h := range raw.Images.AllowedHosts {
+		if n, err := CheckAllowedHost(h); err != nil {
+			d.errPath(fmt.Sprintf("images.allowed_hosts[%d]", i), "images.allowed_hosts[%d]: %v", i, err)
+		} else {
+			cfg.Images.AllowedHosts = append(cfg.Images.AllowedHosts, n)
 		}
 	}
 	seen := map[string]int{}

@@ -97,6 +97,16 @@ type AppConfig struct {
 	// Store is the database of chats, memory and usage (default: SQLite
 	// at DATA_ROOT/agentbox.db); ResolveStore gives its store.Config.
 	Store StoreConfig `json:"store,omitempty"`
+	// Images says where the images of messages may come from.
+	Images ImagesConfig `json:"images,omitempty"`
+}
+
+// ImagesConfig is app.jsonc's images block.
+type ImagesConfig struct {
+	// AllowedHosts are the hosts an image part's http(s) address may name
+	// ("cdn.example.com", "*.example.com", an IP address): the server
+	// fetches it. Without them only data: URLs are taken.
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
 }
 
 // AuthConfig maps bearer tokens to users.

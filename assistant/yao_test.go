@@ -78,7 +78,7 @@ func TestLoadYaoApp(t *testing.T) {
 	p := chatA.Prompts
 	if len(p) != 4 || p[0].Name != "guide" || !strings.Contains(p[0].Content, "$CTX.ASSISTANT_NAME") ||
 		p[1].Content != "# Style\nBe friendly.\n" || p[2].Content != "" || p[3].Role != chat.RoleDeveloper {
-		t.Errorf("prompts: %q", p)
+		t.Errorf("prompts: %+v", p)
 	}
 	if got := keys(chatA.PromptPresets); got != "chat.friendly short" {
 		t.Errorf("presets: %s", got)

@@ -47,8 +47,9 @@ const (
 )
 
 // Message is one message of a conversation, in the shape OpenAI-compatible
-// clients send. Content is plain text; structured content parts are
-// flattened to text by the server before they reach the pipeline.
+// clients send. Content is its text. A message with images also has Parts:
+// its content as it came, text and images in order (Content is then the
+// text of its text parts, joined with newlines).
 //
 // Function calling (a direct assistant's model asking the client to run
 // one of the client's tools) takes two kinds of messages: an assistant
@@ -56,8 +57,11 @@ const (
 // call, a tool message whose ToolCallID is the call's ID and whose Content
 // is the result.
 type Message struct {
-	Role       string `json:"role"`
-	Content    string `json:"content"`
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	// Parts is the content of a message with images, in order (nil for a
+	// message of text only).
+	Parts      []Part `json:"parts,omitempty"`
 	Name       string `json:"name,omitempty"`
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	// ToolCalls are the calls an assistant message asked for.
@@ -67,6 +71,53 @@ type Message struct {
 	// well): Content is what was answered until then, often nothing.
 	// Models never see it.
 	Failure Failure `json:"error,omitzero"`
+}
+
+// Content part types of Part.Type (OpenAI's).
+const (
+	PartText  = "text"
+	PartImage = "image_url"
+)
+
+// Part is one part of a message's content: text, or an image.
+type Part struct {
+	Type string `json:"type"`
+	// Text is a text part's text.
+	Text string `json:"text,omitempty"`
+	// ImageURL is an image part's image.
+	ImageURL *ImageURL `json:"image_url,omitempty"`
+}
+
+// ImageURL is an image of a message, in OpenAI's shape.
+type ImageURL struct {
+	// URL is the image as a data: URL ("data:image/png;base64,..."); an
+	// http(s) address a client sent is fetched (when the server allows
+	// its host) and held as one.
+	URL string `json:"url"`
+	// Detail is OpenAI's resolution hint (auto, low, high), passed on.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Images returns the message's image parts, in order.
+func (m Message) Images() []ImageURL {
+	var out []ImageURL
+	for _, p := range m.Parts {
+		if p.Type == PartImage && p.ImageURL != nil {
+			out = append(out, *p.ImageURL)
+		}
+	}
+	return out
+}
+
+// TextOf joins the text of parts with newlines: a message's Content.
+func TextOf(parts []Part) string {
+	var texts []string
+	for _, p := range parts {
+		if p.Type == PartText {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
 }
 
 // Failure is the error a stored turn ended with: the code and message its

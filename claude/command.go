@@ -2,6 +2,7 @@ package claude
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/vision"
 )
 
 // Permission modes the CLI accepts (claude --help, 2.1.197).
@@ -135,7 +137,7 @@ func (e cli) buildCommand(req *executor.Request, p *prepared, maxTurns int, perm
 	sort.Strings(keep)
 	env["AGENTBOX_KEEP_ENV"] = strings.Join(keep, " ")
 
-	stdin, err := inputLines(req.Input)
+	stdin, err := inputLines(req.Input, req.Vision)
 	if err != nil {
 		return nil, err
 	}
@@ -178,14 +180,11 @@ func dedupe(in []string) []string {
 
 // inputLines encodes the turn's new messages as one stream-json user line
 // (several lines would make the CLI answer each separately). Messages from
-// other roles are labelled in the text.
-func inputLines(input []chat.Message) ([]byte, error) {
+// other roles are labelled in the text. withImages (the model takes
+// images) adds those of the last user message as image blocks.
+func inputLines(input []chat.Message, withImages bool) ([]byte, error) {
 	if len(input) == 0 {
 		return nil, fmt.Errorf("no input message: a turn needs at least one user message")
-	}
-	type textBlock struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
 	}
 	type message struct {
 		Role    string `json:"role"`
@@ -195,17 +194,30 @@ func inputLines(input []chat.Message) ([]byte, error) {
 		Type    string  `json:"type"`
 		Message message `json:"message"`
 	}
-	blocks := make([]textBlock, 0, len(input))
+	blocks := make([]map[string]any, 0, len(input))
 	for _, m := range input {
 		t := m.Content
 		if m.Role != "" && m.Role != chat.RoleUser {
 			t = "[" + m.Role + "]: " + t
 		}
-		blocks = append(blocks, textBlock{Type: "text", Text: t})
+		blocks = append(blocks, map[string]any{"type": "text", "text": t})
+	}
+	var images []vision.Image
+	if withImages {
+		var err error
+		if images, err = vision.ForCLI(input); err != nil {
+			return nil, fmt.Errorf("the input's images: %w", err)
+		}
+	}
+	// The images of the last user message follow the text as base64 image
+	// blocks, resized as Yao's Claude runner sends them.
+	for _, im := range images {
+		blocks = append(blocks, map[string]any{"type": "image", "source": map[string]any{
+			"type": "base64", "media_type": im.MediaType, "data": base64.StdEncoding.EncodeToString(im.Data)}})
 	}
 	var content any = blocks
 	if len(blocks) == 1 {
-		content = blocks[0].Text
+		content = blocks[0]["text"]
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

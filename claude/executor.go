@@ -202,4 +202,6 @@ func (c cli) NewParser(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monit
 // NextMessage implements agentcli.Keeper: the kept CLI reads the turn's
 // messages as a stream-json user line and prints its init line on
 // reading it (the driver's liveness check, Options.AckWait).
-func (cli) NextMessage(next agentcli.Next) ([]byte, error) { return inputLines(next.Input) }
+func (cli) NextMessage(next agentcli.Next) ([]byte, error) {
+	return inputLines(next.Input, next.Vision)
+}

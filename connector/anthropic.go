@@ -146,6 +146,18 @@ func (p *anthropic) body(req *Request, model string) ([]byte, int, error) {
 			for _, tc := range m.ToolCalls {
 				blocks = append(blocks, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": input(tc.Input)})
 			}
+		case chat.RoleUser:
+			if len(m.Images()) > 0 {
+				// Its parts in order, each image an image block.
+				text = ""
+				for _, p := range m.Parts {
+					if p.Type == chat.PartImage {
+						blocks = append(blocks, imageBlock(p.ImageURL.URL))
+					} else if strings.TrimSpace(p.Text) != "" {
+						blocks = append(blocks, map[string]any{"type": "text", "text": p.Text})
+					}
+				}
+			}
 		}
 		if text == "" && len(blocks) == 0 {
 			continue

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -36,8 +37,9 @@ func (p *openAI) header(h http.Header) {
 
 type openAIMessage struct {
 	Role string `json:"role"`
-	// Content is null for an assistant message that only calls tools.
-	Content    *string          `json:"content"`
+	// Content is the text (a *string), null for an assistant message that
+	// only calls tools, or a user message's parts when it has images.
+	Content    any              `json:"content"`
 	Name       string           `json:"name,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"`
 	ToolCalls  []openAIToolCall `json:"tool_calls,omitempty"`
@@ -90,6 +92,9 @@ func (p *openAI) body(req *Request, model string) ([]byte, int, error) {
 			m = asText(m)
 		}
 		om := openAIMessage{Role: m.Role, Content: &m.Content, Name: m.Name}
+		if len(m.Images()) > 0 {
+			om.Content = openAIParts(m.Parts, caps.Vision)
+		}
 		if m.Role == chat.RoleTool {
 			om.ToolCallID, om.Name = m.ToolCallID, ""
 		}
@@ -111,6 +116,39 @@ func (p *openAI) body(req *Request, model string) ([]byte, int, error) {
 	}
 	b, err := json.Marshal(body)
 	return b, maxTokens, err
+}
+
+// openAIParts are a message's parts as Yao's openai provider sends them:
+// as they are (OpenAI's image_url parts), or with a claude or base64
+// vision format each image as Anthropic's base64 image block (Yao's
+// VisionAdapter; the images are data: URLs by now).
+func openAIParts(parts []chat.Part, format string) []any {
+	out := make([]any, 0, len(parts))
+	for _, p := range parts {
+		switch {
+		case p.Type == chat.PartImage && (format == VisionClaude || format == VisionBase64):
+			out = append(out, imageBlock(p.ImageURL.URL))
+		case p.Type == chat.PartImage:
+			img := map[string]any{"url": p.ImageURL.URL}
+			if p.ImageURL.Detail != "" {
+				img["detail"] = p.ImageURL.Detail
+			}
+			out = append(out, map[string]any{"type": "image_url", "image_url": img})
+		default:
+			out = append(out, map[string]any{"type": "text", "text": p.Text})
+		}
+	}
+	return out
+}
+
+// imageBlock is an image as an Anthropic image block: base64 for a data:
+// URL, else by its URL (Yao's anthropic provider, convertImagePart).
+func imageBlock(url string) map[string]any {
+	if meta, data, ok := strings.Cut(strings.TrimPrefix(url, "data:"), ","); ok && strings.HasPrefix(url, "data:") {
+		return map[string]any{"type": "image", "source": map[string]any{
+			"type": "base64", "media_type": strings.TrimSuffix(meta, ";base64"), "data": data}}
+	}
+	return map[string]any{"type": "image", "source": map[string]any{"type": "url", "url": url}}
 }
 
 // openAICall accumulates one streamed tool call.

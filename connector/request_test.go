@@ -213,3 +213,49 @@ func TestTokenLimitNames(t *testing.T) {
 		})
 	}
 }
+
+// imageMsgs is a conversation whose last message has text and two
+// images, one a data: URL and one an address.
+var imageMsgs = []chat.Message{{Role: "user", Content: "What is this?", Parts: []chat.Part{
+	{Type: chat.PartText, Text: "What is this?"},
+	{Type: chat.PartImage, ImageURL: &chat.ImageURL{URL: "data:image/png;base64,iVBORw0K", Detail: "low"}},
+	{Type: chat.PartImage, ImageURL: &chat.ImageURL{URL: "https://cdn.example.com/b.png"}},
+}}}
+
+// TestImageMessages: images go as Yao's providers send them: OpenAI's
+// image_url parts as they are, or Anthropic's image blocks (base64 for a
+// data: URL, by address otherwise) for an Anthropic model and for an
+// openai connector whose vision format is claude or base64 (Yao's
+// VisionAdapter).
+func TestImageMessages(t *testing.T) {
+	t.Parallel()
+	blocks := `[{"text":"What is this?","type":"text"},` +
+		`{"source":{"data":"iVBORw0K","media_type":"image/png","type":"base64"},"type":"image"},` +
+		`{"source":{"type":"url","url":"https://cdn.example.com/b.png"},"type":"image"}]`
+	for _, tc := range []struct {
+		typ    string
+		vision string
+		want   string
+	}{
+		{TypeOpenAI, VisionOpenAI, `[{"text":"What is this?","type":"text"},` +
+			`{"image_url":{"detail":"low","url":"data:image/png;base64,iVBORw0K"},"type":"image_url"},` +
+			`{"image_url":{"url":"https://cdn.example.com/b.png"},"type":"image_url"}]`},
+		{TypeOpenAI, VisionClaude, blocks},
+		{TypeOpenAI, VisionBase64, blocks},
+		{TypeAnthropic, VisionClaude, blocks},
+	} {
+		events := concat(oaText("x"), oaFinish("stop"), "[DONE]")
+		if tc.typ == TypeAnthropic {
+			events = concat(anStart(), anBlock(0, "text"), anDelta(0, "text_delta", "x"), anStop(0), anEnd("end_turn"))
+		}
+		f := newFake(t, reply{events: events})
+		c, _ := newTestClient(t, tc.typ, f, func(c *Config) { c.Capabilities = &Capabilities{Vision: tc.vision} })
+		if _, err := c.Stream(context.Background(), &Request{Messages: imageMsgs}, nil); err != nil {
+			t.Fatal(err)
+		}
+		got := asJSON(t, f.requests()[0].body["messages"].([]any)[0].(map[string]any)["content"])
+		if got != tc.want {
+			t.Errorf("%s vision %s: content\n%s\nwant\n%s", tc.typ, tc.vision, got, tc.want)
+		}
+	}
+}

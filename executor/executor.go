@@ -36,8 +36,14 @@ type Request struct {
 	// History is the conversation before this turn (user and assistant
 	// messages), oldest first.
 	History []chat.Message
-	// Input is this turn's new user message(s).
+	// Input is this turn's new user message(s). A message with images has
+	// them in Parts, and its Content names the files in the workspace they
+	// were written to (the pipeline's attachments), for a CLI to read.
 	Input []chat.Message
+	// Vision is set when the model takes images: a CLI that takes them
+	// inline (Claude Code) gets those of the last user message too
+	// (vision.ForCLI).
+	Vision bool
 	// Connector is the resolved connector (secrets included: they go into
 	// the sandbox environment only).
 	Connector Connection

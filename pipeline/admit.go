@@ -43,14 +43,25 @@ func (t *turn) admit(ctx context.Context, app *assistant.App) error {
 	if err := t.checkRequest(app, a); err != nil {
 		return err
 	}
+	if err := t.fetchImages(ctx, app); err != nil {
+		return err
+	}
 	if t.connID, err = t.initialConnector(app, a); err != nil {
 		return err
 	}
 	if c, ok := app.Connectors[t.connID]; ok && a.Sandbox == nil {
 		// What the client asks of the model is checked before anything
 		// runs (again when the connector is called: Create may change it).
-		if err := connector.CheckOptions(c.Type, c.ModelCapabilities(a.Options.Merge(req.Options).Model), req.Options); err != nil {
+		model := a.Options.Merge(req.Options).Model
+		caps := c.ModelCapabilities(model)
+		if model == "" {
+			model, _ = assistant.ResolveValue(c.Options.Model)
+		}
+		if err := connector.CheckOptions(c.Type, caps, req.Options); err != nil {
 			return fieldError(err)
+		}
+		if err := t.checkVision(req.Messages, model, caps); err != nil {
+			return err
 		}
 	}
 	t.p.breakers.Configure(breakerSettings(app))

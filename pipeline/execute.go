@@ -103,6 +103,9 @@ func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversa
 	model := cmp.Or(options.Model, r.Model)
 	t.model = model
 	caps := t.capabilities(app, r, model)
+	if err := t.checkVision(conv.all(), model, caps); err != nil {
+		return execution{}, err
+	}
 	mo, err := t.modelOptions(r.Type, caps, options.ModelOptions)
 	if err != nil {
 		return execution{}, err
@@ -193,13 +196,19 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 	}
 	// Every executor's events pass the failure patterns' watch.
 	watch := executor.NewWatch(t.emit, a)
+	// Every CLI gets the input's images as files its prompt names; one
+	// that takes images inline gets them too when its model does.
+	input, err := attachImages(ctx, sb.Workspace(), t.req.ChatID, conv.input)
+	if err != nil {
+		return execution{}, err
+	}
 	req := &executor.Request{
 		Assistant: t.turnAssistant(ctx, a),
 		UserID:    t.req.UserID,
 		ChatID:    t.req.ChatID,
 		System:    conv.systemPrompt(),
 		History:   slices.Concat(conv.examples(), conv.history),
-		Input:     conv.input,
+		Input:     input,
 		Arguments: args,
 		Sandbox:   sb,
 		Timeout:   timeout,
@@ -224,6 +233,9 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		req.Connector = conn
 	}
 	t.model = req.Connector.Model
+	if c, ok := app.Connectors[t.connID]; ok {
+		req.Vision = c.ModelCapabilities(req.Connector.Model).HasVision()
+	}
 	if t.kept != nil {
 		req.KeepAlive, req.Warm = true, t.kept.cli
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/vision"
 )
 
 // wireMessage is a message as clients send it: content is a string, null,
@@ -37,10 +38,12 @@ type wireFunction struct {
 	Arguments string `json:"arguments"`
 }
 
-// contentPart is one element of an array content.
+// contentPart is one element of an array content: text, or an image
+// (OpenAI's image_url: an object with url and detail, or the URL alone).
 type contentPart struct {
-	Type string  `json:"type"`
-	Text *string `json:"text"`
+	Type     string          `json:"type"`
+	Text     *string         `json:"text"`
+	ImageURL json.RawMessage `json:"image_url"`
 }
 
 // toMessages converts wire messages (field is the JSON name for errors).
@@ -70,17 +73,20 @@ func toMessage(where string, m wireMessage) (chat.Message, error) {
 	default:
 		return chat.Message{}, fieldErr(where+".role", "%q is not supported: use system, developer, user, assistant or tool", m.Role)
 	}
-	text, err := flatten(where+".content", m.Content)
+	text, parts, err := content(where+".content", m.Content)
 	if err != nil {
 		return chat.Message{}, err
 	}
-	if text == "" && role == chat.RoleUser {
-		return chat.Message{}, fieldErr(where+".content", "empty: a user message needs text")
+	if text == "" && len(parts) == 0 && role == chat.RoleUser {
+		return chat.Message{}, fieldErr(where+".content", "empty: a user message needs text or an image")
+	}
+	if len(parts) > 0 && role != chat.RoleUser {
+		return chat.Message{}, fieldErr(where+".content", "images go in user messages only")
 	}
 	if len(m.FunctionCall) > 0 && string(m.FunctionCall) != "null" {
 		return chat.Message{}, fieldErr(where+".function_call", "not supported: send tool_calls")
 	}
-	msg := chat.Message{Role: role, Content: text, Name: m.Name}
+	msg := chat.Message{Role: role, Content: text, Parts: parts, Name: m.Name}
 	switch {
 	case role == chat.RoleTool:
 		if m.ToolCallID == "" {
@@ -105,43 +111,93 @@ func toMessage(where string, m wireMessage) (chat.Message, error) {
 	return msg, nil
 }
 
-// flatten turns content (a string, null, or an array of text parts) into
-// text. Parts of any other type (images, audio, files) are refused: the
-// assistants here take text only.
-func flatten(where string, raw json.RawMessage) (string, error) {
+// content reads a message's content (a string, null, or an array of text
+// and image_url parts): its text, and its parts when it has images (nil
+// for text only). Parts of any other type (audio, files) are refused.
+func content(where string, raw json.RawMessage) (string, []chat.Part, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return "", nil, nil
 	}
 	switch raw[0] {
 	case '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", badRequest("%s: %v", where, err)
+			return "", nil, badRequest("%s: %v", where, err)
 		}
-		return s, nil
+		return s, nil, nil
 	case '[':
-		var parts []json.RawMessage
-		if err := json.Unmarshal(raw, &parts); err != nil {
-			return "", badRequest("%s: %v", where, err)
+		var raws []json.RawMessage
+		if err := json.Unmarshal(raw, &raws); err != nil {
+			return "", nil, badRequest("%s: %v", where, err)
 		}
-		texts := make([]string, 0, len(parts))
-		for j, pr := range parts {
+		parts := make([]chat.Part, 0, len(raws))
+		images := 0
+		for j, pr := range raws {
+			pw := fmt.Sprintf("%s[%d]", where, j)
 			var p contentPart
 			if err := json.Unmarshal(pr, &p); err != nil {
-				return "", badRequest("%s[%d] must be an object like {\"type\": \"text\", \"text\": \"...\"}", where, j)
+				return "", nil, badRequest("%s must be an object like {\"type\": \"text\", \"text\": \"...\"}", pw)
 			}
-			switch {
-			case p.Type != "text":
-				return "", badRequest("%s[%d]: content part type %q is not supported: only text parts are", where, j, p.Type)
-			case p.Text == nil:
-				return "", badRequest("%s[%d].text is missing", where, j)
+			switch p.Type {
+			case chat.PartText:
+				if p.Text == nil {
+					return "", nil, badRequest("%s.text is missing", pw)
+				}
+				parts = append(parts, chat.Part{Type: chat.PartText, Text: *p.Text})
+			case chat.PartImage:
+				var im chat.ImageURL
+				if err := json.Unmarshal(p.ImageURL, &im.URL); err != nil {
+					if err := json.Unmarshal(p.ImageURL, &im); err != nil || len(p.ImageURL) == 0 {
+						return "", nil, fieldErr(pw+".image_url", `want {"url": "data:image/png;base64,..."} or {"url": "https://..."}`)
+					}
+				}
+				img, err := imagePart(pw+".image_url.url", pw+".image_url.detail", im.URL, im.Detail)
+				if err != nil {
+					return "", nil, err
+				}
+				if images++; images > vision.MaxPerMessage {
+					return "", nil, fieldErr(pw, "more than %d images in one message", vision.MaxPerMessage)
+				}
+				parts = append(parts, img)
+			default:
+				return "", nil, badRequest("%s: content part type %q is not supported: only text and image_url parts are", pw, p.Type)
 			}
-			texts = append(texts, *p.Text)
 		}
-		return strings.Join(texts, "\n"), nil
+		if images == 0 {
+			return chat.TextOf(parts), nil, nil
+		}
+		return chat.TextOf(parts), parts, nil
 	}
-	return "", badRequest("%s must be a string or an array of text parts", where)
+	return "", nil, badRequest("%s must be a string or an array of content parts", where)
+}
+
+// imagePart checks an image's address: a data: URL of an image (decoded
+// here, its media type as its bytes say) or an http(s) address, fetched
+// when the turn runs from a host app.jsonc's images.allowed_hosts allows.
+func imagePart(urlField, detailField, url, detail string) (chat.Part, error) {
+	switch detail {
+	case "", "auto", "low", "high":
+	default:
+		return chat.Part{}, fieldErr(detailField, "%q is not one of auto, low, high", detail)
+	}
+	switch {
+	case strings.HasPrefix(url, "data:"):
+		im, err := vision.Parse(url)
+		if err != nil {
+			return chat.Part{}, fieldErr(urlField, "%v", err)
+		}
+		url = im.DataURL()
+	case strings.HasPrefix(url, "https://"), strings.HasPrefix(url, "http://"):
+		if len(url) > 8192 {
+			return chat.Part{}, fieldErr(urlField, "an address of %d bytes, at most 8192", len(url))
+		}
+	case url == "":
+		return chat.Part{}, fieldErr(urlField, "missing: a data: URL or an http(s) address")
+	default:
+		return chat.Part{}, fieldErr(urlField, "want a data: URL (data:image/png;base64,...) or an http(s) address")
+	}
+	return chat.Part{Type: chat.PartImage, ImageURL: &chat.ImageURL{URL: url, Detail: detail}}, nil
 }
 
 // chatID returns the chat id from the X-Chat-ID header or the body's

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/vision"
 )
 
 // The input of a Responses API request, as chat messages.
@@ -141,51 +142,88 @@ func (x *inputs) message(where string, it inputItem) error {
 	default:
 		return fieldErr(where+".role", "%q is not supported: use user, assistant, system or developer", it.Role)
 	}
-	text, err := itemText(where+".content", it.Content)
+	text, parts, err := itemContent(where+".content", it.Content, role == chat.RoleUser)
 	if err != nil {
 		return err
 	}
-	if role == chat.RoleUser && text == "" {
-		return fieldErr(where+".content", "empty: a user message needs text")
+	if role == chat.RoleUser && text == "" && len(parts) == 0 {
+		return fieldErr(where+".content", "empty: a user message needs text or an image")
 	}
-	x.msgs = append(x.msgs, chat.Message{Role: role, Content: text})
+	x.msgs = append(x.msgs, chat.Message{Role: role, Content: text, Parts: parts})
 	return nil
 }
 
 // itemText flattens content (a string, or a list of input_text,
 // output_text, text and refusal parts) into text.
 func itemText(where string, raw json.RawMessage) (string, error) {
+	text, _, err := itemContent(where, raw, false)
+	return text, err
+}
+
+// itemContent reads content (a string, or a list of input_text,
+// output_text, text and refusal parts, and with images input_image
+// parts): its text, joined, and its parts when it has images (nil for
+// text only).
+func itemContent(where string, raw json.RawMessage, images bool) (string, []chat.Part, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return "", nil, nil
 	}
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", fieldErr(where, "%v", err)
+			return "", nil, fieldErr(where, "%v", err)
 		}
-		return s, nil
+		return s, nil, nil
 	}
 	var parts []struct {
-		Type    string  `json:"type"`
-		Text    *string `json:"text"`
-		Refusal *string `json:"refusal"`
+		Type     string  `json:"type"`
+		Text     *string `json:"text"`
+		Refusal  *string `json:"refusal"`
+		ImageURL *string `json:"image_url"`
+		FileID   *string `json:"file_id"`
+		Detail   string  `json:"detail"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fieldErr(where, "want a string or a list of text parts")
+		return "", nil, fieldErr(where, "want a string or a list of content parts")
 	}
 	var texts []string
+	var out []chat.Part
+	n := 0
 	for j, p := range parts {
+		pw := fmt.Sprintf("%s[%d]", where, j)
 		switch {
 		case (p.Type == "input_text" || p.Type == "output_text" || p.Type == "text") && p.Text != nil:
 			texts = append(texts, *p.Text)
+			out = append(out, chat.Part{Type: chat.PartText, Text: *p.Text})
 		case p.Type == "refusal" && p.Refusal != nil:
 			texts = append(texts, *p.Refusal)
+			out = append(out, chat.Part{Type: chat.PartText, Text: *p.Refusal})
+		case p.Type == "input_image" && images:
+			if p.FileID != nil {
+				return "", nil, fieldErr(pw+".file_id", "not supported: send the image as image_url (a data: URL or an http(s) address)")
+			}
+			if p.ImageURL == nil {
+				return "", nil, fieldErr(pw+".image_url", "missing: a data: URL or an http(s) address")
+			}
+			img, err := imagePart(pw+".image_url", pw+".detail", *p.ImageURL, p.Detail)
+			if err != nil {
+				return "", nil, err
+			}
+			if n++; n > vision.MaxPerMessage {
+				return "", nil, fieldErr(pw, "more than %d images in one message", vision.MaxPerMessage)
+			}
+			out = append(out, img)
+		case p.Type == "input_image":
+			return "", nil, fieldErr(pw+".type", "images go in user messages only")
 		default:
-			return "", fieldErr(fmt.Sprintf("%s[%d].type", where, j), "%q is not supported: only text parts are", p.Type)
+			return "", nil, fieldErr(pw+".type", "%q is not supported: only text and input_image parts are", p.Type)
 		}
 	}
-	return strings.Join(texts, ""), nil
+	if n == 0 {
+		out = nil
+	}
+	return strings.Join(texts, ""), out, nil
 }
 
 // storedItem finds an output item of one of the user's stored responses

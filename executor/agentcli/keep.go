@@ -58,6 +58,8 @@ type Keeper interface {
 type Next struct {
 	// Input is the turn's new messages.
 	Input []chat.Message
+	// Vision is executor.Request.Vision: the model takes images.
+	Vision bool
 	// Session is the session the CLI's last turn reported
 	// (Outcome.SessionID, else Plan.SessionID).
 	Session string
@@ -109,7 +111,7 @@ func keepKey(req *executor.Request) string {
 // message, nothing was emitted, and a new CLI takes the turn.
 func (x *Executor) next(ctx context.Context, req *executor.Request, k *kept, keeper Keeper, log *slog.Logger) (*executor.Result, error) {
 	k.turns++
-	msg, err := keeper.NextMessage(Next{Input: req.Input, Session: k.session, Turn: k.turns, Plan: k.plan})
+	msg, err := keeper.NextMessage(Next{Input: req.Input, Vision: req.Vision, Session: k.session, Turn: k.turns, Plan: k.plan})
 	if err != nil {
 		k.Close()
 		chat.ErrorEvent(req.Emit, x.prof.ErrorID, chat.ErrInvalidRequest, err.Error())

@@ -295,7 +295,7 @@ func testUnicode(t *testing.T, o Opener) {
 	got, err := s.History(bg, user, chatID)
 	must(t, err)
 	if !reflect.DeepEqual(got, ms) {
-		t.Errorf("History =\n%q\nwant\n%q", got, ms)
+		t.Errorf("History =\n%+v\nwant\n%+v", got, ms)
 	}
 	info, found, err := s.Chat(bg, user, chatID)
 	if err != nil || !found || info.AssistantID != "助手" || info.Title != "héllo 世界 🙂 \u200d\u202e right-to-left \u0301" {

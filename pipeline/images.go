@@ -1,0 +1,172 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/connector"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/vision"
+)
+
+// fetchImages makes every image of the request's messages a data: URL:
+// an http(s) address is fetched from a host app.jsonc's
+// images.allowed_hosts allows (vision.Fetcher), a data: URL is checked.
+// What is wrong is the client's error, naming the message and part.
+func (t *turn) fetchImages(ctx context.Context, app *assistant.App) error {
+	var f *vision.Fetcher
+	for i := range t.req.Messages {
+		m := &t.req.Messages[i]
+		if len(m.Images()) == 0 {
+			continue
+		}
+		if m.Role != chat.RoleUser {
+			return badRequest("messages[%d]: images go in user messages only", i)
+		}
+		parts := make([]chat.Part, len(m.Parts))
+		copy(parts, m.Parts)
+		n := 0
+		for j, p := range parts {
+			if p.Type != chat.PartImage || p.ImageURL == nil {
+				continue
+			}
+			if n++; n > vision.MaxPerMessage {
+				return badRequest("messages[%d]: more than %d images in one message", i, vision.MaxPerMessage)
+			}
+			where := fmt.Sprintf("messages[%d].content[%d].image_url", i, j)
+			var im vision.Image
+			var err error
+			if strings.HasPrefix(p.ImageURL.URL, "data:") {
+				im, err = vision.Parse(p.ImageURL.URL)
+			} else {
+				if f == nil {
+					f = &vision.Fetcher{Allowed: app.Config.Images.AllowedHosts}
+				}
+				im, err = f.Fetch(ctx, p.ImageURL.URL)
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				code := chat.ErrInvalidRequest
+				if !errors.Is(err, vision.ErrNotImage) && !errors.Is(err, vision.ErrTooLarge) && !errors.Is(err, vision.ErrHostNotAllowed) {
+					// The address was fine; its host did not answer with it.
+					code = chat.ErrUpstream
+				}
+				return chat.Errorf(code, "%s: %v", where, err)
+			}
+			parts[j].ImageURL = &chat.ImageURL{URL: im.DataURL(), Detail: p.ImageURL.Detail}
+		}
+		m.Parts = parts
+	}
+	return nil
+}
+
+// hasImages reports whether any of msgs has an image.
+func hasImages(msgs []chat.Message) bool {
+	for _, m := range msgs {
+		if len(m.Images()) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkVision refuses images for a model that cannot take them (its
+// connector's capabilities have no vision), naming what to change.
+func (t *turn) checkVision(msgs []chat.Message, model string, caps connector.Capabilities) error {
+	if caps.HasVision() || !hasImages(msgs) {
+		return nil
+	}
+	return chat.Errorf(chat.ErrInvalidRequest, "assistant %q answers with model %q of connector %s, which does not take images "+
+		"(its capabilities have no vision): send text only, or use a model that takes images (the connector's capabilities.vision)",
+		t.asst.ID, model, t.connID)
+}
+
+// AttachmentsDir is the workspace folder of the images a CLI gets as files
+// (Yao's runners: .attachments/<chat>/).
+const AttachmentsDir = ".attachments"
+
+// attachImages writes the images of the turn's input into the workspace
+// (AttachmentsDir/<chat>/image-<hash of its bytes>.<ext>, as they came:
+// a later turn's images never replace an earlier one's) and returns the
+// input with each such message's text naming them where the images were,
+// as Yao's runners give a CLI its attachments ("[Attached file: path
+// (type, size)]"). The parts stay, for a CLI that takes images inline.
+func attachImages(ctx context.Context, ws *sandbox.Workspace, chatID string, input []chat.Message) ([]chat.Message, error) {
+	if !hasImages(input) {
+		return input, nil
+	}
+	out := make([]chat.Message, len(input))
+	copy(out, input)
+	for i, m := range out {
+		if len(m.Images()) == 0 {
+			continue
+		}
+		var texts []string
+		for _, p := range m.Parts {
+			if p.Type != chat.PartImage {
+				if p.Text != "" {
+					texts = append(texts, p.Text)
+				}
+				continue
+			}
+			im, err := vision.Parse(p.ImageURL.URL)
+			if err != nil {
+				return nil, badRequest("messages: an image: %v", err)
+			}
+			sum := sha256.Sum256(im.Data)
+			rel := fmt.Sprintf("%s/%s/image-%s%s", AttachmentsDir, chatID, hex.EncodeToString(sum[:6]), im.Ext())
+			if err := ws.WriteFile(ctx, rel, im.Data, 0o644); err != nil {
+				return nil, &chat.Error{Code: chat.ErrSandbox, Message: "write an attached image into the workspace: " + err.Error(), Err: err}
+			}
+			texts = append(texts, fmt.Sprintf("[Attached file: %s (%s, %s)]", rel, im.MediaType, fileSize(len(im.Data))))
+		}
+		out[i].Content = strings.Join(texts, "\n\n")
+	}
+	return out, nil
+}
+
+// fileSize is a size as Yao's runners write it (12.3KB).
+func fileSize(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// withoutImages is msgs as the history keeps them: the store holds text,
+// so a message's images become "[image]" where they were (a later turn's
+// model knows one was sent; the image went with its own turn only).
+func withoutImages(msgs []chat.Message) []chat.Message {
+	if !hasImages(msgs) {
+		return msgs
+	}
+	out := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m
+		if len(m.Images()) == 0 {
+			continue
+		}
+		var texts []string
+		for _, p := range m.Parts {
+			switch {
+			case p.Type == chat.PartImage:
+				texts = append(texts, "[image]")
+			case p.Text != "":
+				texts = append(texts, p.Text)
+			}
+		}
+		out[i].Content, out[i].Parts = strings.Join(texts, "\n"), nil
+	}
+	return out
+}
