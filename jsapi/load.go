@@ -176,6 +176,7 @@ func compileFile(dir, entry string, timeout time.Duration, s *Scripts) (*Hooks, 
 	if strings.Contains(code, yaoGlobal) {
 		h.yao, h.warnings, h.calls = yaoUses(code)
 	}
+	h.warnings = assistant.SortProblems(append(h.warnings, ctxMemberWarnings(code)...))
 	return h, nil
 }
 
