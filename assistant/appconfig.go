@@ -142,6 +142,11 @@ func (l *loader) loadConfig() *AppConfig {
 		} else if err := sandbox.ValidateID("user", t.User); err != nil {
 			d.errPath(p+".user", "%s", strings.TrimSuffix(err.Error(), ": "+sandbox.ErrInvalidID.Error()))
 		}
+		if t.Team != "" {
+			if err := sandbox.ValidateID("team", t.Team); err != nil {
+				d.errPath(p+".team", "%s", strings.TrimSuffix(err.Error(), ": "+sandbox.ErrInvalidID.Error()))
+			}
+		}
 	}
 	d.checkMetricsToken(raw.Auth.MetricsToken, raw.Auth.Tokens)
 	cfg.Auth = raw.Auth

@@ -197,7 +197,17 @@ func (s *MCPServer) resolveMap(what string, m map[string]string) (map[string]str
 // ResolveTokens returns the bearer tokens of app.jsonc (token -> user id)
 // with $ENV references resolved. A missing variable is an error naming it.
 func (c *AppConfig) ResolveTokens() (map[string]string, error) {
-	out := make(map[string]string, len(c.Auth.Tokens))
+	users, _, err := c.ResolveIdentities()
+	return users, err
+}
+
+// ResolveIdentities returns who each bearer token of app.jsonc stands for,
+// with $ENV references resolved: its user (token -> user id) and, for the
+// tokens that name one, its team (token -> team id). A missing variable
+// is an error naming it.
+func (c *AppConfig) ResolveIdentities() (users, teams map[string]string, err error) {
+	users = make(map[string]string, len(c.Auth.Tokens))
+	teams = map[string]string{}
 	first := make(map[string]int, len(c.Auth.Tokens))
 	var errs []error
 	for i, t := range c.Auth.Tokens {
@@ -205,6 +215,12 @@ func (c *AppConfig) ResolveTokens() (map[string]string, error) {
 		if err := sandbox.ValidateID("user", t.User); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			continue
+		}
+		if t.Team != "" {
+			if err := sandbox.ValidateID("team", t.Team); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+				continue
+			}
 		}
 		v, err := ResolveValue(t.Token)
 		if err != nil {
@@ -221,10 +237,13 @@ func (c *AppConfig) ResolveTokens() (map[string]string, error) {
 			continue
 		}
 		first[v] = i
-		out[v] = t.User
+		users[v] = t.User
+		if t.Team != "" {
+			teams[v] = t.Team
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("app.jsonc: %w", err)
+		return nil, nil, fmt.Errorf("app.jsonc: %w", err)
 	}
-	return out, nil
+	return users, teams, nil
 }

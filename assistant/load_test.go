@@ -456,14 +456,17 @@ func TestResolveTokens(t *testing.T) {
 	t.Setenv("AGENTBOX_TEST_EMPTY", "")
 	cfg := &AppConfig{Auth: AuthConfig{Tokens: []TokenConfig{
 		{Token: "$ENV.AGENTBOX_TEST_TOKEN", User: "alice"},
-		{Token: "literal-token", User: "bob"},
+		{Token: "literal-token", User: "bob", Team: "acme"},
 	}}}
-	got, err := cfg.ResolveTokens()
+	got, teams, err := cfg.ResolveIdentities()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got["s3cret-from-env"] != "alice" || got["literal-token"] != "bob" || len(got) != 2 {
-		t.Errorf("ResolveTokens = %v", got)
+		t.Errorf("ResolveIdentities users = %v", got)
+	}
+	if teams["literal-token"] != "acme" || len(teams) != 1 {
+		t.Errorf("ResolveIdentities teams = %v", teams)
 	}
 	bad := []struct {
 		name   string
@@ -476,6 +479,7 @@ func TestResolveTokens(t *testing.T) {
 		{"empty token", []TokenConfig{{Token: " ", User: "a"}}, "auth.tokens[0] (user a): token is empty"},
 		{"bad user", []TokenConfig{{Token: "literal-token", User: "a/b"}}, "auth.tokens[0]: "},
 		{"no user", []TokenConfig{{Token: "literal-token"}}, "auth.tokens[0]: "},
+		{"bad team", []TokenConfig{{Token: "literal-token", User: "a", Team: "../t"}}, "auth.tokens[0]: team"},
 		{"duplicate", []TokenConfig{{Token: "literal-token", User: "a"}, {Token: "$ENV.AGENTBOX_TEST_TOKEN", User: "b"}, {Token: "literal-token", User: "c"}}, "auth.tokens[2]: same token as auth.tokens[0]"},
 	}
 	for _, tt := range bad {

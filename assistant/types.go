@@ -111,7 +111,7 @@ type ImagesConfig struct {
 
 // AuthConfig maps bearer tokens to users.
 type AuthConfig struct {
-	// Tokens: [{"token": "$ENV.AGENTBOX_TOKEN", "user": "alice"}].
+	// Tokens: [{"token": "$ENV.AGENTBOX_TOKEN", "user": "alice", "team": "acme"}].
 	Tokens []TokenConfig `json:"tokens,omitempty"`
 	// MetricsToken is the operator's bearer token for GET /metrics
 	// (may be $ENV.NAME). Without it /metrics is served only in
@@ -124,6 +124,9 @@ type AuthConfig struct {
 type TokenConfig struct {
 	Token string `json:"token"`
 	User  string `json:"user"`
+	// Team is the team the token's holder acts for (optional): it owns
+	// the hooks' ctx.memory.team of the token's requests.
+	Team string `json:"team,omitempty"`
 }
 
 // SandboxDefaults apply to every sandboxed assistant that does not set its

@@ -419,7 +419,7 @@ func (c *call) memStore(ns Namespace, fn string) (MemoryStore, string) {
 	}
 	if ns == NamespaceTeam {
 		if hc.TeamID == "" {
-			c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.team.%s: the request has no team (the server's authentication names none for user %q)", fn, hc.UserID)}, "")
+			c.throw(&hostError{code: CodeMemory, msg: fmt.Sprintf("memory.team.%s: the request has no team: user %q's credentials name none (give the bearer token a team in app.jsonc's auth.tokens)", fn, hc.UserID)}, "")
 		}
 		return hc.Memory, hc.TeamID
 	}

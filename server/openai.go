@@ -168,7 +168,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, user string
 	}
 	w.Header().Set("X-Chat-ID", cid)
 	req := &pipeline.Request{
-		UserID: user, ChatID: cid, AssistantID: in.Model, Messages: msgs,
+		UserID: user, TeamID: teamOf(r), ChatID: cid, AssistantID: in.Model, Messages: msgs,
 		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts,
 	}
 	if in.Stream {

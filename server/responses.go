@@ -405,7 +405,7 @@ func (s *Server) responsesCreate(w http.ResponseWriter, r *http.Request, user st
 	w.Header().Set("X-Chat-ID", cid)
 	out := newResponseOutput(a.ID, cid, in)
 	req := &pipeline.Request{
-		UserID: user, ChatID: cid, AssistantID: a.ID, Messages: msgs, Continue: cont, Ephemeral: !in.stored(),
+		UserID: user, TeamID: teamOf(r), ChatID: cid, AssistantID: a.ID, Messages: msgs, Continue: cont, Ephemeral: !in.stored(),
 		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts, ResponseID: out.resp.ID,
 	}
 	if in.Stream {

@@ -72,6 +72,11 @@ type Config struct {
 	// is a loopback address: every request is user DevUser, or the user
 	// named by the X-User-ID header.
 	Tokens map[string]string
+	// Teams maps bearer tokens to the team their holder acts for (see
+	// ResolveIdentities); a token not in it names no team. The team of a
+	// request owns its hooks' ctx.memory.team; no field of a request
+	// chooses it.
+	Teams map[string]string
 	// Addr is the listen address (default DefaultAddr).
 	Addr string
 	// AllowedHosts are the host names requests may name in Host besides
@@ -231,7 +236,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:         cfg,
 		log:         cfg.Logger,
-		auth:        newAuthenticator(cfg.Tokens, dev),
+		auth:        newAuthenticator(cfg.Tokens, cfg.Teams, dev),
 		guard:       g,
 		started:     time.Now(),
 		backend:     cfg.Backend,
@@ -336,12 +341,13 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string), publ
 		}()
 		user := ""
 		if !public {
-			u, err := s.auth.user(r)
+			id, err := s.auth.user(r)
 			if err != nil {
 				writeError(w, s.log, err)
 				return
 			}
-			user = u
+			user = id.user
+			r = withTeam(r, id.team)
 			if rec, ok := w.(*recorder); ok {
 				rec.user = user
 			}

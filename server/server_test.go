@@ -984,3 +984,38 @@ func TestAssistantMetadata(t *testing.T) {
 		t.Errorf("zh-CN: %s", body)
 	}
 }
+
+// TestTeams: a request's team is its credentials' (the bearer token's
+// team, or X-Team-ID in development mode, beside X-User-ID) on every
+// chat API; nothing in a request's body or headers chooses it otherwise.
+func TestTeams(t *testing.T) {
+	t.Parallel()
+	fb := newFake(t)
+	ts := startServer(t, fb, func(c *Config) { c.Teams = map[string]string{tokenAlice: "acme"} })
+	calls := []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"qa","messages":[{"role":"user","content":"hi"}]}`},
+		{"/api/assistants/qa/chat", `{"chat_id":"c1","message":"x"}`},
+		{"/v1/responses", `{"model":"qa","input":"hi"}`},
+	}
+	for _, c := range calls {
+		do(t, ts, "POST", c.path, tokenAlice, c.body, "X-Team-ID", "other")
+		if got := fb.lastCall(t); got.UserID != "alice" || got.TeamID != "acme" {
+			t.Errorf("%s with alice's token: user %q team %q, want alice of acme", c.path, got.UserID, got.TeamID)
+		}
+		do(t, ts, "POST", c.path, tokenBob, c.body, "X-Team-ID", "acme")
+		if got := fb.lastCall(t); got.UserID != "bob" || got.TeamID != "" {
+			t.Errorf("%s with bob's token: user %q team %q, want bob of no team", c.path, got.UserID, got.TeamID)
+		}
+	}
+
+	dev := newFake(t)
+	ds := startServer(t, dev, func(c *Config) { c.Tokens = nil })
+	do(t, ds, "POST", calls[0].path, "", calls[0].body, "X-User-ID", "carol", "X-Team-ID", "acme")
+	if got := dev.lastCall(t); got.UserID != "carol" || got.TeamID != "acme" {
+		t.Errorf("dev mode: user %q team %q, want carol of acme", got.UserID, got.TeamID)
+	}
+	resp, out := do(t, ds, "POST", calls[0].path, "", calls[0].body, "X-Team-ID", "../x")
+	if resp.StatusCode != 400 || !strings.Contains(out, "X-Team-ID") {
+		t.Errorf("bad X-Team-ID = %d %s", resp.StatusCode, out)
+	}
+}

@@ -100,7 +100,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		listen = app.Config.Listen
 	}
 	drainTimeout := cmp.Or(*drain, app.Config.DrainTimeout, assistant.DefaultDrainTimeout)
-	tokens, err := app.Config.ResolveTokens()
+	tokens, teams, err := app.Config.ResolveIdentities()
 	var metricsToken string
 	if err == nil {
 		metricsToken, err = app.Config.ResolveMetricsToken()
@@ -110,7 +110,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	tests := testrun.NewService(env.Pipeline, pipeline.StoreMemory(env.Store), version, logger)
 	if err == nil {
 		var srv *server.Server
-		srv, err = server.New(server.Config{Backend: env.Pipeline, Chats: env.Pipeline, Tokens: tokens, Addr: listen, Logger: logger,
+		srv, err = server.New(server.Config{Backend: env.Pipeline, Chats: env.Pipeline, Tokens: tokens, Teams: teams, Addr: listen, Logger: logger,
 			AllowedHosts: app.Config.AllowedHosts, AllowedOrigins: app.Config.AllowedOrigins,
 			DrainTimeout: drainTimeout, Metrics: reg, MetricsToken: metricsToken, Responses: env.Store, Tests: tests})
 		var ln net.Listener
