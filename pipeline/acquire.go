@@ -59,10 +59,13 @@ func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.
 	}
 	start := time.Now()
 	c := t.p.kept.take(t.req.UserID, t.req.ChatID)
+	var thawErr error
 	if c != nil {
 		c.endIdleWatch()
+		// An idle kept chat is frozen after a while: its CLI runs again.
+		thawErr = c.thaw()
 	}
-	if c != nil && c.assistant == a && c.cli != nil && c.cli.Alive() {
+	if c != nil && thawErr == nil && c.assistant == a && c.cli != nil && c.cli.Alive() {
 		releaseSlot, err := t.sandboxSlot(ctx, lim)
 		if err != nil {
 			t.p.kept.put(c)
@@ -84,7 +87,7 @@ func (t *turn) sandboxFor(ctx context.Context, app *assistant.App, a *assistant.
 	}
 	if c != nil {
 		t.p.log.Info("kept chat restarted", "user", t.req.UserID, "chat", t.req.ChatID, "assistant", a.ID,
-			"assistant_changed", c.assistant != a, "cli_alive", c.cli != nil && c.cli.Alive())
+			"assistant_changed", c.assistant != a, "cli_alive", c.cli != nil && c.cli.Alive(), "thaw_error", thawErr)
 		t.p.kept.drop(c)
 	}
 	return t.createSandbox(ctx, app, a, lim)

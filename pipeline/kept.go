@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"container/list"
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,10 +48,62 @@ type keptChat struct {
 
 	elem  *list.Element // in keptChats.idle while idle
 	timer *time.Timer
+	// freezeTimer freezes it once idle for keptChats.freezeAfter (nil:
+	// its sandbox cannot be frozen).
+	freezeTimer *time.Timer
+	// freezeMu orders a freeze and the thaw of the turn that takes it;
+	// frozen is whether its sandbox is frozen now (freezeMu).
+	freezeMu sync.Mutex
+	frozen   bool
 	// idleWatch ends the watch on its workspace between turns, where the
 	// disk limit is measured (nil: none; Pipeline.watchIdle).
 	idleWatch func()
 }
+
+// freeze freezes c's sandbox, if c is still idle and not frozen: its
+// CLI and whatever the agent left running cost no CPU until its next
+// turn thaws it.
+func (k *keptChats) freeze(c *keptChat) {
+	c.freezeMu.Lock()
+	defer c.freezeMu.Unlock()
+	k.mu.Lock()
+	idle := c.elem != nil && k.byKey[c.key] == c
+	k.mu.Unlock()
+	f, ok := c.sb.(sandbox.Freezer)
+	if !idle || c.frozen || !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), freezeTimeout)
+	defer cancel()
+	if err := f.Freeze(ctx); err == nil {
+		c.frozen = true
+	}
+}
+
+// thaw thaws c's sandbox if it is frozen (a turn took c, or c stops).
+func (c *keptChat) thaw() error {
+	c.freezeMu.Lock()
+	defer c.freezeMu.Unlock()
+	if !c.frozen {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), freezeTimeout)
+	defer cancel()
+	if err := c.sb.(sandbox.Freezer).Thaw(ctx); err != nil {
+		return err
+	}
+	c.frozen = false
+	return nil
+}
+
+// keptFreezeAfter is how long a kept chat idles before its sandbox is
+// frozen: past the end of its turn's work (the CLI writes the end of its
+// transcript after the answer, the checkpoint reads it), short enough
+// that an idle chat costs no CPU for most of its keep_alive.
+const keptFreezeAfter = 5 * time.Second
+
+// freezeTimeout bounds a freeze or a thaw.
+const freezeTimeout = 10 * time.Second
 
 // endIdleWatch ends the watch on c's workspace between turns, if any:
 // when a turn takes c, or before c stops.
@@ -71,6 +124,9 @@ type keptChats struct {
 	maxCount  int
 	maxMemory int64
 	closed    bool
+	// freezeAfter is how long an idle chat waits before it is frozen
+	// (0: never).
+	freezeAfter time.Duration
 	// measureEvery is how often the idle chats are measured; metering is
 	// set while a meter runs (Pipeline.meterKept); closing meterDone ends it.
 	measureEvery time.Duration
@@ -86,7 +142,8 @@ const keptMeasureInterval = 10 * time.Second
 
 func newKeptChats() *keptChats {
 	lim := assistant.DefaultLimits()
-	k := &keptChats{idle: list.New(), byKey: map[string]*keptChat{}, measureEvery: keptMeasureInterval, meterDone: make(chan struct{})}
+	k := &keptChats{idle: list.New(), byKey: map[string]*keptChat{}, measureEvery: keptMeasureInterval, meterDone: make(chan struct{}),
+		freezeAfter: keptFreezeAfter}
 	k.setCaps(lim, hostMemory())
 	return k
 }
@@ -136,8 +193,16 @@ func (k *keptChats) take(user, chatID string) *keptChat {
 	delete(k.byKey, c.key)
 	k.idle.Remove(c.elem)
 	c.elem = nil
-	c.timer.Stop()
+	c.stopTimers()
 	return c
+}
+
+// stopTimers stops c's keep_alive and freeze timers (k.mu held).
+func (c *keptChat) stopTimers() {
+	c.timer.Stop()
+	if c.freezeTimer != nil {
+		c.freezeTimer.Stop()
+	}
 }
 
 // admit counts a new kept chat (its sandbox created for keeping).
@@ -154,11 +219,7 @@ func (k *keptChats) drop(c *keptChat) {
 	k.mu.Lock()
 	k.uncount(c)
 	k.mu.Unlock()
-	c.endIdleWatch()
-	if c.cli != nil {
-		c.cli.Close()
-	}
-	c.remove()
+	k.stop(c)
 }
 
 // put returns c to the idle list after a turn; it stops after its
@@ -174,6 +235,10 @@ func (k *keptChats) put(c *keptChat) {
 	c.elem = k.idle.PushBack(c)
 	k.byKey[c.key] = c
 	c.timer = time.AfterFunc(c.keepAlive, func() { k.expire(c) })
+	c.freezeTimer = nil
+	if _, ok := c.sb.(sandbox.Freezer); ok && k.freezeAfter > 0 && k.freezeAfter < c.keepAlive {
+		c.freezeTimer = time.AfterFunc(k.freezeAfter, func() { k.freeze(c) })
+	}
 	k.mu.Unlock()
 	k.trim()
 }
@@ -217,7 +282,7 @@ func (k *keptChats) unlink(c *keptChat) {
 	k.idle.Remove(c.elem)
 	c.elem = nil
 	delete(k.byKey, c.key)
-	c.timer.Stop()
+	c.stopTimers()
 }
 
 // expire stops an idle c: its keep_alive passed, or its workspace grew
@@ -237,6 +302,9 @@ func (k *keptChats) expire(c *keptChat) {
 // stop stops an uncounted c.
 func (k *keptChats) stop(c *keptChat) {
 	c.endIdleWatch()
+	// A frozen CLI cannot end its session: thawed first (the removal
+	// goes on if the thaw fails).
+	_ = c.thaw()
 	if c.cli != nil {
 		c.cli.Close()
 	}

@@ -180,3 +180,55 @@ func TestPoolInDocker(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptChatFrozenInDocker: an idle kept chat's sandbox is frozen
+// (paused); its next message thaws it and the kept CLI answers it; a
+// frozen chat stops cleanly (its CLI thawed to end its session) at Close.
+func TestKeptChatFrozenInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := newKeptEnv(t, ctx, time.Minute, []scripted.Turn{
+		{When: &scripted.Match{Contains: "first"}, Text: "One."},
+		{When: &scripted.Match{Contains: "second"}, Text: "Two."},
+		{When: &scripted.Match{Contains: "third"}, Text: "Three."},
+	}, nil)
+	e.p.kept.freezeAfter = 0 // frozen by the test, not by the clock
+	rt := e.p.cfg.Runtimes["docker"].(*docker.Runtime)
+	freeze := func() *keptChat {
+		t.Helper()
+		e.p.kept.mu.Lock()
+		c := e.p.kept.byKey[keptKey("alice", "c1")]
+		e.p.kept.mu.Unlock()
+		if c == nil {
+			t.Fatal("no idle kept chat")
+		}
+		e.p.kept.freeze(c)
+		ins, err := rt.Client().ContainerInspect(ctx, c.sb.ID())
+		if err != nil || !ins.State.Paused {
+			t.Fatalf("kept chat's container not paused: %v", err)
+		}
+		return c
+	}
+	if got, tm := e.turn(t, ctx, "c1", "first"); got != "One." || tm.Sandbox != chat.SandboxCold {
+		t.Fatalf("first: %q on %s", got, tm.Sandbox)
+	}
+	c := freeze()
+	if got, tm := e.turn(t, ctx, "c1", "second"); got != "Two." || tm.Sandbox != chat.SandboxWarm {
+		t.Fatalf("after a freeze: %q on %s, want Two. on the kept CLI", got, tm.Sandbox)
+	}
+	if ins, err := rt.Client().ContainerInspect(ctx, c.sb.ID()); err != nil || ins.State.Paused {
+		t.Errorf("kept chat's container still paused after its turn: %v", err)
+	}
+	freeze()
+	closeStart := time.Now()
+	if err := e.p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("close took %s", time.Since(closeStart))
+	if _, err := rt.Client().ContainerInspect(ctx, c.sb.ID()); err == nil {
+		t.Errorf("frozen kept chat's container left after Close")
+	}
+}

@@ -48,3 +48,13 @@ type Pooled interface {
 // takes at Claim, whatever their host path: the bridge's sockets and its
 // egress CA (bridge.GuestModelSocket and the others are in it).
 const PoolSocketDir = "/run/agentbox"
+
+// Freezer is a sandbox that can be frozen: every process in it stopped
+// (the cgroup freezer), so that it costs no CPU while it waits, and
+// thawed as it was. A frozen sandbox runs no command; its owner thaws it
+// before it runs one, stops its processes or removes it (Remove also
+// works on a frozen sandbox).
+type Freezer interface {
+	Freeze(ctx context.Context) error
+	Thaw(ctx context.Context) error
+}

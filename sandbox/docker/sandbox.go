@@ -280,3 +280,25 @@ func (s *Sandbox) MemoryUsage(ctx context.Context) (int64, error) {
 	}
 	return int64(use), nil
 }
+
+var _ sandbox.Freezer = (*Sandbox)(nil)
+
+// Freeze pauses the container (docker pause: the cgroup freezer).
+func (s *Sandbox) Freeze(ctx context.Context) error {
+	cctx, cancel := s.rt.call(ctx)
+	defer cancel()
+	if err := s.rt.cli.ContainerPause(cctx, s.id); err != nil {
+		return s.execErr(ctx, "pause", err)
+	}
+	return nil
+}
+
+// Thaw unpauses the container.
+func (s *Sandbox) Thaw(ctx context.Context) error {
+	cctx, cancel := s.rt.call(ctx)
+	defer cancel()
+	if err := s.rt.cli.ContainerUnpause(cctx, s.id); err != nil {
+		return s.execErr(ctx, "unpause", err)
+	}
+	return nil
+}
