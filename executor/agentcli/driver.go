@@ -94,7 +94,8 @@ type Prepared struct {
 	Model string
 	// Keep reports that the CLI is started to be kept for the chat's
 	// next turns (a Keeper's, when the request asks): Prepare starts it
-	// to take its messages on stdin.
+	// to take its messages on stdin, or clears it to run the CLI for the
+	// turn alone (a mode its keeping mode cannot run).
 	Keep bool
 }
 
@@ -133,6 +134,12 @@ type Plan struct {
 	// FailureThreshold is the assistant's repeated_tool_failure threshold
 	// (executor.FailureThreshold), set by the driver for the parser.
 	FailureThreshold int
+	// Protocol is the CLI's own state of a protocol conversation with the
+	// process (the client of a CLI that speaks JSON-RPC on stdio: its
+	// request ids, its session): Prepare makes it, NewParser and a
+	// Keeper's NextMessage read it from the Plan, for every turn the
+	// process takes.
+	Protocol any
 }
 
 // Parser reads one turn of a CLI's output (a Chat underneath, or a
@@ -308,10 +315,21 @@ func (x *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		k = &kept{Run: run, owner: x, key: keepKey(req), plan: plan, secrets: secrets}
 	}
 	parser := x.cli.NewParser(req.Emit, plan, run)
+	cancelable(run, parser)
 	exit := run.Wait(parser.Line)
 	res, err := x.finish(ctx, req, run, k, plan, p.Resume, parser, exit, secrets, log)
 	keep = res != nil && res.Warm != nil
 	return res, err
+}
+
+// cancelable makes a kept run ask parser to stop a canceled turn when it
+// can (Canceler).
+func cancelable(run *Run, parser Parser) {
+	if c, ok := parser.(Canceler); ok {
+		run.SetCanceler(c.Cancel)
+	} else {
+		run.SetCanceler(nil)
+	}
 }
 
 // reset makes the state folder and the homes, the sandbox user's alone,
@@ -372,7 +390,9 @@ func (x *Executor) finish(ctx context.Context, req *executor.Request, run *Run, 
 	res.Notices = append(res.Notices, exit.Notices...)
 	log.Debug(x.prof.Name+" done", "exit", exit.Code, "killed", exit.Killed, "idle", exit.Idle, "alive", exit.Alive, "outcome", fin)
 	xe := exit.Failure(Parsed{GotResult: out.GotResult, Err: out.Err, NoResult: fin.NoResult})
-	if k != nil && exit.Alive && req.KeepAlive && (xe == nil || xe == out.Err) {
+	// A turn canceled (or timed out) that the CLI stopped and settled
+	// leaves it usable (Canceler).
+	if k != nil && exit.Alive && req.KeepAlive && (xe == nil || xe == out.Err || exit.ctxStopped) {
 		k.session = res.SessionID
 		res.Warm = k
 	} else if k != nil {

@@ -39,15 +39,18 @@ import (
 //
 // Claude Code does it with --input-format stream-json: a message is a
 // stream-json user line, the turn's result line settles it, and the CLI
-// prints its init line on reading a message (the liveness check). A CLI
-// that speaks a request-response protocol on stdio instead (the Agent
-// Client Protocol's JSON-RPC, which the Gemini CLI and opencode serve,
-// or the Codex app server's) would start that server in Prepare with
-// the initialize, new-session and first prompt requests as Plan.Input,
-// encode a prompt request for the session its parser reported (Next) in
-// NextMessage, and settle the turn when the prompt's response arrives;
-// such a CLI prints nothing on reading a request, so its executor sets
-// Options.AckWait negative.
+// prints its init line on reading a message (the liveness check). The
+// Gemini CLI and opencode speak a request-response protocol on stdio
+// instead (the Agent Client Protocol's JSON-RPC, package acp): Prepare
+// starts that server with the initialize request as Plan.Input and the
+// client's state of the conversation as Plan.Protocol; the parser sends
+// the requests that follow each response (the session, the prompt) and
+// its answers to the CLI's own requests through the Run (Sender), and
+// settles the turn on the prompt's response; NextMessage is a prompt
+// request of the session. Such a CLI prints nothing on reading a
+// request, so its executor leaves Options.AckWait unset; its parser can
+// cancel a turn without ending the CLI (Canceler), so a canceled or
+// timed-out turn leaves it kept.
 type Keeper interface {
 	// NextMessage is what the kept CLI reads on stdin as the turn's
 	// message.
@@ -118,6 +121,7 @@ func (x *Executor) next(ctx context.Context, req *executor.Request, k *kept, kee
 		return nil, &chat.Error{Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
 	}
 	parser := x.cli.NewParser(req.Emit, k.plan, k.Run)
+	cancelable(k.Run, parser)
 	if err := k.Next(ctx, req.Emit, req.Timeout, msg, parser.Line, x.opts.AckWait); err != nil {
 		var ce *chat.Error
 		if errors.As(err, &ce) {

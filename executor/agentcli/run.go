@@ -164,6 +164,16 @@ type Run struct {
 	closeOnce sync.Once
 	closed    atomic.Bool
 
+	// canceler asks a kept CLI to stop a turn without ending (SetCanceler).
+	canceler func() bool
+
+	// The messages a protocol client sends (Send), written in order by
+	// one goroutine until the run is released.
+	sendOnce sync.Once
+	outbox   chan []byte
+	released chan struct{}
+	relOnce  sync.Once
+
 	turn atomic.Pointer[turnState]
 }
 
@@ -205,7 +215,7 @@ func Start(ctx context.Context, spec Spec) (*Run, *chat.Error) {
 	}
 	t := newTurn(ctx, spec, true)
 	r := &Run{spec: spec, stop: func() {}, eof: make(chan struct{}), acks: make(chan struct{}, 1),
-		stderr: NewRing(StderrTail), stderrDone: make(chan struct{}), exited: make(chan struct{})}
+		stderr: NewRing(StderrTail), stderrDone: make(chan struct{}), exited: make(chan struct{}), released: make(chan struct{})}
 	r.turn.Store(t)
 	// A fresh run's process ends with its turn; a kept one's when it is
 	// closed.
@@ -307,11 +317,65 @@ func (r *Run) closeInput() {
 // release ends the input for good, a write blocked on a CLI that never
 // read it included, and the process's own context.
 func (r *Run) release() {
+	r.relOnce.Do(func() { close(r.released) })
 	r.closeInput()
 	if r.inputR != nil {
 		r.inputR.Close()
 	}
 	r.stop()
+}
+
+// Sender is what a parser of a CLI that speaks a request-response
+// protocol on stdio (JSON-RPC: the Agent Client Protocol, the Codex app
+// server) writes its requests and its answers to the CLI's requests
+// with. A Run of a kept CLI (Spec.Keep) or one started with Input
+// implements it; the parser finds it in its Monitor.
+type Sender interface {
+	// Send queues msg (one whole message, its newline included) for the
+	// CLI's stdin; messages are written in the order they were sent, after
+	// Spec.Input. It does not wait for the write; a CLI that is gone
+	// drops it (its end is Wait's to report).
+	Send(msg []byte) error
+}
+
+var _ Sender = (*Run)(nil)
+
+// maxOutbox bounds the messages queued for a CLI that does not read its
+// input.
+const maxOutbox = 256
+
+// Send implements Sender.
+func (r *Run) Send(msg []byte) error {
+	if r.input == nil {
+		return errors.New(r.spec.CLI + " was started without an input to send to")
+	}
+	r.sendOnce.Do(func() {
+		r.outbox = make(chan []byte, maxOutbox)
+		go r.writeOutbox()
+	})
+	select {
+	case r.outbox <- msg:
+		return nil
+	case <-r.released:
+		return errors.New(r.spec.CLI + " has ended")
+	default:
+		return errors.New(r.spec.CLI + " does not read its input: " + fmt.Sprint(maxOutbox) + " messages wait")
+	}
+}
+
+// writeOutbox writes the sent messages until the run is released or the
+// CLI stops reading.
+func (r *Run) writeOutbox() {
+	for {
+		select {
+		case msg := <-r.outbox:
+			if _, err := r.input.Write(msg); err != nil {
+				return
+			}
+		case <-r.released:
+			return
+		}
+	}
 }
 
 // ResultSeen is Answered and Settled(true): for a CLI whose result ends
@@ -387,6 +451,21 @@ func (r *Run) Alive() bool {
 		return true
 	}
 }
+
+// Canceler is a Parser of a CLI that can stop a turn's work and go on
+// (a protocol's cancel request): a kept CLI whose turn is canceled or
+// times out is asked to, and kept when the turn then settles within the
+// grace period; otherwise, or when Cancel returns false, it is stopped.
+type Canceler interface {
+	// Cancel asks the CLI to stop the turn; false when it cannot be
+	// asked.
+	Cancel() bool
+}
+
+// SetCanceler makes Wait ask cancel (a Canceler's Cancel) to stop a kept
+// CLI's turn whose contexts ended, instead of stopping the CLI. It is
+// called before Wait.
+func (r *Run) SetCanceler(cancel func() bool) { r.canceler = cancel }
 
 // Close stops a kept CLI: it ends its input, gives it a moment to exit
 // and kills it then. It is idempotent; no turn may be running.
@@ -492,8 +571,11 @@ func (r *Run) Wait(line func(Line)) *Exit {
 	t := r.turn.Load()
 	defer t.cancel()
 	r.setSink(line)
-	stopInput := context.AfterFunc(t.runCtx, r.closeInput)
-	defer stopInput()
+	if !r.spec.Keep {
+		// A kept CLI's input ends when it is stopped (kill, below).
+		stopInput := context.AfterFunc(t.runCtx, r.closeInput)
+		defer stopInput()
+	}
 	proc := r.proc
 
 	x := &Exit{Began: t.began, spec: &t.spec}
@@ -563,7 +645,9 @@ func (r *Run) Wait(line func(Line)) *Exit {
 			}
 		case <-grace:
 			grace = nil
-			if !x.bgStopped {
+			if x.ctxStopped {
+				r.spec.Logger.Warn(r.spec.CLI + " did not stop its canceled turn within " + t.spec.GracePeriod.String() + "; stopped")
+			} else if !x.bgStopped {
 				notice(NoticeCLIHung, fmt.Sprintf("%s did not exit within %s after its work was done and was stopped", r.spec.CLI, t.spec.GracePeriod))
 			}
 			x.Killed = true
@@ -600,6 +684,12 @@ func (r *Run) Wait(line func(Line)) *Exit {
 		case <-ctxDone:
 			ctxDone = nil
 			x.ctxStopped = true
+			if r.canceler != nil && r.Alive() && r.canceler() {
+				// The CLI stops the turn and stays: kept when it settles
+				// within the grace period.
+				startGrace(t.spec.GracePeriod)
+				continue
+			}
 			kill()
 		case <-unstick:
 			unstick = nil
