@@ -31,3 +31,13 @@ func TestDockerPermissionDefault(t *testing.T) {
 		t.Errorf("turn: %v, content %q", err, res.Content)
 	}
 }
+
+// TestDockerKept: a kept chat's turns go to one `gemini --acp` process
+// (see clitest.Kept).
+func TestDockerKept(t *testing.T) {
+	clitest.Kept{
+		CLI: "gemini", Exec: New(Options{}), Type: "anthropic", Process: "--acp",
+		Shell: "run_shell_command",
+		Input: func(c string) map[string]any { return map[string]any{"command": c, "description": "run"} },
+	}.Run(t)
+}

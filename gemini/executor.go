@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor/agentcli"
+	"github.com/agentbox/agentbox/executor/agentcli/acp"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
 )
@@ -58,6 +59,9 @@ func (cli) Profile() agentcli.Profile {
 }
 
 func (cli) NewParser(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.Parser {
+	if conn, ok := plan.Protocol.(*acp.Conn); ok && conn != nil {
+		return acpParser(conn, emit, plan, m)
+	}
 	return NewParser(emit, ParserOptions{Skills: plan.Skills, MCPServers: plan.MCP.Names(), Monitor: m,
 		PermissionMode: plan.PermissionMode, FailureThreshold: plan.FailureThreshold})
 }
@@ -119,22 +123,37 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	if err := ws.RemoveAll(ctx, logFile); err != nil {
 		return nil, err
 	}
-	argv := []string{e.opts.Binary, "--output-format", "stream-json", "--skip-trust", "--approval-mode", mode}
+	prompt := agentcli.Prompt(p.History, p.Input, p.Resume)
+	argv := []string{e.opts.Binary, "--skip-trust", "--approval-mode", mode}
 	if p.Model != "" {
 		argv = append(argv, "--model", p.Model)
 	}
-	if p.Resume != "" {
-		argv = append(argv, "--resume", p.Resume)
+	var input []byte
+	var conn any
+	if p.Keep {
+		// Kept for the chat's next turns: the Agent Client Protocol on
+		// stdio (keep.go), which loads the session to resume.
+		argv = append(argv, "--acp")
+		c := acp.NewConn(sandbox.Workdir, p.Resume, prompt)
+		conn, input = c, c.Start()
+	} else {
+		argv = append(argv, "--output-format", "stream-json")
+		if p.Resume != "" {
+			argv = append(argv, "--resume", p.Resume)
+		}
+		// The prompt comes on standard input; -p only makes the run
+		// headless.
+		argv = append(argv, "--prompt", " ")
+		input = []byte(prompt)
 	}
-	// The prompt comes on standard input; -p only makes the run headless.
-	argv = append(argv, "--prompt", " ")
 	names := make([]string, 0, len(p.Assistant.Skills))
 	for _, s := range p.Assistant.Skills {
 		names = append(names, s.Name)
 	}
 	return &agentcli.Plan{
-		Argv:  argv,
-		Input: []byte(agentcli.Prompt(p.History, p.Input, p.Resume)),
+		Argv:     argv,
+		Input:    input,
+		Protocol: conn,
 		Env: map[string]string{
 			"HOME":                   sandbox.Workdir + "/" + home,
 			"GEMINI_DEBUG_LOG_FILE":  sandbox.Workdir + "/" + logFile,

@@ -64,9 +64,13 @@ func NewParser(emit chat.EmitFunc, opts ParserOptions) *Parser {
 // Stderr raises mcp_server_failed for every MCP server the CLI's debug
 // log (Plan.LogFile, after the stderr tail) says did not connect
 // (agentcli.StderrReader).
-func (p *Parser) Stderr(text string) {
+func (p *Parser) Stderr(text string) { mcpFailures(p.c, text) }
+
+// mcpFailures raises mcp_server_failed for every MCP server text (the
+// debug log) says did not connect.
+func mcpFailures(c *agentcli.Chat, text string) {
 	for _, m := range mcpFailed.FindAllStringSubmatch(text, -1) {
-		p.c.MCPFailed(m[1], "failed", strings.TrimSpace(m[2]))
+		c.MCPFailed(m[1], "failed", strings.TrimSpace(m[2]))
 	}
 }
 

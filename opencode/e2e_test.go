@@ -46,3 +46,13 @@ func TestDockerPermissionAcceptEdits(t *testing.T) {
 		t.Errorf("error %v; want one that names permission_mode acceptEdits and bypassPermissions", err)
 	}
 }
+
+// TestDockerKept: a kept chat's turns go to one `opencode acp` process
+// (see clitest.Kept).
+func TestDockerKept(t *testing.T) {
+	clitest.Kept{
+		CLI: "opencode", Exec: New(Options{}), Type: "anthropic", Process: "opencode acp",
+		Shell: "bash",
+		Input: func(c string) map[string]any { return map[string]any{"command": c, "description": "run"} },
+	}.Run(t)
+}

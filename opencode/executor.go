@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor/agentcli"
+	"github.com/agentbox/agentbox/executor/agentcli/acp"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
 )
@@ -64,6 +65,9 @@ func (cli) Profile() agentcli.Profile {
 }
 
 func (cli) NewParser(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.Parser {
+	if conn, ok := plan.Protocol.(*acp.Conn); ok && conn != nil {
+		return acpParser(conn, emit, plan, m)
+	}
 	return NewParser(emit, ParserOptions{Model: plan.Model, Skills: plan.Skills, MCPServers: plan.MCP.Names(), Monitor: m,
 		PermissionMode: plan.PermissionMode, FailureThreshold: plan.FailureThreshold})
 }
@@ -133,20 +137,38 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	}
 	// Warnings go to stderr: they name an MCP server that did not
 	// connect, which the JSON stream leaves out (Parser.Stderr).
-	argv := []string{e.opts.Binary, "run", "--format", "json", "--model", provider + "/" + p.Model, "--agent", m.agent, "--thinking", "--print-logs", "--log-level", "WARN"}
-	if m.auto {
-		argv = append(argv, "--auto")
-	}
-	if p.Resume != "" {
-		argv = append(argv, "--session", p.Resume)
+	prompt := agentcli.Prompt(p.History, p.Input, p.Resume)
+	// The ACP server starts the build agent: the plan agent runs a turn
+	// at a time.
+	p.Keep = p.Keep && m.agent == "build"
+	var argv []string
+	var input []byte
+	var conn any
+	if p.Keep {
+		// Kept for the chat's next turns: the Agent Client Protocol on
+		// stdio (keep.go), the model and the permissions from the
+		// configuration; what the rules leave to ask is refused.
+		argv = []string{e.opts.Binary, "acp", "--print-logs", "--log-level", "WARN"}
+		c := acp.NewConn(sandbox.Workdir, p.Resume, prompt)
+		conn, input = c, c.Start()
+	} else {
+		argv = []string{e.opts.Binary, "run", "--format", "json", "--model", provider + "/" + p.Model, "--agent", m.agent, "--thinking", "--print-logs", "--log-level", "WARN"}
+		if m.auto {
+			argv = append(argv, "--auto")
+		}
+		if p.Resume != "" {
+			argv = append(argv, "--session", p.Resume)
+		}
+		input = []byte(prompt)
 	}
 	names := make([]string, 0, len(p.Assistant.Skills))
 	for _, s := range p.Assistant.Skills {
 		names = append(names, s.Name)
 	}
 	return &agentcli.Plan{
-		Argv:  argv,
-		Input: []byte(agentcli.Prompt(p.History, p.Input, p.Resume)),
+		Argv:     argv,
+		Input:    input,
+		Protocol: conn,
 		Env: map[string]string{
 			"HOME":                             sandbox.Workdir + "/" + home,
 			keyEnv:                             p.Connector.Key,

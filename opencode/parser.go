@@ -67,9 +67,13 @@ var mcpUnavailable = regexp.MustCompile(`message="server unavailable" key=(\S+)(
 
 // Stderr raises mcp_server_failed for every MCP server opencode's log
 // on stderr says is unavailable (agentcli.StderrReader).
-func (p *Parser) Stderr(tail string) {
+func (p *Parser) Stderr(tail string) { mcpFailures(p.c, tail) }
+
+// mcpFailures raises mcp_server_failed for every MCP server opencode's
+// log says is unavailable.
+func mcpFailures(c *agentcli.Chat, tail string) {
 	for _, m := range mcpUnavailable.FindAllStringSubmatch(tail, -1) {
-		p.c.MCPFailed(strings.Trim(m[1], `"`), cmp.Or(m[2], "failed"), "")
+		c.MCPFailed(strings.Trim(m[1], `"`), cmp.Or(m[2], "failed"), "")
 	}
 }
 
