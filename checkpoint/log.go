@@ -21,9 +21,15 @@ type Entry struct {
 	// Turn is the number of user messages in the checkpoint's history:
 	// the state after turn Turn (before it, when Failed).
 	Turn int `json:"turn"`
-	// Failed marks a checkpoint taken before a turn that failed: the
-	// state the failed turn started from.
+	// Failed marks the state after a turn that failed (its history
+	// holds the turn's message and error).
 	Failed bool `json:"failed,omitempty"`
+	// Before marks the state a turn started from, recorded when it was
+	// not the chat's last checkpoint already (the chat's first turn,
+	// files uploaded or changed in a terminal since its last turn): with
+	// it a failed turn, or an edited message, goes back to exactly what
+	// the turn found. Turn is then the turns before it.
+	Before bool `json:"before,omitempty"`
 	// Response is the Responses API response the turn answered ("": none).
 	Response string `json:"response,omitempty"`
 	// Time is when it was taken.
@@ -41,6 +47,10 @@ type Entry struct {
 type ChatLog struct {
 	Head    string  `json:"head,omitempty"`
 	Entries []Entry `json:"entries"`
+	// Forked names the chats this one was forked from, its parent first:
+	// a fork's workspace holds their CLI sessions, which its CLI goes on
+	// from.
+	Forked []string `json:"forked,omitempty"`
 }
 
 // FindResponse returns the entry of the turn that answered the Responses
@@ -187,15 +197,21 @@ func (s *Store) updateLog(ctx context.Context, user, chat string, fn func(*ChatL
 
 // Record adds e to the chat's log as its head (its parent is the previous
 // head, unless set), then drops the oldest entries beyond keep (0: no
-// bound; never the head). It returns the log and how many entries it
-// dropped: Collect frees what only they held.
+// bound; never the head). A state the log holds already (the same id) is
+// not added again: it becomes the head, where it is in the log; a Before
+// state that is the head changes nothing. It returns the log and how many
+// entries it dropped: Collect frees what only they held.
 func (s *Store) Record(ctx context.Context, user, chat string, e Entry, keep int) (*ChatLog, int, error) {
 	if _, err := ParseHash(e.ID); err != nil {
 		return nil, 0, err
 	}
 	dropped := 0
 	l, err := s.updateLog(ctx, user, chat, func(l *ChatLog) error {
-		if e.Parent == "" && e.ID != l.Head {
+		if l.Find(e.ID) != nil {
+			l.Head = e.ID
+			return nil
+		}
+		if e.Parent == "" {
 			e.Parent = l.Head
 		}
 		if e.Time.IsZero() {
@@ -240,14 +256,16 @@ func (s *Store) SetHead(ctx context.Context, user, chat, id string) error {
 	return err
 }
 
-// StartLog gives the chat (a new fork) the log entries, head last.
-func (s *Store) StartLog(ctx context.Context, user, chat string, entries []Entry) error {
+// StartLog gives the chat (a new fork) the log entries, head last, and
+// the chats it was forked from, its parent first.
+func (s *Store) StartLog(ctx context.Context, user, chat string, entries []Entry, forked []string) error {
 	if len(entries) == 0 {
 		return fmt.Errorf("%w: a log of no checkpoints", ErrInvalid)
 	}
 	_, err := s.updateLog(ctx, user, chat, func(l *ChatLog) error {
 		l.Entries = append([]Entry(nil), entries...)
 		l.Head = entries[len(entries)-1].ID
+		l.Forked = append([]string(nil), forked...)
 		return nil
 	})
 	return err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestLogBranchesAndRetention(t *testing.T) {
@@ -70,7 +71,7 @@ func TestLogBranchesAndRetention(t *testing.T) {
 	}
 
 	// A fork's log keeps the objects when the parent is forgotten.
-	must(t, s.StartLog(bg, "u", "fork", []Entry{{ID: cp.ID, Turn: 2}}))
+	must(t, s.StartLog(bg, "u", "fork", []Entry{{ID: cp.ID, Turn: 2}}, []string{"c"}))
 	must(t, s.ForgetChat("u", "c"))
 	if _, err := s.CollectLogs(bg, "u"); err != nil {
 		t.Fatal(err)
@@ -80,5 +81,69 @@ func TestLogBranchesAndRetention(t *testing.T) {
 	}
 	if l, _ := s.Log(bg, "u", "c"); len(l.Entries) != 0 {
 		t.Errorf("a forgotten chat's log: %+v", l)
+	}
+}
+
+// TestBranches: the versions of each turn of the current branch, as a
+// rewind, a Before checkpoint, an edit and a switch make them.
+func TestBranches(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ws := t.TempDir()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	record := func(content string, e Entry) string {
+		t.Helper()
+		write(t, filepath.Join(ws, "f"), content)
+		e.ID = snap(t, s, "u", "c", ws, nil).ID
+		at = at.Add(time.Minute)
+		e.Time = at
+		if _, _, err := s.Record(bg, "u", "c", e, 0); err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	versions := func() []TurnVersions {
+		t.Helper()
+		l, err := s.Log(bg, "u", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Branches()
+	}
+	record("", Entry{Turn: 0, Before: true})
+	t1 := record("one", Entry{Turn: 1})
+	t2 := record("two", Entry{Turn: 2})
+	t3 := record("three", Entry{Turn: 3})
+	if v := versions(); len(v) != 3 || len(v[0].Versions) != 1 || v[2].Versions[0].Tip != t3 {
+		t.Fatalf("one branch: %+v", v)
+	}
+	// Turn 2 sent again (edited) from turn 1; then a file uploaded, so
+	// turn 3 starts from a Before state.
+	must(t, s.SetHead(bg, "u", "c", t1))
+	t2b := record("two b", Entry{Turn: 2})
+	before := record("two b, uploaded", Entry{Turn: 2, Before: true})
+	t3b := record("three b", Entry{Turn: 3})
+	// Turn 3 sent again from the Before state: a second version of 3b.
+	must(t, s.SetHead(bg, "u", "c", before))
+	t3c := record("three c", Entry{Turn: 3, Failed: true})
+	v := versions()
+	if len(v) != 3 {
+		t.Fatalf("turns: %+v", v)
+	}
+	if got := v[1]; got.Turn != 2 || got.Current != 1 || len(got.Versions) != 2 || got.Versions[0].Checkpoint != t2 || got.Versions[0].Tip != t3 || got.Versions[1].Tip != t3c {
+		t.Errorf("turn 2: %+v", got)
+	}
+	if got := v[2]; got.Current != 1 || len(got.Versions) != 2 || got.Versions[0].Checkpoint != t3b || !got.Versions[1].Failed {
+		t.Errorf("turn 3: %+v", got)
+	}
+	// Switching back to the first version of turn 2 goes to its tip.
+	must(t, s.SetHead(bg, "u", "c", v[1].Versions[0].Tip))
+	if v := versions(); v[1].Current != 0 || len(v[2].Versions) != 1 || v[2].Versions[0].Checkpoint != t3 {
+		t.Errorf("after the switch: %+v", v)
+	}
+	// The same state recorded again is the same checkpoint, not another
+	// version.
+	if l, _, err := s.Record(bg, "u", "c", Entry{ID: t2b, Turn: 2}, 0); err != nil || l.Head != t2b || len(l.Entries) != 8 {
+		t.Errorf("a state recorded twice: %+v, %v", l, err)
 	}
 }

@@ -56,9 +56,14 @@ func (e cli) buildCommand(req *executor.Request, p *prepared, maxTurns int, perm
 	if model != "" {
 		argv = append(argv, "--model", model)
 	}
-	if p.resume {
+	switch {
+	case p.resume:
 		argv = append(argv, "--resume", p.sessionID)
-	} else {
+	case p.forkOf != "":
+		// The chat's session starts as a copy of the session it was
+		// forked from, under the chat's own id.
+		argv = append(argv, "--resume", p.forkOf, "--fork-session", "--session-id", p.sessionID)
+	default:
 		argv = append(argv, "--session-id", p.sessionID)
 	}
 	if p.promptFile {

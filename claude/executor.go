@@ -131,13 +131,16 @@ func (cli) Profile() agentcli.Profile {
 // runInput is the part of a request preparation needs.
 type runInput struct {
 	assistant *assistant.Assistant
-	extraMCP  map[string]assistant.MCPServer
-	skills    []*skills.Skill
-	system    string
-	history   []chat.Message
-	sessionID string
-	relay     string
-	mcpEnv    map[string]string // executor.Request.MCPServerEnv
+	// forkedFrom are the sessions the chat's fork may go on from
+	// (executor.Request.ForkedFrom's chats', the parent's first).
+	forkedFrom []string
+	extraMCP   map[string]assistant.MCPServer
+	skills     []*skills.Skill
+	system     string
+	history    []chat.Message
+	sessionID  string
+	relay      string
+	mcpEnv     map[string]string // executor.Request.MCPServerEnv
 }
 
 // Prepare implements agentcli.CLI. The command is the same whether the
@@ -164,6 +167,9 @@ func (c cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 		sessionID: SessionID(p.Assistant.ID, p.UserID, p.ChatID),
 		relay:     p.Relay,
 		mcpEnv:    p.MCPServerEnv,
+	}
+	for _, from := range p.ForkedFrom {
+		in.forkedFrom = append(in.forkedFrom, SessionID(p.Assistant.ID, p.UserID, from))
 	}
 	prep, err := prepare(ctx, p.Sandbox.Workspace(), in)
 	if err != nil {

@@ -372,3 +372,45 @@ func TestPrepareRewrites(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestForkResumesTheParentsSession: a fork's first run forks the session
+// of the chat it was forked from (its transcript is in the fork's
+// workspace) under the fork's own session id; with a transcript of its
+// own the fork resumes that.
+func TestForkResumesTheParentsSession(t *testing.T) {
+	t.Parallel()
+	sb := newHostSandbox(t)
+	srv := scripted.NewServer(nil)
+	t.Cleanup(srv.Close)
+	bin := fakeCLI(t, `printf '%s\n' "$@" > argv.txt; echo '`+fakeResult+`'`)
+	transcript := func(chatID string) {
+		dir := filepath.Join(sb.ws.Dir(), ConfigPaths("coder").Config, "projects", "-workspace")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, SessionID("coder", "alice", chatID)+".jsonl"), []byte("{}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func() string {
+		t.Helper()
+		req := newRequest(sb, srv, "fork", "go on", &chattest.Recorder{})
+		req.History = []chat.Message{{Role: chat.RoleUser, Content: "the parent's question"}, {Role: chat.RoleAssistant, Content: "the parent's answer"}}
+		req.ForkedFrom = []string{"parent", "grandparent"}
+		if _, err := New(Options{Binary: bin}).Run(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		argv, _ := os.ReadFile(filepath.Join(sb.ws.Dir(), "argv.txt"))
+		return string(argv)
+	}
+	transcript("grandparent")
+	transcript("parent")
+	own, parent := SessionID("coder", "alice", "fork"), SessionID("coder", "alice", "parent")
+	if a := run(); !strings.Contains(a, "--resume\n"+parent+"\n--fork-session\n--session-id\n"+own+"\n") {
+		t.Errorf("a fork's first run does not fork the parent's session:\n%s", a)
+	}
+	transcript("fork")
+	if a := run(); !strings.Contains(a, "--resume\n"+own+"\n") || strings.Contains(a, "--fork-session") {
+		t.Errorf("a fork with a session of its own does not resume it:\n%s", a)
+	}
+}

@@ -156,6 +156,10 @@ type prepared struct {
 	mcp       *mcpConfig
 	resume    bool
 	sessionID string
+	// forkOf is the session a fork's first run forks (--fork-session):
+	// the nearest of the chats it was forked from whose transcript the
+	// workspace holds, when it has none of its own.
+	forkOf string
 	// promptFile is set when a system prompt file was written.
 	promptFile bool
 }
@@ -184,8 +188,16 @@ func prepare(ctx context.Context, ws *sandbox.Workspace, req *runInput) (*prepar
 	}
 	p := &prepared{paths: paths, mcp: mcp, sessionID: req.sessionID}
 	p.resume = hasTranscript(ctx, ws, paths.Config, p.sessionID)
+	for _, from := range req.forkedFrom {
+		if p.resume || p.forkOf != "" {
+			break
+		}
+		if hasTranscript(ctx, ws, paths.Config, from) {
+			p.forkOf = from
+		}
+	}
 	prompt := req.system
-	if !p.resume && len(req.history) > 0 {
+	if !p.resume && p.forkOf == "" && len(req.history) > 0 {
 		prompt = appendHistory(prompt, req.history)
 	}
 	if err := ws.RemoveAll(ctx, SystemPromptFile); err != nil {

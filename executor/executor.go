@@ -30,6 +30,12 @@ type Request struct {
 	Assistant *assistant.Assistant
 	UserID    string
 	ChatID    string
+	// ForkedFrom names the chats this chat was forked from, its parent
+	// first: its workspace holds their CLI sessions as they were at the
+	// fork. A chat with no session of its own goes on from the nearest
+	// one's: a fork of it where the CLI has one (Claude Code's
+	// --fork-session), else the copy in its workspace resumed.
+	ForkedFrom []string
 	// System is the system prompt: the assistant's prompts and whatever a
 	// Create hook changed. It goes to a file, never argv.
 	System string

@@ -17,6 +17,9 @@ import (
 // with the context they run in.
 func (t *turn) assemble(ctx context.Context, app *assistant.App) error {
 	start := time.Now()
+	if err := t.startFrom(ctx); err != nil {
+		return err
+	}
 	conv, err := t.buildConversation(ctx)
 	t.phase(phaseAssemble, start)
 	if err != nil {

@@ -87,55 +87,114 @@ func (t *turn) checkpoint(ctx context.Context, failed bool) {
 			settle(ctx, filepath.Join(dir, agentcli.StateRoot), transcriptQuiet, transcriptSettle)
 		}
 	}
-	e, err := p.capture(ctx, user, chatID, t.asst.Sandbox != nil, failed, t.req.ResponseID, keep)
-	if err != nil {
-		p.log.Error("checkpoint not taken", "user", user, "chat", chatID, "error", err)
-		chat.Notice(t.emit, t.nextID("notice"), "checkpoint_not_saved", "this turn cannot be rewound to: its checkpoint was not saved: "+err.Error())
+	e := checkpoint.Entry{Failed: failed, Response: t.req.ResponseID}
+	if err := p.capture(ctx, user, chatID, t.asst.Sandbox != nil, &e, keep); err != nil {
+		t.checkpointFailed(err)
 		return
 	}
 	p.log.Debug("checkpoint", "user", user, "chat", chatID, "checkpoint", e.ID, "turn", e.Turn, "files", e.Files, "added", e.Added)
 }
 
-// capture records the chat's state (its workspace when withFiles) as the
-// head of its log, keeping keep checkpoints; those dropped are collected
-// in the background.
-func (p *Pipeline) capture(ctx context.Context, user, chatID string, withFiles, failed bool, response string, keep int) (*checkpoint.Entry, error) {
+// checkpointFailed logs and notices a checkpoint that was not taken.
+func (t *turn) checkpointFailed(err error) {
+	t.p.log.Error("checkpoint not taken", "user", t.req.UserID, "chat", t.req.ChatID, "error", err)
+	chat.Notice(t.emit, t.nextID("notice"), "checkpoint_not_saved", "this turn cannot be rewound to: its checkpoint was not saved: "+err.Error())
+}
+
+// startFrom runs when the turn holds its chat, before it reads the
+// history: an edit (Request.Edit) first brings the chat back to the state
+// before the turn it edits; then the state the turn starts from is
+// recorded (a Before checkpoint) unless it is the chat's last checkpoint
+// already, so that whatever the turn does, and however it ends, the state
+// it found can be restored.
+func (t *turn) startFrom(ctx context.Context) error {
+	p, user, chatID := t.p, t.req.UserID, t.req.ChatID
+	keep := p.keepCheckpoints()
+	if t.req.Edit < 0 || (t.req.Edit > 0 && (t.req.Continue || t.req.Ephemeral || len(split(t.req.Messages).history) > 0)) {
+		return badRequest("edit %d: an edit names a turn from 1 and sends only its new message (no history, not ephemeral)", t.req.Edit)
+	}
+	if t.req.Edit > 0 {
+		if err := p.errNoCheckpoints(); err != nil {
+			return err
+		}
+		if err := p.idle(user, chatID); err != nil {
+			return err
+		}
+		l, err := p.cfg.Checkpoints.Log(ctx, user, chatID)
+		if err != nil {
+			return &chat.Error{Code: chat.ErrInternal, Message: "checkpoints unavailable", Err: err}
+		}
+		e := l.BeforeTurn(t.req.Edit)
+		if e == nil {
+			return &chat.Error{Code: chat.ErrInvalidRequest, Err: sandbox.ErrNotFound,
+				Message: fmt.Sprintf("chat %q has no checkpoint of the state before turn %d (no such turn on its current branch, or its checkpoints were taken before this server kept them, or dropped by cleanup.checkpoints): GET /api/chats/%s/checkpoints lists them", chatID, t.req.Edit, chatID)}
+		}
+		if _, err := p.rewindTo(ctx, user, chatID, t.asst.ID, e); err != nil {
+			return err
+		}
+	}
+	if keep == 0 || t.req.Ephemeral || t.trial != nil || t.nested {
+		return nil
+	}
+	withFiles := t.asst.Sandbox != nil && p.cfg.Workspaces != nil && p.cfg.Workspaces.Exists(user, chatID)
+	if withFiles {
+		// Mounted while it is read: the sandbox acquires it again.
+		_, release, err := p.acquireWorkspace(ctx, user, chatID, 0)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	e := checkpoint.Entry{Before: true}
+	if err := p.capture(ctx, user, chatID, withFiles, &e, keep); err != nil {
+		if ctx.Err() != nil {
+			return chat.AsError(context.Cause(ctx))
+		}
+		t.checkpointFailed(err)
+	}
+	return nil
+}
+
+// capture records the chat's state (its workspace when withFiles) as e,
+// the head of its log, keeping keep checkpoints; those dropped are
+// collected in the background. It fills e's id, turn, time and sizes.
+func (p *Pipeline) capture(ctx context.Context, user, chatID string, withFiles bool, e *checkpoint.Entry, keep int) error {
 	start := time.Now()
 	src := checkpoint.Source{}
 	if withFiles && p.cfg.Workspaces != nil && p.cfg.Workspaces.Exists(user, chatID) {
 		dir, err := p.cfg.Workspaces.Path(user, chatID)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		src.Dir = dir
 	}
 	mem, err := p.chatMemory(ctx, user, chatID)
 	if err != nil {
-		return nil, fmt.Errorf("chat memory: %w", err)
+		return fmt.Errorf("chat memory: %w", err)
 	}
 	src.Memory = mem
 	h, err := p.cfg.History.History(ctx, user, chatID)
 	if err != nil {
-		return nil, fmt.Errorf("chat history: %w", err)
+		return fmt.Errorf("chat history: %w", err)
 	}
 	if src.History, err = json.Marshal(h); err != nil {
-		return nil, err
+		return err
 	}
 	cp, done, err := p.cfg.Checkpoints.Capture(ctx, user, chatID, src)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer done()
-	e := checkpoint.Entry{ID: cp.ID, Turn: userTurns(h), Failed: failed, Response: response, Time: start, Files: cp.Files, Bytes: cp.Bytes, Added: cp.Added}
-	_, dropped, err := p.cfg.Checkpoints.Record(ctx, user, chatID, e, keep)
+	e.ID, e.Turn, e.Time, e.Files, e.Bytes, e.Added = cp.ID, userTurns(h), start, cp.Files, cp.Bytes, cp.Added
+	_, dropped, err := p.cfg.Checkpoints.Record(ctx, user, chatID, *e, keep)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p.metrics.checkpointTaken(time.Since(start), cp.Added)
 	if dropped > 0 {
 		p.collectCheckpoints(user)
 	}
-	return &e, nil
+	return nil
 }
 
 // collectCheckpoints frees, in the background, what the user's dropped
@@ -289,30 +348,49 @@ func (p *Pipeline) find(ctx context.Context, user, chatID string, to Target) (*c
 	return l, e, nil
 }
 
-// rewindWait bounds how long a rewind waits for the chat's turn to end
-// (one that answered and is removing its sandbox, most often).
+// rewindWait bounds how long a rewind or fork waits for the chat's turn
+// to end (one that answered and is removing its sandbox, most often).
 const rewindWait = 15 * time.Second
 
 // lockIdle holds the user's chat for a rewind: its running turn must end
-// within rewindWait (else chat_busy), its kept sandbox is stopped, and it
-// must have no terminal open.
+// within branchWait (else chat_busy), then it must be idle (idle).
 func (p *Pipeline) lockIdle(ctx context.Context, user, chatID string) (func(), error) {
-	busy := &chat.Error{Code: chat.ErrChatBusy, Message: fmt.Sprintf("chat %q has a turn running: rewind it once the turn ended (or cancel it: POST /api/chats/%s/cancel)", chatID, chatID)}
-	unlock, err := p.chatLocks.Lock(ctx, user, chatID, 1, rewindWait)
+	unlock, err := p.lockChat(ctx, user, chatID, "rewind")
 	if err != nil {
-		if errors.Is(err, ErrChatQueueFull) || errors.Is(err, ErrChatWait) {
-			return nil, busy
-		}
+		return nil, err
+	}
+	if err := p.idle(user, chatID); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// lockChat holds the user's chat for a rewind or fork (what): its running
+// turn must end within branchWait, else chat_busy.
+func (p *Pipeline) lockChat(ctx context.Context, user, chatID, what string) (func(), error) {
+	unlock, err := p.chatLocks.Lock(ctx, user, chatID, 1, p.branchWait)
+	if errors.Is(err, ErrChatQueueFull) || errors.Is(err, ErrChatWait) {
+		return nil, &chat.Error{Code: chat.ErrChatBusy, RetryAfter: retryAfter, Err: err,
+			Message: fmt.Sprintf("chat %q has a turn running that did not end within %s: %s it once the turn ended (or cancel it: POST /api/chats/%s/cancel)", chatID, p.branchWait, what, chatID)}
+	}
+	if err != nil {
 		return nil, chat.AsError(err)
 	}
+	return unlock, nil
+}
+
+// idle readies the chat, whose lock the caller holds, for a change of its
+// state: no terminal may be open in it (chat_busy), and its kept sandbox
+// is stopped (its CLI holds the session being replaced).
+func (p *Pipeline) idle(user, chatID string) error {
 	if p.hasTerminals(user, chatID) {
-		unlock()
-		return nil, &chat.Error{Code: chat.ErrChatBusy, Message: fmt.Sprintf("chat %q has a terminal open: close it before a rewind", chatID)}
+		return &chat.Error{Code: chat.ErrChatBusy, Message: fmt.Sprintf("chat %q has a terminal open: close it before a rewind or an edit", chatID)}
 	}
 	if c := p.kept.take(user, chatID); c != nil {
 		p.kept.drop(c)
 	}
-	return unlock, nil
+	return nil
 }
 
 // Rewind brings the user's chat back to the checkpoint to names: its
@@ -340,7 +418,13 @@ func (p *Pipeline) Rewind(ctx context.Context, user, chatID string, to Target) (
 	if err != nil {
 		return nil, err
 	}
-	out, err := p.restore(ctx, user, chatID, info.AssistantID, e.ID)
+	return p.rewindTo(ctx, user, chatID, info.AssistantID, e)
+}
+
+// rewindTo brings the chat, which the caller holds idle, to checkpoint e
+// of its log and makes e its head.
+func (p *Pipeline) rewindTo(ctx context.Context, user, chatID, assistantID string, e *checkpoint.Entry) (*Rewound, error) {
+	out, err := p.restore(ctx, user, chatID, assistantID, e.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +464,12 @@ func (p *Pipeline) restore(ctx context.Context, user, chatID, assistantID, id st
 		}
 	}
 	out := &Rewound{Messages: len(h)}
-	if st.Workspace && p.cfg.Workspaces != nil {
+	// A checkpoint without files of a sandboxed chat is a state before
+	// its workspace was made (its first turn's Before): restored, the
+	// workspace is emptied.
+	a := p.App().Assistants[assistantID]
+	empty := a != nil && a.Sandbox != nil && p.cfg.Workspaces != nil && p.cfg.Workspaces.Exists(user, chatID)
+	if (st.Workspace || empty) && p.cfg.Workspaces != nil {
 		ws, release, err := p.acquireWorkspace(ctx, user, chatID, 0)
 		if err != nil {
 			return nil, err
@@ -418,10 +507,12 @@ func checkpointError(err error) error {
 }
 
 // Fork starts a new chat of the user from the checkpoint to names of the
-// chat chatID: its own workspace (a copy of the checkpoint's files), hook
-// memory and history, and the checkpoints that led to it. The new chat's
-// CLI starts a session of its own, seeded with the history. It returns
-// the new chat's id.
+// chat chatID: its own workspace (a copy of the checkpoint's files, the
+// CLI's session with them), hook memory and history, and the checkpoints
+// that led to it. The new chat's CLI goes on from a fork of the parent's
+// session (agentcli.Prepared.Forked). A running turn of the parent is
+// waited for (rewindWait), then the fork is refused (chat_busy); the
+// parent is not touched. It returns the new chat's id.
 func (p *Pipeline) Fork(ctx context.Context, user, chatID string, to Target) (string, error) {
 	if err := validateIDs(user, chatID); err != nil {
 		return "", err
@@ -429,6 +520,11 @@ func (p *Pipeline) Fork(ctx context.Context, user, chatID string, to Target) (st
 	if err := p.errNoCheckpoints(); err != nil {
 		return "", err
 	}
+	unlock, err := p.lockChat(ctx, user, chatID, "fork")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	l, e, err := p.find(ctx, user, chatID, to)
 	if err != nil {
 		return "", err
@@ -450,11 +546,75 @@ func (p *Pipeline) Fork(ctx context.Context, user, chatID string, to Target) (st
 		}
 		return "", err
 	}
-	if err := p.cfg.Checkpoints.StartLog(ctx, user, newID, line); err != nil {
+	if err := p.cfg.Checkpoints.StartLog(ctx, user, newID, line, append([]string{chatID}, l.Forked...)); err != nil {
 		return "", &chat.Error{Code: chat.ErrInternal, Message: "the fork's checkpoints not saved", Err: err}
 	}
 	p.log.Info("chat forked", "user", user, "chat", chatID, "fork", newID, "checkpoint", e.ID, "turn", e.Turn)
 	return newID, nil
+}
+
+// forkedFrom returns the chats the user's chat was forked from, its parent
+// first (none when it is no fork, or its checkpoint log cannot be read).
+func (p *Pipeline) forkedFrom(ctx context.Context, user, chatID string) []string {
+	if p.cfg.Checkpoints == nil {
+		return nil
+	}
+	l, err := p.cfg.Checkpoints.Log(ctx, user, chatID)
+	if err != nil {
+		p.log.Warn("checkpoint log unreadable: the fork's CLI starts a session of its own", "user", user, "chat", chatID, "error", err)
+		return nil
+	}
+	return l.Forked
+}
+
+// Branches returns the versions of each turn of the chat's current
+// branch: the turns sent again from the same state (an edited message, a
+// turn after a rewind), each with the newest state of its branch.
+func (p *Pipeline) Branches(ctx context.Context, user, chatID string) ([]checkpoint.TurnVersions, error) {
+	if err := validateIDs(user, chatID); err != nil {
+		return nil, err
+	}
+	if err := p.errNoCheckpoints(); err != nil {
+		return nil, err
+	}
+	l, err := p.cfg.Checkpoints.Log(ctx, user, chatID)
+	if err != nil {
+		return nil, &chat.Error{Code: chat.ErrInternal, Message: "checkpoints unavailable", Err: err}
+	}
+	if len(l.Entries) == 0 {
+		if _, err := p.GetChat(ctx, user, chatID); err != nil {
+			return nil, err
+		}
+	}
+	out := l.Branches()
+	if out == nil {
+		out = []checkpoint.TurnVersions{}
+	}
+	return out, nil
+}
+
+// Switch makes version (from 1) of turn the chat's current one: the
+// chat is rewound to the newest state of that version's branch (Rewind,
+// with its waits and refusals).
+func (p *Pipeline) Switch(ctx context.Context, user, chatID string, turn, version int) (*Rewound, error) {
+	if turn < 1 || version < 1 {
+		return nil, chat.Errorf(chat.ErrInvalidRequest, "name a turn and one of its versions, both counted from 1 (GET /api/chats/%s/branches lists them)", chatID)
+	}
+	bs, err := p.Branches(ctx, user, chatID)
+	if err != nil {
+		return nil, err
+	}
+	for _, tv := range bs {
+		if tv.Turn != turn {
+			continue
+		}
+		if version > len(tv.Versions) {
+			return nil, chat.Errorf(chat.ErrInvalidRequest, "turn %d of chat %q has %d versions, not %d", turn, chatID, len(tv.Versions), version)
+		}
+		return p.Rewind(ctx, user, chatID, Target{ID: tv.Versions[version-1].Tip})
+	}
+	return nil, &chat.Error{Code: chat.ErrInvalidRequest, Err: sandbox.ErrNotFound,
+		Message: fmt.Sprintf("chat %q has no turn %d with checkpoints on its current branch (GET /api/chats/%s/branches lists them)", chatID, turn, chatID)}
 }
 
 // How long a kept CLI's state folder must stay unchanged before its

@@ -214,6 +214,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		Timeout:   timeout,
 		Emit:      watch.Emit,
 	}
+	req.ForkedFrom = t.p.forkedFrom(ctx, t.req.UserID, t.req.ChatID)
 	if t.bridge != nil {
 		if err := t.wireBridge(app, req, options.TokenLimit()); err != nil {
 			return execution{}, err

@@ -128,10 +128,13 @@ type Pipeline struct {
 	uploadSlots slotPool
 	quotas      diskQuotas
 	chatLocks   ChatLocks
-	breakers    *breaker.Set
-	metrics     *Metrics
-	kept        *keptChats
-	pool        *warmPool
+	// branchWait bounds how long a rewind or fork waits for the chat's
+	// running turn (rewindWait; tests shorten it).
+	branchWait time.Duration
+	breakers   *breaker.Set
+	metrics    *Metrics
+	kept       *keptChats
+	pool       *warmPool
 	// waits counts the turns and terminals waiting for a sandbox slot:
 	// the pool makes none meanwhile.
 	waits atomic.Int64
@@ -206,6 +209,7 @@ func New(cfg Config) (*Pipeline, error) {
 		executors:   cfg.Executors,
 		hooks:       cfg.Hooks,
 		chatLocks:   cfg.ChatLocks,
+		branchWait:  rewindWait,
 		breakers:    cfg.Breakers,
 		metrics:     cfg.Metrics,
 		active:      map[*turn]struct{}{},

@@ -49,6 +49,14 @@ type Request struct {
 	// number (the Responses API continuing a conversation with several
 	// new items: tool outputs, then a user message).
 	Continue bool
+	// Edit names the turn (from 1, in the order of the chat's user
+	// messages) whose message this request's message replaces: the chat
+	// first goes back to the state that turn started from (files, CLI
+	// session, hook memory, history), the turns from it on staying on
+	// another branch (Pipeline.Branches), and the turn runs from there.
+	// It needs the chat's checkpoints, and Messages holding only the new
+	// message.
+	Edit int
 	// ResponseID names the Responses API response the turn answers: the
 	// turn's checkpoint records it, so that a request continuing from
 	// that response later can branch from the chat's state then.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/checkpoint"
 	"github.com/agentbox/agentbox/pipeline"
 )
 
@@ -34,6 +35,10 @@ type Chats interface {
 	Checkpoints(ctx context.Context, user, chatID string) ([]pipeline.CheckpointInfo, error)
 	Rewind(ctx context.Context, user, chatID string, to pipeline.Target) (*pipeline.Rewound, error)
 	Fork(ctx context.Context, user, chatID string, to pipeline.Target) (string, error)
+	// Branches lists the versions of each turn of the chat's current
+	// branch; Switch makes another version of a turn the current one.
+	Branches(ctx context.Context, user, chatID string) ([]checkpoint.TurnVersions, error)
+	Switch(ctx context.Context, user, chatID string, turn, version int) (*pipeline.Rewound, error)
 }
 
 var _ Chats = (*pipeline.Pipeline)(nil)
@@ -236,6 +241,8 @@ func (s *Server) chatRoutes(mux *http.ServeMux, handle func(method, path string,
 	handle("GET", "/api/chats/{chat}/checkpoints", s.listCheckpoints, false)
 	handle("POST", "/api/chats/{chat}/rewind", s.rewindChat, false)
 	handle("POST", "/api/chats/{chat}/fork", s.forkChat, false)
+	handle("GET", "/api/chats/{chat}/branches", s.listBranches, false)
+	handle("POST", "/api/chats/{chat}/switch", s.switchBranch, false)
 	handle("GET", "/api/chats/{chat}/events", s.chatEvents, false)
 	handle("GET", "/api/chats/{chat}/terminal", s.terminal, false)
 }
@@ -294,6 +301,49 @@ func (s *Server) forkChat(w http.ResponseWriter, r *http.Request, user string) {
 		newID, err := cs.Fork(ctx, user, id, to)
 		return map[string]any{"chat_id": newID, "parent": id}, err
 	})
+}
+
+// listBranches is GET /api/chats/{chat}/branches: the versions of each
+// turn of the chat's current branch.
+func (s *Server) listBranches(w http.ResponseWriter, r *http.Request, user string) {
+	cs, id, ok := s.chatOf(w, r)
+	if !ok {
+		return
+	}
+	list, err := cs.Branches(r.Context(), user, id)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, listResponse[checkpoint.TurnVersions]{Object: "list", Data: list})
+}
+
+// switchBranch is POST /api/chats/{chat}/switch with {"turn": N,
+// "version": K}: the chat goes to the newest state of version K of turn
+// N, as a rewind does.
+func (s *Server) switchBranch(w http.ResponseWriter, r *http.Request, user string) {
+	cs, id, ok := s.chatOf(w, r)
+	if !ok {
+		return
+	}
+	var in struct {
+		Turn    int `json:"turn"`
+		Version int `json:"version"`
+	}
+	body, err := readBody(w, r, s.cfg.BodyLimit)
+	if err == nil {
+		err = decodeJSON(body, &in, true)
+	}
+	var out *pipeline.Rewound
+	if err == nil {
+		out, err = cs.Switch(r.Context(), user, id, in.Turn, in.Version)
+	}
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	s.runs.forget(user, id)
+	writeJSON(w, http.StatusOK, out)
 }
 
 // branchChat reads a rewind's or fork's chat and target, runs do and

@@ -503,7 +503,8 @@ func TestChatsRewindForkAndResponsesBranch(t *testing.T) {
 	list := decode[struct {
 		Data []pipeline.CheckpointInfo `json:"data"`
 	}](t, out)
-	if code != 200 || len(list.Data) != 2 || list.Data[0].Turn != 1 || !list.Data[1].Head {
+	// The state before the first turn, then one after each turn.
+	if code != 200 || len(list.Data) != 3 || !list.Data[0].Before || list.Data[1].Turn != 1 || !list.Data[2].Head {
 		t.Fatalf("checkpoints: %d %s", code, out)
 	}
 
@@ -542,7 +543,7 @@ func TestChatsRewindForkAndResponsesBranch(t *testing.T) {
 	if got := strings.Join(history(c1), ","); got != "one" {
 		t.Errorf("after the rewind: %s", got)
 	}
-	if code, out := call("POST", "/api/chats/"+c1+"/rewind", `{"checkpoint": "`+list.Data[1].ID+`"}`); code != 200 {
+	if code, out := call("POST", "/api/chats/"+c1+"/rewind", `{"checkpoint": "`+list.Data[2].ID+`"}`); code != 200 {
 		t.Errorf("forward again to turn 2's checkpoint: %d %s", code, out)
 	}
 	if got := strings.Join(history(c1), ","); got != "one,two" {
@@ -569,5 +570,41 @@ func TestChatsRewindForkAndResponsesBranch(t *testing.T) {
 	}
 	if code, out := call("POST", "/api/chats/nochat/fork", `{"turn": 1}`); code != 404 {
 		t.Errorf("fork of an unknown chat: %d %s", code, out)
+	}
+
+	// Edit turn 2 and send it again through the native API: a second
+	// version of turn 2; switching goes back to the first.
+	resp, out := do(t, e.ts, "POST", "/api/assistants/qa/chat", tokenAlice, `{"chat_id":"`+c1+`","message":"two, edited","edit":2}`)
+	if resp.StatusCode != 200 || !strings.Contains(out, "event: done") {
+		t.Fatalf("edit: %d %s", resp.StatusCode, out)
+	}
+	if got := strings.Join(history(c1), ","); got != "one,two, edited" {
+		t.Errorf("after the edit: %s", got)
+	}
+	code, out = call("GET", "/api/chats/"+c1+"/branches", "")
+	bs := decode[struct {
+		Data []checkpoint.TurnVersions `json:"data"`
+	}](t, out)
+	if code != 200 || len(bs.Data) != 2 || len(bs.Data[1].Versions) != 2 || bs.Data[1].Current != 1 {
+		t.Fatalf("branches: %d %s", code, out)
+	}
+	if code, out := call("POST", "/api/chats/"+c1+"/switch", `{"turn": 2, "version": 1}`); code != 200 {
+		t.Errorf("switch: %d %s", code, out)
+	}
+	if got := strings.Join(history(c1), ","); got != "one,two" {
+		t.Errorf("after the switch to version 1: %s", got)
+	}
+	for _, bad := range []struct{ path, body, want string }{
+		{"/switch", `{"turn": 2, "version": 3}`, "has 2 versions"},
+		{"/switch", `{"turn": 2}`, "counted from 1"},
+		{"/switch", `{"turn": 2, "version": 1, "x": 1}`, "x"},
+	} {
+		if code, out := call("POST", "/api/chats/"+c1+bad.path, bad.body); code != 400 || !strings.Contains(out, bad.want) {
+			t.Errorf("%s %s: %d %s", bad.path, bad.body, code, out)
+		}
+	}
+	resp, out = do(t, e.ts, "POST", "/api/assistants/qa/chat", tokenAlice, `{"chat_id":"`+c1+`","message":"x","edit":9}`)
+	if resp.StatusCode != 404 || !strings.Contains(out, "before turn 9") {
+		t.Errorf("edit of a turn the chat does not have: %d %s", resp.StatusCode, out)
 	}
 }

@@ -30,6 +30,10 @@ type nativeRequest struct {
 	// Connector chooses another connector, when the assistant's
 	// connector_options allow it.
 	Connector string `json:"connector"`
+	// Edit names the turn (from 1) whose user message Message replaces:
+	// the chat goes back to the state before that turn, the turns from it
+	// on stay on another branch (GET /api/chats/{chat}/branches).
+	Edit int `json:"edit"`
 }
 
 func (r *nativeRequest) messages() ([]chat.Message, error) {
@@ -123,7 +127,7 @@ func (s *Server) nativeChat(w http.ResponseWriter, r *http.Request, user string)
 	w.Header().Set("X-Chat-ID", cid)
 	req := &pipeline.Request{
 		UserID: user, TeamID: teamOf(r), ChatID: cid, AssistantID: id, Messages: msgs,
-		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts, Connector: in.Connector,
+		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts, Connector: in.Connector, Edit: in.Edit,
 	}
 	s.streamNative(w, r, req, in.Detach)
 }

@@ -363,6 +363,18 @@ func (x *Executor) reset(ctx context.Context, ws *sandbox.Workspace, p *Prepared
 	}
 	if x.prof.Sessions {
 		p.Resume = ReadSession(ctx, ws, p.State, p.Assistant.ID, p.ChatID)
+		for _, from := range p.ForkedFrom {
+			if p.Resume != "" {
+				break
+			}
+			// A fork: its workspace's copy of the parent's session is
+			// the fork's own from now on.
+			if p.Resume = ReadSession(ctx, ws, p.State, p.Assistant.ID, from); p.Resume != "" {
+				if err := WriteSession(ctx, ws, p.State, p.Assistant.ID, p.ChatID, p.Resume); err != nil {
+					return fmt.Errorf("fork's session: %w", err)
+				}
+			}
+		}
 	}
 	return nil
 }

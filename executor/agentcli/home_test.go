@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -129,5 +131,44 @@ func TestResetHome(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(home, "state.sqlite")); err != nil {
 		t.Errorf("a bad pattern removed files: %v", err)
+	}
+}
+
+// TestForkResumesItsCopyOfTheSession: a fork's first run resumes the
+// session its workspace's copy of the parent's state records (the nearest
+// chat it was forked from that has one), and records it as the fork's own.
+func TestForkResumesItsCopyOfTheSession(t *testing.T) {
+	ctx := context.Background()
+	wss, err := sandbox.NewWorkspaces(t.TempDir(), -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, release, err := wss.Acquire(ctx, "u", "fork")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	x := &Executor{prof: Profile{Name: "codex", Sessions: true, State: func(id string) string { return StateDir("codex", id) }}}
+	state := StateDir("codex", "coder")
+	if err := ws.MkdirAll(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSession(ctx, ws, state, "coder", "parent", "sess-parent-1"); err != nil {
+		t.Fatal(err)
+	}
+	p := &Prepared{Request: &executor.Request{Assistant: &assistant.Assistant{ID: "coder"}, ChatID: "fork", ForkedFrom: []string{"parent", "root"}}, State: state}
+	if err := x.reset(ctx, ws, p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Resume != "sess-parent-1" {
+		t.Errorf("the fork resumes %q, want its copy of the parent's session", p.Resume)
+	}
+	if got := ReadSession(ctx, ws, state, "coder", "fork"); got != "sess-parent-1" {
+		t.Errorf("the fork's own session record: %q", got)
+	}
+	// A chat that is no fork starts a session of its own.
+	p = &Prepared{Request: &executor.Request{Assistant: &assistant.Assistant{ID: "coder"}, ChatID: "other"}, State: state}
+	if err := x.reset(ctx, ws, p); err != nil || p.Resume != "" {
+		t.Errorf("a chat of its own resumes %q, %v", p.Resume, err)
 	}
 }

@@ -10,7 +10,9 @@ import (
 
 // TestWebRewindAndFork: the coder (Claude Code in Docker) writes a note,
 // then removes it; "Rewind here" on the first answer brings the note and
-// the conversation back, "Fork" on it opens a new chat with the note.
+// the conversation back; the first message edited and sent again starts
+// from before it, and "< 1/2 >" switches back; "Fork" on the first answer
+// opens a new chat with the note.
 func TestWebRewindAndFork(t *testing.T) {
 	s := startServer(t)
 	b := newBrowser(t)
@@ -40,6 +42,27 @@ func TestWebRewindAndFork(t *testing.T) {
 	b.waitText(5*time.Second, ".thread .msg.user", "Please write a note")
 	if code := note(id); code != 200 {
 		t.Errorf("after the rewind, GET notes.md = %d, want 200", code)
+	}
+
+	// Edit the first message and send it again: the chat starts over from
+	// before it (no note), and the message shows 2/2; the previous
+	// version brings the note and its answer back.
+	b.click(`button[aria-label="Edit message 1"]`)
+	b.waitFor(10*time.Second, "the edit box", `!!document.querySelector('textarea[aria-label="Edit message 1"]')`)
+	b.run(10*time.Second, "edit the message",
+		chromedp.SetValue(chromedp.CSS(`textarea[aria-label="Edit message 1"]`), ""),
+		chromedp.SendKeys(chromedp.CSS(`textarea[aria-label="Edit message 1"]`), "Please remove the note\r"))
+	b.waitFor(turnTimeout, "the edited turn's answer, stored", `!!document.querySelector('[aria-label="Version 2 of 2"]') && `+turnEnds)
+	b.waitText(5*time.Second, ".thread .msg.user", "Please remove the note")
+	if code := note(id); code != 404 {
+		t.Errorf("after the edit, GET notes.md = %d, want 404 (the state before turn 1)", code)
+	}
+	b.snap("edited-message")
+	b.click(`button[aria-label="Previous version"]`)
+	b.waitFor(30*time.Second, "version 1", `!!document.querySelector('[aria-label="Version 1 of 2"]')`)
+	b.waitText(5*time.Second, ".thread .msg.user", "Please write a note")
+	if code := note(id); code != 200 {
+		t.Errorf("back on version 1, GET notes.md = %d, want 200", code)
 	}
 
 	b.click(`button[aria-label="Fork at turn 1"]`)

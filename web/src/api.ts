@@ -163,6 +163,21 @@ export const rewindChat = (chat: string, turn: number) => call<{ turn: number; m
 /** forkChat starts a new chat from the state after turn of chat. */
 export const forkChat = (chat: string, turn: number) => call<{ chat_id: string }>("POST", chatPath(chat) + "/fork", { turn });
 
+/** TurnVersions are the versions of one turn of a chat's current branch
+ * (an edited message sent again, a turn after a rewind), oldest first. */
+export interface TurnVersions {
+  turn: number;
+  /** current is the index of the version the chat is on. */
+  current: number;
+  versions: { checkpoint: string; tip: string; tip_turn: number; time: string; failed?: boolean }[];
+}
+/** branches lists the versions of each turn of the chat's current branch. */
+export async function branches(chat: string): Promise<TurnVersions[]> {
+  return (await call<{ data: TurnVersions[] }>("GET", chatPath(chat) + "/branches")).data;
+}
+/** switchBranch makes version (from 1) of turn the chat's current one. */
+export const switchBranch = (chat: string, turn: number, version: number) => call<{ turn: number }>("POST", chatPath(chat) + "/switch", { turn, version });
+
 export async function listDir(chat: string, path: string): Promise<FileInfo[]> {
   const q = new URLSearchParams({ path });
   return (await call<{ entries: FileInfo[] }>("GET", chatPath(chat) + "/files?" + q)).entries;
@@ -287,14 +302,23 @@ export function userMessage(text: string, images: string[]): string | { role: "u
 }
 
 /** startTurn sends a message to a chat as a detached turn (it keeps
- * running when the page goes away) and streams its events. */
-export async function startTurn(assistant: string, chat: string, message: ReturnType<typeof userMessage>, onEvent: OnEvent, signal: AbortSignal): Promise<void> {
+ * running when the page goes away) and streams its events. With edit, the
+ * message replaces the user message of that turn (from 1): the chat goes
+ * back to the state before it, the old turns stay on another branch. */
+export async function startTurn(
+  assistant: string,
+  chat: string,
+  message: ReturnType<typeof userMessage>,
+  onEvent: OnEvent,
+  signal: AbortSignal,
+  edit = 0,
+): Promise<void> {
   const h = headers({ "Content-Type": "application/json" });
   const resp = await check(
     await fetch("/api/assistants/" + encodeURIComponent(assistant) + "/chat", {
       method: "POST",
       headers: h,
-      body: JSON.stringify({ chat_id: chat, message, detach: true }),
+      body: JSON.stringify(edit > 0 ? { chat_id: chat, message, detach: true, edit } : { chat_id: chat, message, detach: true }),
       signal,
     }),
   );

@@ -43,6 +43,9 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
   // reloads counts the rewinds: the history is loaded again after each.
   const [reloads, setReloads] = useState(0);
   const [branching, setBranching] = useState(false);
+  // versions are the versions of each turn of the chat's current branch
+  // (edited messages, turns after a rewind), by turn.
+  const [versions, setVersions] = useState<Map<number, api.TurnVersions>>(new Map());
   const live = useRef<AbortController | null>(null);
   // own is the chat this view started: its turn is on the page already.
   const own = useRef("");
@@ -125,6 +128,7 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
       .then((d) => {
         if (gone) return;
         setHistory(d.history);
+        loadVersions(chatId);
         if (d.assistant_id) setOwner(d.assistant_id);
         if (d.turn?.running && !turnsRef.current.some((t) => t.running)) {
           const key = "resume-" + d.turn.id;
@@ -148,6 +152,50 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
     const el = logRef.current;
     if (el && el.scrollHeight - el.scrollTop - el.clientHeight < 160) el.scrollTop = el.scrollHeight;
   }, [turns, history]);
+
+  // loadVersions reads the versions of the chat's turns (none on a server
+  // that keeps no checkpoints).
+  const loadVersions = (chat: string) =>
+    api
+      .branches(chat)
+      .then((bs) => setVersions(new Map(bs.map((b) => [b.turn, b]))))
+      .catch(() => setVersions(new Map()));
+
+  // reload shows the chat as stored, after a rewind, a switch or an edit.
+  const reload = () => {
+    setTurnsNow(() => []);
+    setReloads((r) => r + 1);
+    onChanged();
+    onTool();
+  };
+
+  // resend sends an edited user message of turn n (from 1) again: the
+  // chat goes back to the state before that turn, the old turns stay as
+  // another version.
+  const resend = async (n: number, msg: string) => {
+    if (!chatId || running || branching || !msg.trim() || !asst) return;
+    const cut = userIndex(history, n);
+    setHistory((h) => h.slice(0, cut));
+    const key = "t-" + Date.now();
+    setTurnsNow(() => [newTurn(key, msg.trim())]);
+    const refused = await drive(key, chatId, (on, s) => api.startTurn(asst, chatId, msg.trim(), on, s, n));
+    if (refused) onError(refused);
+    reload();
+  };
+
+  // switchTo shows version v (from 1) of turn n.
+  const switchTo = async (n: number, v: number) => {
+    if (!chatId || running || branching) return;
+    setBranching(true);
+    try {
+      await api.switchBranch(chatId, n, v);
+      reload();
+    } catch (e) {
+      onError(e);
+    } finally {
+      setBranching(false);
+    }
+  };
 
   const send = async () => {
     const msg = text.trim();
@@ -195,10 +243,7 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
         return;
       }
       await api.rewindChat(chatId, n);
-      setTurnsNow(() => []);
-      setReloads((r) => r + 1);
-      onChanged();
-      onTool();
+      reload();
     } catch (e) {
       onError(e);
     } finally {
@@ -206,16 +251,19 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
     }
   };
 
-  // The turn each stored answer ends (its user messages counted from 1).
-  const turnOf_ = useMemo(() => {
+  // The turn each stored answer ends (its user messages counted from 1),
+  // and the turn of each user message.
+  const [turnOf_, userTurn] = useMemo(() => {
     const out: number[] = [];
+    const users: number[] = [];
     let n = 0;
     history.forEach((m, i) => {
       if (m.role === "user") n++;
+      users.push(m.role === "user" ? n : 0);
       const next = history.slice(i + 1).find((x) => x.role === "user" || (x.role === "assistant" && (x.content || x.error)));
       out.push(m.role === "assistant" && (m.content || m.error) && (!next || next.role === "user") ? n : 0);
     });
-    return out;
+    return [out, users];
   }, [history]);
 
   const current = assistants.find((a) => a.id === asst);
@@ -236,7 +284,17 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
           <div class="thread" onClick={copyCode}>
             {current && !current.available && <Broken a={current} />}
             {history.map((m, i) => (
-              <HistoryMessage key={"h" + i} m={m} turn={turnOf_[i]} busy={running || branching} onBranch={branch} />
+              <HistoryMessage
+                key={"h" + i}
+                m={m}
+                turn={turnOf_[i]}
+                userTurn={userTurn[i]}
+                versions={versions.get(userTurn[i])}
+                busy={running || branching}
+                onBranch={branch}
+                onResend={resend}
+                onSwitch={switchTo}
+              />
             ))}
             {turns.map((t) => (
               <TurnView key={t.key} turn={t} command={current?.command} />
@@ -265,12 +323,24 @@ interface HistoryProps {
   m: api.Message;
   /** turn is the turn this answer ends (0: none), busy disables its actions. */
   turn: number;
+  /** userTurn is the turn of a user message (0: not one), versions its turn's versions. */
+  userTurn: number;
+  versions?: api.TurnVersions;
   busy: boolean;
   onBranch: (turn: number, how: "rewind" | "fork") => void;
+  onResend: (turn: number, text: string) => void;
+  onSwitch: (turn: number, version: number) => void;
 }
 
-function HistoryMessage({ m, turn, busy, onBranch }: HistoryProps) {
-  if (m.role === "user") return <div class="msg user">{m.content}</div>;
+/** userIndex is the index in history of the user message of turn n (from 1). */
+function userIndex(history: api.Message[], n: number): number {
+  let seen = 0;
+  const i = history.findIndex((m) => m.role === "user" && ++seen === n);
+  return i < 0 ? history.length : i;
+}
+
+function HistoryMessage({ m, turn, userTurn, versions, busy, onBranch, onResend, onSwitch }: HistoryProps) {
+  if (m.role === "user") return <UserMessage m={m} turn={userTurn} versions={versions} busy={busy} onResend={onResend} onSwitch={onSwitch} />;
   if (m.role !== "assistant" || (!m.content && !m.error)) return null;
   return (
     <>
@@ -293,6 +363,94 @@ function HistoryMessage({ m, turn, busy, onBranch }: HistoryProps) {
         </div>
       )}
     </>
+  );
+}
+
+/** UserMessage is a stored user message with its actions: edit and send
+ * again (a new version of its turn), and "< 2/3 >" among the versions. */
+function UserMessage({
+  m,
+  turn,
+  versions,
+  busy,
+  onResend,
+  onSwitch,
+}: {
+  m: api.Message;
+  turn: number;
+  versions?: api.TurnVersions;
+  busy: boolean;
+  onResend: (turn: number, text: string) => void;
+  onSwitch: (turn: number, version: number) => void;
+}) {
+  const [editing, setEditing] = useState<string | null>(null);
+  const n = versions?.versions.length ?? 0;
+  const cur = (versions?.current ?? 0) + 1;
+  if (editing !== null) {
+    const submit = () => {
+      if (!editing.trim()) return;
+      setEditing(null);
+      onResend(turn, editing);
+    };
+    return (
+      <form
+        class="msg user editing"
+        onSubmit={(e) => {
+          e.preventDefault();
+          submit();
+        }}
+      >
+        <textarea
+          aria-label={`Edit message ${turn}`}
+          value={editing}
+          rows={Math.min(10, editing.split("\n").length + 1)}
+          ref={(el) => el?.focus()}
+          onInput={(e) => setEditing((e.target as HTMLTextAreaElement).value)}
+          onKeyDown={(e) => {
+            if (e.key === "Escape") setEditing(null);
+            if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+              e.preventDefault();
+              submit();
+            }
+          }}
+        />
+        <div class="edit-actions">
+          <button type="button" onClick={() => setEditing(null)}>
+            Cancel
+          </button>
+          <button type="submit" class="primary" disabled={busy || !editing.trim()}>
+            Send
+          </button>
+        </div>
+      </form>
+    );
+  }
+  return (
+    <div class="user-turn">
+      <div class="msg user">{m.content}</div>
+      {turn > 0 && (
+        <div class="user-actions" role="group" aria-label={`Message ${turn}`}>
+          {n > 1 && (
+            <span class="versions" aria-label={`Version ${cur} of ${n}`}>
+              <button type="button" disabled={busy || cur <= 1} aria-label="Previous version" title="Previous version" onClick={() => onSwitch(turn, cur - 1)}>
+                &lsaquo;
+              </button>
+              <span class="count">
+                {cur}/{n}
+              </span>
+              <button type="button" disabled={busy || cur >= n} aria-label="Next version" title="Next version" onClick={() => onSwitch(turn, cur + 1)}>
+                &rsaquo;
+              </button>
+            </span>
+          )}
+          {versions && (
+            <button type="button" disabled={busy} aria-label={`Edit message ${turn}`} title="Edit and send again (the answer from here on is kept as another version)" onClick={() => setEditing(m.content)}>
+              <Icon name="edit" size={14} />
+            </button>
+          )}
+        </div>
+      )}
+    </div>
   );
 }
 
