@@ -53,6 +53,7 @@ export AGENTBOX_CLAUDE_LATEST_IMAGE := $(AGENTBOX_IMAGE_PREFIX)/sandbox-claude:$
 export AGENTBOX_CODEX_IMAGE         := $(AGENTBOX_IMAGE_PREFIX)/sandbox-codex:latest
 export AGENTBOX_GEMINI_IMAGE        := $(AGENTBOX_IMAGE_PREFIX)/sandbox-gemini:latest
 export AGENTBOX_OPENCODE_IMAGE      := $(AGENTBOX_IMAGE_PREFIX)/sandbox-opencode:latest
+export AGENTBOX_DESKTOP_IMAGE       := $(AGENTBOX_IMAGE_PREFIX)/sandbox-desktop:latest
 export AGENTBOX_IMAGES              := $(shell AGENTBOX_IMAGE_PREFIX=$(AGENTBOX_IMAGE_PREFIX) scripts/build-image.sh --list)
 
 .PHONY: help build web cli docker tools image image-cursor setup cluster cluster-down test gotest bench demo check clean distclean go
@@ -95,8 +96,9 @@ tools:
 ## image: the sandbox images, built offline, each skipped when its inputs are
 ##   unchanged: sandbox-base, sandbox-base-full (+Go), sandbox-claude (:latest =
 ##   pinned, and one tag per supported version), sandbox-claude-full, sandbox-codex,
-##   sandbox-gemini, sandbox-opencode (all listed in AGENTBOX_IMAGES); prefix
-##   AGENTBOX_IMAGE_PREFIX (default agentbox)
+##   sandbox-gemini, sandbox-opencode, sandbox-desktop (Claude Code with a
+##   desktop; its root filesystem is made beside the others'), all listed in
+##   AGENTBOX_IMAGES; prefix AGENTBOX_IMAGE_PREFIX (default agentbox)
 image: docker cli
 	scripts/build-image.sh
 

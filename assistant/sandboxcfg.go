@@ -163,6 +163,8 @@ func parseV1(d *doc, p string, r *rawSandbox, cfg *AppConfig) *Sandbox {
 		s.Arguments = *r.Arguments
 		checkArguments(d, p+"arguments.", s.Command, s.Arguments)
 	}
+	s.Desktop = parseDesktop(d, p+"desktop", r.Desktop)
+	applyDesktop(d, s, p+"image", r.Image, d.has(p+"keep_alive"))
 	return s
 }
 

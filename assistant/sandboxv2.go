@@ -40,6 +40,8 @@ type rawSandbox struct {
 	// secrets as strings, Yao v2's objects, or agentbox's {value, hosts}).
 	Network any            `json:"network"`
 	Secrets map[string]any `json:"secrets"`
+	// Desktop (agentbox's; Yao v2's is computer.vnc) applies to both forms.
+	Desktop any `json:"desktop"`
 	// v2 (Y agent/sandbox/v2/types/config.go).
 	Computer    *rawComputer      `json:"computer"`
 	Runner      *rawRunner        `json:"runner"`
@@ -245,8 +247,8 @@ func (l *loader) parseV2(d *doc, p string, r *rawSandbox, a *Assistant, app *App
 		if c.User != "" {
 			notApplied = append(notApplied, "computer.user (the CLI runs as the image's agent user)")
 		}
-		if c.VNC != nil && c.VNC != false {
-			notApplied = append(notApplied, "computer.vnc")
+		if c.VNC != nil {
+			s.Desktop = parseDesktop(d, cp+".vnc", c.VNC)
 		}
 		if len(c.Ports) > 0 {
 			notApplied = append(notApplied, "computer.ports")
@@ -281,6 +283,18 @@ func (l *loader) parseV2(d *doc, p string, r *rawSandbox, a *Assistant, app *App
 	if len(r.Filter) > 0 {
 		notApplied = append(notApplied, "filter (there is one kind of computer)")
 	}
+	if r.Desktop != nil {
+		if r.Computer != nil && r.Computer.VNC != nil {
+			d.errPath(p+"desktop", "%sdesktop and %scomputer.vnc both declare the desktop; keep one", p, p)
+		} else {
+			s.Desktop = parseDesktop(d, p+"desktop", r.Desktop)
+		}
+	}
+	written := ""
+	if r.Computer != nil {
+		written = r.Computer.Image
+	}
+	applyDesktop(d, s, p+"computer.image", written, false)
 	if len(notApplied) > 0 {
 		d.warnAt(d.keyOffset(strings.TrimSuffix(p, ".")), "sandbox settings loaded but not applied: %s", strings.Join(notApplied, "; "))
 	}

@@ -385,6 +385,9 @@ type Sandbox struct {
 	Environment map[string]string
 	// Prepare are v2's prepare steps, run in the sandbox before the CLI.
 	Prepare []PrepareStep
+	// Desktop, when set, gives the sandbox a live desktop (sandbox.desktop,
+	// Yao v2's computer.vnc).
+	Desktop *Desktop
 	// File is the file the sandbox was defined in, relative to the app
 	// root (package.yao or sandbox.yao).
 	File string

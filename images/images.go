@@ -33,6 +33,9 @@ const (
 	Gemini = Prefix + "/sandbox-gemini:latest"
 	// Opencode has opencode (opencode-ai).
 	Opencode = Prefix + "/sandbox-opencode:latest"
+	// Desktop has the pinned Claude Code CLI and a desktop (Xvfb, openbox,
+	// Chromium, x11vnc, noVNC; package desktop starts it).
+	Desktop = Prefix + "/sandbox-desktop:latest"
 	// Cursor has the Cursor CLI; images/cursor/build.sh builds it where
 	// Cursor's distribution is reachable (it is not on npm).
 	Cursor = Prefix + "/sandbox-cursor:latest"

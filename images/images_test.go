@@ -39,7 +39,7 @@ func TestNamesMatchTheBuild(t *testing.T) {
 	if pins["CLAUDE_LATEST_VERSION"] != pins["CLAUDE_VERSION"] {
 		want = append(want, images.Name("", "claude", pins["CLAUDE_LATEST_VERSION"]))
 	}
-	want = append(want, images.ClaudeFull, images.Codex, images.Gemini, images.Opencode)
+	want = append(want, images.ClaudeFull, images.Codex, images.Gemini, images.Opencode, images.Desktop)
 	if got := buildList(t, images.Prefix); !slices.Equal(got, want) {
 		t.Errorf("build-image.sh --list = %q, want %q", got, want)
 	}
@@ -110,6 +110,10 @@ func kindOf(t *testing.T, image string, pins map[string]string) kind {
 	name, k.full = strings.CutSuffix(name, "-full")
 	switch name {
 	case "base":
+	case "desktop":
+		// Claude Code on the desktop's root filesystem
+		// (desktop/desktop_test.go checks its desktop).
+		k.cli, k.version = "claude", pins["CLAUDE_VERSION"]+" (Claude Code)"
 	case "claude":
 		v := pins["CLAUDE_VERSION"]
 		if tag != "latest" {

@@ -392,6 +392,12 @@ interface Computer {
   VNC(): string;
   /** Yao-only: agentbox sandboxes serve no ports to clients; throws YAO_ONLY. */
   Proxy(port: number, path?: string): string;
+  /**
+   * agentbox's: a PNG of the sandbox's desktop (sandbox.desktop or
+   * computer.vnc), the screen the user watches; throws NO_DESKTOP in a
+   * sandbox without one.
+   */
+  Screenshot(): ArrayBuffer;
 }
 
 /** What Computer.Exec returns. */
@@ -493,6 +499,7 @@ type ErrorCode =
   | "SANDBOX_SPECIAL_FILE"
   | "SANDBOX_DISK_FULL"
   | "IO_ERROR"
+  | "NO_DESKTOP"
   | "HOOK_TIMEOUT"
   | "CANCELED"
   | "YAO_ONLY";

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/agentbox/agentbox/desktop"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -19,7 +20,7 @@ import (
 // Workspace and the same Exec as ctx.sandbox, with the same bounds.
 var (
 	workspaceMembers = []string{"ReadFile", "WriteFile", "ReadDir", "MkdirAll", "Remove", "RemoveAll", "Rename", "Copy", "Stat", "Exists"}
-	computerMembers  = []string{"id", "Exec", "Info", "VNC", "Proxy"}
+	computerMembers  = []string{"id", "Exec", "Info", "VNC", "Proxy", "Screenshot"}
 )
 
 // ComputerInfo is what ctx.computer.Info reports of the request's sandbox
@@ -34,6 +35,9 @@ type ComputerInfo struct {
 	// Policy is the sandbox's lifecycle: "oneshot" for a sandbox of one
 	// turn, "session" for one kept for the chat.
 	Policy string
+	// Desktop is set when the sandbox has a desktop (sandbox.desktop,
+	// computer.vnc), whose screen Screenshot takes.
+	Desktop bool
 }
 
 // workspaceObject builds ctx.workspace over the sandbox's Workspace.
@@ -175,6 +179,18 @@ func (c *call) computerObject() *goja.Object {
 			}))
 		case "Info":
 			return c.vm.ToValue(nativeFn(func(goja.FunctionCall) goja.Value { return c.computerInfo() }))
+		case "Screenshot":
+			// agentbox's: a PNG of the desktop's screen.
+			return c.vm.ToValue(nativeFn(func(goja.FunctionCall) goja.Value {
+				if !c.hc.Computer.Desktop {
+					c.throw(&hostError{code: CodeNoDesktop, msg: "computer.Screenshot: this sandbox has no desktop (set sandbox.desktop, or computer.vnc in a v2 sandbox)"}, "")
+				}
+				png, err := desktop.Screenshot(c.ctx, c.hc.Sandbox)
+				if err != nil {
+					c.throw(err, CodeIO)
+				}
+				return c.vm.ToValue(c.vm.NewArrayBuffer(png))
+			}))
 		case "VNC", "Proxy":
 			what := map[string]string{"VNC": "a desktop (VNC)", "Proxy": "preview URLs for its ports"}[key]
 			return c.vm.ToValue(nativeFn(func(goja.FunctionCall) goja.Value {

@@ -135,6 +135,7 @@ func TestWorkspaceComputerErrors(t *testing.T) {
 		{`ctx.computer.Exec({})`, CodeInvalidArgument, "TypeError", "computer.Exec: want argv"},
 		{`ctx.computer.VNC()`, CodeYaoOnly, "YaoOnlyError", "computer.VNC is Yao-only"},
 		{`ctx.computer.Proxy(3000)`, CodeYaoOnly, "YaoOnlyError", "computer.Proxy is Yao-only"},
+		{`ctx.computer.Screenshot()`, CodeNoDesktop, "SandboxError", "this sandbox has no desktop (set sandbox.desktop"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.stmt, func(t *testing.T) {

@@ -48,6 +48,8 @@ const (
 	CodeDiskFull = "SANDBOX_DISK_FULL"
 	// CodeIO: any other file or command failure.
 	CodeIO = "IO_ERROR"
+	// CodeNoDesktop: a desktop call in a sandbox without a desktop.
+	CodeNoDesktop = "NO_DESKTOP"
 	// CodeHookTimeout: the hook ran past its timeout.
 	CodeHookTimeout = "HOOK_TIMEOUT"
 	// CodeCanceled: the request ended (client gone) while the hook ran.
@@ -76,6 +78,7 @@ var jsCodes = map[string]string{
 	CodeSpecialFile:        "SandboxError",
 	CodeDiskFull:           "SandboxError",
 	CodeIO:                 "SandboxError",
+	CodeNoDesktop:          "SandboxError",
 	CodeHookTimeout:        "TimeoutError",
 	CodeCanceled:           "AbortError",
 	CodeYaoOnly:            "YaoOnlyError",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/desktop"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/sandbox"
@@ -38,12 +39,36 @@ func (t *turn) acquire(ctx context.Context, app *assistant.App) (sandbox.Sandbox
 	t.hc.Sandbox = sb
 	t.hc.Computer = t.computerInfo(app, a)
 	if t.tm.sandbox != chat.SandboxWarm {
-		// A kept sandbox ran its prepare steps when it started.
+		// A kept sandbox started its desktop and ran its prepare steps
+		// when it started.
+		if err := t.startDesktop(ctx, a, sb); err != nil {
+			return nil, err
+		}
 		if err := t.prepare(ctx, a, sb); err != nil {
 			return nil, err
 		}
 	}
 	return sb, nil
+}
+
+// startDesktop starts a new sandbox's desktop (sandbox.desktop), which
+// then lives, its supervisor restarting any part that exits, as long as
+// the sandbox.
+func (t *turn) startDesktop(ctx context.Context, a *assistant.Assistant, sb sandbox.Sandbox) error {
+	d := a.Sandbox.Desktop
+	if d == nil {
+		return nil
+	}
+	prog := t.startProgress("Starting the desktop…", map[string]any{"step": "desktop"})
+	defer prog.end()
+	if _, err := desktop.Start(ctx, sb, desktop.Options{Resolution: d.Resolution, ViewOnly: d.ViewOnly}); err != nil {
+		code := chat.ErrSandbox
+		if ctx.Err() != nil {
+			code = chat.ErrCanceled
+		}
+		return &chat.Error{Code: code, Message: "desktop not started: " + err.Error(), Err: err}
+	}
+	return nil
 }
 
 // sandboxFor gets the turn's sandbox: for an assistant with
@@ -350,5 +375,5 @@ func (t *turn) computerInfo(app *assistant.App, a *assistant.Assistant) jsapi.Co
 	if t.keep {
 		policy = "session"
 	}
-	return jsapi.ComputerInfo{Runtime: name, Image: a.Sandbox.Image, Policy: policy}
+	return jsapi.ComputerInfo{Runtime: name, Image: a.Sandbox.Image, Policy: policy, Desktop: a.Sandbox.Desktop != nil}
 }

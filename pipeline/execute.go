@@ -10,6 +10,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/connector"
+	"github.com/agentbox/agentbox/desktop"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -206,7 +207,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		Assistant: t.turnAssistant(ctx, a),
 		UserID:    t.req.UserID,
 		ChatID:    t.req.ChatID,
-		System:    conv.systemPrompt(),
+		System:    withDesktopHint(conv.systemPrompt(), a),
 		History:   slices.Concat(conv.examples(), conv.history),
 		Input:     input,
 		Arguments: args,
@@ -288,4 +289,16 @@ func withMetered(cli, metered chat.Usage) chat.Usage {
 	u.CacheReadTokens, u.CacheCreationTokens = metered.CacheReadTokens, metered.CacheCreationTokens
 	u.TokensFrom = chat.MeteredByProxy
 	return u
+}
+
+// withDesktopHint adds what the agent is told of its sandbox's desktop
+// (desktop.AgentHint) to the system prompt of an assistant with one.
+func withDesktopHint(system string, a *assistant.Assistant) string {
+	if a.Sandbox.Desktop == nil {
+		return system
+	}
+	if system == "" {
+		return desktop.AgentHint
+	}
+	return system + "\n\n" + desktop.AgentHint
 }

@@ -12,10 +12,17 @@
 #   PREFIX/sandbox-codex:latest         the base and the Codex CLI
 #   PREFIX/sandbox-gemini:latest        the base and the Gemini CLI
 #   PREFIX/sandbox-opencode:latest      the base and opencode
+#   PREFIX/sandbox-desktop:latest       the base's files and the pinned Claude Code on a
+#                                       root filesystem with a desktop: Xvfb, openbox,
+#                                       Chromium, x11vnc, noVNC and websockify (Debian's),
+#                                       run by images/desktop/agentbox-desktop
 #
 # PREFIX is AGENTBOX_IMAGE_PREFIX (default agentbox); versions come from
 # scripts/versions.sh. A Debian root filesystem from debootstrap (cached in
-# $AGENTBOX_CACHE/rootfs-KEY) is imported as PREFIX/sandbox-rootfs:KEY. Each
+# $AGENTBOX_CACHE/rootfs-KEY) is imported as PREFIX/sandbox-rootfs:KEY; the
+# desktop image has a root filesystem of its own (the same packages and
+# the desktop's), made by a second debootstrap that runs beside the first
+# and beside the other images' builds. Each
 # image is then a build stage with COPY instructions only (no RUN, so no
 # network), its files prepared here: the CLIs and Node.js from
 # scripts/ensure-cli.sh's installs, Go from the Go module proxy's toolchain
@@ -26,14 +33,14 @@
 # images/*/Dockerfile build the same images from a registry.
 #
 #   build-image.sh [NAME...]   build NAME (base base-full claude claude-full
-#                              codex gemini opencode; default: all) and what
+#                              codex gemini opencode desktop; default: all) and what
 #                              it is built on
 #   build-image.sh --list      print the name of every image built by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/common.sh
 
-all=(base base-full claude claude-full codex gemini opencode)
+all=(base base-full claude claude-full codex gemini opencode desktop)
 
 if [ "${1:-}" = --list ]; then
 	image_name base
@@ -44,6 +51,7 @@ if [ "${1:-}" = --list ]; then
 	image_name codex
 	image_name gemini
 	image_name opencode
+	image_name desktop
 	exit 0
 fi
 want=("$@")
@@ -69,6 +77,12 @@ fi
 
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 packages="bash,ca-certificates,coreutils,curl,git,less,libstdc++6,procps,python3,tini,tree,unzip,vim,zip"
+# The desktop's: the X server, window manager, browser, VNC server, the
+# noVNC client and its WebSocket bridge (all from Debian: nothing of them
+# is kept in this repository), Xlib for screenshots, a font, and the
+# providers of two virtual packages, which debootstrap does not choose
+# (dconf's session bus, cryptography's cffi backend).
+desktop_packages="xvfb,openbox,chromium,x11vnc,novnc,websockify,python3-xlib,fonts-dejavu-core,dbus-x11,python3-cffi-backend"
 label=dev.agentbox.image.inputs
 platform=$(npm_platform)
 arch=$(go_arch)
@@ -86,30 +100,57 @@ id_of() { timeout 20 docker image inspect --format '{{.Id}}' "$1" 2>/dev/null ||
 # is only read), a copy elsewhere.
 copy() { cp -al "$1" "$2" 2>/dev/null || cp -a "$1" "$2"; }
 
-# 1. The root filesystem (the slow part, cached across builds and clones).
+# 1. The root filesystems (the slow part, cached across builds and clones).
+# make_rootfs DIR KEY PACKAGES makes DIR with debootstrap unless it holds
+# KEY's root filesystem already.
+make_rootfs() {
+	local dir=$1 key=$2 pkgs=$3 logf
+	[ "$(cat "$dir/.agentbox-rootfs" 2>/dev/null)" = "$key" ] && return 0
+	logf="$dir.debootstrap.log"
+	log "debootstrap $DEBIAN_SUITE ($pkgs) into $dir"
+	rm -rf "$dir.tmp"
+	as_root debootstrap --variant=minbase --include="$pkgs" "$DEBIAN_SUITE" "$dir.tmp" "$mirror" >"$logf" 2>&1 ||
+		{ tail -n 20 "$logf" >&2; die "debootstrap failed (full log: $logf)"; }
+	# debootstrap may end well with packages left unconfigured.
+	local audit
+	audit=$(as_root chroot "$dir.tmp" dpkg --audit 2>&1) && [ -z "$audit" ] ||
+		die "debootstrap left packages unconfigured in $dir.tmp (full log: $logf): $audit"
+	# Trim what a sandbox never needs.
+	rm -rf "$dir.tmp"/var/cache/apt/archives/*.deb "$dir.tmp"/var/lib/apt/lists/* \
+		"$dir.tmp"/usr/share/doc/* "$dir.tmp"/usr/share/man/*
+	# The desktop's: message translations, and Chromium's but English
+	# (some 120 MB; its key says so).
+	if [[ "$key" == *" trim-translations" ]]; then
+		rm -rf "$dir.tmp"/usr/share/locale/*
+		find "$dir.tmp/usr/lib/chromium/locales" -type f ! -name 'en-US.pak' -delete
+	fi
+	echo "$key" >"$dir.tmp/.agentbox-rootfs"
+	rm -rf "$dir"
+	mv "$dir.tmp" "$dir"
+}
+# import_rootfs DIR IMAGE imports DIR as IMAGE unless the engine has it.
+import_rootfs() {
+	[ -n "$(id_of "$2")" ] && return 0
+	log "docker import $2"
+	tar -C "$1" --exclude=./.agentbox-rootfs --numeric-owner -c . | docker import - "$2" >/dev/null
+}
+command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
 rootfs_key="$DEBIAN_SUITE $packages $mirror"
 rootfs_hash=$(key_of "$rootfs_key")
 rootfs="$AGENTBOX_CACHE/rootfs-$rootfs_hash"
-make_rootfs() {
-	[ "$(cat "$rootfs/.agentbox-rootfs" 2>/dev/null)" = "$rootfs_key" ] && return 0
-	command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
-	log "debootstrap $DEBIAN_SUITE ($packages) into $rootfs"
-	rm -rf "$rootfs.tmp"
-	as_root debootstrap --variant=minbase --include="$packages" "$DEBIAN_SUITE" "$rootfs.tmp" "$mirror" >"$AGENTBOX_CACHE/debootstrap.log" 2>&1 ||
-		{ tail -n 20 "$AGENTBOX_CACHE/debootstrap.log" >&2; die "debootstrap failed (full log: $AGENTBOX_CACHE/debootstrap.log)"; }
-	# Trim what a sandbox never needs.
-	rm -rf "$rootfs.tmp"/var/cache/apt/archives/*.deb "$rootfs.tmp"/var/lib/apt/lists/* \
-		"$rootfs.tmp"/usr/share/doc/* "$rootfs.tmp"/usr/share/man/*
-	echo "$rootfs_key" >"$rootfs.tmp/.agentbox-rootfs"
-	rm -rf "$rootfs"
-	mv "$rootfs.tmp" "$rootfs"
-}
-with_lock "rootfs-$rootfs_hash" make_rootfs
-rootfs_image="$(image_name rootfs "$rootfs_hash")"
-if [ -z "$(id_of "$rootfs_image")" ]; then
-	log "docker import $rootfs_image"
-	tar -C "$rootfs" --exclude=./.agentbox-rootfs --numeric-owner -c . | docker import - "$rootfs_image" >/dev/null
+# The desktop's root filesystem is made in the background, beside the
+# base's and the images built on it; the desktop image waits for it.
+desktop_rootfs_job=""
+if wanted desktop; then
+	desktop_rootfs_key="$DEBIAN_SUITE $packages,$desktop_packages $mirror trim-translations"
+	desktop_rootfs_hash=$(key_of "$desktop_rootfs_key")
+	desktop_rootfs="$AGENTBOX_CACHE/rootfs-$desktop_rootfs_hash"
+	with_lock "rootfs-$desktop_rootfs_hash" make_rootfs "$desktop_rootfs" "$desktop_rootfs_key" "$packages,$desktop_packages" &
+	desktop_rootfs_job=$!
 fi
+with_lock "rootfs-$rootfs_hash" make_rootfs "$rootfs" "$rootfs_key" "$packages"
+rootfs_image="$(image_name rootfs "$rootfs_hash")"
+import_rootfs "$rootfs" "$rootfs_image"
 
 # 2. Go for the -full images: the toolchain module, verified by its pinned
 # SHA-256 (the module proxy's checksum database is not reachable).
@@ -328,6 +369,23 @@ LABEL dev.agentbox.opencode-version="$OPENCODE_VERSION"
 DOCKERFILE
 }
 
+# The desktop image: the base's files and Claude Code on the desktop's root
+# filesystem, with its supervisor (images/desktop/agentbox-desktop).
+# DISPLAY names its X display for every process of the sandbox.
+fill_desktop() {
+	local rootfs=$desktop_rootfs # fill_base takes the users from it
+	fill_base "$1"
+	claude_version=$CLAUDE_VERSION
+	fill_claude "$1"
+	cp images/desktop/agentbox-desktop "$1/agentbox-desktop"
+	chmod 0755 "$1/agentbox-desktop"
+	cat <<DOCKERFILE
+COPY agentbox-desktop /usr/local/bin/agentbox-desktop
+ENV DISPLAY=:1
+CMD ["agentbox-desktop", "--help"]
+DOCKERFILE
+}
+
 # The quick check of the design, and the tools.
 check_base='test "$(id -u)" = 1000; test "$(pwd)" = /workspace
 test "$(node --version)" = "v'$NODE_VERSION'"; npm --version >/dev/null; python3 --version >/dev/null
@@ -364,6 +422,18 @@ fi
 if wanted opencode; then
 	build "$(image_name opencode)" "$base" "$base_hash" "opencode $OPENCODE_VERSION $(opencode_package)" \
 		"$check_base"'; test "$(opencode --version)" = "'$OPENCODE_VERSION'"; test ! -r /usr/local/bin/opencode' fill_opencode
+fi
+
+if wanted desktop; then
+	wait "$desktop_rootfs_job" || die "the desktop's root filesystem was not made (see the debootstrap error above)"
+	desktop_rootfs_image="$(image_name rootfs "$desktop_rootfs_hash")"
+	import_rootfs "$desktop_rootfs" "$desktop_rootfs_image"
+	# The smoke test starts the whole desktop and takes a screenshot.
+	build "$(image_name desktop)" "$desktop_rootfs_image" "$desktop_rootfs_hash" \
+		"node $NODE_VERSION npm $NPM_VERSION claude $CLAUDE_VERSION $platform desktop $(sha256sum images/desktop/agentbox-desktop | cut -c1-16)" \
+		"$check_base"'; test "$(claude --version)" = "'$CLAUDE_VERSION' (Claude Code)"; test ! -r /usr/local/bin/claude
+agentbox-desktop start --timeout 90 >/dev/null; agentbox-desktop screenshot /tmp/s.png >/dev/null; test "$(head -c 4 /tmp/s.png | tail -c 3)" = PNG
+test -r /usr/share/novnc/vnc.html' fill_desktop
 fi
 
 # Replaced images are dangling now: remove them (newest first, so children

@@ -22,6 +22,9 @@ type AssistantInfo struct {
 	Sandboxed bool `json:"sandboxed"`
 	// Command is the CLI of a sandboxed assistant (claude, cursor).
 	Command string `json:"command,omitempty"`
+	// Desktop is set when the assistant's sandbox has a live desktop
+	// (sandbox.desktop, computer.vnc), served as one of its chat's ports.
+	Desktop bool `json:"desktop,omitempty"`
 	// Skills are the assistant's own Agent Skills (its folder's skills/),
 	// by name.
 	Skills []SkillInfo `json:"skills"`
@@ -98,6 +101,7 @@ func publicInfo(app *assistant.App, a *assistant.Assistant, locale string) Assis
 	if a.Sandbox != nil {
 		info.Sandboxed = true
 		info.Command = a.Sandbox.Command
+		info.Desktop = a.Sandbox.Desktop != nil
 	}
 	for _, sk := range a.Skills {
 		if sk != nil {
