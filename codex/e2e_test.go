@@ -17,3 +17,13 @@ func TestDockerEndToEnd(t *testing.T) {
 		Skills:   true,
 	}.Run(t)
 }
+
+// TestDockerKept: a kept chat's turns go to one `codex app-server`
+// process (see clitest.Kept).
+func TestDockerKept(t *testing.T) {
+	clitest.Kept{
+		CLI: "codex", Exec: New(Options{}), Type: "openai", Process: "codex app-server",
+		Shell: "exec_command",
+		Input: func(c string) map[string]any { return map[string]any{"cmd": c} },
+	}.Run(t)
+}

@@ -6,7 +6,8 @@
 // resume ID`; everything else there is removed before every run and the
 // configuration written from the assistant's definition, and no
 // AGENTS.md, skills or project configuration of the workspace is read
-// (Hide). Its JSONL events map onto the chat events (see Parser).
+// (Hide). Its JSONL events map onto the chat events (see Parser). A kept
+// chat's CLI is `codex app-server` instead (appserver.go).
 package codex
 
 import (
@@ -55,6 +56,9 @@ func (cli) Profile() agentcli.Profile {
 }
 
 func (cli) NewParser(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.Parser {
+	if conn, ok := plan.Protocol.(*appConn); ok && conn != nil {
+		return newAppParser(conn, emit, parserOptions(plan, m))
+	}
 	return NewParser(emit, parserOptions(plan, m))
 }
 
@@ -95,24 +99,37 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	if err := ws.WriteFile(ctx, home+"/config.toml", conf, 0o600); err != nil {
 		return nil, err
 	}
-	argv := []string{e.opts.Binary, "exec", "--json", "--skip-git-repo-check", "--cd", sandbox.Workdir,
-		"--dangerously-bypass-approvals-and-sandbox"}
-	if p.Model != "" {
-		argv = append(argv, "--model", p.Model)
-	}
 	prompt := agentcli.Prompt(p.History, p.Input, p.Resume)
-	if p.Resume != "" {
-		argv = append(argv, "resume", p.Resume)
+	var argv []string
+	var input []byte
+	var conn any
+	if p.Keep {
+		// Kept for the chat's next turns: the app server on stdio
+		// (appserver.go); the model is the configuration's.
+		argv = []string{e.opts.Binary, "app-server"}
+		c := newAppConn(sandbox.Workdir, p.Resume, prompt)
+		conn, input = c, c.start()
+	} else {
+		argv = []string{e.opts.Binary, "exec", "--json", "--skip-git-repo-check", "--cd", sandbox.Workdir,
+			"--dangerously-bypass-approvals-and-sandbox"}
+		if p.Model != "" {
+			argv = append(argv, "--model", p.Model)
+		}
+		if p.Resume != "" {
+			argv = append(argv, "resume", p.Resume)
+		}
+		// The prompt is read from standard input ("-"), never argv.
+		argv = append(argv, "-")
+		input = []byte(prompt)
 	}
-	// The prompt is read from standard input ("-"), never argv.
-	argv = append(argv, "-")
 	names := make([]string, 0, len(p.Assistant.Skills))
 	for _, s := range p.Assistant.Skills {
 		names = append(names, s.Name)
 	}
 	return &agentcli.Plan{
-		Argv:  argv,
-		Input: []byte(prompt),
+		Argv:     argv,
+		Input:    input,
+		Protocol: conn,
 		Env: map[string]string{
 			"CODEX_HOME": sandbox.Workdir + "/" + home,
 			// Errors, and the warnings of MCP servers that fail to

@@ -1,0 +1,116 @@
+package codex
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor/agentcli"
+	"github.com/agentbox/agentbox/executor/agentcli/clitest"
+)
+
+const appDir = "../testdata/codex/appserver"
+
+// appConnFor is the conversation transcript name continues: for "next"
+// the one first.jsonl opened, with the turn "second" started; else a new
+// one, initialized (the ids of the recording: initialize 1, thread 2,
+// turn 3).
+func appConnFor(t *testing.T, name string) *appConn {
+	t.Helper()
+	conn := newAppConn("/workspace", "", "first")
+	conn.start()
+	if name != "next" {
+		return conn
+	}
+	f, err := os.Open(appDir + "/first.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := newAppParser(conn, func(chat.Event) {}, ParserOptions{})
+	if err := p.Parse(f); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Close().GotResult {
+		t.Fatal("first.jsonl has no result")
+	}
+	if _, err := conn.next("second"); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// TestGoldenAppServer parses the app server transcripts of a kept CLI
+// (testdata/codex/appserver, see its README) as the kept executor does.
+func TestGoldenAppServer(t *testing.T) {
+	clitest.Golden(t, clitest.GoldenOptions[*agentcli.StreamOutcome]{
+		Dir: appDir, Package: "./codex", Update: *update,
+		NewParser: func(name string, emit chat.EmitFunc) clitest.Parser[*agentcli.StreamOutcome] {
+			return newAppParser(appConnFor(t, name), emit, ParserOptions{Model: "test-model"})
+		},
+		Check: func(t *testing.T, got clitest.Transcript[*agentcli.StreamOutcome]) {
+			if o := got.Outcome; !o.GotResult || o.SessionID == "" || o.Content == "" || o.Usage.OutputTokens == 0 {
+				t.Errorf("outcome %+v", o)
+			}
+		},
+	})
+}
+
+// sender records what a parser sends.
+type sender struct{ sent []string }
+
+func (s *sender) Answered()    {}
+func (s *sender) Busy(bool)    {}
+func (s *sender) Settled(bool) {}
+func (s *sender) Stop()        {}
+func (s *sender) Send(b []byte) error {
+	s.sent = append(s.sent, string(b))
+	return nil
+}
+
+// The client's side: initialized and thread/resume after initialize, the
+// turn after the thread, turn/interrupt to cancel it, and an error
+// answer to the server's requests (approvals are not asked for).
+func TestAppServerRequests(t *testing.T) {
+	conn := newAppConn("/workspace", "th-1", "again")
+	if m := gjson.ParseBytes(conn.start()); m.Get("method").String() != "initialize" || m.Get("id").Int() != 1 {
+		t.Fatalf("start: %s", m.Raw)
+	}
+	s := &sender{}
+	p := newAppParser(conn, func(chat.Event) {}, ParserOptions{Monitor: s})
+	p.Line(agentcli.Line{Bytes: []byte(`{"id":1,"result":{}}`)})
+	lines := strings.Split(strings.TrimSpace(strings.Join(s.sent, "")), "\n")
+	if len(lines) != 2 || gjson.Get(lines[0], "method").String() != "initialized" || gjson.Get(lines[1], "method").String() != "thread/resume" ||
+		gjson.Get(lines[1], "params.threadId").String() != "th-1" || !gjson.Get(lines[1], "params.excludeTurns").Bool() ||
+		gjson.Get(lines[1], "params.approvalPolicy").String() != "never" {
+		t.Fatalf("after initialize: %q", s.sent)
+	}
+	p.Line(agentcli.Line{Bytes: []byte(`{"id":2,"result":{"thread":{"id":"th-1"}}}`)})
+	if m := gjson.Parse(s.sent[len(s.sent)-1]); m.Get("method").String() != "turn/start" || m.Get("params.input.0.text").String() != "again" {
+		t.Fatalf("after the thread: %s", m.Raw)
+	}
+	if p.Cancel() {
+		t.Error("canceled a turn whose id is not known")
+	}
+	p.Line(agentcli.Line{Bytes: []byte(`{"id":3,"result":{"turn":{"id":"tu-1"}}}`)})
+	if !p.Cancel() {
+		t.Fatal("could not cancel the turn")
+	}
+	if m := gjson.Parse(s.sent[len(s.sent)-1]); m.Get("method").String() != "turn/interrupt" || m.Get("params.turnId").String() != "tu-1" {
+		t.Fatalf("cancel: %s", m.Raw)
+	}
+	p.Line(agentcli.Line{Bytes: []byte(`{"id":"ap-1","method":"item/commandExecution/requestApproval","params":{}}`)})
+	if m := gjson.Parse(s.sent[len(s.sent)-1]); m.Get("id").String() != "ap-1" || m.Get("error.code").Int() != -32601 {
+		t.Fatalf("answer to a request: %s", m.Raw)
+	}
+	p.Line(agentcli.Line{Bytes: []byte(`{"method":"turn/completed","params":{"turn":{"id":"tu-1","status":"interrupted"}}}`)})
+	if o := p.Close(); o.Err == nil || o.Err.Code != chat.ErrCanceled || !o.GotResult {
+		t.Errorf("interrupted turn: %+v", o)
+	}
+	if _, err := conn.next("more"); err != nil {
+		t.Errorf("next turn after the interrupt: %v", err)
+	}
+}
