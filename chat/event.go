@@ -16,7 +16,23 @@ const (
 	// Replace swaps a message's type, text and props for new ones (hooks'
 	// ctx.Replace); deltas after it append to the new text.
 	Replace = "replace"
+	// Merge merges Value (an object) into the object at Path of a
+	// message (hooks' ctx.Merge; Path "" is "props"), Set puts Value at
+	// Path (ctx.Set), and Append adds Value to what is at Path, a string
+	// or a list (ctx.Append of anything but the message's text, which is
+	// a delta). Paths are Yao's: dotted, from the message
+	// ("props.items"). Clients that read only text (the OpenAI APIs) let
+	// them be.
+	Merge  = "merge"
+	Set    = "set"
+	Append = "append"
+	// BlockEnd ends a block of messages (hooks' ctx.EndBlock): ID is the
+	// block's id, the one the messages' Block names; Type is "block".
+	BlockEnd = "block_end"
 )
+
+// TypeBlock is the type of a block_end event.
+const TypeBlock = "block"
 
 // Message types used by agentbox itself. Hooks may send any other type.
 const (
@@ -60,6 +76,14 @@ type Event struct {
 	Type  string         `json:"type,omitempty"`
 	Text  string         `json:"text,omitempty"`
 	Props map[string]any `json:"props,omitempty"`
+	// Path is where a merge, set or append event changes its message;
+	// Value is what it merges, sets or appends there.
+	Path  string `json:"path,omitempty"`
+	Value any    `json:"value,omitempty"`
+	// Block is the block a start event's message belongs to (a hook's
+	// ctx.Send with a block id): clients may group the messages of a
+	// block until its block_end.
+	Block string `json:"block,omitempty"`
 	// Agent is set on the events of another assistant a hook called
 	// (ctx.agent with stream: true), streamed inside this turn: whose they
 	// are. Their ids are the call's, prefixed, so they never meet the
@@ -152,7 +176,7 @@ type AgentRef struct {
 // payload.
 func (e Event) Check() error {
 	switch e.Event {
-	case Start, Delta, End, Replace:
+	case Start, Delta, End, Replace, Merge, Set, Append, BlockEnd:
 		switch {
 		case e.ID == "":
 			return fmt.Errorf("%s event has no id", e.Event)
@@ -160,6 +184,8 @@ func (e Event) Check() error {
 			return fmt.Errorf("%s event of message %q has no type", e.Event, e.ID)
 		case strings.ContainsAny(e.Type, "\r\n"):
 			return fmt.Errorf("%s event of message %q has a type with a line break", e.Event, e.ID)
+		case e.Event == Set && e.Path == "":
+			return fmt.Errorf("set event of message %q has no path", e.ID)
 		}
 		return nil
 	case Done:

@@ -55,6 +55,12 @@ interface ClientMessage {
   props?: Record<string, any>;
   /** Your own id for the message (default: one is generated). Send and SendStream only. */
   id?: string;
+  /** Yao's name for id. */
+  message_id?: string;
+  /** The block the message belongs to (Send's second argument does the same). */
+  block_id?: string;
+  /** Yao's thread of concurrent output: accepted, unused. */
+  thread_id?: string;
 }
 
 /** The request a hook runs for. */
@@ -81,16 +87,35 @@ interface Context {
   /** Calls the app's connectors directly (Yao's ctx.llm). */
   readonly llm: LlmAPI;
 
-  /** Sends a whole message and returns its id. */
-  Send(message: ClientMessage | string): string;
+  /** Sends a whole message and returns its id; blockId groups it with others (EndBlock ends the group). */
+  Send(message: ClientMessage | string, blockId?: string): string;
   /** Starts a streamed message and returns its id; Append to it, End it. */
-  SendStream(message: ClientMessage | string): string;
-  /** Appends text to a streamed message. */
-  Append(id: string, text: string): void;
-  /** Replaces a message's type, text and props. */
-  Replace(id: string, message: ClientMessage | string): void;
-  /** Ends a streamed message (ending twice is harmless). Streams left open end after Next. */
-  End(id: string): void;
+  SendStream(message: ClientMessage | string, blockId?: string): string;
+  /**
+   * Adds to a message: text to a streaming message's text; anything else
+   * (or to a message that ended) is added to what is at path (default
+   * "props.content"): a string grows, a list gets the value. Returns the id.
+   */
+  Append(id: string, content: ClientMessage | string, path?: string): string;
+  /** Replaces a message's type, text and props. Returns the id. */
+  Replace(id: string, message: ClientMessage | string): string;
+  /** Merges data (an object, or a message's props) into the object at path (default "props"). Returns the id. */
+  Merge(id: string, data: Record<string, any> | ClientMessage, path?: string): string;
+  /** Puts data at path ("props.status"). Returns the id. */
+  Set(id: string, data: any, path: string): string;
+  /**
+   * Ends a streamed message, with final text appended first when given
+   * (ending twice is harmless). Streams left open end after Next.
+   */
+  End(id: string, final?: string): string;
+  /** Ends a block of messages (the block id given to Send or SendStream). */
+  EndBlock(blockId: string): void;
+  /** A new message id, unique in the request, for Send's message_id. */
+  MessageID(): string;
+  /** A new block id, unique in the request. */
+  BlockID(): string;
+  /** A new thread id, unique in the request (Yao's; agentbox uses it for nothing). */
+  ThreadID(): string;
 }
 
 /**

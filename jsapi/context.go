@@ -62,9 +62,12 @@ type hookMsg struct {
 }
 
 // nextID returns a message id unique within the request.
-func (c *Context) nextID() string {
+func (c *Context) nextID() string { return c.newID("hook_") }
+
+// newID returns an id with prefix unique within the request (c.mu held).
+func (c *Context) newID(prefix string) string {
 	c.seq++
-	return "hook_" + strconv.Itoa(c.seq)
+	return prefix + strconv.Itoa(c.seq)
 }
 
 // emit sends e to the client, if anyone listens.

@@ -1,6 +1,7 @@
 package jsapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -16,10 +17,10 @@ import (
 // same members; TestDeclarationsMatch keeps the two in sync.
 var (
 	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "workspace", "computer", "agent", "llm"}
-	ctxMethods     = []string{"Send", "SendStream", "Append", "Replace", "End"}
+	ctxMethods     = []string{"Send", "SendStream", "Append", "Replace", "Merge", "Set", "End", "EndBlock", "MessageID", "BlockID", "ThreadID"}
 	memoryMethods  = []string{"Get", "Set", "Del", "Has", "Keys", "Len", "Clear", "Incr", "Decr", "GetDel"}
 	memoryKeys     = []string{string(NamespaceUser), string(NamespaceTeam), string(NamespaceChat), string(NamespaceContext)}
-	messageFields  = []string{"type", "props", "id"}
+	messageFields  = []string{"type", "props", "id", "message_id", "block_id", "thread_id"}
 	sandboxMembers = []string{"workdir", "ReadFile", "WriteFile", "ListDir", "Exec"}
 	execOptionKeys = []string{"cwd", "env", "timeout", "stdin", "shell"}
 )
@@ -77,8 +78,21 @@ func (c *call) ctxObject() *goja.Object {
 			return c.vm.ToValue(nativeFn(c.appendMsg))
 		case "Replace":
 			return c.vm.ToValue(nativeFn(c.replaceMsg))
+		case "Merge":
+			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value { return c.update("Merge", chat.Merge, fc) }))
+		case "Set":
+			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value { return c.update("Set", chat.Set, fc) }))
 		case "End":
 			return c.vm.ToValue(nativeFn(c.endMsg))
+		case "EndBlock":
+			return c.vm.ToValue(nativeFn(c.endBlock))
+		case "MessageID", "BlockID", "ThreadID":
+			prefix := map[string]string{"MessageID": "hook_", "BlockID": "block_", "ThreadID": "thread_"}[key]
+			return c.vm.ToValue(nativeFn(func(goja.FunctionCall) goja.Value {
+				hc.mu.Lock()
+				defer hc.mu.Unlock()
+				return c.vm.ToValue(hc.newID(prefix))
+			}))
 		}
 		return goja.Undefined()
 	})
@@ -86,8 +100,8 @@ func (c *call) ctxObject() *goja.Object {
 
 // outMsg is a client message as a hook gives it.
 type outMsg struct {
-	id, typ, text string
-	props         map[string]any
+	id, typ, text, block string
+	props                map[string]any
 }
 
 // message parses Send/SendStream/Replace's message argument: {type, props,
@@ -122,7 +136,15 @@ func (c *call) message(fn string, v goja.Value, allowID bool) outMsg {
 				c.throw(argErr("%s: message props are not JSON: %v", fn, err), "")
 			}
 			m.props, _ = p.(map[string]any)
-		case "id":
+		case "block_id", "thread_id":
+			s, ok := asString(val)
+			if !ok {
+				c.throw(argErr("%s: message %s: want a string, got %s", fn, k, typeName(val)), "")
+			}
+			if k == "block_id" {
+				m.block = s
+			}
+		case "id", "message_id":
 			s, ok := asString(val)
 			if !allowID || !ok || s == "" {
 				if !allowID {
@@ -148,6 +170,15 @@ func (c *call) message(fn string, v goja.Value, allowID bool) outMsg {
 
 func (c *call) send(fn string, fc goja.FunctionCall, stream bool) goja.Value {
 	m := c.message(fn, fc.Argument(0), true)
+	if b := fc.Argument(1); !isNullish(b) && m.block == "" {
+		// Yao's second argument: the block the message belongs to (the
+		// message's own block_id wins).
+		s, ok := asString(b)
+		if !ok {
+			c.throw(argErr("%s: the block id (second argument) must be a string, got %s", fn, typeName(b)), "")
+		}
+		m.block = s
+	}
 	hc := c.hc
 	hc.mu.Lock()
 	if m.id == "" {
@@ -165,10 +196,9 @@ func (c *call) send(fn string, fc goja.FunctionCall, stream bool) goja.Value {
 		hc.open = append(hc.open, m.id)
 	}
 	hc.mu.Unlock()
-	if stream {
-		hc.emit(chat.Event{Event: chat.Start, ID: m.id, Type: m.typ, Text: m.text, Props: m.props})
-	} else {
-		chat.Whole(hc.emit, m.id, m.typ, m.text, m.props)
+	hc.emit(chat.Event{Event: chat.Start, ID: m.id, Type: m.typ, Text: m.text, Props: m.props, Block: m.block})
+	if !stream {
+		hc.emit(chat.Event{Event: chat.End, ID: m.id, Type: m.typ})
 	}
 	return c.vm.ToValue(m.id)
 }
@@ -192,18 +222,81 @@ func (c *call) msgID(fn string, v goja.Value) (string, hookMsg) {
 	return id, st
 }
 
+// appendMsg is Yao's ctx.Append(id, content, path?): text (a string, or a
+// message whose props.content is one) added to a streaming message's text
+// is a delta; anything else, or on a message that has ended, an append
+// event at path (default props.content).
 func (c *call) appendMsg(fc goja.FunctionCall) goja.Value {
 	id, st := c.msgID("Append", fc.Argument(0))
-	if !st.open {
-		c.throw(argErr("Append: message %q is not streaming (start it with SendStream; End closes it)", id), "")
-	}
+	path := c.deltaPath("Append", fc.Argument(2), false)
 	v := fc.Argument(1)
-	text, ok := asString(v)
-	if !ok {
-		c.throw(argErr("Append: want text as a string, got %s", typeName(v)), "")
+	var value any
+	if s, ok := asString(v); ok {
+		value = s
+	} else if isPlainObject(v) {
+		m := c.message("Append", v, false)
+		if content, has := m.props["content"]; has && len(m.props) == 1 && (path == "" || path == "props.content") {
+			value = content
+		} else {
+			value = m.props
+			if path == "" {
+				path = "props"
+			}
+		}
+	} else {
+		c.throw(argErr("Append: want text, or a message {type, props}, got %s", typeName(v)), "")
 	}
-	c.hc.emit(chat.Event{Event: chat.Delta, ID: id, Type: st.typ, Text: text})
-	return goja.Undefined()
+	if text, isText := value.(string); isText && st.open && (path == "" || path == "props.content") {
+		c.hc.emit(chat.Event{Event: chat.Delta, ID: id, Type: st.typ, Text: text})
+		return c.vm.ToValue(id)
+	}
+	c.hc.emit(chat.Event{Event: chat.Append, ID: id, Type: st.typ, Path: cmp.Or(path, "props.content"), Value: value})
+	return c.vm.ToValue(id)
+}
+
+// update is Yao's ctx.Merge(id, data, path?) (data merged into the object
+// at path, default props) and ctx.Set(id, data, path) (data put at path).
+// data is a value, or a message whose props are the value.
+func (c *call) update(fn, event string, fc goja.FunctionCall) goja.Value {
+	id, st := c.msgID(fn, fc.Argument(0))
+	path := c.deltaPath(fn, fc.Argument(2), event == chat.Set)
+	v := fc.Argument(1)
+	var value any
+	switch {
+	case isPlainObject(v) && (v.(*goja.Object).Get("props") != nil || v.(*goja.Object).Get("type") != nil):
+		m := c.message(fn, v, false)
+		value = m.props
+	default:
+		x, err := c.exportJSON(v)
+		if err != nil {
+			c.throw(argErr("%s: data is not JSON: %v", fn, err), "")
+		}
+		value = x
+	}
+	if event == chat.Merge {
+		if _, isObj := value.(map[string]any); !isObj {
+			c.throw(argErr("Merge: want an object to merge, got %s", typeName(v)), "")
+		}
+		path = cmp.Or(path, "props")
+	}
+	c.hc.emit(chat.Event{Event: event, ID: id, Type: st.typ, Path: path, Value: value})
+	return c.vm.ToValue(id)
+}
+
+// deltaPath reads the path argument of Append, Merge and Set: Yao's dotted
+// path from the message ("props.items").
+func (c *call) deltaPath(fn string, v goja.Value, required bool) string {
+	if isNullish(v) {
+		if required {
+			c.throw(argErr("%s: want a path as the third argument (\"props.status\")", fn), "")
+		}
+		return ""
+	}
+	s, ok := asString(v)
+	if !ok || required && s == "" {
+		c.throw(argErr("%s: path: want a dotted path such as \"props.status\", got %s", fn, typeName(v)), "")
+	}
+	return s
 }
 
 func (c *call) replaceMsg(fc goja.FunctionCall) goja.Value {
@@ -215,11 +308,20 @@ func (c *call) replaceMsg(fc goja.FunctionCall) goja.Value {
 	}
 	c.hc.mu.Unlock()
 	c.hc.emit(chat.Event{Event: chat.Replace, ID: id, Type: m.typ, Text: m.text, Props: m.props})
-	return goja.Undefined()
+	return c.vm.ToValue(id)
 }
 
+// endMsg is ctx.End(id, final?): final text is appended before the end.
 func (c *call) endMsg(fc goja.FunctionCall) goja.Value {
 	id, _ := c.msgID("End", fc.Argument(0))
+	final := ""
+	if v := fc.Argument(1); !isNullish(v) {
+		s, ok := asString(v)
+		if !ok {
+			c.throw(argErr("End: final content: want a string, got %s", typeName(v)), "")
+		}
+		final = s
+	}
 	hc := c.hc
 	hc.mu.Lock()
 	st := hc.msgs[id]
@@ -232,8 +334,21 @@ func (c *call) endMsg(fc goja.FunctionCall) goja.Value {
 	hc.mu.Unlock()
 	// Ending twice (or ending a whole message) is harmless.
 	if wasOpen {
+		if final != "" {
+			hc.emit(chat.Event{Event: chat.Delta, ID: id, Type: typ, Text: final})
+		}
 		hc.emit(chat.Event{Event: chat.End, ID: id, Type: typ})
 	}
+	return c.vm.ToValue(id)
+}
+
+// endBlock is ctx.EndBlock(blockId): the block's messages are complete.
+func (c *call) endBlock(fc goja.FunctionCall) goja.Value {
+	id, ok := asString(fc.Argument(0))
+	if !ok || id == "" {
+		c.throw(argErr("EndBlock: want a block id (what BlockID returned, or the one given to Send), got %s", typeName(fc.Argument(0))), "")
+	}
+	c.hc.emit(chat.Event{Event: chat.BlockEnd, ID: id, Type: chat.TypeBlock})
 	return goja.Undefined()
 }
 

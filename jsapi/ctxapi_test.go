@@ -100,6 +100,46 @@ func TestMessages(t *testing.T) {
 	}
 }
 
+// TestOutputControl: Yao's ctx.Send with message and block ids, Append
+// with a path, Merge, Set, End with final text, EndBlock and the id
+// makers, as chat events.
+func TestOutputControl(t *testing.T) {
+	t.Parallel()
+	var rec chattest.Recorder
+	got := run(t, `export function test(ctx: any) {
+  const block = ctx.BlockID();
+  const id = ctx.MessageID();
+  ctx.Send({type: "progress", message_id: id, props: {step: 1, items: []}}, block);
+  ctx.Merge(id, {step: 2, status: "running"});
+  ctx.Set(id, "done", "props.status");
+  ctx.Append(id, {props: {name: "a"}}, "props.items");
+  ctx.Append(id, " more");
+  const s = ctx.SendStream({type: "text", props: {content: "Hi"}, block_id: block});
+  ctx.End(s, " there");
+  ctx.EndBlock(block);
+  return [block, id, s, ctx.ThreadID()];
+}`, &Context{Emit: rec.Emit}, nil)
+	if !reflect.DeepEqual(got, []any{"block_1", "hook_2", "hook_3", "thread_4"}) {
+		t.Fatalf("ids = %v", got)
+	}
+	want := []chat.Event{
+		{Event: chat.Start, ID: "hook_2", Type: "progress", Props: map[string]any{"step": 1.0, "items": []any{}}, Block: "block_1"},
+		{Event: chat.End, ID: "hook_2", Type: "progress"},
+		{Event: chat.Merge, ID: "hook_2", Type: "progress", Path: "props", Value: map[string]any{"step": 2.0, "status": "running"}},
+		{Event: chat.Set, ID: "hook_2", Type: "progress", Path: "props.status", Value: "done"},
+		{Event: chat.Append, ID: "hook_2", Type: "progress", Path: "props.items", Value: map[string]any{"name": "a"}},
+		{Event: chat.Append, ID: "hook_2", Type: "progress", Path: "props.content", Value: " more"},
+		{Event: chat.Start, ID: "hook_3", Type: "text", Text: "Hi", Props: map[string]any{"content": "Hi"}, Block: "block_1"},
+		{Event: chat.Delta, ID: "hook_3", Type: "text", Text: " there"},
+		{Event: chat.End, ID: "hook_3", Type: "text"},
+		{Event: chat.BlockEnd, ID: "block_1", Type: chat.TypeBlock},
+	}
+	if ev := rec.Events(); !reflect.DeepEqual(ev, want) {
+		t.Fatalf("events:\n got %+v\nwant %+v", ev, want)
+	}
+	chattest.Check(t, append(rec.Events(), chat.Event{Event: chat.Done, Final: &chat.Final{}}))
+}
+
 func TestMessagesAcrossHooks(t *testing.T) {
 	t.Parallel()
 	h := load(t, `
@@ -133,8 +173,12 @@ func TestMessageErrors(t *testing.T) {
 		{`ctx.Send({type: "text", body: "x"})`, `Send: unknown message field "body"`},
 		{`ctx.Send({id: "a"}); ctx.Send({id: "a"})`, `Send: message id "a" is already used`},
 		{`ctx.Append("nope", "x")`, `Append: no message "nope" was sent by this request's hooks`},
-		{`ctx.Append(ctx.Send("x"), "y")`, `Append: message "hook_1" is not streaming`},
-		{`ctx.Append(ctx.SendStream("x"), 5)`, "Append: want text as a string, got a number"},
+		{`ctx.Append(ctx.SendStream("x"), 5)`, "Append: want text, or a message {type, props}, got a number"},
+		{`ctx.Set(ctx.Send("x"), 1)`, `Set: want a path as the third argument`},
+		{`ctx.Merge(ctx.Send("x"), 5)`, "Merge: want an object to merge, got a number"},
+		{`ctx.Merge("nope", {a: 1})`, `Merge: no message "nope" was sent`},
+		{`ctx.EndBlock(3)`, "EndBlock: want a block id"},
+		{`ctx.Send("x", 5)`, "Send: the block id (second argument) must be a string"},
 		{`ctx.End()`, "End: want a message id (what Send or SendStream returned), got undefined"},
 		{`ctx.Replace(ctx.Send("x"), {id: "y"})`, "Replace: the message id is the first argument, not a field"},
 	}

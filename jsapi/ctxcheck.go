@@ -12,7 +12,7 @@ import (
 
 // yaoCtxOnly are members of Yao's hook ctx that agentbox's lacks: a hook
 // that reads one gets undefined.
-var yaoCtxOnly = []string{"theme", "referer", "accept", "route", "client", "trace", "search", "Release", "__release", "ThreadID", "MessageID", "BlockID", "EndBlock", "Merge", "Set", "mcp"}
+var yaoCtxOnly = []string{"theme", "referer", "accept", "route", "client", "trace", "search", "Release", "__release", "mcp"}
 
 // ctxTestFields are the fields a script test's ctx has beyond a hook's
 // (TestCtx.Fields as testrun sets them).

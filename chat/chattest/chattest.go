@@ -104,6 +104,12 @@ func Check(t testing.TB, events []chat.Event) {
 				t.Fatalf("event %d: replace of %s which was never started", i, e.ID)
 			}
 			m.typ = e.Type
+		case chat.Merge, chat.Set, chat.Append:
+			if m == nil {
+				t.Fatalf("event %d: %s of %s which was never started", i, e.Event, e.ID)
+			}
+		case chat.BlockEnd:
+			// A block's id, not a message's.
 		case chat.Delta, chat.End:
 			if m == nil || !m.open {
 				t.Fatalf("event %d: %s for %s which is not open", i, e.Event, e.ID)

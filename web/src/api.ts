@@ -223,11 +223,18 @@ export async function upload(chat: string, path: string, file: Blob): Promise<{ 
 
 /** One chat event, as the native stream sends it. */
 export interface ChatEvent {
-  event: "start" | "delta" | "end" | "replace" | "done";
+  event: "start" | "delta" | "end" | "replace" | "merge" | "set" | "append" | "block_end" | "done";
   id?: string;
   type?: string;
   text?: string;
   props?: Record<string, any>;
+  /** Where merge, set and append change the message ("props.items"), and what they put there. */
+  path?: string;
+  value?: any;
+  /** The block a started message belongs to. */
+  block?: string;
+  /** Set on the events of another assistant a hook called (streamed into this turn). */
+  agent?: { id: string; call: string };
   done?: Final;
 }
 

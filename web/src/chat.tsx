@@ -536,7 +536,7 @@ function TurnView({ turn, command }: { turn: Turn; command?: string }) {
   const results = toolResults(turn);
   const shown = new Set<string>();
   for (const m of turn.msgs) if (m.type === "tool_call" && m.props.id) shown.add(String(m.props.id));
-  const answer = turn.msgs.filter((m) => m.type === "text").map((m) => m.text).join("\n\n");
+  const answer = turn.msgs.filter((m) => m.type === "text" && !m.agent).map((m) => m.text).join("\n\n");
   const errored = turn.msgs.some((m) => m.type === "error" && m.props.code !== "canceled");
   return (
     <section class="turn" aria-busy={turn.running}>
@@ -554,7 +554,16 @@ function TurnView({ turn, command }: { turn: Turn; command?: string }) {
       )}
       {turn.msgs.map((m) => {
         if (m.type === "tool_result" && shown.has(String(m.props.tool_call_id))) return null;
-        return <MsgView key={m.id} m={m} result={m.type === "tool_call" ? results.get(String(m.props.id)) : undefined} />;
+        const view = <MsgView key={m.id} m={m} result={m.type === "tool_call" ? results.get(String(m.props.id)) : undefined} />;
+        // Another assistant's message, called by a hook: shown as its.
+        return m.agent ? (
+          <div key={m.id} class="nested" data-agent={m.agent.id}>
+            <div class="meta">{m.agent.id}</div>
+            {view}
+          </div>
+        ) : (
+          view
+        );
       })}
       {turn.running && <Progress turn={turn} command={command} />}
       {turn.final && (
@@ -651,10 +660,17 @@ function MsgView({ m, result }: { m: Msg; result?: Msg }) {
     default:
       return (
         <div class="msg custom">
-          <span class="type">{m.type}</span> {m.text}
+          <span class="type">{m.type}</span> {m.text || customProps(m.props)}
         </div>
       );
   }
+}
+
+/** customProps is what a message of a type of its own says without text:
+ * its props, shortly. */
+function customProps(props: Record<string, any>): string {
+  const s = JSON.stringify(props);
+  return s === "{}" ? "" : s.length > 300 ? s.slice(0, 300) + "…" : s;
 }
 
 interface ComposerProps {

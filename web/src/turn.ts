@@ -1,5 +1,6 @@
 // A turn as the page shows it: its messages in the order they started,
-// built from chat events (start, delta, end, replace, done).
+// built from chat events (start, delta, end, replace, merge, set, append,
+// done).
 import type { ChatEvent, Final } from "./api";
 
 export interface Msg {
@@ -8,6 +9,8 @@ export interface Msg {
   text: string;
   props: Record<string, any>;
   done: boolean;
+  /** The assistant a hook called whose message this is (absent: the turn's own). */
+  agent?: { id: string; call: string };
 }
 
 export interface Turn {
@@ -46,10 +49,16 @@ export function apply(t: Turn, ev: ChatEvent, eventId: string): Turn {
   let m: Msg;
   switch (ev.event) {
     case "start":
-      m = { id: ev.id, type: ev.type ?? "text", text: ev.text ?? "", props: ev.props ?? {}, done: false };
+      m = { id: ev.id, type: ev.type ?? "text", text: ev.text ?? "", props: ev.props ?? {}, done: false, agent: ev.agent };
+      break;
+    case "merge":
+    case "set":
+    case "append":
+      if (!cur) return next;
+      m = update(cur, ev.event, ev.path ?? "", ev.value);
       break;
     case "replace":
-      m = { id: ev.id, type: ev.type ?? cur?.type ?? "text", text: ev.text ?? "", props: ev.props ?? {}, done: false };
+      m = { id: ev.id, type: ev.type ?? cur?.type ?? "text", text: ev.text ?? "", props: ev.props ?? {}, done: false, agent: ev.agent ?? cur?.agent };
       break;
     case "delta":
       m = cur
@@ -66,6 +75,34 @@ export function apply(t: Turn, ev: ChatEvent, eventId: string): Turn {
   }
   next.msgs = i >= 0 ? t.msgs.map((x, j) => (j === i ? m : x)) : [...t.msgs, m];
   return next;
+}
+
+/** update returns m with a hook's merge, set or append applied at path,
+ * a dotted path from the message ("props.items"; merge's default is
+ * "props", append's "props.content"). The message's text follows
+ * props.content. */
+function update(m: Msg, op: string, path: string, value: any): Msg {
+  if (op === "merge" && !path) path = "props";
+  if (op === "append" && !path) path = "props.content";
+  const keys = path.split(".").filter((k) => k !== "");
+  if (keys[0] !== "props") return m; // only props change (type and text have their own events)
+  const props: Record<string, any> = structuredClone(m.props);
+  let obj: Record<string, any> = props;
+  for (const k of keys.slice(1, -1)) {
+    if (typeof obj[k] !== "object" || obj[k] === null) obj[k] = {};
+    obj = obj[k];
+  }
+  const last = keys[keys.length - 1];
+  const target = keys.length === 1 ? null : last;
+  const at = target === null ? props : obj[target];
+  let v: any;
+  if (op === "merge") v = { ...(typeof at === "object" && at !== null ? at : {}), ...(value ?? {}) };
+  else if (op === "append") v = Array.isArray(at) ? [...at, value] : typeof at === "string" ? at + String(value) : at === undefined ? value : [at, value];
+  else v = value;
+  const out: Msg = { ...m, props: target === null ? v : props };
+  if (target !== null) obj[target] = v;
+  if (typeof out.props.content === "string" && keys.length === 2 && last === "content") out.text = out.props.content;
+  return out;
 }
 
 /** toolResults maps tool call ids to their result messages, so a call
