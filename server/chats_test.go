@@ -40,6 +40,13 @@ type chatsEnv struct {
 
 func newChatsEnv(t *testing.T, mod func(*Config)) *chatsEnv {
 	t.Helper()
+	return newChatsEnvOn(t, "", mod)
+}
+
+// newChatsEnvOn is newChatsEnv with its store in the PostgreSQL database
+// dsn ("": SQLite in the data folder).
+func newChatsEnvOn(t *testing.T, dsn string, mod func(*Config)) *chatsEnv {
+	t.Helper()
 	turns := []scripted.Turn{{When: &scripted.Match{Contains: "stall"}, Stall: true}}
 	for range 10 {
 		turns = append(turns, scripted.Turn{Text: "Paris."})
@@ -63,7 +70,11 @@ func newChatsEnv(t *testing.T, mod func(*Config)) *chatsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(context.Background(), filepath.Join(data, "agentbox.db"))
+	sc := store.Config{Driver: "sqlite", Path: filepath.Join(data, "agentbox.db")}
+	if dsn != "" {
+		sc = store.Config{Driver: "postgres", DSN: dsn}
+	}
+	st, err := store.OpenConfig(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,11 +487,19 @@ func TestWebPage(t *testing.T) {
 	}
 }
 
-// TestChatsRewindForkAndResponsesBranch: over the real pipeline and store,
-// a direct chat's checkpoints, a rewind and a fork through the API, and a
-// Responses client continuing from an older response, which branches.
+// TestChatsRewindForkAndResponsesBranch: over the real pipeline and store
+// (SQLite, and PostgreSQL), a direct chat's checkpoints, a rewind and a
+// fork through the API, a Responses client continuing from an older
+// response, which branches, and an edited message sent again, with its
+// branches listed and switched.
 func TestChatsRewindForkAndResponsesBranch(t *testing.T) {
-	e := newChatsEnv(t, nil)
+	t.Run("sqlite", func(t *testing.T) { testChatsBranching(t, newChatsEnv(t, nil)) })
+	t.Run("postgres", func(t *testing.T) {
+		testChatsBranching(t, newChatsEnvOn(t, testenv.Postgres(t).NewDatabase(t), nil))
+	})
+}
+
+func testChatsBranching(t *testing.T, e *chatsEnv) {
 	call := func(method, path, body string) (int, string) {
 		t.Helper()
 		resp, out := do(t, e.ts, method, path, tokenAlice, body)

@@ -93,16 +93,20 @@ func hookProblems(root string, a *assistant.Assistant, compile func(*assistant.A
 	return []assistant.Problem{{File: filepath.ToSlash(rel), Msg: err.Error()}}
 }
 
-const checkUsage = `usage: agentbox check [--app DIR | DIR]
+const checkUsage = `usage: agentbox check [--app DIR | DIR] [--strict]
 
 Loads the app folder and prints every problem as file:line:col: message
 (warnings say "warning:"), the URL each model connector calls, and a
-summary line. Exit status 1 when there is any error.
+summary line. TypeScript hooks are type-checked against agentbox.d.ts when
+a TypeScript compiler is found ($AGENTBOX_TSC, tsc on PATH, or the app's
+node_modules/.bin/tsc); their type errors are warnings, errors with
+--strict. Exit status 1 when there is any error.
 `
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl := newFlags("check", checkUsage, stdout, stderr)
 	appDir := fl.appFlag()
+	strict := fl.Bool("strict", false, "type errors in TypeScript hooks are errors, not warnings")
 	args, code, ok := fl.parse(args)
 	if !ok {
 		return code
@@ -124,6 +128,17 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		fmt.Fprintf(stderr, "agentbox check: %v\n", err)
 		return 1
+	}
+	if hooks := tsHooks(r.App); len(hooks) > 0 {
+		if tsc := findTSC(r.App.Root); tsc == "" {
+			fmt.Fprintf(stdout, "TypeScript hooks not type-checked (%s): no TypeScript compiler found; install one (npm install -g typescript, or npm install -D typescript in the app) or set AGENTBOX_TSC to tsc's path\n", plural(len(hooks), "hook file"))
+		} else {
+			sev := assistant.SeverityWarning
+			if *strict {
+				sev = assistant.SeverityError
+			}
+			r.Problems = assistant.SortProblems(append(r.Problems, typeCheck(ctx, tsc, r.App, hooks, sev)...))
+		}
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(stdout, p.String())

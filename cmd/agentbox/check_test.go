@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/jsapi"
 )
 
@@ -26,7 +28,10 @@ const appsDir = "../../testdata/apps"
 // example app and compares stdout and the exit status with
 // testdata/check/NAME.golden.
 func TestCheckGolden(t *testing.T) {
-	// Not parallel: it swaps compileHooks.
+	// Not parallel: it swaps findTSC (the golden files hold what check
+	// says without a TypeScript compiler; TestCheckTypeScript runs one).
+	defer func(f func(string) string) { findTSC = f }(findTSC)
+	findTSC = func(string) string { return "" }
 	entries, err := os.ReadDir(appsDir)
 	if err != nil {
 		t.Fatal(err)
@@ -170,5 +175,82 @@ func TestCheckCompileHooks(t *testing.T) {
 	code = runCheck(context.Background(), []string{"../../examples/app"}, &stdout, &stderr)
 	if code != 1 || !strings.HasPrefix(stdout.String(), "assistants/coder/src/index.ts: ReferenceError: x is not defined\n") {
 		t.Fatalf("exit %d, output:\n%s", code, stdout.String())
+	}
+}
+
+// TestCheckTypeScript: with the real TypeScript compiler, check reports a
+// hook's type errors against agentbox.d.ts at the hook's file:line:col as
+// warnings (errors with --strict), and none for a well-typed hook;
+// without a compiler it says once that it did not type-check, and how to.
+func TestCheckTypeScript(t *testing.T) {
+	// Not parallel: TestCheckGolden swaps findTSC.
+	tsc := os.Getenv("AGENTBOX_TSC")
+	if tsc == "" {
+		var err error
+		if tsc, err = exec.LookPath("tsc"); err != nil {
+			testenv.Missing(t, "a TypeScript compiler (make cli installs one; or set AGENTBOX_TSC)")
+		}
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"connectors/claude.conn.yao":       `{"type": "anthropic", "options": {"key": "sk-test", "model": "claude-sonnet-4-5"}}`,
+		"assistants/good/package.yao":      `{"connector": "claude", "prompts": [{"role": "system", "content": "Be brief."}]}`,
+		"assistants/bad/package.yao":       `{"connector": "claude", "prompts": [{"role": "system", "content": "Be brief."}]}`,
+		"assistants/good/src/lib/notes.ts": "export function title(n: number): string {\n  return `Visit ${n}`;\n}\n",
+		"assistants/good/src/index.ts": `import { Process } from "@yao/runtime";
+import { title } from "./lib/notes";
+
+function Create(ctx: Context, messages: Message[], options: CreateOptions): CreateResult | null {
+  const n = (ctx.memory.chat.Get<number>("n") ?? 0) + 1;
+  ctx.memory.chat.Set("n", n);
+  if (ctx.sandbox) ctx.sandbox.WriteFile("notes.md", title(n));
+  return { messages: [...messages, { role: "system", content: title(n) }] };
+}
+`,
+		"assistants/bad/src/index.ts": `function Create(ctx: Context, messages: Message[]): CreateResult | null {
+  ctx.sandbox?.writeFile("notes.md", "x");
+  const n: number = ctx.memory.chat.Get<string>("n");
+  return { messages: n };
+}
+`,
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func(f func(string) string) { findTSC = f }(findTSC)
+	run := func(args ...string) (string, int) {
+		var stdout, stderr bytes.Buffer
+		code := runCheck(context.Background(), append(args, dir), &stdout, &stderr)
+		return stdout.String() + stderr.String(), code
+	}
+	findTSC = func(string) string { return tsc }
+	out, code := run()
+	var typeLines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "(TS") {
+			typeLines = append(typeLines, l)
+		}
+	}
+	want := []string{
+		"assistants/bad/src/index.ts:2:16: warning: Property 'writeFile' does not exist on type 'Sandbox'. Did you mean 'WriteFile'? (TS2551)",
+		"assistants/bad/src/index.ts:3:9: warning: Type 'string' is not assignable to type 'number'. (TS2322)",
+		"assistants/bad/src/index.ts:4:12: warning: Type 'number' is not assignable to type 'Message[]'. (TS2322)",
+	}
+	if code != 0 || !slices.Equal(typeLines, want) {
+		t.Errorf("check: exit %d, type errors:\n%s\nwant:\n%s\noutput:\n%s", code, strings.Join(typeLines, "\n"), strings.Join(want, "\n"), out)
+	}
+	if out, code := run("--strict"); code != 1 || !strings.Contains(out, "assistants/bad/src/index.ts:2:16: Property 'writeFile'") {
+		t.Errorf("check --strict: exit %d\n%s", code, out)
+	}
+
+	findTSC = func(string) string { return "" }
+	if out, code := run(); code != 0 || strings.Count(out, "not type-checked (2 hook files): no TypeScript compiler found") != 1 || strings.Contains(out, "(TS") {
+		t.Errorf("check without a compiler: exit %d\n%s", code, out)
 	}
 }
