@@ -12,6 +12,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/agentbox/agentbox/approval"
 	"github.com/agentbox/agentbox/internal/units"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -36,6 +37,7 @@ type rawApp struct {
 	DrainTimeout   string             `json:"drain_timeout"`
 	Store          rawStore           `json:"store"`
 	Images         ImagesConfig       `json:"images"`
+	Approval       *approval.Raw      `json:"approval"`
 }
 
 // rawSandboxDefaults is app.jsonc's sandbox block as written.
@@ -153,6 +155,9 @@ func (l *loader) loadConfig() *AppConfig {
 	cfg.Limits = d.limits(raw.Limits)
 	cfg.DrainTimeout = d.drainTimeout(raw.DrainTimeout)
 	cfg.Store = d.store(raw.Store, l.root, cfg.DataRoot)
+	if raw.Approval != nil {
+		cfg.Approval = parseApproval(d, "approval", *raw.Approval)
+	}
 	s := SandboxDefaults{Runtime: raw.Sandbox.Runtime, MaxDisk: raw.Sandbox.MaxDisk, Images: raw.Sandbox.Images, Kubernetes: raw.Sandbox.Kubernetes}
 	if !oneOf(s.Runtime, "", "docker", "kubernetes", "local") {
 		d.errPath("sandbox.runtime", "sandbox.runtime: want docker, kubernetes or local, got %q", s.Runtime)

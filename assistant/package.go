@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentbox/agentbox/approval"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/connector"
 )
@@ -38,6 +39,7 @@ type rawPackage struct {
 	Tools                []rawTool             `json:"tools"`
 	Skills               *rawSkills            `json:"skills"`
 	Failures             *rawFailures          `json:"failures"`
+	Approval             *approval.Raw         `json:"approval"`
 	Source               string                `json:"source" yao:"lenient"`
 	Type                 string                `json:"type" yao:"lenient"`
 	Avatar               string                `json:"avatar" yao:"lenient"`
@@ -230,6 +232,11 @@ func (l *loader) applyPackage(d *doc, a *Assistant, raw *rawPackage, app *App, h
 	if raw.MCP != nil {
 		l.checkMCPRefs(d, a, raw.MCP, app)
 	}
+	a.Approval = app.Config.Approval
+	if raw.Approval != nil {
+		a.Approval = parseApproval(d, "approval", *raw.Approval)
+	}
+	checkApproval(d, a)
 }
 
 // resolveConnector gives package.yao's connector its meaning: an id, a

@@ -12,6 +12,8 @@ package assistant
 import (
 	"time"
 
+	"github.com/agentbox/agentbox/approval"
+
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/connector"
 	"github.com/agentbox/agentbox/skills"
@@ -97,6 +99,9 @@ type AppConfig struct {
 	// Store is the database of chats, memory and usage (default: SQLite
 	// at DATA_ROOT/agentbox.db); ResolveStore gives its store.Config.
 	Store StoreConfig `json:"store,omitempty"`
+	// Approval is the tool approval policy of the assistants that set
+	// none of their own ("approval"; nil: none).
+	Approval *approval.Policy `json:"-"`
 	// Images says where the images of messages may come from.
 	Images ImagesConfig `json:"images,omitempty"`
 }
@@ -331,6 +336,9 @@ type Assistant struct {
 	// Failures are the thresholds of the failure patterns a turn watches
 	// for (package.yao "failures"; the zero value: the defaults).
 	Failures Failures
+	// Approval is the tool approval policy (package.yao "approval", else
+	// app.jsonc's; nil: every call the agent makes is allowed).
+	Approval *approval.Policy
 	// Hooks is the hook entry file (src/index.ts or src/index.js), "" if none.
 	Hooks string
 	// HookTimeout bounds each hook call: package.yao "hooks": {"timeout":

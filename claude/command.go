@@ -56,6 +56,9 @@ func (e cli) buildCommand(req *executor.Request, p *prepared, maxTurns int, perm
 	if model != "" {
 		argv = append(argv, "--model", model)
 	}
+	if req.PermissionPromptTool != "" {
+		argv = append(argv, "--permission-prompt-tool", req.PermissionPromptTool)
+	}
 	switch {
 	case p.resume:
 		argv = append(argv, "--resume", p.sessionID)

@@ -155,6 +155,11 @@ func (c cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	if permMode == "" {
 		permMode = DefaultPermissionMode
 	}
+	if p.PermissionPromptTool != "" && permMode == "bypassPermissions" {
+		// Bypassing asks nothing: with a prompt tool the CLI asks it
+		// before each tool that is not read-only, as its default mode does.
+		permMode = "default"
+	}
 	if !permissionModes[permMode] {
 		return nil, agentcli.Invalid("permission_mode %q is not one of acceptEdits, auto, bypassPermissions, default, dontAsk, plan", permMode)
 	}

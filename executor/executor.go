@@ -78,6 +78,11 @@ type Request struct {
 	// --`, which serves the model proxy on the sandbox's loopback for the
 	// CLI's lifetime (bridge.Session.WrapCommand).
 	WrapArgv func(argv []string) []string
+	// PermissionPromptTool is the MCP tool (mcp__SERVER__TOOL) the CLI
+	// asks before a tool its permission rules would ask about: the
+	// pipeline's approval prompt on the bridge ("": the CLI asks nobody
+	// and runs unattended). Only Claude Code asks this way.
+	PermissionPromptTool string
 	// Emit receives the run's events. It must be safe for concurrent use
 	// (the pipeline's turn serializes a turn's events: it owns their
 	// order); Run emits nothing once it returned. The pipeline's Watch

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -124,6 +125,18 @@ func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.A
 	if err != nil {
 		return nil, err
 	}
+	// A kept chat's bridge serves its later turns too: a refusal, or an
+	// approval, is the turn's at hand.
+	cur := t.cur
+	at := func() *turn {
+		if cur != nil {
+			return cur.Load()
+		}
+		return t
+	}
+	if asks(a) {
+		tools = append(tools, promptTool(a.Approval.Timeout, at))
+	}
 	opts := bridge.Options{
 		Dir: cfg.Dir, Binary: cfg.Binary, UID: cfg.UID, GID: cfg.GID, ReadableBinary: readableBinary(app, a),
 		UserID: t.req.UserID, ChatID: t.req.ChatID, Tools: tools,
@@ -135,16 +148,7 @@ func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.A
 		// bound is the app's at the sandbox's start.
 		Connections: limits(app).ModelProxy.Connections,
 	}
-	// A kept chat's bridge serves its later turns too: a refusal is told
-	// to the turn at hand.
-	cur := t.cur
-	opts.OnRefuse = func(r bridge.Refusal) {
-		at := t
-		if cur != nil {
-			at = cur.Load()
-		}
-		at.modelRefused(r)
-	}
+	opts.OnRefuse = func(r bridge.Refusal) { at().modelRefused(r) }
 	if t.keep {
 		// A kept chat's bridge serves its sandbox across turns: it ends
 		// with the sandbox, not with this request.
@@ -272,6 +276,10 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request, maxTokens i
 		return err
 	}
 	req.Assistant, req.MCPServerEnv = run, sess.MCPServerEnv()
+	if asks(t.asst) {
+		req.PermissionPromptTool = PromptToolName
+		req.Arguments.DisallowedTools = slices.Concat(req.Arguments.DisallowedTools, readDenies(t.asst.Approval))
+	}
 	if m := sess.MCPServer(); m.Command != "" {
 		if req.MCPServers == nil {
 			req.MCPServers = map[string]assistant.MCPServer{}

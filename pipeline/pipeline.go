@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentbox/agentbox/approval"
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/breaker"
 	"github.com/agentbox/agentbox/bridge"
@@ -138,6 +139,8 @@ type Pipeline struct {
 	// waits counts the turns and terminals waiting for a sandbox slot:
 	// the pool makes none meanwhile.
 	waits atomic.Int64
+	// approvals holds the tool calls waiting for their users' answers.
+	approvals *approval.Broker
 	// proxyLimits bound what the model proxies of all this server's
 	// sandboxes hold at once (limits.model_proxy.request_memory, as the
 	// app had it at the start).
@@ -215,6 +218,7 @@ func New(cfg Config) (*Pipeline, error) {
 		active:      map[*turn]struct{}{},
 		live:        map[*liveSandbox]struct{}{},
 		kept:        newKeptChats(),
+		approvals:   approval.NewBroker(),
 		closeDone:   make(chan struct{}),
 		proxyLimits: bridge.NewServerLimits(limits(cfg.App.Current()).ModelProxy.RequestMemory, 0),
 	}

@@ -272,6 +272,13 @@ func (t *turn) runTool(ctx context.Context, r *toolRun) (content []json.RawMessa
 			return nil, fmt.Errorf("argument validation failed: %w", err)
 		}
 	}
+	if !t.asst.Approval.Empty() {
+		// Asked before the tool's own time starts.
+		in, _ := json.Marshal(args)
+		if v := t.approve(ctx, "mcp__"+r.st.server+"__"+r.st.tool, in, r.call.ID); !v.Allow {
+			return nil, errors.New(v.Reason)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(r.st.timeout, bridge.DefaultToolTimeout))
 	defer cancel()
 	content, isError, err := r.st.run(ctx, args)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/approval"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/checkpoint"
 	"github.com/agentbox/agentbox/pipeline"
@@ -39,6 +40,11 @@ type Chats interface {
 	// branch; Switch makes another version of a turn the current one.
 	Branches(ctx context.Context, user, chatID string) ([]checkpoint.TurnVersions, error)
 	Switch(ctx context.Context, user, chatID string, turn, version int) (*pipeline.Rewound, error)
+	// Approvals lists the chat's tool calls waiting for an answer (the
+	// operator's: any user's); Approve answers one (errors
+	// approval.ErrNotFound, ErrAnswered, ErrBadDecision).
+	Approvals(user, chatID string, operator bool) []approval.Pending
+	Approve(user, chatID, id string, operator bool, a approval.Answer) error
 }
 
 var _ Chats = (*pipeline.Pipeline)(nil)
@@ -245,6 +251,7 @@ func (s *Server) chatRoutes(mux *http.ServeMux, handle func(method, path string,
 	handle("POST", "/api/chats/{chat}/switch", s.switchBranch, false)
 	handle("GET", "/api/chats/{chat}/events", s.chatEvents, false)
 	handle("GET", "/api/chats/{chat}/terminal", s.terminal, false)
+	s.approvalRoutes(mux)
 }
 
 // methodHandler is one method of a path with several.

@@ -85,6 +85,17 @@ type completionChunk struct {
 	// Usage is null on every chunk but the last when the client asked
 	// for usage (stream_options.include_usage), absent otherwise.
 	Usage json.RawMessage `json:"usage,omitempty"`
+	// Event is set, with no choices, on a chunk that tells of what the
+	// agent waits for: a tool call asking the user's approval
+	// (approval_requested, approval_resolved), answered through the native
+	// API. Clients that do not know it see a chunk without choices.
+	Event *agentboxEvent `json:"agentbox_event,omitempty"`
+}
+
+// agentboxEvent is a chat event of the native stream carried in a chunk.
+type agentboxEvent struct {
+	Type  string         `json:"type"`
+	Props map[string]any `json:"props"`
 }
 
 type chunkChoice struct {
@@ -346,6 +357,8 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, req *p
 			wc := toWireCalls([]chat.ToolCall{*call}, true)
 			*wc[0].Index = len(a.calls) - 1
 			_ = st.Write(delta(chunkDelta{ToolCalls: wc}, nil))
+		case approvalEvent(e):
+			_ = st.Write(frame(completionChunk{Choices: []chunkChoice{}, Event: &agentboxEvent{Type: e.Type, Props: e.Props}}))
 		}
 	})
 	resp, err := s.cfg.Backend.Chat(r.Context(), req, stream.Emit)
@@ -385,6 +398,13 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, req *p
 		_ = st.Write(frame(completionChunk{Choices: []chunkChoice{}, Usage: u}))
 	}
 	_ = st.Write(doneFrame)
+}
+
+// approvalEvent reports the start of an approval_requested or
+// approval_resolved message: what the OpenAI-compatible streams carry of
+// tool approval.
+func approvalEvent(e chat.Event) bool {
+	return e.Event == chat.Start && (e.Type == pipeline.TypeApprovalRequested || e.Type == pipeline.TypeApprovalResolved)
 }
 
 // dataFrame wraps JSON in a "data:" SSE frame.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -251,6 +252,10 @@ func (o *responseOutput) event(e chat.Event) {
 		o.agentCall(e)
 	case e.Type == chat.TypeToolResult && (e.Event == chat.Start || e.Event == chat.Replace):
 		o.agentResult(e)
+	case approvalEvent(e):
+		// Not an output item: nothing to send back as input. The answer
+		// goes to POST /api/chats/{chat}/approvals/{id}.
+		o.emit("response.agentbox."+e.Type, maps.Clone(e.Props))
 	}
 }
 
