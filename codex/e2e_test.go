@@ -27,3 +27,9 @@ func TestDockerKept(t *testing.T) {
 		Input: func(c string) map[string]any { return map[string]any{"cmd": c} },
 	}.Run(t)
 }
+
+// BenchmarkKeptFollowUp: a kept chat's follow-up against one on a new
+// CLI (see clitest.BenchKept).
+func BenchmarkKeptFollowUp(b *testing.B) {
+	clitest.BenchKept(b, "codex", New(Options{}), "openai")
+}

@@ -41,3 +41,9 @@ func TestDockerKept(t *testing.T) {
 		Input: func(c string) map[string]any { return map[string]any{"command": c, "description": "run"} },
 	}.Run(t)
 }
+
+// BenchmarkKeptFollowUp: a kept chat's follow-up against one on a new
+// CLI (see clitest.BenchKept).
+func BenchmarkKeptFollowUp(b *testing.B) {
+	clitest.BenchKept(b, "gemini", New(Options{}), "anthropic")
+}

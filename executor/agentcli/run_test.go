@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -311,5 +312,77 @@ func TestRunStop(t *testing.T) {
 	}, agentcli.Spec{Timeout: time.Minute})
 	if xe == nil || xe.Code != chat.ErrRateLimit || !exit.Killed || time.Since(start) > 5*time.Second {
 		t.Errorf("err %v, exit %+v after %s", xe, exit, time.Since(start))
+	}
+}
+
+// TestRunSendAndCancel: a kept CLI that speaks a protocol gets what its
+// parser sends (Sender) after its input, in order; a turn canceled while
+// it works asks it to stop (the canceler) and, settled, it stays up for
+// the next turn; one that does not settle is stopped after the grace
+// period.
+func TestRunSendAndCancel(t *testing.T) {
+	t.Parallel()
+	for _, settles := range []bool{true, false} {
+		h := func(ctx context.Context, cmd *sandboxtest.Cmd) (int, error) {
+			in := bufio.NewReader(cmd.Stdin)
+			for _, want := range []string{"PROMPT\n", "PONG 1\n", "PONG 2\n"} {
+				if l, err := in.ReadString('\n'); err != nil || l != want {
+					return 3, nil
+				}
+				io.WriteString(cmd.Stdout, "PING\n")
+			}
+			io.WriteString(cmd.Stdout, "BUSY\nWORKING\n")
+			if l, err := in.ReadString('\n'); err != nil || l != "CANCEL\n" {
+				return 4, nil
+			}
+			if settles {
+				io.WriteString(cmd.Stdout, "SETTLED\n")
+			}
+			// The next turn's message, or the input's end at Close.
+			_, err := in.ReadString('\n')
+			if errors.Is(err, io.EOF) {
+				return 0, nil
+			}
+			<-ctx.Done()
+			return -1, nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		log := &chattest.Recorder{}
+		run, xe := agentcli.Start(ctx, agentcli.Spec{CLI: "fake-cli", ErrorID: "fk-error", Emit: log.Emit, Exec: fakeExec,
+			Sandbox: sandboxtest.New(t, sandboxtest.Config{Handler: sandboxtest.HandlerFunc(h)}),
+			Input:   []byte("PROMPT\n"), Keep: true, GracePeriod: time.Second})
+		if xe != nil {
+			t.Fatal(xe)
+		}
+		asked := 0
+		run.SetCanceler(func() bool {
+			asked++
+			return run.Send([]byte("CANCEL\n")) == nil
+		})
+		pings := 0
+		var p agentcli.Parsed
+		exit := run.Wait(func(l agentcli.Line) {
+			switch string(l.Bytes) {
+			case "PING":
+				pings++
+				if pings < 3 {
+					if err := run.Send([]byte(fmt.Sprintf("PONG %d\n", pings))); err != nil {
+						t.Error(err)
+					}
+				}
+			case "WORKING":
+				cancel()
+			default:
+				steer(run, string(l.Bytes), &p)
+			}
+		})
+		xerr := exit.Failure(p)
+		if asked != 1 || xerr == nil || xerr.Code != chat.ErrCanceled || exit.Alive != settles || run.Alive() != settles {
+			t.Errorf("settles %v: canceler asked %d times, error %v, exit alive %v, run alive %v", settles, asked, xerr, exit.Alive, run.Alive())
+		}
+		run.Close()
+		if run.Alive() {
+			t.Error("alive after Close")
+		}
 	}
 }

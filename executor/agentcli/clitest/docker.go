@@ -28,7 +28,7 @@ const RealKey = "sk-e2e-REALKEY-5d1c9a"
 // (the scripted server upstream, with RealKey) and the host tools through
 // the bridge's MCP server.
 type Docker struct {
-	t     *testing.T
+	t     testing.TB
 	img   string
 	exec  executor.Executor
 	srv   *scripted.Server
@@ -42,7 +42,7 @@ type Docker struct {
 
 // NewDocker prepares Docker runs of exec in the image of cli against srv,
 // whose connector has type typ ("anthropic" or "openai").
-func NewDocker(t *testing.T, ctx context.Context, cli string, exec executor.Executor, srv *scripted.Server, typ string, tools ...bridge.Tool) *Docker {
+func NewDocker(t testing.TB, ctx context.Context, cli string, exec executor.Executor, srv *scripted.Server, typ string, tools ...bridge.Tool) *Docker {
 	t.Helper()
 	img := testenv.CLIImage(t, cli)
 	bin := testenv.Agentbox(t)
@@ -68,36 +68,52 @@ func NewDocker(t *testing.T, ctx context.Context, cli string, exec executor.Exec
 	return &Docker{t: t, img: img, exec: exec, srv: srv, typ: typ, tools: tools, rt: rt, wss: wss, bin: bin, dir: dir}
 }
 
-// Turn runs one turn of chat chatID in a fresh sandbox on the chat's
-// workspace and returns its result, events and workspace.
-func (d *Docker) Turn(ctx context.Context, a *assistant.Assistant, chatID, input string, args chat.Arguments, history ...chat.Message) (*executor.Result, *chattest.Recorder, *sandbox.Workspace, error) {
+// open makes the sandbox of a turn of chat chatID, on the chat's
+// workspace, with a bridge session of its own; close gives them back.
+func (d *Docker) open(ctx context.Context, chatID string) (sb sandbox.Sandbox, sess *bridge.Session, close func()) {
 	t := d.t
 	t.Helper()
 	ws, release, err := d.wss.Acquire(ctx, "alice", chatID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release()
-	sess, err := bridge.Start(ctx, bridge.Options{
+	sess, err = bridge.Start(ctx, bridge.Options{
 		Dir: d.dir, Binary: d.bin, UserID: "alice", ChatID: chatID, Tools: d.tools,
 		Upstream:     executor.Connection{Type: d.typ, Host: d.srv.URL, Key: RealKey, Model: "test-model"},
 		UpstreamAuth: map[bool]string{true: bridge.AuthBearer, false: bridge.AuthAPIKey}[d.typ == "openai"],
-		Deadline:     time.Now().Add(3 * time.Minute),
+		Deadline:     time.Now().Add(5 * time.Minute),
 	})
 	if err != nil {
+		release()
 		t.Fatal(err)
 	}
-	defer func() { _ = sess.Close(context.Background()) }()
-	sb, err := d.rt.Create(ctx, sandbox.Spec{UserID: "alice", ChatID: chatID, Workspace: ws, Image: d.img,
+	sb, err = d.rt.Create(ctx, sandbox.Spec{UserID: "alice", ChatID: chatID, Workspace: ws, Image: d.img,
 		Network: sandbox.NetworkNone, Mounts: sess.Mounts()})
 	if err != nil {
+		_ = sess.Close(context.Background())
+		release()
 		t.Fatal(err)
 	}
-	defer func() { _ = sb.Remove(context.Background()) }()
-	conn := sess.Connection()
-	if err := sess.SetLimits(bridge.Limits{Model: conn.Model}); err != nil {
+	close = func() {
+		_ = sb.Remove(context.Background())
+		_ = sess.Close(context.Background())
+		release()
+	}
+	if err := sess.SetLimits(bridge.Limits{Model: sess.Connection().Model}); err != nil {
+		close()
 		t.Fatal(err)
 	}
+	return sb, sess, close
+}
+
+// Turn runs one turn of chat chatID in a fresh sandbox on the chat's
+// workspace and returns its result, events and workspace.
+func (d *Docker) Turn(ctx context.Context, a *assistant.Assistant, chatID, input string, args chat.Arguments, history ...chat.Message) (*executor.Result, *chattest.Recorder, *sandbox.Workspace, error) {
+	t := d.t
+	t.Helper()
+	sb, sess, close := d.open(ctx, chatID)
+	defer close()
+	ws, conn := sb.Workspace(), sess.Connection()
 	req := &executor.Request{
 		Assistant: a, UserID: "alice", ChatID: chatID,
 		System:    "You are a careful coding assistant.",

@@ -3,6 +3,8 @@ package clitest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +34,9 @@ type KeptChat struct {
 	// History is the conversation so far, which a turn sends as the
 	// pipeline does.
 	History []chat.Message
+	// KeepAlive is the turns' Request.KeepAlive (Keep sets it): off, each
+	// turn starts a CLI that resumes the session and ends with the turn.
+	KeepAlive bool
 }
 
 // Keep opens chat chatID of assistant a: its workspace, bridge session
@@ -39,32 +44,10 @@ type KeptChat struct {
 func (d *Docker) Keep(ctx context.Context, a *assistant.Assistant, chatID string) *KeptChat {
 	t := d.t
 	t.Helper()
-	ws, release, err := d.wss.Acquire(ctx, "alice", chatID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release)
-	sess, err := bridge.Start(ctx, bridge.Options{
-		Dir: d.dir, Binary: d.bin, UserID: "alice", ChatID: chatID, Tools: d.tools,
-		Upstream:     executor.Connection{Type: d.typ, Host: d.srv.URL, Key: RealKey, Model: "test-model"},
-		UpstreamAuth: map[bool]string{true: bridge.AuthBearer, false: bridge.AuthAPIKey}[d.typ == "openai"],
-		Deadline:     time.Now().Add(5 * time.Minute),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sess.Close(context.Background()) })
-	sb, err := d.rt.Create(ctx, sandbox.Spec{UserID: "alice", ChatID: chatID, Workspace: ws, Image: d.img,
-		Network: sandbox.NetworkNone, Mounts: sess.Mounts()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sb.Remove(context.Background()) })
+	sb, sess, close := d.open(ctx, chatID)
+	t.Cleanup(close)
 	conn := sess.Connection()
-	if err := sess.SetLimits(bridge.Limits{Model: conn.Model}); err != nil {
-		t.Fatal(err)
-	}
-	k := &KeptChat{d: d, a: a, id: chatID, sb: sb, conn: conn, sess: sess}
+	k := &KeptChat{d: d, a: a, id: chatID, sb: sb, conn: conn, sess: sess, KeepAlive: true}
 	// Registered last: runs first.
 	t.Cleanup(func() {
 		if k.warm != nil {
@@ -92,7 +75,7 @@ func (k *KeptChat) Turn(ctx context.Context, input string, on func(chat.Event)) 
 		Input:     []chat.Message{{Role: chat.RoleUser, Content: input}},
 		Connector: k.conn, Sandbox: k.sb, Timeout: 2 * time.Minute,
 		WrapArgv: k.sess.WrapCommand, Relay: bridge.GuestBinary,
-		KeepAlive: true, Warm: k.warm,
+		KeepAlive: k.KeepAlive, Warm: k.warm,
 	}
 	if m := k.sess.MCPServer(); m.Command != "" {
 		req.MCPServers = map[string]assistant.MCPServer{bridge.ServerName: m}
@@ -255,4 +238,61 @@ func (s Kept) Run(t *testing.T) {
 	if last := reqs[len(reqs)-1]; !strings.Contains(string(last.Body), "Three.") {
 		t.Errorf("the resumed turn lost the session: %.300s", last.Body)
 	}
+}
+
+// BenchKept is the benchmark of a kept chat's follow-up turn against the
+// same follow-up on a CLI started for it (resuming the session), each
+// from the request to the turn's first text delta, in Docker against the
+// scripted model: b.N pairs, interleaved, after each chat's first turn;
+// it reports both medians and their ratio.
+func BenchKept(b *testing.B, cli string, exec executor.Executor, typ string) {
+	ctx := context.Background()
+	turns := make([]scripted.Turn, 2*b.N+8)
+	for i := range turns {
+		turns[i] = scripted.Turn{Text: "Done."}
+	}
+	srv := scripted.NewServer(&scripted.Script{Turns: turns})
+	b.Cleanup(srv.Close)
+	d := NewDocker(b, ctx, cli, exec, srv, typ)
+	a := &assistant.Assistant{ID: "a"}
+	kept, cold := d.Keep(ctx, a, "bench-kept"), d.Keep(ctx, a, "bench-cold")
+	cold.KeepAlive = false
+	first := func(k *KeptChat, msg string) float64 {
+		start := time.Now()
+		var at time.Duration
+		res, _, err := k.Turn(ctx, msg, func(e chat.Event) {
+			if at == 0 && e.Event == chat.Delta && e.Type == chat.TypeText {
+				at = time.Since(start)
+			}
+		})
+		if err != nil || res.Content != "Done." {
+			b.Fatalf("%s: %v, answer %+v", msg, err, res)
+		}
+		return chat.MS(at)
+	}
+	first(kept, "hello")
+	first(cold, "hello")
+	var warm, restarted []float64
+	b.ResetTimer()
+	for i := range b.N {
+		warm = append(warm, first(kept, fmt.Sprintf("message %d", i)))
+		restarted = append(restarted, first(cold, fmt.Sprintf("message %d", i)))
+		if !kept.Kept() || cold.Kept() {
+			b.Fatalf("turn %d: kept %v, the other kept %v", i, kept.Kept(), cold.Kept())
+		}
+	}
+	b.StopTimer()
+	mw, mr := median(warm), median(restarted)
+	b.ReportMetric(mw, "ms/kept-first-text-median")
+	b.ReportMetric(mr, "ms/new-cli-first-text-median")
+	b.ReportMetric(mw/mr, "ratio-kept")
+}
+
+func median(d []float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
