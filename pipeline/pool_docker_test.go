@@ -232,3 +232,17 @@ func TestKeptChatFrozenInDocker(t *testing.T) {
 		t.Errorf("frozen kept chat's container left after Close")
 	}
 }
+
+// TestPool32NewChatsInDocker: 32 new chats arrive at once with a warm
+// pool of 4: each gets its own answer, the first ones on pooled
+// sandboxes, the rest on their own, and nothing is left after Close.
+func TestPool32NewChatsInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	r := pool32(t)
+	if len(r.first) != 32 || r.pooled < 1 {
+		t.Errorf("%d chats answered, %d on pooled sandboxes", len(r.first), r.pooled)
+	}
+	t.Logf("first text p50 %.0f ms, p90 %.0f ms, max %.0f ms; %d of 32 on pooled sandboxes", r.pct(50), r.pct(90), r.pct(100), r.pooled)
+}

@@ -1,0 +1,251 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/scripted"
+)
+
+// poolEnv is a kept env whose coder has a warm pool of size, started,
+// and a twin assistant "cold" without one, for new chats compared in the
+// same run.
+func poolEnv(tb testing.TB, ctx context.Context, size int, turns []scripted.Turn) *keptEnv {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("the warm pool attaches workspaces with mounts: needs root")
+	}
+	e := newKeptEnv(tb, ctx, 0, turns, nil)
+	e.coder.Sandbox.Pool = size
+	cold := *e.coder
+	cold.ID = "cold"
+	cold.Sandbox = new(*e.coder.Sandbox)
+	cold.Sandbox.Pool = 0
+	e.app.Assistants["cold"] = &cold
+	e.p.StartPool()
+	return e
+}
+
+// waitReady waits until the pool holds n ready sandboxes.
+func waitReady(tb testing.TB, ctx context.Context, p *Pipeline, n int) {
+	tb.Helper()
+	for p.Pool().Ready < n {
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("pool never held %d ready sandboxes: %+v", n, p.Pool())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// newChat runs a new chat's first turn of assistant and returns its
+// answer and timings.
+func newChat(tb testing.TB, ctx context.Context, p *Pipeline, assistantID, chatID, msg string) (string, *chat.Timings) {
+	tb.Helper()
+	got, tm, err := tryChat(ctx, p, assistantID, chatID, msg)
+	if err != nil {
+		tb.Fatalf("%s: %v", chatID, err)
+	}
+	return got, tm
+}
+
+// tryChat is newChat for a goroutine: it returns the turn's error.
+func tryChat(ctx context.Context, p *Pipeline, assistantID, chatID, msg string) (string, *chat.Timings, error) {
+	var final *chat.Timings
+	resp, err := p.Chat(ctx, &Request{UserID: "alice", ChatID: chatID, AssistantID: assistantID, Messages: user(msg)}, func(ev chat.Event) {
+		if ev.Event == chat.Done && ev.Final != nil {
+			final = ev.Final.Timings
+		}
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return resp.Content, final, nil
+}
+
+// BenchmarkPoolNewChat: a new chat's first turn (the real CLI in Docker
+// behind the bridge, scripted model) on a sandbox claimed from a warm
+// pool against one that creates its own, interleaved in one run:
+// sandbox_create and request to first text delta, medians and their
+// ratio; and the memory of a pooled sandbox waiting (docker stats).
+func BenchmarkPoolNewChat(b *testing.B) {
+	ctx := context.Background()
+	e := poolEnv(b, ctx, 2, answers(2*b.N+20))
+	waitReady(b, ctx, e.p, 2)
+	mibs := containersMemoryMiB(b, sandbox.LabelInstance+"=pipeline-kept-test", docker.LabelRun+"="+docker.RunID(e.p.cfg.Runtimes["docker"].(*docker.Runtime)), docker.LabelPool)
+	var pooledFirst, coldFirst, pooledCreate, coldCreate []float64
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		waitReady(b, ctx, e.p, 1)
+		b.StartTimer()
+		got, tm := newChat(b, ctx, e.p, "coder", fmt.Sprintf("pooled-%d", i), "hello")
+		if got != "Done." || tm.Sandbox != chat.SandboxPooled {
+			b.Fatalf("pooled new chat: %q on %s", got, tm.Sandbox)
+		}
+		pooledFirst, pooledCreate = append(pooledFirst, tm.FirstTextMS), append(pooledCreate, tm.SandboxCreateMS)
+		got, tm = newChat(b, ctx, e.p, "cold", fmt.Sprintf("cold-%d", i), "hello")
+		if got != "Done." || tm.Sandbox != chat.SandboxCold {
+			b.Fatalf("cold new chat: %q on %s", got, tm.Sandbox)
+		}
+		coldFirst, coldCreate = append(coldFirst, tm.FirstTextMS), append(coldCreate, tm.SandboxCreateMS)
+	}
+	b.ReportMetric(median(pooledCreate), "ms/pooled-sandbox-create-median")
+	b.ReportMetric(median(coldCreate), "ms/cold-sandbox-create-median")
+	b.ReportMetric(median(pooledFirst), "ms/pooled-first-text-median")
+	b.ReportMetric(median(coldFirst), "ms/cold-first-text-median")
+	b.ReportMetric(median(pooledFirst)/median(coldFirst), "ratio-first-text")
+	var sum float64
+	for _, v := range mibs {
+		sum += v
+	}
+	b.ReportMetric(sum/float64(max(len(mibs), 1)), "MiB/pooled-sandbox")
+}
+
+// BenchmarkKeptFollowUpFrozen: a kept chat's follow-up after its sandbox
+// was frozen against one that was not, interleaved: request to first
+// text delta, medians; and the memory of the chat frozen and running.
+func BenchmarkKeptFollowUpFrozen(b *testing.B) {
+	ctx := context.Background()
+	e := newKeptEnv(b, ctx, 5*time.Minute, answers(2*b.N+10), nil)
+	e.p.kept.freezeAfter = 0
+	e.turn(b, ctx, "bench", "hello")
+	idle := func() *keptChat {
+		e.p.kept.mu.Lock()
+		defer e.p.kept.mu.Unlock()
+		return e.p.kept.byKey[keptKey("alice", "bench")]
+	}
+	label := sandbox.LabelInstance + "=pipeline-kept-test"
+	run := docker.LabelRun + "=" + docker.RunID(e.p.cfg.Runtimes["docker"].(*docker.Runtime))
+	running := containersMemoryMiB(b, label, run)
+	e.p.kept.freeze(idle())
+	frozen := containersMemoryMiB(b, label, run)
+	var frozenFirst, warmFirst []float64
+	b.ResetTimer()
+	for i := range b.N {
+		_, tm := e.turn(b, ctx, "bench", fmt.Sprintf("message %d", i))
+		if tm.Sandbox != chat.SandboxWarm {
+			b.Fatalf("follow-up %d ran on a %s sandbox", i, tm.Sandbox)
+		}
+		frozenFirst = append(frozenFirst, tm.FirstTextMS)
+		_, tm = e.turn(b, ctx, "bench", fmt.Sprintf("message %d again", i))
+		warmFirst = append(warmFirst, tm.FirstTextMS)
+		b.StopTimer()
+		e.p.kept.freeze(idle())
+		b.StartTimer()
+	}
+	b.ReportMetric(median(frozenFirst), "ms/frozen-follow-up-first-text-median")
+	b.ReportMetric(median(warmFirst), "ms/follow-up-first-text-median")
+	if len(running) == 1 && len(frozen) == 1 {
+		b.ReportMetric(running[0], "MiB/kept-chat-running")
+		b.ReportMetric(frozen[0], "MiB/kept-chat-frozen")
+	}
+}
+
+// BenchmarkPool32NewChats: 32 new chats arriving at once with a warm pool
+// of 4 (pool32): the distribution of request to first text delta.
+func BenchmarkPool32NewChats(b *testing.B) {
+	for range b.N {
+		r := pool32(b)
+		b.ReportMetric(r.pct(50), "ms/first-text-p50")
+		b.ReportMetric(r.pct(90), "ms/first-text-p90")
+		b.ReportMetric(r.pct(100), "ms/first-text-max")
+		b.ReportMetric(float64(r.pooled), "chats-pooled")
+	}
+}
+
+// pool32Result is what pool32 measured: every chat's first text, and how
+// many claimed a pooled sandbox.
+type pool32Result struct {
+	first  []float64
+	pooled int
+}
+
+func (r pool32Result) pct(p int) float64 {
+	s := slices.Clone(r.first)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+// pool32 runs 32 new chats at once against a pool of 4 filled first:
+// every answer must be correct (its own chat's), and after Close no
+// container of the run is left.
+func pool32(tb testing.TB) pool32Result {
+	const chats = 32
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	var turns []scripted.Turn
+	for c := range chats {
+		turns = append(turns, scripted.Turn{When: &scripted.Match{Contains: fmt.Sprintf("chat-%d?", c)}, Text: fmt.Sprintf("Answer %d.", c)})
+	}
+	e := poolEnv(tb, ctx, 4, turns)
+	// As a server on a small host takes them: 8 sandboxes at once, the
+	// others wait in line for a slot (limits.sandboxes).
+	lim := assistant.DefaultLimits()
+	lim.Sandboxes, lim.SandboxWait, lim.TurnsPerUser = 8, 10*time.Minute, chats
+	e.app.Config.Limits = lim
+	e.coder.Sandbox.Timeout = 8 * time.Minute
+	waitReady(tb, ctx, e.p, 4)
+	var (
+		mu  sync.Mutex
+		res pool32Result
+		wg  sync.WaitGroup
+	)
+	for c := range chats {
+		wg.Go(func() {
+			got, tm, err := tryChat(ctx, e.p, "coder", fmt.Sprintf("c%d", c), fmt.Sprintf("this is chat-%d?", c))
+			if err != nil {
+				tb.Errorf("chat %d: %v", c, err)
+				return
+			}
+			if want := fmt.Sprintf("Answer %d.", c); got != want {
+				tb.Errorf("chat %d: %q, want %q", c, got, want)
+			}
+			mu.Lock()
+			res.first = append(res.first, tm.FirstTextMS)
+			if tm.Sandbox == chat.SandboxPooled {
+				res.pooled++
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	rt := e.p.cfg.Runtimes["docker"].(*docker.Runtime)
+	if err := e.p.Close(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelRun+"="+docker.RunID(rt)).Output()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if left := strings.Fields(string(out)); len(left) != 0 {
+		tb.Errorf("%d containers left after Close: %v", len(left), left)
+	}
+	if ents, _ := os.ReadDir(rt.PoolDir()); len(ents) > 0 {
+		var names []string
+		for _, en := range ents {
+			names = append(names, en.Name())
+		}
+		// Other processes' pools may share the folder: only this run's count.
+		for _, n := range names {
+			if _, err := rt.Client().ContainerInspect(ctx, n); err == nil {
+				continue
+			}
+			if b, err := os.ReadFile(rt.PoolDir() + "/" + n + "/owner"); err == nil && strings.Contains(string(b), fmt.Sprint(os.Getpid())) {
+				tb.Errorf("pool slot %s left after Close", n)
+			}
+		}
+	}
+	return res
+}
