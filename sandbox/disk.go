@@ -383,8 +383,10 @@ func (w *Workspace) usage(ctx context.Context) (int64, error) {
 
 // DetectDiskMode says how workspaces under dataRoot can be limited on
 // this host: DiskLoop when this process can format, loop-mount and
-// unmount an ext4 image there (it tries, with a small one), else DiskWatch
-// with the reason. It takes a few tens of milliseconds.
+// unmount an ext4 image there (it tries, with a small one, once per boot
+// of the host: a data root remembers the boot it passed in, so that a
+// command that answers one turn does not pay the probe's few tens of
+// milliseconds every time), else DiskWatch with the reason.
 func DetectDiskMode(ctx context.Context, dataRoot string) (DiskMode, string) {
 	if os.Geteuid() != 0 {
 		return DiskWatch, "not running as root, so workspaces cannot be loop-mounted"

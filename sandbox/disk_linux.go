@@ -205,6 +205,13 @@ func probeLoop(ctx context.Context, dir string) error {
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
 		return fmt.Errorf("no loop devices: %w", err)
 	}
+	// Passed since the host booted: the kernel, its loop driver and the
+	// tools are the same.
+	marker := filepath.Join(filepath.Dir(dir), loopProbeMarker)
+	boot := bootID()
+	if b, err := os.ReadFile(marker); err == nil && boot != "" && string(b) == boot {
+		return nil
+	}
 	// Folders made for the probe go with it: Workspaces makes them, with
 	// their owner and mode, when it opens the data root.
 	var made []string
@@ -239,7 +246,24 @@ func probeLoop(ctx context.Context, dir string) error {
 	if err := unmount(mnt); err != nil {
 		return err
 	}
+	if werr == nil && boot != "" && len(made) == 0 {
+		// Only in a data root that stays (the probe's own folders go).
+		_ = os.WriteFile(marker, []byte(boot), 0o600)
+	}
 	return werr
+}
+
+// loopProbeMarker, in the data root, holds the boot id of the host's boot
+// in which the loop probe passed there.
+const loopProbeMarker = ".loop-probe"
+
+// bootID is the kernel's id of this boot of the host ("" when unknown).
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // syncFS commits the filesystem holding dir (syncfs(2)).

@@ -555,4 +555,21 @@ func TestDetectDiskMode(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(root, "workspaces")); len(ents) != 0 {
 		t.Errorf("probe left %v", ents)
 	}
+	// A data root that stays remembers the boot the probe passed in: the
+	// next process does not probe again; a marker of another boot probes.
+	must(t, os.MkdirAll(filepath.Join(root, "workspaces"), 0o700))
+	if mode, why := DetectDiskMode(context.Background(), root); mode != DiskLoop {
+		t.Fatalf("second probe: mode %q: %s", mode, why)
+	}
+	b, err := os.ReadFile(filepath.Join(root, loopProbeMarker))
+	if err != nil || string(b) != bootID() || bootID() == "" {
+		t.Fatalf("marker %q, %v; boot id %q", b, err, bootID())
+	}
+	must(t, os.WriteFile(filepath.Join(root, loopProbeMarker), []byte("another boot"), 0o600))
+	if mode, _ := DetectDiskMode(context.Background(), root); mode != DiskLoop {
+		t.Fatalf("after another boot: mode %q", mode)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, loopProbeMarker)); string(b) != bootID() {
+		t.Errorf("marker of another boot not replaced: %q", b)
+	}
 }
