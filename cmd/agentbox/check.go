@@ -129,9 +129,10 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "agentbox check: %v\n", err)
 		return 1
 	}
+	var skipped string
 	if hooks := tsHooks(r.App); len(hooks) > 0 {
 		if tsc := findTSC(r.App.Root); tsc == "" {
-			fmt.Fprintf(stdout, "TypeScript hooks not type-checked (%s): no TypeScript compiler found; install one (npm install -g typescript, or npm install -D typescript in the app) or set AGENTBOX_TSC to tsc's path\n", plural(len(hooks), "hook file"))
+			skipped = fmt.Sprintf("TypeScript hooks not type-checked (%s): no TypeScript compiler found; install one (npm install -g typescript, or npm install -D typescript in the app) or set AGENTBOX_TSC to tsc's path", plural(len(hooks), "hook file"))
 		} else {
 			sev := assistant.SeverityWarning
 			if *strict {
@@ -142,6 +143,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(stdout, p.String())
+	}
+	if skipped != "" {
+		fmt.Fprintln(stdout, skipped)
 	}
 	for _, line := range connectorLines(r.App) {
 		fmt.Fprintln(stdout, line)
