@@ -11,8 +11,8 @@ import (
 // TestWebRewindAndFork: the coder (Claude Code in Docker) writes a note,
 // then removes it; "Rewind here" on the first answer brings the note and
 // the conversation back; the first message edited and sent again starts
-// from before it, and "< 1/2 >" switches back; "Fork" on the first answer
-// opens a new chat with the note.
+// from before it, and "< 1/2 >" switches back to the other branch as it
+// was left; "Fork" on the first answer opens a new chat with the note.
 func TestWebRewindAndFork(t *testing.T) {
 	s := startServer(t)
 	b := newBrowser(t)
@@ -49,20 +49,26 @@ func TestWebRewindAndFork(t *testing.T) {
 	// version brings the note and its answer back.
 	b.click(`button[aria-label="Edit message 1"]`)
 	b.waitFor(10*time.Second, "the edit box", `!!document.querySelector('textarea[aria-label="Edit message 1"]')`)
-	b.run(10*time.Second, "edit the message",
-		chromedp.SetValue(chromedp.CSS(`textarea[aria-label="Edit message 1"]`), ""),
-		chromedp.SendKeys(chromedp.CSS(`textarea[aria-label="Edit message 1"]`), "Please remove the note\r"))
+	b.waitFor(10*time.Second, "edit the message", `(() => {
+		const t = document.querySelector('textarea[aria-label="Edit message 1"]');
+		Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, "value").set.call(t, "Please remove the note");
+		t.dispatchEvent(new Event("input", {bubbles: true}));
+		return true;
+	})()`)
+	b.click(`.msg.user.editing button[type=submit]`)
 	b.waitFor(turnTimeout, "the edited turn's answer, stored", `!!document.querySelector('[aria-label="Version 2 of 2"]') && `+turnEnds)
 	b.waitText(5*time.Second, ".thread .msg.user", "Please remove the note")
 	if code := note(id); code != 404 {
 		t.Errorf("after the edit, GET notes.md = %d, want 404 (the state before turn 1)", code)
 	}
 	b.snap("edited-message")
+	// Version 1 is the branch as it was left: both turns, the note
+	// removed by the second.
 	b.click(`button[aria-label="Previous version"]`)
-	b.waitFor(30*time.Second, "version 1", `!!document.querySelector('[aria-label="Version 1 of 2"]')`)
+	b.waitFor(30*time.Second, "version 1", `!!document.querySelector('[aria-label="Version 1 of 2"]') && document.querySelectorAll('.thread .msg.user').length === 2`)
 	b.waitText(5*time.Second, ".thread .msg.user", "Please write a note")
-	if code := note(id); code != 200 {
-		t.Errorf("back on version 1, GET notes.md = %d, want 200", code)
+	if code := note(id); code != 404 {
+		t.Errorf("back on version 1, GET notes.md = %d, want 404 (its second turn removed it)", code)
 	}
 
 	b.click(`button[aria-label="Fork at turn 1"]`)
