@@ -91,6 +91,10 @@ type ProcessResource struct {
 	// Parameters are the template's parameters.
 	Parameters []ResourceParameter
 	Meta       map[string]any
+	// ProcessArgs are x-process-args: the process's arguments, as gou's
+	// process client makes them (":uri", ":parameters", "$uri.<param>",
+	// "$<query param>", or a constant); none passes the URI alone.
+	ProcessArgs []string
 }
 
 // ResourceParameter is one parameter of a resource template.
@@ -314,7 +318,7 @@ func (l *loader) processResource(dir, name, proc string) (ProcessResource, strin
 	for _, f := range []struct {
 		key string
 		dst any
-	}{{"description", &r.Description}, {"uri", &r.URI}, {"mimeType", &r.MimeType}, {"parameters", &r.Parameters}, {"meta", &r.Meta}} {
+	}{{"description", &r.Description}, {"uri", &r.URI}, {"mimeType", &r.MimeType}, {"parameters", &r.Parameters}, {"meta", &r.Meta}, {"x-process-args", &r.ProcessArgs}} {
 		if err := field(m, f.key, f.dst); err != nil {
 			return r, fmt.Sprintf("%s: %v", l.rel(abs), err)
 		}

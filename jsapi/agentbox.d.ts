@@ -86,6 +86,8 @@ interface Context {
   readonly agent: AgentAPI;
   /** Calls the app's connectors directly (Yao's ctx.llm). */
   readonly llm: LlmAPI;
+  /** The assistant's MCP servers: tools, resources, prompts (Yao's ctx.mcp). */
+  readonly mcp: MCPAPI;
 
   /** Sends a whole message and returns its id; blockId groups it with others (EndBlock ends the group). */
   Send(message: ClientMessage | string, blockId?: string): string;
@@ -319,6 +321,69 @@ interface LlmUsage {
   total_tokens: number;
 }
 
+/**
+ * The assistant's MCP servers (those of package.yao's mcp.servers, or the
+ * ones its Create hook chose), by server id, as Yao's ctx.mcp reaches
+ * them: process servers (the app's scripts), http and sse servers, and a
+ * direct assistant's stdio servers (a sandboxed one's run inside its
+ * sandbox, for its agent). A tool outside the server's tools list is
+ * refused. The single calls throw MCP_ERROR on failure (a tool result the
+ * server marks as an error too); All, Any and Race give {error} results.
+ * Calls end with the hook's timeout.
+ */
+interface MCPAPI {
+  /** {tools: [{name, description, inputSchema}]} */
+  ListTools(mcp: string, cursor?: string): { tools: MCPTool[]; nextCursor?: string };
+  /** The tool's result: each text part parsed as JSON when it is JSON; one part alone, several as a list. */
+  CallTool(mcp: string, name: string, args?: Record<string, any>): any;
+  /** Calls the tools one after another; the first failure throws. */
+  CallTools(mcp: string, tools: MCPToolCall[]): any[];
+  /** Calls the tools at once (at most 16); a failure is {error} in its place. */
+  CallToolsParallel(mcp: string, tools: MCPToolCall[]): any[];
+  /** Calls tools of several servers at once (at most 16); results in request order. */
+  All(requests: MCPRequest[]): MCPResult[];
+  /** Returns [the first success] once one succeeds (the others are stopped), or every failure. */
+  Any(requests: MCPRequest[]): MCPResult[];
+  /** Returns [the first result] once one call ends. */
+  Race(requests: MCPRequest[]): MCPResult[];
+  /** {resources: [{uri, name, description, mimeType}]} */
+  ListResources(mcp: string, cursor?: string): { resources: Record<string, any>[]; nextCursor?: string };
+  /** {contents: [{uri, mimeType, text}]} */
+  ReadResource(mcp: string, uri: string): { contents: Record<string, any>[] };
+  /** {prompts: [{name, description, arguments}]} */
+  ListPrompts(mcp: string, cursor?: string): { prompts: Record<string, any>[]; nextCursor?: string };
+  /** {description, messages: [{role, content: {type, text}}]} */
+  GetPrompt(mcp: string, name: string, args?: Record<string, any>): { description?: string; messages: Record<string, any>[] };
+}
+
+/** A tool as ListTools gives it. */
+interface MCPTool {
+  name: string;
+  description?: string;
+  inputSchema: Record<string, any>;
+}
+
+/** One call of CallTools and CallToolsParallel. */
+interface MCPToolCall {
+  name: string;
+  arguments?: Record<string, any>;
+}
+
+/** One request of ctx.mcp.All, Any and Race. */
+interface MCPRequest {
+  mcp: string;
+  tool: string;
+  arguments?: Record<string, any>;
+}
+
+/** How a call of All, Any or Race ended (Yao's MCPToolResult). */
+interface MCPResult {
+  mcp: string;
+  tool: string;
+  result?: any;
+  error?: string;
+}
+
 /** Key-value memory; values are anything JSON can hold. */
 interface Memory {
   /** Shared by all of the user's chats; persists. */
@@ -525,6 +590,7 @@ type ErrorCode =
   | "SANDBOX_DISK_FULL"
   | "IO_ERROR"
   | "NO_DESKTOP"
+  | "MCP_ERROR"
   | "HOOK_TIMEOUT"
   | "CANCELED"
   | "YAO_ONLY";

@@ -38,6 +38,9 @@ type Context struct {
 	Agents Agents
 	// LLM calls the app's connectors for ctx.llm (nil: its calls fail).
 	LLM LLM
+	// MCP reaches the assistant's MCP servers for ctx.mcp (nil: its calls
+	// throw MCP_ERROR).
+	MCP MCPServers
 	// Memory backs the user and chat namespaces (nil: they throw
 	// MEMORY_ERROR).
 	Memory MemoryStore

@@ -16,7 +16,7 @@ import (
 // Members of the objects the ctx API builds. agentbox.d.ts declares the
 // same members; TestDeclarationsMatch keeps the two in sync.
 var (
-	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "workspace", "computer", "agent", "llm"}
+	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "workspace", "computer", "agent", "llm", "mcp"}
 	ctxMethods     = []string{"Send", "SendStream", "Append", "Replace", "Merge", "Set", "End", "EndBlock", "MessageID", "BlockID", "ThreadID"}
 	memoryMethods  = []string{"Get", "Set", "Del", "Has", "Keys", "Len", "Clear", "Incr", "Decr", "GetDel"}
 	memoryKeys     = []string{string(NamespaceUser), string(NamespaceTeam), string(NamespaceChat), string(NamespaceContext)}
@@ -70,6 +70,8 @@ func (c *call) ctxObject() *goja.Object {
 			return c.agentObject()
 		case "llm":
 			return c.llmObject()
+		case "mcp":
+			return c.mcpObject()
 		case "Send":
 			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value { return c.send("Send", fc, false) }))
 		case "SendStream":

@@ -12,7 +12,7 @@ import (
 
 // yaoCtxOnly are members of Yao's hook ctx that agentbox's lacks: a hook
 // that reads one gets undefined.
-var yaoCtxOnly = []string{"theme", "referer", "accept", "route", "client", "trace", "search", "Release", "__release", "mcp"}
+var yaoCtxOnly = []string{"theme", "referer", "accept", "route", "client", "trace", "search", "Release", "__release"}
 
 // ctxTestFields are the fields a script test's ctx has beyond a hook's
 // (TestCtx.Fields as testrun sets them).
@@ -21,7 +21,7 @@ var ctxTestFields = []string{"team_id", "authorized"}
 // ctxObjects are the members of ctx that are objects of the hook API,
 // with their members, for checking what a hook reads off them.
 var ctxObjects = map[string][]string{
-	"agent": agentMembers, "llm": llmMembers, "memory": memoryKeys, "sandbox": sandboxMembers,
+	"agent": agentMembers, "llm": llmMembers, "mcp": mcpMembers, "memory": memoryKeys, "sandbox": sandboxMembers,
 	"workspace": workspaceMembers, "computer": computerMembers,
 }
 

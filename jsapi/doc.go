@@ -30,7 +30,8 @@
 // workspace and computer (sandboxed assistants only), with confined file
 // operations and Exec; agent, to call other assistants through the
 // pipeline's Agents (a Create or Next result may also delegate the turn);
-// llm, to call the app's connectors through the pipeline's LLM; and
+// llm, to call the app's connectors through the pipeline's LLM; mcp, to
+// reach the assistant's MCP servers through the pipeline's MCPServers; and
 // log/console globals. Errors
 // thrown into JS carry a stable code (see the Code* constants). The
 // declaration file agentbox.d.ts describes all of it for editors; a test

@@ -81,6 +81,7 @@ export function test(ctx: any, args: any) {
     ComputerSystem: own(ctx.computer.Info().system),
     AgentAPI: own(ctx.agent),
     LlmAPI: own(ctx.llm),
+    MCPAPI: own(ctx.mcp),
     LlmResult: [...own(llm), ...own(ctx.llm.Stream("missing", [{role: "user", content: "x"}]))].filter((k, i, a) => a.indexOf(k) === i),
     LlmResponse: [...own(llm.response), "reasoning_content", "tool_calls"],
     LlmUsage: own(llm.response.usage),
@@ -149,6 +150,11 @@ export function Next(ctx: any, payload: any) {
 	live["AgentCallOptions"] = slices.Clone(agentOptionKeys)
 	live["AgentBatchOptions"] = []string{"onChunk"}
 	live["LlmRequest"] = slices.Clone(llmRequestKeys)
+	live["MCPRequest"] = slices.Clone(mcpRequestKeys)
+	live["MCPToolCall"] = slices.Clone(mcpToolKeys)
+	// What the pipeline's MCPServers give (MCP's shapes) and runMCP's results.
+	live["MCPTool"] = []string{"name", "description", "inputSchema"}
+	live["MCPResult"] = []string{"mcp", "tool", "result", "error"}
 	live["LlmBatchOptions"] = []string{"onChunk"}
 	live["LlmOptions"] = append(jsonNames(reflect.TypeFor[chat.ModelOptions]()), "onChunk")
 	live["AgentboxError"] = []string{"code"}

@@ -50,6 +50,9 @@ const (
 	CodeIO = "IO_ERROR"
 	// CodeNoDesktop: a desktop call in a sandbox without a desktop.
 	CodeNoDesktop = "NO_DESKTOP"
+	// CodeMCP: an MCP server of ctx.mcp cannot be reached, is not one of
+	// the assistant's, or failed the call.
+	CodeMCP = "MCP_ERROR"
 	// CodeHookTimeout: the hook ran past its timeout.
 	CodeHookTimeout = "HOOK_TIMEOUT"
 	// CodeCanceled: the request ended (client gone) while the hook ran.
@@ -79,6 +82,7 @@ var jsCodes = map[string]string{
 	CodeDiskFull:           "SandboxError",
 	CodeIO:                 "SandboxError",
 	CodeNoDesktop:          "SandboxError",
+	CodeMCP:                "MCPError",
 	CodeHookTimeout:        "TimeoutError",
 	CodeCanceled:           "AbortError",
 	CodeYaoOnly:            "YaoOnlyError",

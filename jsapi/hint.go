@@ -20,7 +20,7 @@ var apiMembers = func() []apiMember {
 		names []string
 	}{
 		{"ctx.", ctxKeys}, {"ctx.sandbox.", sandboxMembers}, {"ctx.memory.user.", memoryMethods},
-		{"ctx.workspace.", workspaceMembers}, {"ctx.computer.", computerMembers}, {"ctx.agent.", agentMembers}, {"ctx.llm.", llmMembers},
+		{"ctx.workspace.", workspaceMembers}, {"ctx.computer.", computerMembers}, {"ctx.agent.", agentMembers}, {"ctx.llm.", llmMembers}, {"ctx.mcp.", mcpMembers},
 		{"log.", logKeys["log"]}, {"console.", logKeys["console"]},
 	} {
 		for _, k := range g.names {

@@ -103,6 +103,7 @@ func (t *turn) hookContext(a *assistant.Assistant) *jsapi.Context {
 		Emit:        t.emit,
 		Agents:      t,
 		LLM:         t,
+		MCP:         t,
 		Memory:      t.p.cfg.Memory,
 		Logger:      t.p.log.With("assistant", a.ID, "user", t.req.UserID, "chat", t.req.ChatID),
 	}

@@ -15,6 +15,7 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) (record fu
 	for _, c := range t.closers {
 		c()
 	}
+	t.closeHookMCP()
 	if t.bridge != nil && t.kept == nil {
 		// Its tunnels end before the egress is counted (the sandbox goes
 		// after the done event).

@@ -286,10 +286,50 @@ func resolveSchema(raw json.RawMessage, log *slog.Logger) *jsonschema.Resolved {
 }
 
 // mcpTools reaches a stdio, http or sse server for a direct turn and lists
-// its tools. A stdio server runs on this host (as Yao runs it), in the
-// app folder, with its env's $ENV values resolved; an http or sse server
-// is reached with its headers.
+// its tools.
 func (t *turn) mcpTools(ctx context.Context, app *assistant.App, ref assistant.MCPRef, def *assistant.MCPServer) (*mcp.ClientSession, []*serverTool, error) {
+	sess, transport, err := connectMCP(ctx, app, def)
+	if err != nil {
+		return nil, nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, mcpConnectTimeout)
+	defer cancel()
+	var out []*serverTool
+	for tool, err := range sess.Tools(cctx, nil) {
+		if err != nil {
+			return sess, nil, stdioError(fmt.Errorf("list tools: %w", err), transport)
+		}
+		if !allowed(ref, tool.Name) {
+			continue
+		}
+		schema, _ := json.Marshal(tool.InputSchema)
+		st := &serverTool{name: mcpToolName(ref.ServerID, tool.Name), server: ref.ServerID, tool: tool.Name,
+			description: tool.Description, schema: schema, resolved: resolveSchema(schema, t.p.log), timeout: def.Timeout}
+		name := tool.Name
+		st.run = func(ctx context.Context, args map[string]any) ([]json.RawMessage, bool, error) {
+			res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+			if err != nil {
+				return nil, false, err
+			}
+			content := make([]json.RawMessage, 0, len(res.Content))
+			for _, c := range res.Content {
+				b, err := json.Marshal(c)
+				if err == nil {
+					content = append(content, b)
+				}
+			}
+			return content, res.IsError, nil
+		}
+		out = append(out, st)
+	}
+	return sess, out, nil
+}
+
+// connectMCP reaches a stdio, http or sse server. A stdio server runs on
+// this host (as Yao runs it), in the app folder, with its env's $ENV
+// values resolved; an http or sse server is reached with its headers. The
+// session lives on ctx (the turn's); the caller closes it.
+func connectMCP(ctx context.Context, app *assistant.App, def *assistant.MCPServer) (*mcp.ClientSession, mcp.Transport, error) {
 	var transport mcp.Transport
 	switch def.Transport {
 	case "stdio":
@@ -320,43 +360,12 @@ func (t *turn) mcpTools(ctx context.Context, app *assistant.App, ref assistant.M
 	default:
 		return nil, nil, fmt.Errorf("transport %q", def.Transport)
 	}
-	cctx, cancel := context.WithTimeout(ctx, mcpConnectTimeout)
-	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentbox", Version: "1"}, nil)
-	// The session outlives the connect: its context is the turn's.
 	sess, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return nil, nil, stdioError(err, transport)
 	}
-	var out []*serverTool
-	for tool, err := range sess.Tools(cctx, nil) {
-		if err != nil {
-			return sess, nil, stdioError(fmt.Errorf("list tools: %w", err), transport)
-		}
-		if !allowed(ref, tool.Name) {
-			continue
-		}
-		schema, _ := json.Marshal(tool.InputSchema)
-		st := &serverTool{name: mcpToolName(ref.ServerID, tool.Name), server: ref.ServerID, tool: tool.Name,
-			description: tool.Description, schema: schema, resolved: resolveSchema(schema, t.p.log), timeout: def.Timeout}
-		name := tool.Name
-		st.run = func(ctx context.Context, args map[string]any) ([]json.RawMessage, bool, error) {
-			res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-			if err != nil {
-				return nil, false, err
-			}
-			content := make([]json.RawMessage, 0, len(res.Content))
-			for _, c := range res.Content {
-				b, err := json.Marshal(c)
-				if err == nil {
-					content = append(content, b)
-				}
-			}
-			return content, res.IsError, nil
-		}
-		out = append(out, st)
-	}
-	return sess, out, nil
+	return sess, transport, nil
 }
 
 // mcpEnv is a stdio server's environment on the host: the server's own

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/chat"
@@ -115,7 +117,10 @@ type turn struct {
 	// hookUsage is the usage of the hooks' ctx.llm calls not yet in
 	// usage (guarded by mu: a hook's All calls at once).
 	hookUsage chat.Usage
-	// mu guards proposed and hookUsage: the proposals with a test prompt the agent made
+	// hookMCP are the MCP sessions the hooks' ctx.mcp opened, by server,
+	// closed when the turn ends (guarded by mu).
+	hookMCP map[string]*mcp.ClientSession
+	// mu guards proposed, hookUsage and hookMCP: the proposals with a test prompt the agent made
 	// (host tools may run at once), tested once the turn ended.
 	mu       sync.Mutex
 	proposed []proposedTest
