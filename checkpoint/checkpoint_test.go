@@ -588,6 +588,38 @@ func FuzzDecodeTree(f *testing.F) {
 // which one file changed. It reports the bytes the store grew by per turn.
 // AGENTBOX_BENCH_WORKSPACE_MIB sets the size (default 256).
 func BenchmarkCaptureSmallChange(b *testing.B) {
+	s, ws, mib := benchWorkspace(b)
+	before, _ := s.UserBytes(bg, "u")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		write(b, filepath.Join(ws, "d00/notes.md"), fmt.Sprintf("turn %d\n", i))
+		snap(b, s, "u", "c", ws, nil)
+	}
+	b.StopTimer()
+	after, _ := s.UserBytes(bg, "u")
+	b.ReportMetric(float64(after-before)/float64(b.N), "disk-B/turn")
+	b.ReportMetric(float64(mib), "workspace-MiB")
+}
+
+// BenchmarkCaptureUnchanged measures the checkpoint of the state a turn
+// starts from when nothing changed since the last one (the pipeline's
+// Before capture): the same checkpoint again, nothing stored.
+func BenchmarkCaptureUnchanged(b *testing.B) {
+	s, ws, mib := benchWorkspace(b)
+	before, _ := s.UserBytes(bg, "u")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		snap(b, s, "u", "c", ws, nil)
+	}
+	b.StopTimer()
+	after, _ := s.UserBytes(bg, "u")
+	b.ReportMetric(float64(after-before)/float64(b.N), "disk-B/turn")
+	b.ReportMetric(float64(mib), "workspace-MiB")
+}
+
+// benchWorkspace is a workspace of AGENTBOX_BENCH_WORKSPACE_MIB (default
+// 256) files of 1 MiB across folders, checkpointed once.
+func benchWorkspace(b *testing.B) (*Store, string, int) {
 	mib := 256
 	if v := os.Getenv("AGENTBOX_BENCH_WORKSPACE_MIB"); v != "" {
 		if _, err := fmt.Sscan(v, &mib); err != nil || mib < 1 {
@@ -604,14 +636,5 @@ func BenchmarkCaptureSmallChange(b *testing.B) {
 	}
 	s.racy = 0
 	snap(b, s, "u", "c", ws, nil)
-	before, _ := s.UserBytes(bg, "u")
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		write(b, filepath.Join(ws, "d00/notes.md"), fmt.Sprintf("turn %d\n", i))
-		snap(b, s, "u", "c", ws, nil)
-	}
-	b.StopTimer()
-	after, _ := s.UserBytes(bg, "u")
-	b.ReportMetric(float64(after-before)/float64(b.N), "disk-B/turn")
-	b.ReportMetric(float64(mib), "workspace-MiB")
+	return s, ws, mib
 }
