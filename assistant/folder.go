@@ -2,9 +2,11 @@ package assistant
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -78,8 +80,18 @@ func (l *loader) checkFolder(a *Assistant, app *App, entries []os.DirEntry) {
 	}
 }
 
-// checkHookEntry warns when src/ holds no hook entry file: hooks are read
-// from src/index.ts or src/index.js only, so src/hooks.ts never runs.
+// hookDecl finds a declaration of a hook function (Yao's Create and Next,
+// the old Done) in a script: a function, a const/let/var, an export list,
+// or CommonJS exports.
+var hookDecl = regexp.MustCompile(`(?:\bfunction\s*\*?\s*|\b(?:const|let|var)\s+|\bexport\s*\{[^}]*?\b|\bexports\.|\bmodule\.exports\s*=\s*\{[^}]*?\b)(?:Create|Next|Done)\b`)
+
+// maxHookScan bounds how much of a script checkHookEntry reads.
+const maxHookScan = 1 << 20
+
+// checkHookEntry warns when src/ holds no hook entry file but a script
+// that declares a hook: hooks are read from src/index.ts or src/index.js
+// only, so Create in src/hooks.ts never runs. Scripts without a hook are
+// the assistant's processes (agents.<id>.<file>.<Fn>), called by name.
 func (l *loader) checkHookEntry(src string) {
 	entries, err := os.ReadDir(src)
 	if err != nil {
@@ -91,7 +103,7 @@ func (l *loader) checkHookEntry(src string) {
 		if strings.HasPrefix(name, "index.") {
 			return // an entry of another extension, or both: findHooks says
 		}
-		if isScript(name) && !e.IsDir() && !strings.HasSuffix(name, ".d.ts") && !isScriptTest(name) {
+		if isScript(name) && !e.IsDir() && !strings.HasSuffix(name, ".d.ts") && !isScriptTest(name) && declaresHook(filepath.Join(src, name)) {
 			scripts = append(scripts, name)
 		}
 	}
@@ -99,6 +111,19 @@ func (l *loader) checkHookEntry(src string) {
 		return
 	}
 	l.warn(src, "no hooks run: they are read from %s or %s only, and %s is neither (rename the entry file to index.ts)", HooksTS, HooksJS, strings.Join(scripts, ", "))
+}
+
+// declaresHook reports whether the script at path declares a hook
+// function (hookDecl); a file that cannot be read is taken as one that
+// does not (its loading reports it).
+func declaresHook(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxHookScan))
+	return err == nil && hookDecl.Match(b)
 }
 
 // holdsAssistant reports whether dir or a folder below it has a package

@@ -27,6 +27,11 @@ func TestFolderWarnings(t *testing.T) {
 		{"hooks in the wrong file", map[string]string{"a/package.yao": pkg, "a/prompts.yml": "- role: system\n  content: hi\n", "a/src/hooks.ts": "function Create() {}"}, []string{
 			"assistants/a/src: warning: no hooks run: they are read from src/index.ts or src/index.js only, and hooks.ts is neither (rename the entry file to index.ts)",
 		}},
+		{"hooks exported from the wrong file", map[string]string{"a/package.yao": pkg, "a/prompts.yml": "- role: system\n  content: hi\n", "a/src/main.js": "module.exports = { Next: function () { return null } };"}, []string{
+			"assistants/a/src: warning: no hooks run: they are read from src/index.ts or src/index.js only, and main.js is neither (rename the entry file to index.ts)",
+		}},
+		{"process scripts without an entry", map[string]string{"a/package.yao": pkg, "a/prompts.yml": "- role: system\n  content: hi\n",
+			"a/src/checks.ts": "export function Lint(args: { code: string }) { return { issues: [] } }", "a/src/tools.js": "function CreateUser() {}\nfunction Hello() { return 'hi' }"}, nil},
 		{"unknown folder and file", map[string]string{"a/package.yao": pkg, "a/prompts.yml": "- role: system\n  content: hi\n", "a/scripts/x.ts": "", "a/notes.txt": ""}, []string{
 			"assistants/a/notes.txt: warning: this file is not used: an assistant folder is read for " + folderUse,
 			"assistants/a/scripts: warning: this folder is not used: an assistant folder is read for " + folderUse,
