@@ -62,6 +62,11 @@ type Limits struct {
 	Breaker BreakerLimits
 	// ModelProxy bounds what sandboxes ask of the bridge's model proxy.
 	ModelProxy ModelProxyLimits
+	// RequestBody bounds the body of one API request, in bytes: a
+	// message's images travel in it as data: URLs, base64, 4/3 of their
+	// size. Over it the request is refused (HTTP 413) with the limit and
+	// how to raise it.
+	RequestBody int64
 }
 
 // PoolLimits bound the warm pool: the sandboxes made ahead of demand for
@@ -144,6 +149,11 @@ const (
 	// the server's memory while it streams to disk.
 	DefaultUploads        = 16
 	DefaultUploadsPerUser = 4
+	// DefaultRequestBody admits two images at the largest size a message
+	// may carry (10 MiB each, 13.4 MiB as base64) with their text, or
+	// any number of the web app's (scaled, under 1 MB together); it is
+	// also the Messages API's own request limit.
+	DefaultRequestBody = 32 << 20
 )
 
 // DefaultLimits returns the default limits.
@@ -163,6 +173,7 @@ func DefaultLimits() Limits {
 		Uploads:           DefaultUploads,
 		UploadsPerUser:    DefaultUploadsPerUser,
 		Breaker:           BreakerLimits{Failures: DefaultBreakerFailures, Cooldown: DefaultBreakerCooldown},
+		RequestBody:       DefaultRequestBody,
 	}
 }
 
@@ -220,6 +231,9 @@ func (l Limits) WithDefaults() Limits {
 	if l.Breaker.Cooldown <= 0 {
 		l.Breaker.Cooldown = d.Breaker.Cooldown
 	}
+	if l.RequestBody <= 0 {
+		l.RequestBody = d.RequestBody
+	}
 	return l
 }
 
@@ -243,6 +257,7 @@ type rawLimits struct {
 	Uploads           *int       `json:"uploads"`
 	UploadsPerUser    *int       `json:"uploads_per_user"`
 	Breaker           rawBreaker `json:"breaker"`
+	RequestBody       string     `json:"request_body"`
 	ModelProxy        struct {
 		CallsPerTurn  *int   `json:"calls_per_turn"`
 		ParallelCalls *int   `json:"parallel_calls"`
@@ -315,6 +330,14 @@ func (d *doc) limits(r rawLimits) Limits {
 	intIn("limits.uploads_per_user", r.UploadsPerUser, 1, 10000, &l.UploadsPerUser)
 	intIn("limits.breaker.failures", r.Breaker.Failures, 1, 1000, &l.Breaker.Failures)
 	durIn("limits.breaker.cooldown", r.Breaker.Cooldown, time.Second, time.Hour, &l.Breaker.Cooldown)
+	if d.has("limits.request_body") {
+		n, err := units.ParseBytes(strings.TrimSpace(r.RequestBody))
+		if err != nil || n < minRequestBody || n > maxRequestBody {
+			d.errPath("limits.request_body", "limits.request_body: %q: want a size from 64k to 1g, like \"32m\"", r.RequestBody)
+		} else {
+			l.RequestBody = n
+		}
+	}
 	mp := r.ModelProxy
 	intIn("limits.model_proxy.calls_per_turn", mp.CallsPerTurn, 1, 1000000, &l.ModelProxy.CallsPerTurn)
 	intIn("limits.model_proxy.parallel_calls", mp.ParallelCalls, 1, 1000, &l.ModelProxy.ParallelCalls)
@@ -330,6 +353,13 @@ func (d *doc) limits(r rawLimits) Limits {
 	}
 	return l
 }
+
+// Bounds of limits.request_body: room for a message of text, and no more
+// than a server should hold of one request.
+const (
+	minRequestBody = 64 << 10
+	maxRequestBody = 1 << 30
+)
 
 // drainTimeout checks app.jsonc's "drain_timeout".
 func (d *doc) drainTimeout(s string) time.Duration {

@@ -48,7 +48,7 @@ func TestLimitsFromAppJSONC(t *testing.T) {
 		"limits": {"turns_per_user": 2, "terminals_per_user": 1, "chat_queue": 0, "chat_wait": "30s", "sandboxes": 3, "sandbox_wait": "5s",
 			"kept_chats": 5, "kept_memory": "6g", "pool": {"total": 3, "memory": "1g", "refill": 4},
 			"workspaces_per_user": 50, "disk_per_user": "20g", "uploads": 3, "uploads_per_user": 2,
-			"breaker": {"failures": 7, "cooldown": "1m"}},
+			"breaker": {"failures": 7, "cooldown": "1m"}, "request_body": "64m"},
 		"drain_timeout": "5s",
 		"auth": {"tokens": [{"token": "t1", "user": "alice"}], "metrics_token": "$ENV.AGENTBOX_TEST_METRICS"},
 	}`))
@@ -58,7 +58,7 @@ func TestLimitsFromAppJSONC(t *testing.T) {
 	want := Limits{TurnsPerUser: 2, TerminalsPerUser: 1, ChatQueue: 0, ChatWait: 30 * time.Second, Sandboxes: 3, SandboxWait: 5 * time.Second,
 		KeptChats: 5, KeptMemory: 6 << 30, Pool: PoolLimits{Total: 3, Memory: 1 << 30, Refill: 4},
 		WorkspacesPerUser: 50, DiskPerUser: 20 << 30, Uploads: 3, UploadsPerUser: 2,
-		Breaker: BreakerLimits{Failures: 7, Cooldown: time.Minute}}
+		Breaker: BreakerLimits{Failures: 7, Cooldown: time.Minute}, RequestBody: 64 << 20}
 	if app.Config.Limits != want || app.Config.DrainTimeout != 5*time.Second {
 		t.Errorf("limits = %+v, drain %s", app.Config.Limits, app.Config.DrainTimeout)
 	}
@@ -107,6 +107,21 @@ func TestLimitsProblems(t *testing.T) {
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("problems lack %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestRequestBodyLimit: limits.request_body is a size from 64k to 1g,
+// 32 MB when left out.
+func TestRequestBodyLimit(t *testing.T) {
+	t.Parallel()
+	if d := DefaultLimits(); d.RequestBody != 32<<20 {
+		t.Errorf("default request_body = %d", d.RequestBody)
+	}
+	for _, v := range []string{"2g", "1k", "lots"} {
+		_, err := Load(appWith(t, `{"limits": {"request_body": "`+v+`"}}`))
+		if want := `app.jsonc:1:29: limits.request_body: "` + v + `": want a size from 64k to 1g, like "32m"`; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("request_body %q: %v, want %q", v, err, want)
 		}
 	}
 }

@@ -25,12 +25,21 @@
 /** A conversation message. */
 interface Message {
   role: "system" | "user" | "assistant" | "tool";
-  content: string;
+  /** The text; a user message with images is its parts, as Yao gives it. */
+  content: string | ContentPart[];
   name?: string;
   tool_call_id?: string;
   /** Function calls of a direct assistant's model, for the client to run. */
   tool_calls?: ToolCallMessage[];
 }
+
+/**
+ * A part of a message's content (OpenAI's shape): text, or an image as a
+ * data: URL (an address a client sent was fetched by the server).
+ */
+type ContentPart =
+  | { type: "text"; text: string }
+  | { type: "image_url"; image_url: { url: string; detail?: "auto" | "low" | "high" } };
 
 /** A function call in an assistant message (OpenAI's shape). */
 interface ToolCallMessage {
@@ -686,7 +695,7 @@ interface SandboxOptions {
  * hooks return them (options wins when both set one).
  */
 interface CreateResult {
-  /** Replaces the conversation; content may be text parts [{type: "text", text}]. */
+  /** Replaces the conversation; content may be parts (text and image_url, as Yao's). */
   messages?: Message[] | null;
   /** Overrides options (model options, connector, sandbox.arguments, ...). */
   options?: CreateOptions | null;

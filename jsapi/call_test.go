@@ -59,12 +59,16 @@ func TestCreateResult(t *testing.T) {
 		{"delegate unknown field", `return {delegate: {agent: "x"}}`, nil, `Create returned delegate: unknown field "agent" (want agent_id, messages, options)`},
 		{"delegate unknown option", `return {delegate: {agent_id: "x", options: {temperature: 1}}}`, nil, `unknown option "temperature"`},
 		{"content parts", `return {messages: [{role: "user", content: [{type: "text", text: "a"}, {type: "text", text: "b"}]}]}`,
-			&CreateResult{Messages: []chat.Message{{Role: "user", Content: "ab"}}}, ""},
+			&CreateResult{Messages: []chat.Message{{Role: "user", Content: "a\nb"}}}, ""},
+		{"image parts", `return {messages: [{role: "user", content: [{type: "text", text: "look"}, {type: "image_url", image_url: {url: "data:image/png;base64,AA==", detail: "low"}}, {type: "image_url", image_url: "https://x.example/a.png"}]}]}`,
+			&CreateResult{Messages: []chat.Message{{Role: "user", Content: "look", Parts: []chat.Part{{Type: "text", Text: "look"},
+				{Type: "image_url", ImageURL: &chat.ImageURL{URL: "data:image/png;base64,AA==", Detail: "low"}}, {Type: "image_url", ImageURL: &chat.ImageURL{URL: "https://x.example/a.png"}}}}}}, ""},
 		{"messages not array", `return {messages: "hi"}`, nil, "Create returned messages: want an array, got a string"},
 		{"bad role", `return {messages: [{role: "robot", content: "x"}]}`, nil, `messages[0].role: "robot" is not one of system, developer, user, assistant, tool`},
 		{"no role", `return {messages: [{content: "x"}]}`, nil, `messages[0]: role is missing`},
-		{"content not text", `return {messages: [{role: "user", content: [{type: "image_url"}]}]}`, nil, `messages[0].content: part 0: only text parts are supported, got type "image_url"`},
-		{"content not string", `return {messages: [{role: "user", content: 3}]}`, nil, "messages[0].content: want a string or a list of text parts, got a number"},
+		{"image without url", `return {messages: [{role: "user", content: [{type: "image_url"}]}]}`, nil, `messages[0].content: part 0: image_url: want {url: "data:image/png;base64,..."}, got undefined`},
+		{"content not text", `return {messages: [{role: "user", content: [{type: "input_audio"}]}]}`, nil, `messages[0].content: part 0: type "input_audio": only text and image_url parts are supported`},
+		{"content not string", `return {messages: [{role: "user", content: 3}]}`, nil, "messages[0].content: want a string or a list of content parts, got a number"},
 		{"options not object", `return {options: [1]}`, nil, "Create returned options: want an object, got an array"},
 		{"unknown option", `return {options: {temprature: 1}}`, nil, "Create returned options.temprature: unknown field"},
 		{"option of the wrong type", `return {options: {max_tokens: "lots"}}`, nil, "Create returned options.max_tokens: want an integer, got a string"},
@@ -91,6 +95,31 @@ func TestCreateResult(t *testing.T) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCreateSeesImages: a message with images reaches Create as Yao gives
+// it, its content the parts ([{type: "text"}, {type: "image_url",
+// image_url: {url, detail}}]); returned unchanged, it comes back the same.
+func TestCreateSeesImages(t *testing.T) {
+	t.Parallel()
+	in := []chat.Message{{Role: "user", Content: "what is it?", Parts: []chat.Part{{Type: "text", Text: "what is it?"},
+		{Type: "image_url", ImageURL: &chat.ImageURL{URL: "data:image/png;base64,iVBORw0KGgo=", Detail: "high"}}}}}
+	h := load(t, `export function Create(ctx: any, messages: any[]) {
+		const c = messages[0].content;
+		if (!Array.isArray(c) || c[0].type !== "text" || c[0].text !== "what is it?" || c[1].type !== "image_url" ||
+			c[1].image_url.url !== "data:image/png;base64,iVBORw0KGgo=" || c[1].image_url.detail !== "high") {
+			throw new Error("content: " + JSON.stringify(c));
+		}
+		return {messages};
+	}
+`)
+	got, err := h.Create(context.Background(), &Context{}, in, chat.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Messages, in) {
+		t.Fatalf("messages = %+v, want %+v", got.Messages, in)
 	}
 }
 

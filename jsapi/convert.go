@@ -240,7 +240,12 @@ func (c *call) messagesJS(msgs []chat.Message) goja.Value {
 	for i, m := range msgs {
 		o := c.vm.NewObject()
 		_ = o.Set("role", m.Role)
-		_ = o.Set("content", m.Content)
+		if len(m.Parts) > 0 {
+			// Yao's content parts: a message with images is its parts.
+			_ = o.Set("content", c.partsJS(m.Parts))
+		} else {
+			_ = o.Set("content", m.Content)
+		}
 		if m.Name != "" {
 			_ = o.Set("name", m.Name)
 		}
@@ -314,12 +319,19 @@ func (c *call) messagesFromJS(v goja.Value) (_ []chat.Message, unknown []string,
 			}
 			s, isStr := asString(val)
 			if !isStr && k == "content" {
-				// Yao's content parts: [{type: "text", text}, ...].
-				text, err := c.textParts(val)
+				// Yao's content parts: [{type: "text", text}, {type:
+				// "image_url", image_url: {url, detail}}, ...].
+				parts, err := partsFromJS(val)
 				if err != nil {
 					return nil, nil, fmt.Errorf("messages[%d].content: %v", i, err)
 				}
-				s, isStr = text, true
+				s, isStr = chat.TextOf(parts), true
+				for _, p := range parts {
+					if p.Type == chat.PartImage {
+						m.Parts = parts
+						break
+					}
+				}
 			}
 			if !isStr {
 				return nil, nil, fmt.Errorf("messages[%d].%s: want a string, got %s", i, k, typeName(val))
@@ -380,28 +392,69 @@ func toolCallsFromJS(where string, v goja.Value) ([]chat.ToolCall, error) {
 	return out, nil
 }
 
-// textParts joins the text of content parts ([{type: "text", text}]); a
-// part of another type (an image) is an error.
-func (c *call) textParts(v goja.Value) (string, error) {
+// partsJS is a message's parts as Yao gives them to hooks:
+// [{type: "text", text}, {type: "image_url", image_url: {url, detail}}].
+func (c *call) partsJS(parts []chat.Part) goja.Value {
+	items := make([]any, len(parts))
+	for i, p := range parts {
+		o := c.vm.NewObject()
+		_ = o.Set("type", p.Type)
+		switch {
+		case p.Type == chat.PartImage && p.ImageURL != nil:
+			im := c.vm.NewObject()
+			_ = im.Set("url", p.ImageURL.URL)
+			if p.ImageURL.Detail != "" {
+				_ = im.Set("detail", p.ImageURL.Detail)
+			}
+			_ = o.Set("image_url", im)
+		default:
+			_ = o.Set("text", p.Text)
+		}
+		items[i] = o
+	}
+	return c.vm.NewArray(items...)
+}
+
+// partsFromJS reads content parts a hook returned: text parts and
+// image_url parts (an object with url and detail, or the URL alone). The
+// images are checked where the turn takes them (the pipeline).
+func partsFromJS(v goja.Value) ([]chat.Part, error) {
 	o, ok := v.(*goja.Object)
 	if !ok || o.ClassName() != "Array" {
-		return "", fmt.Errorf("want a string or a list of text parts, got %s", typeName(v))
+		return nil, fmt.Errorf("want a string or a list of content parts, got %s", typeName(v))
 	}
 	n := int(o.Get("length").ToInteger())
-	var b strings.Builder
+	parts := make([]chat.Part, 0, n)
 	for i := range n {
 		p, ok := o.Get(fmt.Sprint(i)).(*goja.Object)
 		if !ok {
-			return "", fmt.Errorf("part %d: want {type: \"text\", text}", i)
+			return nil, fmt.Errorf(`part %d: want {type: "text", text} or {type: "image_url", image_url: {url}}`, i)
 		}
 		typ, _ := asString(p.Get("type"))
-		text, isStr := asString(p.Get("text"))
-		if typ != "text" || !isStr {
-			return "", fmt.Errorf("part %d: only text parts are supported, got type %q", i, typ)
+		switch typ {
+		case chat.PartText:
+			text, isStr := asString(p.Get("text"))
+			if !isStr {
+				return nil, fmt.Errorf("part %d: text: want a string, got %s", i, typeName(p.Get("text")))
+			}
+			parts = append(parts, chat.Part{Type: chat.PartText, Text: text})
+		case chat.PartImage:
+			iv := p.Get("image_url")
+			url, isStr := asString(iv)
+			var detail string
+			if io, ok := iv.(*goja.Object); ok && !isStr {
+				url, isStr = asString(io.Get("url"))
+				detail, _ = asString(io.Get("detail"))
+			}
+			if !isStr || url == "" {
+				return nil, fmt.Errorf(`part %d: image_url: want {url: "data:image/png;base64,..."}, got %s`, i, typeName(iv))
+			}
+			parts = append(parts, chat.Part{Type: chat.PartImage, ImageURL: &chat.ImageURL{URL: url, Detail: detail}})
+		default:
+			return nil, fmt.Errorf("part %d: type %q: only text and image_url parts are supported", i, typ)
 		}
-		b.WriteString(text)
 	}
-	return b.String(), nil
+	return parts, nil
 }
 
 // completionJS is Yao's completion object that is also the answer: a

@@ -60,7 +60,7 @@ func (t *turn) admit(ctx context.Context, app *assistant.App) error {
 		if err := connector.CheckOptions(c.Type, caps, req.Options); err != nil {
 			return fieldError(err)
 		}
-		if err := t.checkVision(req.Messages, model, caps); err != nil {
+		if err := t.checkVision(split(req.Messages).input, model, caps); err != nil {
 			return err
 		}
 	}

@@ -22,7 +22,7 @@ import (
 func (t *turn) create(ctx context.Context, app *assistant.App) (*assistant.Assistant, error) {
 	a := t.asst
 	if t.hooks != nil && t.hooks.Has("Create") {
-		if err := t.createHook(ctx); err != nil || t.delegated {
+		if err := t.createHook(ctx, app); err != nil || t.delegated {
 			return nil, err
 		}
 	}
@@ -59,7 +59,7 @@ func (t *turn) create(ctx context.Context, app *assistant.App) (*assistant.Assis
 // turn: its messages replace the conversation (the stored history stays
 // as the request made it), its options are merged over the turn's, its
 // metadata into the request's (as in Yao), its locale is the hooks'.
-func (t *turn) createHook(ctx context.Context) error {
+func (t *turn) createHook(ctx context.Context, app *assistant.App) error {
 	start := time.Now()
 	res, err := t.hooks.Create(ctx, t.hc, t.conv.all(), t.opts)
 	t.phase(phaseHookCreate, start)
@@ -71,6 +71,10 @@ func (t *turn) createHook(ctx context.Context) error {
 		return nil
 	}
 	if res.Messages != nil {
+		// The hook's images are taken as a client's: checked, fetched.
+		if err := resolveImages(ctx, app, res.Messages, "Create hook returned messages", chat.ErrHook); err != nil {
+			return err
+		}
 		// Yao sends the messages as they are, whatever comes last.
 		replace, added := t.conv.replace, t.conv.added
 		*t.conv = split(res.Messages)

@@ -104,8 +104,13 @@ func (t *turn) execDirect(ctx context.Context, app *assistant.App, conv conversa
 	model := cmp.Or(options.Model, r.Model)
 	t.model = model
 	caps := t.capabilities(app, r, model)
-	if err := t.checkVision(conv.all(), model, caps); err != nil {
+	if err := t.checkVision(conv.input, model, caps); err != nil {
 		return execution{}, err
+	}
+	if !caps.HasVision() {
+		// Images of earlier turns, for a model that takes none (Create
+		// chose another connector), become "[image]" where they were.
+		conv.history = withoutImages(conv.history)
 	}
 	mo, err := t.modelOptions(r.Type, caps, options.ModelOptions)
 	if err != nil {
@@ -208,7 +213,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		UserID:    t.req.UserID,
 		ChatID:    t.req.ChatID,
 		System:    withDesktopHint(conv.systemPrompt(), a),
-		History:   slices.Concat(conv.examples(), conv.history),
+		History:   slices.Concat(conv.examples(), withoutImages(conv.history)),
 		Input:     input,
 		Arguments: args,
 		Sandbox:   sb,

@@ -15,19 +15,27 @@ import (
 	"github.com/agentbox/agentbox/vision"
 )
 
-// fetchImages makes every image of the request's messages a data: URL:
-// an http(s) address is fetched from a host app.jsonc's
-// images.allowed_hosts allows (vision.Fetcher), a data: URL is checked.
-// What is wrong is the client's error, naming the message and part.
+// fetchImages makes every image of the request's messages a data: URL
+// (resolveImages); what is wrong is the client's error.
 func (t *turn) fetchImages(ctx context.Context, app *assistant.App) error {
+	return resolveImages(ctx, app, t.req.Messages, "messages", chat.ErrInvalidRequest)
+}
+
+// resolveImages makes every image of msgs a data: URL, in place: an
+// http(s) address is fetched from a host app.jsonc's images.allowed_hosts
+// allows (vision.Fetcher), a data: URL is checked. An error names the
+// message and part under where ("messages"), with code for what is wrong
+// with an image (the client's, or a hook's); a host that does not answer
+// with an image is chat.ErrUpstream.
+func resolveImages(ctx context.Context, app *assistant.App, msgs []chat.Message, where string, code string) error {
 	var f *vision.Fetcher
-	for i := range t.req.Messages {
-		m := &t.req.Messages[i]
+	for i := range msgs {
+		m := &msgs[i]
 		if len(m.Images()) == 0 {
 			continue
 		}
 		if m.Role != chat.RoleUser {
-			return badRequest("messages[%d]: images go in user messages only", i)
+			return chat.Errorf(code, "%s[%d]: images go in user messages only", where, i)
 		}
 		parts := make([]chat.Part, len(m.Parts))
 		copy(parts, m.Parts)
@@ -37,29 +45,32 @@ func (t *turn) fetchImages(ctx context.Context, app *assistant.App) error {
 				continue
 			}
 			if n++; n > vision.MaxPerMessage {
-				return badRequest("messages[%d]: more than %d images in one message", i, vision.MaxPerMessage)
+				return chat.Errorf(code, "%s[%d]: more than %d images in one message", where, i, vision.MaxPerMessage)
 			}
-			where := fmt.Sprintf("messages[%d].content[%d].image_url", i, j)
+			at := fmt.Sprintf("%s[%d].content[%d].image_url", where, i, j)
 			var im vision.Image
 			var err error
-			if strings.HasPrefix(p.ImageURL.URL, "data:") {
-				im, err = vision.Parse(p.ImageURL.URL)
-			} else {
+			switch u := p.ImageURL.URL; {
+			case strings.HasPrefix(u, "data:"):
+				im, err = vision.Parse(u)
+			case strings.HasPrefix(u, "https://"), strings.HasPrefix(u, "http://"):
 				if f == nil {
 					f = &vision.Fetcher{Allowed: app.Config.Images.AllowedHosts}
 				}
-				im, err = f.Fetch(ctx, p.ImageURL.URL)
+				im, err = f.Fetch(ctx, u)
+			default:
+				err = fmt.Errorf("%w: want a data: URL (data:image/png;base64,...) or an http(s) address", vision.ErrNotImage)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				code := chat.ErrInvalidRequest
+				c := code
 				if !errors.Is(err, vision.ErrNotImage) && !errors.Is(err, vision.ErrTooLarge) && !errors.Is(err, vision.ErrHostNotAllowed) {
 					// The address was fine; its host did not answer with it.
-					code = chat.ErrUpstream
+					c = chat.ErrUpstream
 				}
-				return chat.Errorf(code, "%s: %v", where, err)
+				return chat.Errorf(c, "%s: %v", at, err)
 			}
 			parts[j].ImageURL = &chat.ImageURL{URL: im.DataURL(), Detail: p.ImageURL.Detail}
 		}
@@ -78,8 +89,9 @@ func hasImages(msgs []chat.Message) bool {
 	return false
 }
 
-// checkVision refuses images for a model that cannot take them (its
-// connector's capabilities have no vision), naming what to change.
+// checkVision refuses images of the turn's input for a model that cannot
+// take them (its connector's capabilities have no vision), naming what to
+// change.
 func (t *turn) checkVision(msgs []chat.Message, model string, caps connector.Capabilities) error {
 	if caps.HasVision() || !hasImages(msgs) {
 		return nil
@@ -144,9 +156,11 @@ func fileSize(n int) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// withoutImages is msgs as the history keeps them: the store holds text,
-// so a message's images become "[image]" where they were (a later turn's
-// model knows one was sent; the image went with its own turn only).
+// withoutImages is msgs with each message's images as "[image]" where
+// they were, in its text: the earlier turns as a CLI gets them (in its
+// prompt, or its session has them) and as a model without vision gets
+// them (it knows one was sent; Yao writes "[Image content not supported
+// by this model]" in their place).
 func withoutImages(msgs []chat.Message) []chat.Message {
 	if !hasImages(msgs) {
 		return msgs

@@ -46,7 +46,7 @@ func withImages(text string, urls ...string) []chat.Message {
 // the app does not allow, and a model without vision, are clear errors.
 func TestImagesDirect(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "A red square."}, {Text: "Still red."}}}, "")
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "A red square."}, {Text: "Still red."}, {Text: "Red, I recall."}}}, "")
 	small, served := pngBytes(t, 4, 4), pngBytes(t, 6, 3)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(served) }))
 	t.Cleanup(srv.Close)
@@ -72,11 +72,16 @@ func TestImagesDirect(t *testing.T) {
 	if string(last.Content) != want {
 		t.Errorf("content = %s\nwant %s", last.Content, want)
 	}
-	// The follow-up's history has the text and where the images were.
+	// The history keeps the images (a fetched one as its data: URL), and
+	// the follow-up sends them again, as Yao sends its history.
+	hist, err := e.p.cfg.History.History(ctx, "u1", "c1")
+	if err != nil || len(hist) != 2 || len(hist[0].Images()) != 2 || hist[0].Images()[1].URL != pngURL(served) || hist[0].Content != "What is this?" {
+		t.Fatalf("history = %+v, %v", hist, err)
+	}
 	if _, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "qa", Messages: user("And now?")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if b := string(e.llm.Requests()[1].Body); !strings.Contains(b, `"content":"What is this?\n[image]\n[image]"`) || strings.Contains(b, "base64") {
+	if b := string(e.llm.Requests()[1].Body); !strings.Contains(b, want) {
 		t.Errorf("follow-up request: %s", b)
 	}
 
@@ -102,6 +107,14 @@ func TestImagesDirect(t *testing.T) {
 	}
 	if n := len(e.llm.Requests()); n != 2 {
 		t.Errorf("the model got %d requests, want 2 (none for the refused turns)", n)
+	}
+	// A model without vision gets the earlier turns' images as "[image]";
+	// only the new message's images are refused.
+	if _, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "qa", Messages: user("Text only now")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b := string(e.llm.Requests()[2].Body); !strings.Contains(b, `"content":"What is this?\n[image]\n[image]"`) || strings.Contains(b, "base64") {
+		t.Errorf("request without vision: %s", b)
 	}
 }
 
@@ -129,5 +142,37 @@ func TestImagesSandboxed(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(dir, m[1]))
 	if err != nil || !bytes.Equal(got, img) {
 		t.Errorf("attached file: %v", err)
+	}
+}
+
+// TestImagesCreateHook: Create sees a message's images as Yao gives them
+// (content parts), and the images it returns are taken as a client's:
+// checked (a broken one is the hook's error) and passed on.
+func TestImagesCreateHook(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &scripted.Script{}, `export function Create(ctx, messages) {
+	const m = messages[messages.length - 1];
+	if (!Array.isArray(m.content) || m.content[1].type !== "image_url" || !m.content[1].image_url.url.startsWith("data:image/png;base64,")) {
+		throw new Error("content: " + JSON.stringify(m.content));
+	}
+	if (m.content[0].text === "bad") {
+		return {messages: [{role: "user", content: [{type: "text", text: "x"}, {type: "image_url", image_url: {url: "data:image/png;base64,aGVsbG8="}}]}]};
+	}
+	m.content.push({type: "image_url", image_url: {url: m.content[1].image_url.url, detail: "low"}});
+	return {messages};
+}
+`)
+	img := pngURL(pngBytes(t, 5, 5))
+	ctx := context.Background()
+	if _, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c1", AssistantID: "coder", Messages: withImages("Two of them", img)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	in := e.ex.reqs[0].Input
+	if ims := in[len(in)-1].Images(); len(ims) != 2 || ims[1].URL != img || ims[1].Detail != "low" {
+		t.Errorf("the CLI's input images: %+v", ims)
+	}
+	_, err := e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c2", AssistantID: "coder", Messages: withImages("bad", img)}, nil)
+	if ce := chat.AsError(err); err == nil || ce.Code != chat.ErrHook || !strings.Contains(ce.Message, "Create hook returned messages[0].content[1].image_url: not an image") {
+		t.Errorf("a broken image from Create: %v", err)
 	}
 }

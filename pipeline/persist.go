@@ -61,10 +61,10 @@ func (t *turn) saveHistory(ctx context.Context, failure chat.Failure) error {
 	var err error
 	if c.replace {
 		msgs := slices.Concat(c.history, c.input, []chat.Message{answer})
-		err = h.ReplaceHistory(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, withoutImages(msgs))
+		err = h.ReplaceHistory(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs)
 	} else {
 		msgs := append(append(append([]chat.Message{}, c.added...), c.input...), answer)
-		err = h.AppendMessages(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, withoutImages(msgs)...)
+		err = h.AppendMessages(ctx, t.req.UserID, t.req.ChatID, t.asst.ID, msgs...)
 	}
 	if err == nil {
 		t.checkpoint(ctx, failure.Code != "")

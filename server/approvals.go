@@ -87,7 +87,7 @@ func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request, _ string
 	}
 	aid := r.PathValue("approval")
 	var a approval.Answer
-	body, err := readBody(w, r, s.cfg.BodyLimit)
+	body, err := s.readBody(w, r)
 	if err == nil {
 		err = decodeJSON(body, &a, true)
 	}

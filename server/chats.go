@@ -133,7 +133,7 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, user string) 
 		writeError(w, s.log, err)
 		return
 	}
-	body, err := readBody(w, r, s.cfg.BodyLimit)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		writeError(w, s.log, err)
 		return
@@ -337,7 +337,7 @@ func (s *Server) switchBranch(w http.ResponseWriter, r *http.Request, user strin
 		Turn    int `json:"turn"`
 		Version int `json:"version"`
 	}
-	body, err := readBody(w, r, s.cfg.BodyLimit)
+	body, err := s.readBody(w, r)
 	if err == nil {
 		err = decodeJSON(body, &in, true)
 	}
@@ -389,7 +389,7 @@ func (s *Server) chatOf(w http.ResponseWriter, r *http.Request) (Chats, string, 
 // target reads the body of a rewind or fork.
 func (s *Server) target(w http.ResponseWriter, r *http.Request) (pipeline.Target, bool) {
 	var to pipeline.Target
-	body, err := readBody(w, r, s.cfg.BodyLimit)
+	body, err := s.readBody(w, r)
 	if err == nil {
 		err = decodeJSON(body, &to, true)
 	}

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/units"
 )
 
 // bodyReadTimeout bounds how long a client may take to send its body, so a
@@ -19,11 +21,13 @@ import (
 // streaming responses).
 const bodyReadTimeout = 30 * time.Second
 
-// readBody reads the whole request body, at most limit bytes. A body
-// must be JSON and say so (Content-Type: application/json): a web page
-// of another site can send text/plain, form or multipart bodies without
-// the browser asking this server first, never JSON.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+// readBody reads the whole request body, at most the server's body limit
+// (bodyLimit). A body must be JSON and say so (Content-Type:
+// application/json): a web page of another site can send text/plain,
+// form or multipart bodies without the browser asking this server first,
+// never JSON.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	limit, setting := s.bodyLimit()
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	defer rc.SetReadDeadline(time.Time{})
@@ -31,8 +35,13 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
+			what := "the request body"
+			if r.ContentLength > 0 {
+				what = fmt.Sprintf("the request body of %s", units.FormatBytes(r.ContentLength))
+			}
 			return nil, chat.Errorf(CodeBodyTooLarge,
-				"request body is over the limit of %d bytes", limit)
+				"%s is over the limit of %s (%d bytes); images count as base64, 4/3 of their size: send fewer or smaller images, or raise %s",
+				what, units.FormatBytes(limit), limit, setting)
 		}
 		return nil, badRequest("read request body: %v", err)
 	}
@@ -126,4 +135,17 @@ func position(b []byte, off int64) (line, col int) {
 		col = 1
 	}
 	return line, col
+}
+
+// bodyLimit is the most a request body may hold and the setting that says
+// so: Config.BodyLimit when set, else the app's limits.request_body.
+func (s *Server) bodyLimit() (int64, string) {
+	if s.cfg.BodyLimit > 0 {
+		return s.cfg.BodyLimit, "the server's body limit"
+	}
+	l := assistant.DefaultLimits()
+	if app := s.cfg.Backend.App(); app != nil {
+		l = app.Config.Limits.WithDefaults()
+	}
+	return l.RequestBody, `app.jsonc's limits.request_body (like "limits": {"request_body": "64m"})`
 }

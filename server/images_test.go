@@ -5,8 +5,11 @@ import (
 	"encoding/base64"
 	"image"
 	"image/png"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 )
 
@@ -70,5 +73,36 @@ func TestImageParts(t *testing.T) {
 	do(t, ts, "POST", "/v1/chat/completions", tokenAlice, `{"model":"qa","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`)
 	if m := fb.lastCall(t).Messages[0]; m.Content != "a\nb" || m.Parts != nil {
 		t.Errorf("text parts: %+v", m)
+	}
+}
+
+// TestImageBodyLimit: a message with images as large as a message may
+// carry fits the default body limit (app.jsonc limits.request_body); a
+// body over the app's limit is a 413 that says the limit and the setting
+// that raises it.
+func TestImageBodyLimit(t *testing.T) {
+	t.Parallel()
+	fb := newFake(t)
+	ts := startServer(t, fb, nil)
+	// Noise does not compress: a PNG of vision.MaxBytes' order.
+	side := 1600
+	im := image.NewRGBA(image.Rect(0, 0, side, side))
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(im.Pix)
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, im); err != nil {
+		t.Fatal(err)
+	}
+	big := "data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes())
+	body := `{"model":"qa","messages":[{"role":"user","content":[{"type":"text","text":"two"},` +
+		`{"type":"image_url","image_url":{"url":"` + big + `"}},{"type":"image_url","image_url":{"url":"` + big + `"}}]}]}`
+	if resp, out := do(t, ts, "POST", "/v1/chat/completions", tokenAlice, body); resp.StatusCode != 200 {
+		t.Fatalf("two images of %d bytes: %d %.300s", buf.Len(), resp.StatusCode, out)
+	}
+
+	fb.app.Config.Limits = assistant.Limits{RequestBody: 1 << 20}
+	resp, out := do(t, ts, "POST", "/v1/chat/completions", tokenAlice, body)
+	want := `is over the limit of 1.0 MB (1048576 bytes); images count as base64, 4/3 of their size: send fewer or smaller images, or raise app.jsonc's limits.request_body`
+	if resp.StatusCode != 413 || !strings.Contains(string(out), want) || !strings.Contains(string(out), `"code":"body_too_large"`) {
+		t.Errorf("over the app's limit: %d %.400s, want 413 with %q", resp.StatusCode, out, want)
 	}
 }

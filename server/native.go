@@ -99,7 +99,7 @@ func (s *Server) nativeChat(w http.ResponseWriter, r *http.Request, user string)
 		writeError(w, s.log, err)
 		return
 	}
-	body, err := readBody(w, r, s.cfg.BodyLimit)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		writeError(w, s.log, err)
 		return

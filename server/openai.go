@@ -140,7 +140,7 @@ func toOpenAIUsage(u chat.Usage) *openAIUsage {
 // tools a sandboxed agent ran itself are not part of this API and reach
 // native and Responses API clients only.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, user string) {
-	body, err := readBody(w, r, s.cfg.BodyLimit)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		writeError(w, s.log, err)
 		return

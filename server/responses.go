@@ -372,7 +372,7 @@ func cmpOr(a, b string) string {
 
 // responses is POST /v1/responses.
 func (s *Server) responsesCreate(w http.ResponseWriter, r *http.Request, user string) {
-	body, err := readBody(w, r, s.cfg.BodyLimit)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		writeError(w, s.log, err)
 		return

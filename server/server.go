@@ -53,7 +53,6 @@ type Backend interface {
 // Defaults of Config.
 const (
 	DefaultAddr         = assistant.DefaultListen
-	DefaultBodyLimit    = 1 << 20
 	DefaultDrainTimeout = 30 * time.Second
 )
 
@@ -91,7 +90,9 @@ type Config struct {
 	// and open WebSockets; they get CORS answers. Others are refused
 	// (browsers tell them by Sec-Fetch-Site and Origin).
 	AllowedOrigins []string
-	// BodyLimit caps request bodies in bytes (default DefaultBodyLimit).
+	// BodyLimit caps request bodies in bytes; 0: the app's
+	// limits.request_body (app.jsonc), read per request, so a reload
+	// changes it.
 	BodyLimit int64
 	// DrainTimeout bounds how long a shutdown waits for running requests
 	// before it cancels them (default DefaultDrainTimeout; Abort ends the
@@ -171,9 +172,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = DefaultAddr
-	}
-	if cfg.BodyLimit <= 0 {
-		cfg.BodyLimit = DefaultBodyLimit
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout

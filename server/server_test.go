@@ -261,7 +261,7 @@ func TestCompletionRequestErrors(t *testing.T) {
 		status int
 		want   string
 	}{
-		{"too large", big, nil, 413, "over the limit of 4096 bytes"},
+		{"too large", big, nil, 413, "over the limit of 4.0 KB (4096 bytes); images count as base64, 4/3 of their size: send fewer or smaller images, or raise the server's body limit"},
 		{"syntax", "{\n  \"model\": \"qa\",\n  \"messages\": [}\n", nil, 400, "invalid JSON at line 3, column 16"},
 		{"truncated", `{"model":"qa"`, nil, 400, "unexpected end of input"},
 		{"empty body", ``, nil, 400, "request body is empty"},

@@ -162,7 +162,7 @@ func (s *Server) proposalAction(w http.ResponseWriter, r *http.Request, user str
 	}
 	var body []byte
 	if r.Method == http.MethodPost {
-		if body, err = readBody(w, r, s.cfg.BodyLimit); err != nil {
+		if body, err = s.readBody(w, r); err != nil {
 			writeError(w, s.log, err)
 			return
 		}

@@ -65,8 +65,8 @@ func (s *Store) history(ctx context.Context, user, chatID string, n int) ([]chat
 	msgs := []chat.Message{}
 	for rows.Next() {
 		var m chat.Message
-		var calls, failure string
-		if err := rows.Scan(&m.Role, &m.Content, &m.Name, &m.ToolCallID, &calls, &failure); err != nil {
+		var calls, failure, parts string
+		if err := rows.Scan(&m.Role, &m.Content, &m.Name, &m.ToolCallID, &calls, &failure, &parts); err != nil {
 			return nil, fmt.Errorf("history: %w", err)
 		}
 		if calls != "" {
@@ -77,6 +77,11 @@ func (s *Store) history(ctx context.Context, user, chatID string, n int) ([]chat
 		if failure != "" {
 			if err := json.Unmarshal([]byte(failure), &m.Failure); err != nil {
 				return nil, fmt.Errorf("history: error of a %s message: %w", m.Role, err)
+			}
+		}
+		if parts != "" {
+			if err := json.Unmarshal([]byte(parts), &m.Parts); err != nil {
+				return nil, fmt.Errorf("history: content parts of a %s message: %w", m.Role, err)
 			}
 		}
 		msgs = append(msgs, m)
@@ -244,15 +249,15 @@ func scanChat(r scanner) (ChatInfo, error) {
 const insertRows = 256
 
 // insertMessages stores msgs as the chat's messages last+1, last+2, ...,
-// a few hundred per statement. A message's tool calls are kept as JSON
-// ("" for none).
+// a few hundred per statement. A message's tool calls, error and content
+// parts are kept as JSON ("" for none).
 func (s *Store) insertMessages(ctx context.Context, tx *sql.Tx, user, chatID string, last, now int64, msgs []chat.Message) error {
-	const cols = 10
+	const cols = 11
 	for len(msgs) > 0 {
 		n := min(len(msgs), insertRows)
 		args := make([]any, 0, n*cols)
 		for i, m := range msgs[:n] {
-			calls, failure := "", ""
+			calls, failure, parts := "", "", ""
 			if len(m.ToolCalls) > 0 {
 				b, err := json.Marshal(m.ToolCalls)
 				if err != nil {
@@ -267,10 +272,17 @@ func (s *Store) insertMessages(ctx context.Context, tx *sql.Tx, user, chatID str
 				}
 				failure = string(b)
 			}
+			if len(m.Parts) > 0 {
+				b, err := json.Marshal(m.Parts)
+				if err != nil {
+					return fmt.Errorf("content parts of message %d: %w", i, err)
+				}
+				parts = string(b)
+			}
 			last++
-			args = append(args, user, chatID, last, m.Role, s.be.blob(m.Content), m.Name, m.ToolCallID, calls, failure, now)
+			args = append(args, user, chatID, last, m.Role, s.be.blob(m.Content), m.Name, m.ToolCallID, calls, failure, parts, now)
 		}
-		q := `INSERT INTO messages (user_id, chat_id, seq, role, content, name, tool_call_id, tool_calls, error, created_at) VALUES ` + values(n, cols)
+		q := `INSERT INTO messages (user_id, chat_id, seq, role, content, name, tool_call_id, tool_calls, error, parts, created_at) VALUES ` + values(n, cols)
 		if _, err := tx.ExecContext(ctx, rebind(s.drv, q), args...); err != nil {
 			return err
 		}
@@ -302,6 +314,9 @@ func checkWrite(user, chatID, assistantID string, msgs []chat.Message) error {
 		if len(m.Content) > MaxMessageBytes {
 			return fmt.Errorf("%w: message %d is %d bytes long (at most %d)", ErrInvalid, i, len(m.Content), MaxMessageBytes)
 		}
+		if n := partsBytes(m.Parts); n > MaxPartsBytes {
+			return fmt.Errorf("%w: message %d's content parts are %d bytes long (at most %d)", ErrInvalid, i, n, MaxPartsBytes)
+		}
 		if err := checkText(fmt.Sprintf("message %d's name", i), m.Name, MaxIDLen); err != nil {
 			return err
 		}
@@ -310,6 +325,19 @@ func checkWrite(user, chatID, assistantID string, msgs []chat.Message) error {
 		}
 	}
 	return nil
+}
+
+// partsBytes is about the size of parts as stored: their text and
+// image addresses.
+func partsBytes(parts []chat.Part) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p.Text)
+		if p.ImageURL != nil {
+			n += len(p.ImageURL.URL)
+		}
+	}
+	return n
 }
 
 // title derives a chat title from the first user message of msgs.

@@ -53,6 +53,10 @@ const (
 	MaxValueBytes = 1 << 20
 	// MaxMessageBytes bounds one chat message's content.
 	MaxMessageBytes = 8 << 20
+	// MaxPartsBytes bounds one message's content parts: its images as
+	// data: URLs, which came in one request body (app.jsonc
+	// limits.request_body), below SQLite's longest value.
+	MaxPartsBytes = 512 << 20
 )
 
 // Errors returned by the store. Match them with errors.Is.

@@ -108,7 +108,10 @@ export interface ChatInfo {
 
 export interface Message {
   role: string;
+  /** The text (of a message with images: its text parts, joined). */
   content: string;
+  /** parts is the content of a message with images, in order. */
+  parts?: ContentPart[];
   /** error says why an answer is missing or cut short: its turn failed
    * or was stopped. */
   error?: { code: string; message: string };

@@ -427,7 +427,7 @@ function UserMessage({
   }
   return (
     <div class="user-turn">
-      <div class="msg user">{m.content}</div>
+      <UserBubble text={m.content} images={imagesOf(m)} />
       {turn > 0 && (
         <div class="user-actions" role="group" aria-label={`Message ${turn}`}>
           {n > 1 && (
@@ -450,6 +450,27 @@ function UserMessage({
           )}
         </div>
       )}
+    </div>
+  );
+}
+
+/** imagesOf is a stored message's images (data: URLs), in order. */
+function imagesOf(m: api.Message): string[] {
+  return (m.parts ?? []).flatMap((p) => (p.type === "image_url" ? [p.image_url.url] : []));
+}
+
+/** UserBubble is a user's message: its images, then its text. */
+function UserBubble({ text, images }: { text: string; images: string[] }) {
+  return (
+    <div class="msg user">
+      {images.length > 0 && (
+        <div class="images">
+          {images.map((src, i) => (
+            <img key={i} src={src} alt={`Attached image ${i + 1}`} />
+          ))}
+        </div>
+      )}
+      {text}
     </div>
   );
 }
@@ -540,18 +561,7 @@ function TurnView({ turn, command }: { turn: Turn; command?: string }) {
   const errored = turn.msgs.some((m) => m.type === "error" && m.props.code !== "canceled");
   return (
     <section class="turn" aria-busy={turn.running}>
-      {(turn.prompt !== undefined || turn.images?.length) && (
-        <div class="msg user">
-          {turn.images && turn.images.length > 0 && (
-            <div class="images">
-              {turn.images.map((src, i) => (
-                <img key={i} src={src} alt={`Attached image ${i + 1}`} />
-              ))}
-            </div>
-          )}
-          {turn.prompt || (turn.images?.length ? "" : "…")}
-        </div>
-      )}
+      {(turn.prompt !== undefined || turn.images?.length) && <UserBubble text={turn.prompt || (turn.images?.length ? "" : "…")} images={turn.images ?? []} />}
       {turn.msgs.map((m) => {
         if (m.type === "tool_result" && shown.has(String(m.props.tool_call_id))) return null;
         const view = <MsgView key={m.id} m={m} result={m.type === "tool_call" ? results.get(String(m.props.id)) : undefined} />;
