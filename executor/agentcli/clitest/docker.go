@@ -81,7 +81,7 @@ func (d *Docker) open(ctx context.Context, chatID string) (sb sandbox.Sandbox, s
 		Dir: d.dir, Binary: d.bin, UserID: "alice", ChatID: chatID, Tools: d.tools,
 		Upstream:     executor.Connection{Type: d.typ, Host: d.srv.URL, Key: RealKey, Model: "test-model"},
 		UpstreamAuth: map[bool]string{true: bridge.AuthBearer, false: bridge.AuthAPIKey}[d.typ == "openai"],
-		Deadline:     time.Now().Add(5 * time.Minute),
+		Deadline:     time.Now().Add(30 * time.Minute),
 	})
 	if err != nil {
 		release()
