@@ -30,6 +30,7 @@ type rawApp struct {
 	Listen         string             `json:"listen"`
 	AllowedHosts   []string           `json:"allowed_hosts"`
 	AllowedOrigins []string           `json:"allowed_origins"`
+	PreviewDomain  string             `json:"preview_domain"`
 	Auth           AuthConfig         `json:"auth"`
 	Sandbox        rawSandboxDefaults `json:"sandbox"`
 	Cleanup        rawCleanup         `json:"cleanup"`
@@ -123,6 +124,17 @@ func (l *loader) loadConfig() *AppConfig {
 			d.errPath(fmt.Sprintf("images.allowed_hosts[%d]", i), "images.allowed_hosts[%d]: %v", i, err)
 		} else {
 			cfg.Images.AllowedHosts = append(cfg.Images.AllowedHosts, n)
+		}
+	}
+	if d.has("preview_domain") {
+		h := strings.ToLower(strings.TrimSpace(raw.PreviewDomain))
+		if host, _, err := net.SplitHostPort(h); err == nil {
+			h = host
+		}
+		if h == "" || strings.ContainsAny(h, "/*@ :") || strings.HasPrefix(h, ".") || !strings.Contains(h, ".") {
+			d.errPath("preview_domain", "preview_domain: want a host name whose subdomains all point at this server (\"preview.localhost\", \"previews.example.com\"), got %q", raw.PreviewDomain)
+		} else {
+			cfg.PreviewDomain = strings.TrimSpace(raw.PreviewDomain)
 		}
 	}
 	seen := map[string]int{}

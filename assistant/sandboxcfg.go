@@ -165,6 +165,12 @@ func parseV1(d *doc, p string, r *rawSandbox, cfg *AppConfig) *Sandbox {
 	}
 	s.Desktop = parseDesktop(d, p+"desktop", r.Desktop)
 	applyDesktop(d, s, p+"image", r.Image, d.has(p+"keep_alive"))
+	var notApplied []string
+	s.Ports = parsePorts(d, p+"ports", r.Ports, nil, &notApplied)
+	s.Ports = parsePorts(d, p+"services", r.Services, s.Ports, &notApplied)
+	if len(notApplied) > 0 {
+		d.warnAt(d.keyOffset(strings.TrimSuffix(p, ".")), "sandbox settings loaded but not applied: %s", strings.Join(notApplied, "; "))
+	}
 	return s
 }
 

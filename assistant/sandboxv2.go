@@ -42,6 +42,10 @@ type rawSandbox struct {
 	Secrets map[string]any `json:"secrets"`
 	// Desktop (agentbox's; Yao v2's is computer.vnc) applies to both forms.
 	Desktop any `json:"desktop"`
+	// Both forms: the ports the sandbox serves as previews (agentbox's
+	// ports, v1; Yao's services {name, port}, both).
+	Ports    []any `json:"ports"`
+	Services []any `json:"services"`
 	// v2 (Y agent/sandbox/v2/types/config.go).
 	Computer    *rawComputer      `json:"computer"`
 	Runner      *rawRunner        `json:"runner"`
@@ -55,7 +59,7 @@ type rawSandbox struct {
 }
 
 var (
-	v1Fields = []string{"command", "image", "runtime", "max_memory", "max_disk", "max_cpu", "timeout", "keep_alive", "arguments"}
+	v1Fields = []string{"command", "image", "runtime", "max_memory", "max_disk", "max_cpu", "timeout", "keep_alive", "arguments", "ports"}
 	v2Fields = []string{"computer", "runner", "lifecycle", "idle_timeout", "max_lifetime", "stop_timeout", "prepare", "environment", "filter"}
 )
 
@@ -250,9 +254,7 @@ func (l *loader) parseV2(d *doc, p string, r *rawSandbox, a *Assistant, app *App
 		if c.VNC != nil {
 			s.Desktop = parseDesktop(d, cp+".vnc", c.VNC)
 		}
-		if len(c.Ports) > 0 {
-			notApplied = append(notApplied, "computer.ports")
-		}
+		s.Ports = parsePorts(d, cp+".ports", c.Ports, s.Ports, &notApplied)
 	} else {
 		s.Image = sandboxImage(d, p+"computer.image", "", s.Command, app.Config)
 	}
@@ -295,6 +297,7 @@ func (l *loader) parseV2(d *doc, p string, r *rawSandbox, a *Assistant, app *App
 		written = r.Computer.Image
 	}
 	applyDesktop(d, s, p+"computer.image", written, false)
+	s.Ports = parsePorts(d, p+"services", r.Services, s.Ports, &notApplied)
 	if len(notApplied) > 0 {
 		d.warnAt(d.keyOffset(strings.TrimSuffix(p, ".")), "sandbox settings loaded but not applied: %s", strings.Join(notApplied, "; "))
 	}

@@ -85,6 +85,11 @@ type AppConfig struct {
 	// pages may send state-changing requests and open terminals, with
 	// CORS ("https://app.example.com"; CheckAllowedOrigin).
 	AllowedOrigins []string `json:"allowed_origins,omitempty"`
+	// PreviewDomain is the parent of the preview hosts of sandbox ports,
+	// "<token>.<PreviewDomain>[:port]" (default preview.localhost, which
+	// browsers resolve to loopback): a wildcard name pointed at this
+	// server, never the API's own host (package preview).
+	PreviewDomain string `json:"preview_domain,omitempty"`
 	// Auth maps bearer tokens to user ids. Token values may be $ENV.NAME.
 	Auth AuthConfig `json:"auth,omitempty"`
 	// Sandbox holds defaults for sandboxed assistants.
@@ -396,6 +401,10 @@ type Sandbox struct {
 	// Desktop, when set, gives the sandbox a live desktop (sandbox.desktop,
 	// Yao v2's computer.vnc).
 	Desktop *Desktop
+	// Ports are the ports the sandbox may serve to the chat's user as
+	// previews (sandbox.ports, computer.ports, services): each that
+	// listens gets a preview URL while the sandbox lives (package preview).
+	Ports []Port
 	// File is the file the sandbox was defined in, relative to the app
 	// root (package.yao or sandbox.yao).
 	File string

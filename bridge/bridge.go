@@ -21,6 +21,9 @@
 //   - egress.sock (with an egress policy): the sandbox's HTTP(S) proxy to
 //     other hosts, within the policy, with secrets the sandbox holds only as
 //     placeholders (egress.go, package bridge/egress).
+//   - ports.sock (Options.Ports): the port relay, which carries the host's
+//     connections to the sandbox's declared ports the other way round
+//     (the sandbox dials out, the host uses its connections; ports.go).
 //   - mcp.sock (Options.RemoteMCP): the remote MCP servers of the
 //     assistant, reached by the host with their credentials; the CLI
 //     starts `agentbox bridge mcp --server NAME` for each (remote.go).
@@ -169,6 +172,10 @@ type Options struct {
 	// RemoteMCP gives the sandbox the remote MCP relay: the host reaches
 	// the remote MCP servers set with SetRemoteMCP for it (remote.go).
 	RemoteMCP bool
+	// Ports are the sandbox ports the host may connect to through the
+	// port relay (ports.go): the assistant's declared preview ports. None:
+	// no relay.
+	Ports []int
 	// Gateway, when set, carries the sandbox's connections over the
 	// network (mutual TLS and the session's token) instead of Unix
 	// sockets: for sandboxes that share no file system with the server
@@ -202,6 +209,7 @@ type Session struct {
 	model  *modelServer  // nil without upstream
 	egress *egressServer // nil without Options.Egress
 	remote *remoteServer // nil without Options.RemoteMCP
+	ports  *PortRelay    // nil without Options.Ports
 
 	gwID  string       // the session's id on Options.Gateway
 	creds *Credentials // what the sandbox needs to reach it
@@ -320,6 +328,14 @@ func Start(ctx context.Context, opts Options) (s *Session, err error) {
 		s.remote = newRemoteServer(s, ln)
 		s.wg.Go(s.remote.serve)
 	}
+	if len(opts.Ports) > 0 {
+		ln, err := s.listen(channelPorts)
+		if err != nil {
+			return nil, err
+		}
+		s.ports = newPortRelay(sctx, ln, opts.Ports)
+		s.wg.Go(s.ports.serve)
+	}
 	return s, nil
 }
 
@@ -427,6 +443,9 @@ func (s *Session) Mounts() []sandbox.Mount {
 	}
 	if s.remote != nil {
 		m = append(m, sandbox.Mount{Source: filepath.Join(s.dir, "mcp.sock"), Target: GuestRemoteMCPSocket, Writable: true})
+	}
+	if s.ports != nil {
+		m = append(m, sandbox.Mount{Source: filepath.Join(s.dir, channelPorts), Target: GuestPortsSocket, Writable: true})
 	}
 	return append(m, s.egressMounts()...)
 }
@@ -586,6 +605,9 @@ func (s *Session) Close(ctx context.Context) error {
 		}
 		if s.remote != nil {
 			errs = append(errs, s.remote.close())
+		}
+		if s.ports != nil {
+			errs = append(errs, s.ports.close())
 		}
 		errs = append(errs, s.closeEgress(ctx))
 		done := make(chan struct{})

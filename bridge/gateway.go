@@ -443,6 +443,9 @@ func (s *Session) register(tools, model bool) error {
 	if s.opts.RemoteMCP {
 		channels = append(channels, channelRemoteMCP)
 	}
+	if len(s.opts.Ports) > 0 {
+		channels = append(channels, channelPorts)
+	}
 	notAfter := time.Now().Add(caLifetime)
 	if !s.opts.Deadline.IsZero() {
 		notAfter = s.opts.Deadline.Add(caGrace)

@@ -209,8 +209,22 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	}
 	live := &liveSandbox{sb: sb, bridge: t.bridge, user: t.req.UserID, chat: t.req.ChatID}
 	p.track(live)
+	endPreviews, err := t.openPreviews(ctx, a, sb, t.bridge, t.cur)
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		if rerr := sb.Remove(rctx); rerr == nil {
+			p.untrack(live)
+		}
+		cancel()
+		release()
+		if t.keep {
+			releaseSlot()
+		}
+		return nil, nil, err
+	}
 	t.watchDisk(ctx, sb)
 	remove := func() {
+		endPreviews()
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 		defer cancel()

@@ -147,6 +147,7 @@ func (t *turn) startBridge(ctx context.Context, runtime string, app *assistant.A
 		// The connections of a kept chat's sandbox outlive this turn; the
 		// bound is the app's at the sandbox's start.
 		Connections: limits(app).ModelProxy.Connections,
+		Ports:       t.p.previewPorts(a),
 	}
 	opts.OnRefuse = func(r bridge.Refusal) { at().modelRefused(r) }
 	if t.keep {

@@ -24,6 +24,7 @@ import (
 	"github.com/agentbox/agentbox/checkpoint"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/jsapi"
+	"github.com/agentbox/agentbox/preview"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/store"
 )
@@ -92,6 +93,10 @@ type Config struct {
 	// hold no real key. Nil: sandboxes reach the model API themselves
 	// (network "host") and get the connector's key.
 	Bridge *BridgeConfig
+	// Previews serves the ports assistants declare to their chats' users
+	// (nil: no previews; declared ports are not relayed). It needs Bridge:
+	// the bridge's port relay carries the traffic.
+	Previews *preview.Manager
 	// Hooks compiles and caches the assistants' hooks; nil means a cache
 	// of the Pipeline's own.
 	Hooks *HookCache

@@ -252,6 +252,7 @@ func (s *Server) chatRoutes(mux *http.ServeMux, handle func(method, path string,
 	handle("GET", "/api/chats/{chat}/events", s.chatEvents, false)
 	handle("GET", "/api/chats/{chat}/terminal", s.terminal, false)
 	s.approvalRoutes(mux)
+	handle("GET", "/api/chats/{chat}/ports", s.chatPorts, false)
 }
 
 // methodHandler is one method of a path with several.

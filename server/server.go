@@ -30,6 +30,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/pipeline"
+	"github.com/agentbox/agentbox/preview"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/web"
 )
@@ -131,6 +132,10 @@ type Config struct {
 	// Tests runs the app's assistant tests for the web app (nil: the test
 	// routes answer 404).
 	Tests TestRunner
+	// Previews serves the previews of sandbox ports on their own hosts
+	// (before every other route and check) and lists a chat's in GET
+	// /api/chats/{chat}/ports (nil: no previews; the list is empty).
+	Previews *preview.Manager
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -306,7 +311,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, notFound("no route for %s %s", r.Method, r.URL.Path))
 	})
-	return s.logged(s.guarded(mux))
+	return s.logged(s.previews(s.guarded(mux)))
 }
 
 func methodNotAllowed(allow string) http.Handler {

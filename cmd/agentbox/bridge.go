@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/agentbox/agentbox/bridge"
@@ -38,6 +39,9 @@ subcommands:
          points HTTP(S)_PROXY at it, trusts the CA and sets the variables
   proxy  --socket PATH [--listen 127.0.0.1:PORT]
          serve the model proxy only, until interrupted
+  ports  --socket PATH --ports PORT,...
+         relay the host's preview connections to these loopback ports
+         and report which of them listen, until the host's socket closes
 `
 
 func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -63,6 +67,8 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	switch sub {
 	case "mcp-filter":
 		return runMCPFilter(ctx, fs, args, stdout, stderr)
+	case "ports":
+		return runBridgePorts(ctx, fs, args, stderr)
 	case "mcp":
 		*socket = bridge.GuestToolsSocket
 		server = fs.String("server", "", "the remote MCP server to relay to (its socket is the remote MCP socket)")
@@ -149,6 +155,37 @@ func runBridgeProxy(ctx context.Context, socket, listen string, stderr io.Writer
 	fmt.Fprintf(stderr, "agentbox bridge proxy: listening on http://%s\n", ln.Addr())
 	if err := bridge.GuestProxy(ctx, ln, socket); err != nil {
 		fmt.Fprintf(stderr, "agentbox bridge proxy: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// runBridgePorts is `agentbox bridge ports`.
+func runBridgePorts(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer) int {
+	socket := fs.Lookup("socket").Value
+	_ = socket.Set(bridge.GuestPortsSocket)
+	list := fs.String("ports", "", "comma-separated loopback ports to relay")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var ports []int
+	for f := range strings.SplitSeq(*list, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || p < 1 || p > 65535 {
+			fmt.Fprintf(stderr, "agentbox bridge ports: --ports: want ports 1-65535 separated by commas, got %q\n", *list)
+			return 2
+		}
+		ports = append(ports, p)
+	}
+	if fs.NArg() > 0 || socket.String() == "" {
+		fmt.Fprintf(stderr, "agentbox bridge ports: want --socket PATH --ports PORT,... and no arguments\n")
+		return 2
+	}
+	if err := bridge.GuestPorts(ctx, socket.String(), ports); err != nil {
+		fmt.Fprintf(stderr, "agentbox bridge ports: %v\n", err)
 		return 1
 	}
 	return 0

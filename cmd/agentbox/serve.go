@@ -31,6 +31,7 @@ import (
 	"github.com/agentbox/agentbox/checkpoint"
 	"github.com/agentbox/agentbox/internal/telemetry"
 	"github.com/agentbox/agentbox/pipeline"
+	"github.com/agentbox/agentbox/preview"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
 	"github.com/agentbox/agentbox/sandbox/kubernetes"
@@ -112,7 +113,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		var srv *server.Server
 		srv, err = server.New(server.Config{Backend: env.Pipeline, Chats: env.Pipeline, Tokens: tokens, Teams: teams, Addr: listen, Logger: logger,
 			AllowedHosts: app.Config.AllowedHosts, AllowedOrigins: app.Config.AllowedOrigins,
-			DrainTimeout: drainTimeout, Metrics: reg, MetricsToken: metricsToken, Responses: env.Store, Tests: tests})
+			DrainTimeout: drainTimeout, Metrics: reg, MetricsToken: metricsToken, Responses: env.Store, Tests: tests,
+			Previews: env.Previews})
 		var ln net.Listener
 		if err == nil {
 			ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
@@ -283,6 +285,8 @@ type appEnv struct {
 	// Store is the SQLite store under the data root (history, memory,
 	// usage, stored responses).
 	Store *store.Store
+	// Previews serves the sandboxes' declared ports (package preview).
+	Previews *preview.Manager
 	// Unavailable says, by assistant id, why an assistant of the app as
 	// loaded will fail until something changes (serve; run and shell fail
 	// to open instead): its sandbox runtime or CLI is missing.
@@ -456,7 +460,11 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		opts.Logger.Warn("assistant will fail until this is fixed", "assistant", id, "err", err)
 		env.Unavailable[id] = err.Error()
 	}
+	if env.Previews, err = preview.New(preview.Config{Domain: app.Config.PreviewDomain}); err != nil {
+		return nil, err
+	}
 	p, err := pipeline.New(pipeline.Config{
+		Previews:       env.Previews,
 		Metrics:        metrics,
 		Breakers:       breakers,
 		App:            src,
