@@ -243,7 +243,8 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	}
 	if t.keep {
 		c := &keptChat{key: keptKey(t.req.UserID, t.req.ChatID), user: t.req.UserID, chat: t.req.ChatID, assistant: a,
-			sb: sb, bridge: t.bridge, hookCtx: t.hookCtx, cur: t.cur, memory: spec.MemoryBytes, keepAlive: a.Sandbox.KeepAlive}
+			sb: sb, bridge: t.bridge, hookCtx: t.hookCtx, cur: t.cur, memory: spec.MemoryBytes, keepAlive: a.Sandbox.KeepAlive,
+			serves: t.bridge != nil && t.bridge.Ports() != nil}
 		var once sync.Once
 		c.remove = func() { once.Do(remove) }
 		p.kept.admit(c)

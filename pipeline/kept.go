@@ -51,6 +51,9 @@ type keptChat struct {
 	// freezeTimer freezes it once idle for keptChats.freezeAfter (nil:
 	// its sandbox cannot be frozen).
 	freezeTimer *time.Timer
+	// serves is set when its sandbox serves previews of its ports: it is
+	// never frozen, as its servers must answer between turns.
+	serves bool
 	// freezeMu orders a freeze and the thaw of the turn that takes it;
 	// frozen is whether its sandbox is frozen now (freezeMu).
 	freezeMu sync.Mutex
@@ -236,7 +239,7 @@ func (k *keptChats) put(c *keptChat) {
 	k.byKey[c.key] = c
 	c.timer = time.AfterFunc(c.keepAlive, func() { k.expire(c) })
 	c.freezeTimer = nil
-	if _, ok := c.sb.(sandbox.Freezer); ok && k.freezeAfter > 0 && k.freezeAfter < c.keepAlive {
+	if _, ok := c.sb.(sandbox.Freezer); ok && !c.serves && k.freezeAfter > 0 && k.freezeAfter < c.keepAlive {
 		c.freezeTimer = time.AfterFunc(k.freezeAfter, func() { k.freeze(c) })
 	}
 	k.mu.Unlock()

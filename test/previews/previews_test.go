@@ -262,6 +262,13 @@ func TestPreviewsOfAKeptChat(t *testing.T) {
 		t.Errorf("a made-up preview: %d, want 404", code)
 	}
 
+	// Between turns: an idle kept chat is frozen after 5 s, unless it
+	// serves previews, which must answer while its user looks at them.
+	time.Sleep(7 * time.Second)
+	if code, body := get(t, b, origin+"/"); code != http.StatusOK || !strings.Contains(body, "preview-ok-4711") {
+		t.Fatalf("between turns: %d %q", code, body)
+	}
+
 	// A later turn: the server is still there, the URL still serves.
 	if r := srv.Chat(ctx, alice, "web", chatID, "Is it still up?"); r.Err != nil || r.Status != http.StatusOK {
 		t.Fatalf("second turn: %d %v %s", r.Status, r.Err, r.Body)
