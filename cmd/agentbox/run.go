@@ -128,7 +128,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		UserID: *user, ChatID: *chatID, AssistantID: assistantID,
 		Messages: []chat.Message{{Role: chat.RoleUser, Content: prompt}},
 	}
-	_, err = env.Pipeline.Chat(ctx, req, r.Event)
+	asker := newRunAsker(env.Pipeline, *user, *chatID, runStdin, stderr, spin)
+	_, err = env.Pipeline.Chat(ctx, req, func(e chat.Event) {
+		r.Event(e)
+		asker.event(e)
+	})
 	spin.Stop()
 	r.Finish()
 	if werr := out.Err(); werr != nil {
