@@ -30,15 +30,7 @@ func TestPoolClaim(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = pooled.Remove(context.Background()) })
 
-	wss, err := sandbox.NewWorkspaces(t.TempDir(), 1000, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, release, err := wss.Acquire(ctx, "u1", "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release)
+	ws := chatWorkspace(t)
 	if err := ws.WriteFile(ctx, "hello.txt", []byte("from the chat\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -119,15 +111,7 @@ func TestPoolRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pooled.Remove(context.Background()) })
-	wss, err := sandbox.NewWorkspaces(t.TempDir(), 1000, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, release, err := wss.Acquire(ctx, "u1", "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release)
+	ws := chatWorkspace(t)
 	_, err = pooled.Claim(ctx, sandbox.Spec{UserID: "u1", ChatID: "c1", Workspace: ws,
 		Mounts: []sandbox.Mount{{Source: t.TempDir(), Target: "/opt/other"}}})
 	if !errors.Is(err, sandbox.ErrNotPoolable) {
@@ -136,6 +120,21 @@ func TestPoolRefuses(t *testing.T) {
 	if err := pooled.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// chatWorkspace is a fresh workspace of chat c1, acquired for the test.
+func chatWorkspace(t *testing.T) *sandbox.Workspace {
+	t.Helper()
+	wss, err := sandbox.NewWorkspaces(t.TempDir(), 1000, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, release, err := wss.Acquire(context.Background(), "u1", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return ws
 }
 
 // newRuntimeIn is newRuntime with a pool folder of the test's own.
