@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -100,11 +99,7 @@ func (c *call) agentObject() *goja.Object {
 			reqs := make([]agentReq, len(elems))
 			for i, eo := range elems {
 				at := fmt.Sprintf("%s: requests[%d]", fn, i)
-				for _, k := range eo.Keys() {
-					if !slices.Contains(agentRequestKeys, k) {
-						c.throw(argErr("%s: unknown field %q (want %s)", at, k, strings.Join(agentRequestKeys, ", ")), "")
-					}
-				}
+				c.knownKeys(at, eo, agentRequestKeys)
 				id, ok := asString(eo.Get("agent"))
 				if !ok || id == "" {
 					c.throw(argErr("%s.agent: want an assistant id, got %s", at, typeName(eo.Get("agent"))), "")

@@ -3,6 +3,8 @@ package jsapi
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/dop251/goja"
 
@@ -175,4 +177,13 @@ func (c *call) requestArray(fn string, v goja.Value, shape string) []*goja.Objec
 		out[i] = e.(*goja.Object)
 	}
 	return out
+}
+
+// knownKeys throws for a field of o not in keys.
+func (c *call) knownKeys(at string, o *goja.Object, keys []string) {
+	for _, k := range o.Keys() {
+		if !slices.Contains(keys, k) {
+			c.throw(argErr("%s: unknown field %q (want %s)", at, k, strings.Join(keys, ", ")), "")
+		}
+	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/dop251/goja"
 
@@ -83,11 +81,7 @@ func (c *call) llmObject() *goja.Object {
 			reqs := make([]llmReq, len(elems))
 			for i, eo := range elems {
 				at := fmt.Sprintf("%s: requests[%d]", fn, i)
-				for _, k := range eo.Keys() {
-					if !slices.Contains(llmRequestKeys, k) {
-						c.throw(argErr("%s: unknown field %q (want %s)", at, k, strings.Join(llmRequestKeys, ", ")), "")
-					}
-				}
+				c.knownKeys(at, eo, llmRequestKeys)
 				id, ok := asString(eo.Get("connector"))
 				if !ok || id == "" {
 					c.throw(argErr("%s.connector: want a connector id, got %s", at, typeName(eo.Get("connector"))), "")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -240,13 +239,4 @@ func (c *call) objectArg(fn, what string, v goja.Value) map[string]any {
 		c.throw(argErr("%s: %s: want an object, got %s", fn, what, typeName(v)), "")
 	}
 	return m
-}
-
-// knownKeys throws for a field of o not in keys.
-func (c *call) knownKeys(at string, o *goja.Object, keys []string) {
-	for _, k := range o.Keys() {
-		if !slices.Contains(keys, k) {
-			c.throw(argErr("%s: unknown field %q (want %s)", at, k, strings.Join(keys, ", ")), "")
-		}
-	}
 }
