@@ -29,11 +29,11 @@ type tsAlias struct {
 	dirs   []string // folders relative to the root ("scripts/lib")
 }
 
-// readTSPaths reads the app root's tsconfig.json: nil without one (or
-// without paths), an error for one that is not JSON.
-func readTSPaths(root string) (*tsPaths, error) {
-	file := filepath.Join(root, "tsconfig.json")
-	b, err := os.ReadFile(file)
+// TSConfigPaths returns compilerOptions.paths of the app root's
+// tsconfig.json, which Yao's runtime resolves imports by: nil without the
+// file (or without paths), an error for one that is not JSON.
+func TSConfigPaths(root string) (map[string][]string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "tsconfig.json"))
 	if err != nil {
 		return nil, nil
 	}
@@ -51,8 +51,18 @@ func readTSPaths(root string) (*tsPaths, error) {
 	if err := json.Unmarshal(std, &cfg); err != nil {
 		return nil, fmt.Errorf("tsconfig.json: compilerOptions.paths: %v", err)
 	}
+	return cfg.CompilerOptions.Paths, nil
+}
+
+// readTSPaths reads the app root's tsconfig.json paths (TSConfigPaths):
+// nil without any.
+func readTSPaths(root string) (*tsPaths, error) {
+	paths, err := TSConfigPaths(root)
+	if err != nil || len(paths) == 0 {
+		return nil, err
+	}
 	t := &tsPaths{root: root}
-	for pattern, targets := range cfg.CompilerOptions.Paths {
+	for pattern, targets := range paths {
 		prefix, _, _ := strings.Cut(pattern, "/*")
 		a := tsAlias{prefix: prefix + "/"}
 		for _, p := range targets {

@@ -28,13 +28,7 @@ function Create(ctx, messages, options) {
 // restored with its turn by a rewind and copied by a fork; a rewind sent
 // while a turn runs waits for it to end.
 func TestRewindRestoresHookMemoryAndWaitsForTheTurn(t *testing.T) {
-	e := newEnvWith(t, &scripted.Script{}, memoryHooks, func(c *Config) {
-		cps, err := checkpoint.Open(filepath.Join(t.TempDir(), "checkpoints"), checkpoint.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Checkpoints = cps
-	})
+	e := newCheckpointEnv(t, memoryHooks)
 	e.app.Config.Cleanup.Checkpoints = 10
 	ctx := context.Background()
 	turn := func(chatID, msg string) {
@@ -122,6 +116,18 @@ func TestRewindRestoresHookMemoryAndWaitsForTheTurn(t *testing.T) {
 	}
 }
 
+// newCheckpointEnv is a pipeline with hooks that keeps checkpoints.
+func newCheckpointEnv(t *testing.T, hooks string) *env {
+	t.Helper()
+	return newEnvWith(t, &scripted.Script{}, hooks, func(c *Config) {
+		cps, err := checkpoint.Open(filepath.Join(t.TempDir(), "checkpoints"), checkpoint.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Checkpoints = cps
+	})
+}
+
 func mustLog(t *testing.T, p *Pipeline, chatID string) *checkpoint.ChatLog {
 	t.Helper()
 	l, err := p.cfg.Checkpoints.Log(context.Background(), "u1", chatID)
@@ -138,13 +144,7 @@ func mustLog(t *testing.T, p *Pipeline, chatID string) *checkpoint.ChatLog {
 // staying on another branch; switching between the versions brings each
 // one's files, memory and history back.
 func TestFailedTurnEditAndSwitch(t *testing.T) {
-	e := newEnvWith(t, &scripted.Script{}, memoryHooks, func(c *Config) {
-		cps, err := checkpoint.Open(filepath.Join(t.TempDir(), "checkpoints"), checkpoint.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Checkpoints = cps
-	})
+	e := newCheckpointEnv(t, memoryHooks)
 	e.app.Config.Cleanup.Checkpoints = 20
 	ctx := context.Background()
 	e.ex.run = func(ctx context.Context, req *executor.Request) (*executor.Result, error) {
@@ -281,13 +281,7 @@ func TestFailedTurnEditAndSwitch(t *testing.T) {
 // waits for it to end; one whose wait runs out is refused with chat_busy,
 // and the turn and the chat are untouched.
 func TestBranchingWaitsForTheTurn(t *testing.T) {
-	e := newEnvWith(t, &scripted.Script{}, "", func(c *Config) {
-		cps, err := checkpoint.Open(filepath.Join(t.TempDir(), "checkpoints"), checkpoint.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Checkpoints = cps
-	})
+	e := newCheckpointEnv(t, "")
 	e.app.Config.Cleanup.Checkpoints = 10
 	ctx := context.Background()
 	for _, m := range []string{"one", "two"} {

@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tailscale/hujson"
-
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/jsapi"
 )
@@ -55,23 +53,19 @@ type NextHookResponse = NextResult;
 type NextHookPayload = NextPayload;
 type NextOptions = CreateOptions;
 declare namespace YaoAgent {
-  type Context = globalThis.Context;
-  type Message = globalThis.Message;
-  type CreateOptions = globalThis.CreateOptions;
-  type HookCreateResponse = CreateResult;
-  type CreateHookResponse = CreateResult;
-  type NextHookPayload = NextPayload;
-  type NextHookResponse = NextResult;
-}
+` + yaoHookTypes + `}
 declare namespace agent {
-  type Context = globalThis.Context;
+` + yaoHookTypes + `}
+`
+
+// yaoHookTypes are the hook types of Yao's agent and YaoAgent namespaces.
+const yaoHookTypes = `  type Context = globalThis.Context;
   type Message = globalThis.Message;
   type CreateOptions = globalThis.CreateOptions;
   type HookCreateResponse = CreateResult;
   type CreateHookResponse = CreateResult;
   type NextHookPayload = NextPayload;
   type NextHookResponse = NextResult;
-}
 `
 
 // findTSC returns the TypeScript compiler to run: $AGENTBOX_TSC, else tsc
@@ -122,7 +116,7 @@ func isFile(p string) bool {
 // GOMAXPROCS at once, and returns what tsc reported as problems of the
 // given severity, files relative to the app root.
 func typeCheck(ctx context.Context, tsc string, app *assistant.App, hooks []string, severity assistant.Severity) []assistant.Problem {
-	paths, perr := appPaths(app.Root)
+	paths, perr := jsapi.TSConfigPaths(app.Root)
 	var (
 		mu   sync.Mutex
 		out  []assistant.Problem
@@ -146,29 +140,6 @@ func typeCheck(ctx context.Context, tsc string, app *assistant.App, hooks []stri
 	}
 	wg.Wait()
 	return out
-}
-
-// appPaths returns the compilerOptions.paths of the app root's
-// tsconfig.json (nil without one), which Yao's runtime resolves imports
-// by.
-func appPaths(root string) (map[string][]string, error) {
-	b, err := os.ReadFile(filepath.Join(root, "tsconfig.json"))
-	if err != nil {
-		return nil, nil
-	}
-	std, err := hujson.Standardize(b)
-	if err != nil {
-		return nil, fmt.Errorf("tsconfig.json is not valid JSON: %v", err)
-	}
-	var cfg struct {
-		CompilerOptions struct {
-			Paths map[string][]string `json:"paths"`
-		} `json:"compilerOptions"`
-	}
-	if err := json.Unmarshal(std, &cfg); err != nil {
-		return nil, fmt.Errorf("tsconfig.json: compilerOptions.paths: %v", err)
-	}
-	return cfg.CompilerOptions.Paths, nil
 }
 
 // typeCheckOne runs tsc on the hook file in a project of its own: the
