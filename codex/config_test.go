@@ -2,6 +2,7 @@ package codex
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,5 +68,19 @@ func TestPermissionModeRefused(t *testing.T) {
 	req.Arguments.PermissionMode = "plan"
 	if _, err := (cli{}).Prepare(t.Context(), &agentcli.Prepared{Request: req}); err == nil || !strings.Contains(err.Error(), "read-only sandbox cannot run") {
 		t.Fatalf("plan: %v", err)
+	}
+}
+
+// TestImageArgs: the input's image files go with the prompt as --image
+// when the model takes images, and not otherwise.
+func TestImageArgs(t *testing.T) {
+	req := &executor.Request{Images: []string{".attachments/c1/image-aa.png", ".attachments/c1/image-bb.jpg"}}
+	if got := imageArgs(req); got != nil {
+		t.Errorf("without vision: %q", got)
+	}
+	req.Vision = true
+	want := []string{"--image", "/workspace/.attachments/c1/image-aa.png", "--image", "/workspace/.attachments/c1/image-bb.jpg"}
+	if got := imageArgs(req); !slices.Equal(got, want) {
+		t.Errorf("imageArgs = %q, want %q", got, want)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/skills"
@@ -67,6 +68,18 @@ func parserOptions(plan *agentcli.Plan, m agentcli.Monitor) ParserOptions {
 		Monitor: m, FailureThreshold: plan.FailureThreshold}
 }
 
+// imageArgs attaches the input's image files to the prompt (--image)
+// when the model takes images; its text names them either way, and a
+// kept app server's turn gets that text only (the agent opens the files
+// with its view_image tool).
+func imageArgs(req *executor.Request) []string {
+	var args []string
+	for _, f := range agentcli.ImageFiles(req) {
+		args = append(args, "--image", f)
+	}
+	return args
+}
+
 // permissionModes are the permission_mode values the codex command takes.
 // The container is the sandbox, so the agent runs without Codex's own
 // (bubblewrap, which needs user namespaces a container does not give);
@@ -118,6 +131,7 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 		if p.Resume != "" {
 			argv = append(argv, "resume", p.Resume)
 		}
+		argv = append(argv, imageArgs(p.Request)...)
 		// The prompt is read from standard input ("-"), never argv.
 		argv = append(argv, "-")
 		input = []byte(prompt)

@@ -46,6 +46,10 @@ type Request struct {
 	// them in Parts, and its Content names the files in the workspace they
 	// were written to (the pipeline's attachments), for a CLI to read.
 	Input []chat.Message
+	// Images are the workspace paths (relative to its root) of the files
+	// the input's images were written to, in order: for a CLI that takes
+	// image files (Codex --image, opencode --file) when Vision is set.
+	Images []string
 	// Vision is set when the model takes images: a CLI that takes them
 	// inline (Claude Code) gets those of the last user message too
 	// (vision.ForCLI).

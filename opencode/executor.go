@@ -159,6 +159,11 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 		if p.Resume != "" {
 			argv = append(argv, "--session", p.Resume)
 		}
+		// The input's images go with the message as files; its text names
+		// them either way (and is all a kept CLI's turn gets).
+		for _, f := range agentcli.ImageFiles(p.Request) {
+			argv = append(argv, "--file="+f)
+		}
 		input = []byte(prompt)
 	}
 	names := make([]string, 0, len(p.Assistant.Skills))

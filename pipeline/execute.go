@@ -204,7 +204,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 	watch := executor.NewWatch(t.emit, a)
 	// Every CLI gets the input's images as files its prompt names; one
 	// that takes images inline gets them too when its model does.
-	input, err := attachImages(ctx, sb.Workspace(), t.req.ChatID, conv.input)
+	input, images, err := attachImages(ctx, sb.Workspace(), t.req.ChatID, conv.input)
 	if err != nil {
 		return execution{}, err
 	}
@@ -215,6 +215,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		System:    withDesktopHint(conv.systemPrompt(), a),
 		History:   slices.Concat(conv.examples(), withoutImages(conv.history)),
 		Input:     input,
+		Images:    images,
 		Arguments: args,
 		Sandbox:   sb,
 		Timeout:   timeout,

@@ -110,11 +110,13 @@ const AttachmentsDir = ".attachments"
 // a later turn's images never replace an earlier one's) and returns the
 // input with each such message's text naming them where the images were,
 // as Yao's runners give a CLI its attachments ("[Attached file: path
-// (type, size)]"). The parts stay, for a CLI that takes images inline.
-func attachImages(ctx context.Context, ws *sandbox.Workspace, chatID string, input []chat.Message) ([]chat.Message, error) {
+// (type, size)]"), and the files' paths. The parts stay, for a CLI that
+// takes images inline.
+func attachImages(ctx context.Context, ws *sandbox.Workspace, chatID string, input []chat.Message) ([]chat.Message, []string, error) {
 	if !hasImages(input) {
-		return input, nil
+		return input, nil, nil
 	}
+	var paths []string
 	out := make([]chat.Message, len(input))
 	copy(out, input)
 	for i, m := range out {
@@ -131,18 +133,19 @@ func attachImages(ctx context.Context, ws *sandbox.Workspace, chatID string, inp
 			}
 			im, err := vision.Parse(p.ImageURL.URL)
 			if err != nil {
-				return nil, badRequest("messages: an image: %v", err)
+				return nil, nil, badRequest("messages: an image: %v", err)
 			}
 			sum := sha256.Sum256(im.Data)
 			rel := fmt.Sprintf("%s/%s/image-%s%s", AttachmentsDir, chatID, hex.EncodeToString(sum[:6]), im.Ext())
 			if err := ws.WriteFile(ctx, rel, im.Data, 0o644); err != nil {
-				return nil, &chat.Error{Code: chat.ErrSandbox, Message: "write an attached image into the workspace: " + err.Error(), Err: err}
+				return nil, nil, &chat.Error{Code: chat.ErrSandbox, Message: "write an attached image into the workspace: " + err.Error(), Err: err}
 			}
+			paths = append(paths, rel)
 			texts = append(texts, fmt.Sprintf("[Attached file: %s (%s, %s)]", rel, im.MediaType, fileSize(len(im.Data))))
 		}
 		out[i].Content = strings.Join(texts, "\n\n")
 	}
-	return out, nil
+	return out, paths, nil
 }
 
 // fileSize is a size as Yao's runners write it (12.3KB).

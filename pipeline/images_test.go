@@ -132,8 +132,8 @@ func TestImagesSandboxed(t *testing.T) {
 	req := e.ex.reqs[0]
 	in := req.Input[len(req.Input)-1]
 	m := regexp.MustCompile(`^Fix the layout\n\n\[Attached file: (\.attachments/c1/image-[0-9a-f]{12}\.png) \(image/png, (\d+)B\)\]$`).FindStringSubmatch(in.Content)
-	if m == nil || len(in.Images()) != 1 || !req.Vision {
-		t.Fatalf("input = %q, images %d, vision %v", in.Content, len(in.Images()), req.Vision)
+	if m == nil || len(in.Images()) != 1 || !req.Vision || len(req.Images) != 1 || req.Images[0] != m[1] {
+		t.Fatalf("input = %q, images %d %q, vision %v", in.Content, len(in.Images()), req.Images, req.Vision)
 	}
 	dir, err := e.p.cfg.Workspaces.Path("u1", "c1")
 	if err != nil {

@@ -424,6 +424,21 @@ func (x *Executor) finish(ctx context.Context, req *executor.Request, run *Run, 
 	return res, nil
 }
 
+// ImageFiles are the paths in the sandbox of the input's image files
+// (executor.Request.Images) for a CLI that attaches image files to its
+// prompt (Codex --image, opencode --file), when the model takes images
+// (Request.Vision); none otherwise. The prompt names the files either way.
+func ImageFiles(req *executor.Request) []string {
+	if !req.Vision {
+		return nil
+	}
+	out := make([]string, len(req.Images))
+	for i, p := range req.Images {
+		out[i] = sandbox.Workdir + "/" + p
+	}
+	return out
+}
+
 // Prompt is the turn's prompt: the input messages, preceded by the
 // conversation so far when there is no session to resume (history not
 // empty), so a chat whose CLI state was lost keeps its context.
