@@ -17,7 +17,7 @@ import (
 
 // startPortRelay serves a PortRelay on a Unix socket and runs the guest side
 // in this process against it (its loopback is the host's here).
-func startPortRelay(t *testing.T, ports []int) *PortRelay {
+func startPortRelay(t testing.TB, ports []int) *PortRelay {
 	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "ports.sock")
@@ -42,7 +42,7 @@ func startPortRelay(t *testing.T, ports []int) *PortRelay {
 	return r
 }
 
-func portOf(t *testing.T, addr string) int {
+func portOf(t testing.TB, addr string) int {
 	_, p, _ := net.SplitHostPort(addr)
 	n, err := strconv.Atoi(p)
 	if err != nil {

@@ -489,7 +489,13 @@ interface Computer {
   Info(): ComputerInfo;
   /** Yao-only: agentbox sandboxes have no desktop; throws YAO_ONLY. */
   VNC(): string;
-  /** Yao-only: agentbox sandboxes serve no ports to clients; throws YAO_ONLY. */
+  /**
+   * The preview URL of a port the assistant declares (sandbox.ports,
+   * computer.ports, services) at path, with a ticket valid for two
+   * minutes: the URL the chat's user opens to see what the port serves.
+   * Throws INVALID_ARGUMENT for an undeclared port or without a live
+   * sandbox, SANDBOX_UNAVAILABLE when the server serves no previews.
+   */
   Proxy(port: number, path?: string): string;
   /**
    * agentbox's: a PNG of the sandbox's desktop (sandbox.desktop or

@@ -38,6 +38,9 @@ type ComputerInfo struct {
 	// Desktop is set when the sandbox has a desktop (sandbox.desktop,
 	// computer.vnc), whose screen Screenshot takes.
 	Desktop bool
+	// Preview gives the preview URL of a declared port at path (Proxy);
+	// nil when the server serves no previews.
+	Preview func(port int, path string) (string, error)
 }
 
 // workspaceObject builds ctx.workspace over the sandbox's Workspace.
@@ -191,10 +194,26 @@ func (c *call) computerObject() *goja.Object {
 				}
 				return c.vm.ToValue(c.vm.NewArrayBuffer(png))
 			}))
-		case "VNC", "Proxy":
-			what := map[string]string{"VNC": "a desktop (VNC)", "Proxy": "preview URLs for its ports"}[key]
+		case "Proxy":
+			// Yao's: the URL its user opens to see what a port serves.
+			return c.vm.ToValue(nativeFn(func(fc goja.FunctionCall) goja.Value {
+				port := fc.Argument(0).ToInteger()
+				path := ""
+				if p := fc.Argument(1); !goja.IsUndefined(p) && !goja.IsNull(p) {
+					path = p.String()
+				}
+				if c.hc.Computer.Preview == nil {
+					c.throw(&hostError{code: CodeSandboxUnavailable, msg: "computer.Proxy: this server serves no previews of sandbox ports"}, "")
+				}
+				u, err := c.hc.Computer.Preview(int(port), path)
+				if err != nil {
+					c.throw(&hostError{code: CodeInvalidArgument, msg: "computer.Proxy: " + err.Error()}, "")
+				}
+				return c.vm.ToValue(u)
+			}))
+		case "VNC":
 			return c.vm.ToValue(nativeFn(func(goja.FunctionCall) goja.Value {
-				c.throw(&hostError{code: CodeYaoOnly, msg: fmt.Sprintf("computer.%s is Yao-only: this sandbox has no %s; agentbox sandboxes serve no desktop or ports to clients", key, what)}, "")
+				c.throw(&hostError{code: CodeYaoOnly, msg: "computer.VNC is Yao-only: agentbox's desktop is watched in its web app (sandbox.desktop)"}, "")
 				return nil
 			}))
 		}

@@ -134,7 +134,7 @@ func TestWorkspaceComputerErrors(t *testing.T) {
 		{`ctx.computer.Exec(["ls"], {bogus: 1})`, CodeInvalidArgument, "TypeError", `computer.Exec: unknown option "bogus"`},
 		{`ctx.computer.Exec({})`, CodeInvalidArgument, "TypeError", "computer.Exec: want argv"},
 		{`ctx.computer.VNC()`, CodeYaoOnly, "YaoOnlyError", "computer.VNC is Yao-only"},
-		{`ctx.computer.Proxy(3000)`, CodeYaoOnly, "YaoOnlyError", "computer.Proxy is Yao-only"},
+		{`ctx.computer.Proxy(3000)`, CodeSandboxUnavailable, "SandboxError", "serves no previews of sandbox ports"},
 		{`ctx.computer.Screenshot()`, CodeNoDesktop, "SandboxError", "this sandbox has no desktop (set sandbox.desktop"},
 	}
 	for _, tc := range cases {

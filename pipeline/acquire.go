@@ -390,5 +390,10 @@ func (t *turn) computerInfo(app *assistant.App, a *assistant.Assistant) jsapi.Co
 	if t.keep {
 		policy = "session"
 	}
-	return jsapi.ComputerInfo{Runtime: name, Image: a.Sandbox.Image, Policy: policy, Desktop: a.Sandbox.Desktop != nil}
+	info := jsapi.ComputerInfo{Runtime: name, Image: a.Sandbox.Image, Policy: policy, Desktop: a.Sandbox.Desktop != nil}
+	if pv := t.p.cfg.Previews; pv != nil {
+		user, chatID := t.req.UserID, t.req.ChatID
+		info.Preview = func(port int, path string) (string, error) { return pv.URL(user, chatID, port, path, nil) }
+	}
+	return info
 }

@@ -122,6 +122,7 @@ type Manager struct {
 	port   string // Config.Domain's port ("" none)
 
 	mu      sync.Mutex
+	origin  *url.URL // SetOrigin's; nil: http on Config.Domain's port
 	byToken map[string]*target
 	byChat  map[Owner]*Sandbox
 	ended   []*Sandbox // oldest first
@@ -305,7 +306,7 @@ func (m *Manager) List(user, chat string, base *url.URL) []Status {
 		if slices.Contains(listening, p.Port) {
 			st.State = StateListening
 		}
-		u := m.origin(t.token, base)
+		u := m.originOf(t.token, base)
 		u.Path = "/"
 		u.RawQuery = url.Values{TicketParam: {m.sign(t.token, user, exp)}}.Encode()
 		st.URL = u.String()
@@ -314,8 +315,52 @@ func (m *Manager) List(user, chat string, base *url.URL) []Status {
 	return out
 }
 
+// SetOrigin sets the scheme and port of the URLs made without an API
+// request to take them from (URL with a nil base): the server's own
+// listen address ("http://127.0.0.1:8080").
+func (m *Manager) SetOrigin(base *url.URL) {
+	m.mu.Lock()
+	m.origin = base
+	m.mu.Unlock()
+}
+
+// URL is a fresh preview URL of port in the chat's live sandbox, at path
+// ("" or "/..."), for base as in List (nil: SetOrigin's). It fails when
+// the chat has no live sandbox or did not declare the port.
+func (m *Manager) URL(user, chat string, port int, path string, base *url.URL) (string, error) {
+	m.mu.Lock()
+	sb := m.byChat[Owner{User: user, Chat: chat}]
+	if base == nil {
+		base = m.origin
+	}
+	m.mu.Unlock()
+	if sb == nil || sb.endedWhy() != "" {
+		return "", fmt.Errorf("the chat has no live sandbox to preview")
+	}
+	t := sb.targets[port]
+	if t == nil {
+		return "", fmt.Errorf("port %d is not declared (the assistant's sandbox.ports, computer.ports or services)", port)
+	}
+	if path == "" {
+		path = "/"
+	}
+	if !strings.HasPrefix(path, "/") {
+		return "", fmt.Errorf("path %q: want one that starts with /", path)
+	}
+	u := m.originOf(t.token, base)
+	p, err := url.Parse(path)
+	if err != nil {
+		return "", fmt.Errorf("path %q: %w", path, err)
+	}
+	u.Path, u.RawQuery = p.Path, p.RawQuery
+	q := u.Query()
+	q.Set(TicketParam, m.sign(t.token, user, time.Now().Add(m.cfg.TicketTTL)))
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
 // origin is the preview origin of token, for an API request to base.
-func (m *Manager) origin(token string, base *url.URL) *url.URL {
+func (m *Manager) originOf(token string, base *url.URL) *url.URL {
 	scheme, port := "http", m.port
 	if base != nil {
 		scheme = base.Scheme

@@ -156,6 +156,21 @@ func TestPreview(t *testing.T) {
 			t.Fatalf("echo %q %v", b, err)
 		}
 	})
+	t.Run("URL of a port at a path", func(t *testing.T) {
+		pu, err := m.URL("ann", "c1", port, "/deep?x=1", base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, body := get(t, client(t, srv), pu); code != 200 || !strings.Contains(body, "path=/deep?x=1 ") {
+			t.Fatalf("%s: %d %s", pu, code, body)
+		}
+		if _, err := m.URL("ann", "c1", 1, "", base); err == nil {
+			t.Error("an undeclared port has a URL")
+		}
+		if _, err := m.URL("bob", "c1", port, "", base); err == nil {
+			t.Error("another user's chat has a URL")
+		}
+	})
 	t.Run("refused", func(t *testing.T) {
 		c := client(t, srv)
 		if code, _ := get(t, c, origin+"/"); code != http.StatusForbidden {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -123,6 +124,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}
 		if err == nil {
+			env.Previews.SetOrigin(&url.URL{Scheme: "http", Host: ln.Addr().String()})
 			printServing(stdout, app.Root, app, env.Unavailable, ln.Addr().String(), len(tokens) > 0)
 			stopped := make(chan struct{})
 			go abortOnSecondSignal(sigs, srv, stopped, logger)
