@@ -18,6 +18,9 @@ type Desktop struct {
 	ViewOnly bool
 }
 
+// DesktopLabel labels the desktop's port among the sandbox's previews.
+const DesktopLabel = "Desktop"
+
 // parseDesktop reads sandbox.desktop or computer.vnc at path: true, false,
 // or an object of resolution and view_only (Yao's computer.vnc also has
 // enabled, and a password, which the preview's ticket replaces).
@@ -83,9 +86,10 @@ func desktopImage(d *doc, path, written, command string) string {
 	return images.Desktop
 }
 
-// applyDesktop gives a sandbox with a desktop its image and keeps it
-// between turns (DefaultSessionKeepAlive unless keep_alive says otherwise),
-// so that the user sees the screen after the turn too.
+// applyDesktop gives a sandbox with a desktop its image, its screen as a
+// preview (the noVNC port, labelled Desktop), and keeps it between turns
+// (DefaultSessionKeepAlive unless keep_alive says otherwise), so that the
+// user sees the screen after the turn too.
 func applyDesktop(d *doc, s *Sandbox, imagePath, written string, keepAliveSet bool) {
 	if s.Desktop == nil {
 		return
@@ -94,6 +98,13 @@ func applyDesktop(d *doc, s *Sandbox, imagePath, written string, keepAliveSet bo
 		d.errPath(imagePath, "a desktop needs the desktop image, and the local runtime runs the host's programs, not an image: use the docker or kubernetes runtime")
 	}
 	s.Image = desktopImage(d, imagePath, written, s.Command)
+	for _, p := range s.Ports {
+		switch p.Port {
+		case desktop.VNCPort, desktop.NoVNCPort, desktop.CDPPort:
+			d.errPath(imagePath, "port %d is the desktop's own (VNC %d, noVNC %d, Chromium's DevTools %d): the desktop is a preview already; declare another port", p.Port, desktop.VNCPort, desktop.NoVNCPort, desktop.CDPPort)
+		}
+	}
+	s.Ports = append(s.Ports, Port{Port: desktop.NoVNCPort, Label: DesktopLabel})
 	if !keepAliveSet && s.KeepAlive == 0 {
 		s.KeepAlive = DefaultSessionKeepAlive
 	}

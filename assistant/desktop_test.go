@@ -1,6 +1,7 @@
 package assistant
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,6 +51,8 @@ func TestDesktop(t *testing.T) {
 			t.Errorf("%s: image %q, want %q", c.id, s.Image, c.image)
 		case s.KeepAlive.String() != c.keepAlive:
 			t.Errorf("%s: keep_alive %s, want %s", c.id, s.KeepAlive, c.keepAlive)
+		case c.desktop != nil && !slices.Contains(s.Ports, Port{Port: 6080, Label: "Desktop"}), c.desktop == nil && len(s.Ports) != 0:
+			t.Errorf("%s: ports %v, want the desktop's (6080) exactly when it has one", c.id, s.Ports)
 		}
 	}
 	var warned bool
@@ -80,6 +83,7 @@ func TestDesktopProblems(t *testing.T) {
 		"assistants/codex/package.yao": `{"connector": "claude", "sandbox": {"command": "codex", "desktop": true}}`,
 		"assistants/both/package.yao":  `{"connector": "claude", "sandbox": {"version": "2.0", "runner": {"name": "claude"}, "desktop": true, "computer": {"vnc": true}}}`,
 		"assistants/local/package.yao": `{"connector": "claude", "sandbox": {"command": "claude", "runtime": "local", "desktop": true}}`,
+		"assistants/port/package.yao":  `{"connector": "claude", "sandbox": {"command": "claude", "ports": [9222], "desktop": true}}`,
 	}))
 	if err == nil {
 		t.Fatal("loaded")
@@ -91,6 +95,7 @@ func TestDesktopProblems(t *testing.T) {
 		`unknown field "colour" in sandbox.desktop (known: enabled, resolution, view_only, password)`,
 		`sandbox.image: the desktop image (agentbox/sandbox-desktop:latest) runs Claude Code; a codex sandbox with a desktop needs an image of its own built on it: set sandbox.image`,
 		`sandbox.desktop and sandbox.computer.vnc both declare the desktop; keep one`,
+		`port 9222 is the desktop's own (VNC 5900, noVNC 6080, Chromium's DevTools 9222): the desktop is a preview already; declare another port`,
 		`a desktop needs the desktop image, and the local runtime runs the host's programs, not an image: use the docker or kubernetes runtime`,
 	} {
 		if !strings.Contains(err.Error(), want) {

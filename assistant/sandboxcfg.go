@@ -163,11 +163,11 @@ func parseV1(d *doc, p string, r *rawSandbox, cfg *AppConfig) *Sandbox {
 		s.Arguments = *r.Arguments
 		checkArguments(d, p+"arguments.", s.Command, s.Arguments)
 	}
-	s.Desktop = parseDesktop(d, p+"desktop", r.Desktop)
-	applyDesktop(d, s, p+"image", r.Image, d.has(p+"keep_alive"))
 	var notApplied []string
 	s.Ports = parsePorts(d, p+"ports", r.Ports, nil, &notApplied)
 	s.Ports = parsePorts(d, p+"services", r.Services, s.Ports, &notApplied)
+	s.Desktop = parseDesktop(d, p+"desktop", r.Desktop)
+	applyDesktop(d, s, p+"image", r.Image, d.has(p+"keep_alive"))
 	if len(notApplied) > 0 {
 		d.warnAt(d.keyOffset(strings.TrimSuffix(p, ".")), "sandbox settings loaded but not applied: %s", strings.Join(notApplied, "; "))
 	}

@@ -296,8 +296,8 @@ func (l *loader) parseV2(d *doc, p string, r *rawSandbox, a *Assistant, app *App
 	if r.Computer != nil {
 		written = r.Computer.Image
 	}
-	applyDesktop(d, s, p+"computer.image", written, false)
 	s.Ports = parsePorts(d, p+"services", r.Services, s.Ports, &notApplied)
+	applyDesktop(d, s, p+"computer.image", written, false)
 	if len(notApplied) > 0 {
 		d.warnAt(d.keyOffset(strings.TrimSuffix(p, ".")), "sandbox settings loaded but not applied: %s", strings.Join(notApplied, "; "))
 	}

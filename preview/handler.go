@@ -41,7 +41,18 @@ func (m *Manager) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user := t.sb.owner.User
-	secure := r.TLS != nil
+	// A preview embedded in the web app (the desktop) is a frame of
+	// another site, where a browser sends only a SameSite=None cookie,
+	// which must be Secure: over HTTPS, and on *.localhost, which browsers
+	// trust as a secure context over plain HTTP too; Partitioned (the
+	// cookie is kept for the embedding site alone) lets it through where
+	// third-party cookies are blocked. Elsewhere on plain HTTP the cookie
+	// is Lax: the preview opens in a tab of its own.
+	secure := r.TLS != nil || isLocalhost(r.Host)
+	sameSite := http.SameSiteLaxMode
+	if secure {
+		sameSite = http.SameSiteNoneMode
+	}
 	if tk := r.URL.Query().Get(TicketParam); tk != "" {
 		if err := m.verify(tk, token, user); err != nil {
 			page(w, http.StatusForbidden, "Preview refused", err.Error()+": open the preview again from its chat.", false)
@@ -50,7 +61,7 @@ func (m *Manager) serve(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{
 			Name: CookieName, Value: m.sign(token, user, time.Now().Add(m.cfg.CookieTTL)),
 			Path: "/", MaxAge: int(m.cfg.CookieTTL / time.Second),
-			HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode,
+			HttpOnly: true, Secure: secure, SameSite: sameSite, Partitioned: secure,
 		})
 		q := r.URL.Query()
 		q.Del(TicketParam)
@@ -179,4 +190,14 @@ func page(w http.ResponseWriter, status int, title, text string, retry bool) {
 		Status      int
 		Retry       bool
 	}{title, text, status, retry})
+}
+
+// isLocalhost reports whether host (with or without a port) is localhost
+// or a name under it.
+func isLocalhost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }

@@ -17,10 +17,18 @@ import (
 // pagePolicy is the Content-Security-Policy of the web app's page: its own
 // scripts only (nothing from elsewhere, no inline script but the test
 // report's, which runs in a sandboxed frame of the page), connections to
-// this server only, images from it and from blobs (the file viewer), and
-// inline styles, which the terminal emulator and the test report set.
-var pagePolicy = "default-src 'self'; script-src 'self' " + testrun.ReportScriptHash + "; style-src 'self' 'unsafe-inline'; img-src 'self' blob: data:; " +
-	"font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+// this server only, images from it and from blobs (the file viewer),
+// inline styles, which the terminal emulator and the test report set, and
+// frames of its own and, when the server serves previews, of the preview
+// hosts (*.previewDomain, any port): the embedded desktop.
+func pagePolicy(previewDomain string) string {
+	frames := "frame-src 'self'"
+	if previewDomain != "" {
+		frames += " *." + previewDomain + ":*"
+	}
+	return "default-src 'self'; script-src 'self' " + testrun.ReportScriptHash + "; style-src 'self' 'unsafe-inline'; img-src 'self' blob: data:; " +
+		"font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; " + frames
+}
 
 // notBuilt is the page of a binary built without the web app.
 const notBuilt = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>agentbox</title></head>
@@ -31,20 +39,25 @@ const notBuilt = `<!doctype html><html lang="en"><head><meta charset="utf-8"><ti
 // webAssets serves the web app's files, compressing them once when a
 // client takes gzip.
 type webAssets struct {
-	files fs.FS
-	mu    sync.Mutex
-	gz    map[string][]byte
+	files  fs.FS
+	policy string // pagePolicy
+	mu     sync.Mutex
+	gz     map[string][]byte
 }
 
 func (s *Server) webRoutes(mux *http.ServeMux) {
-	a := &webAssets{files: s.cfg.Assets, gz: map[string][]byte{}}
+	domain := ""
+	if s.cfg.Previews != nil {
+		domain = s.cfg.Previews.Domain()
+	}
+	a := &webAssets{files: s.cfg.Assets, policy: pagePolicy(domain), gz: map[string][]byte{}}
 	mux.Handle("GET /{$}", s.authed(a.page, true))
 	mux.Handle("GET /assets/{file...}", s.authed(a.asset, true))
 	s.routeList = append(s.routeList, Route{Method: "GET", Path: "/", Public: true}, Route{Method: "GET", Path: "/assets/{file}", Public: true})
 }
 
-func pageHeaders(h http.Header) {
-	h.Set("Content-Security-Policy", pagePolicy)
+func pageHeaders(h http.Header, policy string) {
+	h.Set("Content-Security-Policy", policy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
@@ -54,7 +67,7 @@ func pageHeaders(h http.Header) {
 // page holds no data).
 func (a *webAssets) page(w http.ResponseWriter, r *http.Request, _ string) {
 	h := w.Header()
-	pageHeaders(h)
+	pageHeaders(h, a.policy)
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	b, err := fs.ReadFile(a.files, "index.html")
@@ -79,7 +92,7 @@ func (a *webAssets) asset(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	h := w.Header()
-	pageHeaders(h)
+	pageHeaders(h, a.policy)
 	ct := mime.TypeByExtension(path.Ext(name))
 	if ct == "" {
 		ct = "application/octet-stream"

@@ -88,6 +88,8 @@ export interface Assistant {
   available: boolean;
   error?: DefinitionError;
   command?: string;
+  /** desktop is set when the assistant's sandbox has a live desktop. */
+  desktop?: boolean;
   skills: AssistantSkill[];
   avatar?: string;
   tags?: string[];
@@ -180,6 +182,21 @@ export async function branches(chat: string): Promise<TurnVersions[]> {
 }
 /** switchBranch makes version (from 1) of turn the chat's current one. */
 export const switchBranch = (chat: string, turn: number, version: number) => call<{ turn: number }>("POST", chatPath(chat) + "/switch", { turn, version });
+
+/** PortInfo is a port the chat's live sandbox declares, with its preview
+ * URL (a short-lived ticket in it: ask again for a fresh one). */
+export interface PortInfo {
+  port: number;
+  label?: string;
+  state: "listening" | "waiting";
+  url: string;
+  expires_at: string;
+}
+
+/** chatPorts lists the ports of the chat's live sandbox (none without one). */
+export async function chatPorts(chat: string): Promise<PortInfo[]> {
+  return (await call<{ data: PortInfo[] }>("GET", chatPath(chat) + "/ports")).data;
+}
 
 export async function listDir(chat: string, path: string): Promise<FileInfo[]> {
   const q = new URLSearchParams({ path });

@@ -13,6 +13,7 @@ import { Icon } from "./icons";
 import { mod, Shortcuts } from "./shortcuts";
 import { SkillsView } from "./skills";
 import { TerminalPanel } from "./terminal";
+import { DesktopPanel } from "./desktop";
 import { TestsView } from "./tests";
 
 /** The chat the address names: #/c/<chat id>. */
@@ -63,7 +64,7 @@ export function App() {
   const [tests, setTests] = useState(testsFromHash());
   const [pending, setPending] = useState(0);
   const [error, setError] = useState("");
-  const [panel, setPanel] = useState<"files" | "terminal">("files");
+  const [panel, setPanel] = useState<"files" | "terminal" | "desktop">("files");
   const [filesVersion, setFilesVersion] = useState(0);
   const [selected, setSelected] = useState(localStorage.getItem(assistantKey) ?? "");
   const [navOpen, setNavOpen] = useState(false);
@@ -164,6 +165,10 @@ export function App() {
   const toggleSide = () => {
     localStorage.setItem(sideKey, sideOpen ? "0" : "1");
     setSideOpen(!sideOpen);
+  };
+  const showDesktop = () => {
+    setPanel("desktop");
+    setSideOpen(true);
   };
 
   // The shortcuts the "?" overlay lists.
@@ -282,6 +287,11 @@ export function App() {
           <button type="button" class="icon new-chat-top only-narrow" aria-label="New chat" onClick={() => open("")}>
             <Icon name="plus" />
           </button>
+          {showSide && owner?.desktop && (
+            <button type="button" class="desktop-button" aria-label="Desktop" aria-controls="side" title="The sandbox's desktop, live" onClick={showDesktop}>
+              <Icon name="monitor" size={16} /> Desktop
+            </button>
+          )}
           {showSide && (
             <button type="button" class="icon" aria-label="Workspace and terminal" aria-expanded={sideOpen} aria-controls="side" title="Workspace and terminal" onClick={toggleSide}>
               <Icon name="panel" />
@@ -338,6 +348,11 @@ export function App() {
               <button type="button" role="tab" id="tab-terminal" aria-selected={panel === "terminal"} aria-controls="panel-terminal" onClick={() => setPanel("terminal")}>
                 <Icon name="terminal" size={16} /> Terminal
               </button>
+              {owner?.desktop && (
+                <button type="button" role="tab" id="tab-desktop" aria-selected={panel === "desktop"} aria-controls="panel-desktop" onClick={() => setPanel("desktop")}>
+                  <Icon name="monitor" size={16} /> Desktop
+                </button>
+              )}
               <span class="grow" />
               <button type="button" class="icon" aria-label="Close the side panel" onClick={toggleSide}>
                 <Icon name="close" />
@@ -349,6 +364,11 @@ export function App() {
             <section id="panel-terminal" role="tabpanel" aria-labelledby="tab-terminal" hidden={panel !== "terminal"}>
               <TerminalPanel key={chatId} chatId={chatId} visible={panel === "terminal" && sideOpen} onError={fail} />
             </section>
+            {owner?.desktop && (
+              <section id="panel-desktop" role="tabpanel" aria-labelledby="tab-desktop" hidden={panel !== "desktop"}>
+                <DesktopPanel key={chatId} chatId={chatId} visible={panel === "desktop" && sideOpen} onError={fail} />
+              </section>
+            )}
           </aside>
         </>
       )}
