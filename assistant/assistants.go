@@ -17,7 +17,10 @@ import (
 )
 
 // defaultHookTTL bounds each hook call unless hooks.timeout says otherwise.
-const defaultHookTTL = 5 * time.Second
+// Yao bounds hooks only by the request: a hook that calls models and other
+// assistants (ctx.llm, ctx.agent) routinely takes seconds, so the bound is
+// the one a stuck hook should not pass, not a typical hook's time.
+const defaultHookTTL = 60 * time.Second
 
 // RolePrefix starts a connector that names a role of agent/agent.yml
 // ("use::light").

@@ -81,7 +81,7 @@ func TestLoadExample(t *testing.T) {
 	}
 
 	qa := app.Assistants["qa"]
-	if qa == nil || qa.HasSandbox() || qa.Hooks != "" || qa.HookTimeout != 5*time.Second || qa.Name != "Q&A" || qa.Options.MaxTokens == nil || *qa.Options.MaxTokens != 1024 {
+	if qa == nil || qa.HasSandbox() || qa.Hooks != "" || qa.HookTimeout != 60*time.Second || qa.Name != "Q&A" || qa.Options.MaxTokens == nil || *qa.Options.MaxTokens != 1024 {
 		t.Errorf("qa: %+v", qa)
 	}
 }

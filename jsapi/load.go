@@ -20,7 +20,8 @@ import (
 )
 
 // DefaultTimeout bounds a hook call when the assistant sets no hook timeout.
-const DefaultTimeout = 5 * time.Second
+// It is assistant's default (hooks.timeout in package.yao).
+const DefaultTimeout = 60 * time.Second
 
 // maxCallStack bounds JS recursion, so runaway recursion is a RangeError
 // rather than unbounded memory.

@@ -23,10 +23,7 @@ import (
 func CopyExampleApp(t testing.TB, dir string) string {
 	t.Helper()
 	app := filepath.Join(dir, "app")
-	if err := os.CopyFS(app, os.DirFS(filepath.Join(testenv.RepoRoot(), "examples", "app"))); err != nil {
-		t.Fatalf("copy the example app: %v", err)
-	}
-	_ = os.RemoveAll(filepath.Join(app, "data"))
+	testenv.CopyExampleApp(t, app)
 	return app
 }
 
