@@ -58,6 +58,13 @@ func (e cli) buildCommand(req *executor.Request, p *prepared, maxTurns int, perm
 	}
 	if req.PermissionPromptTool != "" {
 		argv = append(argv, "--permission-prompt-tool", req.PermissionPromptTool)
+		if len(req.PermissionAsk) > 0 {
+			b, err := json.Marshal(map[string]any{"permissions": map[string]any{"ask": req.PermissionAsk}})
+			if err != nil {
+				return nil, err
+			}
+			argv = append(argv, "--settings", string(b))
+		}
 	}
 	switch {
 	case p.resume:
@@ -73,6 +80,11 @@ func (e cli) buildCommand(req *executor.Request, p *prepared, maxTurns int, perm
 		argv = append(argv, "--append-system-prompt-file", sandbox.Workdir+"/"+SystemPromptFile)
 	}
 	allowed := append(append([]string(nil), args.AllowedTools...), p.mcp.Allowed...)
+	if req.PermissionPromptTool != "" {
+		// The CLI would run an allowed tool without asking: the approval
+		// policy, asked through the prompt tool, is what allows.
+		allowed = nil
+	}
 	if len(allowed) > 0 {
 		// One comma-separated value: the flag is variadic, and a value
 		// after it must not swallow the next flag's position.

@@ -87,6 +87,10 @@ type Request struct {
 	// pipeline's approval prompt on the bridge ("": the CLI asks nobody
 	// and runs unattended). Only Claude Code asks this way.
 	PermissionPromptTool string
+	// PermissionAsk are rules (Claude Code's syntax) the CLI asks the
+	// prompt tool about even where it would run the tool unasked (a
+	// read-only command, an edit in acceptEdits mode).
+	PermissionAsk []string
 	// Emit receives the run's events. It must be safe for concurrent use
 	// (the pipeline's turn serializes a turn's events: it owns their
 	// order); Run emits nothing once it returned. The pipeline's Watch

@@ -280,6 +280,9 @@ func (t *turn) wireBridge(app *assistant.App, req *executor.Request, maxTokens i
 	if asks(t.asst) {
 		req.PermissionPromptTool = PromptToolName
 		req.Arguments.DisallowedTools = slices.Concat(req.Arguments.DisallowedTools, readDenies(t.asst.Approval))
+		for _, r := range t.asst.Approval.Ask {
+			req.PermissionAsk = append(req.PermissionAsk, r.Text)
+		}
 	}
 	if m := sess.MCPServer(); m.Command != "" {
 		if req.MCPServers == nil {

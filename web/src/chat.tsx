@@ -8,6 +8,7 @@ import * as api from "./api";
 import { agentName, Broken, Home } from "./home";
 import { Icon } from "./icons";
 import { copyCode, renderMarkdown } from "./markdown";
+import { ApprovalCard } from "./approval";
 import { ToolCall } from "./tools";
 import { apply, Msg, newTurn, timingsLine, Turn, toolResults, usageLine } from "./turn";
 
@@ -297,7 +298,7 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
               />
             ))}
             {turns.map((t) => (
-              <TurnView key={t.key} turn={t} command={current?.command} />
+              <TurnView key={t.key} turn={t} command={current?.command} chat={chatId} />
             ))}
           </div>
         )}
@@ -553,8 +554,10 @@ function Progress({ turn, command }: { turn: Turn; command?: string }) {
   );
 }
 
-function TurnView({ turn, command }: { turn: Turn; command?: string }) {
+function TurnView({ turn, command, chat }: { turn: Turn; command?: string; chat: string }) {
   const results = toolResults(turn);
+  const approvals = new Map<string, Msg>();
+  for (const m of turn.msgs) if (m.type === "approval_resolved") approvals.set(String(m.props.approval_id), m);
   const shown = new Set<string>();
   for (const m of turn.msgs) if (m.type === "tool_call" && m.props.id) shown.add(String(m.props.id));
   const answer = turn.msgs.filter((m) => m.type === "text" && !m.agent).map((m) => m.text).join("\n\n");
@@ -564,6 +567,8 @@ function TurnView({ turn, command }: { turn: Turn; command?: string }) {
       {(turn.prompt !== undefined || turn.images?.length) && <UserBubble text={turn.prompt || (turn.images?.length ? "" : "…")} images={turn.images ?? []} />}
       {turn.msgs.map((m) => {
         if (m.type === "tool_result" && shown.has(String(m.props.tool_call_id))) return null;
+        if (m.type === "approval_resolved") return null;
+        if (m.type === "approval_requested") return <ApprovalCard key={m.id} chat={chat} m={m} resolved={approvals.get(String(m.props.approval_id))} />;
         const view = <MsgView key={m.id} m={m} result={m.type === "tool_call" ? results.get(String(m.props.id)) : undefined} />;
         // Another assistant's message, called by a hook: shown as its.
         return m.agent ? (

@@ -246,7 +246,7 @@ function FileView({ path, content }: { path: string; content: string }) {
   );
 }
 
-function DiffView({ lines, path }: { lines: DiffLine[]; path: string }) {
+export function DiffView({ lines, path }: { lines: DiffLine[]; path: string }) {
   const html = useMemo(() => diffHTML(withContext(lines), languageOf(path)), [lines, path]);
   return (
     <div class="file-card">
