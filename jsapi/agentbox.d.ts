@@ -487,7 +487,10 @@ interface Computer {
   Exec(cmd: string[] | string, options?: ExecOptions): ExecResult;
   /** The sandbox's identity and system, in Yao's ComputerInfo shape. */
   Info(): ComputerInfo;
-  /** Yao-only: agentbox sandboxes have no desktop; throws YAO_ONLY. */
+  /**
+   * The URL of the sandbox's desktop (noVNC on its preview, with a fresh
+   * ticket); throws NO_DESKTOP in a sandbox without one.
+   */
   VNC(): string;
   /**
    * The preview URL of a port the assistant declares (sandbox.ports,

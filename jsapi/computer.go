@@ -212,9 +212,20 @@ func (c *call) computerObject() *goja.Object {
 				return c.vm.ToValue(u)
 			}))
 		case "VNC":
+			// Yao's: the URL of the desktop's screen, noVNC on the
+			// desktop's preview.
 			return c.vm.ToValue(nativeFn(func(goja.FunctionCall) goja.Value {
-				c.throw(&hostError{code: CodeYaoOnly, msg: "computer.VNC is Yao-only: agentbox's desktop is watched in its web app (sandbox.desktop)"}, "")
-				return nil
+				if !c.hc.Computer.Desktop {
+					c.throw(&hostError{code: CodeNoDesktop, msg: "computer.VNC: this sandbox has no desktop (set sandbox.desktop, or computer.vnc in a v2 sandbox)"}, "")
+				}
+				if c.hc.Computer.Preview == nil {
+					c.throw(&hostError{code: CodeSandboxUnavailable, msg: "computer.VNC: this server serves no previews of sandbox ports"}, "")
+				}
+				u, err := c.hc.Computer.Preview(desktop.NoVNCPort, desktop.NoVNCPath+"?autoconnect=1&resize=scale&reconnect=1&path="+desktop.NoVNCSocket)
+				if err != nil {
+					c.throw(&hostError{code: CodeIO, msg: "computer.VNC: " + err.Error()}, "")
+				}
+				return c.vm.ToValue(u)
 			}))
 		}
 		return goja.Undefined()

@@ -2,6 +2,7 @@ package jsapi
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -133,7 +134,7 @@ func TestWorkspaceComputerErrors(t *testing.T) {
 		{`ctx.computer.Exec(["ls"], {cwd: "../x"})`, CodePathOutside, "SandboxError", "computer.Exec: cwd"},
 		{`ctx.computer.Exec(["ls"], {bogus: 1})`, CodeInvalidArgument, "TypeError", `computer.Exec: unknown option "bogus"`},
 		{`ctx.computer.Exec({})`, CodeInvalidArgument, "TypeError", "computer.Exec: want argv"},
-		{`ctx.computer.VNC()`, CodeYaoOnly, "YaoOnlyError", "computer.VNC is Yao-only"},
+		{`ctx.computer.VNC()`, CodeNoDesktop, "SandboxError", "computer.VNC: this sandbox has no desktop"},
 		{`ctx.computer.Proxy(3000)`, CodeSandboxUnavailable, "SandboxError", "serves no previews of sandbox ports"},
 		{`ctx.computer.Screenshot()`, CodeNoDesktop, "SandboxError", "this sandbox has no desktop (set sandbox.desktop"},
 	}
@@ -174,5 +175,20 @@ func TestNoSandboxMembers(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), member) || !strings.Contains(err.Error(), `assistant "chatty" has no sandbox`) {
 			t.Errorf("%s: %v, want it to say %q", stmt, err, member)
 		}
+	}
+}
+
+// TestComputerVNC: VNC() is the desktop port's preview URL on noVNC's
+// page.
+func TestComputerVNC(t *testing.T) {
+	t.Parallel()
+	var asked string
+	hc := &Context{Sandbox: newFakeSandbox(t), Computer: ComputerInfo{Desktop: true, Preview: func(port int, path string) (string, error) {
+		asked = fmt.Sprintf("%d %s", port, path)
+		return "http://tok.preview.localhost:8080" + path, nil
+	}}}
+	got := run(t, `function test(ctx) { return ctx.computer.VNC(); }`, hc, nil)
+	if asked != "6080 /vnc.html?autoconnect=1&resize=scale&reconnect=1&path=websockify" || !strings.HasPrefix(got.(string), "http://tok.preview.localhost:8080/vnc.html?") {
+		t.Fatalf("asked %q, got %v", asked, got)
 	}
 }
