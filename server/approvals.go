@@ -48,6 +48,21 @@ func (s *Server) approver(r *http.Request) (user string, operator bool, err erro
 	return id.user, false, err
 }
 
+// approvalChat returns the server's chats, the request's {chat} and who
+// asks, or writes the error.
+func (s *Server) approvalChat(w http.ResponseWriter, r *http.Request) (cs Chats, id, user string, operator, ok bool) {
+	cs, id, ok = s.chatOf(w, r)
+	if !ok {
+		return
+	}
+	user, operator, err := s.approver(r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return nil, "", "", false, false
+	}
+	return cs, id, user, operator, true
+}
+
 // operator reports whether r carries the operator's token.
 func (s *Server) operator(r *http.Request) bool {
 	if s.metricsToken == nil {
@@ -61,13 +76,8 @@ func (s *Server) operator(r *http.Request) bool {
 // listApprovals is GET /api/chats/{chat}/approvals: the chat's tool calls
 // waiting for an answer, oldest first.
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, _ string) {
-	cs, id, ok := s.chatOf(w, r)
+	cs, id, user, op, ok := s.approvalChat(w, r)
 	if !ok {
-		return
-	}
-	user, op, err := s.approver(r)
-	if err != nil {
-		writeError(w, s.log, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, listResponse[approval.Pending]{Object: "list", Data: cs.Approvals(user, id, op)})
@@ -76,13 +86,8 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, _ string)
 // answerApproval is POST /api/chats/{chat}/approvals/{approval} with
 // {"decision": "allow"|"deny", "reason", "remember"}.
 func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request, _ string) {
-	cs, id, ok := s.chatOf(w, r)
+	cs, id, user, op, ok := s.approvalChat(w, r)
 	if !ok {
-		return
-	}
-	user, op, err := s.approver(r)
-	if err != nil {
-		writeError(w, s.log, err)
 		return
 	}
 	aid := r.PathValue("approval")
