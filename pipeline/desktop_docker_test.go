@@ -75,6 +75,25 @@ func TestDesktopInDocker(t *testing.T) {
 	if b := shot.Bounds(); b.Dx() != 1024 || b.Dy() != 768 {
 		t.Fatalf("screenshot of %v, want 1024x768", b)
 	}
+	// The hook's screenshot may come before Chromium painted the page it
+	// loaded: the kept sandbox's screen shows it within a while.
+	e.p.kept.mu.Lock()
+	kc := e.p.kept.byKey[keptKey("alice", "c1")]
+	e.p.kept.mu.Unlock()
+	if kc == nil {
+		t.Fatal("the chat's sandbox is not kept")
+	}
+	left, right := desktoptest.Halves(shot.Bounds())
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if desktoptest.Share(shot, left, desktoptest.Orange) >= 0.9 && desktoptest.Share(shot, right, desktoptest.Blue) >= 0.9 {
+			break
+		}
+		png, err := desktop.Screenshot(ctx, kc.sb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shot = desktoptest.Decode(t, png)
+	}
 	desktoptest.ShowsPage(t, shot)
 	if !strings.Contains(desktop.AgentHint, "127.0.0.1:9222") {
 		t.Error("the hint does not name the CDP address")
