@@ -279,6 +279,24 @@ func (p *Pipeline) errNoCheckpoints() error {
 
 // Checkpoints lists the user's chat's checkpoints, oldest first.
 func (p *Pipeline) Checkpoints(ctx context.Context, user, chatID string) ([]CheckpointInfo, error) {
+	l, err := p.listedLog(ctx, user, chatID)
+	if err != nil {
+		return nil, err
+	}
+	cur := map[string]bool{}
+	for _, e := range l.Current() {
+		cur[e.ID] = true
+	}
+	out := make([]CheckpointInfo, 0, len(l.Entries))
+	for _, e := range l.Entries {
+		out = append(out, CheckpointInfo{Entry: e, Current: cur[e.ID], Head: e.ID == l.Head})
+	}
+	return out, nil
+}
+
+// listedLog is the user's chat's checkpoint log for a listing: an empty
+// one is the chat's only when the chat exists (else its not-found error).
+func (p *Pipeline) listedLog(ctx context.Context, user, chatID string) (*checkpoint.ChatLog, error) {
 	if err := validateIDs(user, chatID); err != nil {
 		return nil, err
 	}
@@ -294,15 +312,7 @@ func (p *Pipeline) Checkpoints(ctx context.Context, user, chatID string) ([]Chec
 			return nil, err
 		}
 	}
-	cur := map[string]bool{}
-	for _, e := range l.Current() {
-		cur[e.ID] = true
-	}
-	out := make([]CheckpointInfo, 0, len(l.Entries))
-	for _, e := range l.Entries {
-		out = append(out, CheckpointInfo{Entry: e, Current: cur[e.ID], Head: e.ID == l.Head})
-	}
-	return out, nil
+	return l, nil
 }
 
 // find resolves to in the chat's log.
@@ -571,20 +581,9 @@ func (p *Pipeline) forkedFrom(ctx context.Context, user, chatID string) []string
 // branch: the turns sent again from the same state (an edited message, a
 // turn after a rewind), each with the newest state of its branch.
 func (p *Pipeline) Branches(ctx context.Context, user, chatID string) ([]checkpoint.TurnVersions, error) {
-	if err := validateIDs(user, chatID); err != nil {
-		return nil, err
-	}
-	if err := p.errNoCheckpoints(); err != nil {
-		return nil, err
-	}
-	l, err := p.cfg.Checkpoints.Log(ctx, user, chatID)
+	l, err := p.listedLog(ctx, user, chatID)
 	if err != nil {
-		return nil, &chat.Error{Code: chat.ErrInternal, Message: "checkpoints unavailable", Err: err}
-	}
-	if len(l.Entries) == 0 {
-		if _, err := p.GetChat(ctx, user, chatID); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	out := l.Branches()
 	if out == nil {
