@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/desktop"
 )
 
 // AssistantInfo is the public description of an assistant: what a client
@@ -25,6 +26,10 @@ type AssistantInfo struct {
 	// Desktop is set when the assistant's sandbox has a live desktop
 	// (sandbox.desktop, computer.vnc), served as one of its chat's ports.
 	Desktop bool `json:"desktop,omitempty"`
+	// Previews are the other ports the sandbox may serve to the chat's
+	// user (sandbox.ports, computer.ports, services): each that listens
+	// has a preview URL in GET /api/chats/{chat}/ports.
+	Previews []PreviewPort `json:"previews,omitempty"`
 	// Skills are the assistant's own Agent Skills (its folder's skills/),
 	// by name.
 	Skills []SkillInfo `json:"skills"`
@@ -42,6 +47,12 @@ type AssistantInfo struct {
 	// Metadata is package.yao's metadata for the UI and permissions
 	// (type, avatar, tags, sort, public, placeholder, modes, ...).
 	assistant.Metadata
+}
+
+// PreviewPort is a port an assistant's sandbox may serve, with its label.
+type PreviewPort struct {
+	Port  int    `json:"port"`
+	Label string `json:"label,omitempty"`
 }
 
 // DefinitionError is what is wrong with an assistant's definition.
@@ -102,6 +113,12 @@ func publicInfo(app *assistant.App, a *assistant.Assistant, locale string) Assis
 		info.Sandboxed = true
 		info.Command = a.Sandbox.Command
 		info.Desktop = a.Sandbox.Desktop != nil
+		for _, p := range a.Sandbox.Ports {
+			if info.Desktop && p.Port == desktop.NoVNCPort {
+				continue
+			}
+			info.Previews = append(info.Previews, PreviewPort{Port: p.Port, Label: p.Label})
+		}
 	}
 	for _, sk := range a.Skills {
 		if sk != nil {

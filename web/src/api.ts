@@ -90,6 +90,8 @@ export interface Assistant {
   command?: string;
   /** desktop is set when the assistant's sandbox has a live desktop. */
   desktop?: boolean;
+  /** previews are the other ports its sandbox may serve to the user. */
+  previews?: { port: number; label?: string }[];
   skills: AssistantSkill[];
   avatar?: string;
   tags?: string[];

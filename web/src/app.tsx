@@ -14,6 +14,7 @@ import { mod, Shortcuts } from "./shortcuts";
 import { SkillsView } from "./skills";
 import { TerminalPanel } from "./terminal";
 import { DesktopPanel } from "./desktop";
+import { PreviewPanel } from "./previews";
 import { TestsView } from "./tests";
 
 /** The chat the address names: #/c/<chat id>. */
@@ -64,7 +65,7 @@ export function App() {
   const [tests, setTests] = useState(testsFromHash());
   const [pending, setPending] = useState(0);
   const [error, setError] = useState("");
-  const [panel, setPanel] = useState<"files" | "terminal" | "desktop">("files");
+  const [panel, setPanel] = useState<"files" | "terminal" | "desktop" | "preview">("files");
   const [filesVersion, setFilesVersion] = useState(0);
   const [selected, setSelected] = useState(localStorage.getItem(assistantKey) ?? "");
   const [navOpen, setNavOpen] = useState(false);
@@ -168,6 +169,10 @@ export function App() {
   };
   const showDesktop = () => {
     setPanel("desktop");
+    setSideOpen(true);
+  };
+  const showPreview = () => {
+    setPanel("preview");
     setSideOpen(true);
   };
 
@@ -287,6 +292,11 @@ export function App() {
           <button type="button" class="icon new-chat-top only-narrow" aria-label="New chat" onClick={() => open("")}>
             <Icon name="plus" />
           </button>
+          {showSide && !!owner?.previews?.length && (
+            <button type="button" class="desktop-button preview-button" aria-label="Open preview" aria-controls="side" title="What the agent serves in its sandbox" onClick={showPreview}>
+              <Icon name="globe" size={16} /> Preview
+            </button>
+          )}
           {showSide && owner?.desktop && (
             <button type="button" class="desktop-button" aria-label="Desktop" aria-controls="side" title="The sandbox's desktop, live" onClick={showDesktop}>
               <Icon name="monitor" size={16} /> Desktop
@@ -353,6 +363,11 @@ export function App() {
                   <Icon name="monitor" size={16} /> Desktop
                 </button>
               )}
+              {!!owner?.previews?.length && (
+                <button type="button" role="tab" id="tab-preview" aria-selected={panel === "preview"} aria-controls="panel-preview" onClick={() => setPanel("preview")}>
+                  <Icon name="globe" size={16} /> Preview
+                </button>
+              )}
               <span class="grow" />
               <button type="button" class="icon" aria-label="Close the side panel" onClick={toggleSide}>
                 <Icon name="close" />
@@ -367,6 +382,11 @@ export function App() {
             {owner?.desktop && (
               <section id="panel-desktop" role="tabpanel" aria-labelledby="tab-desktop" hidden={panel !== "desktop"}>
                 <DesktopPanel key={chatId} chatId={chatId} visible={panel === "desktop" && sideOpen} onError={fail} />
+              </section>
+            )}
+            {!!owner?.previews?.length && (
+              <section id="panel-preview" role="tabpanel" aria-labelledby="tab-preview" hidden={panel !== "preview"}>
+                <PreviewPanel key={chatId} chatId={chatId} declared={owner.previews} visible={panel === "preview" && sideOpen} onError={fail} />
               </section>
             )}
           </aside>
