@@ -37,12 +37,16 @@ func (p *openAI) header(h http.Header) {
 
 type openAIMessage struct {
 	Role string `json:"role"`
-	// Content is the text (a *string), null for an assistant message that
-	// only calls tools, or a user message's parts when it has images.
+	// Content is the text (a *string; "" for an assistant message that
+	// only calls tools, as Yao sends it), or a user message's parts when
+	// it has images.
 	Content    any              `json:"content"`
 	Name       string           `json:"name,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"`
 	ToolCalls  []openAIToolCall `json:"tool_calls,omitempty"`
+	// ReasoningContent is an assistant message's reasoning, as Yao's
+	// provider sends it back (reasoning_content).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 type openAIToolCall struct {
@@ -98,13 +102,13 @@ func (p *openAI) body(req *Request, model string) ([]byte, int, error) {
 		if m.Role == chat.RoleTool {
 			om.ToolCallID, om.Name = m.ToolCallID, ""
 		}
+		if m.Role == chat.RoleAssistant {
+			om.ReasoningContent = m.Reasoning
+		}
 		for _, tc := range m.ToolCalls {
 			c := openAIToolCall{ID: tc.ID, Type: "function"}
 			c.Function.Name, c.Function.Arguments = tc.Name, tc.Arguments()
 			om.ToolCalls = append(om.ToolCalls, c)
-		}
-		if len(om.ToolCalls) > 0 && m.Content == "" {
-			om.Content = nil
 		}
 		msgs = append(msgs, om)
 	}

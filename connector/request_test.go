@@ -14,7 +14,7 @@ import (
 // toolLoop is a conversation with a function call and its result.
 var toolLoop = []chat.Message{
 	{Role: "user", Content: "Weather in Paris?"},
-	{Role: "assistant", Content: "Let me look.", ToolCalls: []chat.ToolCall{
+	{Role: "assistant", Content: "Let me look.", Reasoning: "The weather needs a lookup.", ToolCalls: []chat.ToolCall{
 		{ID: "call_1", Name: "get_weather", Input: chat.RawJSON(`{"city":"Paris"}`)},
 		{ID: "call_2", Name: "get_time", Input: chat.RawJSON(`{}`)},
 	}},
@@ -45,7 +45,7 @@ func TestOpenAIToolMessages(t *testing.T) {
 	}
 	b := f.requests()[0].body
 	want := `[{"content":"Weather in Paris?","role":"user"},` +
-		`{"content":"Let me look.","role":"assistant","tool_calls":[` +
+		`{"content":"Let me look.","reasoning_content":"The weather needs a lookup.","role":"assistant","tool_calls":[` +
 		`{"function":{"arguments":"{\"city\":\"Paris\"}","name":"get_weather"},"id":"call_1","type":"function"},` +
 		`{"function":{"arguments":"{}","name":"get_time"},"id":"call_2","type":"function"}]},` +
 		`{"content":"18C","role":"tool","tool_call_id":"call_1"},` +
@@ -59,14 +59,15 @@ func TestOpenAIToolMessages(t *testing.T) {
 		t.Errorf("tool options = %v %v %v", b["tool_choice"], b["parallel_tool_calls"], b["tools"])
 	}
 
-	// An assistant message that only calls tools has content null.
+	// An assistant message that only calls tools has content "" (Yao's
+	// provider sends the answer's text as it is).
 	msgs := []chat.Message{{Role: "user", Content: "q"}, {Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c", Name: "f", Input: chat.RawJSON(`"not json"`)}}},
 		{Role: "tool", ToolCallID: "c", Content: "r"}}
 	if _, err := c.Stream(context.Background(), &Request{Messages: msgs}, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := asJSON(t, f.requests()[1].body["messages"].([]any)[1])
-	if want := `{"content":null,"role":"assistant","tool_calls":[{"function":{"arguments":"not json","name":"f"},"id":"c","type":"function"}]}`; got != want {
+	if want := `{"content":"","role":"assistant","tool_calls":[{"function":{"arguments":"not json","name":"f"},"id":"c","type":"function"}]}`; got != want {
 		t.Errorf("tool-only assistant message = %s, want %s", got, want)
 	}
 }

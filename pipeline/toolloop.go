@@ -138,7 +138,7 @@ func (t *turn) toolLoop(ctx context.Context, cl connector.Client, req *connector
 			return t.loopFallback(ctx, cl, req, conv, runs, add, finish)
 		}
 		next := slices.Clone(req.Messages)
-		next = append(next, chat.Message{Role: chat.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls})
+		next = append(next, chat.Message{Role: chat.RoleAssistant, Content: resp.Content, Reasoning: resp.Thinking, ToolCalls: resp.ToolCalls})
 		for _, r := range got {
 			next = append(next, r.message())
 		}

@@ -178,12 +178,13 @@ func toolMessages(t *testing.T, r scripted.Request) map[string]string {
 // TestDirectToolLoop: a direct assistant's model is offered the tools of
 // its process, stdio and http MCP servers under Yao's names, with Yao's
 // examples; the server runs a round's calls, streams each call and result,
-// sends the results back as Yao does, and the model's next answer ends the
-// turn, every call metered.
+// sends the results back as Yao does (after the model's message with its
+// calls and its reasoning), and the model's next answer ends the turn,
+// every call metered.
 func TestDirectToolLoop(t *testing.T) {
 	t.Parallel()
 	p, llm := toolApp(t, &scripted.Script{Turns: []scripted.Turn{
-		{Text: "Let me check.", ToolCalls: []scripted.ToolCall{
+		{Thinking: "Three tools answer this.", Text: "Let me check.", ToolCalls: []scripted.ToolCall{
 			{ID: "c1", Name: "echo__ping", Input: map[string]any{"count": 2}},
 			{ID: "c2", Name: "tools__add", Input: map[string]any{"a": 2, "b": 3}},
 			{ID: "c3", Name: "web__shout", Input: map[string]any{"text": "hi"}},
@@ -221,6 +222,18 @@ func TestDirectToolLoop(t *testing.T) {
 	if sys := msgs[1].(map[string]any)["content"].(string); msgs[1].(map[string]any)["role"] != "system" ||
 		!strings.Contains(sys, "## MCP Tool Usage Examples") || !strings.Contains(sys, "### echo__ping\n\n**Description**: Answer pong\n\n**Example 1 - one**:\n- Input: `map[count:1]`\n- Output: `map[message:pong]`") {
 		t.Errorf("system prompt: %q", sys)
+	}
+	// The model's message with the calls goes back with its reasoning, as
+	// Yao's tool loop sends it (thinking models refuse a tool loop
+	// without it).
+	var asked map[string]any
+	for _, m := range body(t, reqs[1])["messages"].([]any) {
+		if m.(map[string]any)["role"] == "assistant" {
+			asked = m.(map[string]any)
+		}
+	}
+	if asked["content"] != "Let me check." || asked["reasoning_content"] != "Three tools answer this." || len(asked["tool_calls"].([]any)) != 3 {
+		t.Errorf("the model's message with its calls: %v", asked)
 	}
 	got := toolMessages(t, reqs[1])
 	want := map[string]string{
