@@ -2,9 +2,10 @@
 // declares, each on a preview URL of its own origin, in a frame. Nothing
 // in the frame reaches the API with the user's credentials; the URL's
 // short-lived ticket becomes a cookie for that preview's origin alone.
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import * as api from "./api";
 import { Icon } from "./icons";
+import { NewTab, Reload, usePorts } from "./ports";
 
 type Declared = { port: number; label?: string };
 
@@ -21,34 +22,18 @@ export function PreviewPanel({ chatId, declared, visible, onError }: { chatId: s
 
   // While the panel shows, ask for the chat's ports every two seconds:
   // a server the agent starts shows up as it listens.
-  useEffect(() => {
-    if (!visible || !chatId) return;
-    let stopped = false;
-    let timer = 0;
-    const look = async () => {
-      try {
-        const list = await api.chatPorts(chatId);
-        if (stopped) return;
-        setPorts(list);
-        const p = list.find((x) => x.port === chosen);
-        if (p && p.state === "listening") {
-          setUrl((cur) => cur || p.url);
-        } else {
-          setUrl("");
-        }
-      } catch (e) {
-        if (stopped) return;
-        onError(e);
-        return;
-      }
-      timer = window.setTimeout(look, 2000);
-    };
-    look();
-    return () => {
-      stopped = true;
-      clearTimeout(timer);
-    };
-  }, [chatId, visible, chosen, attempt]);
+  usePorts(
+    chatId,
+    visible,
+    (list) => {
+      setPorts(list);
+      const p = list.find((x) => x.port === chosen);
+      setUrl((cur) => (p && p.state === "listening" ? cur || p.url : ""));
+      return false;
+    },
+    onError,
+    [chosen, attempt],
+  );
 
   const live = ports.find((p) => p.port === chosen);
   const status = url
@@ -80,23 +65,15 @@ export function PreviewPanel({ chatId, declared, visible, onError }: { chatId: s
           {status}
         </span>
         <span class="grow" />
-        {url && (
-          <a class="icon" href={url} target="_blank" rel="noopener noreferrer" aria-label="Open the preview in a new tab" title="Open in a new tab">
-            <Icon name="eye" size={16} />
-          </a>
-        )}
-        <button
-          type="button"
-          class="icon"
-          aria-label="Reload the preview"
+        {url && <NewTab url={url} what="preview" />}
+        <Reload
+          what="preview"
           title="Reload"
           onClick={() => {
             setUrl("");
             setAttempt((n) => n + 1);
           }}
-        >
-          <Icon name="refresh" size={16} />
-        </button>
+        />
       </div>
       {url ? (
         <iframe class="desktop-view preview-view" title="Preview" src={url} />
