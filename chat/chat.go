@@ -67,9 +67,10 @@ type Message struct {
 	// ToolCalls are the calls an assistant message asked for.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// Reasoning is what the model reasoned before an assistant message of
-	// a tool loop, sent back with it (OpenAI-compatible reasoning models
-	// such as DeepSeek's and Kimi's thinking modes require it).
-	Reasoning string `json:"reasoning,omitempty"`
+	// the server's tool loop, sent back with it (OpenAI-compatible
+	// reasoning models such as DeepSeek's and Kimi's thinking modes
+	// require it). It is never read from or written to JSON.
+	Reasoning string `json:"-"`
 	// Failure, on an assistant message of a stored history, says why its
 	// turn failed or stopped (its Code is "" for an answer that ended
 	// well): Content is what was answered until then, often nothing.
