@@ -79,6 +79,18 @@ interface Context {
   /** The authenticated user. */
   readonly user_id: string;
   readonly locale: string;
+  /** The client's theme (Yao's ?theme=, X-Yao-Theme or metadata.theme). */
+  readonly theme: string;
+  /** What made the request: "api" from HTTP, "agent_fork" from ctx.agent, "agent" when delegated (Yao's referers). */
+  readonly referer: string;
+  /** The output the client accepts: "standard", "cui-web", "cui-native" or "cui-desktop". */
+  readonly accept: string;
+  /** The route the client shows (Yao's ?route=, X-Yao-Route or the request's route). */
+  readonly route: string;
+  /** The client: its type from the User-Agent (web, agent, jssdk, android, ios, windows, macos, linux), User-Agent and address. */
+  readonly client: { type: string; user_agent: string; ip: string };
+  /** Who is authenticated: the user, and the team when the credentials name one. */
+  readonly authorized: { user_id: string; team_id?: string };
   /** The request's metadata (a copy: changing it changes nothing else). */
   readonly metadata: Record<string, any>;
   readonly memory: Memory;

@@ -404,3 +404,36 @@ func TestChatError(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestRequestFields: ctx has Yao's request fields, with Yao's defaults
+// when the request names none.
+func TestRequestFields(t *testing.T) {
+	t.Parallel()
+	h := load(t, `
+export function Create(ctx: any) {
+  const seen = {theme: ctx.theme, referer: ctx.referer, accept: ctx.accept, route: ctx.route, client: ctx.client, authorized: ctx.authorized};
+  return {messages: [{role: "user", content: JSON.stringify(seen)}]};
+}
+`)
+	for _, tc := range []struct {
+		hc   *Context
+		want string
+	}{
+		{&Context{UserID: "alice"}, `{"theme":"","referer":"api","accept":"standard","route":"","client":{"ip":"","type":"web","user_agent":""},"authorized":{"user_id":"alice"}}`},
+		{&Context{UserID: "bob", TeamID: "t1", Client: Client{Type: "macos", UserAgent: "ua", IP: "127.0.0.1", Referer: RefererAgentFork, Accept: "cui-web", Theme: "dark", Route: "/chat"}},
+			`{"theme":"dark","referer":"agent_fork","accept":"cui-web","route":"/chat","client":{"ip":"127.0.0.1","type":"macos","user_agent":"ua"},"authorized":{"team_id":"t1","user_id":"bob"}}`},
+	} {
+		res, err := h.Create(context.Background(), tc.hc, nil, chat.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want any
+		if err := json.Unmarshal([]byte(res.Messages[0].Content), &got); err != nil {
+			t.Fatal(err)
+		}
+		_ = json.Unmarshal([]byte(tc.want), &want)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("ctx fields\n got %s\nwant %s", res.Messages[0].Content, tc.want)
+		}
+	}
+}

@@ -27,6 +27,9 @@ type Context struct {
 	TeamID   string
 	Locale   string
 	Metadata map[string]any
+	// Client is where the request came from, as Yao's hooks see it
+	// (ctx.client, ctx.referer, ctx.accept, ctx.theme, ctx.route).
+	Client Client
 	// Sandbox is the request's live sandbox; nil for a direct assistant,
 	// where ctx.sandbox is undefined.
 	Sandbox sandbox.Sandbox
@@ -57,6 +60,30 @@ type Context struct {
 	agentSeq int                 // ctx.agent calls made, for their ids
 	llmSeq   int                 // ctx.llm calls made, for their ids
 }
+
+// Client is where a request came from, in Yao's terms: its client (Type
+// from the User-Agent, as Yao classifies it: web, agent, jssdk, android,
+// ios, windows, macos, linux), what made the request (Referer: api,
+// process, mcp, jssdk, agent, agent_fork, tool, hook, schedule, script,
+// internal), the output it accepts (Accept: standard, cui-web,
+// cui-native, cui-desktop), the client's theme and the route it shows.
+type Client struct {
+	Type      string
+	UserAgent string
+	IP        string
+	Referer   string
+	Accept    string
+	Theme     string
+	Route     string
+}
+
+// The referers of turns an assistant's hook starts (Yao's).
+const (
+	// RefererAgentFork: a ctx.agent call's turn.
+	RefererAgentFork = "agent_fork"
+	// RefererAgent: the turn a Create or Next delegated to.
+	RefererAgent = "agent"
+)
 
 // hookMsg is a message a hook sent.
 type hookMsg struct {

@@ -16,7 +16,7 @@ import (
 // Members of the objects the ctx API builds. agentbox.d.ts declares the
 // same members; TestDeclarationsMatch keeps the two in sync.
 var (
-	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "metadata", "memory", "sandbox", "workspace", "computer", "agent", "llm", "mcp"}
+	ctxFields      = []string{"chat_id", "assistant_id", "user_id", "locale", "theme", "referer", "accept", "route", "client", "authorized", "metadata", "memory", "sandbox", "workspace", "computer", "agent", "llm", "mcp"}
 	ctxMethods     = []string{"Send", "SendStream", "Append", "Replace", "Merge", "Set", "End", "EndBlock", "MessageID", "BlockID", "ThreadID"}
 	memoryMethods  = []string{"Get", "Set", "Del", "Has", "Keys", "Len", "Clear", "Incr", "Decr", "GetDel"}
 	memoryKeys     = []string{string(NamespaceUser), string(NamespaceTeam), string(NamespaceChat), string(NamespaceContext)}
@@ -44,6 +44,24 @@ func (c *call) ctxObject() *goja.Object {
 			return c.vm.ToValue(hc.UserID)
 		case "locale":
 			return c.vm.ToValue(hc.Locale)
+		case "theme":
+			return c.vm.ToValue(hc.Client.Theme)
+		case "referer":
+			return c.vm.ToValue(cmp.Or(hc.Client.Referer, "api"))
+		case "accept":
+			return c.vm.ToValue(cmp.Or(hc.Client.Accept, "standard"))
+		case "route":
+			return c.vm.ToValue(hc.Client.Route)
+		case "client":
+			return c.toJS(map[string]any{"type": cmp.Or(hc.Client.Type, "web"), "user_agent": hc.Client.UserAgent, "ip": hc.Client.IP})
+		case "authorized":
+			// Yao's authorized info, of what agentbox knows: the
+			// authenticated user and team.
+			auth := map[string]any{"user_id": hc.UserID}
+			if hc.TeamID != "" {
+				auth["team_id"] = hc.TeamID
+			}
+			return c.toJS(auth)
 		case "metadata":
 			if hc.Metadata == nil {
 				return c.vm.NewObject()

@@ -12,11 +12,11 @@ import (
 
 // yaoCtxOnly are members of Yao's hook ctx that agentbox's lacks: a hook
 // that reads one gets undefined.
-var yaoCtxOnly = []string{"theme", "referer", "accept", "route", "client", "trace", "search", "Release", "__release"}
+var yaoCtxOnly = []string{"trace", "search", "Release", "__release"}
 
 // ctxTestFields are the fields a script test's ctx has beyond a hook's
 // (TestCtx.Fields as testrun sets them).
-var ctxTestFields = []string{"team_id", "authorized"}
+var ctxTestFields = []string{"team_id"}
 
 // ctxObjects are the members of ctx that are objects of the hook API,
 // with their members, for checking what a hook reads off them.

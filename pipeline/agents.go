@@ -62,7 +62,7 @@ func checkCall(chain []string, callee string) error {
 // turn is not stored: a call's history is the caller's to keep.
 func (t *turn) CallAgent(ctx context.Context, call jsapi.AgentCall) jsapi.AgentResult {
 	res := jsapi.AgentResult{AssistantID: call.AssistantID}
-	resp, chatID, err := t.callAgent(ctx, call.AssistantID, call.Messages, call.Connector, call.Metadata, call.Emit)
+	resp, chatID, err := t.callAgent(ctx, call.AssistantID, call.Messages, call.Connector, call.Metadata, jsapi.RefererAgentFork, call.Emit)
 	res.ChatID = chatID
 	if err != nil {
 		res.Err = err
@@ -78,13 +78,17 @@ func (t *turn) CallAgent(ctx context.Context, call jsapi.AgentCall) jsapi.AgentR
 var _ jsapi.Agents = (*turn)(nil)
 
 // callAgent runs assistant id's turn nested in t's.
-func (t *turn) callAgent(ctx context.Context, id string, msgs []chat.Message, connector string, meta map[string]any, emit chat.EmitFunc) (*Response, string, error) {
+// referer is what its hooks see as ctx.referer: jsapi.RefererAgentFork
+// for ctx.agent's calls, jsapi.RefererAgent for a delegated turn, as
+// Yao's.
+func (t *turn) callAgent(ctx context.Context, id string, msgs []chat.Message, connector string, meta map[string]any, referer string, emit chat.EmitFunc) (*Response, string, error) {
 	if err := checkCall(callChain(ctx), id); err != nil {
 		return nil, "", err
 	}
 	chatID := nestedChatID(t.req.ChatID, id)
 	req := &Request{UserID: t.req.UserID, TeamID: t.req.TeamID, ChatID: chatID, AssistantID: id, Messages: msgs, Ephemeral: true,
-		Locale: t.req.Locale, Metadata: meta, Connector: connector}
+		Locale: t.req.Locale, Metadata: meta, Connector: connector, Client: t.req.Client}
+	req.Client.Referer = referer
 	resp, err := t.p.chat(ctx, req, emit, nil, true)
 	return resp, chatID, err
 }
@@ -105,7 +109,7 @@ func (t *turn) delegate(ctx context.Context, d *jsapi.Delegate, conv conversatio
 		e.ID = prefix + e.ID
 		t.emit(e)
 	}
-	resp, _, err := t.callAgent(ctx, d.AssistantID, msgs, d.Connector, d.Metadata, emit)
+	resp, _, err := t.callAgent(ctx, d.AssistantID, msgs, d.Connector, d.Metadata, jsapi.RefererAgent, emit)
 	if err != nil {
 		ce := chat.AsError(err)
 		return &chat.Error{Code: ce.Code, Message: fmt.Sprintf("delegated to assistant %q: %s", d.AssistantID, ce.Message), Err: err, RetryAfter: ce.RetryAfter}

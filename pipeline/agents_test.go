@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
+	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/scripted"
 )
 
@@ -317,5 +318,39 @@ function Next(ctx, payload) {
 	}
 	if specs := e.rt.Specs(); specs[0].Network != "none" {
 		t.Fatalf("the yao runner's sandbox has network %q, want none", specs[0].Network)
+	}
+}
+
+// TestNestedReferers: a ctx.agent call's hooks see ctx.referer
+// "agent_fork", a delegated turn's "agent", and both the caller's client.
+func TestNestedReferers(t *testing.T) {
+	e := newEnv(t, &scripted.Script{Turns: []scripted.Turn{{Text: "one"}, {Text: "two"}, {Text: "three"}}}, "")
+	addAssistant(t, e, "front", `
+function Create(ctx, messages) {
+  if (messages[messages.length - 1].content === "call") {
+    const r = ctx.agent.Call("helper", [{role: "user", content: "x"}]);
+    return {messages: [{role: "user", content: "front saw " + r.content}]};
+  }
+  return {delegate: {agent_id: "helper", messages: [{role: "user", content: "x"}]}};
+}`, 10*time.Second)
+	addAssistant(t, e, "helper", `
+function Create(ctx) {
+  return {messages: [{role: "user", content: ["seen", ctx.referer, ctx.client.type, ctx.theme].join(" ")}]};
+}`, 10*time.Second)
+	client := jsapi.Client{Type: "macos", Theme: "dark", Referer: "api", Accept: "standard"}
+	for _, q := range []string{"call", "delegate"} {
+		if _, err := e.p.Chat(context.Background(), &Request{UserID: "u1", ChatID: "c-" + q, AssistantID: "front", Messages: user(q), Client: client}, nil); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var bodies []string
+	for _, r := range e.llm.TurnRequests() {
+		bodies = append(bodies, string(r.Body))
+	}
+	all := strings.Join(bodies, "\n")
+	for _, want := range []string{"seen agent_fork macos dark", "seen agent macos dark"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no model request holds %q:\n%s", want, all)
+		}
 	}
 }

@@ -100,6 +100,7 @@ func (t *turn) hookContext(a *assistant.Assistant) *jsapi.Context {
 		TeamID:      t.req.TeamID,
 		Locale:      t.req.Locale,
 		Metadata:    t.meta,
+		Client:      t.req.Client,
 		Emit:        t.emit,
 		Agents:      t,
 		LLM:         t,

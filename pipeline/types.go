@@ -26,6 +26,7 @@ import (
 	"errors"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/jsapi"
 )
 
 // Request is one chat turn as the server (or an embedder) hands it over.
@@ -66,6 +67,10 @@ type Request struct {
 	Ephemeral bool
 	Locale    string
 	Metadata  map[string]any
+	// Client is where the request came from, as Yao's hooks see it
+	// (ctx.client, ctx.referer, ctx.accept, ctx.theme, ctx.route); the
+	// server fills it from the HTTP request.
+	Client jsapi.Client
 	// Options override the assistant's model options for this turn (the
 	// request's "options"; the sandbox is not the caller's to choose).
 	// Only the options the assistant lets requests change may be set

@@ -127,7 +127,7 @@ func (s *Server) nativeChat(w http.ResponseWriter, r *http.Request, user string)
 	w.Header().Set("X-Chat-ID", cid)
 	req := &pipeline.Request{
 		UserID: user, TeamID: teamOf(r), ChatID: cid, AssistantID: id, Messages: msgs,
-		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts, Connector: in.Connector, Edit: in.Edit,
+		Locale: locale(r, in.Locale), Metadata: in.Metadata, Client: clientOf(r, in.Metadata), Options: opts, Connector: in.Connector, Edit: in.Edit,
 	}
 	s.streamNative(w, r, req, in.Detach)
 }

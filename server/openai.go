@@ -180,7 +180,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, user string
 	w.Header().Set("X-Chat-ID", cid)
 	req := &pipeline.Request{
 		UserID: user, TeamID: teamOf(r), ChatID: cid, AssistantID: in.Model, Messages: msgs,
-		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts,
+		Locale: locale(r, in.Locale), Metadata: in.Metadata, Client: clientOf(r, in.Metadata), Options: opts,
 	}
 	if in.Stream {
 		s.streamCompletion(w, r, req, in.StreamOptions != nil && in.StreamOptions.IncludeUsage)

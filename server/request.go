@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/vision"
 )
 
@@ -219,6 +222,72 @@ func chatID(r *http.Request, body string) (id string, generated bool, err error)
 		return "", false, badRequest("%v", err)
 	}
 	return id, false, nil
+}
+
+// clientOf is where r came from, as Yao's hooks see it, by Yao's rules
+// (agent/context/openapi.go): the client's type from its User-Agent, its
+// address (the connection's: proxies' headers are not trusted), and each
+// of theme, referer, accept and route from the query, else its X-Yao-*
+// header, else the request's metadata; a referer or accept Yao does not
+// know is its default (api, standard).
+func clientOf(r *http.Request, meta map[string]any) jsapi.Client {
+	pick := func(name string) string {
+		if v := r.URL.Query().Get(name); v != "" {
+			return v
+		}
+		if v := r.Header.Get("X-Yao-" + strings.ToUpper(name[:1]) + name[1:]); v != "" {
+			return v
+		}
+		v, _ := meta[name].(string)
+		return v
+	}
+	ua := r.UserAgent()
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	c := jsapi.Client{Type: clientType(ua), UserAgent: ua, IP: host,
+		Theme: strings.ToLower(pick("theme")), Referer: pick("referer"), Accept: pick("accept"), Route: pick("route")}
+	if !slices.Contains(yaoReferers, c.Referer) {
+		c.Referer = "api"
+	}
+	if !slices.Contains(yaoAccepts, c.Accept) {
+		c.Accept = "standard"
+	}
+	return c
+}
+
+// yaoReferers and yaoAccepts are the values Yao knows.
+var (
+	yaoReferers = []string{"api", "process", "mcp", "jssdk", "agent", "agent_fork", "tool", "hook", "schedule", "script", "internal"}
+	yaoAccepts  = []string{"standard", "cui-web", "cui-native", "cui-desktop"}
+)
+
+// clientType classifies a User-Agent as Yao does.
+func clientType(ua string) string {
+	ua = strings.ToLower(ua)
+	has := func(subs ...string) bool {
+		return slices.ContainsFunc(subs, func(s string) bool { return strings.Contains(ua, s) })
+	}
+	switch {
+	case ua == "":
+		return "web"
+	case has("agent"):
+		return "agent"
+	case has("jssdk"):
+		return "jssdk"
+	case has("android"):
+		return "android"
+	case has("iphone", "ipad", "ipod"):
+		return "ios"
+	case has("windows"):
+		return "windows"
+	case has("mac os x", "macintosh"):
+		return "macos"
+	case has("linux"):
+		return "linux"
+	}
+	return "web"
 }
 
 // locale returns the body's locale, else the first Accept-Language tag.

@@ -406,7 +406,7 @@ func (s *Server) responsesCreate(w http.ResponseWriter, r *http.Request, user st
 	out := newResponseOutput(a.ID, cid, in)
 	req := &pipeline.Request{
 		UserID: user, TeamID: teamOf(r), ChatID: cid, AssistantID: a.ID, Messages: msgs, Continue: cont, Ephemeral: !in.stored(),
-		Locale: locale(r, in.Locale), Metadata: in.Metadata, Options: opts, ResponseID: out.resp.ID,
+		Locale: locale(r, in.Locale), Metadata: in.Metadata, Client: clientOf(r, in.Metadata), Options: opts, ResponseID: out.resp.ID,
 	}
 	if in.Stream {
 		s.streamResponse(w, r, req, out)
