@@ -36,7 +36,8 @@ func TestDockerPermissionDefault(t *testing.T) {
 // (see clitest.Kept).
 func TestDockerKept(t *testing.T) {
 	clitest.Kept{
-		CLI: "gemini", Exec: New(Options{}), Type: "anthropic", Process: "--acp",
+		ResumesUnkept: true,
+		CLI:           "gemini", Exec: New(Options{}), Type: "anthropic", Process: "--acp",
 		Shell: "run_shell_command",
 		Input: func(c string) map[string]any { return map[string]any{"command": c, "description": "run"} },
 	}.Run(t)

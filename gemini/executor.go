@@ -130,6 +130,10 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	}
 	var input []byte
 	var conn any
+	// A kept chat's CLI opens its session with session/new; a session
+	// made before (the chat's kept CLI is gone) is resumed by a turn of
+	// its own, unkept: the CLI's session/load finds no sessions.
+	p.Keep = p.Keep && p.Resume == ""
 	if p.Keep {
 		// Kept for the chat's next turns: the Agent Client Protocol on
 		// stdio (keep.go), which loads the session to resume.
