@@ -11,6 +11,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox/docker"
 	"github.com/agentbox/agentbox/scripted"
 )
@@ -44,9 +45,7 @@ func TestPoolInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("the warm pool attaches workspaces with mounts: needs root")
-	}
+	testenv.Root(t, "for the warm pool to attach workspaces with mounts")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	src := &swapApp{}

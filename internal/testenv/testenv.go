@@ -328,9 +328,7 @@ func removeDeadBuilds() {
 // its degraded mode, which tests check on their own.
 func LoopDisks(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		Missing(t, "root, to loop-mount workspace disk images (CI runs as root)")
-	}
+	Root(t, "to loop-mount workspace disk images")
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
 		Missing(t, "loop devices (/dev/loop-control)")
 	}
@@ -338,6 +336,15 @@ func LoopDisks(t testing.TB) {
 		if _, err := exec.LookPath(tool); err != nil && !fileExists("/usr/sbin/"+tool) && !fileExists("/sbin/"+tool) {
 			Missing(t, tool+" (apt-get install e2fsprogs)")
 		}
+	}
+}
+
+// Root requires the test to run as root, why says what for: it skips
+// without, or fails under CI (which runs as root).
+func Root(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Missing(t, "root, "+why+" (CI runs as root)")
 	}
 }
 

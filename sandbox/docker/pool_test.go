@@ -19,9 +19,7 @@ import (
 // its environment appear in it; it serves one claim; its removal leaves no
 // mount, folder or container behind, and the workspace's files stay.
 func TestPoolClaim(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("attaching a workspace to a running container needs root")
-	}
+	testenv.Root(t, "to attach a workspace to a running container")
 	rt, _ := newRuntimeIn(t)
 	ctx := context.Background()
 	pooled, err := rt.Prestart(ctx, sandbox.Spec{})
@@ -98,9 +96,7 @@ func TestPoolClaim(t *testing.T) {
 // TestPoolRefuses: a pooled container refuses a claim with a mount it was
 // not made with, and a gVisor spec is not pooled.
 func TestPoolRefuses(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("attaching a workspace to a running container needs root")
-	}
+	testenv.Root(t, "to attach a workspace to a running container")
 	rt, _ := newRuntimeIn(t)
 	ctx := context.Background()
 	if _, err := rt.Prestart(ctx, sandbox.Spec{Isolation: sandbox.IsolationGVisor}); !errors.Is(err, sandbox.ErrNotPoolable) {
