@@ -142,6 +142,7 @@ type Run struct {
 	// and so for the input to end, before it reports the exit).
 	input, inputR *os.File
 	inputOnce     sync.Once
+	inputClosed   atomic.Bool // a kept CLI whose input ended takes no turn
 
 	// The output: one goroutine reads it (from the first turn on) and
 	// hands each line to the current turn's sink, with lines held.
@@ -310,7 +311,10 @@ func (r *Run) setSink(line func(Line)) {
 // closeInput ends the CLI's stdin (once).
 func (r *Run) closeInput() {
 	if r.input != nil {
-		r.inputOnce.Do(func() { _ = r.input.Close() })
+		r.inputOnce.Do(func() {
+			r.inputClosed.Store(true)
+			_ = r.input.Close()
+		})
 	}
 }
 
@@ -437,9 +441,10 @@ func (a activity) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Alive reports whether a kept CLI still runs and can take a turn.
+// Alive reports whether a kept CLI still runs and can take a turn: a
+// CLI being stopped (its input ended, its kill under way) cannot.
 func (r *Run) Alive() bool {
-	if r.closed.Load() {
+	if r.closed.Load() || r.inputClosed.Load() {
 		return false
 	}
 	select {
@@ -496,8 +501,9 @@ func (r *Run) Close() {
 // go to emit, timeout bounds it, and input, the turn's message, is
 // written to the CLI's stdin. A CLI that prints nothing within ackWait
 // of the message (0: not checked) is hung: Next closes it and returns
-// ErrHung, with nothing of the turn emitted. A message the CLI does not
-// take is an error (a *chat.Error) and the run is closed. Wait follows.
+// ErrHung, with nothing of the turn emitted; so does one that does not
+// take the message (it went away between turns). A message not taken as
+// ctx ends is an error (a *chat.Error) and the run is closed. Wait follows.
 func (r *Run) Next(ctx context.Context, emit chat.EmitFunc, timeout time.Duration, input []byte, line func(Line), ackWait time.Duration) error {
 	spec := r.spec
 	spec.Emit, spec.Timeout = emit, timeout
@@ -526,6 +532,12 @@ func (r *Run) Next(ctx context.Context, emit chat.EmitFunc, timeout time.Duratio
 		r.setSink(nil)
 		t.cancel()
 		r.Close()
+		if ctx.Err() == nil {
+			// The CLI went away between turns (nothing of the turn was
+			// emitted): a new one takes it, as for a hung one.
+			r.spec.Logger.Warn("kept "+r.spec.CLI+" did not take the message; stopped", "err", err)
+			return fmt.Errorf("%w: %s did not take the message: %v", ErrHung, r.spec.CLI, err)
+		}
 		return &chat.Error{Code: chat.ErrSandbox, Message: r.spec.CLI + " did not take the message: " + err.Error(), Err: err}
 	}
 	if ackWait <= 0 || r.acked(ctx, ackWait) || ctx.Err() != nil || !r.Alive() {
