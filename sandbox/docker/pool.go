@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,21 +14,18 @@ import (
 
 	"github.com/docker/docker/api/types/mount"
 
-	"github.com/agentbox/agentbox/internal/owner"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/internal/poolslot"
 )
 
 // A pooled container (Prestart) is made like any other, but its
-// /workspace is the bind of an empty folder on the host, the slot's ws
-// folder, made a shared mount and bound into the container with rslave
-// propagation, and its PoolSocketDir is the bind of the slot's run
-// folder. A claim mounts the chat's workspace over the slot's ws folder
-// on the host (and the hidden names over it): the kernel propagates the
-// mounts into the container's mount namespace, where they cover the empty
-// /workspace, in a few hundred microseconds and without an engine call.
-// The bridge's sockets are hard links in the run folder: a Unix socket is
-// reached through any link to its inode. No mount is ever made inside the
-// container; the container never sees the host's paths.
+// /workspace is the bind of an empty folder on the host, the ws folder of
+// its slot (poolslot), made a shared mount and bound into the container
+// with rslave propagation, and its PoolSocketDir is the bind of the
+// slot's run folder. A claim mounts the chat's workspace over the slot's
+// ws folder on the host: the kernel propagates the mounts into the
+// container's mount namespace in a few hundred microseconds and without
+// an engine call.
 //
 // Only root may mount, and gVisor's kernel sees no mount made after its
 // start: Prestart refuses both with ErrNotPoolable.
@@ -59,31 +54,30 @@ func (r *Runtime) Prestart(ctx context.Context, spec sandbox.Spec) (sandbox.Pool
 	if err := poolable(spec); err != nil {
 		return nil, err
 	}
-	for _, m := range spec.Mounts {
-		if filepath.Dir(m.Target) == sandbox.PoolSocketDir {
-			return nil, fmt.Errorf("docker prestart: mount %s: %w: the sockets under %s come at Claim", m.Target, sandbox.ErrNotPoolable, sandbox.PoolSocketDir)
-		}
+	if err := poolslot.CheckPrestart(spec.Mounts); err != nil {
+		return nil, fmt.Errorf("docker prestart: %w", err)
 	}
 	r.sweepOnce.Do(r.sweepSlots)
 	name := "agentbox-" + randHex(8)
-	sl, err := newSlot(r.poolDir(), name, r.opts.User)
+	uid, gid := ids(r.opts.User)
+	sl, err := poolslot.New(r.poolDir(), name, uid, gid, true)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("docker prestart: %w", err)
 	}
 	spec.UserID, spec.ChatID = poolOwner, poolOwner
 	spec.Env, spec.Hide = nil, nil
-	ws := mount.Mount{Type: mount.TypeBind, Source: sl.ws(), Target: sandbox.Workdir,
+	ws := mount.Mount{Type: mount.TypeBind, Source: sl.WS(), Target: sandbox.Workdir,
 		BindOptions: &mount.BindOptions{Propagation: mount.PropagationRSlave}}
 	cfg, hc, err := r.containerConfig(spec, ws, nil, name, time.Now())
 	if err != nil {
-		sl.remove()
+		sl.Remove()
 		return nil, err
 	}
 	cfg.Labels[LabelPool] = name
-	hc.Mounts = append(hc.Mounts, bindMount(sl.run(), sandbox.PoolSocketDir, false))
+	hc.Mounts = append(hc.Mounts, bindMount(sl.Run(), sandbox.PoolSocketDir, false))
 	id, err := r.start(ctx, name, cfg, hc)
 	if err != nil {
-		sl.remove()
+		sl.Remove()
 		return nil, err
 	}
 	return &Pooled{rt: r, id: id, name: name, slot: sl, mounts: slices.Clone(spec.Mounts)}, nil
@@ -116,7 +110,7 @@ type Pooled struct {
 	rt     *Runtime
 	id     string
 	name   string
-	slot   slot
+	slot   poolslot.Slot
 	mounts []sandbox.Mount
 
 	mu      sync.Mutex
@@ -151,9 +145,9 @@ func (p *Pooled) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 	if err := poolable(spec); err != nil {
 		return nil, err
 	}
-	links, err := p.sockets(spec.Mounts)
+	links, err := poolslot.Sockets(p.mounts, spec.Mounts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("docker claim: %w", err)
 	}
 	if _, err := sandbox.MergeEnv(map[string]string{"HOME": p.rt.opts.Home}, spec.Env); err != nil {
 		return nil, fmt.Errorf("docker claim: %w", err)
@@ -166,15 +160,13 @@ func (p *Pooled) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 	if err != nil {
 		return nil, fmt.Errorf("docker claim: %w", err)
 	}
-	for _, l := range links {
-		if err := linkInto(l.Source, filepath.Join(p.slot.run(), filepath.Base(l.Target))); err != nil {
-			return nil, fmt.Errorf("docker claim %s: %w", p.name, err)
-		}
-	}
-	if err := p.slot.attach(spec.Workspace.Dir(), hidden); err != nil {
+	if err := p.slot.Link(links); err != nil {
 		return nil, fmt.Errorf("docker claim %s: %w", p.name, err)
 	}
-	if err := propagated(pid, 1+len(hidden)); err != nil {
+	if err := p.slot.Attach(spec.Workspace.Dir(), hidden); err != nil {
+		return nil, fmt.Errorf("docker claim %s: %w", p.name, err)
+	}
+	if err := poolslot.Propagated(pid, 1+len(hidden)); err != nil {
 		return nil, fmt.Errorf("docker claim %s: %w", p.name, err)
 	}
 	env := map[string]string{}
@@ -182,29 +174,7 @@ func (p *Pooled) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 		env[k] = v
 	}
 	return &Sandbox{rt: p.rt, id: p.id, name: p.name, ws: spec.Workspace, env: env, terms: map[*terminal]struct{}{},
-		release: p.slot.remove}, nil
-}
-
-// sockets checks the claim's mounts against the container's: each is one
-// it was made with, or a file under PoolSocketDir (returned, to link), and
-// none it was made with is missing.
-func (p *Pooled) sockets(mounts []sandbox.Mount) ([]sandbox.Mount, error) {
-	var links []sandbox.Mount
-	for _, m := range mounts {
-		switch {
-		case slices.Contains(p.mounts, m):
-		case filepath.Dir(m.Target) == sandbox.PoolSocketDir:
-			links = append(links, m)
-		default:
-			return nil, fmt.Errorf("docker claim: mount %s (from %s) was not made with the sandbox: %w", m.Target, m.Source, sandbox.ErrNotPoolable)
-		}
-	}
-	for _, m := range p.mounts {
-		if !slices.Contains(mounts, m) {
-			return nil, fmt.Errorf("docker claim: the sandbox has mount %s, which the claim does not: %w", m.Target, sandbox.ErrNotPoolable)
-		}
-	}
-	return links, nil
+		release: p.slot.Remove}, nil
 }
 
 // check inspects the container: running, not paused, still ours and
@@ -240,51 +210,12 @@ func (p *Pooled) Remove(ctx context.Context) error {
 	if err == nil {
 		p.rt.tracked.drop(p.name)
 	}
-	return errors.Join(err, p.slot.remove())
+	return errors.Join(err, p.slot.Remove())
 }
 
 // MemoryUsage is the container's memory use now (Sandbox.MemoryUsage).
 func (p *Pooled) MemoryUsage(ctx context.Context) (int64, error) {
 	return (&Sandbox{rt: p.rt, id: p.id, name: p.name}).MemoryUsage(ctx)
-}
-
-// slot is a pooled container's folder on the host: ws, bound at
-// /workspace, and run, bound at PoolSocketDir.
-type slot string
-
-func (s slot) ws() string  { return filepath.Join(string(s), "ws") }
-func (s slot) run() string { return filepath.Join(string(s), "run") }
-
-// newSlot makes the slot folder of the container name under dir: the
-// folders, the owner file (for the sweep after a crash) and the shared
-// bind of ws. run belongs to the sandbox user (user, "uid:gid").
-func newSlot(dir, name, user string) (slot, error) {
-	if err := os.MkdirAll(dir, 0o711); err != nil {
-		return "", fmt.Errorf("docker prestart: pool dir: %w", err)
-	}
-	s := slot(filepath.Join(dir, name))
-	if err := os.Mkdir(string(s), 0o700); err != nil {
-		return "", fmt.Errorf("docker prestart: slot: %w", err)
-	}
-	err := os.WriteFile(filepath.Join(string(s), "owner"), []byte(owner.Self()+"\n"), 0o600)
-	if err == nil {
-		err = os.Mkdir(s.ws(), 0o755)
-	}
-	if err == nil {
-		err = os.Mkdir(s.run(), 0o700)
-	}
-	if err == nil {
-		uid, gid := ids(user)
-		err = os.Chown(s.run(), uid, gid)
-	}
-	if err == nil {
-		err = shareMount(s.ws())
-	}
-	if err != nil {
-		s.remove()
-		return "", fmt.Errorf("docker prestart: slot: %w", err)
-	}
-	return s, nil
 }
 
 // ids parses "uid:gid" (gid defaults to uid).
@@ -298,94 +229,7 @@ func ids(user string) (int, int) {
 	return uid, gid
 }
 
-// remove unmounts the slot's ws (the workspace, its hidden names and the
-// shared bind) and removes the slot. It never removes through a mount: a
-// ws still mounted stays, with the slot.
-func (s slot) remove() error {
-	if s == "" {
-		return nil
-	}
-	if err := unmountAll(s.ws()); err != nil {
-		return fmt.Errorf("pool slot %s: %w", s, err)
-	}
-	var errs []error
-	for _, f := range []string{s.run(), filepath.Join(string(s), "owner")} {
-		if err := os.RemoveAll(f); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, d := range []string{s.ws(), string(s)} {
-		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("pool slot %s: %w", s, err)
-	}
-	return nil
-}
-
-// attach mounts the workspace folder over the slot's ws, then the hidden
-// names over it: an empty read-only tmpfs over a folder, the empty file
-// bound read-only over a file.
-func (s slot) attach(workspace string, hidden []sandbox.Hidden) error {
-	if err := bindOver(workspace, s.ws()); err != nil {
-		return err
-	}
-	for _, h := range hidden {
-		name := strings.TrimPrefix(h.Target, sandbox.Workdir+"/")
-		if err := hideIn(s.ws(), name, h.Folder); err != nil {
-			return fmt.Errorf("hide %s: %w", name, err)
-		}
-	}
-	return nil
-}
-
-// linkInto makes dst a hard link of src (a socket, or a file: copied when
-// on another file system).
-func linkInto(src, dst string) error {
-	err := os.Link(src, dst)
-	if err == nil || !errors.Is(err, errCrossDevice) {
-		return err
-	}
-	st, serr := os.Stat(src)
-	if serr != nil || !st.Mode().IsRegular() {
-		return fmt.Errorf("link %s: %w (put the bridge's folder on the pool folder's file system)", src, err)
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	return errors.Join(err, out.Close())
-}
-
 // sweepSlots removes the slots of processes that are gone (a crash, a
 // kill): their mounts, their links and their folders. The reaper removes
 // their containers.
-func (r *Runtime) sweepSlots() {
-	dir := r.poolDir()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	self := owner.Self()
-	for _, e := range ents {
-		s := slot(filepath.Join(dir, e.Name()))
-		b, err := os.ReadFile(filepath.Join(string(s), "owner"))
-		id := strings.TrimSpace(string(b))
-		if err != nil || id == self || owner.Alive(id) {
-			continue
-		}
-		if err := s.remove(); err != nil {
-			r.opts.Logger.Error("pool slot of a dead process not removed", "slot", string(s), "error", err)
-			continue
-		}
-		r.opts.Logger.Info("pool slot of a dead process removed", "slot", string(s), "owner", id)
-	}
-}
+func (r *Runtime) sweepSlots() { poolslot.Sweep(r.poolDir(), r.opts.Logger) }

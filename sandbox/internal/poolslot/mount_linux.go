@@ -1,4 +1,4 @@
-package docker
+package poolslot
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 var errCrossDevice = unix.EXDEV
 
 // shareMount makes dir a mount of its own in a peer group of its own,
-// whose later mounts propagate to the containers that bind it rslave.
+// whose later mounts propagate to the sandboxes that bind it rslave.
 func shareMount(dir string) error {
 	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind %s: %w", dir, err)
@@ -91,13 +91,14 @@ func unmountAll(dir string) error {
 	return fmt.Errorf("unmount %s: still mounted", dir)
 }
 
-// propagated checks that the container whose init is pid sees at least
-// want mounts over its /workspace's own beyond the slot's bind (the
-// workspace and its hidden names), read from its mountinfo.
-func propagated(pid, want int) error {
+// Propagated checks that the sandbox whose init is pid (in this host's
+// pid namespace) sees at least want mounts over its /workspace's own
+// beyond the slot's bind (the workspace and its hidden names), read from
+// its mountinfo.
+func Propagated(pid, want int) error {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mountinfo")
 	if err != nil {
-		return fmt.Errorf("mounts of the container: %w", err)
+		return fmt.Errorf("mounts of the sandbox: %w", err)
 	}
 	defer f.Close()
 	n := 0
@@ -110,7 +111,57 @@ func propagated(pid, want int) error {
 		}
 	}
 	if n < 1+want {
-		return fmt.Errorf("the workspace's mounts did not reach the container (%d of %d)", n-1, want)
+		return fmt.Errorf("the workspace's mounts did not reach the sandbox (%d of %d)", n-1, want)
 	}
 	return nil
+}
+
+// SharedMount reports whether dir lies on a mount with shared
+// propagation, one whose later mounts reach its peers and slaves (a node
+// in a mount namespace of its own that receives this host's mounts).
+func SharedMount(dir string) (bool, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	best, shared := "", false
+	for line := range strings.SplitSeq(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 7 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if mp != "/" && dir != mp && !strings.HasPrefix(dir, mp+"/") || len(mp) < len(best) {
+			continue
+		}
+		best, shared = mp, false
+		for _, opt := range fields[6:] {
+			if opt == "-" {
+				break
+			}
+			if strings.HasPrefix(opt, "shared:") {
+				shared = true
+			}
+		}
+	}
+	return shared, nil
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

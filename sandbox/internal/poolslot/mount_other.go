@@ -1,6 +1,6 @@
 //go:build !linux
 
-package docker
+package poolslot
 
 import (
 	"errors"
@@ -11,10 +11,15 @@ import (
 
 var errCrossDevice = syscall.EXDEV
 
-var errNoMounts = errors.New("attaching a workspace to a running container needs Linux")
+var errNoMounts = errors.New("attaching a workspace to a running sandbox needs Linux")
 
 func shareMount(string) error           { return errNoMounts }
 func bindOver(string, string) error     { return errNoMounts }
 func hideIn(string, string, bool) error { return errNoMounts }
 func unmountAll(string) error           { return nil }
-func propagated(int, int) error         { return sandbox.ErrNotPoolable }
+
+// Propagated is ErrNotPoolable off Linux.
+func Propagated(int, int) error { return sandbox.ErrNotPoolable }
+
+// SharedMount is false off Linux.
+func SharedMount(string) (bool, error) { return false, nil }
