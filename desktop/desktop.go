@@ -42,6 +42,10 @@ const (
 	NoVNCPath = "/vnc.html"
 	// NoVNCSocket is the path of the WebSocket the client connects to.
 	NoVNCSocket = "websockify"
+	// ViewPath is the page a user opens on the desktop's preview: noVNC
+	// connecting at once, scaled to the window, reconnecting after a
+	// drop (the web app's desktopURL makes the same).
+	ViewPath = NoVNCPath + "?autoconnect=1&resize=scale&reconnect=1&path=" + NoVNCSocket
 	// CDPPort is Chromium's DevTools protocol (loopback).
 	CDPPort = 9222
 	// Supervisor is the program that starts and keeps the parts.

@@ -169,6 +169,7 @@ type Sandbox struct {
 	listening []int
 	ended     string // why, once ended
 	endedAt   time.Time
+	done      chan struct{} // closed by End
 }
 
 // target is one port of a sandbox, under its token.
@@ -181,7 +182,7 @@ type target struct {
 // Open registers the previews of a sandbox's ports for owner. A chat has
 // one live sandbox: opening another ends the previous one's previews.
 func (m *Manager) Open(owner Owner, d Dialer, ports []Port) *Sandbox {
-	sb := &Sandbox{m: m, owner: owner, dialer: d, ports: slices.Clone(ports), targets: map[int]*target{}}
+	sb := &Sandbox{m: m, owner: owner, dialer: d, ports: slices.Clone(ports), targets: map[int]*target{}, done: make(chan struct{})}
 	sb.tr = &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			_, p, _ := net.SplitHostPort(addr)
@@ -233,6 +234,7 @@ func (s *Sandbox) End(why string) {
 		return
 	}
 	s.ended, s.endedAt = why, time.Now()
+	close(s.done)
 	s.mu.Unlock()
 	s.tr.CloseIdleConnections()
 	m := s.m
@@ -264,6 +266,19 @@ func (s *Sandbox) endedWhy() string {
 	return s.ended
 }
 
+// Ended returns a channel closed when the previews of the chat's live
+// sandbox end, and why they ended once it is closed; a nil channel when
+// the chat has no live sandbox with previews.
+func (m *Manager) Ended(user, chat string) (<-chan struct{}, func() string) {
+	m.mu.Lock()
+	sb := m.byChat[Owner{User: user, Chat: chat}]
+	m.mu.Unlock()
+	if sb == nil {
+		return nil, func() string { return "" }
+	}
+	return sb.done, sb.endedWhy
+}
+
 // State of a port in List.
 const (
 	StateListening = "listening" // the URL serves it
@@ -287,10 +302,13 @@ type Status struct {
 // List returns the declared ports of the chat's live sandbox (none when it
 // has none), each with a fresh URL. base is the scheme and host of the API
 // request ("http://127.0.0.1:8080"): the URL takes its scheme, and its port
-// unless Config.Domain names one.
+// unless Config.Domain names one (nil: SetOrigin's).
 func (m *Manager) List(user, chat string, base *url.URL) []Status {
 	m.mu.Lock()
 	sb := m.byChat[Owner{User: user, Chat: chat}]
+	if base == nil {
+		base = m.origin
+	}
 	m.mu.Unlock()
 	if sb == nil || sb.endedWhy() != "" {
 		return []Status{}

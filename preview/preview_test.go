@@ -156,6 +156,16 @@ func TestPreview(t *testing.T) {
 			t.Fatalf("echo %q %v", b, err)
 		}
 	})
+	t.Run("origin without a request", func(t *testing.T) {
+		m.SetOrigin(base)
+		got := m.List("ann", "c1", nil)
+		if len(got) != 2 {
+			t.Fatalf("list %+v", got)
+		}
+		if nu, _ := url.Parse(got[0].URL); nu.Host != u.Host {
+			t.Fatalf("URL %s without a base, want host %s (SetOrigin's port)", got[0].URL, u.Host)
+		}
+	})
 	t.Run("URL of a port at a path", func(t *testing.T) {
 		pu, err := m.URL("ann", "c1", port, "/deep?x=1", base)
 		if err != nil {
@@ -222,7 +232,20 @@ func TestPreview(t *testing.T) {
 		if code, _ := get(t, c, list[0].URL); code != 200 {
 			t.Fatalf("before: %d", code)
 		}
+		done, why := m.Ended("ann", "c1")
+		select {
+		case <-done:
+			t.Fatal("Ended's channel closed while the sandbox lives")
+		default:
+		}
+		if nd, _ := m.Ended("bob", "c1"); nd != nil {
+			t.Error("Ended of a chat without previews is not nil")
+		}
 		sb.End("the chat's sandbox stopped")
+		<-done
+		if why() != "the chat's sandbox stopped" {
+			t.Errorf("why %q", why())
+		}
 		code, body := get(t, c, origin+"/")
 		if code != http.StatusGone || !strings.Contains(body, "Preview ended") {
 			t.Fatalf("after: %d %s", code, body)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/units"
+	"github.com/agentbox/agentbox/pipeline"
 )
 
 // renderOptions configure a renderer.
@@ -222,6 +223,17 @@ func (r *renderer) content(e chat.Event, typ string) {
 				msg += "; a test turn tries it after this turn"
 			}
 			r.line(r.style(styleCyan, "* "+msg))
+		}
+	case pipeline.TypePortOpened:
+		// agentbox run gives it the port's preview URL.
+		if e.Event == chat.Start {
+			port := propPort(e.Props["port"])
+			label, _ := e.Props["label"].(string)
+			if u, ok := e.Props["url"].(string); ok {
+				r.line(r.style(styleCyan, "↗ "+portName(port, label)+" is open: ") + u)
+			} else {
+				r.line(r.style(styleCyan, "↗ "+portName(port, label)+" is open"))
+			}
 		}
 	default: // hook-defined types
 		if e.Text != "" {

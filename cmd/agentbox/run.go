@@ -17,7 +17,7 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-const runUsage = `usage: agentbox run [--app DIR] [--user U] [--chat C [--rewind N | --fork N]] [--json] ASSISTANT PROMPT...
+const runUsage = `usage: agentbox run [--app DIR] [--user U] [--chat C [--rewind N | --fork N]] [--json] [--previews MODE] ASSISTANT PROMPT...
 
 Runs one chat turn of ASSISTANT through the pipeline (no HTTP server) and
 streams its events to the terminal: the answer as it comes, thinking
@@ -29,6 +29,14 @@ session, hook memory, history); --fork N first starts a new chat from that
 state and runs the turn there. Either may go without a PROMPT: the chat is
 then rewound or forked, and no turn runs. Exit status 1 when the turn
 fails, 2 on bad usage.
+
+An assistant that declares ports (sandbox.ports, computer.ports, a
+desktop) gets their previews served on a loopback listener of the run
+(--preview-addr): each port's URL prints when a server starts listening
+on it. After the answer, while the chat's sandbox lives (sandbox.keep_alive),
+--previews wait keeps serving them until Ctrl-C or until the sandbox
+stops; exit ends with the answer; auto (the default) waits when stderr is
+a terminal.
 `
 
 // runStdin is the prompt source for PROMPT "-" (a variable for tests).
@@ -43,6 +51,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	runtimeName := fl.String("runtime", "", "sandbox runtime when the app names none: docker, kubernetes or local (default: docker when an engine answers, else local)")
 	rewind := fl.Int("rewind", 0, "rewind the --chat to its state after turn `N` first (turns counted from 1)")
 	fork := fl.Int("fork", 0, "fork the --chat at turn `N` first, and run the turn in the new chat")
+	previews := fl.String("previews", previewsAuto, "after the answer, keep serving the sandbox's previews until Ctrl-C: `wait`, exit, or auto (wait on a terminal)")
+	previewAddr := fl.String("preview-addr", "127.0.0.1:0", "the loopback `address` the previews are served on (port 0: any free port)")
 	kubeconfig := fl.String("kubeconfig", "", "kubeconfig of the kubernetes runtime (default: sandbox.kubernetes.kubeconfig in app.jsonc, else $KUBECONFIG, the in-cluster service account, ~/.kube/config)")
 	args, code, ok := fl.parse(args)
 	if !ok {
@@ -58,6 +68,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fl.usageError("--rewind and --fork take a turn, counted from 1")
 	case len(args) < 1, len(args) < 2 && !branch:
 		return fl.usageError("want ASSISTANT and PROMPT")
+	}
+	if err := checkPreviewFlags(*previews, *previewAddr); err != nil {
+		return fl.usageError("%v", err)
 	}
 	assistantID := args[0]
 	prompt := strings.Join(args[1:], " ")
@@ -88,7 +101,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	logger := cliLogger(stderr, *asJSON)
-	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: logger, Assistant: assistantID, Runtime: *runtimeName, Kubeconfig: *kubeconfig})
+	env, err := openEnv(ctx, envOptions{AppDir: *appDir, Logger: logger, Assistant: assistantID, Runtime: *runtimeName, Kubeconfig: *kubeconfig,
+		Previews: runPreviewConfig()})
 	if err != nil {
 		fmt.Fprintf(stderr, "agentbox run: %v\n", err)
 		return 1
@@ -124,12 +138,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		r.spinner = spin
 		defer spin.Stop()
 	}
+	// Closed before the env (defers run last first): the sandbox goes after.
+	pv, err := startRunPreviews(ctx, env.Previews, env.Pipeline.App().Assistants[assistantID], *previewAddr, *user, *chatID)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentbox run: %v\n", err)
+		return 1
+	}
+	defer pv.Close()
 	req := &pipeline.Request{
 		UserID: *user, ChatID: *chatID, AssistantID: assistantID,
 		Messages: []chat.Message{{Role: chat.RoleUser, Content: prompt}},
 	}
 	asker := newRunAsker(env.Pipeline, *user, *chatID, runStdin, stderr, spin)
 	_, err = env.Pipeline.Chat(ctx, req, func(e chat.Event) {
+		e = pv.event(e)
 		r.Event(e)
 		asker.event(e)
 	})
@@ -155,6 +177,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, r.dim(line))
 		}
 	}
+	pv.afterAnswer(ctx, *previews == previewsWait || *previews == previewsAuto && isTerminal(stderr), stderr, r.dim)
 	return 0
 }
 

@@ -34,6 +34,9 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--chat", "c", "--rewind", "1", "--fork", "1", "qa"}, 2, "one or the other"},
 		{[]string{"--chat", "c", "--fork", "-1", "qa"}, 2, "counted from 1"},
 		{[]string{"--chat", "c", "--rewind", "x", "qa"}, 2, "invalid value"},
+		{[]string{"--previews", "always", "qa", "hi"}, 2, `--previews "always": want auto, wait or exit`},
+		{[]string{"--preview-addr", "0.0.0.0:8790", "qa", "hi"}, 2, "want a loopback address"},
+		{[]string{"--preview-addr", "8790", "qa", "hi"}, 2, "want HOST:PORT"},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer

@@ -239,6 +239,10 @@ type envOptions struct {
 	// WrapApp, when set, wraps the app the pipeline sees (agentbox test
 	// lets the assistants take the connectors a run chooses).
 	WrapApp func(pipeline.AppSource) pipeline.AppSource
+	// Previews, when set, configures the previews of sandbox ports instead
+	// of app.jsonc's preview_domain (agentbox run serves them itself, on
+	// loopback).
+	Previews *preview.Config
 }
 
 // loadApp loads the app folder dir once (no hooks compiled, nothing
@@ -462,7 +466,11 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		opts.Logger.Warn("assistant will fail until this is fixed", "assistant", id, "err", err)
 		env.Unavailable[id] = err.Error()
 	}
-	if env.Previews, err = preview.New(preview.Config{Domain: app.Config.PreviewDomain}); err != nil {
+	pcfg := preview.Config{Domain: app.Config.PreviewDomain}
+	if opts.Previews != nil {
+		pcfg = *opts.Previews
+	}
+	if env.Previews, err = preview.New(pcfg); err != nil {
 		return nil, err
 	}
 	p, err := pipeline.New(pipeline.Config{
