@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
@@ -75,6 +76,14 @@ func (a podAPI) list(ctx context.Context, opts metav1.ListOptions) (*corev1.PodL
 func (a podAPI) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return a.rc.Get().Namespace(a.ns).Resource("pods").VersionedParams(&opts, paramCodec).Watch(ctx)
+}
+
+func (a podAPI) patch(ctx context.Context, name string, pt types.PatchType, data []byte) (*corev1.Pod, error) {
+	out := &corev1.Pod{}
+	err := a.rc.Patch(pt).Namespace(a.ns).Resource("pods").Name(name).
+		VersionedParams(&metav1.PatchOptions{FieldManager: "agentbox"}, paramCodec).
+		Body(data).Do(ctx).Into(out)
+	return out, err
 }
 
 func (a podAPI) delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {

@@ -27,5 +27,5 @@ func LeaseName(run string) string { return leaseName(run) }
 // nothing.
 func (r *Runtime) PodFor(spec sandbox.Spec) (*corev1.Pod, error) {
 	spec.Image = cmp.Or(spec.Image, r.opts.Image)
-	return r.podFor(spec, nil, "agentbox-"+randHex(8), time.Now())
+	return r.podFor(spec, nil, "agentbox-"+randHex(8), time.Now(), "")
 }

@@ -22,6 +22,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -151,6 +152,12 @@ type Options struct {
 	// of it; default 30s, at least 1s; negative: no lease). Its pods are
 	// reaped by others once the lease is three durations old.
 	LeaseDuration time.Duration
+	// PoolDir is the parent of the folders through which pooled pods
+	// (Prestart) get their workspace and sockets (default DefaultPoolDir).
+	// It must lie under a mount with shared propagation that the
+	// kubelet's mount namespace receives, on the file system of the
+	// bridge's folder (pool.go).
+	PoolDir string
 	// CallTimeout bounds every single API call (default 15s).
 	CallTimeout time.Duration
 	// Logger receives reaper reports (default: discard).
@@ -187,6 +194,12 @@ type Runtime struct {
 	reaper  *reaper
 	pods    *podWatch
 	lease   leaseState
+
+	// sweepOnce sweeps the pool slots dead processes left, before the
+	// first Prestart; poolProven says a probe mount reached a pod.
+	sweepOnce  sync.Once
+	poolMu     sync.Mutex
+	poolProven bool
 
 	mu     sync.Mutex
 	closed bool
@@ -238,7 +251,8 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	r := &Runtime{cfg: cfg, http: hc, api: api, opts: opts, run: sandbox.NewRunID(), tracked: newTracker(), lease: leaseState{api: leases}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.pods = newPodWatch(r)
-	r.reaper = &reaper{engine: r, tracked: r.tracked, run: r.run, alive: sandbox.RunAlive, now: time.Now, log: opts.Logger, leases: r.expiredRuns}
+	r.reaper = &reaper{engine: r, tracked: r.tracked, run: r.run, alive: sandbox.RunAlive, now: time.Now, log: opts.Logger, leases: r.expiredRuns,
+		sweep: r.sweepSlots}
 	pctx, cancel := context.WithTimeout(ctx, min(opts.CallTimeout, 10*time.Second))
 	defer cancel()
 	_, err = api.list(pctx, metav1.ListOptions{Limit: 1, LabelSelector: sandbox.LabelProduct + "=" + ProductLabelValue})
@@ -309,6 +323,9 @@ func (o *Options) fill() error {
 		errs = append(errs, fmt.Errorf("network %q: want %q or %q", o.Network, sandbox.NetworkNone, sandbox.NetworkHost))
 	} else if o.Network == sandbox.NetworkHost && !o.AllowHostNetwork {
 		errs = append(errs, errors.New(`default network "host" needs AllowHostNetwork (allow_host_network)`))
+	}
+	if o.PoolDir != "" && !filepath.IsAbs(o.PoolDir) {
+		errs = append(errs, fmt.Errorf("pool dir %q is not an absolute path", o.PoolDir))
 	}
 	if !strings.HasPrefix(o.Home, "/") {
 		errs = append(errs, fmt.Errorf("home %q is not an absolute path", o.Home))

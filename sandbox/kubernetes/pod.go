@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/internal/poolslot"
 )
 
 // containerName is the sandbox container's name in every pod.
@@ -40,21 +41,35 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 			return nil, fmt.Errorf("kubernetes create: %w", err)
 		}
 	}
-	pod, err := r.podFor(spec, hidden, name, time.Now())
+	pod, err := r.podFor(spec, hidden, name, time.Now(), "")
 	if err != nil {
 		return nil, err
 	}
+	sb := &Sandbox{rt: r, name: name, ws: spec.Workspace, env: copyEnv(spec.Env), terms: map[*terminal]struct{}{}}
+	if err := r.startPod(ctx, sb, pod); err != nil {
+		return nil, err
+	}
+	if err := r.checkWorkspaceSeen(ctx, name, spec.Workspace.Dir()); err != nil {
+		return nil, errors.Join(fmt.Errorf("kubernetes create: pod %s/%s: %w", r.opts.Namespace, name, err), sb.Remove(ctx))
+	}
+	return sb, nil
+}
+
+// startPod creates pod for sb and waits until it runs. On failure no pod
+// is left behind.
+func (r *Runtime) startPod(ctx context.Context, sb *Sandbox, pod *corev1.Pod) error {
+	name := pod.Name
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("kubernetes create: runtime closed: %w", sandbox.ErrEngineUnavailable)
+		return fmt.Errorf("kubernetes create: runtime closed: %w", sandbox.ErrEngineUnavailable)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := r.pods.start(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	r.startLease()
 	r.tracked.add(name)
@@ -65,20 +80,16 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		// The API server may have created it before the error (timeout).
 		_ = r.deletePod(ctx, name, "", false)
 		r.tracked.drop(name)
-		return nil, r.createErr(ctx, err)
+		return r.createErr(ctx, err)
 	}
-	sb := &Sandbox{rt: r, name: name, uid: string(created.UID), ws: spec.Workspace, env: copyEnv(spec.Env), terms: map[*terminal]struct{}{}}
-	err = r.pods.waitRunning(ctx, name)
-	if err == nil {
-		err = r.checkWorkspaceSeen(ctx, name, spec.Workspace.Dir())
-	}
-	if err != nil {
+	sb.uid = string(created.UID)
+	if err := r.pods.waitRunning(ctx, name); err != nil {
 		if rerr := sb.Remove(ctx); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
-		return nil, fmt.Errorf("kubernetes create: pod %s/%s: %w", r.opts.Namespace, name, err)
+		return fmt.Errorf("kubernetes create: pod %s/%s: %w", r.opts.Namespace, name, err)
 	}
-	return sb, nil
+	return nil
 }
 
 // isolation checks the isolation a spec asks for against the runtime
@@ -133,8 +144,11 @@ func (r *Runtime) createErr(ctx context.Context, err error) error {
 // Docker's init does for its containers. The spec's Env is not written
 // into the pod, where anyone who may read pods would see it: every exec
 // carries it (exec.go).
-func (r *Runtime) podFor(spec sandbox.Spec, hidden []sandbox.Hidden, name string, now time.Time) (*corev1.Pod, error) {
-	if spec.Workspace == nil {
+//
+// A pooled pod (slot set: Prestart) has the slot's folders instead of a
+// workspace (see pool.go).
+func (r *Runtime) podFor(spec sandbox.Spec, hidden []sandbox.Hidden, name string, now time.Time, slot poolslot.Slot) (*corev1.Pod, error) {
+	if spec.Workspace == nil && slot == "" {
 		return nil, errors.New("kubernetes create: spec has no workspace")
 	}
 	if err := sandbox.ValidateID("user", spec.UserID); err != nil {
@@ -178,7 +192,7 @@ func (r *Runtime) podFor(spec sandbox.Spec, hidden []sandbox.Hidden, name string
 	}
 	// The content of the file a hidden file shows (volumes).
 	annotations[annotationEmpty] = ""
-	vols, vms, err := r.volumes(spec, hidden, mounts)
+	vols, vms, err := r.volumes(spec, hidden, mounts, slot)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes create: %w", err)
 	}

@@ -58,6 +58,9 @@ type reaper struct {
 	// leases says, per run that keeps a lease, whether it expired (nil:
 	// no leases; lease.go).
 	leases func(ctx context.Context) (map[string]bool, error)
+	// sweep removes what dead processes left on this host beside their
+	// pods (pool slots; nil: nothing).
+	sweep func()
 }
 
 // Reap deletes our labelled pods that no live request owns: pods of this
@@ -87,6 +90,9 @@ func (rp *reaper) reap(ctx context.Context, opts ReapOptions) ([]string, error) 
 	grace := opts.Grace
 	if grace <= 0 {
 		grace = DefaultReapGrace
+	}
+	if rp.sweep != nil && !opts.DryRun {
+		rp.sweep()
 	}
 	list, err := rp.engine.labelled(ctx)
 	if err != nil {

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -22,6 +23,10 @@ type Sandbox struct {
 	env  map[string]string
 
 	procs sandbox.Procs
+
+	// release gives back what the sandbox holds beside its pod once that
+	// is deleted (a claimed pooled pod's slot; nil: none).
+	release func() error
 
 	mu      sync.Mutex
 	removed bool
@@ -76,6 +81,11 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 		s.mu.Lock()
 		s.deleted = true
 		s.mu.Unlock()
+	}
+	if s.release != nil {
+		// Even when the deletion failed: the workspace's mounts leave
+		// whatever is left of the pod.
+		err = errors.Join(err, s.release())
 	}
 	// Untracked even when the deletion failed: nothing uses the sandbox
 	// any more, so the reaper's next pass deletes what is left.

@@ -173,7 +173,7 @@ func TestClaimVolumes(t *testing.T) {
 	r := &Runtime{opts: Options{TmpfsBytes: 1 << 20, Home: DefaultHome, Storage: Storage{Claim: "agentbox-data", ClaimRoot: root}}}
 	spec := sandbox.Spec{Workspace: ws}
 	hidden := []sandbox.Hidden{{Target: sandbox.Workdir + "/.gemini", Folder: true}, {Target: sandbox.Workdir + "/opencode.json"}}
-	vols, vms, err := r.volumes(spec, hidden, []sandbox.Mount{{Source: bin, Target: "/usr/local/bin/agentbox"}})
+	vols, vms, err := r.volumes(spec, hidden, []sandbox.Mount{{Source: bin, Target: "/usr/local/bin/agentbox"}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,12 +231,12 @@ func TestClaimVolumes(t *testing.T) {
 		{"outside the claim", sandbox.Mount{Source: outside, Target: "/opt/x"}, "not under claim_root"},
 		{"a socket", sandbox.Mount{Source: sock, Target: "/run/s.sock", Writable: true}, "Unix socket"},
 	} {
-		if _, _, err := r.volumes(spec, nil, []sandbox.Mount{tc.mount}); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "cannot be honoured") {
+		if _, _, err := r.volumes(spec, nil, []sandbox.Mount{tc.mount}, ""); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "cannot be honoured") {
 			t.Errorf("%s: err = %v, want one saying it cannot be honoured (%s)", tc.name, err, tc.want)
 		}
 	}
 	other := &Runtime{opts: Options{TmpfsBytes: 1 << 20, Home: DefaultHome, Storage: Storage{Claim: "c", ClaimRoot: outside}}}
-	if _, _, err := other.volumes(spec, nil, nil); err == nil || !strings.Contains(err.Error(), "workspace") {
+	if _, _, err := other.volumes(spec, nil, nil, ""); err == nil || !strings.Contains(err.Error(), "workspace") {
 		t.Errorf("a workspace outside the claim: err = %v", err)
 	}
 }
@@ -261,7 +261,7 @@ func TestClaimRefusesMountedWorkspace(t *testing.T) {
 	}
 	defer release()
 	r := &Runtime{opts: Options{TmpfsBytes: 1 << 20, Home: DefaultHome, Storage: Storage{Claim: "data", ClaimRoot: root}}}
-	if _, _, err := r.volumes(sandbox.Spec{Workspace: ws}, nil, nil); err == nil || !strings.Contains(err.Error(), "is a mount on this host") {
+	if _, _, err := r.volumes(sandbox.Spec{Workspace: ws}, nil, nil, ""); err == nil || !strings.Contains(err.Error(), "is a mount on this host") {
 		t.Errorf("err = %v, want the mounted workspace refused", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/internal/poolslot"
 )
 
 // This file is the one place that decides what a sandbox pod mounts and
@@ -29,6 +30,7 @@ const (
 	volHome      = "home"
 	volData      = "data" // the claim, with Storage.Claim
 	volEmptyFile = "empty-file"
+	volPoolRun   = "pool-run" // a pooled pod's sockets (pool.go)
 )
 
 // annotationEmpty is a pod annotation whose value is "": the content of
@@ -61,7 +63,12 @@ func (s Storage) check() error {
 //
 // /tmp and home are memory-backed emptyDirs of TmpfsBytes each, which
 // count against the pod's memory limit as Docker's tmpfs do.
-func (r *Runtime) volumes(spec sandbox.Spec, hidden []sandbox.Hidden, mounts []sandbox.Mount) ([]corev1.Volume, []corev1.VolumeMount, error) {
+//
+// A pooled pod (slot set) has, with hostPath storage only, the slot's ws
+// and run folders at /workspace and sandbox.PoolSocketDir (read-only),
+// with HostToContainer propagation: the claim's mounts on the host (the
+// workspace, the bridge's sockets) reach them.
+func (r *Runtime) volumes(spec sandbox.Spec, hidden []sandbox.Hidden, mounts []sandbox.Mount, slot poolslot.Slot) ([]corev1.Volume, []corev1.VolumeMount, error) {
 	tmpSize := resource.NewQuantity(r.opts.TmpfsBytes, resource.BinarySI)
 	vols := []corev1.Volume{
 		{Name: volTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: tmpSize}}},
@@ -92,11 +99,21 @@ func (r *Runtime) volumes(spec sandbox.Spec, hidden []sandbox.Hidden, mounts []s
 			Items: []corev1.DownwardAPIVolumeFile{{Path: "empty", FieldRef: &corev1.ObjectFieldSelector{
 				FieldPath: "metadata.annotations['" + annotationEmpty + "']"}}}}}})
 	}
-	wsDir := spec.Workspace.Dir()
 	st := r.opts.Storage
+	if slot != "" {
+		if st.Claim != "" {
+			return nil, nil, fmt.Errorf("%w: a pooled pod gets its workspace from the node (hostPath storage), not from claim %q", sandbox.ErrNotPoolable, st.Claim)
+		}
+		toContainer := corev1.MountPropagationHostToContainer
+		vols = append(vols, hostPathVolume(volWorkspace, slot.WS(), corev1.HostPathDirectory), hostPathVolume(volPoolRun, slot.Run(), corev1.HostPathDirectory))
+		vms = append(vms, corev1.VolumeMount{Name: volWorkspace, MountPath: sandbox.Workdir, MountPropagation: &toContainer},
+			corev1.VolumeMount{Name: volPoolRun, MountPath: sandbox.PoolSocketDir, ReadOnly: true, MountPropagation: &toContainer})
+	}
 	if st.Claim == "" {
-		vols = append(vols, hostPathVolume(volWorkspace, wsDir, corev1.HostPathDirectory))
-		vms = append(vms, corev1.VolumeMount{Name: volWorkspace, MountPath: sandbox.Workdir})
+		if slot == "" {
+			vols = append(vols, hostPathVolume(volWorkspace, spec.Workspace.Dir(), corev1.HostPathDirectory))
+			vms = append(vms, corev1.VolumeMount{Name: volWorkspace, MountPath: sandbox.Workdir})
+		}
 		for i, m := range mounts {
 			fi, err := os.Stat(m.Source)
 			if err != nil {
@@ -108,6 +125,7 @@ func (r *Runtime) volumes(spec sandbox.Spec, hidden []sandbox.Hidden, mounts []s
 		}
 		return vols, vms, nil
 	}
+	wsDir := spec.Workspace.Dir()
 	sub, err := claimPath(st.ClaimRoot, wsDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("workspace %s cannot be mounted from claim %q: %w", wsDir, st.Claim, err)

@@ -34,7 +34,7 @@ func shareMount(dir string) error {
 // bindOver binds src over dst.
 func bindOver(src, dst string) error {
 	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind workspace: %w", err)
+		return fmt.Errorf("bind %s: %w", src, err)
 	}
 	return nil
 }
@@ -165,3 +165,13 @@ func unescapeMountinfo(s string) string {
 	}
 	return b.String()
 }
+
+// ProbeMount mounts a small empty read-only tmpfs over dir: a mount whose
+// arrival in a sandbox proves that mounts made there reach it. Unmount
+// takes it away.
+func ProbeMount(dir string) error {
+	return unix.Mount("tmpfs", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0555")
+}
+
+// Unmount detaches every mount stacked on dir.
+func Unmount(dir string) error { return unmountAll(dir) }

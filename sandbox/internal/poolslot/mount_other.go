@@ -23,3 +23,9 @@ func Propagated(int, int) error { return sandbox.ErrNotPoolable }
 
 // SharedMount is false off Linux.
 func SharedMount(string) (bool, error) { return false, nil }
+
+// ProbeMount needs Linux.
+func ProbeMount(string) error { return errNoMounts }
+
+// Unmount does nothing off Linux.
+func Unmount(string) error { return nil }

@@ -82,6 +82,13 @@ func (s Slot) Remove() error {
 		return fmt.Errorf("pool slot %s: %w", s, err)
 	}
 	var errs []error
+	if ents, err := os.ReadDir(s.Run()); err == nil {
+		for _, e := range ents {
+			if err := unmountAll(filepath.Join(s.Run(), e.Name())); err != nil {
+				return fmt.Errorf("pool slot %s: %w", s, err)
+			}
+		}
+	}
 	for _, f := range []string{s.Run(), filepath.Join(string(s), "owner")} {
 		if err := os.RemoveAll(f); err != nil {
 			errs = append(errs, err)
@@ -121,6 +128,25 @@ func (s Slot) Link(sockets []sandbox.Mount) error {
 	for _, m := range sockets {
 		if err := linkInto(m.Source, filepath.Join(s.Run(), filepath.Base(m.Target))); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// Bind binds each of sockets (mounts whose target is under
+// sandbox.PoolSocketDir) over an empty file of its name in the slot's run
+// folder: for a sandbox that binds run with slave propagation, and whose
+// sockets may be on another mount than the slot (a hard link cannot cross
+// mounts, a bind can).
+func (s Slot) Bind(sockets []sandbox.Mount) error {
+	for _, m := range sockets {
+		dst := filepath.Join(s.Run(), filepath.Base(m.Target))
+		f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(f.Close(), bindOver(m.Source, dst)); err != nil {
+			return fmt.Errorf("bind %s: %w", m.Source, err)
 		}
 	}
 	return nil
