@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,8 @@ func TestParseProblems(t *testing.T) {
 
 func TestBroker(t *testing.T) {
 	t.Parallel()
-	b := NewBroker()
+	st := NewMemStore()
+	b := NewBroker(st, nil)
 	ctx := context.Background()
 	asked := make(chan *Pending, 1)
 	type result struct {
@@ -91,27 +93,27 @@ func TestBroker(t *testing.T) {
 	if got := b.List("bob", "c1", false); len(got) != 0 {
 		t.Fatalf("bob sees %v", got)
 	}
-	if err := b.Answer("bob", "c1", p.ID, false, Answer{Decision: Allow}); !errors.Is(err, ErrNotFound) {
+	if err := b.Answer(ctx, "bob", "c1", p.ID, false, Answer{Decision: Allow}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("bob's answer: %v", err)
 	}
-	if err := b.Answer("alice", "c1", p.ID, false, Answer{Decision: "maybe"}); !errors.Is(err, ErrBadDecision) {
+	if err := b.Answer(ctx, "alice", "c1", p.ID, false, Answer{Decision: "maybe"}); !errors.Is(err, ErrBadDecision) {
 		t.Fatalf("bad decision: %v", err)
 	}
-	if err := b.Answer("alice", "c1", p.ID, false, Answer{Decision: Deny, Reason: "not now"}); err != nil {
+	if err := b.Answer(ctx, "alice", "c1", p.ID, false, Answer{Decision: Deny, Reason: "not now"}); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
 	if r.o.Allow || r.o.By != "user" || !strings.Contains(r.o.Reason, "not now") {
 		t.Fatalf("outcome %+v", r.o)
 	}
-	if err := b.Answer("alice", "c1", p.ID, false, Answer{Decision: Allow}); !errors.Is(err, ErrAnswered) {
+	if err := b.Answer(ctx, "alice", "c1", p.ID, false, Answer{Decision: Allow}); !errors.Is(err, ErrAnswered) {
 		t.Fatalf("second answer: %v", err)
 	}
 
 	// The operator answers for anyone; remember allows the rule for the chat.
 	ask(time.Hour)
 	p = <-asked
-	if err := b.Answer("", "c1", p.ID, true, Answer{Decision: Allow, Remember: true}); err != nil {
+	if err := b.Answer(ctx, "", "c1", p.ID, true, Answer{Decision: Allow, Remember: true}); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-done; !r.o.Allow {
@@ -121,13 +123,58 @@ func TestBroker(t *testing.T) {
 	if r := <-done; !r.o.Allow || r.o.By != "remembered" || r.id != "" {
 		t.Fatalf("remembered: %+v", r)
 	}
-	b.Forget("alice", "c1")
+	// A broker on the same store (the server restarted) remembers it;
+	// forgetting the chat (deleting it) drops it.
+	if _, o := NewBroker(st, nil).Ask(ctx, Request{UserID: "alice", ChatID: "c1", Tool: "Bash", Rule: "Bash", Timeout: time.Millisecond}, nil); o.By != "remembered" {
+		t.Fatalf("after a restart: %+v", o)
+	}
+	if err := b.Forget(ctx, "alice", "c1"); err != nil {
+		t.Fatal(err)
+	}
 
 	// No answer: denied when the time is up.
 	ask(time.Millisecond)
 	<-asked
 	if r := <-done; r.o.Allow || r.o.By != "timeout" || !strings.Contains(r.o.Reason, "nobody answered") {
 		t.Fatalf("timeout: %+v", r.o)
+	}
+}
+
+// failingStore is a Store whose database is down.
+type failingStore struct{ *MemStore }
+
+var errDown = errors.New("database down")
+
+func (*failingStore) RememberApproval(context.Context, string, string, string) error { return errDown }
+func (*failingStore) ApprovalRemembered(context.Context, string, string, string) (bool, error) {
+	return false, errDown
+}
+
+// TestBrokerStoreDown: when the store cannot say what was remembered the
+// user is asked; an answer that cannot be remembered is refused with the
+// store's error, and the call still waits for another.
+func TestBrokerStoreDown(t *testing.T) {
+	t.Parallel()
+	b := NewBroker(&failingStore{NewMemStore()}, slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	asked := make(chan *Pending, 1)
+	done := make(chan Outcome, 1)
+	go func() {
+		_, o := b.Ask(ctx, Request{UserID: "alice", ChatID: "c1", Tool: "Bash", Rule: "Bash", Timeout: time.Hour}, func(p *Pending) { asked <- p })
+		done <- o
+	}()
+	p := <-asked
+	if err := b.Answer(ctx, "alice", "c1", p.ID, false, Answer{Decision: Allow, Remember: true}); !errors.Is(err, errDown) {
+		t.Fatalf("remember with the store down: %v", err)
+	}
+	if got := b.List("alice", "c1", false); len(got) != 1 {
+		t.Fatalf("the call no longer waits: %v", got)
+	}
+	if err := b.Answer(ctx, "alice", "c1", p.ID, false, Answer{Decision: Allow}); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-done; !o.Allow || o.By != "user" {
+		t.Fatalf("outcome %+v", o)
 	}
 }
 

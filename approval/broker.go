@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -99,18 +100,33 @@ func (o Outcome) Props(id string) map[string]any {
 // second answer is told it came late rather than that the id is unknown.
 const answeredKeep = 30 * time.Minute
 
-// Broker holds the pending calls of every chat of a server. It is safe
-// for concurrent use; the zero value is not: use NewBroker.
+// Store keeps the rules users allowed for the rest of a chat (answers
+// with Remember). *store.Store keeps them in the database, so that they
+// outlive the server and are seen by every server sharing it; NewMemStore
+// keeps them in memory.
+type Store interface {
+	// RememberApproval records that the chat's user allowed rule for the
+	// rest of the chat; recording it twice is not an error.
+	RememberApproval(ctx context.Context, user, chatID, rule string) error
+	// ApprovalRemembered reports whether they did.
+	ApprovalRemembered(ctx context.Context, user, chatID, rule string) (bool, error)
+	// ForgetApprovals drops what was remembered for the chat.
+	ForgetApprovals(ctx context.Context, user, chatID string) error
+}
+
+// Broker holds the pending calls of every chat of a server, in memory:
+// they end with the server, whose turns end with it. What users allowed
+// for the rest of a chat is kept in its Store. It is safe for concurrent
+// use; the zero value is not: use NewBroker.
 type Broker struct {
+	store Store
+	log   *slog.Logger
+
 	mu      sync.Mutex
 	pending map[string]*waiting // by approval id
 	// answered are ids answered recently, when.
 	answered map[string]time.Time
-	// remembered are the ask rules a user allowed for the rest of a chat.
-	remembered map[chatKey]map[string]bool
 }
-
-type chatKey struct{ user, chat string }
 
 type waiting struct {
 	Pending
@@ -118,26 +134,35 @@ type waiting struct {
 	answer chan Answer // buffered 1: the first answer wins
 }
 
-// NewBroker returns an empty broker.
-func NewBroker() *Broker {
-	return &Broker{pending: map[string]*waiting{}, answered: map[string]time.Time{}, remembered: map[chatKey]map[string]bool{}}
+// NewBroker returns a broker without pending calls that remembers in st
+// (nil: NewMemStore) and logs to log (nil: slog.Default).
+func NewBroker(st Store, log *slog.Logger) *Broker {
+	if st == nil {
+		st = NewMemStore()
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Broker{store: st, log: log, pending: map[string]*waiting{}, answered: map[string]time.Time{}}
 }
 
 // Ask holds the call until the chat's user answers it, its timeout passes
 // (a denial) or ctx ends (a denial: the turn is gone). A call whose rule
-// the user allowed for the chat is allowed at once. asked is called with
-// the pending call before Ask waits (to send the approval_requested
-// event); it returns the id, "" when it did not ask.
+// the user allowed for the chat is allowed at once (when the store cannot
+// say, the user is asked). asked is called with the pending call before
+// Ask waits (to send the approval_requested event); it returns the id,
+// "" when it did not ask.
 func (b *Broker) Ask(ctx context.Context, r Request, asked func(*Pending)) (string, Outcome) {
-	k := chatKey{r.UserID, r.ChatID}
-	b.mu.Lock()
-	if b.remembered[k][r.Rule] {
-		b.mu.Unlock()
+	switch ok, err := b.store.ApprovalRemembered(ctx, r.UserID, r.ChatID, r.Rule); {
+	case err != nil:
+		b.log.Warn("remembered approvals unavailable: asking", "user", r.UserID, "chat", r.ChatID, "rule", r.Rule, "err", err)
+	case ok:
 		return "", Outcome{Allow: true, By: "remembered", Reason: "allowed for this chat"}
 	}
 	now := time.Now()
 	w := &waiting{Pending: Pending{ID: newID(), ChatID: r.ChatID, Tool: r.Tool, Input: r.Input, Diff: Diff(r.Tool, r.Input),
 		ToolUseID: r.ToolUseID, Rule: r.Rule, Created: now, Expires: now.Add(r.Timeout)}, user: r.UserID, answer: make(chan Answer, 1)}
+	b.mu.Lock()
 	b.pending[w.ID] = w
 	b.mu.Unlock()
 	defer func() {
@@ -153,54 +178,79 @@ func (b *Broker) Ask(ctx context.Context, r Request, asked func(*Pending)) (stri
 	defer timer.Stop()
 	select {
 	case a := <-w.answer:
-		if a.Decision == Allow {
-			return w.ID, Outcome{Allow: true, Reason: a.Reason, By: "user"}
-		}
-		reason := "The user denied this tool call."
-		if a.Reason != "" {
-			reason = "The user denied this tool call: " + a.Reason
-		}
-		return w.ID, Outcome{Reason: reason, By: "user"}
+		return w.ID, answered(a)
 	case <-timer.C:
+		select {
+		case a := <-w.answer: // an answer Answer took as the time ran out
+			return w.ID, answered(a)
+		default:
+		}
 		return w.ID, Outcome{Reason: fmt.Sprintf("Denied: nobody answered the approval request for %s within %s. Do not retry the same call; continue without it or ask the user.", r.Tool, r.Timeout), By: "timeout"}
 	case <-ctx.Done():
 		return w.ID, Outcome{Reason: "Denied: the turn ended before the approval request was answered.", By: "canceled"}
 	}
 }
 
+// answered is the outcome of a person's answer.
+func answered(a Answer) Outcome {
+	if a.Decision == Allow {
+		return Outcome{Allow: true, Reason: a.Reason, By: "user"}
+	}
+	reason := "The user denied this tool call."
+	if a.Reason != "" {
+		reason = "The user denied this tool call: " + a.Reason
+	}
+	return Outcome{Reason: reason, By: "user"}
+}
+
 // Answer records the answer of user (or of the operator, who may answer
 // any user's call: operator true) to the call id of the chat. It returns
 // ErrNotFound for an id that is not the chat's user's, ErrAnswered for one
-// answered already.
-func (b *Broker) Answer(user, chatID, id string, operator bool, a Answer) error {
+// answered already. An allow with Remember is recorded in the store first:
+// when that fails, the error says so and the call still waits.
+func (b *Broker) Answer(ctx context.Context, user, chatID, id string, operator bool, a Answer) error {
 	if a.Decision != Allow && a.Decision != Deny {
 		return ErrBadDecision
 	}
+	w, err := b.find(user, chatID, id, operator)
+	if err != nil {
+		return err
+	}
+	if a.Remember && a.Decision == Allow {
+		if err := b.store.RememberApproval(ctx, w.user, chatID, w.Rule); err != nil {
+			return fmt.Errorf("remember %s for the chat: %w", w.Rule, err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case w.answer <- a:
+	default:
+		return ErrAnswered
+	}
+	if b.pending[id] == nil {
+		// Its time ran out (or its turn ended) while the answer was
+		// on its way: nothing reads the answer.
+		return ErrAnswered
+	}
+	delete(b.pending, id)
+	b.answered[id] = time.Now()
+	return nil
+}
+
+// find returns the pending call id of the chat, as Answer may see it.
+func (b *Broker) find(user, chatID, id string, operator bool) (*waiting, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.prune()
 	w := b.pending[id]
 	if w == nil || w.ChatID != chatID || (!operator && w.user != user) {
 		if _, ok := b.answered[id]; ok && w == nil {
-			return ErrAnswered
+			return nil, ErrAnswered
 		}
-		return ErrNotFound
+		return nil, ErrNotFound
 	}
-	select {
-	case w.answer <- a:
-	default:
-		return ErrAnswered
-	}
-	delete(b.pending, id)
-	b.answered[id] = time.Now()
-	if a.Remember && a.Decision == Allow {
-		k := chatKey{w.user, chatID}
-		if b.remembered[k] == nil {
-			b.remembered[k] = map[string]bool{}
-		}
-		b.remembered[k][w.Rule] = true
-	}
-	return nil
+	return w, nil
 }
 
 // List returns the chat's pending calls, oldest first (operator: of any
@@ -220,10 +270,8 @@ func (b *Broker) List(user, chatID string, operator bool) []Pending {
 
 // Forget drops what the chat's user allowed for the chat (the chat was
 // deleted).
-func (b *Broker) Forget(user, chatID string) {
-	b.mu.Lock()
-	delete(b.remembered, chatKey{user, chatID})
-	b.mu.Unlock()
+func (b *Broker) Forget(ctx context.Context, user, chatID string) error {
+	return b.store.ForgetApprovals(ctx, user, chatID)
 }
 
 // prune drops answered ids older than answeredKeep; b.mu is held.

@@ -110,10 +110,11 @@ func (p *Pipeline) Approvals(user, chatID string, operator bool) []approval.Pend
 }
 
 // Approve answers a waiting tool call of the user's chat (the operator
-// may answer any user's). Errors: approval.ErrNotFound,
-// approval.ErrAnswered, approval.ErrBadDecision.
-func (p *Pipeline) Approve(user, chatID, id string, operator bool, a approval.Answer) error {
-	return p.approvals.Answer(user, chatID, id, operator, a)
+// may answer any user's). An allow with Remember is kept in
+// Config.Approvals. Errors: approval.ErrNotFound, approval.ErrAnswered,
+// approval.ErrBadDecision.
+func (p *Pipeline) Approve(ctx context.Context, user, chatID, id string, operator bool, a approval.Answer) error {
+	return p.approvals.Answer(ctx, user, chatID, id, operator, a)
 }
 
 // asks reports whether a's agent asks the bridge's prompt tool before its

@@ -120,13 +120,13 @@ func TestApprovalClaudeInDocker(t *testing.T) {
 	if ev.Props["tool"] != "Bash" || ev.Props["rule"] != "Bash(touch:*)" || !strings.Contains(fmt.Sprintf("%s", ev.Props["input"]), "ran-7731") {
 		t.Fatalf("approval_requested props %v", ev.Props)
 	}
-	if err := e.p.Approve("bob", "c1", id, false, approval.Answer{Decision: approval.Allow}); !errors.Is(err, approval.ErrNotFound) {
+	if err := e.p.Approve(ctx, "bob", "c1", id, false, approval.Answer{Decision: approval.Allow}); !errors.Is(err, approval.ErrNotFound) {
 		t.Fatalf("bob's answer: %v, want not found", err)
 	}
-	if err := e.p.Approve("alice", "c1", id, false, approval.Answer{Decision: approval.Allow}); err != nil {
+	if err := e.p.Approve(ctx, "alice", "c1", id, false, approval.Answer{Decision: approval.Allow}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.p.Approve("alice", "c1", id, false, approval.Answer{Decision: approval.Deny}); !errors.Is(err, approval.ErrAnswered) {
+	if err := e.p.Approve(ctx, "alice", "c1", id, false, approval.Answer{Decision: approval.Deny}); !errors.Is(err, approval.ErrAnswered) {
 		t.Fatalf("second answer: %v, want already answered", err)
 	}
 	if got := at.wait(t); got != "Bash answered." {
@@ -145,7 +145,7 @@ func TestApprovalClaudeInDocker(t *testing.T) {
 	if d, _ := ev.Props["diff"].(string); !strings.Contains(d, "+first line\n+second line\n") {
 		t.Errorf("Write's diff %q", d)
 	}
-	if err := e.p.Approve("alice", "c1", ev.Props["approval_id"].(string), false, approval.Answer{Decision: approval.Deny, Reason: "keep-notes-untouched-4471"}); err != nil {
+	if err := e.p.Approve(ctx, "alice", "c1", ev.Props["approval_id"].(string), false, approval.Answer{Decision: approval.Deny, Reason: "keep-notes-untouched-4471"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := at.wait(t); got != "Write answered." {
@@ -183,7 +183,7 @@ func TestApprovalClaudeInDocker(t *testing.T) {
 	if len(list) != 1 || list[0].Tool != "Bash" || len(e.p.Approvals("bob", "c1", false)) != 0 {
 		t.Fatalf("pending approvals %+v", list)
 	}
-	if err := e.p.Approve("alice", "c1", list[0].ID, false, approval.Answer{Decision: approval.Allow, Remember: true}); err != nil {
+	if err := e.p.Approve(ctx, "alice", "c1", list[0].ID, false, approval.Answer{Decision: approval.Allow, Remember: true}); err != nil {
 		t.Fatal(err)
 	}
 	at.wait(t)

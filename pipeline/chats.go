@@ -234,8 +234,9 @@ func (p *Pipeline) CancelChat(ctx context.Context, user, chatID string) (int, er
 const deleteWait = 30 * time.Second
 
 // DeleteChat removes the user's chat: it ends its running turns, its
-// kept sandbox and its terminals, then removes its workspace, its hook memory (the chat
-// namespace) and its stored history. A chat that has none of these is an
+// kept sandbox and its terminals, then removes its workspace, its hook
+// memory (the chat namespace), the tool calls its user allowed for the
+// rest of it and its stored history. A chat that has none of these is an
 // error whose cause is sandbox.ErrNotFound; a workspace still held (by a
 // request of another process) is one whose cause is sandbox.ErrInUse, and
 // nothing else is removed then (code chat_busy).
@@ -277,6 +278,9 @@ func (p *Pipeline) DeleteChat(ctx context.Context, user, chatID string) error {
 		return &chat.Error{Code: chat.ErrInternal, Message: "chat memory not removed", Err: err}
 	}
 	found = found || n > 0
+	if err := p.approvals.Forget(ctx, user, chatID); err != nil {
+		return &chat.Error{Code: chat.ErrInternal, Message: "chat approvals not forgotten", Err: err}
+	}
 	if hasStore {
 		if err := cs.DeleteChat(ctx, user, chatID); err != nil {
 			return &chat.Error{Code: chat.ErrInternal, Message: "chat history not removed", Err: err}

@@ -85,6 +85,10 @@ type Config struct {
 	// (nil: skill authoring is off, and turns install the assistants' own
 	// skills only).
 	Skills SkillStore
+	// Approvals keeps what users allow for the rest of a chat (tool
+	// approval's "remember"); nil: in memory, for as long as the
+	// Pipeline lives. *store.Store keeps it with the chat.
+	Approvals approval.Store
 	// Checkpoints keeps the chats' checkpoints (nil: none are taken, and
 	// chats cannot be rewound or forked).
 	Checkpoints *checkpoint.Store
@@ -223,7 +227,7 @@ func New(cfg Config) (*Pipeline, error) {
 		active:      map[*turn]struct{}{},
 		live:        map[*liveSandbox]struct{}{},
 		kept:        newKeptChats(),
-		approvals:   approval.NewBroker(),
+		approvals:   approval.NewBroker(cfg.Approvals, cfg.Logger),
 		closeDone:   make(chan struct{}),
 		proxyLimits: bridge.NewServerLimits(limits(cfg.App.Current()).ModelProxy.RequestMemory, 0),
 	}

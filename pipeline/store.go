@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/agentbox/agentbox/approval"
 	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/store"
 )
@@ -16,6 +17,7 @@ var (
 	_ UsageRecorder     = (*store.Store)(nil)
 	_ jsapi.MemoryStore = storeMemory{}
 	_ ChatLocks         = storeChatLocks{}
+	_ approval.Store    = (*store.Store)(nil)
 )
 
 // StoreChatLocks makes the store's chat locks the pipeline's: in this

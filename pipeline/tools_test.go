@@ -83,6 +83,12 @@ func webMCP(t *testing.T) string {
 // address.
 func toolApp(t *testing.T, script *scripted.Script, files map[string]string) (*Pipeline, *scripted.Server) {
 	t.Helper()
+	return toolAppWith(t, script, files, Config{})
+}
+
+// toolAppWith is toolApp on a pipeline of cfg (its App set).
+func toolAppWith(t *testing.T, script *scripted.Script, files map[string]string, cfg Config) (*Pipeline, *scripted.Server) {
+	t.Helper()
 	llm := scripted.NewServer(script)
 	t.Cleanup(llm.Close)
 	exe, err := os.Executable()
@@ -121,7 +127,8 @@ function Boom() { throw new Error("boom") }
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{App: Static{App: app}})
+	cfg.App = Static{App: app}
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

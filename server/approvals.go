@@ -97,7 +97,7 @@ func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request, _ string
 		err = decodeJSON(body, &a, true)
 	}
 	if err == nil {
-		err = cs.Approve(user, id, aid, op, a)
+		err = cs.Approve(r.Context(), user, id, aid, op, a)
 	}
 	switch {
 	case err == nil:

@@ -44,7 +44,7 @@ type Chats interface {
 	// operator's: any user's); Approve answers one (errors
 	// approval.ErrNotFound, ErrAnswered, ErrBadDecision).
 	Approvals(user, chatID string, operator bool) []approval.Pending
-	Approve(user, chatID, id string, operator bool, a approval.Answer) error
+	Approve(ctx context.Context, user, chatID, id string, operator bool, a approval.Answer) error
 }
 
 var _ Chats = (*pipeline.Pipeline)(nil)

@@ -204,8 +204,8 @@ func (s *Store) Chat(ctx context.Context, user, chatID string) (info ChatInfo, f
 	return c, true, nil
 }
 
-// DeleteChat removes the user's chat, its messages, its stored responses
-// and its workspace last-use record. Deleting a chat that does not exist is not an error.
+// DeleteChat removes the user's chat, its messages, its stored responses,
+// its remembered approvals and its workspace last-use record. Deleting a chat that does not exist is not an error.
 // Hook memory (see MemClear) and the workspace folder are not touched: the
 // caller owns their naming.
 func (s *Store) DeleteChat(ctx context.Context, user, chatID string) error {
@@ -219,7 +219,7 @@ func (s *Store) DeleteChat(ctx context.Context, user, chatID string) error {
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		// The chat's row first, as writers of the chat lock it.
-		for _, st := range []*sql.Stmt{s.stmts.deleteChat, s.stmts.deleteMessages, s.stmts.forgetWorkspace, s.stmts.deleteResponses} {
+		for _, st := range []*sql.Stmt{s.stmts.deleteChat, s.stmts.deleteMessages, s.stmts.forgetWorkspace, s.stmts.deleteResponses, s.stmts.approvals.forget} {
 			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, user, chatID); err != nil {
 				return err
 			}

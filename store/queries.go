@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -22,6 +23,7 @@ type statements struct {
 	saveResponse, getResponse, latestResponse, deleteResponses         *sql.Stmt
 	renameChat, firstUserMessage                                       *sql.Stmt
 	skills                                                             skillStatements
+	approvals                                                          approvalStatements
 }
 
 // query is one statement: SQL both drivers accept, with $1-style
@@ -35,7 +37,7 @@ type query struct {
 }
 
 func (st *statements) queries() []query {
-	return append(st.coreQueries(), st.skillQueries()...)
+	return slices.Concat(st.coreQueries(), st.skillQueries(), st.approvalQueries())
 }
 
 func (st *statements) coreQueries() []query {

@@ -1,6 +1,7 @@
 // Package store is agentbox's persistence: chat history per (user, chat),
-// the chats' assistants, the hooks' memory, usage records, workspace
-// last-use times, and the lock that serialises each chat's turns. It runs
+// the chats' assistants, the tool calls users allowed for the rest of a
+// chat, the hooks' memory, usage records, workspace last-use times, and
+// the lock that serialises each chat's turns. It runs
 // on one of two databases, its drivers (Drivers):
 //
 //   - "sqlite" (the default): one database file under the data root

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,7 +18,7 @@ import (
 // approver answers the tool calls a turn's approval policy asks about
 // (*pipeline.Pipeline).
 type approver interface {
-	Approve(user, chatID, id string, operator bool, a approval.Answer) error
+	Approve(ctx context.Context, user, chatID, id string, operator bool, a approval.Answer) error
 }
 
 // runAsker is how `agentbox run` answers approval requests: on the
@@ -90,7 +91,7 @@ func (a *runAsker) ask(props map[string]any) {
 }
 
 func (a *runAsker) answer(id string, ans approval.Answer) {
-	if err := a.p.Approve(a.user, a.chat, id, false, ans); err != nil {
+	if err := a.p.Approve(context.Background(), a.user, a.chat, id, false, ans); err != nil {
 		fmt.Fprintf(a.out, "agentbox run: approval %s: %v\n", id, err)
 	}
 }

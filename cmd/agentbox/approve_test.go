@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,7 @@ type fakeApprover struct {
 	done    chan struct{}
 }
 
-func (f *fakeApprover) Approve(user, chatID, id string, operator bool, a approval.Answer) error {
+func (f *fakeApprover) Approve(_ context.Context, user, chatID, id string, operator bool, a approval.Answer) error {
 	f.mu.Lock()
 	f.answers[user+"/"+chatID+"/"+id] = a
 	f.mu.Unlock()

@@ -486,6 +486,7 @@ func openEnv(ctx context.Context, opts envOptions) (_ *appEnv, err error) {
 		Workspaces:     ws,
 		Checkpoints:    cps,
 		History:        st,
+		Approvals:      st,
 		Memory:         pipeline.StoreMemory(st),
 		Usage:          st,
 		ChatLocks:      pipeline.StoreChatLocks(st),

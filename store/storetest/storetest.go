@@ -44,6 +44,7 @@ func Run(t *testing.T, o Opener) {
 		{"RenameChat", testRenameChat},
 		{"SkillProposals", testSkillProposals},
 		{"SkillApprovalRace", testSkillApprovalRace},
+		{"RememberedApprovals", testRememberedApprovals},
 		{"Memory", testMemory},
 		{"MemoryCounters", testMemoryCounters},
 		{"Usage", testUsage},
