@@ -15,8 +15,10 @@ import (
 )
 
 // Page is a page whose window is orange on its left half and blue on its
-// right half, titled Title.
-const Page = `<!doctype html><title>` + Title + `</title><body style="margin:0"><div style="position:fixed;inset:0 50% 0 0;background:#ff8c00"></div><div style="position:fixed;inset:0 0 0 50%;background:#1e50ff"></div></body>`
+// right half, titled Title. It adds the input it gets to its title: "
+// key:K" for each key pressed, " click" for each mouse button pressed.
+const Page = `<!doctype html><title>` + Title + `</title><body style="margin:0"><div style="position:fixed;inset:0 50% 0 0;background:#ff8c00"></div><div style="position:fixed;inset:0 0 0 50%;background:#1e50ff"></div>` +
+	`<script>addEventListener("keydown", e => document.title += " key:" + e.key); addEventListener("mousedown", () => document.title += " click")</script></body>`
 
 // Title is Page's title.
 const Title = "desktop test page"
