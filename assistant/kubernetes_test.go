@@ -43,3 +43,20 @@ func TestKubernetesConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestKubernetesPoolDir: pool_dir is relative to the app folder.
+func TestKubernetesPoolDir(t *testing.T) {
+	t.Parallel()
+	dir := appWith(t, `{"sandbox": {"runtime": "kubernetes", "kubernetes": {"pool_dir": "run/pool"}}}`)
+	app, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := app.Config.Sandbox.Kubernetes.PoolDir, filepath.Join(dir, "run/pool"); got != want {
+		t.Errorf("pool_dir = %q, want %q", got, want)
+	}
+	_, err = Load(appWith(t, `{"sandbox": {"kubernetes": {"workspace_claim": "data", "pool_dir": "/pool"}}}`))
+	if err == nil || !strings.Contains(err.Error(), "pool_dir is set with workspace_claim") {
+		t.Errorf("pool_dir with workspace_claim: %v", err)
+	}
+}

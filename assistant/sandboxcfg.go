@@ -344,7 +344,10 @@ func checkKubernetes(d *doc, k *KubernetesConfig, root string) {
 	if k.ClaimRoot != "" && k.WorkspaceClaim == "" {
 		d.errPath(p+"claim_root", "sandbox.kubernetes.claim_root is set without workspace_claim")
 	}
-	for _, f := range []*string{&k.Kubeconfig, &k.ClaimRoot} {
+	if k.PoolDir != "" && k.WorkspaceClaim != "" {
+		d.errPath(p+"pool_dir", "sandbox.kubernetes.pool_dir is set with workspace_claim, whose pods are not pooled (they may run on another node, where no mount of this one reaches them)")
+	}
+	for _, f := range []*string{&k.Kubeconfig, &k.ClaimRoot, &k.PoolDir} {
 		if *f != "" && !filepath.IsAbs(*f) {
 			*f = filepath.Join(root, *f)
 		}

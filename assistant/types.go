@@ -191,6 +191,12 @@ type KubernetesConfig struct {
 	// and kata under their own names, runc under none); "" takes the
 	// isolation away.
 	RuntimeClasses map[string]string `json:"runtime_classes,omitempty"`
+	// PoolDir is the folder on the node through which pooled pods
+	// (sandbox.pool) get their chat's workspace and sockets, relative to
+	// the app folder or absolute (default: agentbox-kubernetes-pool in the
+	// temporary folder). It must lie under a mount with shared propagation
+	// that the kubelet's mount namespace receives.
+	PoolDir string `json:"pool_dir,omitempty"`
 	// BridgeListen, when set, is the TCP address of the server's bridge
 	// gateway (":41890"): sandbox pods reach their bridge over the network
 	// with mutual TLS and the request's token. "": Unix sockets on hostPath

@@ -688,6 +688,7 @@ func kubernetesOptions(cfg *assistant.AppConfig, kubeconfig string) kubernetes.O
 		ImagePullPolicy:  corev1.PullPolicy(k.ImagePullPolicy),
 		AllowHostNetwork: k.AllowHostNetwork,
 		RuntimeClasses:   k.RuntimeClasses,
+		PoolDir:          k.PoolDir,
 	}
 	if k.WorkspaceClaim != "" {
 		o.Storage = kubernetes.Storage{Claim: k.WorkspaceClaim, ClaimRoot: cmp.Or(k.ClaimRoot, cfg.DataRoot)}
