@@ -24,6 +24,7 @@ import (
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
 	"github.com/agentbox/agentbox/scripted"
 )
 
@@ -88,20 +89,21 @@ const start = `cd /workspace && printf '<h1>preview-ok-4711</h1>' > index.html &
 	`(nohup python3 ws_echo.py 8765 > ws.log 2>&1 &) && ` +
 	`(nohup python3 -m http.server 9000 --bind 127.0.0.1 > other.log 2>&1 &) && sleep 2 && echo started`
 
-// newApp writes an app whose assistant "web" runs Claude Code in a kept
-// Docker sandbox that declares ports 8000 and 8765.
-func newApp(t *testing.T) string {
+// newApp writes an app in dir whose assistant "web" runs Claude Code in a
+// kept sandbox (app.jsonc's sandbox block: runtime and images, and
+// assistantSandbox added to the assistant's) that declares ports 8000 and
+// 8765.
+func newApp(t *testing.T, dir, sandboxBlock, assistantSandbox string) string {
 	t.Helper()
-	app := filepath.Join(t.TempDir(), "app")
+	app := filepath.Join(dir, "app")
 	t.Cleanup(func() { e2etest.UnmountUnder(t, app) })
-	img := testenv.CLIImage(t, "claude")
 	e2etest.Write(t, filepath.Join(app, "app.jsonc"), fmt.Sprintf(`{"data_root": "./data", %s,
-  "sandbox": {"runtime": "docker", "images": {"claude": %q}}}`, e2etest.AuthJSONC, img))
+  "sandbox": %s}`, e2etest.AuthJSONC, sandboxBlock))
 	e2etest.Write(t, filepath.Join(app, "connectors", "model.conn.yao"),
 		`{"label": "scripted", "type": "anthropic", "options": {"host": "$ENV.E2E_HOST", "key": "sk-previews", "model": "claude-sonnet-4-5"}}`)
 	e2etest.Write(t, filepath.Join(app, "assistants", "web", "package.yao"), `{
   "name": "Web", "connector": "model",
-  "sandbox": {"command": "claude", "keep_alive": "5m",
+  "sandbox": {"command": "claude", "keep_alive": "5m",`+assistantSandbox+`
     "ports": [{"port": 8000, "label": "site"}, 8765],
     "arguments": {"permission_mode": "acceptEdits", "allowed_tools": ["Bash"]}}
 }`)
@@ -144,6 +146,26 @@ func browser(srv *e2etest.Server) *http.Client {
 	}}
 }
 
+// poolHealth is GET /health's pool.
+type poolHealth struct {
+	Ready   int `json:"ready"`
+	Claimed int `json:"claimed"`
+	Cold    int `json:"cold"`
+	Dropped int `json:"dropped"`
+}
+
+func pool(t *testing.T, srv *e2etest.Server) poolHealth {
+	t.Helper()
+	_, body := get(t, http.DefaultClient, srv.URL+"/health")
+	var h struct {
+		Pool poolHealth `json:"pool"`
+	}
+	if err := json.Unmarshal([]byte(body), &h); err != nil {
+		t.Fatalf("GET /health: %v: %s", err, body)
+	}
+	return h.Pool
+}
+
 func get(t *testing.T, c *http.Client, u string) (int, string) {
 	t.Helper()
 	resp, err := c.Get(u)
@@ -158,8 +180,36 @@ func get(t *testing.T, c *http.Client, u string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// TestPreviewsOfAKeptChat: previews of a kept chat's Docker sandbox.
 func TestPreviewsOfAKeptChat(t *testing.T) {
 	testenv.Docker(t)
+	img := testenv.CLIImage(t, "claude")
+	previewsOfAKeptChat(t, newApp(t, t.TempDir(), fmt.Sprintf(`{"runtime": "docker", "images": {"claude": %q}}`, img), ""), false)
+}
+
+// TestPreviewsOnKubernetes: the same on the kubernetes runtime, the chat's
+// pod claimed from a warm pool of one: the port relay's socket reaches the
+// pod through the pool slot, and the preview's traffic goes through the
+// server into the pod's own loopback-only network. The app's data root
+// is in the local cluster's shared folder (its workspace disks are
+// mounts, which must reach the node), as is the pool's folder.
+func TestPreviewsOnKubernetes(t *testing.T) {
+	testenv.Root(t, "for the warm pool to attach workspaces with mounts")
+	dir := k8stest.SharedTempDir(t)
+	block := fmt.Sprintf(`{"runtime": "kubernetes", "images": {"claude": %q}, "kubernetes": {
+    "kubeconfig": %q, "image_pull_policy": "Never", "pool_dir": %q}}`,
+		k8stest.Image(), k8stest.ServiceAccountKubeconfig(t), filepath.Join(dir, "pool"))
+	app := newApp(t, dir, block, ` "pool": 1,`)
+	previewsOfAKeptChat(t, app, true)
+}
+
+// previewsOfAKeptChat: a sandboxed agent starts a Python HTTP server and
+// a WebSocket echo server in a kept chat of app; real HTTP and WebSocket
+// clients reach them through their preview URLs; another user, a bad
+// ticket and an undeclared port are refused; after the chat ends the URL
+// answers with the ended page. With pooled, the assistant has a warm pool
+// of one, and the chat's sandbox must come from it (GET /health says so).
+func previewsOfAKeptChat(t *testing.T, app string, pooled bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	model := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
@@ -168,7 +218,6 @@ func TestPreviewsOfAKeptChat(t *testing.T) {
 		{When: &scripted.Match{Contains: "still up"}, Text: "Yes."},
 	}})
 	t.Cleanup(model.Close)
-	app := newApp(t)
 	srv := e2etest.Serve(t, app, e2etest.Options{Env: append(e2etest.TokenEnv(), "E2E_HOST="+model.URL)})
 	const chatID = "chat-previews-1"
 	alice, bob := e2etest.TokenAlice, e2etest.TokenBob
@@ -177,9 +226,15 @@ func TestPreviewsOfAKeptChat(t *testing.T) {
 	if code, body := srv.Send(t, http.MethodPut, "/api/chats/"+chatID+"/files?path=ws_echo.py", alice, "text/x-python", strings.NewReader(wsEcho)); code != http.StatusCreated {
 		t.Fatalf("upload: %d %s", code, body)
 	}
+	if pooled {
+		e2etest.WaitUntil(t, 2*time.Minute, "a pooled sandbox", func() bool { return pool(t, srv).Ready == 1 })
+	}
 	r := srv.Chat(ctx, alice, "web", chatID, "Please start the servers.")
 	if r.Err != nil || r.Status != http.StatusOK || r.Final() == nil {
 		t.Fatalf("turn: %d %v %s", r.Status, r.Err, r.Body)
+	}
+	if st := pool(t, srv); pooled && st.Claimed != 1 {
+		t.Errorf("GET /health's pool: %+v, want the chat's sandbox claimed from it", st)
 	}
 	opened := map[float64]bool{}
 	for _, e := range r.Events {

@@ -3,15 +3,12 @@ package scaleout
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	manifests "github.com/agentbox/agentbox/deploy/kubernetes"
 	"github.com/agentbox/agentbox/internal/e2etest"
@@ -28,7 +25,7 @@ import (
 // node's network to reach the gateways on 127.0.0.1.
 func kubernetesRuntime(t *testing.T) runtimeSetup {
 	t.Helper()
-	kubeconfig := serviceAccountKubeconfig(t)
+	kubeconfig := k8stest.ServiceAccountKubeconfig(t)
 	block := fmt.Sprintf(`{"runtime": "kubernetes", "network": "host", "images": {"claude": %q}, "kubernetes": {
 		"kubeconfig": %q, "image_pull_policy": "Never", "allow_host_network": true, "bridge_listen": "127.0.0.1:0"}}`,
 		k8stest.Image(), kubeconfig)
@@ -53,23 +50,6 @@ func kubernetesRuntime(t *testing.T) runtimeSetup {
 	}
 	return runtimeSetup{appDir: k8stest.SharedTempDir(t), sandbox: block, sandboxes: pods,
 		args: []string{"--runtime", "kubernetes"}}
-}
-
-// serviceAccountKubeconfig writes a kubeconfig acting as the server's
-// service account.
-func serviceAccountKubeconfig(t *testing.T) string {
-	t.Helper()
-	sa := k8stest.ServiceAccount(t)
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: sa.Host, CertificateAuthority: sa.CAFile, CertificateAuthorityData: sa.CAData}
-	cfg.AuthInfos["agentbox"] = &clientcmdapi.AuthInfo{Token: sa.BearerToken}
-	cfg.Contexts["agentbox"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "agentbox"}
-	cfg.CurrentContext = "agentbox"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // TestTwoServersShareChatsOnKubernetes: the alternating turns of one chat

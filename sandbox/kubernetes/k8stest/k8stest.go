@@ -23,6 +23,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	manifests "github.com/agentbox/agentbox/deploy/kubernetes"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -112,6 +113,24 @@ func ServiceAccount(t testing.TB) *rest.Config {
 		QPS:             50,
 		Burst:           100,
 	}
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig acting as the server's
+// service account (ServiceAccount), for an `agentbox serve` of a test, and
+// returns its path.
+func ServiceAccountKubeconfig(t testing.TB) string {
+	t.Helper()
+	sa := ServiceAccount(t)
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: sa.Host, CertificateAuthority: sa.CAFile, CertificateAuthorityData: sa.CAData}
+	cfg.AuthInfos["agentbox"] = &clientcmdapi.AuthInfo{Token: sa.BearerToken}
+	cfg.Contexts["agentbox"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "agentbox"}
+	cfg.CurrentContext = "agentbox"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // policyActive waits until the API server enforces the sandbox pod
