@@ -3,9 +3,11 @@ package kubernetes_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/kubernetes"
 	"github.com/agentbox/agentbox/sandbox/kubernetes/k8stest"
@@ -119,4 +121,56 @@ func BenchmarkExecTimeout(b *testing.B) {
 		kill += time.Since(start) - timeout
 	}
 	b.ReportMetric(float64(kill.Milliseconds())/float64(b.N), "ms/kill")
+}
+
+// BenchmarkPoolClaim measures a new chat's sandbox to its first command's
+// exit, claimed from the warm pool (the workspace attached, the pod taken
+// by label, the check's exec) and created cold, interleaved in one run;
+// it reports both and their ratio. Making the pooled pod is not timed:
+// the pool does it ahead of demand.
+func BenchmarkPoolClaim(b *testing.B) {
+	testenv.Root(b, "to attach a workspace to a running pod")
+	rt := k8stest.Runtime(b, kubernetes.Options{Instance: "bench-pool", PoolDir: filepath.Join(k8stest.SharedTempDir(b), "pool")})
+	ws, release, err := workspaces(b).Acquire(context.Background(), "bench", "c")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(release)
+	ctx := context.Background()
+	spec := sandbox.Spec{UserID: "bench", ChatID: "c", Workspace: ws}
+	firstExec := func(sb sandbox.Sandbox) {
+		if res, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec: %v %+v", err, res)
+		}
+	}
+	var claim, cold time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		pooled, err := rt.Prestart(ctx, sandbox.Spec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		sb, err := pooled.Claim(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		firstExec(sb)
+		claim += time.Since(start)
+		start = time.Now()
+		sb2, err := rt.Create(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		firstExec(sb2)
+		cold += time.Since(start)
+		b.StopTimer()
+		_ = sb.Remove(ctx)
+		_ = sb2.Remove(ctx)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(claim.Milliseconds())/float64(b.N), "ms/claim")
+	b.ReportMetric(float64(cold.Milliseconds())/float64(b.N), "ms/create")
+	b.ReportMetric(float64(claim)/float64(cold), "claim/create")
 }
