@@ -19,6 +19,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/desktop"
 	"github.com/agentbox/agentbox/desktop/desktoptest"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -333,5 +335,48 @@ func TestDesktopViewOnlyInDocker(t *testing.T) {
 	}
 	if title != desktoptest.Title+" key:b" {
 		t.Errorf("a view-only desktop's page took input other than the agent's: its title is %s", title)
+	}
+}
+
+// TestDesktopPooledInDocker: a new chat of a desktop assistant with
+// sandbox.pool claims a pooled sandbox (made ahead of the chat, its
+// bridge's sockets, the port relay's among them, linked in at the claim);
+// its desktop starts on it, the agent opens its page there, and the
+// user's VNC connection through the desktop's preview sees it.
+func TestDesktopPooledInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	testenv.Root(t, "for the warm pool to attach workspaces with mounts")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e, pv := desktopEnv(t, ctx, false)
+	e.coder.Sandbox.Pool = 1
+	e.p.StartPool()
+	waitPool(t, ctx, e.p, 1)
+	var rec chattest.Recorder
+	resp, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user("show me the page")}, rec.Emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm := rec.Last().Final.Timings; resp.Content != "It is on the desktop." || tm.Sandbox != chat.SandboxPooled {
+		t.Fatalf("%q on a %s sandbox, want the answer on a pooled one", resp.Content, tm.Sandbox)
+	}
+	opened := false
+	for _, ev := range rec.Events() {
+		opened = opened || ev.Type == TypePortOpened && ev.Event == chat.Start && ev.Props["port"] == desktop.NoVNCPort
+	}
+	if !opened {
+		t.Error("no port_opened event for the desktop's port")
+	}
+	sb := e.keptSandbox(t, "alice", "c1")
+	if title := pageTitle(t, ctx, sb); title != desktoptest.Title {
+		t.Errorf("the desktop's page is %q, want the agent's", title)
+	}
+	srv := httptest.NewServer(pv.Handler())
+	defer srv.Close()
+	vnc, _ := openDesktop(t, ctx, pv, srv, previewBrowser(srv), "c1")
+	if err := vnc.Sync(); err != nil {
+		t.Fatalf("the desktop's screen over VNC: %v", err)
 	}
 }
