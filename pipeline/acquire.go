@@ -3,6 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"errors"
 	"maps"
 	"strings"
 	"sync"
@@ -145,6 +146,7 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	prog := t.startProgress("Preparing the workspace…", map[string]any{"runtime": name, "isolation": isolation, "step": "workspace"})
 	defer prog.end()
 	createStart := time.Now()
+	early := t.startEarly(ctx, app, a, rt, name)
 	ws, releaseWS, err := p.acquireWorkspace(ctx, t.req.UserID, t.req.ChatID, a.Sandbox.DiskBytes)
 	if err != nil {
 		releaseSlot()
@@ -192,6 +194,9 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	sb := p.pool.claim(ctx, a, name, spec)
 	if sb == nil {
 		t.tm.sandbox = chat.SandboxCold
+		sb = early.claim(ctx, spec)
+	}
+	if sb == nil {
 		sb, err = rt.Create(ctx, spec)
 	}
 	t.phase(phaseSandboxCreate, createStart)
@@ -253,6 +258,83 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 		return sb, func() { endTurn(); releaseSlot(); t.keepOrDrop(c) }, nil
 	}
 	return sb, remove, nil
+}
+
+// earlySandbox is a new chat's container started while the chat's
+// workspace and bridge are made (startEarly).
+type earlySandbox struct {
+	t    *turn
+	done chan struct{}
+	sb   sandbox.Pooled
+	err  error
+	// claimed: the chat's sandbox is sb; else drop removes it.
+	claimed bool
+}
+
+// startEarly starts the container of a new chat's sandbox at once, on a
+// runtime that attaches a workspace and sockets to a running container
+// (sandbox.Pooler, the warm pool's mechanism), so that the cold path
+// waits for the longest of the container, the workspace and the bridge,
+// not for their sum. It returns nil when the pool holds a sandbox for
+// the chat or the runtime cannot start one early; the turn then claims
+// or creates one once its workspace is made. A container the turn does
+// not claim is removed after the done event.
+func (t *turn) startEarly(ctx context.Context, app *assistant.App, a *assistant.Assistant, rt sandbox.Runtime, name string) *earlySandbox {
+	// Docker's claim is a mount on the host, without an engine call; a
+	// runtime whose claim costs more starts the sandbox for the chat.
+	pooler, ok := rt.(sandbox.Pooler)
+	if !ok || rt.Name() != "docker" || t.p.pool.has(a, name) {
+		return nil
+	}
+	mounts, err := t.p.pooledMounts(app, a, name)
+	if err != nil {
+		return nil
+	}
+	spec := t.p.sandboxSpec(app, a, t.req.UserID, t.req.ChatID, nil, mounts)
+	e := &earlySandbox{t: t, done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		e.sb, e.err = pooler.Prestart(ctx, spec)
+	}()
+	t.defer_(e.drop)
+	return e
+}
+
+// claim waits for the early container and attaches spec (the chat's
+// workspace, bridge and environment) to it. It returns nil when there is
+// none to attach, its start or its claim failed (the caller creates the
+// sandbox the usual way).
+func (e *earlySandbox) claim(ctx context.Context, spec sandbox.Spec) sandbox.Sandbox {
+	if e == nil {
+		return nil
+	}
+	<-e.done
+	if e.err != nil {
+		if !errors.Is(e.err, sandbox.ErrNotPoolable) && ctx.Err() == nil {
+			e.t.p.log.Warn("sandbox not started early: creating it", "user", e.t.req.UserID, "chat", e.t.req.ChatID, "error", e.err)
+		}
+		return nil
+	}
+	sb, err := e.sb.Claim(ctx, spec)
+	if err != nil {
+		e.t.p.log.Warn("sandbox started early not attached: creating another", "user", e.t.req.UserID, "chat", e.t.req.ChatID, "sandbox", e.sb.ID(), "error", err)
+		return nil
+	}
+	e.claimed = true
+	return sb
+}
+
+// drop removes the early container unless the chat claimed it.
+func (e *earlySandbox) drop() {
+	<-e.done
+	if e.sb == nil || e.claimed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	defer cancel()
+	if err := e.sb.Remove(ctx); err != nil {
+		e.t.p.log.Error("sandbox started early not removed", "user", e.t.req.UserID, "chat", e.t.req.ChatID, "sandbox", e.sb.ID(), "error", err)
+	}
 }
 
 // progress is a loading message that says what a turn waits for: set

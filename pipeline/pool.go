@@ -304,6 +304,17 @@ func (w *warmPool) claim(ctx context.Context, a *assistant.Assistant, runtime st
 	}
 }
 
+// has reports whether the pool holds a sandbox made for a (this
+// definition, on runtime) now.
+func (w *warmPool) has(a *assistant.Assistant, runtime string) bool {
+	if a.Sandbox.Pool == 0 {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.ContainsFunc(w.ready[a.ID], func(ps *pooledSandbox) bool { return ps.assistant == a && ps.runtime == runtime })
+}
+
 // take takes the oldest pooled sandbox made for a (this definition, on
 // runtime) out of the pool.
 func (w *warmPool) take(a *assistant.Assistant, runtime string) *pooledSandbox {

@@ -23,8 +23,9 @@ var ErrNotPoolable = errors.New("not poolable")
 // Pooler is a runtime that can create sandboxes ahead of demand.
 type Pooler interface {
 	// Prestart creates a sandbox for spec's image, limits, network,
-	// isolation and Mounts (its Workspace, UserID, ChatID, Env and Hide
-	// are ignored: Claim gives them). The caller must Remove or Claim it.
+	// isolation and Mounts (its Workspace, Env and Hide are ignored:
+	// Claim gives them; UserID and ChatID, when set, label it for the
+	// chat that will claim it). The caller must Remove or Claim it.
 	Prestart(ctx context.Context, spec Spec) (Pooled, error)
 }
 

@@ -57,6 +57,18 @@ func (r *Runtime) Prestart(ctx context.Context, spec sandbox.Spec) (sandbox.Pool
 	if err := poolslot.CheckPrestart(spec.Mounts); err != nil {
 		return nil, fmt.Errorf("docker prestart: %w", err)
 	}
+	// A container made ahead of any chat is labelled the pool's; one
+	// started for a chat whose workspace is still being made (the cold
+	// path) carries the chat's labels from the start.
+	if spec.UserID == "" || spec.ChatID == "" {
+		spec.UserID, spec.ChatID = poolOwner, poolOwner
+	}
+	if err := sandbox.ValidateID("user", spec.UserID); err != nil {
+		return nil, fmt.Errorf("docker prestart: %w", err)
+	}
+	if err := sandbox.ValidateID("chat", spec.ChatID); err != nil {
+		return nil, fmt.Errorf("docker prestart: %w", err)
+	}
 	r.sweepOnce.Do(r.sweepSlots)
 	name := "agentbox-" + randHex(8)
 	uid, gid := ids(r.opts.User)
@@ -64,7 +76,6 @@ func (r *Runtime) Prestart(ctx context.Context, spec sandbox.Spec) (sandbox.Pool
 	if err != nil {
 		return nil, fmt.Errorf("docker prestart: %w", err)
 	}
-	spec.UserID, spec.ChatID = poolOwner, poolOwner
 	spec.Env, spec.Hide = nil, nil
 	ws := mount.Mount{Type: mount.TypeBind, Source: sl.WS(), Target: sandbox.Workdir,
 		BindOptions: &mount.BindOptions{Propagation: mount.PropagationRSlave}}
