@@ -18,7 +18,7 @@ import (
 )
 
 // freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -260,7 +260,7 @@ func TestServeDegrades(t *testing.T) {
 
 // waitUp waits for the server at base to answer /health, failing when
 // serve exits first.
-func waitUp(t *testing.T, base string, exited <-chan int, stderr *testenv.SyncBuffer) {
+func waitUp(t testing.TB, base string, exited <-chan int, stderr *testenv.SyncBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

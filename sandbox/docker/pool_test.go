@@ -116,6 +116,36 @@ func TestPoolRefuses(t *testing.T) {
 	if err := pooled.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := rt.Prestart(ctx, sandbox.Spec{UserID: "u1", ChatID: "../c1"}); err == nil || !strings.Contains(err.Error(), "chat") {
+		t.Errorf("prestart for a bad chat id: %v, want its refusal", err)
+	}
+}
+
+// TestPrestartForChat: a container started for a chat before its
+// workspace is made (the cold path) carries the chat's labels.
+func TestPrestartForChat(t *testing.T) {
+	testenv.Root(t, "to attach a workspace to a running container")
+	rt, _ := newRuntimeIn(t)
+	ctx := context.Background()
+	pooled, err := rt.Prestart(ctx, sandbox.Spec{UserID: "u1", ChatID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pooled.Remove(context.Background()) })
+	ins, err := rt.Client().ContainerInspect(ctx, pooled.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := ins.Config.Labels; l[sandbox.LabelUser] != "u1" || l[sandbox.LabelChat] != "c1" {
+		t.Errorf("labels %v: want user u1 and chat c1", l)
+	}
+	sb, err := pooled.Claim(ctx, sandbox.Spec{UserID: "u1", ChatID: "c1", Workspace: chatWorkspace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // chatWorkspace is a fresh workspace of chat c1, acquired for the test.
