@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
 	"github.com/agentbox/agentbox/scripted"
@@ -22,11 +23,17 @@ import (
 // and a twin assistant "cold" without one, for new chats compared in the
 // same run.
 func poolEnv(tb testing.TB, ctx context.Context, size int, turns []scripted.Turn) *keptEnv {
+	return poolEnvOf(tb, ctx, benchCLIs[0], size, turns)
+}
+
+// poolEnvOf is poolEnv with the coder running cli.
+func poolEnvOf(tb testing.TB, ctx context.Context, cli benchCLI, size int, turns []scripted.Turn) *keptEnv {
 	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("the warm pool attaches workspaces with mounts: needs root")
 	}
 	e := newKeptEnv(tb, ctx, 0, turns, nil)
+	e.useCLI(tb, cli)
 	e.coder.Sandbox.Pool = size
 	cold := *e.coder
 	cold.ID = "cold"
@@ -35,6 +42,21 @@ func poolEnv(tb testing.TB, ctx context.Context, size int, turns []scripted.Turn
 	e.app.Assistants["cold"] = &cold
 	e.p.StartPool()
 	return e
+}
+
+// benchCLI is a coding-agent CLI the benchmarks run, with the type of
+// the connector it is driven through.
+type benchCLI struct{ command, connector string }
+
+// benchCLIs are the CLIs the per-CLI benchmarks run.
+var benchCLIs = []benchCLI{{"claude", "anthropic"}, {"codex", "openai"}, {"gemini", "anthropic"}, {"opencode", "anthropic"}}
+
+// useCLI makes e's coder run cli, in its image, behind its connector.
+func (e *keptEnv) useCLI(tb testing.TB, cli benchCLI) {
+	tb.Helper()
+	e.coder.Sandbox.Command = cli.command
+	e.coder.Sandbox.Image = testenv.CLIImage(tb, cli.command)
+	e.app.Connectors["real"].Type = cli.connector
 }
 
 // waitReady waits until the pool holds n ready sandboxes.
@@ -74,14 +96,20 @@ func tryChat(ctx context.Context, p *Pipeline, assistantID, chatID, msg string) 
 	return resp.Content, final, nil
 }
 
-// BenchmarkPoolNewChat: a new chat's first turn (the real CLI in Docker
-// behind the bridge, scripted model) on a sandbox claimed from a warm
-// pool against one that creates its own, interleaved in one run:
-// sandbox_create and request to first text delta, medians and their
+// BenchmarkPoolNewChat: for each CLI, a new chat's first turn (the real
+// CLI in Docker behind the bridge, scripted model) on a sandbox claimed
+// from a warm pool against one that creates its own, interleaved in one
+// run: sandbox_create and request to first text delta, medians and their
 // ratio; and the memory of a pooled sandbox waiting (docker stats).
 func BenchmarkPoolNewChat(b *testing.B) {
+	for _, cli := range benchCLIs {
+		b.Run(cli.command, func(b *testing.B) { benchPoolNewChat(b, cli) })
+	}
+}
+
+func benchPoolNewChat(b *testing.B, cli benchCLI) {
 	ctx := context.Background()
-	e := poolEnv(b, ctx, 2, answers(2*b.N+20))
+	e := poolEnvOf(b, ctx, cli, 2, answers(2*b.N+20))
 	waitReady(b, ctx, e.p, 2)
 	mibs := containersMemoryMiB(b, sandbox.LabelInstance+"=pipeline-kept-test", docker.LabelRun+"="+docker.RunID(e.p.cfg.Runtimes["docker"].(*docker.Runtime)), docker.LabelPool)
 	var pooledFirst, coldFirst, pooledCreate, coldCreate []float64
@@ -117,8 +145,15 @@ func BenchmarkPoolNewChat(b *testing.B) {
 // was frozen against one that was not, interleaved: request to first
 // text delta, medians; and the memory of the chat frozen and running.
 func BenchmarkKeptFollowUpFrozen(b *testing.B) {
+	for _, cli := range benchCLIs {
+		b.Run(cli.command, func(b *testing.B) { benchKeptFollowUpFrozen(b, cli) })
+	}
+}
+
+func benchKeptFollowUpFrozen(b *testing.B, cli benchCLI) {
 	ctx := context.Background()
 	e := newKeptEnv(b, ctx, 5*time.Minute, answers(2*b.N+10), nil)
+	e.useCLI(b, cli)
 	e.p.kept.freezeAfter = 0
 	e.turn(b, ctx, "bench", "hello")
 	idle := func() *keptChat {
