@@ -24,8 +24,9 @@ var ErrNotPoolable = errors.New("not poolable")
 type Pooler interface {
 	// Prestart creates a sandbox for spec's image, limits, network,
 	// isolation and Mounts (its Workspace, Env and Hide are ignored:
-	// Claim gives them; UserID and ChatID, when set, label it for the
-	// chat that will claim it). The caller must Remove or Claim it.
+	// Claim gives them; a runtime may label the sandbox with UserID and
+	// ChatID when set, for the chat that will claim it). The caller must
+	// Remove or Claim it.
 	Prestart(ctx context.Context, spec Spec) (Pooled, error)
 }
 
