@@ -188,6 +188,10 @@ func TestDiff(t *testing.T) {
 	if got := Diff("Write", json.RawMessage(`{"file_path":"/w/n","content":"x\ny\n"}`)); !strings.HasSuffix(got, "+x\n+y\n") {
 		t.Errorf("Write diff: %s", got)
 	}
+	// A CLI's own diff of its change (Codex's) is shown as it is.
+	if got := Diff("Edit", json.RawMessage(`{"file_path":"/w/a.txt","diff":"@@ -1 +1 @@\n-a\n+b"}`)); got != "--- /w/a.txt\n+++ /w/a.txt\n@@ -1 +1 @@\n-a\n+b\n" {
+		t.Errorf("Edit diff of a diff: %q", got)
+	}
 	if Diff("Bash", json.RawMessage(`{"command":"ls"}`)) != "" {
 		t.Error("Bash has a diff")
 	}

@@ -10,11 +10,13 @@ import (
 const maxDiff = 64 << 10
 
 // Diff renders a file edit's input as a unified diff for a person to read:
-// Edit (old_string to new_string), MultiEdit (each edit), Write (content,
-// as lines added). Other tools have none ("").
+// Edit (old_string to new_string, or the diff a CLI made of its change:
+// Codex's), MultiEdit (each edit), Write (content, as lines added). Other
+// tools have none ("").
 func Diff(tool string, input json.RawMessage) string {
 	var in struct {
 		FilePath   string `json:"file_path"`
+		Diff       string `json:"diff"`
 		OldString  string `json:"old_string"`
 		NewString  string `json:"new_string"`
 		Content    string `json:"content"`
@@ -31,6 +33,13 @@ func Diff(tool string, input json.RawMessage) string {
 	switch tool {
 	case "Edit":
 		fmt.Fprintf(&b, "--- %s\n+++ %s\n", in.FilePath, in.FilePath)
+		if in.Diff != "" {
+			b.WriteString(strings.TrimPrefix(in.Diff, "\n"))
+			if !strings.HasSuffix(in.Diff, "\n") {
+				b.WriteString("\n")
+			}
+			break
+		}
 		hunk(&b, in.OldString, in.NewString)
 	case "MultiEdit":
 		fmt.Fprintf(&b, "--- %s\n+++ %s\n", in.FilePath, in.FilePath)

@@ -8,9 +8,11 @@ import (
 )
 
 // ApprovalCommands are the sandbox commands whose CLI can ask before a
-// tool runs (Claude Code, through its permission prompt tool). A direct
-// assistant's MCP tool loop, run by the server, asks too.
-var ApprovalCommands = map[string]bool{"claude": true}
+// tool runs: Claude Code through its permission prompt tool, Codex
+// through its app server's approval requests, the Gemini CLI and
+// opencode through the Agent Client Protocol. A direct assistant's MCP
+// tool loop, run by the server, asks too.
+var ApprovalCommands = map[string]bool{"claude": true, "codex": true, "gemini": true, "opencode": true}
 
 // parseApproval checks an "approval" block (package.yao's or app.jsonc's)
 // at path.
@@ -23,14 +25,17 @@ func parseApproval(d *doc, path string, raw approval.Raw) *approval.Policy {
 }
 
 // checkApproval refuses a policy an assistant's executor cannot keep: a
-// CLI other than Claude Code runs its tools without asking the server, so
-// neither ask nor deny rules would hold. The app's default policy is left
+// CLI that cannot ask (ApprovalCommands) runs its tools without asking
+// the server, so neither ask nor deny rules would hold. The app's default policy is left
 // out for such an assistant, with a warning.
 func checkApproval(d *doc, a *Assistant) {
 	if a.Approval.Empty() || a.Sandbox == nil {
 		return
 	}
 	if ApprovalCommands[a.Sandbox.Command] {
+		if a.Sandbox.Command != "claude" {
+			return
+		}
 		for i, r := range a.Approval.Ask {
 			if approval.ReadOnly[r.Tool()] && d.has("approval") {
 				d.errPath(fmt.Sprintf("approval.ask[%d]", i), "approval.ask[%d] %q: Claude Code reads, lists and searches its workspace without asking: deny such calls, or leave them allowed", i, r.Text)
@@ -39,9 +44,9 @@ func checkApproval(d *doc, a *Assistant) {
 		return
 	}
 	if d.has("approval") {
-		d.errPath("approval", "approval: the %s command's CLI runs its tools without asking agentbox, so these rules cannot be kept: tool approval works with the claude command and with direct assistants' MCP tools", a.Sandbox.Command)
+		d.errPath("approval", "approval: the %s command's CLI runs its tools without asking agentbox, so these rules cannot be kept: tool approval works with the claude, codex, gemini and opencode commands and with direct assistants' MCP tools", a.Sandbox.Command)
 		return
 	}
-	d.warnPath("sandbox", "app.jsonc's approval policy does not apply: the %s command's CLI runs its tools without asking agentbox (tool approval works with the claude command and direct assistants' MCP tools)", a.Sandbox.Command)
+	d.warnPath("sandbox", "app.jsonc's approval policy does not apply: the %s command's CLI runs its tools without asking agentbox (tool approval works with the claude, codex, gemini and opencode commands and direct assistants' MCP tools)", a.Sandbox.Command)
 	a.Approval = nil
 }

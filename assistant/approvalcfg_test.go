@@ -22,9 +22,12 @@ func TestLoadApproval(t *testing.T) {
 			"approval": {"ask": ["Bash(git push:*"], "timeout": "forever"}}`,
 		"assistants/readask/package.yao": `{"connector": "claude", "sandbox": {"command": "claude"},
 			"approval": {"ask": ["Read"]}}`,
-		"assistants/codex/package.yao": `{"connector": "claude", "sandbox": {"command": "codex"},
+		"assistants/cursor/package.yao": `{"connector": "claude", "sandbox": {"command": "cursor"},
 			"approval": {"deny": ["Bash"]}}`,
-		"assistants/codexapp/package.yao": `{"connector": "claude", "sandbox": {"command": "codex"}}`,
+		"assistants/cursorapp/package.yao": `{"connector": "claude", "sandbox": {"command": "cursor"}}`,
+		"assistants/codexapp/package.yao":  `{"connector": "claude", "sandbox": {"command": "codex"}}`,
+		"assistants/gemini/package.yao": `{"connector": "claude", "sandbox": {"command": "gemini"},
+			"approval": {"ask": ["Bash(git push:*)", "Read"]}}`,
 	})
 	app, err := Open(dir)
 	if err != nil {
@@ -36,13 +39,21 @@ func TestLoadApproval(t *testing.T) {
 	if p := app.Assistants["own"].Approval; p == nil || len(p.Ask) != 1 || len(p.Deny) != 1 || p.Timeout != 2*time.Minute {
 		t.Errorf("own policy: %+v", p)
 	}
-	if a := app.Assistants["codexapp"]; a == nil || a.Approval != nil {
+	if a := app.Assistants["cursorapp"]; a == nil || a.Approval != nil {
+		t.Errorf("cursor with the app's policy: %+v", a)
+	}
+	// The CLIs that ask through their own protocols keep the policy, the
+	// app's too; an ask rule for a read is theirs to ask.
+	if a := app.Assistants["codexapp"]; a == nil || a.Approval == nil || len(a.Approval.Ask) != 1 {
 		t.Errorf("codex with the app's policy: %+v", a)
+	}
+	if a := app.Assistants["gemini"]; a == nil || a.Approval == nil || len(a.Approval.Ask) != 2 {
+		t.Errorf("gemini with its policy: %+v (failed %v)", a, app.Failed["gemini"])
 	}
 	for id, want := range map[string][]string{
 		"badrule": {`approval.ask[0] "Bash(git push:*": an argument pattern ends with ")"`, `approval.timeout "forever"`},
 		"readask": {`approval.ask[0] "Read": Claude Code reads, lists and searches its workspace without asking`},
-		"codex":   {`approval: the codex command's CLI runs its tools without asking agentbox`},
+		"cursor":  {`approval: the cursor command's CLI runs its tools without asking agentbox`},
 	} {
 		f := app.Failed[id]
 		if f == nil {
@@ -65,9 +76,9 @@ func TestLoadApproval(t *testing.T) {
 	}
 	var warned bool
 	for _, w := range app.Warnings {
-		warned = warned || strings.Contains(w.String(), "approval policy does not apply: the codex command's CLI")
+		warned = warned || strings.Contains(w.String(), "approval policy does not apply: the cursor command's CLI")
 	}
 	if !warned {
-		t.Errorf("no warning for codexapp: %v", app.Warnings)
+		t.Errorf("no warning for cursorapp: %v", app.Warnings)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 )
 
@@ -39,6 +41,10 @@ func (cli) NextMessage(next agentcli.Next) ([]byte, error) {
 // appConn is the client's side of the conversation with one app server.
 type appConn struct {
 	cwd, resume, prompt string
+	// asks: the thread asks before commands and file changes
+	// (approvalPolicy untrusted), answered with the turn's
+	// Plan.Approve.
+	asks bool
 
 	mu     sync.Mutex
 	ids    int
@@ -50,8 +56,8 @@ type appConn struct {
 	opened bool   // the process's first turn has been read
 }
 
-func newAppConn(cwd, resume, prompt string) *appConn {
-	return &appConn{cwd: cwd, resume: resume, prompt: prompt}
+func newAppConn(cwd, resume, prompt string, asks bool) *appConn {
+	return &appConn{cwd: cwd, resume: resume, prompt: prompt, asks: asks}
 }
 
 // message encodes a request (id > 0) or a notification.
@@ -88,11 +94,17 @@ func (c *appConn) start() []byte {
 // openThread is what follows the initialize response: the initialized
 // notification and the thread's start (or resume), with the sandbox and
 // approvals of --dangerously-bypass-approvals-and-sandbox: the container
-// is the sandbox.
+// is the sandbox. Under an approval policy the thread asks before every
+// command but those Codex knows to only read (untrusted), and before
+// every file change.
 func (c *appConn) openThread() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	params := map[string]any{"cwd": c.cwd, "approvalPolicy": "never", "sandbox": "danger-full-access"}
+	policy := "never"
+	if c.asks {
+		policy = "untrusted"
+	}
+	params := map[string]any{"cwd": c.cwd, "approvalPolicy": policy, "sandbox": "danger-full-access"}
 	method := "thread/start"
 	if c.resume != "" {
 		method, params["threadId"], params["excludeTurns"] = "thread/resume", c.resume, true
@@ -148,10 +160,14 @@ type appParser struct {
 	// streamed are the agent messages whose text was shown as it came.
 	streamed map[string]bool
 	usage    chat.Usage
+	approve  executor.Approver
+	// changes are the file changes of the fileChange items started, by
+	// item id: what a file change approval request is about.
+	changes map[string]gjson.Result
 }
 
-func newAppParser(conn *appConn, emit chat.EmitFunc, opts ParserOptions) *appParser {
-	p := &appParser{Parser: NewParser(emit, opts), conn: conn, streamed: map[string]bool{}}
+func newAppParser(conn *appConn, emit chat.EmitFunc, opts ParserOptions, approve executor.Approver) *appParser {
+	p := &appParser{Parser: NewParser(emit, opts), conn: conn, streamed: map[string]bool{}, approve: approve, changes: map[string]gjson.Result{}}
 	p.send, _ = opts.Monitor.(agentcli.Sender)
 	conn.mu.Lock()
 	p.first = !conn.opened
@@ -215,10 +231,7 @@ func (p *appParser) line(line string) {
 	}
 	switch {
 	case method != "" && id.Exists():
-		// A request of the server (an approval): none is served.
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id.Raw),
-			"error": map[string]any{"code": -32601, "message": "the client does not serve " + method}})
-		p.sendMsg(append(b, '\n'))
+		p.request(json.RawMessage(id.Raw), method, params)
 	case method != "":
 		p.notification(method, params)
 	case id.Exists():
@@ -291,6 +304,13 @@ func (p *appParser) notification(method string, params gjson.Result) {
 				p.c.EndText()
 			}
 			return
+		}
+		if it.Get("type").String() == "fileChange" {
+			if done {
+				delete(p.changes, it.Get("id").String())
+			} else {
+				p.changes[it.Get("id").String()] = it.Get("changes")
+			}
 		}
 		if item := execItem(it); item != "" {
 			p.Parser.line(`{"type":"item.` + map[bool]string{true: "completed", false: "started"}[done] + `","item":` + item + `}`)
@@ -385,4 +405,93 @@ func execItem(it gjson.Result) string {
 		return ""
 	}
 	return jsonOf(m)
+}
+
+// request answers a request of the server: the approvals of a command or
+// a file change under an approval policy (the turn's Plan.Approve);
+// none other is served.
+func (p *appParser) request(id json.RawMessage, method string, params gjson.Result) {
+	var result any
+	switch {
+	case p.approve == nil:
+		// The thread was started not to ask (approvalPolicy never).
+	case method == "item/commandExecution/requestApproval":
+		result = p.decide(params, []ruleCall{{"Bash", jsonOf(map[string]string{"command": params.Get("command").String()})}})
+	case method == "item/fileChange/requestApproval":
+		result = p.decide(params, fileCalls(p.changes[params.Get("itemId").String()]))
+	}
+	if result == nil {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+			"error": map[string]any{"code": -32601, "message": "the client does not serve " + method}})
+		p.sendMsg(append(b, '\n'))
+		return
+	}
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	if err != nil {
+		panic(err) // only JSON values
+	}
+	p.sendMsg(append(b, '\n'))
+}
+
+// ruleCall is a call as the approval rules name it.
+type ruleCall struct{ tool, input string }
+
+// decide asks about each call of a request in turn: the first denial
+// declines the request, and the model, which Codex tells only that the
+// call was declined, reads the reason as input steered into its turn.
+func (p *appParser) decide(params gjson.Result, calls []ruleCall) map[string]string {
+	item := params.Get("itemId").String()
+	if len(calls) == 0 {
+		// A change the client did not see start: nothing to show.
+		calls = []ruleCall{{"Edit", `{}`}}
+	}
+	for _, c := range calls {
+		p.c.EndText()
+		allow, reason := agentcli.Ask(p.approve, p.opts.Monitor, c.tool, json.RawMessage(c.input), item)
+		if !allow {
+			p.steer(fmt.Sprintf("[agentbox] Your %s was not run. %s", describe(c), reason), params.Get("turnId").String())
+			return map[string]string{"decision": "decline"}
+		}
+	}
+	return map[string]string{"decision": "accept"}
+}
+
+// steer sends text into the running turn as the user's (turn/steer).
+func (p *appParser) steer(text, turn string) {
+	p.conn.mu.Lock()
+	thread := p.conn.thread
+	turn = cmp.Or(turn, p.conn.turn)
+	_, msg := p.conn.request("turn/steer", map[string]any{"threadId": thread, "expectedTurnId": turn,
+		"input": []map[string]any{{"type": "text", "text": text, "text_elements": []any{}}}})
+	p.conn.mu.Unlock()
+	p.sendMsg(msg)
+}
+
+// fileCalls are a file change's files as the approval rules name them:
+// Write {file_path, content} for a file it adds, Edit {file_path, diff}
+// for one it updates (or deletes: {file_path, delete: true}).
+func fileCalls(changes gjson.Result) []ruleCall {
+	var out []ruleCall
+	changes.ForEach(func(_, c gjson.Result) bool {
+		path, diff := c.Get("path").String(), c.Get("diff").String()
+		switch c.Get("kind.type").String() {
+		case "add":
+			out = append(out, ruleCall{"Write", jsonOf(map[string]string{"file_path": path, "content": diff})})
+		case "delete":
+			out = append(out, ruleCall{"Edit", jsonOf(map[string]any{"file_path": path, "delete": true})})
+		default:
+			out = append(out, ruleCall{"Edit", jsonOf(map[string]string{"file_path": path, "diff": diff})})
+		}
+		return true
+	})
+	return out
+}
+
+// describe names a call for the model: "command (git push)".
+func describe(c ruleCall) string {
+	in := gjson.Parse(c.input)
+	if c.tool == "Bash" {
+		return "command (" + agentcli.CapUTF8(in.Get("command").String(), 200) + ")"
+	}
+	return "change of " + in.Get("file_path").String()
 }

@@ -1,6 +1,8 @@
 package codex
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -20,7 +22,7 @@ const appDir = "../testdata/codex/appserver"
 // turn 3).
 func appConnFor(t *testing.T, name string) *appConn {
 	t.Helper()
-	conn := newAppConn("/workspace", "", "first")
+	conn := newAppConn("/workspace", "", "first", false)
 	conn.start()
 	if name != "next" {
 		return conn
@@ -30,7 +32,7 @@ func appConnFor(t *testing.T, name string) *appConn {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p := newAppParser(conn, func(chat.Event) {}, ParserOptions{})
+	p := newAppParser(conn, func(chat.Event) {}, ParserOptions{}, nil)
 	if err := p.Parse(f); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +51,7 @@ func TestGoldenAppServer(t *testing.T) {
 	clitest.Golden(t, clitest.GoldenOptions[*agentcli.StreamOutcome]{
 		Dir: appDir, Package: "./codex", Update: *update,
 		NewParser: func(name string, emit chat.EmitFunc) clitest.Parser[*agentcli.StreamOutcome] {
-			return newAppParser(appConnFor(t, name), emit, ParserOptions{Model: "test-model"})
+			return newAppParser(appConnFor(t, name), emit, ParserOptions{Model: "test-model"}, nil)
 		},
 		Check: func(t *testing.T, got clitest.Transcript[*agentcli.StreamOutcome]) {
 			if o := got.Outcome; !o.GotResult || o.SessionID == "" || o.Content == "" || o.Usage.OutputTokens == 0 {
@@ -73,14 +75,15 @@ func (s *sender) Send(b []byte) error {
 
 // The client's side: initialized and thread/resume after initialize, the
 // turn after the thread, turn/interrupt to cancel it, and an error
-// answer to the server's requests (approvals are not asked for).
+// answer to the server's requests (without a policy approvals are not
+// asked for).
 func TestAppServerRequests(t *testing.T) {
-	conn := newAppConn("/workspace", "th-1", "again")
+	conn := newAppConn("/workspace", "th-1", "again", false)
 	if m := gjson.ParseBytes(conn.start()); m.Get("method").String() != "initialize" || m.Get("id").Int() != 1 {
 		t.Fatalf("start: %s", m.Raw)
 	}
 	s := &sender{}
-	p := newAppParser(conn, func(chat.Event) {}, ParserOptions{Monitor: s})
+	p := newAppParser(conn, func(chat.Event) {}, ParserOptions{Monitor: s}, nil)
 	p.Line(agentcli.Line{Bytes: []byte(`{"id":1,"result":{}}`)})
 	lines := strings.Split(strings.TrimSpace(strings.Join(s.sent, "")), "\n")
 	if len(lines) != 2 || gjson.Get(lines[0], "method").String() != "initialized" || gjson.Get(lines[1], "method").String() != "thread/resume" ||
@@ -112,5 +115,63 @@ func TestAppServerRequests(t *testing.T) {
 	}
 	if _, err := conn.next("more"); err != nil {
 		t.Errorf("next turn after the interrupt: %v", err)
+	}
+}
+
+// Under an approval policy the thread asks (approvalPolicy untrusted),
+// and the server's approval requests are decided as the rules name their
+// calls: a command is Bash {command}, each file of a change Write
+// {file_path, content} or Edit {file_path, diff}; a denial declines the
+// request and steers its reason into the turn.
+func TestAppServerApprovals(t *testing.T) {
+	conn := newAppConn("/workspace", "", "go", true)
+	conn.start()
+	s := &sender{}
+	type asked struct{ tool, input, id string }
+	var got []asked
+	p := newAppParser(conn, func(chat.Event) {}, ParserOptions{Monitor: s}, func(tool string, input json.RawMessage, id string) (bool, string) {
+		got = append(got, asked{tool, string(input), id})
+		if strings.Contains(string(input), "push") || strings.Contains(string(input), "b.txt") {
+			return false, "The user denied this tool call: not on main"
+		}
+		return true, ""
+	})
+	p.Line(agentcli.Line{Bytes: []byte(`{"id":1,"result":{}}`)})
+	if m := gjson.Parse(strings.SplitAfter(s.sent[len(s.sent)-1], "\n")[1]); m.Get("method").String() != "thread/start" || m.Get("params.approvalPolicy").String() != "untrusted" {
+		t.Fatalf("thread: %s", m.Raw)
+	}
+	p.Line(agentcli.Line{Bytes: []byte(`{"id":2,"result":{"thread":{"id":"th-1"}}}`)})
+	p.Line(agentcli.Line{Bytes: []byte(`{"id":3,"result":{"turn":{"id":"tu-1"}}}`)})
+	last := func() gjson.Result { return gjson.Parse(s.sent[len(s.sent)-1]) }
+	p.Line(agentcli.Line{Bytes: []byte(`{"id":0,"method":"item/commandExecution/requestApproval","params":{"threadId":"th-1","turnId":"tu-1","itemId":"c1","command":"touch x","startedAtMs":1}}`)})
+	if m := last(); m.Get("id").Int() != 0 || m.Get("result.decision").String() != "accept" {
+		t.Fatalf("allowed command: %s", m.Raw)
+	}
+	p.Line(agentcli.Line{Bytes: []byte(`{"method":"item/started","params":{"item":{"type":"fileChange","id":"f1","status":"inProgress","changes":[` +
+		`{"path":"/workspace/a.txt","kind":{"type":"add"},"diff":"hello\n"},{"path":"/workspace/b.txt","kind":{"type":"update","move_path":null},"diff":"@@ -1 +1 @@\n-a\n+b\n"}]}}}`)})
+	p.Line(agentcli.Line{Bytes: []byte(`{"id":1,"method":"item/fileChange/requestApproval","params":{"threadId":"th-1","turnId":"tu-1","itemId":"f1","startedAtMs":1}}`)})
+	// The denial of b.txt declines the change, and its reason is steered
+	// into the turn before the answer.
+	steer, answer := gjson.Parse(s.sent[len(s.sent)-2]), last()
+	if answer.Get("id").Int() != 1 || answer.Get("result.decision").String() != "decline" {
+		t.Fatalf("denied change: %s", answer.Raw)
+	}
+	if steer.Get("method").String() != "turn/steer" || steer.Get("params.expectedTurnId").String() != "tu-1" || steer.Get("params.threadId").String() != "th-1" ||
+		steer.Get("params.input.0.text").String() != "[agentbox] Your change of /workspace/b.txt was not run. The user denied this tool call: not on main" {
+		t.Fatalf("steer: %s", steer.Raw)
+	}
+	want := []asked{
+		{"Bash", `{"command":"touch x"}`, "c1"},
+		{"Write", `{"content":"hello\n","file_path":"/workspace/a.txt"}`, "f1"},
+		{"Edit", `{"diff":"@@ -1 +1 @@\n-a\n+b\n","file_path":"/workspace/b.txt"}`, "f1"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("asked\n%v\nwant\n%v", got, want)
+	}
+	// The steer's response is not the turn's.
+	p.Line(agentcli.Line{Bytes: []byte(`{"id":4,"result":{"turnId":"tu-1"}}`)})
+	p.Line(agentcli.Line{Bytes: []byte(`{"method":"turn/completed","params":{"turn":{"id":"tu-1","status":"completed"}}}`)})
+	if o := p.Close(); o.Err != nil || !o.GotResult {
+		t.Errorf("turn: %+v", o)
 	}
 }

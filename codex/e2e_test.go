@@ -33,3 +33,18 @@ func TestDockerKept(t *testing.T) {
 func BenchmarkKeptFollowUp(b *testing.B) {
 	clitest.BenchKept(b, "codex", New(Options{}), "openai")
 }
+
+// TestDockerApproval: under an approval policy the turn runs on the app
+// server, which asks before commands; a command allowed runs, one denied
+// does not and the model reads why (see clitest.Approval).
+func TestDockerApproval(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unkept", true: "kept"}[keep], func(t *testing.T) {
+			clitest.Approval{
+				CLI: "codex", Exec: New(Options{}), Type: "openai", Keep: keep,
+				Shell: "exec_command",
+				Input: func(c string) map[string]any { return map[string]any{"cmd": c} },
+			}.Run(t)
+		})
+	}
+}

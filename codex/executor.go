@@ -58,7 +58,7 @@ func (cli) Profile() agentcli.Profile {
 
 func (cli) NewParser(emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) agentcli.Parser {
 	if conn, ok := plan.Protocol.(*appConn); ok && conn != nil {
-		return newAppParser(conn, emit, parserOptions(plan, m))
+		return newAppParser(conn, emit, parserOptions(plan, m), plan.Approve)
 	}
 	return NewParser(emit, parserOptions(plan, m))
 }
@@ -116,11 +116,17 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	var argv []string
 	var input []byte
 	var conn any
+	// Under an approval policy the app server asks before commands and
+	// file changes and the policy answers: `codex exec` cannot ask, so
+	// such a turn runs on the app server, kept or not.
+	// The driver closes a CLI started to keep that the request does not
+	// keep when the turn ends.
+	p.Keep = p.Keep || p.Approve != nil
 	if p.Keep {
-		// Kept for the chat's next turns: the app server on stdio
-		// (appserver.go); the model is the configuration's.
+		// Kept for the chat's next turns, or asking: the app server on
+		// stdio (appserver.go); the model is the configuration's.
 		argv = []string{e.opts.Binary, "app-server"}
-		c := newAppConn(sandbox.Workdir, p.Resume, prompt)
+		c := newAppConn(sandbox.Workdir, p.Resume, prompt, p.Approve != nil)
 		conn, input = c, c.start()
 	} else {
 		argv = []string{e.opts.Binary, "exec", "--json", "--skip-git-repo-check", "--cd", sandbox.Workdir,

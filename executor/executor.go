@@ -4,6 +4,7 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -91,6 +92,15 @@ type Request struct {
 	// prompt tool about even where it would run the tool unasked (a
 	// read-only command, an edit in acceptEdits mode).
 	PermissionAsk []string
+	// Approve, when set, decides the agent's tool calls under the
+	// assistant's approval policy: a CLI that can ask before its tools
+	// run (Codex's app server, the Agent Client Protocol of the Gemini
+	// CLI and opencode) is started so that it asks, and each of its
+	// requests is answered with Approve's verdict. It blocks until the
+	// policy, or the chat's user, decided (or the turn ended: a denial);
+	// the pipeline sends the approval events. Claude Code asks through
+	// PermissionPromptTool instead.
+	Approve Approver
 	// Emit receives the run's events. It must be safe for concurrent use
 	// (the pipeline's turn serializes a turn's events: it owns their
 	// order); Run emits nothing once it returned. The pipeline's Watch
@@ -111,6 +121,13 @@ type Request struct {
 	// closes it and starts a new CLI.
 	Warm Warm
 }
+
+// Approver decides a tool call of the agent: tool and input as the
+// approval rules name them (Bash {"command"}, Edit and Write
+// {"file_path"}, mcp__server__tool, or the CLI's own tool name), id the
+// agent's id of the call. allow false comes with the reason the agent is
+// told.
+type Approver func(tool string, input json.RawMessage, id string) (allow bool, reason string)
 
 // Warm is a coding-agent CLI an executor left running in its sandbox
 // after a turn (Request.KeepAlive). Its methods are safe for concurrent

@@ -48,3 +48,18 @@ func TestDockerKept(t *testing.T) {
 func BenchmarkKeptFollowUp(b *testing.B) {
 	clitest.BenchKept(b, "gemini", New(Options{}), "anthropic")
 }
+
+// TestDockerApproval: under an approval policy the Gemini CLI asks before
+// its shell commands through ACP, kept or not; a call allowed runs, one
+// denied does not and the model reads why (see clitest.Approval).
+func TestDockerApproval(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unkept", true: "kept"}[keep], func(t *testing.T) {
+			clitest.Approval{
+				CLI: "gemini", Exec: New(Options{}), Type: "anthropic", Keep: keep,
+				Shell: "run_shell_command",
+				Input: func(c string) map[string]any { return map[string]any{"command": c, "description": "run"} },
+			}.Run(t)
+		})
+	}
+}

@@ -123,7 +123,21 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	if err := ws.RemoveAll(ctx, logFile); err != nil {
 		return nil, err
 	}
-	prompt := agentcli.Prompt(p.History, p.Input, p.Resume)
+	// Under an approval policy the CLI asks before its shell commands,
+	// edits and web fetches (approval mode default; it reads, lists and
+	// searches without asking) and the policy answers, through the Agent
+	// Client Protocol: headless it cannot ask. Plan mode runs as without
+	// a policy (it changes nothing).
+	asks := p.Approve != nil && mode != "plan"
+	resume := p.Resume
+	if asks {
+		mode = "default"
+		// The CLI's session/load finds no sessions: a session made
+		// before goes on in a new one with the conversation in its
+		// prompt.
+		resume = ""
+	}
+	prompt := agentcli.Prompt(p.History, p.Input, resume)
 	argv := []string{e.opts.Binary, "--skip-trust", "--approval-mode", mode}
 	if p.Model != "" {
 		argv = append(argv, "--model", p.Model)
@@ -133,12 +147,14 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	// A kept chat's CLI opens its session with session/new; a session
 	// made before (the chat's kept CLI is gone) is resumed by a turn of
 	// its own, unkept: the CLI's session/load finds no sessions.
-	p.Keep = p.Keep && p.Resume == ""
+	// A turn that asks runs on ACP even when the request does not keep
+	// the CLI: the driver closes it when the turn ends.
+	p.Keep = (p.Keep && resume == "") || asks
 	if p.Keep {
-		// Kept for the chat's next turns: the Agent Client Protocol on
-		// stdio (keep.go), which loads the session to resume.
+		// Kept for the chat's next turns, or asking: the Agent Client
+		// Protocol on stdio (keep.go).
 		argv = append(argv, "--acp")
-		c := acp.NewConn(sandbox.Workdir, p.Resume, prompt)
+		c := acp.NewConn(sandbox.Workdir, resume, prompt)
 		conn, input = c, c.Start()
 	} else {
 		argv = append(argv, "--output-format", "stream-json")

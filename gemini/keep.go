@@ -15,7 +15,9 @@ import (
 // chat's). Its updates say less than stream-json: a tool call carries
 // neither the tool's name (it is read from the call's id) nor its input,
 // and a command's output is not sent (a file edit's diff and an error
-// are).
+// are). Under an approval policy every turn runs on ACP, kept or not: the
+// CLI asks before its commands, edits and fetches and the policy answers
+// (acp.Options.Approve).
 
 var _ agentcli.Keeper = cli{}
 
@@ -41,7 +43,7 @@ func toolName(id, title string) string {
 func acpParser(conn *acp.Conn, emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) *acp.Parser {
 	return acp.NewParser(conn, emit, acp.Options{
 		IDPrefix: "gm", Program: "the Gemini CLI", Skills: plan.Skills, MCPServers: plan.MCP.Names(), Monitor: m,
-		FailureThreshold: plan.FailureThreshold, PermissionMode: plan.PermissionMode, ToolName: toolName,
+		FailureThreshold: plan.FailureThreshold, PermissionMode: plan.PermissionMode, ToolName: toolName, Approve: plan.Approve,
 		Stderr: func(c *agentcli.Chat, text string) { mcpFailures(c, text) },
 	})
 }

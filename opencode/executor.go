@@ -128,6 +128,14 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	if err := ws.WriteFile(ctx, system, []byte(p.System+"\n"), 0o644); err != nil {
 		return nil, err
 	}
+	// Under an approval policy every tool asks (the policy decides, and
+	// the chat's user where it says ask), through the Agent Client
+	// Protocol: `opencode run` cannot ask. The plan agent, which ACP
+	// cannot start, runs as without a policy.
+	asks := p.Approve != nil && m.agent == "build"
+	if asks {
+		m.permission, m.auto = "ask", false
+	}
 	cfg, err := configJSON(provider, p.Connector.Host, p.Model, sandbox.Workdir+"/"+system, m, maxTurns, mcp, p.Relay)
 	if err != nil {
 		return nil, err
@@ -140,14 +148,17 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	prompt := agentcli.Prompt(p.History, p.Input, p.Resume)
 	// The ACP server starts the build agent: the plan agent runs a turn
 	// at a time.
-	p.Keep = p.Keep && m.agent == "build"
+	// A turn that asks runs on ACP even when the request does not keep
+	// the CLI: the driver closes it when the turn ends.
+	p.Keep = (p.Keep && m.agent == "build") || asks
 	var argv []string
 	var input []byte
 	var conn any
 	if p.Keep {
-		// Kept for the chat's next turns: the Agent Client Protocol on
-		// stdio (keep.go), the model and the permissions from the
-		// configuration; what the rules leave to ask is refused.
+		// Kept for the chat's next turns, or asking: the Agent Client
+		// Protocol on stdio (keep.go), the model and the permissions
+		// from the configuration; what the rules leave to ask is
+		// refused, or decided by the approval policy.
 		argv = []string{e.opts.Binary, "acp", "--print-logs", "--log-level", "WARN"}
 		c := acp.NewConn(sandbox.Workdir, p.Resume, prompt)
 		conn, input = c, c.Start()

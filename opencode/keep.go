@@ -11,8 +11,9 @@ import (
 // session/prompt of the session it opened (or resumed: session/resume,
 // which replays nothing). A call its permission rules leave to ask is
 // refused with a permission_denied notice, as `opencode run` without
-// --auto refuses it (Options.Permission is where an approval would
-// answer). Its usage is the prompt's response's: the last model step's
+// --auto refuses it; under an approval policy every call asks, and the
+// policy (the chat's user, where it says ask) answers (acp.Options.Approve):
+// such a turn runs on ACP even when the CLI is not kept. Its usage is the prompt's response's: the last model step's
 // tokens (the bridge meters them all). The plan agent is not kept: ACP
 // starts the build agent.
 
@@ -25,7 +26,7 @@ func (cli) NextMessage(next agentcli.Next) ([]byte, error) { return acp.NextMess
 func acpParser(conn *acp.Conn, emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) *acp.Parser {
 	return acp.NewParser(conn, emit, acp.Options{
 		IDPrefix: "oc", Program: "opencode", Model: plan.Model, Skills: plan.Skills, MCPServers: plan.MCP.Names(), Monitor: m,
-		FailureThreshold: plan.FailureThreshold, PermissionMode: plan.PermissionMode,
+		FailureThreshold: plan.FailureThreshold, PermissionMode: plan.PermissionMode, Approve: plan.Approve,
 		Stderr: func(c *agentcli.Chat, text string) { mcpFailures(c, text) },
 	})
 }

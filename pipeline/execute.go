@@ -3,6 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"time"
@@ -222,6 +223,14 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		Emit:      watch.Emit,
 	}
 	req.ForkedFrom = t.p.forkedFrom(ctx, t.req.UserID, t.req.ChatID)
+	if !t.asst.Approval.Empty() && !asks(a) {
+		// A CLI that asks through its own protocol (Claude Code asks the
+		// bridge's prompt tool): the executor answers it with the policy.
+		req.Approve = func(tool string, input json.RawMessage, id string) (bool, string) {
+			v := t.approve(ctx, tool, input, id)
+			return v.Allow, v.Reason
+		}
+	}
 	if t.bridge != nil {
 		if err := t.wireBridge(app, req, options.TokenLimit()); err != nil {
 			return execution{}, err

@@ -95,7 +95,10 @@ type Prepared struct {
 	// Keep reports that the CLI is started to be kept for the chat's
 	// next turns (a Keeper's, when the request asks): Prepare starts it
 	// to take its messages on stdin, or clears it to run the CLI for the
-	// turn alone (a mode its keeping mode cannot run).
+	// turn alone (a mode its keeping mode cannot run). Prepare may also
+	// set it to run the turn in its keeping mode (its protocol) when the
+	// request does not keep the CLI: the driver closes it when the turn
+	// ends.
 	Keep bool
 }
 
@@ -134,6 +137,10 @@ type Plan struct {
 	// FailureThreshold is the assistant's repeated_tool_failure threshold
 	// (executor.FailureThreshold), set by the driver for the parser.
 	FailureThreshold int
+	// Approve is the turn's executor.Request.Approve (nil: nothing asks),
+	// set by the driver for every turn the process takes, for the parser
+	// of a CLI that asks before its tools run (see Ask).
+	Approve executor.Approver
 	// Protocol is the CLI's own state of a protocol conversation with the
 	// process (the client of a CLI that speaks JSON-RPC on stdio: its
 	// request ids, its session): Prepare makes it, NewParser and a
@@ -269,6 +276,7 @@ func (x *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		plan.SessionID = p.Resume
 	}
 	plan.FailureThreshold = executor.FailureThreshold(req.Assistant)
+	plan.Approve = req.Approve
 	keep := false
 	defer func() {
 		if keep {

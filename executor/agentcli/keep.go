@@ -92,7 +92,8 @@ var _ executor.Warm = (*kept)(nil)
 // keepKey identifies what a kept CLI was started for, besides the
 // assistant (a changed assistant restarts the chat's sandbox): the system
 // prompt, the MCP servers, the arguments (the model, turn limit and
-// permission mode among them), the connection, the relay and the skills.
+// permission mode among them), the connection, the relay, the skills
+// and whether its tools ask (Request.Approve).
 func keepKey(req *executor.Request) string {
 	prints := make([]string, 0, len(req.Assistant.Skills))
 	for _, s := range req.Assistant.Skills {
@@ -105,7 +106,8 @@ func keepKey(req *executor.Request) string {
 		Connector executor.Connection
 		Relay     string
 		Skills    []string
-	}{req.System, req.MCPServers, req.Arguments, req.Connector, req.Relay, prints})
+		Asks      bool // started to ask before its tools run
+	}{req.System, req.MCPServers, req.Arguments, req.Connector, req.Relay, prints, req.Approve != nil})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }
@@ -120,6 +122,7 @@ func (x *Executor) next(ctx context.Context, req *executor.Request, k *kept, kee
 		chat.ErrorEvent(req.Emit, x.prof.ErrorID, chat.ErrInvalidRequest, err.Error())
 		return nil, &chat.Error{Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
 	}
+	k.plan.Approve = req.Approve
 	parser := x.cli.NewParser(req.Emit, k.plan, k.Run)
 	cancelable(k.Run, parser)
 	if err := k.Next(ctx, req.Emit, req.Timeout, msg, parser.Line, x.opts.AckWait); err != nil {

@@ -1,6 +1,7 @@
 package acp_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -163,4 +164,65 @@ func TestSessionLifecycle(t *testing.T) {
 	if _, err := acp.NextMessage(agentcli.Next{Plan: &agentcli.Plan{}}); err == nil {
 		t.Error("a plan without a conversation took a prompt")
 	}
+}
+
+// Under an approval policy (Options.Approve) a permission request is
+// decided as the rules name its calls: a command is Bash {command}, each
+// file of an edit Edit or Write {file_path, ...}; an allowed call gets the
+// allow option, a denied one the reject option, and its reason, which the
+// CLI does not pass on, goes to the model as a prompt of the same turn
+// when the CLI ends the prompt.
+func TestApprove(t *testing.T) {
+	conn := acp.NewConn("/workspace", "", "hi")
+	conn.Start()
+	m := &cli{}
+	var log chattest.Recorder
+	type asked struct{ tool, input, id string }
+	var got []asked
+	p := acp.NewParser(conn, log.Emit, acp.Options{Monitor: m, Approve: func(tool string, input json.RawMessage, id string) (bool, string) {
+		got = append(got, asked{tool, string(input), id})
+		if strings.Contains(string(input), "push") {
+			return false, "The user denied this tool call: not on main"
+		}
+		return true, ""
+	}})
+	options := `"options":[{"optionId":"once","kind":"allow_once","name":"Allow once"},{"optionId":"reject","kind":"reject_once","name":"Reject"}]`
+	feed(p, `{"jsonrpc":"2.0","id":1,"result":{}}`, `{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}`,
+		`{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"c1","title":"ls","kind":"execute","rawInput":{"command":"ls -la"}},`+options+`}}`)
+	if r := m.last(t); r.Get("id").Int() != 0 || r.Get("result.outcome.outcome").String() != "selected" || r.Get("result.outcome.optionId").String() != "once" {
+		t.Fatalf("answer to an allowed call: %s", r.Raw)
+	}
+	feed(p, `{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"c2","title":"edit","kind":"edit","content":[`+
+		`{"type":"diff","path":"/workspace/a.txt","oldText":"a\n","newText":"b\n"},{"type":"diff","path":"/workspace/new.txt","oldText":null,"newText":"n\n"}]},`+options+`}}`)
+	if r := m.last(t); r.Get("result.outcome.optionId").String() != "once" {
+		t.Fatalf("answer to an allowed edit: %s", r.Raw)
+	}
+	feed(p, `{"jsonrpc":"2.0","id":2,"method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"c3","title":"git push","kind":"execute","rawInput":{"command":"git push"}},`+options+`}}`)
+	if r := m.last(t); r.Get("result.outcome.optionId").String() != "reject" {
+		t.Fatalf("answer to a denied call: %s", r.Raw)
+	}
+	want := []asked{
+		{"Bash", `{"command":"ls -la"}`, "c1"},
+		{"Edit", `{"file_path":"/workspace/a.txt","new_string":"b\n","old_string":"a\n"}`, "c2"},
+		{"Write", `{"content":"n\n","file_path":"/workspace/new.txt"}`, "c2"},
+		{"Bash", `{"command":"git push"}`, "c3"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("asked\n%v\nwant\n%v", got, want)
+	}
+	// The CLI ends the prompt on the refusal: the reason follows.
+	feed(p, `{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","usage":{"inputTokens":10,"outputTokens":2}}}`)
+	if r := m.last(t); r.Get("method").String() != "session/prompt" || r.Get("id").Int() != 4 ||
+		!strings.Contains(r.Get("params.prompt.0.text").String(), "Your Bash (git push) call was not run. The user denied this tool call: not on main") {
+		t.Fatalf("after the refused prompt: %s", r.Raw)
+	}
+	if m.settled {
+		t.Fatal("the turn settled before the model read the reason")
+	}
+	feed(p, update("agent_message_chunk", "Not pushing."), `{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn","usage":{"inputTokens":12,"outputTokens":3}}}`)
+	out := p.Close()
+	if !m.settled || out.Content != "Not pushing." || out.Usage.InputTokens != 22 || out.Usage.OutputTokens != 5 {
+		t.Errorf("outcome %+v settled %v", out, m.settled)
+	}
+	chattest.Check(t, log.Events())
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 )
 
@@ -37,8 +38,12 @@ type Options struct {
 	// ToolName names a call from its id and the title of its first
 	// update (the title when nil).
 	ToolName func(id, title string) string
-	// Permission answers the CLI's permission requests (Refuse when nil).
+	// Permission answers the CLI's permission requests (Refuse when nil,
+	// unless Approve is set).
 	Permission Permission
+	// Approve, when set, decides the CLI's permission requests under the
+	// assistant's approval policy (agentcli.Plan.Approve; see Approve).
+	Approve executor.Approver
 	// Stderr reads the CLI's stderr tail and log on the process's first
 	// turn, for what only they report (an MCP server that did not
 	// connect).
@@ -51,8 +56,20 @@ type PermissionRequest struct {
 	// the CLI's description of it; Input its input when the CLI sent it.
 	ToolCallID, Tool, Title string
 	Input                   chat.RawJSON
+	// Kind is the call's kind as the CLI reports it (execute, edit,
+	// read, fetch, other, ...).
+	Kind string
+	// Diffs are the file changes the call would make (an edit's).
+	Diffs []Diff
 	// Options are the answers the CLI offers.
 	Options []PermissionOption
+}
+
+// Diff is a file change of a call: the file's text before (Old; New
+// alone for a file the call creates) and after.
+type Diff struct {
+	Path, Old, New string
+	Created        bool
 }
 
 // PermissionOption is an answer to a permission request: its id, its
@@ -82,13 +99,17 @@ type Parser struct {
 	tools bool   // tool results since the last model step
 	msgID string // the message the text chunks belong to
 	calls map[string]*call
+	// denied are the reasons of the calls Approve denied since the last
+	// prompt: the CLI does not pass them on, so they follow as a prompt.
+	denied   []string
+	canceled bool // the turn was canceled (Cancel)
 }
 
 // call is a tool call the CLI announced.
 type call struct {
-	name, title string
-	input       string
-	shown       bool
+	name, title, kind string
+	input             string
+	shown             bool
 }
 
 // NewParser returns the parser of the turn of conn the CLI is about to
@@ -241,17 +262,33 @@ func (p *Parser) result(result, rerr gjson.Result, errMsg string) {
 		return
 	}
 	u := result.Get("usage")
+	var usage chat.Usage
 	if q := result.Get("_meta.quota.token_count"); !u.Exists() && q.Exists() {
 		// The Gemini CLI's: its quota's count.
-		p.c.AddUsage(chat.Usage{InputTokens: q.Get("input_tokens").Int(), OutputTokens: q.Get("output_tokens").Int(), Turns: p.steps})
+		usage = chat.Usage{InputTokens: q.Get("input_tokens").Int(), OutputTokens: q.Get("output_tokens").Int()}
 	} else {
-		p.c.AddUsage(chat.Usage{
+		usage = chat.Usage{
 			InputTokens: u.Get("inputTokens").Int(), OutputTokens: u.Get("outputTokens").Int(),
 			CacheReadTokens: u.Get("cachedReadTokens").Int(), CacheCreationTokens: u.Get("cachedWriteTokens").Int(),
-			Turns: p.steps,
-		})
+		}
 	}
-	switch reason := result.Get("stopReason").String(); reason {
+	reason := result.Get("stopReason").String()
+	if len(p.denied) > 0 && !p.canceled && (reason == "end_turn" || reason == "" || reason == "cancelled") {
+		// The CLI ended the prompt on a refused call without telling the
+		// model why: it reads the reasons in a prompt of the same turn.
+		p.c.AddUsage(usage)
+		text := strings.Join(p.denied, "\n")
+		p.denied = nil
+		p.conn.mu.Lock()
+		msg := p.conn.promptRequest(text)
+		p.conn.mu.Unlock()
+		p.tools = true
+		p.sendMsg(msg)
+		return
+	}
+	usage.Turns = p.steps
+	p.c.AddUsage(usage)
+	switch reason {
 	case "end_turn", "max_tokens", "":
 		p.c.Result("success")
 	case "max_turn_requests":
@@ -273,6 +310,7 @@ func (p *Parser) Cancel() bool {
 	if msg == nil || p.send == nil {
 		return false
 	}
+	p.canceled = true
 	return p.send.Send(msg) == nil
 }
 
@@ -330,13 +368,16 @@ func (p *Parser) update(u gjson.Result) {
 // runs (its input complete; a call waiting for a permission is not yet),
 // its result when it completed or failed.
 func (p *Parser) tool(u gjson.Result) {
-	f := gjson.GetMany(u.Raw, "toolCallId", "title", "status", "rawInput")
+	f := gjson.GetMany(u.Raw, "toolCallId", "title", "status", "rawInput", "kind")
 	id := agentcli.String(f[0])
 	cl := p.calls[id]
 	if cl == nil {
 		cl = &call{title: agentcli.String(f[1])}
 		cl.name = p.opts.ToolName(id, cl.title)
 		p.calls[id] = cl
+	}
+	if k := f[4].String(); k != "" {
+		cl.kind = k
 	}
 	if f[3].IsObject() {
 		cl.input = f[3].Raw
@@ -407,12 +448,28 @@ func (p *Parser) permission(params gjson.Result) any {
 	if in := tc.Get("rawInput"); in.IsObject() {
 		req.Input = chat.RawJSON(in.Raw)
 	}
+	req.Kind = tc.Get("kind").String()
+	if req.Kind == "" && p.calls[id] != nil {
+		req.Kind = p.calls[id].kind
+	}
+	tc.Get("content").ForEach(func(_, c gjson.Result) bool {
+		if c.Get("type").String() == "diff" {
+			old := c.Get("oldText")
+			req.Diffs = append(req.Diffs, Diff{Path: c.Get("path").String(), Old: old.String(), New: c.Get("newText").String(),
+				Created: !old.Exists() || old.Type == gjson.Null})
+		}
+		return true
+	})
 	params.Get("options").ForEach(func(_, o gjson.Result) bool {
 		req.Options = append(req.Options, PermissionOption{ID: o.Get("optionId").String(), Name: o.Get("name").String(), Kind: o.Get("kind").String()})
 		return true
 	})
 	decide := p.opts.Permission
-	if decide == nil {
+	switch {
+	case decide != nil:
+	case p.opts.Approve != nil:
+		decide = p.approve
+	default:
 		decide = p.refuse
 	}
 	if choice := decide(req); choice != "" {
@@ -437,4 +494,91 @@ func (p *Parser) refuse(r PermissionRequest) string {
 		}
 	}
 	return ""
+}
+
+// approve decides a permission request under the approval policy
+// (Options.Approve): each call the request amounts to as the rules name
+// it (ruleCalls) is decided in turn, the first denial refuses the
+// request, and its reason is kept for the model (see result).
+func (p *Parser) approve(r PermissionRequest) string {
+	for _, c := range ruleCalls(r) {
+		p.c.EndText()
+		allow, reason := agentcli.Ask(p.opts.Approve, p.opts.Monitor, c.tool, c.input, r.ToolCallID)
+		if !allow {
+			p.denied = append(p.denied, fmt.Sprintf("[agentbox] Your %s call was not run. %s", describe(c), reason))
+			return option(r.Options, "reject_once", "reject_always")
+		}
+	}
+	return option(r.Options, "allow_once", "allow_always")
+}
+
+// option is the id of the first option of the first kind offered ("":
+// none, which cancels the call).
+func option(opts []PermissionOption, kinds ...string) string {
+	for _, kind := range kinds {
+		for _, o := range opts {
+			if o.Kind == kind {
+				return o.ID
+			}
+		}
+	}
+	return ""
+}
+
+// ruleCall is a call as the approval rules name it.
+type ruleCall struct {
+	tool  string
+	input json.RawMessage
+}
+
+// ruleCalls are the calls a permission request amounts to, as the
+// approval rules name them: a command (kind execute) is Bash {command};
+// a file change (its diffs) Edit {file_path, old_string, new_string}, or
+// Write {file_path, content} for a file it creates, one call a file; any
+// other call its tool with its input.
+func ruleCalls(r PermissionRequest) []ruleCall {
+	in := gjson.Parse(string(r.Input))
+	switch {
+	case r.Kind == "execute":
+		cmd := in.Get("command").String()
+		if cmd == "" {
+			cmd = r.Title
+		}
+		return []ruleCall{{"Bash", jsonObject(map[string]any{"command": cmd})}}
+	case len(r.Diffs) > 0:
+		out := make([]ruleCall, 0, len(r.Diffs))
+		for _, d := range r.Diffs {
+			if d.Created {
+				out = append(out, ruleCall{"Write", jsonObject(map[string]any{"file_path": d.Path, "content": d.New})})
+			} else {
+				out = append(out, ruleCall{"Edit", jsonObject(map[string]any{"file_path": d.Path, "old_string": d.Old, "new_string": d.New})})
+			}
+		}
+		return out
+	case r.Kind == "edit":
+		path := cmp.Or(in.Get("file_path").String(), in.Get("filePath").String(), in.Get("path").String())
+		return []ruleCall{{"Edit", jsonObject(map[string]any{"file_path": path})}}
+	}
+	input := json.RawMessage(r.Input)
+	if !in.IsObject() {
+		input = json.RawMessage(`{}`)
+	}
+	return []ruleCall{{cmp.Or(r.Tool, r.Title, "unknown"), input}}
+}
+
+// describe names a call for the model: "Bash (git push)".
+func describe(c ruleCall) string {
+	in := gjson.ParseBytes(c.input)
+	if s := cmp.Or(in.Get("command").String(), in.Get("file_path").String()); s != "" {
+		return c.tool + " (" + agentcli.CapUTF8(s, 200) + ")"
+	}
+	return c.tool
+}
+
+func jsonObject(m map[string]any) json.RawMessage {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err) // strings only
+	}
+	return b
 }

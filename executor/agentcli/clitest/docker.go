@@ -38,6 +38,8 @@ type Docker struct {
 	wss   *sandbox.Workspaces
 	bin   string
 	dir   string
+	// Approve is the turns' executor.Request.Approve.
+	Approve executor.Approver
 }
 
 // NewDocker prepares Docker runs of exec in the image of cli against srv,
@@ -122,6 +124,7 @@ func (d *Docker) Turn(ctx context.Context, a *assistant.Assistant, chatID, input
 		Connector: conn, Arguments: args,
 		Sandbox: sb, Timeout: 2 * time.Minute,
 		WrapArgv: sess.WrapCommand, Relay: bridge.GuestBinary,
+		Approve: d.Approve,
 	}
 	if m := sess.MCPServer(); m.Command != "" {
 		req.MCPServers = map[string]assistant.MCPServer{bridge.ServerName: m}

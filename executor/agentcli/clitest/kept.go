@@ -75,7 +75,7 @@ func (k *KeptChat) Turn(ctx context.Context, input string, on func(chat.Event)) 
 		Input:     []chat.Message{{Role: chat.RoleUser, Content: input}},
 		Connector: k.conn, Sandbox: k.sb, Timeout: 2 * time.Minute,
 		WrapArgv: k.sess.WrapCommand, Relay: bridge.GuestBinary,
-		KeepAlive: k.KeepAlive, Warm: k.warm,
+		KeepAlive: k.KeepAlive, Warm: k.warm, Approve: k.d.Approve,
 	}
 	if m := k.sess.MCPServer(); m.Command != "" {
 		req.MCPServers = map[string]assistant.MCPServer{bridge.ServerName: m}
