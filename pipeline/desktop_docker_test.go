@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,21 @@ func pageTitle(t *testing.T, ctx context.Context, sb sandbox.Sandbox) string {
 	return res.Result.Value
 }
 
+// waitListening waits until every declared port of alice's chat listens
+// (a minute at most), and returns them.
+func waitListening(t testing.TB, pv *preview.Manager, chatID string, base *url.URL) []preview.Status {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		l := pv.List("alice", chatID, base)
+		if len(l) > 0 && !slices.ContainsFunc(l, func(p preview.Status) bool { return p.State != preview.StateListening }) {
+			return l
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the chat's ports never all listened: %+v", l)
+		}
+	}
+}
+
 // previewBrowser is an HTTP client with a cookie jar that takes every
 // preview host to srv, as browsers resolve *.localhost.
 func previewBrowser(srv *httptest.Server) *http.Client {
@@ -120,19 +136,10 @@ func previewBrowser(srv *httptest.Server) *http.Client {
 func openDesktop(t *testing.T, ctx context.Context, pv *preview.Manager, srv *httptest.Server, b *http.Client, chatID string) (*desktoptest.VNC, string) {
 	t.Helper()
 	base, _ := url.Parse(srv.URL)
-	var u string
-	for deadline := time.Now().Add(time.Minute); ; {
-		if l := pv.List("alice", chatID, base); len(l) == 1 && l[0].State == preview.StateListening {
-			var err error
-			if u, err = pv.URL("alice", chatID, desktop.NoVNCPort, desktop.ViewPath, base); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the desktop's port never listened: %+v", pv.List("alice", chatID, base))
-		}
-		time.Sleep(100 * time.Millisecond)
+	waitListening(t, pv, chatID, base)
+	u, err := pv.URL("alice", chatID, desktop.NoVNCPort, desktop.ViewPath, base)
+	if err != nil {
+		t.Fatal(err)
 	}
 	resp, err := b.Get(u)
 	if err != nil {

@@ -5,9 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -101,24 +99,8 @@ func BenchmarkPreviewDocker(b *testing.B) {
 	srv := httptest.NewServer(pv.Handler())
 	defer srv.Close()
 	base, _ := url.Parse(srv.URL)
-	var ticketURL string
-	for deadline := time.Now().Add(time.Minute); ; {
-		if l := pv.List("alice", "bench", base); len(l) == 1 && l[0].State == preview.StateListening {
-			ticketURL = l[0].URL
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("the sandbox's port 8000 never listened")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	jar, _ := cookiejar.New(nil)
-	addr := base.Host
-	previewClient := &http.Client{Jar: jar, Transport: &http.Transport{MaxIdleConnsPerHost: 4,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		}}}
+	ticketURL := waitListening(b, pv, "bench", base)[0].URL
+	previewClient := previewBrowser(srv)
 	directClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	get := func(c *http.Client, u string) int64 {
 		resp, err := c.Get(u)
