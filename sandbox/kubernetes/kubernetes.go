@@ -10,7 +10,9 @@
 // is mounted). Every API call has its own short timeout, so an API server
 // that does not answer yields an error wrapping sandbox.ErrEngineUnavailable,
 // never a hang. Pods carry the sandbox labels, and a reaper deletes those
-// of owners that are gone.
+// of owners that are gone. A warm pool's pods are made ahead of demand and
+// claimed by label, the chat's workspace mounted into the running pod from
+// the node (pool.go).
 package kubernetes
 
 import (

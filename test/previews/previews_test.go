@@ -82,18 +82,27 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 `
 
+// agentPorts are the agent's servers' ports: the site and the WebSocket echo
+// server, declared, and another one, not declared.
+type agentPorts struct{ site, ws, other int }
+
+// sandboxPorts are the ports of a sandbox with a network of its own.
+var sandboxPorts = agentPorts{8000, 8765, 9000}
+
 // start is what the agent runs: the two declared servers and one on an
 // undeclared port, in the background, and a large file to serve.
-const start = `cd /workspace && printf '<h1>preview-ok-4711</h1>' > index.html && head -c 33554432 /dev/zero > big.bin && ` +
-	`(nohup python3 -m http.server 8000 --bind 127.0.0.1 > http.log 2>&1 &) && ` +
-	`(nohup python3 ws_echo.py 8765 > ws.log 2>&1 &) && ` +
-	`(nohup python3 -m http.server 9000 --bind 127.0.0.1 > other.log 2>&1 &) && sleep 2 && echo started`
+func (p agentPorts) start() string {
+	return fmt.Sprintf(`cd /workspace && printf '<h1>preview-ok-4711</h1>' > index.html && head -c 33554432 /dev/zero > big.bin && `+
+		`(nohup python3 -m http.server %d --bind 127.0.0.1 > http.log 2>&1 &) && `+
+		`(nohup python3 ws_echo.py %d > ws.log 2>&1 &) && `+
+		`(nohup python3 -m http.server %d --bind 127.0.0.1 > other.log 2>&1 &) && sleep 2 && echo started`, p.site, p.ws, p.other)
+}
 
 // newApp writes an app in dir whose assistant "web" runs Claude Code in a
 // kept sandbox (app.jsonc's sandbox block: runtime and images, and
-// assistantSandbox added to the assistant's) that declares ports 8000 and
-// 8765.
-func newApp(t *testing.T, dir, sandboxBlock, assistantSandbox string) string {
+// assistantSandbox added to the assistant's) that declares ports p.site
+// and p.ws.
+func newApp(t *testing.T, dir, sandboxBlock, assistantSandbox string, p agentPorts) string {
 	t.Helper()
 	app := filepath.Join(dir, "app")
 	t.Cleanup(func() { e2etest.UnmountUnder(t, app) })
@@ -104,7 +113,7 @@ func newApp(t *testing.T, dir, sandboxBlock, assistantSandbox string) string {
 	e2etest.Write(t, filepath.Join(app, "assistants", "web", "package.yao"), `{
   "name": "Web", "connector": "model",
   "sandbox": {"command": "claude", "keep_alive": "5m",`+assistantSandbox+`
-    "ports": [{"port": 8000, "label": "site"}, 8765],
+    "ports": [{"port": `+fmt.Sprint(p.site)+`, "label": "site"}, `+fmt.Sprint(p.ws)+`],
     "arguments": {"permission_mode": "acceptEdits", "allowed_tools": ["Bash"]}}
 }`)
 	e2etest.Write(t, filepath.Join(app, "assistants", "web", "prompts.yml"), "- role: system\n  content: You build web apps.\n")
@@ -184,7 +193,7 @@ func get(t *testing.T, c *http.Client, u string) (int, string) {
 func TestPreviewsOfAKeptChat(t *testing.T) {
 	testenv.Docker(t)
 	img := testenv.CLIImage(t, "claude")
-	previewsOfAKeptChat(t, newApp(t, t.TempDir(), fmt.Sprintf(`{"runtime": "docker", "images": {"claude": %q}}`, img), ""), false)
+	previewsOfAKeptChat(t, newApp(t, t.TempDir(), fmt.Sprintf(`{"runtime": "docker", "images": {"claude": %q}}`, img), "", sandboxPorts), sandboxPorts, false)
 }
 
 // TestPreviewsOnKubernetes: the same on the kubernetes runtime, the chat's
@@ -199,8 +208,34 @@ func TestPreviewsOnKubernetes(t *testing.T) {
 	block := fmt.Sprintf(`{"runtime": "kubernetes", "images": {"claude": %q}, "kubernetes": {
     "kubeconfig": %q, "image_pull_policy": "Never", "pool_dir": %q}}`,
 		k8stest.Image(), k8stest.ServiceAccountKubeconfig(t), filepath.Join(dir, "pool"))
-	app := newApp(t, dir, block, ` "pool": 1,`)
-	previewsOfAKeptChat(t, app, true)
+	app := newApp(t, dir, block, ` "pool": 1,`, sandboxPorts)
+	previewsOfAKeptChat(t, app, sandboxPorts, true)
+}
+
+// TestPreviewsOnKubernetesOverNetwork: the same with the bridge across
+// the network (bridge_listen): the pod mounts no socket, and its port
+// relay dials the gateway's ports channel with mutual TLS and the
+// session's token. The local cluster's pods have loopback only, so the
+// pod shares the node's network to reach the gateway on 127.0.0.1, and
+// the agent's servers take free ports of this host.
+func TestPreviewsOnKubernetesOverNetwork(t *testing.T) {
+	dir := k8stest.SharedTempDir(t)
+	block := fmt.Sprintf(`{"runtime": "kubernetes", "network": "host", "images": {"claude": %q}, "kubernetes": {
+    "kubeconfig": %q, "image_pull_policy": "Never", "allow_host_network": true, "bridge_listen": "127.0.0.1:0"}}`,
+		k8stest.Image(), k8stest.ServiceAccountKubeconfig(t))
+	p := agentPorts{freePort(t), freePort(t), freePort(t)}
+	previewsOfAKeptChat(t, newApp(t, dir, block, "", p), p, false)
+}
+
+// freePort is a loopback port free at the time of the call.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // previewsOfAKeptChat: a sandboxed agent starts a Python HTTP server and
@@ -209,11 +244,11 @@ func TestPreviewsOnKubernetes(t *testing.T) {
 // ticket and an undeclared port are refused; after the chat ends the URL
 // answers with the ended page. With pooled, the assistant has a warm pool
 // of one, and the chat's sandbox must come from it (GET /health says so).
-func previewsOfAKeptChat(t *testing.T, app string, pooled bool) {
+func previewsOfAKeptChat(t *testing.T, app string, p agentPorts, pooled bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	model := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
-		{When: &scripted.Match{Contains: "start the servers"}, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": start}}}},
+		{When: &scripted.Match{Contains: "start the servers"}, ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": p.start()}}}},
 		{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Servers started."},
 		{When: &scripted.Match{Contains: "still up"}, Text: "Yes."},
 	}})
@@ -243,8 +278,8 @@ func previewsOfAKeptChat(t *testing.T, app string, pooled bool) {
 			opened[p] = true
 		}
 	}
-	if !opened[8000] || !opened[8765] || opened[9000] {
-		t.Errorf("port_opened events for %v, want 8000 and 8765 (not the undeclared 9000)", opened)
+	if !opened[float64(p.site)] || !opened[float64(p.ws)] || opened[float64(p.other)] {
+		t.Errorf("port_opened events for %v, want %d and %d (not the undeclared %d)", opened, p.site, p.ws, p.other)
 	}
 
 	// The turn is over: the servers it started stay up in the kept chat.
@@ -253,7 +288,7 @@ func previewsOfAKeptChat(t *testing.T, app string, pooled bool) {
 		list = ports(t, srv, alice, chatID)
 		return len(list) == 2 && list[0].State == "listening" && list[1].State == "listening"
 	})
-	if list[0].Port != 8000 || list[0].Label != "site" || list[1].Port != 8765 {
+	if list[0].Port != p.site || list[0].Label != "site" || list[1].Port != p.ws {
 		t.Fatalf("ports %+v", list)
 	}
 	site, ws := list[0].URL, list[1].URL
@@ -308,9 +343,9 @@ func previewsOfAKeptChat(t *testing.T, app string, pooled bool) {
 	if code, _ := get(t, browser(srv), bad.String()); code != http.StatusForbidden {
 		t.Errorf("bad ticket: %d, want 403", code)
 	}
-	for _, p := range list {
-		if p.Port == 9000 {
-			t.Errorf("the undeclared port 9000 has a preview")
+	for _, l := range list {
+		if l.Port == p.other {
+			t.Errorf("the undeclared port %d has a preview", p.other)
 		}
 	}
 	if code, _ := get(t, browser(srv), "http://aaaaaaaaaaaaaaaaaaaaaaaaaa.preview.localhost:"+su.Port()+"/"); code != http.StatusNotFound {
