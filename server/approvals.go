@@ -14,8 +14,8 @@ import (
 // Tool approvals: a tool call the assistant's policy asks about waits for
 // the chat's user (an approval_requested event in the turn's stream);
 // these routes list the chat's waiting calls and answer one. The
-// operator's token (auth.metrics_token) may answer any user's, naming the
-// user with ?user=.
+// operator's token (auth.metrics_token) lists and answers any user's, or
+// one user's named with ?user=.
 
 // approvalRoutes registers the approval routes. They take a user's token
 // or the operator's, so each authenticates itself (approver).
@@ -33,16 +33,19 @@ func (s *Server) approvalRoutes(mux *http.ServeMux) {
 	}
 }
 
-// approver is who asks: the user of the request's token, or the operator.
+// approver is who asks: the user of the request's token; for the
+// operator's token, the user it names with ?user= (the operator acts as
+// that user: only their calls), else the operator (every user's calls).
 func (s *Server) approver(r *http.Request) (user string, operator bool, err error) {
 	if s.operator(r) {
 		user = r.URL.Query().Get("user")
-		if user != "" {
-			if err := validateID("user", user); err != nil {
-				return "", false, badRequest("%v", err)
-			}
+		if user == "" {
+			return "", true, nil
 		}
-		return user, true, nil
+		if err := validateID("user", user); err != nil {
+			return "", false, badRequest("%v", err)
+		}
+		return user, false, nil
 	}
 	id, err := s.auth.user(r)
 	return id.user, false, err

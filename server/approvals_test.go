@@ -27,8 +27,9 @@ func (c brokerChats) Approve(ctx context.Context, user, chatID, id string, opera
 
 // TestApprovalRoutes: the chat's user lists and answers its pending calls;
 // another user sees none and gets a 404; a bad decision or field is a
-// 400, a second answer a 409; the operator's token lists every user's and
-// answers for one named with ?user=, its "remember" kept for that user.
+// 400, a second answer a 409; the operator's token lists and answers
+// every user's, or as the user it names with ?user=, its "remember" kept
+// for the chat's user.
 func TestApprovalRoutes(t *testing.T) {
 	t.Parallel()
 	st := approval.NewMemStore()
@@ -87,10 +88,14 @@ func TestApprovalRoutes(t *testing.T) {
 	if got := list(tokenOperator, ""); len(got) != 1 || got[0].ID != p.ID {
 		t.Fatalf("operator's list: %+v", got)
 	}
-	if got := list(tokenOperator, "?user=bob"); len(got) != 1 {
-		t.Fatalf("operator's list names a user: %+v", got)
+	if got := list(tokenOperator, "?user=alice"); len(got) != 1 || got[0].ID != p.ID {
+		t.Fatalf("operator's list of alice's calls: %+v", got)
+	}
+	if got := list(tokenOperator, "?user=bob"); len(got) != 0 {
+		t.Fatalf("operator's list of bob's calls: %+v", got)
 	}
 	answer(tokenOperator, p.ID, "?user=a%20b", `{"decision":"allow"}`, 400, "user")
+	answer(tokenOperator, p.ID, "?user=bob", `{"decision":"allow"}`, 404, "no such approval")
 	answer(tokenOperator, p.ID, "?user=alice", `{"decision":"allow","remember":true}`, 200, `"decision":"allow"`)
 	if o := <-done; !o.Allow || o.By != "user" {
 		t.Fatalf("operator's allow: %+v", o)
