@@ -4,12 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/approval"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/pipeline"
 )
 
@@ -72,4 +78,97 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestRunApprovalWithoutTerminal runs the agentbox binary with its input
+// a pipe: the sandboxed agent's Bash call the policy asks about is denied
+// at once (not after the policy's five minutes), with the reason the
+// model reads, and never runs; a call no rule names runs.
+func TestRunApprovalWithoutTerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	testenv.Docker(t)
+	bin := testenv.Agentbox(t)
+	image := testenv.Image(t)
+	app := t.TempDir()
+	files := map[string]string{
+		"app.jsonc":             `{"data_root": "./data", "sandbox": {"runtime": "docker"}}`,
+		"connectors/s.conn.yao": `{"label": "S", "type": "scripted", "options": {"script": "s.yaml", "model": "claude-sonnet-4-5"}}`,
+		"connectors/s.yaml": `turns:
+  - when: {after_tool_result: Bash}
+    text: Answered.
+  - when: {contains: touch}
+    tool_calls:
+      - name: Bash
+        input: {command: touch /workspace/marker-3120 && echo touched-3120}
+  - when: {contains: say}
+    tool_calls:
+      - name: Bash
+        input: {command: echo said-3120}
+`,
+		"assistants/coder/package.yao": `{"name": "Coder", "connector": "s", "sandbox": {"command": "claude", "image": "` + image + `", "arguments": {"max_turns": 5}},
+			"approval": {"ask": ["Bash(touch:*)"], "timeout": "5m"}}`,
+	}
+	for name, body := range files {
+		p := filepath.Join(app, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	run := func(prompt string) []chat.Event {
+		t.Helper()
+		var out, errb bytes.Buffer
+		cmd := exec.CommandContext(ctx, bin, "run", "--app", app, "--chat", "c1", "--json", "coder", prompt)
+		cmd.Stdin = strings.NewReader("y\n") // a pipe, not a terminal: never read
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("agentbox run %q: %v\nstdout:\n%s\nstderr:\n%s", prompt, err, out.String(), errb.String())
+		}
+		var events []chat.Event
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var e chat.Event
+			if err := json.Unmarshal([]byte(l), &e); err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			events = append(events, e)
+		}
+		return events
+	}
+	result := func(events []chat.Event) string {
+		for _, e := range events {
+			if e.Type == chat.TypeToolResult && e.Event == chat.Start {
+				s, _ := e.Props["content"].(string)
+				return s
+			}
+		}
+		return ""
+	}
+	events := run("touch the marker")
+	var asked, resolved map[string]any
+	for _, e := range events {
+		switch {
+		case e.Type == pipeline.TypeApprovalRequested && e.Event == chat.Start:
+			asked = e.Props
+		case e.Type == pipeline.TypeApprovalResolved && e.Event == chat.Start:
+			resolved = e.Props
+		}
+	}
+	if asked == nil || asked["rule"] != "Bash(touch:*)" {
+		t.Errorf("approval_requested %v", asked)
+	}
+	if resolved == nil || resolved["decision"] != "deny" || resolved["by"] != "user" {
+		t.Errorf("approval_resolved %v", resolved)
+	}
+	if r := result(events); !strings.Contains(r, noTerminalReason) || strings.Contains(r, "touched-3120") {
+		t.Errorf("the denied call's result %q", r)
+	}
+	if r := result(run("say it")); !strings.Contains(r, "said-3120") {
+		t.Errorf("a call no rule names: result %q", r)
+	}
 }
