@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/approval"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/pipeline"
 )
@@ -92,6 +92,7 @@ func TestRunApprovalWithoutTerminal(t *testing.T) {
 	bin := testenv.Agentbox(t)
 	image := testenv.Image(t)
 	app := t.TempDir()
+	t.Cleanup(func() { e2etest.UnmountUnder(t, app) })
 	files := map[string]string{
 		"app.jsonc":             `{"data_root": "./data", "sandbox": {"runtime": "docker"}}`,
 		"connectors/s.conn.yao": `{"label": "S", "type": "scripted", "options": {"script": "s.yaml", "model": "claude-sonnet-4-5"}}`,
@@ -111,13 +112,7 @@ func TestRunApprovalWithoutTerminal(t *testing.T) {
 			"approval": {"ask": ["Bash(touch:*)"], "timeout": "5m"}}`,
 	}
 	for name, body := range files {
-		p := filepath.Join(app, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		e2etest.Write(t, filepath.Join(app, name), body)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
