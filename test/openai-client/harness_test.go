@@ -9,7 +9,9 @@
 // assistant runs the real Claude Code CLI in a Docker sandbox, then drives
 // it with one Node.js script per client and checks what the client saw and
 // what the model was sent. It also validates /openapi.json with an
-// OpenAPI 3.1 validator from npm.
+// OpenAPI 3.1 validator from npm, and checks tool approval as these
+// clients see it (and, with the native API, across a lost connection and
+// a restart of the server).
 package openaiclient
 
 import (
@@ -17,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +27,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,7 +152,7 @@ func script() *scripted.Script {
 		}
 	}
 	add(8, scripted.Turn{When: &scripted.Match{AfterToolResult: "get_weather"}, Text: "It is 18C and sunny in Paris."})
-	add(8, scripted.Turn{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Done: the sandbox says hello."})
+	add(16, scripted.Turn{When: &scripted.Match{AfterToolResult: "Bash"}, Text: "Done: the sandbox says hello."})
 	add(10, scripted.Turn{When: &scripted.Match{Contains: "capital"}, Thinking: "The user asks about France.", Text: "Paris is the capital of France."})
 	add(8, scripted.Turn{When: &scripted.Match{Contains: "weather"}, Text: "Let me check.",
 		ToolCalls: []scripted.ToolCall{{Name: "get_weather", Input: map[string]any{"city": "Paris"}}}})
@@ -158,13 +162,18 @@ func script() *scripted.Script {
 	add(4, scripted.Turn{When: &scripted.Match{Contains: "interrupt"}, Text: "A partial answer that will never be finished.", CutAfter: 3})
 	add(6, scripted.Turn{When: &scripted.Match{Contains: "list the files"}, Text: "I will look.",
 		ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "echo hello from the sandbox", "description": "Say hello"}}}})
+	// The guarded assistant's calls (approval_test.go): each asks first.
+	add(8, scripted.Turn{When: &scripted.Match{Contains: "touch the marker"}, Text: "Touching it.",
+		ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "touch /workspace/marker-4412 && echo touched-4412"}}}})
+	add(4, scripted.Turn{When: &scripted.Match{Contains: "make the folder"}, Text: "Making it.",
+		ToolCalls: []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": "mkdir -p /workspace/folder-7730 && echo made-7730"}}}})
 	return &scripted.Script{Turns: turns}
 }
 
 // app writes the test app: direct assistants on an OpenAI and an
 // Anthropic connector, one that lets requests choose among models, and a
-// sandboxed coder.
-func writeApp(t *testing.T, dir, llm string) {
+// sandboxed coder; extra adds files (path in the app: content).
+func writeApp(t *testing.T, dir, llm string, extra map[string]string) {
 	t.Helper()
 	files := map[string]string{
 		"app.jsonc": `{"auth": {"tokens": [{"token": "` + token + `", "user": "alice"}]}, "data_root": "` + filepath.Join(dir, "data") + `"}`,
@@ -182,6 +191,7 @@ func writeApp(t *testing.T, dir, llm string) {
 		"assistants/coder/package.yao": `{"name": "Coder", "connector": "llm.anthropic",
 			"sandbox": {"command": "claude", "timeout": "2m", "max_memory": "1g", "arguments": {"max_turns": 5, "allowed_tools": ["Bash"]}}}`,
 	}
+	maps.Copy(files, extra)
 	for name, body := range files {
 		p := filepath.Join(dir, "app", name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -197,23 +207,44 @@ func writeApp(t *testing.T, dir, llm string) {
 type agentbox struct {
 	url string
 	llm *scripted.Server
+	srv *e2etest.Server
+	// opts start the server again (restart).
+	app  string
+	opts e2etest.Options
 }
 
 // start runs `agentbox serve` (the binary built as `make build` does, with
 // Docker sandboxes) on the test app, until the test ends.
 func start(t *testing.T) *agentbox {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is start with extra files in the app, and args for `agentbox
+// serve`.
+func startWith(t *testing.T, extra map[string]string, args ...string) *agentbox {
+	t.Helper()
 	nodeBin(t)
 	nodeModules(t)
 	testenv.Image(t)
-	bin := testenv.Agentbox(t)
 	llm := scripted.NewServer(script())
 	t.Cleanup(llm.Close)
 	dir := t.TempDir()
-	writeApp(t, dir, llm.URL)
+	writeApp(t, dir, llm.URL, extra)
+	a := &agentbox{llm: llm, app: filepath.Join(dir, "app"),
+		opts: e2etest.Options{Bin: testenv.Agentbox(t), Args: append([]string{"--runtime", "docker"}, args...)}}
+	a.srv = e2etest.Serve(t, a.app, a.opts)
+	a.url = a.srv.URL
+	return a
+}
 
-	srv := e2etest.Serve(t, filepath.Join(dir, "app"), e2etest.Options{Bin: bin, Args: []string{"--runtime", "docker"}})
-	return &agentbox{url: srv.URL, llm: llm}
+// restart stops the server with SIGTERM, as an operator would, and starts
+// it again on the same app and data (at another address).
+func (a *agentbox) restart(t *testing.T) {
+	t.Helper()
+	a.srv.Stop(syscall.SIGTERM, time.Minute)
+	a.srv = e2etest.Serve(t, a.app, a.opts)
+	a.url = a.srv.URL
 }
 
 // env is what every script gets.
