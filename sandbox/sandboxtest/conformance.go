@@ -146,6 +146,13 @@ func Run(t *testing.T, newRuntime Factory) {
 // hostEnvKey is set in the test process and must not reach commands.
 const hostEnvKey = "AGENTBOX_SANDBOXTEST_HOST_SECRET"
 
+// prompt bounds a step that must not wait for the command it ends (a
+// kill, a cancel, a timeout, a removal): generous, for a machine busy
+// with other tests and a Docker exec that can take seconds there, yet
+// well below the 30 and 100 second sleeps of those commands, so a step
+// that waited for its command still fails.
+const prompt = 20 * time.Second
+
 type suite struct {
 	rt  sandbox.Runtime
 	f   Features
@@ -242,11 +249,11 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// awaitSleeps waits (up to 10s) until n `sleep marker` processes run in
+// awaitSleeps waits (up to prompt) until n `sleep marker` processes run in
 // sb: seen on the host for runc, from inside for a sandbox with a kernel
 // of its own, whose processes the host does not see as such.
 func (c *suite) awaitSleeps(sb sandbox.Sandbox, marker string, n int) {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(prompt)
 	for time.Now().Before(deadline) {
 		if cmp.Or(c.f.Isolation, sandbox.IsolationRunc) == sandbox.IsolationRunc {
 			if len(hostProcesses(marker)) >= n {
