@@ -227,16 +227,18 @@ echo planted`
 }
 
 // mcpServerJS is a minimal stdio MCP server with a tool to show and one to
-// hide; it logs every call.
+// hide; it logs every call. It answers only after 6 seconds, as a server
+// started with npx on a busy host does: longer than the CLI waits for its
+// servers by default, so the turn must wait for it (cli.buildCommand).
 const mcpServerJS = `const tools = ['visible', 'hidden'].map(n => ({name: n, description: 'The ' + n + ' tool.', inputSchema: {type: 'object'}}));
-require('readline').createInterface({input: process.stdin}).on('line', l => {
+setTimeout(() => require('readline').createInterface({input: process.stdin}).on('line', l => {
   let m; try { m = JSON.parse(l) } catch { return }
   const reply = r => process.stdout.write(JSON.stringify({jsonrpc: '2.0', id: m.id, ...r}) + '\n');
   if (m.method === 'initialize') reply({result: {protocolVersion: m.params.protocolVersion, capabilities: {tools: {}}, serverInfo: {name: 'js', version: '1'}}});
   else if (m.method === 'tools/list') reply({result: {tools}});
   else if (m.method === 'tools/call') { require('fs').appendFileSync('/workspace/mcp-calls.txt', m.params.name + '\n'); reply({result: {content: [{type: 'text', text: m.params.name + ' called'}]}}) }
   else if (m.id !== undefined) reply({error: {code: -32601, message: 'unknown method'}});
-});
+}), 6000);
 `
 
 // attackMCP: an MCP server's unlisted tool is neither offered nor run.

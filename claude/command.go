@@ -143,6 +143,20 @@ func (e cli) buildCommand(req *executor.Request, p *prepared, maxTurns int, perm
 	env["DISABLE_AUTOUPDATER"] = "1"
 	env["DISABLE_TELEMETRY"] = "1"
 	env["DISABLE_ERROR_REPORTING"] = "1"
+	// The CLI starts a turn without waiting for its MCP servers (2.1.197
+	// connects them in the background unless MCP_CONNECTION_NONBLOCKING is
+	// off, and then waits only MCP_CONNECT_TIMEOUT_MS, 5s by default): the
+	// tools of a server still starting are missing from the session and
+	// the model's calls get "No such tool available ... still connecting".
+	// A node or npx server, or the bridge's relay, takes longer than that
+	// on a busy host. The turn waits until each server connected or failed
+	// (the CLI gives up on one after MCP_TIMEOUT, 30s by default), unless
+	// the operator's Env says otherwise.
+	for k, v := range map[string]string{"MCP_CONNECTION_NONBLOCKING": "0", "MCP_CONNECT_TIMEOUT_MS": mcpConnectWait} {
+		if _, set := env[k]; !set {
+			env[k] = v
+		}
+	}
 	if permMode == "bypassPermissions" {
 		// The CLI refuses to bypass permissions as root unless told it is
 		// in a sandbox.
@@ -166,6 +180,10 @@ func (e cli) buildCommand(req *executor.Request, p *prepared, maxTurns int, perm
 	}
 	return &command{argv: argv, env: env, stdin: stdin}, nil
 }
+
+// mcpConnectWait is the CLI's MCP_CONNECT_TIMEOUT_MS: beyond its own
+// MCP_TIMEOUT, so that it waits for each server to connect or fail.
+const mcpConnectWait = "60000"
 
 // isClaudeInternal reports the variables a parent Claude Code sets or
 // reads to steer a nested one.
