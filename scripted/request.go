@@ -261,6 +261,27 @@ func (r Request) LastUserText() string {
 	return ""
 }
 
+// NewText returns the text of the messages after the latest assistant
+// message, of any role, tool results' content included, joined with
+// newlines.
+func (r Request) NewText() string {
+	msgs := r.Messages()
+	var parts []string
+	for i := len(msgs) - 1; i >= 0 && msgs[i].Role != "assistant"; i-- {
+		var in []string
+		for _, c := range msgs[i].Content {
+			switch c.Type {
+			case "text":
+				in = append(in, c.Text)
+			case "tool_result":
+				in = append(in, c.ContentText())
+			}
+		}
+		parts = append(in, parts...)
+	}
+	return strings.Join(parts, "\n")
+}
+
 // LastPromptText returns the text of the user's latest prompt: the latest
 // user message that has text and no tool_result (the tool results of an
 // agent loop, and the text a CLI puts beside them, are not prompts).
@@ -352,6 +373,9 @@ func (m *Match) matches(r *Request) bool {
 		return false
 	}
 	if m.PromptContains != "" && !strings.Contains(r.LastPromptText(), m.PromptContains) {
+		return false
+	}
+	if m.Sees != "" && !strings.Contains(r.NewText(), m.Sees) {
 		return false
 	}
 	if m.AfterToolResult != "" {

@@ -95,6 +95,12 @@ type Match struct {
 	// requests after a tool result of that turn: a script tells one prompt's
 	// agent loop from another's with it.
 	PromptContains string `json:"prompt_contains,omitempty" yaml:"prompt_contains,omitempty"`
+	// Sees matches when a message the request added after the model's
+	// latest answer, of any role, tool results included, contains this:
+	// Claude Code hands a message its user sent into a running turn to
+	// the model's next request as a system reminder, in the tool result's
+	// content or as a role "system" message beside it.
+	Sees string `json:"sees,omitempty" yaml:"sees,omitempty"`
 }
 
 // Usage is the token usage a response reports.
@@ -267,8 +273,8 @@ func (t *Turn) validate() error {
 	if t.Delay < 0 {
 		return fmt.Errorf("negative delay")
 	}
-	if t.When != nil && t.When.AfterToolResult == "" && t.When.Contains == "" && t.When.PromptContains == "" {
-		return fmt.Errorf("when: set after_tool_result, contains or prompt_contains")
+	if t.When != nil && t.When.AfterToolResult == "" && t.When.Contains == "" && t.When.PromptContains == "" && t.When.Sees == "" {
+		return fmt.Errorf("when: set after_tool_result, contains, prompt_contains or sees")
 	}
 	if t.Usage != nil && (t.Usage.InputTokens < 0 || t.Usage.OutputTokens < 0) {
 		return fmt.Errorf("negative usage")

@@ -92,7 +92,7 @@ func TestParseScriptErrors(t *testing.T) {
 		{"numeric delay", "yaml", "turns:\n  - delay: 5", "duration must be a string"},
 		{"wrong type", "yaml", "turns:\n  - cut_after: many", "2:1: cannot unmarshal"},
 		{"error and text", "yaml", "turns:\n  - text: a\n    error: {status: 500}", "2:5: turn 1: an error turn cannot also have"},
-		{"empty when", "yaml", "turns:\n  - when: {}", "when: set after_tool_result, contains or prompt_contains"},
+		{"empty when", "yaml", "turns:\n  - when: {}", "when: set after_tool_result, contains, prompt_contains or sees"},
 		{"input not object", "yaml", "turns:\n  - tool_calls: [{name: X, input: [1]}]", "input must be an object"},
 		{"duplicate", "yaml", "turns:\n  - text: a\n    text: b", `3:5: duplicate field "text"`},
 		{"yaml syntax", "yaml", "turns:\n  - text: [", "2:1:"},

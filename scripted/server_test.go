@@ -388,6 +388,49 @@ func TestPromptContainsFollowsTheAgentLoop(t *testing.T) {
 	}
 }
 
+// TestSeesMatchesTheNewMessages: sees matches the text the request added
+// after the model's latest answer, a system message's included (how
+// Claude Code hands the model a message sent into a running turn), and
+// not what came before that answer.
+func TestSeesMatchesTheNewMessages(t *testing.T) {
+	t.Parallel()
+	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
+		{When: &scripted.Match{Sees: "use tabs"}, Text: "steered"},
+		{Text: "plain"},
+	}})
+	t.Cleanup(srv.Close)
+	ask := func(before, added string) string {
+		body := `{"messages":[{"role":"user","content":"` + before + `"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]},{"role":"system","content":"` + added + `"}]}`
+		resp := post(t, srv.URL+"/v1/messages", body)
+		var m struct {
+			Content []struct{ Text string } `json:"content"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		if len(m.Content) == 0 {
+			return ""
+		}
+		return m.Content[0].Text
+	}
+	if got := ask("use tabs", "nothing new"); got != "plain" {
+		t.Errorf("text before the answer matched: %q", got)
+	}
+	if got := ask("format it", "The user sent a new message while you were working:\\nuse tabs"); got != "steered" {
+		t.Errorf("system message after the tool result = %q, want steered", got)
+	}
+	srv2 := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{When: &scripted.Match{Sees: "use tabs"}, Text: "steered"}}})
+	t.Cleanup(srv2.Close)
+	body := `{"messages":[{"role":"user","content":"format it"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok\\n<system-reminder>use tabs</system-reminder>"}]}]}`
+	var m struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	_ = json.NewDecoder(post(t, srv2.URL+"/v1/messages", body).Body).Decode(&m)
+	if len(m.Content) == 0 || m.Content[0].Text != "steered" {
+		t.Errorf("a reminder in the tool result = %+v, want steered", m)
+	}
+}
+
 func TestSideRequestsDoNotConsumeTurns(t *testing.T) {
 	t.Parallel()
 	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{Text: "main answer"}}})
