@@ -76,6 +76,19 @@ type Message struct {
 	// well): Content is what was answered until then, often nothing.
 	// Models never see it.
 	Failure Failure `json:"error,omitzero"`
+	// Said, on an assistant message of a stored history, are the
+	// messages its user sent into the turn while it ran (a kept CLI takes
+	// them as its next input), in order. Models never see them here: the
+	// CLI's session holds them.
+	Said []Said `json:"said,omitempty"`
+}
+
+// Said is a message its user sent into a running turn.
+type Said struct {
+	Content string `json:"content"`
+	// At is where the turn's answer stood when it was sent: a byte offset
+	// into the assistant message's Content.
+	At int `json:"at"`
 }
 
 // Content part types of Part.Type (OpenAI's).

@@ -65,8 +65,8 @@ func (s *Store) history(ctx context.Context, user, chatID string, n int) ([]chat
 	msgs := []chat.Message{}
 	for rows.Next() {
 		var m chat.Message
-		var calls, failure, parts string
-		if err := rows.Scan(&m.Role, &m.Content, &m.Name, &m.ToolCallID, &calls, &failure, &parts); err != nil {
+		var calls, failure, parts, said string
+		if err := rows.Scan(&m.Role, &m.Content, &m.Name, &m.ToolCallID, &calls, &failure, &parts, &said); err != nil {
 			return nil, fmt.Errorf("history: %w", err)
 		}
 		if calls != "" {
@@ -82,6 +82,11 @@ func (s *Store) history(ctx context.Context, user, chatID string, n int) ([]chat
 		if parts != "" {
 			if err := json.Unmarshal([]byte(parts), &m.Parts); err != nil {
 				return nil, fmt.Errorf("history: content parts of a %s message: %w", m.Role, err)
+			}
+		}
+		if said != "" {
+			if err := json.Unmarshal([]byte(said), &m.Said); err != nil {
+				return nil, fmt.Errorf("history: messages said into a %s message: %w", m.Role, err)
 			}
 		}
 		msgs = append(msgs, m)
@@ -249,15 +254,16 @@ func scanChat(r scanner) (ChatInfo, error) {
 const insertRows = 256
 
 // insertMessages stores msgs as the chat's messages last+1, last+2, ...,
-// a few hundred per statement. A message's tool calls, error and content
-// parts are kept as JSON ("" for none).
+// a few hundred per statement. A message's tool calls, error, content
+// parts and the messages said into its turn are kept as JSON ("" for
+// none).
 func (s *Store) insertMessages(ctx context.Context, tx *sql.Tx, user, chatID string, last, now int64, msgs []chat.Message) error {
-	const cols = 11
+	const cols = 12
 	for len(msgs) > 0 {
 		n := min(len(msgs), insertRows)
 		args := make([]any, 0, n*cols)
 		for i, m := range msgs[:n] {
-			calls, failure, parts := "", "", ""
+			calls, failure, parts, said := "", "", "", ""
 			if len(m.ToolCalls) > 0 {
 				b, err := json.Marshal(m.ToolCalls)
 				if err != nil {
@@ -279,10 +285,17 @@ func (s *Store) insertMessages(ctx context.Context, tx *sql.Tx, user, chatID str
 				}
 				parts = string(b)
 			}
+			if len(m.Said) > 0 {
+				b, err := json.Marshal(m.Said)
+				if err != nil {
+					return fmt.Errorf("messages said into message %d: %w", i, err)
+				}
+				said = string(b)
+			}
 			last++
-			args = append(args, user, chatID, last, m.Role, s.be.blob(m.Content), m.Name, m.ToolCallID, calls, failure, parts, now)
+			args = append(args, user, chatID, last, m.Role, s.be.blob(m.Content), m.Name, m.ToolCallID, calls, failure, parts, said, now)
 		}
-		q := `INSERT INTO messages (user_id, chat_id, seq, role, content, name, tool_call_id, tool_calls, error, parts, created_at) VALUES ` + values(n, cols)
+		q := `INSERT INTO messages (user_id, chat_id, seq, role, content, name, tool_call_id, tool_calls, error, parts, said, created_at) VALUES ` + values(n, cols)
 		if _, err := tx.ExecContext(ctx, rebind(s.drv, q), args...); err != nil {
 			return err
 		}

@@ -42,10 +42,10 @@ func (st *statements) queries() []query {
 
 func (st *statements) coreQueries() []query {
 	return []query{
-		{dst: &st.history, sql: `SELECT role, content, name, tool_call_id, tool_calls, error, parts FROM messages
+		{dst: &st.history, sql: `SELECT role, content, name, tool_call_id, tool_calls, error, parts, said FROM messages
 			WHERE user_id = $1 AND chat_id = $2 ORDER BY seq`},
-		{dst: &st.historyTail, sql: `SELECT role, content, name, tool_call_id, tool_calls, error, parts FROM (
-			SELECT seq, role, content, name, tool_call_id, tool_calls, error, parts FROM messages
+		{dst: &st.historyTail, sql: `SELECT role, content, name, tool_call_id, tool_calls, error, parts, said FROM (
+			SELECT seq, role, content, name, tool_call_id, tool_calls, error, parts, said FROM messages
 			WHERE user_id = $1 AND chat_id = $2 ORDER BY seq DESC LIMIT $3) AS tail ORDER BY seq`},
 		// appendChat creates or updates the chat for an append of $5
 		// messages and returns its new message count; the row stays

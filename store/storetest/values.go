@@ -290,6 +290,7 @@ func testUnicode(t *testing.T, o Opener) {
 		{Role: "tool", Content: "\x00", Name: "ツール", ToolCallID: "id-é"},
 		{Role: "assistant", Content: `\x41 \\x00 E'\n' $1 ?1 :name @p '; DROP TABLE messages; --`},
 		{Role: "assistant", Content: "cut", Failure: chat.Failure{Code: "timeout", Message: "ü '; DROP TABLE messages; -- \u202e"}},
+		{Role: "assistant", Content: "before after", Said: []chat.Said{{Content: "also 🙂 '; --", At: 7}}},
 		{Role: "user", Content: "what is it? 🙂", Parts: []chat.Part{{Type: chat.PartText, Text: "what is it? 🙂"},
 			{Type: chat.PartImage, ImageURL: &chat.ImageURL{URL: "data:image/png;base64,iVBORw0KGgo=", Detail: "low"}}}},
 	}
