@@ -43,7 +43,7 @@
 //	|---|---|---|---|---|
 //	| assistant |  | SDKAssistantMessage | text, thinking, tool_call, error | blocks not streamed before are shown whole; a subagent's text is thinking; an API error message (is_api_error_message, or an error from the <synthetic> model) is the turn's error, never answer text |
 //	| user |  | SDKUserMessage | tool_result | tool results; other content (the prompt, a subagent's prompt, a task notification) was not written by the agent for the client: dropped |
-//	| user |  | SDKUserMessageReplay | dropped | printed only with --replay-user-messages, which is not used |
+//	| user |  | SDKUserMessageReplay | dropped | printed by a kept CLI (--replay-user-messages) as it takes a message: its uuid tells that a message sent into the running turn was taken; dropped |
 //	| result | success | SDKResultSuccess | text, error, notice | usage, cost and turns of the done event (summed over the run's results); its text is the answer when nothing streamed; is_error (a model API failure) makes it the error event, or a notice for a follow-up turn after the answer |
 //	| result | error_during_execution, error_max_turns, error_max_budget_usd, error_max_structured_output_retries | SDKResultError | error | the error event (max_turns for error_max_turns); usage as for success |
 //	| system | init | SDKSystemMessage | session, notice | the first of a run is the session event (later ones start a follow-up turn and are not repeated); an MCP server not connected or a skill missing is a notice |
@@ -51,7 +51,7 @@
 //	| system | compact_boundary | SDKCompactBoundaryMessage | notice | compacted: the conversation was summarized |
 //	| system | status | SDKStatusMessage | loading, notice | compacting is a loading message; a failed compaction a notice; requesting is dropped (the request's stream shows it) |
 //	| system | api_retry | SDKAPIRetryMessage | loading, error | a loading message; a retry the turn will not wait for stops the CLI with the model's error |
-//	| system | control_request_progress | SDKControlRequestProgressMessage | dropped | answers control requests, which are never sent |
+//	| system | control_request_progress | SDKControlRequestProgressMessage | dropped | answers control requests (an interrupt; the control_response line itself is read for a refusal) |
 //	| system | model_refusal_fallback | SDKModelRefusalFallbackMessage | notice | model_refusal |
 //	| system | model_refusal_no_fallback | SDKModelRefusalNoFallbackMessage | notice | model_refusal |
 //	| system | local_command_output | SDKLocalCommandOutputMessage | text | the answer to a slash command the user's message held |

@@ -184,6 +184,12 @@ func (c cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	if err != nil {
 		return nil, agentcli.Invalid("%s", err.Error())
 	}
+	if p.Keep {
+		// A kept CLI prints each message back as it takes it: how the
+		// parser knows a message sent into a running turn was taken
+		// (Parser.Say).
+		cmd.argv = append(cmd.argv, "--replay-user-messages")
+	}
 	names := make([]string, 0, len(in.skills))
 	for _, s := range in.skills {
 		names = append(names, s.Name)

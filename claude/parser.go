@@ -189,8 +189,14 @@ type Parser struct {
 	// task ended, a follow-up turn began): another result is coming.
 	workAfter bool
 	answered  bool // a successful result was seen
-	apiErr    *apiError
-	usage     usageSum
+	// awaiting are the uuids of the messages sent into the turn (Say)
+	// the CLI has not taken yet. interrupted is set from an interrupt
+	// (Interrupt) to the result that ends it; interrupts counts them.
+	awaiting    map[string]bool
+	interrupts  int
+	interrupted bool
+	apiErr      *apiError
+	usage       usageSum
 
 	answer strings.Builder
 	out    Outcome
@@ -321,6 +327,8 @@ func (p *Parser) dispatch(line string) {
 	case "conversation_reset":
 		p.ev.Notice(NoticeConversationReset, "the CLI started a new conversation ("+
 			cmpOr(gjson.Get(line, "trigger").String(), "reset")+"); what came before is no longer in its context", nil)
+	case "control_response":
+		p.controlResponse(line)
 	case "tool_use_summary", "prompt_suggestion":
 		// Dropped: see the package documentation.
 	default:
@@ -331,7 +339,7 @@ func (p *Parser) dispatch(line string) {
 // report tells the monitor what the CLI is doing.
 func (p *Parser) report() {
 	p.mon.Busy(len(p.running) > 0 || len(p.tasks) > 0)
-	p.mon.Settled(p.out.GotResult && len(p.tasks) == 0 && !p.workAfter)
+	p.mon.Settled(p.out.GotResult && len(p.tasks) == 0 && !p.workAfter && len(p.awaiting) == 0)
 }
 
 // Close ends every message still open (output cut short) and returns the

@@ -103,6 +103,11 @@ func (p *Parser) result(line string) {
 	})
 	text := agentcli.String(f[3])
 	failed := f[1].Bool() || strings.HasPrefix(p.out.Subtype, "error")
+	if failed && p.interrupted && p.out.Subtype == "error_during_execution" {
+		// Its user interrupted the turn: the answer is what was said.
+		p.interrupted, failed = false, false
+		p.ev.Notice(NoticeInterrupted, "the turn was interrupted by its user", nil)
+	}
 	if !failed {
 		p.answered = true
 		if p.answer.Len() == 0 && text != "" {

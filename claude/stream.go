@@ -353,6 +353,9 @@ func (p *Parser) apiError(status int, kind string, content gjson.Result) {
 
 // user handles tool results (the CLI reports them as user messages).
 func (p *Parser) user(line string) {
+	if p.replayed(line) {
+		return
+	}
 	r := gjson.GetMany(line, "parent_tool_use_id", "message.content")
 	content := r[1]
 	if !content.IsArray() {

@@ -120,6 +120,10 @@ type Request struct {
 	// is alive and was started as this turn would start it; otherwise it
 	// closes it and starts a new CLI.
 	Warm Warm
+	// Talk is the turn's line from its user to its CLI (a message sent
+	// while it runs, an interrupt): an executor that can take them
+	// attaches the CLI while the turn runs. Nil: none.
+	Talk *Talk
 }
 
 // Approver decides a tool call of the agent: tool and input as the
@@ -173,6 +177,9 @@ type Result struct {
 	// ended). It is set only when the request asked (KeepAlive) and the
 	// turn ended cleanly.
 	Warm Warm
+	// Said are the messages its user sent into the turn (Request.Talk),
+	// in order.
+	Said []chat.Said
 }
 
 // Timings are the moments of a run the pipeline reports (chat.Timings,

@@ -46,6 +46,8 @@ type execution struct {
 	Notices   []string
 	Ran       []executor.ToolCall
 	Timings   executor.Timings
+	// Said are the messages its user sent into the turn (talk.go).
+	Said []chat.Said
 }
 
 // execute is the phase that answers: the assistant's coding-agent CLI in
@@ -221,6 +223,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		Sandbox:   sb,
 		Timeout:   timeout,
 		Emit:      watch.Emit,
+		Talk:      &t.talk,
 	}
 	req.ForkedFrom = t.p.forkedFrom(ctx, t.req.UserID, t.req.ChatID)
 	if !t.asst.Approval.Empty() && !asks(a) {
@@ -281,7 +284,7 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 		metered = subUsage(t.bridge.Usage(), t.usageBase)
 	}
 	return execution{Content: res.Content, Usage: withMetered(res.Usage, metered), FinishReason: chat.FinishStop,
-		SessionID: res.SessionID, Notices: append(res.Notices, watch.Notices()...), Ran: res.ToolCalls, Timings: res.Timings}, err
+		SessionID: res.SessionID, Notices: append(res.Notices, watch.Notices()...), Ran: res.ToolCalls, Timings: res.Timings, Said: res.Said}, err
 }
 
 // withMetered is a sandboxed turn's usage: the tokens the bridge's model

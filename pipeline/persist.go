@@ -56,7 +56,8 @@ func (t *turn) saveHistory(ctx context.Context, failure chat.Failure) error {
 	}
 	t.saved = true
 	c := t.conv
-	answer := chat.Message{Role: chat.RoleAssistant, Content: t.answer.Content, ToolCalls: t.answer.ToolCalls, Failure: failure}
+	answer := chat.Message{Role: chat.RoleAssistant, Content: t.answer.Content, ToolCalls: t.answer.ToolCalls, Failure: failure,
+		Said: saidWithin(t.answer.Said, t.answer.Content)}
 	h := t.p.cfg.History
 	var err error
 	if c.replace {

@@ -12,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/bridge"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/jsapi"
 )
 
@@ -103,6 +104,9 @@ type turn struct {
 	// next: data is what the Next hook (or a delegate) returned as
 	// {data}.
 	data any
+
+	// talk is the turn's line from its user to its CLI (talk.go).
+	talk executor.Talk
 
 	// persist: saved tells that the turn is in the chat's history.
 	saved bool

@@ -45,6 +45,11 @@ type Chats interface {
 	// approval.ErrNotFound, ErrAnswered, ErrBadDecision).
 	Approvals(user, chatID string, operator bool) []approval.Pending
 	Approve(ctx context.Context, user, chatID, id string, operator bool, a approval.Answer) error
+	// Say sends a message into the chat's running turn, Interrupt stops
+	// its current step (errors pipeline.ErrNoTurn, executor.ErrCannotTalk,
+	// executor.ErrTurnEnding when no running turn can take them).
+	Say(ctx context.Context, user, chatID, text string) error
+	Interrupt(ctx context.Context, user, chatID string) error
 }
 
 var _ Chats = (*pipeline.Pipeline)(nil)
@@ -244,6 +249,8 @@ func (s *Server) chatRoutes(mux *http.ServeMux, handle func(method, path string,
 		methodHandler{"GET", s.getChat}, methodHandler{"PATCH", s.patchChat}, methodHandler{"DELETE", s.deleteChat})
 	s.handleMethods(mux, "/api/chats/{chat}/files", methodHandler{"GET", s.files}, methodHandler{"PUT", s.upload})
 	handle("POST", "/api/chats/{chat}/cancel", s.cancelChat, false)
+	handle("POST", "/api/chats/{chat}/messages", s.sayToChat, false)
+	handle("POST", "/api/chats/{chat}/interrupt", s.interruptChat, false)
 	handle("GET", "/api/chats/{chat}/checkpoints", s.listCheckpoints, false)
 	handle("POST", "/api/chats/{chat}/rewind", s.rewindChat, false)
 	handle("POST", "/api/chats/{chat}/fork", s.forkChat, false)

@@ -243,6 +243,25 @@ func TestCancelAPI(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// A direct assistant's turn takes no message or interrupt while it
+	// runs (only a kept Claude Code CLI does); another user's chat is not
+	// found; a bad message is refused as such.
+	for _, tc := range []struct {
+		path, token, body string
+		status            int
+		want              string
+	}{
+		{"/api/chats/c2/messages", tokenBob, `{"content":"hi"}`, 404, "no chat"},
+		{"/api/chats/c2/interrupt", tokenBob, "", 404, "no chat"},
+		{"/api/chats/c2/messages", tokenAlice, `{"content":"hi"}`, 409, "takes no message"},
+		{"/api/chats/c2/interrupt", tokenAlice, "", 409, "takes no message"},
+		{"/api/chats/c2/messages", tokenAlice, `{"content":"  "}`, 400, "content is empty"},
+		{"/api/chats/c2/messages", tokenAlice, `{"text":"hi"}`, 400, "text"},
+	} {
+		if resp, body := do(t, e.ts, "POST", tc.path, tc.token, tc.body); resp.StatusCode != tc.status || !strings.Contains(body, tc.want) {
+			t.Errorf("POST %s %s: %d %s, want %d with %q", tc.path, tc.body, resp.StatusCode, body, tc.status, tc.want)
+		}
+	}
 	if resp, body := do(t, e.ts, "POST", "/api/chats/c2/cancel", tokenBob, ""); resp.StatusCode != 200 || !strings.Contains(body, `"canceled":0`) {
 		t.Errorf("bob cancels alice's turn: %d %s", resp.StatusCode, body)
 	}
@@ -257,6 +276,9 @@ func TestCancelAPI(t *testing.T) {
 	}
 	if _, body := do(t, e.ts, "GET", "/api/chats/c2", tokenAlice, ""); strings.Contains(body, `"running":true`) {
 		t.Errorf("still running after cancel: %s", body)
+	}
+	if resp, body := do(t, e.ts, "POST", "/api/chats/c2/messages", tokenAlice, `{"content":"hi"}`); resp.StatusCode != 409 || !strings.Contains(body, "no running turn") {
+		t.Errorf("message after the turn ended: %d %s", resp.StatusCode, body)
 	}
 }
 

@@ -324,7 +324,12 @@ func (x *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	}
 	parser := x.cli.NewParser(req.Emit, plan, run)
 	cancelable(run, parser)
+	detach := func() {}
+	if k != nil {
+		detach = run.talk(req.Talk, parser)
+	}
 	exit := run.Wait(parser.Line)
+	detach()
 	res, err := x.finish(ctx, req, run, k, plan, p.Resume, parser, exit, secrets, log)
 	keep = res != nil && res.Warm != nil
 	return res, err
@@ -408,6 +413,7 @@ func (x *Executor) finish(ctx context.Context, req *executor.Request, run *Run, 
 	res := out.Result(plan.SessionID, exit.Began)
 	res.Timings.Started = exit.Started
 	res.Notices = append(res.Notices, exit.Notices...)
+	res.Said = run.said()
 	log.Debug(x.prof.Name+" done", "exit", exit.Code, "killed", exit.Killed, "idle", exit.Idle, "alive", exit.Alive, "outcome", fin)
 	xe := exit.Failure(Parsed{GotResult: out.GotResult, Err: out.Err, NoResult: fin.NoResult})
 	// A turn canceled (or timed out) that the CLI stopped and settled

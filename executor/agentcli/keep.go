@@ -133,6 +133,8 @@ func (x *Executor) next(ctx context.Context, req *executor.Request, k *kept, kee
 		}
 		return nil, err
 	}
+	detach := k.talk(req.Talk, parser)
 	exit := k.Wait(parser.Line)
+	detach()
 	return x.finish(ctx, req, k.Run, k, k.plan, k.session, parser, exit, k.secrets, log)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -167,6 +168,9 @@ type Run struct {
 
 	// canceler asks a kept CLI to stop a turn without ending (SetCanceler).
 	canceler func() bool
+	// wrote is closed once Spec.Input is written (or not to be): what is
+	// sent (Send) follows it.
+	wrote chan struct{}
 
 	// The messages a protocol client sends (Send), written in order by
 	// one goroutine until the run is released.
@@ -194,6 +198,12 @@ type turnState struct {
 	changed  chan struct{} // settled changed (buffered 1)
 	stopOnce sync.Once
 	stop     chan struct{}
+
+	// ended is set (Run.lines held) once the turn's end is decided: a
+	// message sent into it (Run.say) is refused from then on. said are
+	// the messages that were (Run.lines).
+	ended bool
+	said  []chat.Said
 }
 
 var _ Monitor = (*Run)(nil)
@@ -215,7 +225,7 @@ func Start(ctx context.Context, spec Spec) (*Run, *chat.Error) {
 		spec.Logger = slog.Default()
 	}
 	t := newTurn(ctx, spec, true)
-	r := &Run{spec: spec, stop: func() {}, eof: make(chan struct{}), acks: make(chan struct{}, 1),
+	r := &Run{spec: spec, stop: func() {}, eof: make(chan struct{}), acks: make(chan struct{}, 1), wrote: make(chan struct{}),
 		stderr: NewRing(StderrTail), stderrDone: make(chan struct{}), exited: make(chan struct{}), released: make(chan struct{})}
 	r.turn.Store(t)
 	// A fresh run's process ends with its turn; a kept one's when it is
@@ -256,12 +266,15 @@ func Start(ctx context.Context, spec Spec) (*Run, *chat.Error) {
 	}()
 	if r.input != nil && spec.Input != nil {
 		go func() {
+			defer close(r.wrote)
 			// Fails only when the CLI is gone (the run then closes the
 			// pipe's read end): nothing to do.
 			if _, err := r.input.Write(spec.Input); err == nil && !spec.HoldInput && !spec.Keep {
 				r.closeInput()
 			}
 		}()
+	} else {
+		close(r.wrote)
 	}
 	return r, nil
 }
@@ -367,9 +380,14 @@ func (r *Run) Send(msg []byte) error {
 	}
 }
 
-// writeOutbox writes the sent messages until the run is released or the
-// CLI stops reading.
+// writeOutbox writes the sent messages, after Spec.Input, until the run
+// is released or the CLI stops reading.
 func (r *Run) writeOutbox() {
+	select {
+	case <-r.wrote:
+	case <-r.released:
+		return
+	}
 	for {
 		select {
 		case msg := <-r.outbox:
@@ -646,8 +664,11 @@ func (r *Run) Wait(line func(Line)) *Exit {
 			done = true
 		case <-t.changed:
 			if _, settled := t.state(); settled && r.spec.Keep && !x.bgStopped && r.Alive() {
-				// The turn is over; the CLI waits for the next one.
-				x.Alive, done = true, true
+				// The turn is over, unless a message was sent into it
+				// meanwhile (say); the CLI waits for the next one.
+				if r.end(t) {
+					x.Alive, done = true, true
+				}
 			} else if settled {
 				r.closeInput()
 				startGrace(t.spec.GracePeriod)
@@ -724,6 +745,9 @@ func (r *Run) Wait(line func(Line)) *Exit {
 		case <-time.After(stderrWait):
 		}
 	}
+	r.lines.Lock()
+	t.ended = true
+	r.lines.Unlock()
 	r.setSink(nil)
 	x.Stderr = Redact(r.stderr.String(), r.spec.Secrets)
 	x.answered = t.answered.Load()
@@ -748,6 +772,95 @@ func (t *turnState) stopped() (code, msg string, ok bool) {
 		return chat.ErrTimeout, fmt.Sprintf("%s ran longer than the sandbox timeout (%s) and was stopped", cli, t.spec.Timeout), true
 	}
 	return "", "", false
+}
+
+// end decides the end of a kept CLI's turn whose work is done: false
+// when a message sent into it meanwhile (say) made it wait again.
+func (r *Run) end(t *turnState) bool {
+	r.lines.Lock()
+	defer r.lines.Unlock()
+	if _, settled := t.state(); !settled {
+		return false
+	}
+	t.ended = true
+	return true
+}
+
+// Talker is a Parser of a kept CLI that takes a user message while its
+// turn runs (its input queues it) and can stop the turn's current step
+// without ending. The driver attaches it to the turn's executor.Talk and
+// calls its methods with the output's lines held: never at once with
+// Line.
+type Talker interface {
+	// Say encodes msg as the CLI's next user input and holds the turn
+	// open (Monitor.Settled) until the CLI has taken and answered it; at
+	// is where the turn's answer stands (a byte offset into its content).
+	Say(msg chat.Message) (line []byte, at int, err error)
+	// Interrupt encodes the request that stops the turn's current step;
+	// the turn then settles with what was answered so far.
+	Interrupt() ([]byte, error)
+}
+
+// talking is a kept run's turn as its executor.Talk reaches it.
+type talking struct {
+	r *Run
+	p Talker
+}
+
+var _ executor.Talker = talking{}
+
+// Say implements executor.Talker.
+func (k talking) Say(msg chat.Message) error {
+	r := k.r
+	r.lines.Lock()
+	defer r.lines.Unlock()
+	t := r.turn.Load()
+	if t.ended {
+		return executor.ErrTurnEnding
+	}
+	line, at, err := k.p.Say(msg)
+	if err != nil {
+		return err
+	}
+	if err := r.Send(line); err != nil {
+		return err
+	}
+	t.said = append(t.said, chat.Said{Content: msg.Content, At: at})
+	r.spec.Logger.Debug("message sent into the running turn", "bytes", len(msg.Content))
+	return nil
+}
+
+// Interrupt implements executor.Talker.
+func (k talking) Interrupt() error {
+	r := k.r
+	r.lines.Lock()
+	defer r.lines.Unlock()
+	if r.turn.Load().ended {
+		return executor.ErrTurnEnding
+	}
+	line, err := k.p.Interrupt()
+	if err != nil {
+		return err
+	}
+	r.spec.Logger.Debug("running turn interrupted")
+	return r.Send(line)
+}
+
+// talk attaches a kept run's turn to the request's Talk when its parser
+// can take messages mid-turn; detach before the turn's result is read.
+func (r *Run) talk(to *executor.Talk, parser Parser) (detach func()) {
+	p, ok := parser.(Talker)
+	if !ok || !r.spec.Keep {
+		return func() {}
+	}
+	return to.Attach(talking{r, p})
+}
+
+// said returns the messages sent into the run's turn (Talker.Say).
+func (r *Run) said() []chat.Said {
+	r.lines.Lock()
+	defer r.lines.Unlock()
+	return r.turn.Load().said
 }
 
 // Secrets lists the values a run must never show in events or errors:
