@@ -119,6 +119,10 @@ export interface Message {
   /** error says why an answer is missing or cut short: its turn failed
    * or was stopped. */
   error?: { code: string; message: string };
+  /** said, on an answer, are the messages its user sent into the turn
+   * while it ran, each with where the answer stood (a byte offset into
+   * content). */
+  said?: { content: string; at: number }[];
 }
 
 export interface TurnState {
@@ -165,6 +169,12 @@ export const getChat = (chat: string) => call<ChatDetail>("GET", chatPath(chat))
 export const renameChat = (chat: string, title: string) => call<ChatInfo>("PATCH", chatPath(chat), { title });
 export const deleteChat = (chat: string) => call<unknown>("DELETE", chatPath(chat));
 export const cancelTurn = (chat: string) => call<{ canceled: number }>("POST", chatPath(chat) + "/cancel");
+/** sayToTurn sends a message into the chat's running turn: the agent
+ * reads it before its next step (409 when no running turn can take it). */
+export const sayToTurn = (chat: string, content: string) => call<{ sent: boolean }>("POST", chatPath(chat) + "/messages", { content });
+/** interruptTurn stops the running turn's current step; the chat and its
+ * agent go on (cancelTurn stops them). */
+export const interruptTurn = (chat: string) => call<{ interrupted: boolean }>("POST", chatPath(chat) + "/interrupt");
 /** rewindChat brings the chat back to its state after turn (files, session, memory, history). */
 export const rewindChat = (chat: string, turn: number) => call<{ turn: number; messages: number }>("POST", chatPath(chat) + "/rewind", { turn });
 /** forkChat starts a new chat from the state after turn of chat. */

@@ -200,6 +200,7 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
 
   const send = async () => {
     const msg = text.trim();
+    if (running && chatId) return say(msg);
     if ((!msg && images.length === 0) || running || !asst) return;
     let chat = chatId;
     if (!chat) {
@@ -218,6 +219,33 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
       // Nothing ran: the message goes back into the box to change and send again.
       setText((t) => (t.trim() ? t : msg));
       setImages((i) => (i.length ? i : sent));
+    }
+  };
+
+  // say sends a message into the running turn: the agent reads it before
+  // its next step, and the turn's stream shows it where it came.
+  const say = async (msg: string) => {
+    if (!msg) return;
+    if (images.length) {
+      onError(new Error("Images go with a new message: send them when the agent is done, or remove them."));
+      return;
+    }
+    setText("");
+    try {
+      await api.sayToTurn(chatId, msg);
+    } catch (e) {
+      setText((t) => (t.trim() ? t : msg));
+      onError(e);
+    }
+  };
+
+  // interrupt stops the running turn's current step; the chat goes on.
+  const interrupt = async () => {
+    if (!chatId) return;
+    try {
+      await api.interruptTurn(chatId);
+    } catch (e) {
+      onError(e);
     }
   };
 
@@ -311,9 +339,18 @@ export function ChatView({ chatId, info, assistants, selected, onSelect, onCreat
         running={running}
         stopping={stopping}
         disabled={!asst || current?.available === false}
-        placeholder={current?.available === false ? `${current.name} does not run: its files have errors` : current ? `Message ${current.name}` : "Message"}
+        placeholder={
+          current?.available === false
+            ? `${current.name} does not run: its files have errors`
+            : running
+              ? "Tell the agent something while it works"
+              : current
+                ? `Message ${current.name}`
+                : "Message"
+        }
         onSend={send}
         onStop={stop}
+        onInterrupt={interrupt}
         onError={onError}
       />
     </div>
@@ -342,10 +379,18 @@ function userIndex(history: api.Message[], n: number): number {
 
 function HistoryMessage({ m, turn, userTurn, versions, busy, onBranch, onResend, onSwitch }: HistoryProps) {
   if (m.role === "user") return <UserMessage m={m} turn={userTurn} versions={versions} busy={busy} onResend={onResend} onSwitch={onSwitch} />;
-  if (m.role !== "assistant" || (!m.content && !m.error)) return null;
+  if (m.role !== "assistant" || (!m.content && !m.error && !m.said?.length)) return null;
   return (
     <>
-      {m.content && <Markdown class="msg answer" text={m.content} />}
+      {splitSaid(m).map((part, i) =>
+        part.said ? (
+          <div key={i} class="msg user said">
+            {part.text}
+          </div>
+        ) : (
+          part.text && <Markdown key={i} class="msg answer" text={part.text} />
+        ),
+      )}
       {m.error && <ErrorBox code={m.error.code} message={m.error.message} />}
       {turn > 0 && (
         <div class="turn-actions" role="group" aria-label={`Turn ${turn}`}>
@@ -365,6 +410,24 @@ function HistoryMessage({ m, turn, userTurn, versions, busy, onBranch, onResend,
       )}
     </>
   );
+}
+
+/** splitSaid is a stored answer in the order it happened: its text, with
+ * the messages its user sent while it ran (said, at byte offsets of the
+ * text) where they came. */
+function splitSaid(m: api.Message): { text: string; said?: boolean }[] {
+  if (!m.said?.length) return [{ text: m.content }];
+  const bytes = new TextEncoder().encode(m.content);
+  const dec = new TextDecoder();
+  const out: { text: string; said?: boolean }[] = [];
+  let from = 0;
+  for (const s of m.said) {
+    const at = Math.min(Math.max(s.at, from), bytes.length);
+    out.push({ text: dec.decode(bytes.subarray(from, at)).trim() }, { text: s.content, said: true });
+    from = at;
+  }
+  out.push({ text: dec.decode(bytes.subarray(from)).trim() });
+  return out;
 }
 
 /** UserMessage is a stored user message with its actions: edit and send
@@ -646,6 +709,9 @@ function MsgView({ m, result }: { m: Msg; result?: Msg }) {
     case "error":
       // A stopped turn says so in its usage line.
       return m.props.code === "canceled" ? null : <ErrorBox code={m.props.code} message={String(m.props.message ?? m.text)} />;
+    case "user_message":
+      // A message its user sent while the turn ran, where it came.
+      return <div class="msg user said">{String(m.props.content ?? m.text)}</div>;
     case "notice":
       return (
         <div class="msg notice" role="note">
@@ -699,6 +765,7 @@ interface ComposerProps {
   placeholder: string;
   onSend: () => void;
   onStop: () => void;
+  onInterrupt: () => void;
   onError: (e: unknown) => void;
 }
 
@@ -741,7 +808,7 @@ async function readImage(file: File): Promise<string> {
   throw new Error(`${file.name} is too large to send, even scaled down`);
 }
 
-function Composer({ text, setText, images, setImages, running, stopping, disabled, placeholder, onSend, onStop, onError }: ComposerProps) {
+function Composer({ text, setText, images, setImages, running, stopping, disabled, placeholder, onSend, onStop, onInterrupt, onError }: ComposerProps) {
   const area = useRef<HTMLTextAreaElement>(null);
   const picker = useRef<HTMLInputElement>(null);
   const [dragging, setDragging] = useState(false);
@@ -835,15 +902,25 @@ function Composer({ text, setText, images, setImages, running, stopping, disable
           </button>
           <input id="attach-input" ref={picker} type="file" accept="image/png,image/jpeg,image/gif,image/webp" multiple hidden aria-label="Images to attach" onChange={(e) => attach(Array.from(e.currentTarget.files ?? []))} />
           <span class="grow" />
-          {running ? (
-            <button type="button" class="stop round" onClick={onStop} disabled={stopping} aria-label="Stop the running turn" title="Stop (Esc)">
-              <Icon name="stop" />
-            </button>
-          ) : (
-            <button type="submit" class="primary round" disabled={!canSend} aria-label="Send" title="Send (Enter)">
-              <Icon name="send" />
-            </button>
+          {running && (
+            <>
+              <button type="button" class="interrupt" onClick={onInterrupt} disabled={stopping} aria-label="Interrupt the current step" title="Interrupt: stop this step, keep the chat and its agent">
+                Interrupt
+              </button>
+              <button type="button" class="stop round" onClick={onStop} disabled={stopping} aria-label="Stop the running turn" title="Cancel: stop the turn and its agent (Esc)">
+                <Icon name="stop" />
+              </button>
+            </>
           )}
+          <button
+            type="submit"
+            class="primary round"
+            disabled={!canSend}
+            aria-label={running ? "Send while it works" : "Send"}
+            title={running ? "Send now: the agent reads it before its next step (Enter)" : "Send (Enter)"}
+          >
+            <Icon name="send" />
+          </button>
         </div>
       </div>
       <p class="fine">
