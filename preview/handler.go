@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -112,6 +113,7 @@ func (m *Manager) proxy(t *target, w http.ResponseWriter, r *http.Request) {
 		},
 		Transport:     t.sb.tr,
 		FlushInterval: -1, // stream: server-sent events, chunked output
+		BufferPool:    copyBuffers,
 		ModifyResponse: func(resp *http.Response) error {
 			// Redirects the app makes to itself stay on the preview.
 			if loc := resp.Header.Get("Location"); loc != "" {
@@ -139,6 +141,18 @@ func (m *Manager) proxy(t *target, w http.ResponseWriter, r *http.Request) {
 	}
 	rp.ServeHTTP(w, r)
 }
+
+// copyBuffers are the proxy's copy buffers, 256 KiB: a large answer
+// takes an eighth of the system calls of the default 32 KiB (through the
+// handler, 16 MiB took 1.3 times the direct time instead of 1.5:
+// BenchmarkHandlerLargeBody).
+var copyBuffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}}
+
+// bufferPool is a sync.Pool as an httputil.BufferPool.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte  { return *b.p.Get().(*[]byte) }
+func (b *bufferPool) Put(p []byte) { b.p.Put(&p) }
 
 // isInner reports whether host names the app's own address.
 func isInner(host string, port int) bool {

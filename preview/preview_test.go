@@ -65,7 +65,7 @@ func app(t *testing.T) int {
 
 // client is a browser-like client: it resolves every host to the test
 // server and keeps cookies.
-func client(t *testing.T, srv *httptest.Server) *http.Client {
+func client(t testing.TB, srv *httptest.Server) *http.Client {
 	jar, _ := cookiejar.New(nil)
 	addr := srv.Listener.Addr().String()
 	return &http.Client{Jar: jar, Transport: &http.Transport{

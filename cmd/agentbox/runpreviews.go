@@ -187,7 +187,7 @@ func (rp *runPreviews) afterAnswer(ctx context.Context, wait bool, w io.Writer, 
 		}
 		state := ""
 		if st.State != preview.StateListening {
-			state = " (nothing listens on it yet)"
+			state = ", nothing listens on it yet"
 		}
 		fmt.Fprintf(w, "  %s%s: %s\n", portName(st.Port, st.Label), state, u)
 	}

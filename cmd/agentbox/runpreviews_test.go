@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -18,8 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/assistant"
+	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/desktop"
 	"github.com/agentbox/agentbox/internal/e2etest"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/pipeline"
+	"github.com/agentbox/agentbox/preview"
 )
 
 // previewScript: Claude Code starts a Python HTTP server on the declared
@@ -207,5 +213,88 @@ func TestRunServesPreviews(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
 		c.Close()
 		t.Errorf("run's preview listener %s still answers after it exited", addr)
+	}
+}
+
+// onWrite passes writes to w and calls f once, at the first that holds
+// s.
+type onWrite struct {
+	w    io.Writer
+	s    string
+	f    func()
+	once sync.Once
+}
+
+func (o *onWrite) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), o.s) {
+		defer o.once.Do(o.f)
+	}
+	return o.w.Write(p)
+}
+
+// TestRunPreviewsAfterAnswer: what run says of its previews after the
+// answer, and how long it serves them: a desktop's URL opens noVNC; with
+// wait it lists the ports and serves until Ctrl-C or until the sandbox
+// stops; without, it says how to keep them; previews that ended with the
+// turn are said to have.
+func TestRunPreviewsAfterAnswer(t *testing.T) {
+	pv, err := preview.New(*runPreviewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &assistant.Assistant{Sandbox: &assistant.Sandbox{KeepAlive: 5 * time.Minute, Desktop: &assistant.Desktop{},
+		Ports: []assistant.Port{{Port: 8000, Label: "site"}, {Port: desktop.NoVNCPort, Label: assistant.DesktopLabel}}}}
+	ctx := context.Background()
+	if rp, err := startRunPreviews(ctx, pv, &assistant.Assistant{Sandbox: &assistant.Sandbox{}}, "127.0.0.1:0", "cli", "c1"); rp != nil || err != nil {
+		t.Fatalf("an assistant without ports: %v, %v", rp, err)
+	}
+	rp, err := startRunPreviews(ctx, pv, a, "127.0.0.1:0", "cli", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rp.Close()
+	ports := []preview.Port{{Port: 8000, Label: "site"}, {Port: desktop.NoVNCPort, Label: assistant.DesktopLabel}}
+	sb := pv.Open(preview.Owner{User: "cli", Chat: "c1"}, nil, ports)
+	sb.SetListening([]int{8000})
+
+	e := rp.event(chat.Event{Event: chat.Start, ID: "port-1", Type: pipeline.TypePortOpened, Props: map[string]any{"port": desktop.NoVNCPort, "label": "Desktop"}})
+	u, _ := e.Props["url"].(string)
+	pu, err := url.Parse(u)
+	if err != nil || !strings.HasSuffix(pu.Hostname(), ".preview.localhost") || !strings.HasSuffix(rp.addr, ":"+pu.Port()) ||
+		pu.Path != desktop.NoVNCPath || pu.Query().Get("autoconnect") != "1" || pu.Query().Get(preview.TicketParam) == "" {
+		t.Fatalf("the desktop's URL %q: want noVNC's page on run's listener %s, with a ticket", u, rp.addr)
+	}
+	plain := func(s string) string { return s }
+
+	var out bytes.Buffer
+	rp.afterAnswer(ctx, false, &out, plain)
+	if !strings.Contains(out.String(), "--previews wait serves them until Ctrl-C") {
+		t.Errorf("without wait: %q", out.String())
+	}
+
+	// Ctrl-C (ctx ended) while serving.
+	out.Reset()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	rp.afterAnswer(cctx, true, &out, plain)
+	for _, want := range []string{"serving the previews on " + rp.addr + " until Ctrl-C (the sandbox stops after 5m0s without a turn",
+		"  site (port 8000): http://", "  Desktop (port 6080), nothing listens on it yet: http://", "stopped: the sandbox is removed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("wait, then Ctrl-C: no %q in\n%s", want, out.String())
+		}
+	}
+
+	// The sandbox stops while run serves it.
+	out.Reset()
+	rp.afterAnswer(ctx, true, &onWrite{w: &out, s: "serving the previews", f: func() { sb.End("the chat's sandbox stopped") }}, plain)
+	if !strings.Contains(out.String(), "the previews ended: the chat's sandbox stopped") {
+		t.Errorf("wait, then the sandbox stops:\n%s", out.String())
+	}
+
+	// Previews that ended with the turn (a sandbox not kept).
+	out.Reset()
+	rp.afterAnswer(ctx, true, &out, plain)
+	if !strings.Contains(out.String(), "the previews ended with the turn") {
+		t.Errorf("after the sandbox ended: %q", out.String())
 	}
 }
