@@ -365,17 +365,8 @@ func TestPromptContainsFollowsTheAgentLoop(t *testing.T) {
 	}})
 	t.Cleanup(srv.Close)
 	ask := func(prompt string) string {
-		body := `{"messages":[{"role":"user","content":"` + prompt + `"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},` +
-			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"},{"type":"text","text":"<reminder>"}]}]}`
-		resp := post(t, srv.URL+"/v1/messages", body)
-		var m struct {
-			Content []struct{ Text string } `json:"content"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		if len(m.Content) == 0 {
-			return ""
-		}
-		return m.Content[0].Text
+		return answerText(t, srv.URL, `{"messages":[{"role":"user","content":"`+prompt+`"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},`+
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"},{"type":"text","text":"<reminder>"}]}]}`)
 	}
 	if got := ask("write a greeting"); got != "after bash" {
 		t.Errorf("other prompt's loop = %q, want the plain turn", got)
@@ -396,39 +387,39 @@ func TestSeesMatchesTheNewMessages(t *testing.T) {
 	t.Parallel()
 	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
 		{When: &scripted.Match{Sees: "use tabs"}, Text: "steered"},
+		{When: &scripted.Match{Sees: "use tabs"}, Text: "steered again"},
 		{Text: "plain"},
 	}})
 	t.Cleanup(srv.Close)
-	ask := func(before, added string) string {
-		body := `{"messages":[{"role":"user","content":"` + before + `"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},` +
-			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]},{"role":"system","content":"` + added + `"}]}`
-		resp := post(t, srv.URL+"/v1/messages", body)
-		var m struct {
-			Content []struct{ Text string } `json:"content"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		if len(m.Content) == 0 {
-			return ""
-		}
-		return m.Content[0].Text
+	// ask sends before, the model's tool call, its result (output) and a
+	// system message (added).
+	ask := func(before, output, added string) string {
+		return answerText(t, srv.URL, `{"messages":[{"role":"user","content":"`+before+`"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},`+
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"`+output+`"}]},{"role":"system","content":"`+added+`"}]}`)
 	}
-	if got := ask("use tabs", "nothing new"); got != "plain" {
+	if got := ask("use tabs", "ok", "nothing new"); got != "plain" {
 		t.Errorf("text before the answer matched: %q", got)
 	}
-	if got := ask("format it", "The user sent a new message while you were working:\\nuse tabs"); got != "steered" {
+	if got := ask("format it", "ok", "The user sent a new message while you were working:\\nuse tabs"); got != "steered" {
 		t.Errorf("system message after the tool result = %q, want steered", got)
 	}
-	srv2 := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{{When: &scripted.Match{Sees: "use tabs"}, Text: "steered"}}})
-	t.Cleanup(srv2.Close)
-	body := `{"messages":[{"role":"user","content":"format it"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},` +
-		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok\\n<system-reminder>use tabs</system-reminder>"}]}]}`
+	if got := ask("format it", "ok\\n<system-reminder>use tabs</system-reminder>", "nothing new"); got != "steered again" {
+		t.Errorf("a reminder in the tool result = %q, want steered again", got)
+	}
+}
+
+// answerText posts an Anthropic Messages request body to the server at
+// url and returns the text of the answer's first block.
+func answerText(t *testing.T, url, body string) string {
+	t.Helper()
 	var m struct {
 		Content []struct{ Text string } `json:"content"`
 	}
-	_ = json.NewDecoder(post(t, srv2.URL+"/v1/messages", body).Body).Decode(&m)
-	if len(m.Content) == 0 || m.Content[0].Text != "steered" {
-		t.Errorf("a reminder in the tool result = %+v, want steered", m)
+	_ = json.NewDecoder(post(t, url+"/v1/messages", body).Body).Decode(&m)
+	if len(m.Content) == 0 {
+		return ""
 	}
+	return m.Content[0].Text
 }
 
 func TestSideRequestsDoNotConsumeTurns(t *testing.T) {
