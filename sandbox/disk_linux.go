@@ -64,16 +64,16 @@ func mountsUnder(dir string) []string {
 		if len(f) < 5 {
 			continue
 		}
-		if mp := unescapeMountPath(f[4]); strings.HasPrefix(mp, dir+"/") {
+		if mp := UnescapeMountPath(f[4]); strings.HasPrefix(mp, dir+"/") {
 			out = append(out, mp)
 		}
 	}
 	return out
 }
 
-// unescapeMountPath undoes the octal escapes (\040 for a space) of a path
-// in the mount table.
-func unescapeMountPath(s string) string {
+// UnescapeMountPath undoes the octal escapes (\040 for a space) of a path
+// in the mount table (/proc/*/mountinfo, /proc/mounts).
+func UnescapeMountPath(s string) string {
 	if !strings.Contains(s, "\\") {
 		return s
 	}

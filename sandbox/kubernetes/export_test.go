@@ -29,3 +29,10 @@ func (r *Runtime) PodFor(spec sandbox.Spec) (*corev1.Pod, error) {
 	spec.Image = cmp.Or(spec.Image, r.opts.Image)
 	return r.podFor(spec, nil, "agentbox-"+randHex(8), time.Now(), "")
 }
+
+// CheckByExec makes the claim of p check the pod through an exec, as on a
+// host that does not see the node's processes.
+func (p *Pooled) CheckByExec() { p.pid = 0 }
+
+// HostPid is the pod's process the claim checks on this host (0: none).
+func (p *Pooled) HostPid() int { return p.pid }

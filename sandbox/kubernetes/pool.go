@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,9 +31,10 @@ import (
 // bridge's sockets over empty files in run (binds: a hard link cannot
 // cross into the shared mount), and takes the pod by label: one JSON patch that tests
 // LabelPool=ready and sets it to claimed with the chat's user and chat
-// labels, so that of two servers claiming the same pod one wins. One exec
-// then checks that the pod sees the chat's workspace and hidden names
-// (their device and inode), which also proves it runs and answers.
+// labels, so that of two servers claiming the same pod one wins. Last it
+// checks that the pod sees the chat's workspace and hidden names: in the
+// mount table of the pod's process where this host sees it (the server on
+// the node), else with one exec comparing their device and inode.
 //
 // The propagation needs the server on the node, with the slot folders
 // under a mount with shared propagation that the kubelet's mount
@@ -130,7 +133,51 @@ func (r *Runtime) Prestart(ctx context.Context, spec sandbox.Spec) (sandbox.Pool
 	if err := r.probePool(ctx, p); err != nil {
 		return nil, errors.Join(fmt.Errorf("kubernetes prestart: pod %s: %w", name, err), p.Remove(ctx))
 	}
+	p.pid, p.cgroup = r.hostProcess(name)
 	return p, nil
+}
+
+// hostProcess finds a process of the pod's sandbox container on this
+// host, when it sees the node's processes (the server on the node, in its
+// pid namespace): a process whose cgroup names the container's id. It
+// returns its pid and that id, or 0 when there is none to see. At
+// Prestart only the container's `sleep` runs, which holds its mount
+// namespace.
+func (r *Runtime) hostProcess(name string) (int, string) {
+	pod := r.pods.get(name)
+	if pod == nil {
+		return 0, ""
+	}
+	var id string
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == containerName {
+			_, id, _ = strings.Cut(cs.ContainerID, "://")
+		}
+	}
+	if len(id) < 32 {
+		return 0, ""
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, ""
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 {
+			continue
+		}
+		if inCgroup(pid, id) {
+			return pid, id
+		}
+	}
+	return 0, ""
+}
+
+// inCgroup reports whether process pid is in a cgroup named after the
+// container id.
+func inCgroup(pid int, id string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	return err == nil && bytes.Contains(b, []byte(id))
 }
 
 // probePool proves, once per runtime, that mounts made in the slot reach
@@ -198,6 +245,11 @@ type Pooled struct {
 	sb     *Sandbox
 	slot   poolslot.Slot
 	mounts []sandbox.Mount
+	// pid is a process of the pod's container on this host and cgroup
+	// the container's id, when this host sees the node's processes (0:
+	// the claim checks the pod through an exec).
+	pid    int
+	cgroup string
 
 	mu      sync.Mutex
 	claimed bool
@@ -298,8 +350,18 @@ func (r *Runtime) takePod(ctx context.Context, name string, spec sandbox.Spec) e
 }
 
 // seen checks that the pod sees what the slot shows on the host: the
-// workspace at /workspace and each hidden name over it.
+// workspace at /workspace and each hidden name over it. Where this host
+// sees the pod's process, its mount table says so (as for Docker: the
+// propagated mounts over /workspace, the process still the container's);
+// elsewhere one exec compares the device and inode of each in the pod
+// with the slot's.
 func (p *Pooled) seen(ctx context.Context, hidden []sandbox.Hidden) error {
+	if p.pid > 0 {
+		if !inCgroup(p.pid, p.cgroup) {
+			return errors.New("the pod's process is gone")
+		}
+		return poolslot.Propagated(p.pid, 1+len(hidden))
+	}
 	paths := []string{sandbox.Workdir}
 	want := []string{}
 	for _, h := range hidden {

@@ -29,15 +29,30 @@ func poolRuntime(t *testing.T, instance string) *kubernetes.Runtime {
 // workspace (with a hidden folder), a socket under PoolSocketDir and its
 // environment appear in it; it is relabelled with the chat's user and
 // chat; it serves one claim; its removal leaves no pod, mount or folder
-// behind, and the workspace's files stay.
+// behind, and the workspace's files stay. The claim checks the pod in
+// its process's mount table (the server on the node) or, where that is
+// not seen, through an exec.
 func TestPoolClaim(t *testing.T) {
 	rt := poolRuntime(t, "pool-claim")
+	for _, byExec := range []bool{false, true} {
+		t.Run(map[bool]string{false: "mount table", true: "exec"}[byExec], func(t *testing.T) {
+			poolClaim(t, rt, byExec)
+		})
+	}
+}
+
+func poolClaim(t *testing.T, rt *kubernetes.Runtime, byExec bool) {
 	ctx := context.Background()
 	pooled, err := rt.Prestart(ctx, sandbox.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pooled.Remove(context.Background()) })
+	if byExec {
+		pooled.(*kubernetes.Pooled).CheckByExec()
+	} else if pooled.(*kubernetes.Pooled).HostPid() == 0 {
+		t.Fatal("the pod's process is not seen on this host, the local cluster's node")
+	}
 	core := admin(t)
 	pod, err := core.Pods(rt.Namespace()).Get(ctx, pooled.ID(), metav1.GetOptions{})
 	if err != nil {

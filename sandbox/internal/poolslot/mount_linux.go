@@ -130,7 +130,7 @@ func SharedMount(dir string) (bool, error) {
 		if len(fields) < 7 {
 			continue
 		}
-		mp := unescapeMountinfo(fields[4])
+		mp := sandbox.UnescapeMountPath(fields[4])
 		if mp != "/" && dir != mp && !strings.HasPrefix(dir, mp+"/") || len(mp) < len(best) {
 			continue
 		}
@@ -145,25 +145,6 @@ func SharedMount(dir string) (bool, error) {
 		}
 	}
 	return shared, nil
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // ProbeMount mounts a small empty read-only tmpfs over dir: a mount whose
