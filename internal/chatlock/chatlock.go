@@ -9,10 +9,9 @@ package chatlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // Errors of Lock. Every implementation of a chat lock returns errors that
@@ -33,9 +32,13 @@ type Local struct {
 
 type key struct{ user, chat string }
 
+// lock is one chat's: its holder and its line of waiters, all guarded by
+// Local.mu, so that the order turns are counted in is the order they are
+// served in.
 type lock struct {
-	sem  *semaphore.Weighted // FIFO: waiters are served in arrival order
-	refs int                 // the holder and the waiters
+	held    bool
+	waiters []chan struct{} // closed when the chat is handed to the waiter
+	refs    int             // the holder and the waiters
 }
 
 // New returns an empty Local.
@@ -43,51 +46,80 @@ func New() *Local { return &Local{m: map[key]*lock{}} }
 
 // Lock waits until no other turn holds the chat (user, chat), for at most
 // wait (wait <= 0: only a free chat is taken), and returns the function
-// that releases it (safe to call more than once). It fails with
-// ErrQueueFull when queue turns already wait for the chat, ErrWait when the
-// wait passed, and ctx's error when ctx ended first.
+// that releases it (safe to call more than once). Waiters are served in
+// the order they called Lock. It fails with ErrQueueFull when queue turns
+// already wait for the chat, ErrWait when the wait passed, and ctx's error
+// when ctx ended first.
 func (c *Local) Lock(ctx context.Context, user, chat string, queue int, wait time.Duration) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	k := key{user, chat}
 	c.mu.Lock()
 	l := c.m[k]
 	if l == nil {
-		l = &lock{sem: semaphore.NewWeighted(1)}
+		l = &lock{}
 		c.m[k] = l
 	}
-	if l.refs > queue { // one holds it and queue wait already
+	switch {
+	case !l.held:
+		l.held = true
+		l.refs++
+		c.mu.Unlock()
+		return c.unlocker(k, l), nil
+	case l.refs > queue: // one holds it and queue wait already
 		c.mu.Unlock()
 		return nil, ErrQueueFull
+	case wait <= 0:
+		c.mu.Unlock()
+		return nil, ErrWait
 	}
+	handed := make(chan struct{})
+	l.waiters = append(l.waiters, handed)
 	l.refs++
 	c.mu.Unlock()
 
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	var err error
-	switch {
-	case ctx.Err() != nil:
+	select {
+	case <-handed:
+		return c.unlocker(k, l), nil
+	case <-ctx.Done():
 		err = ctx.Err()
-	case wait <= 0:
-		if !l.sem.TryAcquire(1) {
-			err = ErrWait
-		}
-	default:
-		wctx, cancel := context.WithTimeoutCause(ctx, wait, ErrWait)
-		err = l.sem.Acquire(wctx, 1)
-		cancel()
+	case <-timer.C:
+		err = ErrWait
 	}
-	if err != nil {
-		c.drop(k, l)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, ErrWait
+	c.mu.Lock()
+	if i := slices.Index(l.waiters, handed); i >= 0 {
+		l.waiters = slices.Delete(l.waiters, i, i+1)
+		c.dropLocked(k, l)
+		c.mu.Unlock()
+		return nil, err
 	}
+	c.mu.Unlock()
+	// The chat was handed over as the wait ended: pass it on.
+	c.unlocker(k, l)()
+	return nil, err
+}
+
+// unlocker returns the function that releases l: it hands the chat to the
+// first waiter, or frees it. Calling it again does nothing.
+func (c *Local) unlocker(k key, l *lock) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			l.sem.Release(1)
-			c.drop(k, l)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if len(l.waiters) > 0 {
+				close(l.waiters[0])
+				l.waiters = l.waiters[1:]
+			} else {
+				l.held = false
+			}
+			c.dropLocked(k, l)
 		})
-	}, nil
+	}
 }
 
 // Turns is the number of turns that hold the chat or wait for it.
@@ -107,9 +139,9 @@ func (c *Local) Len() int {
 	return len(c.m)
 }
 
-func (c *Local) drop(k key, l *lock) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// dropLocked counts a turn of l out, and forgets l after its last; c.mu
+// is held.
+func (c *Local) dropLocked(k key, l *lock) {
 	if l.refs--; l.refs == 0 {
 		delete(c.m, k)
 	}

@@ -31,9 +31,8 @@ func TestLocal(t *testing.T) {
 	var wg sync.WaitGroup
 	got := make(chan int, 3)
 	for i := range 3 {
-		time.Sleep(10 * time.Millisecond) // arrival order
 		wg.Go(func() {
-			un, err := l.Lock(ctx, "u", "c", 5, time.Second)
+			un, err := l.Lock(ctx, "u", "c", 5, time.Minute)
 			if err != nil {
 				t.Error(err)
 				return
@@ -42,8 +41,10 @@ func TestLocal(t *testing.T) {
 			un()
 			un() // idempotent
 		})
+		// Arrival order: the next waiter comes once this one is counted
+		// (the holder and i+1 waiters).
+		awaitTurns(t, l, i+2)
 	}
-	time.Sleep(30 * time.Millisecond)
 	unlock()
 	wg.Wait()
 	close(got)
@@ -78,4 +79,46 @@ func TestLocalWaitAndCancel(t *testing.T) {
 	if n := l.Len(); n != 1 {
 		t.Errorf("%d chats kept, want the held one", n)
 	}
+}
+
+// awaitTurns waits until n turns hold or wait for the chat (u, c), or
+// fails the test after a minute.
+func awaitTurns(t *testing.T, l *Local, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); l.Turns("u", "c") < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d turns on the chat after a minute, want %d", l.Turns("u", "c"), n)
+		}
+	}
+}
+
+// TestLocalWaitsEndingAsHanded: waits and cancels that end as the chat is
+// handed to them pass it on: the chat is never left held by nobody, and
+// nothing is kept.
+func TestLocalWaitsEndingAsHanded(t *testing.T) {
+	t.Parallel()
+	l := New()
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if i%2 == 0 {
+				time.AfterFunc(time.Duration(i%7)*100*time.Microsecond, cancel)
+			}
+			un, err := l.Lock(ctx, "u", "c", 1000, time.Duration(i%5)*100*time.Microsecond+time.Microsecond)
+			if err == nil {
+				un()
+			}
+		})
+	}
+	wg.Wait()
+	if n := l.Len(); n != 0 {
+		t.Fatalf("%d locks kept after use", n)
+	}
+	un, err := l.Lock(context.Background(), "u", "c", 0, 0)
+	if err != nil {
+		t.Fatalf("the chat is not free after every turn ended: %v", err)
+	}
+	un()
 }
