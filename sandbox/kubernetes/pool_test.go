@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -243,5 +245,45 @@ func TestPoolRefuses(t *testing.T) {
 				t.Errorf("pods left: %v", left)
 			}
 		})
+	}
+}
+
+// TestPoolSlotsReaped: the reaper's pass removes the pool slot a dead
+// process left on this host, unmounting the workspace it still held, and
+// leaves the slots of live processes alone.
+func TestPoolSlotsReaped(t *testing.T) {
+	rt := poolRuntime(t, "pool-reap")
+	ctx := context.Background()
+	live, err := rt.Prestart(ctx, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = live.Remove(context.Background()) })
+	host, _ := os.Hostname()
+	dead := filepath.Join(rt.PoolDir(), "agentbox-dead")
+	for _, d := range []string{filepath.Join(dead, "ws"), filepath.Join(dead, "run")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A pid that runs, started at another time: a process that is gone.
+	if err := os.WriteFile(filepath.Join(dead, "owner"), []byte(host+"/"+strconv.Itoa(os.Getpid())+"/1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", filepath.Join(dead, "ws"), "tmpfs", 0, "size=4k"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(filepath.Join(dead, "ws"), syscall.MNT_DETACH) })
+	if _, err := rt.Reap(ctx, kubernetes.ReapOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead process's slot after the reaper's pass: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(rt.PoolDir(), live.ID())); err != nil {
+		t.Errorf("the live pooled pod's slot: %v", err)
+	}
+	if left := k8stest.Pods(t, rt); len(left) != 1 || left[0] != live.ID() {
+		t.Errorf("pods after the reaper's pass: %v, want the live pooled one", left)
 	}
 }
