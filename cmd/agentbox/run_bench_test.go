@@ -172,18 +172,7 @@ func BenchmarkRunVsDockerRun(b *testing.B) {
 	// The first run makes the data root (the store, the loop probe), as an
 	// installed app has them.
 	c.timed(run())
-	var oursAns, oursExit, theirsAns, theirsExit []float64
-	var ph phases
-	b.ResetTimer()
-	for range b.N {
-		a, e, tm := c.timed(run())
-		oursAns, oursExit = append(oursAns, a), append(oursExit, e)
-		ph.add(tm)
-		a, e = c.dockerRun(ctx)
-		theirsAns, theirsExit = append(theirsAns, a), append(theirsExit, e)
-	}
-	reportPairs(b, "run", oursAns, oursExit, theirsAns, theirsExit)
-	ph.report(b)
+	c.pairs(ctx, "run", func() (float64, float64, *chat.Timings) { return c.timed(run()) })
 }
 
 // BenchmarkServeVsDockerRun: a new chat's request to a running `agentbox
@@ -244,27 +233,31 @@ func BenchmarkServeVsDockerRun(b *testing.B) {
 	}
 	// The first chat makes the data root, as on a server that has served.
 	request()
+	c.pairs(ctx, "serve", request)
+}
+
+// pairs runs b.N pairs, ours (named what: its answer, its return and the
+// turn's timings) then the bare docker run, and reports the medians of
+// both, to the answer and to the return, their ratios and the turn's
+// phases.
+func (c *coldBench) pairs(ctx context.Context, what string, ours func() (answer, end float64, tm *chat.Timings)) {
+	b := c.b
 	var oursAns, oursEnd, theirsAns, theirsExit []float64
 	var ph phases
 	b.ResetTimer()
 	for range b.N {
-		a, e, tm := request()
+		a, e, tm := ours()
 		oursAns, oursEnd = append(oursAns, a), append(oursEnd, e)
 		ph.add(tm)
 		a, e = c.dockerRun(ctx)
 		theirsAns, theirsExit = append(theirsAns, a), append(theirsExit, e)
 	}
-	reportPairs(b, "serve", oursAns, oursEnd, theirsAns, theirsExit)
-	ph.report(b)
-}
-
-// reportPairs reports the medians of ours (named what) and docker run's,
-// to the answer and to the return, and their ratios.
-func reportPairs(b *testing.B, what string, oursAns, oursEnd, theirsAns, theirsExit []float64) {
+	b.StopTimer()
 	b.ReportMetric(median(oursAns), "ms/"+what+"-answer-median")
 	b.ReportMetric(median(theirsAns), "ms/docker-run-answer-median")
 	b.ReportMetric(median(oursAns)/median(theirsAns), "ratio-answer")
 	b.ReportMetric(median(oursEnd), "ms/"+what+"-return-median")
 	b.ReportMetric(median(theirsExit), "ms/docker-run-exit-median")
 	b.ReportMetric(median(oursEnd)/median(theirsExit), "ratio-return")
+	ph.report(b)
 }
