@@ -56,6 +56,9 @@ func (e *keptEnv) useCLI(tb testing.TB, cli benchCLI) {
 	tb.Helper()
 	e.coder.Sandbox.Command = cli.command
 	e.coder.Sandbox.Image = testenv.CLIImage(tb, cli.command)
+	// opencode's first start took over two minutes on the loaded 2-core
+	// machine.
+	e.coder.Sandbox.Timeout = 10 * time.Minute
 	e.app.Connectors["real"].Type = cli.connector
 }
 
@@ -154,6 +157,9 @@ func benchKeptFollowUpFrozen(b *testing.B, cli benchCLI) {
 	ctx := context.Background()
 	e := newKeptEnv(b, ctx, 5*time.Minute, answers(2*b.N+10), nil)
 	e.useCLI(b, cli)
+	// Gemini CLI counts max_turns over its whole session, which a kept
+	// chat's CLI holds across the benchmark's turns.
+	e.coder.Sandbox.Arguments.MaxTurns = 2*b.N + 10
 	e.p.kept.freezeAfter = 0
 	e.turn(b, ctx, "bench", "hello")
 	idle := func() *keptChat {
