@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
@@ -48,7 +47,7 @@ func (a Approval) Run(t *testing.T) []Asked {
 	if testing.Short() {
 		t.Skip("-short: starts containers")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*turnTimeout)
 	defer cancel()
 	const reason = "not-this-one-7731"
 	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{

@@ -23,6 +23,12 @@ import (
 // sandbox (CheckNoSecret on the workspace and the events).
 const RealKey = "sk-e2e-REALKEY-5d1c9a"
 
+// turnTimeout bounds one turn of a real CLI in the scenarios, and their
+// deadlines are counted in turns: generous, for a machine busy with the
+// rest of the suite, where opencode alone takes half a minute from its
+// start to its first model call. Only a hung turn reaches them.
+const turnTimeout = 5 * time.Minute
+
 // Docker runs turns of a CLI executor as the product does: in its image,
 // with network none, the model reached through the bridge's model proxy
 // (the scripted server upstream, with RealKey) and the host tools through
@@ -122,7 +128,7 @@ func (d *Docker) Turn(ctx context.Context, a *assistant.Assistant, chatID, input
 		History:   history,
 		Input:     []chat.Message{{Role: chat.RoleUser, Content: input}},
 		Connector: conn, Arguments: args,
-		Sandbox: sb, Timeout: 2 * time.Minute,
+		Sandbox: sb, Timeout: turnTimeout,
 		WrapArgv: sess.WrapCommand, Relay: bridge.GuestBinary,
 		Approve: d.Approve,
 	}

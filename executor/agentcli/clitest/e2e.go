@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/bridge"
@@ -73,7 +72,7 @@ func (d Denied) Run(t *testing.T) (*executor.Result, *chattest.Recorder, error) 
 	if testing.Short() {
 		t.Skip("-short: starts containers")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*turnTimeout)
 	defer cancel()
 	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
 		{Text: "Running.", ToolCalls: []scripted.ToolCall{{Name: d.Shell, Input: d.Input("echo hi > x.txt")}}},
@@ -100,7 +99,7 @@ func (e EndToEnd) Run(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts containers")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*turnTimeout)
 	defer cancel()
 	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
 		{Text: "Writing.", ToolCalls: []scripted.ToolCall{{Name: e.Shell, Input: e.Input("echo first > notes.txt && id -un")}}},

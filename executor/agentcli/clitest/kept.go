@@ -73,7 +73,7 @@ func (k *KeptChat) Turn(ctx context.Context, input string, on func(chat.Event)) 
 		System:    "You are a careful coding assistant.",
 		History:   append([]chat.Message{}, k.History...),
 		Input:     []chat.Message{{Role: chat.RoleUser, Content: input}},
-		Connector: k.conn, Sandbox: k.sb, Timeout: 2 * time.Minute,
+		Connector: k.conn, Sandbox: k.sb, Timeout: turnTimeout,
 		WrapArgv: k.sess.WrapCommand, Relay: bridge.GuestBinary,
 		KeepAlive: k.KeepAlive, Warm: k.warm, Approve: k.d.Approve,
 	}
@@ -159,7 +159,7 @@ func (s Kept) Run(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts containers")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*turnTimeout)
 	defer cancel()
 	srv := scripted.NewServer(&scripted.Script{Turns: []scripted.Turn{
 		{When: &scripted.Match{Contains: "first"}, Text: "One."},
