@@ -14,6 +14,8 @@
 //     ports listen, End ends its previews when the sandbox goes.
 //   - Manager.List(user, chat, base) gives the chat's ports, each listening
 //     one with a fresh URL that carries a short-lived ticket.
+//   - Manager.Ended(user, chat) tells when the chat's previews end (agentbox
+//     run, which serves them itself, waits on it after the answer).
 //
 // A desktop (noVNC) or any other web UI a sandbox serves is one more
 // declared port: it gets its URL, access rules and lifetime from here.
