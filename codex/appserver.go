@@ -416,7 +416,7 @@ func (p *appParser) request(id json.RawMessage, method string, params gjson.Resu
 	case p.approve == nil:
 		// The thread was started not to ask (approvalPolicy never).
 	case method == "item/commandExecution/requestApproval":
-		result = p.decide(params, []ruleCall{{"Bash", jsonOf(map[string]string{"command": params.Get("command").String()})}})
+		result = p.decide(params, []ruleCall{{"Bash", jsonOf(map[string]string{"command": shellScript(params.Get("command").String())})}})
 	case method == "item/fileChange/requestApproval":
 		result = p.decide(params, fileCalls(p.changes[params.Get("itemId").String()]))
 	}
@@ -494,4 +494,60 @@ func describe(c ruleCall) string {
 		return "command (" + agentcli.CapUTF8(in.Get("command").String(), 200) + ")"
 	}
 	return "change of " + in.Get("file_path").String()
+}
+
+// shellScript is the script of a command Codex runs through a shell, as
+// the model wrote it: the approval request's command is the command line
+// Codex runs (/bin/bash -lc 'touch a && echo b'), which Bash rules would
+// not match. Any other command is returned as it is.
+func shellScript(cmd string) string {
+	for _, sh := range []string{"/bin/bash", "/usr/bin/bash", "bash", "/bin/sh", "sh", "/bin/zsh", "/usr/bin/zsh", "zsh"} {
+		for _, flag := range []string{" -lc ", " -c "} {
+			if rest, ok := strings.CutPrefix(cmd, sh+flag); ok {
+				if script, ok := shellWord(rest); ok {
+					return script
+				}
+			}
+		}
+	}
+	return cmd
+}
+
+// shellWord reads s as one POSIX shell word ('...', "..." with its
+// backslash escapes, \x): ok false when s is not exactly one.
+func shellWord(s string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\'':
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				return "", false
+			}
+			b.WriteString(s[i+1 : i+1+j])
+			i += j + 1
+		case '"':
+			i++
+			for ; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("$`\"\\\n", s[i+1]) >= 0 {
+					i++
+				}
+				b.WriteByte(s[i])
+			}
+			if i >= len(s) {
+				return "", false
+			}
+		case '\\':
+			if i+1 >= len(s) {
+				return "", false
+			}
+			i++
+			b.WriteByte(s[i])
+		case ' ', '\t', '\n', ';', '&', '|', '<', '>', '(', ')':
+			return "", false
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), true
 }

@@ -175,3 +175,21 @@ func TestAppServerApprovals(t *testing.T) {
 		t.Errorf("turn: %+v", o)
 	}
 }
+
+// A command Codex runs through a shell is asked about as the model wrote
+// it, so that Bash rules match it.
+func TestShellScript(t *testing.T) {
+	for in, want := range map[string]string{
+		`/bin/bash -lc 'touch /workspace/ran.txt && echo ran-7731'`: "touch /workspace/ran.txt && echo ran-7731",
+		`/bin/bash -lc 'echo '"'"'hi'"'"''`:                         "echo 'hi'",
+		`bash -c "echo \"a\" \$HOME"`:                               `echo "a" $HOME`,
+		`/bin/sh -c ls`:                                             "ls",
+		`/bin/bash -lc 'ls' && rm -rf /`:                            `/bin/bash -lc 'ls' && rm -rf /`,
+		`/bin/bash -lc 'unterminated`:                               `/bin/bash -lc 'unterminated`,
+		`git push origin main`:                                      "git push origin main",
+	} {
+		if got := shellScript(in); got != want {
+			t.Errorf("shellScript(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -134,3 +134,41 @@ func configTOML(c executor.Connection, model, system string, mcp *agentcli.MCPCo
 	}
 	return []byte(b.String())
 }
+
+// execRules are Codex's execution policy rules ($CODEX_HOME/rules) that
+// make it ask before the commands the approval rules (Claude Code's
+// syntax) name, which it would run unasked when it knows them to only
+// read: a prefix_rule "prompt" of each Bash rule's words up to its first
+// "*" (Bash(cat:*), Bash(cat secrets/*) ask before every cat). A rule of
+// no such words (Bash, Bash(*)) has none; nil when no rule has one.
+func execRules(rules []string) []byte {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, r := range rules {
+		spec, ok := strings.CutPrefix(r, "Bash(")
+		if !ok || !strings.HasSuffix(spec, ")") {
+			continue
+		}
+		spec = strings.TrimSuffix(strings.TrimSuffix(spec, ")"), ":*")
+		var words []string
+		for _, w := range strings.Fields(spec) {
+			if strings.Contains(w, "*") {
+				break
+			}
+			words = append(words, w)
+		}
+		if len(words) == 0 {
+			continue
+		}
+		pattern, _ := json.Marshal(words) // a JSON list of strings is a Starlark one
+		if seen[string(pattern)] {
+			continue
+		}
+		seen[string(pattern)] = true
+		fmt.Fprintf(&b, "prefix_rule(pattern = %s, decision = \"prompt\")\n", pattern)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return []byte(b.String())
+}

@@ -2,16 +2,21 @@ package codex
 
 import (
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/BurntSushi/toml"
+	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 func TestConfigTOML(t *testing.T) {
@@ -82,5 +87,34 @@ func TestImageArgs(t *testing.T) {
 	want := []string{"--image", "/workspace/.attachments/c1/image-aa.png", "--image", "/workspace/.attachments/c1/image-bb.jpg"}
 	if got := imageArgs(req); !slices.Equal(got, want) {
 		t.Errorf("imageArgs = %q, want %q", got, want)
+	}
+}
+
+// The execution policy rules of the approval rules make the real CLI ask
+// before the commands they name, the ones it knows only read too.
+func TestExecRules(t *testing.T) {
+	rules := execRules([]string{"Bash(cat:*)", "Bash(git push:*)", "Bash(ls -la *)", "Bash", "Bash(*secret*)", "Edit(src/**)", "Bash(cat:*)"})
+	want := "prefix_rule(pattern = [\"cat\"], decision = \"prompt\")\n" +
+		"prefix_rule(pattern = [\"git\",\"push\"], decision = \"prompt\")\n" +
+		"prefix_rule(pattern = [\"ls\",\"-la\"], decision = \"prompt\")\n"
+	if string(rules) != want {
+		t.Fatalf("rules\n%s\nwant\n%s", rules, want)
+	}
+	if execRules([]string{"Bash", "Write"}) != nil {
+		t.Error("rules of no command words")
+	}
+	bin := testenv.CLIBin(t, "codex")
+	f := filepath.Join(t.TempDir(), "agentbox.rules")
+	if err := os.WriteFile(f, rules, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for cmd, want := range map[string]string{"cat secrets/key": "prompt", "git push origin main": "prompt", "ls -la /": "prompt", "git status": ""} {
+		out, err := exec.Command(bin, append([]string{"execpolicy", "check", "--rules", f}, strings.Fields(cmd)...)...).Output()
+		if err != nil {
+			t.Fatalf("codex execpolicy check %s: %v", cmd, err)
+		}
+		if got := gjson.GetBytes(out, "decision").String(); got != want {
+			t.Errorf("%s: decision %q, want %q (%s)", cmd, got, want, out)
+		}
 	}
 }

@@ -112,6 +112,15 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	if err := ws.WriteFile(ctx, home+"/config.toml", conf, 0o600); err != nil {
 		return nil, err
 	}
+	if p.Approve != nil {
+		// Commands Codex knows only read run unasked: the ones the
+		// policy's rules name ask all the same.
+		if rules := execRules(p.PermissionAsk); rules != nil {
+			if err := ws.WriteFile(ctx, home+"/rules/agentbox.rules", rules, 0o600); err != nil {
+				return nil, err
+			}
+		}
+	}
 	prompt := agentcli.Prompt(p.History, p.Input, p.Resume)
 	var argv []string
 	var input []byte

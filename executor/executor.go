@@ -89,8 +89,8 @@ type Request struct {
 	// and runs unattended). Only Claude Code asks this way.
 	PermissionPromptTool string
 	// PermissionAsk are rules (Claude Code's syntax) the CLI asks the
-	// prompt tool about even where it would run the tool unasked (a
-	// read-only command, an edit in acceptEdits mode).
+	// prompt tool (or Approve) about even where it would run the tool
+	// unasked (a read-only command, an edit in acceptEdits mode).
 	PermissionAsk []string
 	// Approve, when set, decides the agent's tool calls under the
 	// assistant's approval policy: a CLI that can ask before its tools

@@ -233,6 +233,11 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 			v := t.approve(ctx, tool, input, id)
 			return v.Allow, v.Reason
 		}
+		// The calls it must ask about even where it would not: those the
+		// deny and ask rules name.
+		for _, r := range slices.Concat(t.asst.Approval.Deny, t.asst.Approval.Ask) {
+			req.PermissionAsk = append(req.PermissionAsk, r.Text)
+		}
 	}
 	if t.bridge != nil {
 		if err := t.wireBridge(app, req, options.TokenLimit()); err != nil {

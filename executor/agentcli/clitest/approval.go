@@ -21,8 +21,9 @@ import (
 // Approval is the Docker scenario of a CLI that asks before its tools run
 // (executor.Request.Approve, the assistant's approval policy): a shell
 // command asked and allowed runs; one denied does not, and the model
-// reads the reason. The shell's calls are asked as the rules name them:
-// Bash with {"command"}. With Keep both turns go to one kept CLI, else
+// reads the reason; one the CLI would run unasked (cat) is asked when a
+// rule names it (Request.PermissionAsk). The shell's calls are asked as
+// the rules name them: Bash with {"command"}. With Keep both turns go to one kept CLI, else
 // each to a CLI of its own.
 type Approval struct {
 	CLI  string
@@ -56,9 +57,14 @@ func (a Approval) Run(t *testing.T) []Asked {
 		{When: &scripted.Match{AfterToolResult: a.Shell}, Text: "First ran."},
 		{When: &scripted.Match{Contains: "run the second"}, ToolCalls: []scripted.ToolCall{{Name: a.Shell, Input: a.Input("echo no > denied.txt")}}},
 		{When: &scripted.Match{AfterToolResult: a.Shell}, Text: "Went on."},
+		{When: &scripted.Match{Contains: "run the third"}, ToolCalls: []scripted.ToolCall{{Name: a.Shell, Input: a.Input("cat allowed.txt")}}},
+		{When: &scripted.Match{AfterToolResult: a.Shell}, Text: "Third ran."},
 	}})
 	t.Cleanup(srv.Close)
 	d := NewDocker(t, ctx, a.CLI, a.Exec, srv, a.Type)
+	// A command a CLI would run unasked (it only reads) is asked when a
+	// rule names it.
+	d.PermissionAsk = []string{"Bash(cat:*)"}
 	var mu sync.Mutex
 	var asked []Asked
 	d.Approve = func(tool string, input json.RawMessage, id string) (bool, string) {
@@ -103,6 +109,7 @@ func (a Approval) Run(t *testing.T) []Asked {
 	if _, err := os.Stat(filepath.Join(dir, "denied.txt")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the denied command ran (%v)", err)
 	}
+	turn("run the third")
 	mu.Lock()
 	defer mu.Unlock()
 	var bash []string
@@ -113,8 +120,10 @@ func (a Approval) Run(t *testing.T) []Asked {
 			bash = append(bash, in.Command)
 		}
 	}
-	if len(bash) != 2 || !strings.Contains(bash[0], "ok-4411") || !strings.Contains(bash[1], "denied.txt") {
-		t.Errorf("Bash calls asked %q, want the two commands", bash)
+	// As the model wrote them, not as the CLI runs them (bash -lc '...'):
+	// Bash rules match the model's command.
+	if len(bash) != 3 || bash[0] != "echo ok-4411 > allowed.txt && cat allowed.txt" || bash[1] != "echo no > denied.txt" || bash[2] != "cat allowed.txt" {
+		t.Errorf("Bash calls asked %q, want the three commands", bash)
 	}
 	return asked
 }

@@ -44,8 +44,9 @@ type Docker struct {
 	wss   *sandbox.Workspaces
 	bin   string
 	dir   string
-	// Approve is the turns' executor.Request.Approve.
-	Approve executor.Approver
+	// Approve and PermissionAsk are the turns' executor.Request's.
+	Approve       executor.Approver
+	PermissionAsk []string
 }
 
 // NewDocker prepares Docker runs of exec in the image of cli against srv,
@@ -130,7 +131,7 @@ func (d *Docker) Turn(ctx context.Context, a *assistant.Assistant, chatID, input
 		Connector: conn, Arguments: args,
 		Sandbox: sb, Timeout: turnTimeout,
 		WrapArgv: sess.WrapCommand, Relay: bridge.GuestBinary,
-		Approve: d.Approve,
+		Approve: d.Approve, PermissionAsk: d.PermissionAsk,
 	}
 	if m := sess.MCPServer(); m.Command != "" {
 		req.MCPServers = map[string]assistant.MCPServer{bridge.ServerName: m}

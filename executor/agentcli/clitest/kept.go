@@ -75,7 +75,7 @@ func (k *KeptChat) Turn(ctx context.Context, input string, on func(chat.Event)) 
 		Input:     []chat.Message{{Role: chat.RoleUser, Content: input}},
 		Connector: k.conn, Sandbox: k.sb, Timeout: turnTimeout,
 		WrapArgv: k.sess.WrapCommand, Relay: bridge.GuestBinary,
-		KeepAlive: k.KeepAlive, Warm: k.warm, Approve: k.d.Approve,
+		KeepAlive: k.KeepAlive, Warm: k.warm, Approve: k.d.Approve, PermissionAsk: k.d.PermissionAsk,
 	}
 	if m := k.sess.MCPServer(); m.Command != "" {
 		req.MCPServers = map[string]assistant.MCPServer{bridge.ServerName: m}
