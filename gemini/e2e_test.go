@@ -56,7 +56,7 @@ func TestDockerApproval(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		t.Run(map[bool]string{false: "unkept", true: "kept"}[keep], func(t *testing.T) {
 			clitest.Approval{
-				CLI: "gemini", Exec: New(Options{}), Type: "anthropic", Keep: keep,
+				CLI: "gemini", Exec: New(Options{}), Type: "anthropic", Keep: keep, ReadsUnasked: true,
 				Shell: "run_shell_command",
 				Input: func(c string) map[string]any { return map[string]any{"command": c, "description": "run"} },
 			}.Run(t)

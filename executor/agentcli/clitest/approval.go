@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +35,9 @@ type Approval struct {
 	Shell string
 	Input func(command string) map[string]any
 	Keep  bool
+	// ReadsUnasked: the CLI runs the shell commands it knows only read
+	// unasked, whatever the rules name (the Gemini CLI).
+	ReadsUnasked bool
 }
 
 // Asked is a call the scenario's Approve was asked about.
@@ -109,7 +113,11 @@ func (a Approval) Run(t *testing.T) []Asked {
 	if _, err := os.Stat(filepath.Join(dir, "denied.txt")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the denied command ran (%v)", err)
 	}
-	turn("run the third")
+	want := []string{"echo ok-4411 > allowed.txt && cat allowed.txt", "echo no > denied.txt"}
+	if !a.ReadsUnasked {
+		turn("run the third")
+		want = append(want, "cat allowed.txt")
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	var bash []string
@@ -122,8 +130,8 @@ func (a Approval) Run(t *testing.T) []Asked {
 	}
 	// As the model wrote them, not as the CLI runs them (bash -lc '...'):
 	// Bash rules match the model's command.
-	if len(bash) != 3 || bash[0] != "echo ok-4411 > allowed.txt && cat allowed.txt" || bash[1] != "echo no > denied.txt" || bash[2] != "cat allowed.txt" {
-		t.Errorf("Bash calls asked %q, want the three commands", bash)
+	if !slices.Equal(bash, want) {
+		t.Errorf("Bash calls asked %q, want %q", bash, want)
 	}
 	return asked
 }
