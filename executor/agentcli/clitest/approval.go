@@ -87,7 +87,7 @@ func (a Approval) Run(t *testing.T) []Asked {
 		t.Helper()
 		res, log, err := k.Turn(ctx, input, nil)
 		if err != nil {
-			t.Fatalf("turn %q: %v (events %v)", input, err, log.Events())
+			t.Fatalf("turn %q: %v (model requests %d; events %v)", input, err, len(srv.Requests()), log.Events())
 		}
 		for _, e := range log.Starts(chat.TypeNotice) {
 			if e.Props["code"] == agentcli.NoticeCLIHung {
