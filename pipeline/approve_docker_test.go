@@ -87,7 +87,7 @@ func TestApprovalClaudeInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	// Each turn of the script answers once: a Bash call and its answer
 	// for each of the four turns that run one, a Write and its answer.

@@ -58,7 +58,7 @@ func bridgedTurnInDocker(t *testing.T, isolation string) string {
 		t.Skip("-short: integration test")
 	}
 	image := testenv.Image(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	rt, err := docker.New(ctx, docker.Options{Instance: "pipeline-test"})
 	if err != nil {
@@ -78,7 +78,7 @@ func TestBridgedTurnInKubernetes(t *testing.T) {
 	}
 	var reqs k8stest.Requests
 	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "pipeline-test", RESTConfig: reqs.Wrap(k8stest.ServiceAccount(t))})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	bridgedTurn(ctx, t, rt, k8stest.Image(), nil, "")
 	// A sizing figure for the README: what one turn asks of the API server.
@@ -108,7 +108,7 @@ func TestBridgedTurnInKubernetesOverNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = gw.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	inside := bridgedTurn(ctx, t, rt, k8stest.Image(), gw, "")
 	if !strings.Contains(inside, bridge.EnvCredentials+"=") {

@@ -36,7 +36,7 @@ func TestKeptChatToolsAndEgressInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var seen atomic.Int32
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -109,7 +109,7 @@ func TestKeptChatCancelTimeoutConcurrentInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	e := newKeptEnv(t, ctx, time.Minute, []scripted.Turn{
 		{When: &scripted.Match{Contains: "first"}, Text: "One."},
@@ -200,7 +200,7 @@ func TestKeptChatHungCLIInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	e := newKeptEnv(t, ctx, time.Minute, []scripted.Turn{
 		{When: &scripted.Match{Contains: "first"}, Text: "One."},
@@ -259,7 +259,7 @@ func TestKeptChatGrowingAfterItsTurnIsEvictedInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const limit, capBytes, growBytes = 1536 << 20, 2 << 30, 1000 << 20
 	grow := fmt.Sprintf(`setsid sh -c 'while [ ! -e /workspace/grow ]; do sleep 0.2; done; exec python3 -c "import time; a = b\"x\" * %d; time.sleep(600)"' </dev/null >/dev/null 2>&1 &`, growBytes)
@@ -334,7 +334,7 @@ func TestKeptChatWritingPastItsLimitIsStoppedInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const limit = 48 << 20
 	// 16 MiB every 0.2 s, 40 times at most (so a failing run cannot fill
