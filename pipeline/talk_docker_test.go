@@ -26,7 +26,8 @@ func TestKeptChatTalkInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: integration test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Generous: it starts three CLIs, slow on a host running the suite.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	bash := func(cmd string) []scripted.ToolCall {
 		return []scripted.ToolCall{{Name: "Bash", Input: map[string]any{"command": cmd}}}
