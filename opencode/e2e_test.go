@@ -3,6 +3,7 @@ package opencode
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/executor/agentcli/clitest"
 )
@@ -48,10 +49,12 @@ func TestDockerPermissionAcceptEdits(t *testing.T) {
 }
 
 // TestDockerKept: a kept chat's turns go to one `opencode acp` process
-// (see clitest.Kept).
+// (see clitest.Kept). The canceled turn must settle within the grace
+// period for the CLI to stay: the default 3s is less than opencode takes
+// on a machine running the suite, so the scenario gives it 30s.
 func TestDockerKept(t *testing.T) {
 	clitest.Kept{
-		CLI: "opencode", Exec: New(Options{}), Type: "anthropic", Process: "opencode acp",
+		CLI: "opencode", Exec: New(Options{GracePeriod: 30 * time.Second}), Type: "anthropic", Process: "opencode acp",
 		Shell: "bash",
 		Input: func(c string) map[string]any { return map[string]any{"command": c, "description": "run"} },
 	}.Run(t)
