@@ -104,13 +104,6 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 	if err != nil {
 		return nil, agentcli.Invalid("%s", err.Error())
 	}
-	settings, err := settingsJSON(mcp, maxTurns, p.Relay)
-	if err != nil {
-		return nil, err
-	}
-	if err := ws.WriteFile(ctx, conf+"/settings.json", settings, 0o600); err != nil {
-		return nil, err
-	}
 	// The system prompt is the user's context file, which the CLI adds to
 	// its own prompt.
 	if err := ws.WriteFile(ctx, conf+"/GEMINI.md", []byte(p.System+"\n"), 0o644); err != nil {
@@ -166,6 +159,20 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 		argv = append(argv, "--prompt", " ")
 		input = []byte(prompt)
 	}
+	// The CLI's maxSessionTurns counts over its process: a kept CLI's
+	// turns would spend one budget, so its parser counts each turn's
+	// steps instead (acp.Options.MaxTurns).
+	sessionTurns, parserTurns := maxTurns, 0
+	if p.Keep {
+		sessionTurns, parserTurns = -1, maxTurns
+	}
+	settings, err := settingsJSON(mcp, sessionTurns, p.Relay)
+	if err != nil {
+		return nil, err
+	}
+	if err := ws.WriteFile(ctx, conf+"/settings.json", settings, 0o600); err != nil {
+		return nil, err
+	}
 	names := make([]string, 0, len(p.Assistant.Skills))
 	for _, s := range p.Assistant.Skills {
 		names = append(names, s.Name)
@@ -181,7 +188,7 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 			"GOOGLE_GEMINI_BASE_URL": p.Connector.Host,
 			"NO_COLOR":               "1",
 		},
-		MCP: mcp, Skills: names, Model: p.Model, PermissionMode: args.PermissionMode, LogFile: logFile,
+		MCP: mcp, Skills: names, Model: p.Model, PermissionMode: args.PermissionMode, LogFile: logFile, MaxTurns: parserTurns,
 	}, nil
 }
 
@@ -196,7 +203,7 @@ type mcpEntry struct {
 }
 
 // settingsJSON is ~/.gemini/settings.json: API-key auth (the bridge's
-// token), the turn limit, no telemetry, update checks or usage
+// token), the turn limit of the process (-1: none), no telemetry, update checks or usage
 // statistics, skills on, no .env file of the workspace, and the MCP
 // servers (trusted: the approval mode decides). It holds no secret.
 func settingsJSON(mcp *agentcli.MCPConfig, maxTurns int, relay string) ([]byte, error) {

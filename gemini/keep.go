@@ -43,7 +43,7 @@ func toolName(id, title string) string {
 func acpParser(conn *acp.Conn, emit chat.EmitFunc, plan *agentcli.Plan, m agentcli.Monitor) *acp.Parser {
 	return acp.NewParser(conn, emit, acp.Options{
 		IDPrefix: "gm", Program: "the Gemini CLI", Skills: plan.Skills, MCPServers: plan.MCP.Names(), Monitor: m,
-		FailureThreshold: plan.FailureThreshold, PermissionMode: plan.PermissionMode, ToolName: toolName, Approve: plan.Approve,
+		FailureThreshold: plan.FailureThreshold, PermissionMode: plan.PermissionMode, ToolName: toolName, Approve: plan.Approve, MaxTurns: plan.MaxTurns,
 		Stderr: func(c *agentcli.Chat, text string) { mcpFailures(c, text) },
 	})
 }

@@ -226,3 +226,50 @@ func TestApprove(t *testing.T) {
 	}
 	chattest.Check(t, log.Events())
 }
+
+// MaxTurns counts a turn's model steps, not the process's: a kept CLI's
+// second turn has the whole budget, and a turn that starts a step past it
+// is canceled (the CLI stays) and ends with max_turns, what it printed
+// after the limit not shown.
+func TestMaxTurns(t *testing.T) {
+	conn := acp.NewConn("/workspace", "", "hi")
+	conn.Start()
+	call := func(id string) []string {
+		return []string{
+			fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":%q,"title":"ls","status":"in_progress","rawInput":{}}}}`, id),
+			fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call_update","toolCallId":%q,"status":"completed","rawOutput":{"output":"ok"}}}}`, id),
+		}
+	}
+	m := &cli{}
+	p := acp.NewParser(conn, func(chat.Event) {}, acp.Options{Monitor: m, MaxTurns: 2})
+	feed(p, `{"jsonrpc":"2.0","id":1,"result":{}}`, `{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}`)
+	feed(p, call("a")...)
+	feed(p, update("agent_message_chunk", "done"), `{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}`)
+	if out := p.Close(); out.Err != nil || out.Usage.Turns != 2 {
+		t.Fatalf("first turn, two steps of two: err %v, turns %d", out.Err, out.Usage.Turns)
+	}
+
+	// The next turn on the same CLI: two steps again (a call each), then
+	// a third.
+	msg, err := acp.NextMessage(agentcli.Next{Input: []chat.Message{{Content: "more"}}, Plan: &agentcli.Plan{Protocol: conn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = &cli{sent: []string{string(msg)}}
+	var log chattest.Recorder
+	p = acp.NewParser(conn, log.Emit, acp.Options{Monitor: m, MaxTurns: 2})
+	feed(p, call("b")...)
+	feed(p, call("c")...)
+	feed(p, call("d")...)
+	if r := m.last(t); r.Get("method").String() != "session/cancel" {
+		t.Fatalf("past max_turns the turn is not canceled: last sent %s", r.Raw)
+	}
+	feed(p, update("agent_message_chunk", "after the limit"), `{"jsonrpc":"2.0","id":4,"result":{"stopReason":"cancelled"}}`)
+	out := p.Close()
+	if out.Err == nil || out.Err.Code != chat.ErrMaxTurns || m.stopped || !m.settled {
+		t.Fatalf("past max_turns: err %+v, stopped %v, settled %v", out.Err, m.stopped, m.settled)
+	}
+	if strings.Contains(out.Content, "after the limit") || len(log.Starts(chat.TypeToolCall)) != 2 {
+		t.Errorf("shown after the limit: content %q, tool calls %+v", out.Content, log.Starts(chat.TypeToolCall))
+	}
+}

@@ -44,6 +44,11 @@ type Options struct {
 	// Approve, when set, decides the CLI's permission requests under the
 	// assistant's approval policy (agentcli.Plan.Approve; see Approve).
 	Approve executor.Approver
+	// MaxTurns ends the turn with a max_turns error when the agent starts
+	// another model step after MaxTurns (0: the CLI's own limit). A kept
+	// CLI's own limit may count over its whole process (the Gemini CLI's
+	// maxSessionTurns); this one counts the turn's steps.
+	MaxTurns int
 	// Stderr reads the CLI's stderr tail and log on the process's first
 	// turn, for what only they report (an MCP server that did not
 	// connect).
@@ -103,6 +108,7 @@ type Parser struct {
 	// prompt: the CLI does not pass them on, so they follow as a prompt.
 	denied   []string
 	canceled bool // the turn was canceled (Cancel)
+	limited  bool // the turn passed MaxTurns and was canceled
 }
 
 // call is a tool call the CLI announced.
@@ -295,6 +301,11 @@ func (p *Parser) result(result, rerr gjson.Result, errMsg string) {
 		p.c.Fail(chat.ErrMaxTurns, p.opts.Program+" reached its turn limit (max_turns) before it finished")
 		p.c.Result("error_max_turns")
 	case "cancelled":
+		if p.limited {
+			p.c.Fail(chat.ErrMaxTurns, fmt.Sprintf("the agent reached max_turns (%d) before it finished", p.opts.MaxTurns))
+			p.c.Result("error_max_turns")
+			break
+		}
 		p.c.Fail(chat.ErrCanceled, "the turn was canceled")
 		p.c.Result("error")
 	default:
@@ -315,12 +326,27 @@ func (p *Parser) Cancel() bool {
 }
 
 // step counts a model step: the first output after tool results starts a
-// new one.
-func (p *Parser) step() {
-	if p.tools {
-		p.tools = false
-		p.steps++
+// new one. Past MaxTurns the turn is canceled, the CLI kept (false: the
+// output is not shown).
+func (p *Parser) step() bool {
+	if p.limited {
+		return false
 	}
+	if !p.tools {
+		return true
+	}
+	p.tools = false
+	p.steps++
+	if p.opts.MaxTurns > 0 && p.steps > p.opts.MaxTurns {
+		p.limited = true
+		if !p.Cancel() {
+			p.c.Fail(chat.ErrMaxTurns, fmt.Sprintf("the agent reached max_turns (%d) before it finished", p.opts.MaxTurns))
+			p.c.Result("error_max_turns")
+			p.c.Stop()
+		}
+		return false
+	}
+	return true
 }
 
 // update handles a session/update notification.
@@ -341,7 +367,9 @@ func (p *Parser) update(u gjson.Result) {
 		if text == "" {
 			return
 		}
-		p.step()
+		if !p.step() {
+			return
+		}
 		if id := u.Get("messageId").String(); id != p.msgID {
 			p.c.EndText()
 			p.msgID = id
@@ -352,7 +380,9 @@ func (p *Parser) update(u gjson.Result) {
 		if text == "" {
 			return
 		}
-		p.step()
+		if !p.step() {
+			return
+		}
 		p.c.Thinking(text)
 	case "tool_call", "tool_call_update":
 		p.tool(u)
@@ -386,9 +416,14 @@ func (p *Parser) tool(u gjson.Result) {
 	if status == "pending" {
 		return
 	}
+	if p.limited {
+		return
+	}
 	if !cl.shown {
+		if !p.step() {
+			return
+		}
 		cl.shown = true
-		p.step()
 		p.c.ToolCall(id, cl.name, "", chat.RawJSON(cl.input))
 	}
 	if status == "completed" || status == "failed" {
