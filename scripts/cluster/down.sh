@@ -43,15 +43,25 @@ pod_pids() {
 	find "$tree" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u
 }
 
-# ns_pids prints the processes still in the node's private mount namespace.
+# ns_pids prints the processes still in the node's private mount namespace
+# but its holder (node.sh).
 ns_pids() {
-	local ns p
+	local ns p holder
 	ns=$(cat "$RUN/node.mntns" 2>/dev/null) || return 0
 	[ -n "$ns" ] || return 0
+	holder=$(cat "$PIDS/node-ns" 2>/dev/null) || true
 	for p in /proc/[0-9]*; do
+		[ "${p#/proc/}" != "$holder" ] || continue
 		[ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && echo "${p#/proc/}"
 	done
 	return 0
+}
+
+# ns_ours succeeds while the namespace named in node.mntns is still the
+# node's: its holder lives in it. Once the holder is gone the namespace
+# may have ended and its id gone to another one (a container's).
+ns_ours() {
+	pid_alive node-ns && [ "$(readlink "/proc/$(cat "$PIDS/node-ns")/ns/mnt" 2>/dev/null)" = "$(cat "$RUN/node.mntns" 2>/dev/null)" ]
 }
 
 stopped=
@@ -95,15 +105,22 @@ stop kube-apiserver 15
 stop etcd 10
 
 # 5. Anything still holding the private mount namespace (it and all its
-# mounts go away with its last process).
-for _ in 1 2 3 4 5 6 7 8 9 10; do
-	pids=$(ns_pids)
-	[ -n "$pids" ] || break
-	# shellcheck disable=SC2086
-	kill -KILL $pids 2>/dev/null || true
-	sleep 0.2
-done
-[ -z "$(ns_pids)" ] || die "processes still in the node's mount namespace: $(ns_pids | tr '\n' ' ')"
+# mounts go away with its last process), its holder last. Without the
+# holder (a crash, a cluster started before it had one) nothing is
+# killed by namespace: the id may be another namespace's by now.
+if ns_ours; then
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		pids=$(ns_pids)
+		[ -n "$pids" ] || break
+		# shellcheck disable=SC2086
+		kill -KILL $pids 2>/dev/null || true
+		sleep 0.2
+	done
+	[ -z "$(ns_pids)" ] || die "processes still in the node's mount namespace: $(ns_pids | tr '\n' ' ')"
+elif [ -n "$(ns_pids)" ]; then
+	log "warning: the node's mount namespace has no holder; processes in a namespace of the same id were left alone (the id may have been reused): $(ns_pids | tr '\n' ' ')"
+fi
+stop node-ns 5
 
 # 6. The pods' cgroups, deepest first.
 for h in /sys/fs/cgroup/*"$CGROUP_ROOT" /sys/fs/cgroup"$CGROUP_ROOT"; do

@@ -21,6 +21,12 @@ set -euo pipefail
 
 mkdir -p "$RUN"
 readlink /proc/self/ns/mnt >"$RUN/node.mntns"
+# A process that only holds the namespace: while it lives, the namespace
+# named in node.mntns is this node's (the kernel gives a freed
+# namespace's id to new ones), which down.sh checks before it kills what
+# is in it. Its command line names the state folder (pid_alive).
+setsid bash -c 'exec -a "agentbox-node-ns $0" sleep infinity' "$RUN/" </dev/null >/dev/null 2>&1 &
+echo $! >"$PIDS/node-ns"
 mkdir -p /run/containerd
 mount -t tmpfs -o mode=0711,size=64m agentbox-run /run/containerd
 mount -t tmpfs -o mode=0755,size=64m agentbox-log /var/log
