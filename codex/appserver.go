@@ -164,6 +164,16 @@ type appParser struct {
 	// changes are the file changes of the fileChange items started, by
 	// item id: what a file change approval request is about.
 	changes map[string]gjson.Result
+
+	// Talking to the running turn (talk.go): the steers sent and not yet
+	// answered (their text by request id); the messages refused by a
+	// turn that had ended, for a turn of their own; the turn/completed
+	// waiting for those answers; and whether the user interrupted the
+	// turn.
+	steers      map[int]string
+	queued      []string
+	ending      gjson.Result
+	interrupted bool
 }
 
 func newAppParser(conn *appConn, emit chat.EmitFunc, opts ParserOptions, approve executor.Approver) *appParser {
@@ -247,6 +257,9 @@ func (p *appParser) response(id int, result, rerr gjson.Result) {
 	conn.mu.Lock()
 	setup, starts, initialized := conn.setup, conn.starts, conn.ids > 1
 	conn.mu.Unlock()
+	if p.steered(id, rerr) {
+		return
+	}
 	msg := cmp.Or(agentcli.String(rerr.Get("message")), "error "+rerr.Get("code").String())
 	switch {
 	case rerr.Exists() && (id == setup || id == starts):
@@ -335,15 +348,31 @@ func (p *appParser) notification(method string, params gjson.Result) {
 	}
 }
 
-// completed ends the turn: its usage, then its result.
+// completed ends the turn: its usage, then its result. It waits for the
+// answers to the messages sent into the turn (Say), and goes on in a turn
+// of their own with those the server refused.
 func (p *appParser) completed(turn gjson.Result) {
 	p.conn.mu.Lock()
 	p.conn.active, p.conn.turn = false, ""
 	p.conn.mu.Unlock()
+	status := turn.Get("status").String()
+	if len(p.steers) > 0 {
+		p.ending = turn
+		return
+	}
+	if status == "interrupted" && p.interrupted {
+		// Its user interrupted it: the answer is what was said, and the
+		// messages sent into it are not run.
+		p.queued = nil
+		p.c.Notice(NoticeInterrupted, "the turn was interrupted by its user", nil)
+		status = "completed"
+	} else if p.more(status) {
+		return
+	}
 	u := p.usage
 	usage := `{"input_tokens":` + jsonOf(u.InputTokens+u.CacheReadTokens) + `,"cached_input_tokens":` + jsonOf(u.CacheReadTokens) +
 		`,"output_tokens":` + jsonOf(u.OutputTokens) + `}`
-	switch turn.Get("status").String() {
+	switch status {
 	case "completed":
 		p.Parser.line(`{"type":"turn.completed","usage":` + usage + `}`)
 	case "interrupted":

@@ -18,7 +18,7 @@ var (
 	// ErrCannotTalk: the turn's CLI takes no input while it works (it is
 	// not kept between turns, or its protocol has no way to): the message
 	// waits for the turn to end, or the turn is canceled instead.
-	ErrCannotTalk = errors.New("the running turn's CLI takes no message or interrupt now (a kept Claude Code CLI does, once it has started); send the message when the turn ends, or cancel the turn")
+	ErrCannotTalk = errors.New("the running turn's CLI takes no message or interrupt now (a kept Claude Code or Codex CLI does, once it has started); send the message when the turn ends, or cancel the turn")
 	// ErrTurnEnding: the turn's work is done and it is ending; the
 	// message is the chat's next turn.
 	ErrTurnEnding = errors.New("the turn is ending; send the message as the chat's next turn")

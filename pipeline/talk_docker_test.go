@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/chat/chattest"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/scripted"
 )
@@ -136,5 +137,88 @@ func TestKeptChatTalkInDocker(t *testing.T) {
 	}
 	if err := e.p.Interrupt(ctx, "alice", "c1"); !errors.Is(err, ErrNoTurn) {
 		t.Errorf("interrupt without a running turn: %v", err)
+	}
+}
+
+// TestKeptChatTalkCodexInDocker: on a kept Codex CLI (codex app-server),
+// a message sent while a command runs is steered into the running turn
+// (turn/steer) and reaches the model's next request, which changes the
+// answer; an interrupt (turn/interrupt) ends the turn with an interrupted
+// notice, not an error, and the next turn runs on the same CLI.
+func TestKeptChatTalkCodexInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	shell := func(cmd string) []scripted.ToolCall {
+		return []scripted.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": cmd}}}
+	}
+	e := newKeptEnv(t, ctx, time.Minute, []scripted.Turn{
+		{When: &scripted.Match{Contains: "first"}, Text: "One."},
+		{When: &scripted.Match{PromptContains: "build"}, ToolCalls: shell("sleep 10; echo built")},
+		{When: &scripted.Match{Sees: "use tabs"}, Text: "Built, with tabs."},
+		{When: &scripted.Match{AfterToolResult: "exec_command", PromptContains: "build"}, Text: "Built."},
+		{When: &scripted.Match{PromptContains: "long"}, ToolCalls: shell("sleep 120; echo done")},
+		{When: &scripted.Match{Contains: "after interrupt"}, Text: "Still here."},
+	}, nil)
+	e.coder.Sandbox.Command, e.coder.Sandbox.Image = "codex", testenv.CLIImage(t, "codex")
+	e.app.Connectors["real"].Type = "openai"
+	atTool := func(msg string, act func()) (*Response, *chattest.Recorder, error) {
+		t.Helper()
+		rec := &chattest.Recorder{}
+		var once sync.Once
+		acted := make(chan struct{})
+		resp, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user(msg)}, func(ev chat.Event) {
+			rec.Emit(ev)
+			if ev.Type == chat.TypeToolCall && ev.Event == chat.Start {
+				once.Do(func() { go func() { defer close(acted); act() }() })
+			}
+		})
+		select {
+		case <-acted:
+		case <-ctx.Done():
+			t.Fatalf("%q: the agent never called its tool (%v): %+v", msg, err, rec.Events())
+		}
+		return resp, rec, err
+	}
+
+	if got, tm := e.turn(t, ctx, "c1", "first"); got != "One." || tm.Sandbox != chat.SandboxCold {
+		t.Fatalf("first: %q on %s", got, tm.Sandbox)
+	}
+	var sayErr error
+	resp, rec, err := atTool("build the thing", func() {
+		sayErr = e.p.Say(ctx, "alice", "c1", "use tabs please")
+	})
+	if err != nil || sayErr != nil {
+		t.Fatalf("build: %v (message: %v) %+v", err, sayErr, rec.Events())
+	}
+	if tm := rec.Last().Final.Timings; !strings.Contains(resp.Content, "Built, with tabs.") || tm.Sandbox != chat.SandboxWarm {
+		t.Errorf("build: %q on %s, want the steered answer on the kept CLI", resp.Content, tm.Sandbox)
+	}
+	if !slices.ContainsFunc(e.srv.TurnRequests(), func(r scripted.Request) bool { return strings.Contains(r.NewText(), "use tabs please") }) {
+		t.Error("no model request carried the message sent mid-turn")
+	}
+	d, err := e.p.GetChat(ctx, "alice", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := d.History[len(d.History)-1]; len(last.Said) != 1 || last.Said[0].Content != "use tabs please" {
+		t.Errorf("history's answer %+v: want the message said into it", last)
+	}
+
+	resp, rec, err = atTool("a long job", func() {
+		if err := e.p.Interrupt(ctx, "alice", "c1"); err != nil {
+			t.Errorf("interrupt: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("interrupted turn: %v %+v", err, rec.Events())
+	}
+	if !slices.ContainsFunc(rec.Events(), func(ev chat.Event) bool { return ev.Type == chat.TypeNotice && ev.Props["code"] == "interrupted" }) {
+		t.Errorf("interrupted turn (%q): no interrupted notice in %+v", resp.Content, rec.Events())
+	}
+	if got, tm := e.turn(t, ctx, "c1", "after interrupt"); got != "Still here." || tm.Sandbox != chat.SandboxWarm {
+		t.Errorf("after interrupt: %q on %s, want an answer on the same CLI", got, tm.Sandbox)
 	}
 }

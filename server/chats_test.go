@@ -244,7 +244,7 @@ func TestCancelAPI(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// A direct assistant's turn takes no message or interrupt while it
-	// runs (only a kept Claude Code CLI does); another user's chat is not
+	// runs (only a kept Claude Code or Codex CLI does); another user's chat is not
 	// found; a bad message is refused as such.
 	for _, tc := range []struct {
 		path, token, body string

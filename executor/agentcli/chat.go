@@ -130,6 +130,9 @@ func (c *Chat) Text(text string) {
 	c.answer.WriteString(text)
 }
 
+// AnswerLen is the length in bytes of the answer's text so far.
+func (c *Chat) AnswerLen() int { return c.answer.Len() }
+
 // EndText closes the open text message.
 func (c *Chat) EndText() {
 	if c.textID != "" {
