@@ -48,9 +48,6 @@ func TestApprovalCLIsInDocker(t *testing.T) {
 				answered, answered, answered, answered, answered,
 			}, nil)
 			e.coder.Sandbox.Command, e.coder.Sandbox.Image = c.cli, testenv.CLIImage(t, c.cli)
-			// The Gemini CLI's limit counts the model steps of its session,
-			// which the kept chat's turns share.
-			e.coder.Sandbox.Arguments.MaxTurns = 30
 			e.app.Connectors["real"].Type = c.conn
 			pol, probs := approval.Parse(approval.Raw{Ask: []string{"Bash(touch:*)"}, Timeout: "20s"}, time.ParseDuration)
 			if len(probs) > 0 {

@@ -25,6 +25,7 @@ import (
 	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/scripted"
 )
@@ -393,5 +394,47 @@ func TestKeptChatWritingPastItsLimitIsStoppedInDocker(t *testing.T) {
 	}
 	if got, tm := e.turn(t, ctx, "c1", "again"); got != "Back." || tm.Sandbox != chat.SandboxCold {
 		t.Errorf("the next turn: %q on a %s sandbox, want an answer from a new one", got, tm.Sandbox)
+	}
+}
+
+// TestKeptGeminiMaxTurnsPerTurnInDocker: a kept Gemini CLI's max_turns
+// bounds each turn, not the chat: three turns of two model steps each run
+// under max_turns 2 on the same CLI (the CLI's own limit would count six),
+// a turn that starts a third step ends with max_turns, and the CLI stays
+// for the next turn.
+func TestKeptGeminiMaxTurnsPerTurnInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	shell := func(msg, cmd string) scripted.Turn {
+		return scripted.Turn{When: &scripted.Match{PromptContains: msg},
+			ToolCalls: []scripted.ToolCall{{Name: "run_shell_command", Input: map[string]any{"command": cmd, "description": "run"}}}}
+	}
+	stepped := scripted.Turn{When: &scripted.Match{AfterToolResult: "run_shell_command", PromptContains: "step "}, Text: "Stepped."}
+	e := newKeptEnv(t, ctx, time.Minute, []scripted.Turn{
+		stepped, shell("step one", "echo one"), stepped, shell("step two", "echo two"), stepped, shell("step three", "echo three"),
+		{When: &scripted.Match{AfterToolResult: "run_shell_command", PromptContains: "too many"}, ToolCalls: []scripted.ToolCall{{Name: "run_shell_command", Input: map[string]any{"command": "echo again", "description": "run"}}}},
+		shell("too many", "echo first"),
+		{When: &scripted.Match{AfterToolResult: "run_shell_command", PromptContains: "too many"}, Text: "Too far."},
+		{When: &scripted.Match{Contains: "still there"}, Text: "Here."},
+	}, nil)
+	e.coder.Sandbox.Command, e.coder.Sandbox.Image = "gemini", testenv.CLIImage(t, "gemini")
+	e.coder.Sandbox.Arguments.MaxTurns = 2
+	e.app.Connectors["real"].Type = "anthropic"
+	for i, msg := range []string{"step one", "step two", "step three"} {
+		got, tm := e.turn(t, ctx, "c1", msg)
+		if got != "Stepped." || (i > 0 && tm.Sandbox != chat.SandboxWarm) {
+			t.Fatalf("%s: %q on %s", msg, got, tm.Sandbox)
+		}
+	}
+	rec := &chattest.Recorder{}
+	_, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user("too many steps")}, rec.Emit)
+	if ce := chat.AsError(err); err == nil || ce.Code != chat.ErrMaxTurns {
+		t.Fatalf("a turn past max_turns: %v %+v", err, rec.Events())
+	}
+	if got, tm := e.turn(t, ctx, "c1", "still there?"); got != "Here." || tm.Sandbox != chat.SandboxWarm {
+		t.Errorf("after max_turns: %q on %s, want an answer on the same CLI", got, tm.Sandbox)
 	}
 }

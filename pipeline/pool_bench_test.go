@@ -157,9 +157,6 @@ func benchKeptFollowUpFrozen(b *testing.B, cli benchCLI) {
 	ctx := context.Background()
 	e := newKeptEnv(b, ctx, 5*time.Minute, answers(2*b.N+10), nil)
 	e.useCLI(b, cli)
-	// Gemini CLI counts max_turns over its whole session, which a kept
-	// chat's CLI holds across the benchmark's turns.
-	e.coder.Sandbox.Arguments.MaxTurns = 2*b.N + 10
 	e.p.kept.freezeAfter = 0
 	e.turn(b, ctx, "bench", "hello")
 	idle := func() *keptChat {

@@ -294,18 +294,18 @@ func (p *Parser) result(result, rerr gjson.Result, errMsg string) {
 	}
 	usage.Turns = p.steps
 	p.c.AddUsage(usage)
+	if p.limited {
+		// Past MaxTurns, however the prompt ended (the step the cancel
+		// came after may have been the last).
+		reason = "max_turn_requests"
+	}
 	switch reason {
 	case "end_turn", "max_tokens", "":
 		p.c.Result("success")
 	case "max_turn_requests":
-		p.c.Fail(chat.ErrMaxTurns, p.opts.Program+" reached its turn limit (max_turns) before it finished")
+		p.c.Fail(chat.ErrMaxTurns, p.maxTurnsMessage())
 		p.c.Result("error_max_turns")
 	case "cancelled":
-		if p.limited {
-			p.c.Fail(chat.ErrMaxTurns, fmt.Sprintf("the agent reached max_turns (%d) before it finished", p.opts.MaxTurns))
-			p.c.Result("error_max_turns")
-			break
-		}
 		p.c.Fail(chat.ErrCanceled, "the turn was canceled")
 		p.c.Result("error")
 	default:
@@ -325,6 +325,14 @@ func (p *Parser) Cancel() bool {
 	return p.send.Send(msg) == nil
 }
 
+// maxTurnsMessage is the error of a turn that reached its turn limit.
+func (p *Parser) maxTurnsMessage() string {
+	if p.opts.MaxTurns > 0 {
+		return fmt.Sprintf("%s reached max_turns (%d) before it finished", p.opts.Program, p.opts.MaxTurns)
+	}
+	return p.opts.Program + " reached its turn limit (max_turns) before it finished"
+}
+
 // step counts a model step: the first output after tool results starts a
 // new one. Past MaxTurns the turn is canceled, the CLI kept (false: the
 // output is not shown).
@@ -340,7 +348,7 @@ func (p *Parser) step() bool {
 	if p.opts.MaxTurns > 0 && p.steps > p.opts.MaxTurns {
 		p.limited = true
 		if !p.Cancel() {
-			p.c.Fail(chat.ErrMaxTurns, fmt.Sprintf("the agent reached max_turns (%d) before it finished", p.opts.MaxTurns))
+			p.c.Fail(chat.ErrMaxTurns, p.maxTurnsMessage())
 			p.c.Result("error_max_turns")
 			p.c.Stop()
 		}
