@@ -43,25 +43,7 @@ func TestKeptChatTalkInDocker(t *testing.T) {
 		{When: &scripted.Match{PromptContains: "again"}, ToolCalls: bash("sleep 120; echo done")},
 		{When: &scripted.Match{Contains: "after cancel"}, Text: "Back."},
 	}, nil)
-	// atTool runs a turn and act once the agent called its tool.
-	atTool := func(msg string, act func()) (*Response, *chattest.Recorder, error) {
-		t.Helper()
-		rec := &chattest.Recorder{}
-		var once sync.Once
-		acted := make(chan struct{})
-		resp, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user(msg)}, func(ev chat.Event) {
-			rec.Emit(ev)
-			if ev.Type == chat.TypeToolCall && ev.Event == chat.Start {
-				once.Do(func() { go func() { defer close(acted); act() }() })
-			}
-		})
-		select {
-		case <-acted:
-		case <-ctx.Done():
-			t.Fatalf("%q: the agent never called its tool (%v): %+v", msg, err, rec.Events())
-		}
-		return resp, rec, err
-	}
+	atTool := func(msg string, act func()) (*Response, *chattest.Recorder, error) { return e.atTool(t, ctx, msg, act) }
 
 	if got, tm := e.turn(t, ctx, "c1", "first"); got != "One." || tm.Sandbox != chat.SandboxCold {
 		t.Fatalf("first: %q on %s", got, tm.Sandbox)
@@ -164,24 +146,7 @@ func TestKeptChatTalkCodexInDocker(t *testing.T) {
 	}, nil)
 	e.coder.Sandbox.Command, e.coder.Sandbox.Image = "codex", testenv.CLIImage(t, "codex")
 	e.app.Connectors["real"].Type = "openai"
-	atTool := func(msg string, act func()) (*Response, *chattest.Recorder, error) {
-		t.Helper()
-		rec := &chattest.Recorder{}
-		var once sync.Once
-		acted := make(chan struct{})
-		resp, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user(msg)}, func(ev chat.Event) {
-			rec.Emit(ev)
-			if ev.Type == chat.TypeToolCall && ev.Event == chat.Start {
-				once.Do(func() { go func() { defer close(acted); act() }() })
-			}
-		})
-		select {
-		case <-acted:
-		case <-ctx.Done():
-			t.Fatalf("%q: the agent never called its tool (%v): %+v", msg, err, rec.Events())
-		}
-		return resp, rec, err
-	}
+	atTool := func(msg string, act func()) (*Response, *chattest.Recorder, error) { return e.atTool(t, ctx, msg, act) }
 
 	if got, tm := e.turn(t, ctx, "c1", "first"); got != "One." || tm.Sandbox != chat.SandboxCold {
 		t.Fatalf("first: %q on %s", got, tm.Sandbox)
@@ -221,4 +186,25 @@ func TestKeptChatTalkCodexInDocker(t *testing.T) {
 	if got, tm := e.turn(t, ctx, "c1", "after interrupt"); got != "Still here." || tm.Sandbox != chat.SandboxWarm {
 		t.Errorf("after interrupt: %q on %s, want an answer on the same CLI", got, tm.Sandbox)
 	}
+}
+
+// atTool runs a turn of alice's chat c1 and act once the agent called its
+// tool.
+func (e *keptEnv) atTool(t *testing.T, ctx context.Context, msg string, act func()) (*Response, *chattest.Recorder, error) {
+	t.Helper()
+	rec := &chattest.Recorder{}
+	var once sync.Once
+	acted := make(chan struct{})
+	resp, err := e.p.Chat(ctx, &Request{UserID: "alice", ChatID: "c1", AssistantID: "coder", Messages: user(msg)}, func(ev chat.Event) {
+		rec.Emit(ev)
+		if ev.Type == chat.TypeToolCall && ev.Event == chat.Start {
+			once.Do(func() { go func() { defer close(acted); act() }() })
+		}
+	})
+	select {
+	case <-acted:
+	case <-ctx.Done():
+		t.Fatalf("%q: the agent never called its tool (%v): %+v", msg, err, rec.Events())
+	}
+	return resp, rec, err
 }
