@@ -258,11 +258,12 @@ func TestRunWatchdog(t *testing.T) {
 			return -1, nil
 		}
 	}
-	spec := agentcli.Spec{IdleTimeout: 150 * time.Millisecond, Timeout: 2 * time.Second}
-	start := time.Now()
+	// The timeout is far off: the watchdog's message and Exit.Idle tell
+	// its stop from the timeout's, however slow the host.
+	spec := agentcli.Spec{IdleTimeout: 150 * time.Millisecond, Timeout: time.Minute}
 	exit, xe, _ := monitored(t, hang("starting\n"), spec)
-	if xe == nil || xe.Code != chat.ErrTimeout || !strings.Contains(xe.Message, "printed nothing for") || !exit.Idle || time.Since(start) > time.Second {
-		t.Errorf("silent before its answer: %v, %+v after %s", xe, exit, time.Since(start))
+	if xe == nil || xe.Code != chat.ErrTimeout || !strings.Contains(xe.Message, "printed nothing for") || !exit.Idle {
+		t.Errorf("silent before its answer: %v, %+v", xe, exit)
 	}
 	exit, xe, log := monitored(t, hang("ANSWER\nUNSETTLED\n"), spec)
 	if xe != nil || !exit.Idle || !slices.Equal(exit.Notices, []string{agentcli.NoticeCLIHung}) || len(log.Starts(chat.TypeNotice)) != 1 {
@@ -296,7 +297,7 @@ func TestRunStopsBackgroundWork(t *testing.T) {
 		if !ok {
 			t.Error("input not ended cleanly")
 		}
-	case <-time.After(time.Second):
+	case <-time.After(30 * time.Second):
 		t.Error("input never ended")
 	}
 }
@@ -304,14 +305,15 @@ func TestRunStopsBackgroundWork(t *testing.T) {
 // TestRunStop: the parser stops the CLI at once; its error is the run's.
 func TestRunStop(t *testing.T) {
 	t.Parallel()
-	start := time.Now()
+	// The timeout would end it with ErrTimeout: the parser's error shows
+	// the stop was the parser's.
 	exit, xe, _ := monitored(t, func(ctx context.Context, cmd *sandboxtest.Cmd) (int, error) {
 		io.WriteString(cmd.Stdout, "STOP\n")
 		<-ctx.Done()
 		return -1, nil
 	}, agentcli.Spec{Timeout: time.Minute})
-	if xe == nil || xe.Code != chat.ErrRateLimit || !exit.Killed || time.Since(start) > 5*time.Second {
-		t.Errorf("err %v, exit %+v after %s", xe, exit, time.Since(start))
+	if xe == nil || xe.Code != chat.ErrRateLimit || !exit.Killed {
+		t.Errorf("err %v, exit %+v", xe, exit)
 	}
 }
 
