@@ -376,14 +376,13 @@ func TestBreakerFailsDirectTurnsFast(t *testing.T) {
 		t.Fatalf("first turn: %v, want its retry refused by the opened breaker", err)
 	}
 	n := len(e.llm.Requests())
-	start := time.Now()
 	_, err = e.p.Chat(ctx, &Request{UserID: "u1", ChatID: "c2", AssistantID: "qa", Messages: user("hi")}, nil)
 	var ce *chat.Error
 	if !errors.As(err, &ce) || ce.Code != chat.ErrCircuitOpen || ce.RetryAfter <= 0 || !strings.Contains(ce.Message, "test.llm") {
 		t.Fatalf("second turn: %v", err)
 	}
-	if len(e.llm.Requests()) != n || time.Since(start) > time.Second {
-		t.Errorf("an open breaker still called the model (%d requests) or took %s", len(e.llm.Requests())-n, time.Since(start))
+	if len(e.llm.Requests()) != n {
+		t.Errorf("an open breaker still called the model (%d requests)", len(e.llm.Requests())-n)
 	}
 	st := e.p.Breakers()
 	if len(st) != 1 || st[0].Name != "test.llm" || st[0].State != "open" {
