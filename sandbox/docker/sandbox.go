@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -122,8 +123,9 @@ func (s *Sandbox) execErr(ctx context.Context, op string, err error) error {
 	if s.isRemoved() || cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("%s in %s: %w", op, s.name, sandbox.ErrRemoved)
 	}
-	if cerrdefs.IsConflict(err) { // container not running
-		return fmt.Errorf("%s in %s: the container is not running (%w): %w", op, s.name, err, sandbox.ErrRemoved)
+	why, stopped := s.whyGone(ctx)
+	if cerrdefs.IsConflict(err) || stopped { // container not running
+		return fmt.Errorf("%s in %s: the container is not running (%s; %w): %w", op, s.name, why, err, sandbox.ErrRemoved)
 	}
 	return s.rt.engineErr(ctx, op, err)
 }
@@ -157,6 +159,44 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 		t.conn.Close()
 	}
 	return err
+}
+
+// execNotStarted is the engine's exit code of an exec whose process the
+// runtime could not start (the runtime's message is its output). The
+// command's own 126 (found but not executable) comes from the wrapper's
+// shell, which has a pid.
+const execNotStarted = 126
+
+// notStarted explains an exec the runtime could not start although the
+// engine took it: the container died under it (whyGone).
+func (s *Sandbox) notStarted(ctx context.Context) error {
+	why, _ := s.whyGone(ctx)
+	return fmt.Errorf("exec in %s: the runtime could not start the command, the sandbox is gone (%s): %w", s.name, why, sandbox.ErrRemoved)
+}
+
+// whyGone says why the container stopped, as far as the engine knows,
+// and whether the engine has it stopped (false: running, or the engine
+// did not answer). Under gVisor a container that stops by itself is
+// typically the whole sandbox taken by the host's OOM killer at the
+// memory limit, which the engine may not record as such, nor notice at
+// once (docs/isolation.md).
+func (s *Sandbox) whyGone(ctx context.Context) (string, bool) {
+	ictx, cancel := s.rt.call(ctx)
+	ins, err := s.rt.cli.ContainerInspect(ictx, s.id)
+	cancel()
+	if err != nil || ins.State == nil || ins.HostConfig == nil {
+		return "it has stopped", false
+	}
+	stopped := !ins.State.Running
+	switch {
+	case ins.State.OOMKilled:
+		return fmt.Sprintf("the host's OOM killer stopped it at its memory limit of %d MiB", ins.HostConfig.Memory>>20), stopped
+	case !ins.State.Paused && ins.HostConfig.Memory > 0 && strings.HasPrefix(ins.HostConfig.Runtime, s.rt.opts.GVisorRuntime):
+		return fmt.Sprintf("it has stopped; under gVisor a program past the memory limit of %d MiB can take the whole sandbox with it", ins.HostConfig.Memory>>20), stopped
+	case !stopped: // paused or restarting
+		return "it is " + ins.State.Status, false
+	}
+	return "it has stopped", true
 }
 
 // execution is one exec started by Start: its output comes over the
@@ -199,6 +239,9 @@ func (e *execution) Exit(ctx context.Context, _ int, streamErr error, _ bool) (i
 		if !ins.Running {
 			if streamErr != nil && ins.ExitCode == 0 {
 				return -1, fmt.Errorf("exec output: %w", streamErr)
+			}
+			if ins.ExitCode == execNotStarted && ins.Pid == 0 {
+				return -1, e.sb.notStarted(ctx)
 			}
 			return ins.ExitCode, nil
 		}
