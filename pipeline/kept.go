@@ -78,9 +78,12 @@ func (k *keptChats) freeze(c *keptChat) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), freezeTimeout)
 	defer cancel()
-	if err := f.Freeze(ctx); err == nil {
-		c.frozen = true
-	}
+	// Frozen, or maybe: a failed pause may have paused it all the same,
+	// and a chat left paused would hang its next turn. The thaw of that
+	// turn unpauses it, and a thaw that fails stops the kept chat (the
+	// turn starts a new sandbox).
+	_ = f.Freeze(ctx)
+	c.frozen = true
 }
 
 // thaw thaws c's sandbox if it is frozen (a turn took c, or c stops).

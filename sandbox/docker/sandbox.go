@@ -326,22 +326,44 @@ func (s *Sandbox) MemoryUsage(ctx context.Context) (int64, error) {
 
 var _ sandbox.Freezer = (*Sandbox)(nil)
 
-// Freeze pauses the container (docker pause: the cgroup freezer).
+// Freeze pauses the container (docker pause: the cgroup freezer). A
+// pause whose answer was lost (the call timed out, the engine paused it
+// anyway) is a pause: the container's state says.
 func (s *Sandbox) Freeze(ctx context.Context) error {
 	cctx, cancel := s.rt.call(ctx)
 	defer cancel()
 	if err := s.rt.cli.ContainerPause(cctx, s.id); err != nil {
+		if paused, ok := s.paused(); ok && paused {
+			return nil
+		}
 		return s.execErr(ctx, "pause", err)
 	}
 	return nil
 }
 
-// Thaw unpauses the container.
+// Thaw unpauses the container; one that is not paused (an unpause whose
+// answer was lost) is thawed.
 func (s *Sandbox) Thaw(ctx context.Context) error {
 	cctx, cancel := s.rt.call(ctx)
 	defer cancel()
 	if err := s.rt.cli.ContainerUnpause(cctx, s.id); err != nil {
+		if paused, ok := s.paused(); ok && !paused {
+			return nil
+		}
 		return s.execErr(ctx, "unpause", err)
 	}
 	return nil
+}
+
+// paused reports whether the engine has the container paused (ok false
+// when it cannot tell: it does not answer, or the container is gone or
+// not running).
+func (s *Sandbox) paused() (paused, ok bool) {
+	ctx, cancel := s.rt.call(context.Background())
+	defer cancel()
+	info, err := s.rt.cli.ContainerInspect(ctx, s.id)
+	if err != nil || info.State == nil || !info.State.Running {
+		return false, false
+	}
+	return info.State.Paused, true
 }
