@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -47,6 +48,11 @@ func GuestFilter(ctx context.Context, cfg FilterConfig) error {
 	if len(cfg.Argv) == 0 {
 		return errors.New("no server command: give it after --")
 	}
+	// The server gets Pdeathsig when the thread that starts it ends
+	// (startLocked): this goroutine keeps that thread until the server
+	// is closed.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
 	cmd.Env = cfg.Env
 	cmd.Stderr = cfg.Stderr

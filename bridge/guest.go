@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -280,11 +281,10 @@ func GuestRun(ctx context.Context, cfg RunConfig) (int, error) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
+	waited, err := startLocked(cmd)
+	if err != nil {
 		return 127, fmt.Errorf("start %s: %w", cfg.Argv[0], err)
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
 	var kill <-chan time.Time
 	ctxDone := ctx.Done()
 	for {
@@ -321,6 +321,32 @@ func startRelay(ctx context.Context, socket, listen, what string) (addr string, 
 	done := make(chan error, 1)
 	go func() { done <- GuestProxy(ctx, ln, socket) }()
 	return ln.Addr().String(), func() { cancel(); <-done }, nil
+}
+
+// startLocked starts cmd and waits for it on a goroutine locked to the
+// OS thread that started it, and sends Wait's error. The kernel sends
+// Pdeathsig (setPdeathsig) when that thread ends, not when this process
+// does, and the Go runtime ends a thread whose locked goroutine exits
+// (ours or a library's): started from an unlocked goroutine, the CLI
+// could be SIGKILLed in the middle of its turn whenever the thread it
+// was started from happened to end (golang/go#27505).
+func startLocked(cmd *exec.Cmd) (<-chan error, error) {
+	started := make(chan error, 1)
+	waited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		waited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return waited, nil
 }
 
 // exitStatus is the shell's view of how cmd ended.
