@@ -39,6 +39,8 @@ func newAppIn(t testing.TB, parent, sandboxJSONC, appJSONC, script string) strin
 type server struct {
 	*e2etest.Server
 	name string
+	// tmp is its TMPDIR (its bridge folders and pool slots).
+	tmp string
 }
 
 // start runs `agentbox serve` on app with its store at dsn, named name in
@@ -46,11 +48,18 @@ type server struct {
 // SIGKILL).
 func start(t testing.TB, name, app, dsn string, args ...string) *server {
 	t.Helper()
+	return startIn(t, e2etest.ShortDir(t), name, app, dsn, args...)
+}
+
+// startIn is start with tmp as the server's TMPDIR: a restarted server's
+// is the one it had.
+func startIn(t testing.TB, tmp, name, app, dsn string, args ...string) *server {
+	t.Helper()
 	testenv.Image(t)
 	testenv.ClaudeBin(t)
-	return &server{name: name, Server: e2etest.Serve(t, app, e2etest.Options{
+	return &server{name: name, tmp: tmp, Server: e2etest.Serve(t, app, e2etest.Options{
 		Name: name,
-		Env:  append([]string{"TMPDIR=" + e2etest.ShortDir(t), "DATABASE_URL=" + dsn}, e2etest.TokenEnv()...),
+		Env:  append([]string{"TMPDIR=" + tmp, "DATABASE_URL=" + dsn}, e2etest.TokenEnv()...),
 		Args: append([]string{"--runtime", "docker"}, args...),
 	})}
 }

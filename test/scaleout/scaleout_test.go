@@ -283,7 +283,26 @@ func killedServer(t *testing.T, c *cluster) {
 	if got := c.history(t, chatID); strings.Join(got, "|") != "user: Turn 1. Add your file.|assistant: Done." {
 		t.Errorf("history: %v", got)
 	}
-	// The killed server, restarted, reaps its sandbox.
-	start(t, "A2", c.app, c.dsn, c.args...)
+	// The killed server, restarted (its TMPDIR the same), reaps its
+	// sandbox and the host's side of it: the workspace's mount in the
+	// slot the sandbox was started in.
+	startIn(t, c.a.tmp, "A2", c.app, c.dsn, c.args...)
 	e2etest.WaitUntil(t, time.Minute, "the killed server's sandbox to be reaped", func() bool { return len(c.sandboxes(t, chatID)) == 0 })
+	e2etest.WaitUntil(t, time.Minute, "the killed server's mounts to be removed", func() bool { return len(mountsUnder(t, c.a.tmp)) == 0 })
+}
+
+// mountsUnder lists the mount points under dir.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	return points
 }
