@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Detect containers labelled by agentbox that the tests left behind.
+# Detect containers labelled by agentbox that the tests left behind (and
+# report the mounts they left).
 #
 #   check-leftovers.sh snapshot FILE   record the labelled containers now
 #   check-leftovers.sh check [FILE]    fail if a labelled container not in
@@ -11,10 +12,17 @@ list() {
 	timeout 20 docker ps -a --filter label=dev.agentbox.product --format '{{.ID}}' | sort
 }
 
+# mounts lists the host's mount points that look like agentbox's: a
+# workspace image, a pool slot, a test server's folder.
+mounts() {
+	awk '{print $5}' /proc/self/mountinfo | grep -E 'agentbox|/abt-' | sort || true
+}
+
 case "${1:-check}" in
 snapshot)
 	mkdir -p "$(dirname "$2")"
 	list >"$2"
+	mounts >"$2.mounts"
 	;;
 check)
 	before=${2:-/dev/null}
@@ -32,6 +40,13 @@ check)
 		exit 1
 	fi
 	echo "==> no agentbox container left behind" >&2
+	# Mounts are reported, not failed on: a mount here may be another
+	# agentbox's on the same host (a server running beside the tests).
+	left=$(comm -13 "$before.mounts" <(mounts) 2>/dev/null || mounts)
+	if [ -n "$left" ]; then
+		echo "warning: mounts made during the tests are still there:" >&2
+		sed 's/^/  /' <<<"$left" >&2
+	fi
 	;;
 *)
 	echo "usage: $0 snapshot FILE | check [FILE]" >&2
