@@ -49,15 +49,13 @@ func mountedBinary(binary, dir string, readable bool) (string, error) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return binary, nil
 	}
-	sum, err := contentKey(binary, st)
+	sum, err := contentKey(binary, dir, st)
 	if err != nil {
 		return binary, nil
 	}
 	name := filepath.Join(dir, prefix+sum)
 	if cst, err := os.Stat(name); err == nil && cst.Mode().Perm() == mode && cst.Size() == st.Size() {
-		if now := time.Now(); now.Sub(cst.ModTime()) > time.Hour {
-			_ = os.Chtimes(name, now, now) // in use: not stale
-		}
+		touch(name) // in use: not stale
 		return name, nil
 	}
 	src, err := os.Open(binary)
@@ -132,21 +130,42 @@ func removeStaleCopies(dir, keep string, before time.Time) {
 	}
 }
 
-// contentKeys caches each binary's content key by path, size and
-// modification time: hashing it takes a while, and every session asks.
+// contentKeys caches each binary's content key by its identity
+// (binaryID): hashing it takes a while, and every session asks.
 var contentKeys sync.Map
 
+// binaryID identifies a binary's content without reading it: its path,
+// file (device and inode), size, and modification and change times. A
+// build written over it, in place or renamed there, changes the inode or
+// the change time, which no process can set.
 type binaryID struct {
-	path  string
-	size  int64
-	mtime int64
+	path       string
+	dev, ino   uint64
+	size       int64
+	mtime      int64
+	ctime      int64
+	identified bool // dev, ino and ctime known (Linux)
 }
 
-// contentKey is a short hash of the binary's content.
-func contentKey(binary string, st os.FileInfo) (string, error) {
-	id := binaryID{binary, st.Size(), st.ModTime().UnixNano()}
+// contentKey is a short hash of the binary's content. Hashing a binary of
+// some 80 MB takes 70 ms or more, which a process's first session would
+// wait for before its sandbox is made (agentbox run: every run), so the
+// key is also kept in dir, under a name made of the binary's identity,
+// for the next process to read instead.
+func contentKey(binary, dir string, st os.FileInfo) (string, error) {
+	id := identify(binary, st)
 	if k, ok := contentKeys.Load(id); ok {
 		return k.(string), nil
+	}
+	keyFile := ""
+	if id.identified {
+		h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%d\x00%d", id.path, id.dev, id.ino, id.size, id.mtime, id.ctime))
+		keyFile = filepath.Join(dir, keyPrefix+hex.EncodeToString(h[:12]))
+		if b, err := os.ReadFile(keyFile); err == nil && validKey(string(b)) {
+			touch(keyFile)
+			contentKeys.Store(id, string(b))
+			return string(b), nil
+		}
 	}
 	f, err := os.Open(binary)
 	if err != nil {
@@ -158,6 +177,71 @@ func contentKey(binary string, st os.FileInfo) (string, error) {
 		return "", err
 	}
 	k := hex.EncodeToString(h.Sum(nil)[:12])
-	contentKeys.Store(id, k)
+	// The file may have changed while it was read: its key is kept only
+	// when its identity is still the one read.
+	if st2, err := f.Stat(); err == nil && identify(binary, st2) == id {
+		contentKeys.Store(id, k)
+		if keyFile != "" {
+			writeKey(dir, keyFile, k)
+			removeStaleKeys(dir, time.Now().Add(-copyMaxAge))
+		}
+	}
 	return k, nil
+}
+
+// keyPrefix names the files in the copies' folder that keep content keys.
+const keyPrefix = ".key-"
+
+// validKey reports a content key as contentKey makes them (24 hex digits).
+func validKey(k string) bool {
+	if len(k) != 24 {
+		return false
+	}
+	_, err := hex.DecodeString(k)
+	return err == nil
+}
+
+// writeKey keeps key in keyFile, whole or not at all (a failure leaves
+// the next process to hash the binary again).
+func writeKey(dir, keyFile, key string) {
+	tmp, err := os.CreateTemp(dir, ".agentbox-*")
+	if err != nil {
+		return
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(key)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		_ = os.Rename(tmp.Name(), keyFile)
+	}
+}
+
+// removeStaleKeys removes the content keys in dir that nothing has read
+// since before: their builds are gone or unused (each path a binary was
+// run from has its own: test builds, upgrades).
+func removeStaleKeys(dir string, before time.Time) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), keyPrefix) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.ModTime().Before(before) {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// touch marks a file kept in the copies' folder as used, at most hourly,
+// so that removeStaleCopies keeps it.
+func touch(name string) {
+	if st, err := os.Stat(name); err == nil {
+		if now := time.Now(); now.Sub(st.ModTime()) > time.Hour {
+			_ = os.Chtimes(name, now, now)
+		}
+	}
 }

@@ -79,12 +79,12 @@ func TestCopiesAreBounded(t *testing.T) {
 		}
 		copies = append(copies, c)
 	}
-	entries, err := os.ReadDir(dir)
+	left, err := filepath.Glob(filepath.Join(dir, "agentbox-*"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != maxCopies {
-		t.Errorf("%d copies after %d builds, want %d", len(entries), len(copies), maxCopies)
+	if len(left) != maxCopies {
+		t.Errorf("%d copies after %d builds, want %d", len(left), len(copies), maxCopies)
 	}
 	for _, c := range copies[len(copies)-maxCopies:] {
 		if _, err := os.Stat(c); err != nil {
@@ -118,5 +118,78 @@ func TestReadableBinary(t *testing.T) {
 	}
 	if eo, _ := mountedBinary(closed, dir, false); eo != closed {
 		t.Errorf("execute-only of a binary others cannot read: %s, want it as it is", eo)
+	}
+}
+
+// A content key is kept on disk by the binary's identity: the next process
+// reads it instead of hashing the binary, and a build written over the
+// binary, even of the same size and modification time, is hashed anew.
+func TestContentKeyKept(t *testing.T) {
+	src, dir := t.TempDir(), filepath.Join(t.TempDir(), "agentbox-bin")
+	bin := filepath.Join(src, "agentbox")
+	if err := os.WriteFile(bin, []byte("build one"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, err := mountedBinary(bin, dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := filepath.Glob(filepath.Join(dir, keyPrefix+"*"))
+	if len(keys) != 1 {
+		t.Fatalf("content keys kept: %v, want one", keys)
+	}
+	// A new process: nothing cached in memory. The key read from disk
+	// names the same copy; a wrong key there would name another.
+	contentKeys.Clear()
+	if err := os.WriteFile(keys[0], []byte("0123456789abcdef01234567"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := mountedBinary(bin, dir, false); again != filepath.Join(dir, "agentbox-0123456789abcdef01234567") {
+		t.Fatalf("the kept key was not used: %s", again)
+	}
+	// Overwritten in place with the same size and times: its change time
+	// moved, so it is hashed and gets its own copy.
+	st, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("build two"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(bin, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, keyPrefix+"stale")
+	if err := os.WriteFile(stale, []byte("0123456789abcdef01234567"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * copyMaxAge)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	contentKeys.Clear()
+	b, err := mountedBinary(bin, dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b == a || filepath.Dir(b) != dir {
+		t.Fatalf("the new build got copy %s, the old one %s", b, a)
+	}
+	if got, _ := os.ReadFile(b); string(got) != "build two" {
+		t.Fatalf("the new build's copy holds %q", got)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("a key unread for two days is still there: %v", err)
+	}
+	// A key file that is not a key is hashed over.
+	keys, _ = filepath.Glob(filepath.Join(dir, keyPrefix+"*"))
+	for _, k := range keys {
+		if err := os.WriteFile(k, []byte("../../etc/passwd"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	contentKeys.Clear()
+	if again, _ := mountedBinary(bin, dir, false); again != b {
+		t.Fatalf("a broken key file: %s, want %s", again, b)
 	}
 }
