@@ -32,6 +32,7 @@ var _ ChatStore = (*store.Store)(nil)
 // and whether a turn runs in it now.
 type ChatInfo struct {
 	store.ChatInfo
+	// Running: a turn of the chat has not sent its done event yet.
 	Running bool `json:"running"`
 }
 
@@ -97,10 +98,10 @@ func (p *Pipeline) ListChats(ctx context.Context, user string) ([]ChatInfo, erro
 			// Claimed by its first turn, which stored nothing yet.
 			c.Title = newChatInfo(t).Title
 		}
-		out = append(out, ChatInfo{ChatInfo: c, Running: run})
+		out = append(out, ChatInfo{ChatInfo: c, Running: run && !t.answered.Load()})
 	}
 	for _, t := range busy {
-		out = append(out, ChatInfo{ChatInfo: newChatInfo(t), Running: true})
+		out = append(out, ChatInfo{ChatInfo: newChatInfo(t), Running: !t.answered.Load()})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Updated.After(out[j].Updated) })
 	return out, nil
@@ -148,7 +149,7 @@ func (p *Pipeline) GetChat(ctx context.Context, user, chatID string) (*ChatDetai
 		}
 	}
 	if ts := p.running(user, chatID); len(ts) > 0 {
-		d.Running = true
+		d.Running = answering(ts)
 		if !found {
 			d.ChatInfo.ChatInfo, found = newChatInfo(ts[0]), true
 		} else if d.Title == "" {
@@ -196,7 +197,19 @@ func (p *Pipeline) RenameChat(ctx context.Context, user, chatID, title string) (
 	if err != nil {
 		return nil, &chat.Error{Code: chat.ErrInternal, Message: "chat unavailable", Err: err}
 	}
-	return &ChatInfo{ChatInfo: info, Running: len(p.running(user, chatID)) > 0}, nil
+	return &ChatInfo{ChatInfo: info, Running: answering(p.running(user, chatID))}, nil
+}
+
+// answering reports whether any of the turns has not sent its done event
+// yet: a chat whose turn answered is no longer running for its client,
+// though its sandbox may still be being removed.
+func answering(ts []*turn) bool {
+	for _, t := range ts {
+		if !t.answered.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // CancelChat ends the turns of the user's chat, running or waiting for

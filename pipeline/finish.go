@@ -61,6 +61,7 @@ func (t *turn) finish(ctx context.Context, resp *Response, err error) (record fu
 		}
 	}
 	t.emit(chat.Event{Event: chat.Done, Final: final})
+	t.answered.Store(true)
 	return func() { t.record(ctx, final, code, err) }
 }
 

@@ -37,6 +37,10 @@ type turn struct {
 	emit       chat.EmitFunc
 	errEmitted atomic.Bool
 	msgSeq     atomic.Int64
+	// answered: the done event went out. The turn has ended for its
+	// client (a server's response ends with it); its teardown (the
+	// sandbox's removal, the chat's release) may still run.
+	answered atomic.Bool
 
 	// admit: the assistant, the request's metadata (with the Create
 	// hook's merged in later) and the turn's connector (a Create hook may

@@ -8,11 +8,14 @@ import (
 )
 
 // follow streams the frames of rn after seq to the client, as they come,
-// until the run is over or the client goes away. With holdBack (a new
+// until the turn's done event was sent, the run is over or the client
+// goes away; it reports whether it ended with the done event sent. The
+// response ends with the done event: the sandbox's removal that follows
+// is the server's, not the client's to wait for. With holdBack (a new
 // turn's own request), error and done events that come before anything
 // else are held back: if the turn then fails, the client gets a plain HTTP
 // error with the right status instead of a 200 stream.
-func (s *Server) follow(w http.ResponseWriter, r *http.Request, rn *run, seq int, holdBack bool) {
+func (s *Server) follow(w http.ResponseWriter, r *http.Request, rn *run, seq int, holdBack bool) (answered bool) {
 	st := newSSEStream(w, s.cfg.Heartbeat, nil)
 	defer st.Close()
 	var pending [][]byte
@@ -45,20 +48,21 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, rn *run, seq int
 				continue
 			}
 			send(f.data)
+			answered = answered || f.done
 		}
-		if done {
+		if done || answered {
 			break
 		}
 		select {
 		case <-wake:
 		case <-r.Context().Done():
-			return
+			return false
 		}
 	}
 	st.StopHeartbeat()
 	if err := rn.result(); err != nil && holdBack && !st.Committed() {
 		writeError(w, s.log, renameParam(err, nativeParam))
-		return
+		return answered
 	}
 	for _, p := range pending {
 		_ = st.Write(p)
@@ -66,4 +70,5 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, rn *run, seq int
 	if !st.Committed() {
 		_ = st.Commit()
 	}
+	return answered
 }

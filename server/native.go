@@ -133,18 +133,26 @@ func (s *Server) nativeChat(w http.ResponseWriter, r *http.Request, user string)
 }
 
 // streamNative runs the turn as a run of the server's registry and
-// streams its events, each with an id. A detached turn runs on when the
-// client goes away (its events stay in the run's log for a resume); any
-// other ends with its connection, and the handler waits for its cleanup.
+// streams its events, each with an id. The response ends with the turn's
+// done event; the turn's teardown (its sandbox removed, its chat
+// released) runs on after it, the server's shutdown waiting for it. A
+// detached turn runs on when the client goes away (its events stay in the
+// run's log for a resume); any other ends with its connection until it
+// has answered, and the handler then waits for its cleanup.
 func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipeline.Request, detach bool) {
 	rn := s.runs.start(req, detach)
-	base := r.Context()
-	if detach {
-		// The turn's own context: a cancel, the server's shutdown or the
-		// turn's end stop it, not its client.
-		base = context.WithoutCancel(base)
+	// The turn's own context: a cancel, the server's shutdown or the
+	// turn's end stop it, and, unless it is detached, its client going
+	// away before the done event.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	if !detach {
+		stop := context.AfterFunc(r.Context(), func() {
+			if !rn.hasAnswered() {
+				cancel()
+			}
+		})
+		defer stop()
 	}
-	ctx, cancel := context.WithCancel(base)
 	rn.cancel = cancel
 	w.Header().Set("X-Turn-ID", rn.id)
 	s.inflight.Add(1)
@@ -163,8 +171,7 @@ func (s *Server) streamNative(w http.ResponseWriter, r *http.Request, req *pipel
 		}
 		rn.finish(resp, err)
 	}()
-	s.follow(w, r, rn, 0, true)
-	if !detach {
+	if answered := s.follow(w, r, rn, 0, true); !answered && !detach {
 		<-rn.over
 	}
 }

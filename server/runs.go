@@ -47,6 +47,10 @@ type run struct {
 	over    chan struct{}
 	sawErr  bool
 	sawDone bool
+	// answered is when the turn sent its done event: its client has the
+	// whole answer, and what follows (the sandbox's removal, the chat's
+	// release) is the server's.
+	answered time.Time
 }
 
 // frame is one encoded server-sent event of a run.
@@ -56,6 +60,8 @@ type frame struct {
 	// final marks error and done events, which a new stream holds back
 	// until something else was sent (see follow).
 	final bool
+	// done marks the turn's done event: the last its client needs.
+	done bool
 }
 
 func newRun(id, user, chatID, assistant string, detached bool, max int) *run {
@@ -75,7 +81,7 @@ func (r *run) emit(e chat.Event) {
 		r.sawErr = true
 	}
 	if e.Event == chat.Done {
-		r.sawDone = true
+		r.sawDone, r.answered = true, time.Now()
 	}
 	r.appendLocked(e)
 }
@@ -86,7 +92,7 @@ func (r *run) appendLocked(e chat.Event) {
 	if err != nil {
 		return // Check failed: the event breaks the contract and is not sent
 	}
-	r.frames = append(r.frames, frame{seq: seq, data: data, final: e.Type == chat.TypeError || e.Event == chat.Done})
+	r.frames = append(r.frames, frame{seq: seq, data: data, final: e.Type == chat.TypeError || e.Event == chat.Done, done: e.Event == chat.Done})
 	r.size += len(data)
 	// Keep the newest frames within the buffer (always the last one).
 	drop := 0
@@ -147,6 +153,13 @@ func (r *run) since(seq int) (out []frame, from int, dropped, done bool, wake <-
 	return out, seq, dropped, r.done, r.wake
 }
 
+// hasAnswered reports whether the turn sent its done event.
+func (r *run) hasAnswered() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sawDone
+}
+
 // result is the turn's error once the run is over.
 func (r *run) result() error {
 	r.mu.Lock()
@@ -158,9 +171,14 @@ func (r *run) result() error {
 func (r *run) state() *TurnState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := &TurnState{ID: r.id, AssistantID: r.assistant, Prompt: r.prompt, Started: r.started, Running: !r.done, Detached: r.detached,
+	// A turn that sent its done event has ended for its client, whose
+	// sandbox the server may still be removing.
+	st := &TurnState{ID: r.id, AssistantID: r.assistant, Prompt: r.prompt, Started: r.started, Running: !r.done && !r.sawDone, Detached: r.detached,
 		LastEventID: r.id + "." + strconv.Itoa(r.base+len(r.frames))}
-	if r.done {
+	switch {
+	case r.sawDone:
+		st.Ended = &r.answered
+	case r.done:
 		st.Ended = &r.ended
 	}
 	return st

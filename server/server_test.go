@@ -8,6 +8,7 @@ import (
 	"flag"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -656,6 +657,52 @@ func TestDisconnectCancels(t *testing.T) {
 				t.Fatal("backend context not canceled after the client went away")
 			}
 		})
+	}
+}
+
+// TestResponseEndsWithDone: a native turn's response ends with its done
+// event while the turn still tears down (its sandbox removed, its chat
+// released): the client does not wait for that, the turn reports itself
+// ended, and the client's leaving does not cancel the teardown.
+func TestResponseEndsWithDone(t *testing.T) {
+	t.Parallel()
+	fb := newFake(t)
+	release, torn := make(chan struct{}), make(chan error, 1)
+	fb.chat = func(ctx context.Context, req *pipeline.Request, emit chat.EmitFunc) (*pipeline.Response, error) {
+		emit(chat.Event{Event: chat.Start, ID: "m1", Type: chat.TypeText, Text: "Done."})
+		emit(chat.Event{Event: chat.End, ID: "m1", Type: chat.TypeText})
+		emit(chat.Event{Event: chat.Done, Final: &chat.Final{Content: "Done."}})
+		<-release // the teardown
+		torn <- ctx.Err()
+		return &pipeline.Response{Content: "Done."}, nil
+	}
+	srv, err := New(Config{Backend: fb, Tokens: testTokens, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	resp, out := do(t, ts, "POST", "/api/assistants/coder/chat", tokenAlice, `{"chat_id":"c1","message":"go"}`)
+	if resp.StatusCode != 200 || !strings.Contains(out, `"event":"done"`) || strings.Count(out, `"event":"done"`) != 1 {
+		t.Fatalf("status %d, want the answer and one done event:\n%s", resp.StatusCode, out)
+	}
+	select {
+	case <-torn:
+		t.Fatal("the response waited for the turn's teardown")
+	default:
+	}
+	// The turn has ended for its client.
+	if st := srv.runs.find("alice", "c1", "").state(); st.Running || st.Ended == nil {
+		t.Errorf("turn after the done event: %+v; want it ended", st)
+	}
+	close(release)
+	select {
+	case err := <-torn:
+		if err != nil {
+			t.Errorf("the teardown's context ended with %v after the client went away", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the turn did not finish its teardown")
 	}
 }
 
