@@ -49,6 +49,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -474,7 +475,7 @@ func (s *Session) Env() map[string]string {
 	}
 	return map[string]string{
 		"ANTHROPIC_BASE_URL": "http://" + GuestProxyAddr,
-		"ANTHROPIC_API_KEY":  s.model.token,
+		"ANTHROPIC_API_KEY":  *s.model.token.Load(),
 		// With no network there is nothing to send telemetry to; waiting on
 		// it would only slow the CLI down.
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -499,7 +500,7 @@ func (s *Session) Connection() executor.Connection {
 	return executor.Connection{
 		Type:  typ,
 		Host:  "http://" + GuestProxyAddr,
-		Key:   s.model.token,
+		Key:   *s.model.token.Load(),
 		Model: s.opts.Upstream.Model,
 	}
 }
@@ -540,7 +541,23 @@ func (s *Session) Token() string {
 	if s.model == nil {
 		return ""
 	}
-	return s.model.token
+	return *s.model.token.Load()
+}
+
+// UseToken makes token (NewToken's) the one the sandbox presents to the
+// model proxy, in place of the session's own: for a CLI started before
+// the session, with token in its environment (a warm pool's primed CLI).
+// It is called before the sandbox is given the session's connection; the
+// session's own token is refused from then on.
+func (s *Session) UseToken(token string) error {
+	switch {
+	case s.model == nil:
+		return errors.New("bridge: this session has no model proxy")
+	case !strings.HasPrefix(token, "agentbox-bridge-") || len(token) < len("agentbox-bridge-")+24:
+		return errors.New("bridge: not a model token")
+	}
+	s.model.token.Store(&token)
+	return nil
 }
 
 // WrapCommand returns argv prefixed with `agentbox bridge run`, which starts

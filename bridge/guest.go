@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,6 +19,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 // This file is the in-sandbox side, run by `agentbox bridge ...` inside the
@@ -308,7 +312,11 @@ func GuestRun(ctx context.Context, cfg RunConfig) (int, error) {
 func startRelay(ctx context.Context, socket, listen, what string) (addr string, stop func(), err error) {
 	if strings.HasPrefix(socket, GatewayPrefix) {
 		// Reached over the network: nothing to check on disk.
-	} else if st, err := os.Stat(socket); err != nil {
+	} else if st, err := os.Stat(socket); errors.Is(err, fs.ErrNotExist) && filepath.Dir(socket) == sandbox.PoolSocketDir {
+		// A pooled sandbox's sockets come when a chat claims it: a CLI
+		// started ahead of the chat calls out only after that. A call
+		// before fails as a socket not mounted does (dialHost).
+	} else if err != nil {
 		return "", nil, fmt.Errorf("%s socket: %w (is the bridge socket mounted?)", what, err)
 	} else if st.Mode()&os.ModeSocket == 0 {
 		return "", nil, fmt.Errorf("%s socket %s: not a socket", what, socket)

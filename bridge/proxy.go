@@ -98,7 +98,7 @@ type modelServer struct {
 	ln      net.Listener
 	srv     *http.Server
 	proxy   *httputil.ReverseProxy
-	token   string
+	token   atomic.Pointer[string]
 	revoked atomic.Bool
 	meter   meter
 	// refused is the first circuit-open error a request of this session
@@ -117,7 +117,9 @@ func newModelServer(s *Session, up *upstreamTarget, ln net.Listener) *modelServe
 		conns = DefaultConnections
 	}
 	ln = &connLimiter{Listener: ln, max: int64(conns), server: s.opts.Server}
-	m := &modelServer{s: s, ln: ln, token: "agentbox-bridge-" + randomName(24), memory: newMemoryBudget(s.opts.Server)}
+	m := &modelServer{s: s, ln: ln, memory: newMemoryBudget(s.opts.Server)}
+	tok := NewToken()
+	m.token.Store(&tok)
 	m.up.Store(up)
 	m.calls.Store(newTurnCalls())
 	tr := s.opts.Transport
@@ -149,6 +151,10 @@ func (m *modelServer) serve() {
 		m.s.log.Warn("bridge model proxy: serve", "err", err)
 	}
 }
+
+// NewToken makes a model token: what a sandbox presents to a session's
+// model proxy (Session.Token, Session.UseToken).
+func NewToken() string { return "agentbox-bridge-" + randomName(24) }
 
 // revoke makes the token stale: every later request gets 401.
 func (m *modelServer) revoke() { m.revoked.Store(true) }
@@ -347,7 +353,7 @@ func (m *modelServer) validToken(r *http.Request) bool {
 			got = a[7:]
 		}
 	}
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(m.token)) == 1
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(*m.token.Load())) == 1
 }
 
 // rewrite points the request at the upstream and swaps the token for the

@@ -12,6 +12,9 @@ const (
 	// SandboxPooled: the turn claimed a sandbox made ahead of demand (the
 	// assistant's warm pool, sandbox.pool) and started the CLI.
 	SandboxPooled = "pooled"
+	// SandboxPrimed: the turn claimed a pooled sandbox whose CLI was
+	// started ahead of demand too, and sent its message to that CLI.
+	SandboxPrimed = "primed"
 	// SandboxWarm: the turn ran on its chat's live sandbox and CLI
 	// (sandbox.keep_alive).
 	SandboxWarm = "warm"
@@ -26,7 +29,8 @@ const (
 // (the request's arrival): what a user waits for.
 type Timings struct {
 	// Sandbox is how a sandboxed turn got its sandbox: SandboxCold,
-	// SandboxPooled, SandboxWarm or SandboxRestart ("" for a direct assistant).
+	// SandboxPooled, SandboxPrimed, SandboxWarm or SandboxRestart ("" for
+	// a direct assistant).
 	Sandbox string `json:"sandbox,omitempty"`
 	// ChatWaitMS is the wait for the chat's previous turn, SandboxWaitMS
 	// the wait for a sandbox slot (limits).

@@ -51,8 +51,9 @@ func (cli) Profile() agentcli.Profile {
 		// configuration says (.agents/skills, .codex/skills), .codex
 		// also holding the project configuration and rules it reads for
 		// a trusted project.
-		Hide:  []string{".codex/", ".agents/"},
-		Lines: agentcli.ChatLines,
+		Hide:   []string{".codex/", ".agents/"},
+		Lines:  agentcli.ChatLines,
+		Primes: true,
 	}
 }
 

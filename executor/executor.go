@@ -5,6 +5,7 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/agentbox/agentbox/assistant"
@@ -143,6 +144,26 @@ type Warm interface {
 	// idempotent.
 	Close()
 }
+
+// Primer is an executor that can start its CLI in a sandbox before any
+// chat has it: a warm pool's sandbox waits with its CLI started, and the
+// new chat that claims it hands the primed CLI to Run as Request.Warm.
+// Run sends the turn to it only when the CLI was started exactly as the
+// turn would start it (its command line, environment and configuration,
+// with the turn's own workspace in place); otherwise it closes it and
+// starts one for the turn, as it does for a kept CLI that changed.
+type Primer interface {
+	// Prime starts the CLI req would start, in req.Sandbox, without a
+	// message: req is a turn of the assistant with no chat (no Input,
+	// UserID, ChatID or History). ErrNotPrimed when the CLI cannot wait
+	// for its first message (its executor, or this request's
+	// configuration, has no such mode).
+	Prime(ctx context.Context, req *Request) (Warm, error)
+}
+
+// ErrNotPrimed is Prime's error for a CLI that cannot be started ahead of
+// its first message.
+var ErrNotPrimed = errors.New("the CLI cannot be started ahead of its first message")
 
 // Connection is a connector with $ENV references resolved.
 type Connection struct {

@@ -53,8 +53,9 @@ func (cli) Profile() agentcli.Profile {
 		// trusted): .gemini (settings that start MCP servers, hooks and
 		// tool-discovery commands; .env; commands, agents, skills,
 		// policies) and .agents (skills).
-		Hide:  []string{".gemini/", ".agents/"},
-		Lines: agentcli.ChatLines,
+		Hide:   []string{".gemini/", ".agents/"},
+		Lines:  agentcli.ChatLines,
+		Primes: true,
 	}
 }
 
@@ -196,6 +197,7 @@ func (e cli) Prepare(ctx context.Context, p *agentcli.Prepared) (*agentcli.Plan,
 type mcpEntry struct {
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	URL     string            `json:"url,omitempty"`
 	HTTPURL string            `json:"httpUrl,omitempty"`
@@ -213,8 +215,11 @@ func settingsJSON(mcp *agentcli.MCPConfig, maxTurns int, relay string) ([]byte, 
 		switch {
 		case s.Filtered:
 			e.Command, e.Args, e.Env = agentcli.FilterCommand(s, mcpFormat, relay)
+			e.Cwd = sandbox.Workdir
 		case s.Transport == "stdio":
-			e.Command, e.Args = s.Command, s.Args
+			// In the workspace, named: a CLI started ahead of the chat
+			// (agentcli.Profile.Primes) works in another folder.
+			e.Command, e.Args, e.Cwd = s.Command, s.Args, sandbox.Workdir
 		case s.Transport == "sse":
 			e.URL = s.URL
 		default:

@@ -61,6 +61,12 @@ func (cli) Profile() agentcli.Profile {
 		// loads.
 		Hide:  []string{".opencode/", "opencode.json", "opencode.jsonc"},
 		Lines: agentcli.ChatLines,
+		// Not primed (agentcli.Profile.Primes): opencode opens its
+		// database, where its sessions are, as it starts, so a CLI
+		// started ahead of the chat would keep the chat's session in
+		// the pooled sandbox's own folder, gone with it; and its
+		// session/new, which sets up the folder's project, is most of
+		// its start.
 	}
 }
 

@@ -37,6 +37,9 @@ func (t *turn) acquire(ctx context.Context, app *assistant.App) (sandbox.Sandbox
 	}
 	// After the done event: the answer does not wait for the removal.
 	t.defer_(cleanup)
+	if t.tm.sandbox != chat.SandboxWarm {
+		t.startingCLI()
+	}
 	t.hc.Sandbox = sb
 	t.hc.Computer = t.computerInfo(app, a)
 	if t.tm.sandbox != chat.SandboxWarm {
@@ -191,7 +194,8 @@ func (t *turn) createSandbox(ctx context.Context, app *assistant.App, a *assista
 	// A new chat of a pooled assistant claims a sandbox made ahead of
 	// demand, else (none ready, or its check failed) creates its own.
 	t.tm.sandbox = chat.SandboxPooled
-	sb := p.pool.claim(ctx, a, name, spec)
+	sb, primed := p.pool.claim(ctx, a, name, spec)
+	t.adopt(primed, spec)
 	if sb == nil {
 		t.tm.sandbox = chat.SandboxCold
 		sb = early.claim(ctx, spec)

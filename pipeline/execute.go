@@ -264,7 +264,24 @@ func (t *turn) execSandboxed(ctx context.Context, app *assistant.App, a *assista
 	if t.kept != nil {
 		req.KeepAlive, req.Warm = true, t.kept.cli
 	}
+	if t.trial == nil {
+		t.p.pool.learn(t.asst, ex, req)
+	}
+	primed := t.primed
+	if primed != nil && req.Warm == nil {
+		req.Warm = primed
+	}
+	t.primed = nil
 	res, err := ex.Run(ctx, req)
+	if primed != nil {
+		if res == nil || res.Warm != primed {
+			// Not kept: stopped, if the executor did not already.
+			primed.Close()
+		}
+		if res != nil && res.Timings.Started.IsZero() && t.tm.sandbox == chat.SandboxPooled {
+			t.tm.sandbox = chat.SandboxPrimed
+		}
+	}
 	if t.kept != nil {
 		t.kept.cli = nil
 		if res != nil {

@@ -30,6 +30,7 @@ type Metrics struct {
 	// memory, the sandboxes made, and the new chats of pooled assistants
 	// by how they got their sandbox.
 	poolReadyGauge *prometheus.GaugeVec
+	poolPrimed     *prometheus.GaugeVec
 	poolMemory     prometheus.Gauge
 	poolMade       prometheus.Gauge
 	poolClaims     *prometheus.CounterVec
@@ -70,6 +71,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Bytes checkpoints added to the checkpoint store (new objects, compressed)."}),
 		poolReadyGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentbox_pool_ready",
 			Help: "Pooled sandboxes waiting for a new chat, by assistant (sandbox.pool)."}, []string{"assistant"}),
+		poolPrimed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentbox_pool_primed",
+			Help: "Pooled sandboxes waiting with their CLI started, by assistant."}, []string{"assistant"}),
 		poolMemory: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentbox_pool_memory_bytes",
 			Help: "Memory the pooled sandboxes hold, as last measured."}),
 		poolMade: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentbox_pool_made",
@@ -80,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.turns, m.running, m.waiting, m.sandboxes, m.duration, m.phases, m.tokens, m.cost, m.rejects,
-			m.checkpoints, m.checkpointTime, m.checkpointAdded, m.poolReadyGauge, m.poolMemory, m.poolMade, m.poolClaims} {
+			m.checkpoints, m.checkpointTime, m.checkpointAdded, m.poolReadyGauge, m.poolPrimed, m.poolMemory, m.poolMade, m.poolClaims} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -107,8 +110,10 @@ func mustMetrics() *Metrics {
 // poolReady sets the pool's gauges from its status.
 func (m *Metrics) poolReady(st PoolStatus) {
 	m.poolReadyGauge.Reset()
+	m.poolPrimed.Reset()
 	for _, a := range st.Assistants {
 		m.poolReadyGauge.WithLabelValues(a.ID).Set(float64(a.Ready))
+		m.poolPrimed.WithLabelValues(a.ID).Set(float64(a.Primed))
 	}
 	m.poolMemory.Set(float64(st.MemoryBytes))
 	m.poolMade.Set(float64(st.Made))

@@ -148,6 +148,10 @@ type Pipeline struct {
 	// waits counts the turns and terminals waiting for a sandbox slot:
 	// the pool makes none meanwhile.
 	waits atomic.Int64
+	// starting counts the sandboxed turns between their new sandbox and
+	// their first text (their CLI's start): the warm pool refills only
+	// while none is, so that the cores go to the CLIs users wait for.
+	starting atomic.Int64
 	// approvals holds the tool calls waiting for their users' answers.
 	approvals *approval.Broker
 	// proxyLimits bound what the model proxies of all this server's

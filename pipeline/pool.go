@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/bridge"
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -25,7 +26,8 @@ import (
 //
 // The pool fills in the background, one sandbox at a time, at most
 // limits.pool.refill a second, only while a sandbox slot is free
-// (limits.sandboxes) and no turn waits for one: running turns come first.
+// (limits.sandboxes), no turn waits for one and no new sandbox's turn is
+// before its first text: running turns come first.
 // It holds at most limits.pool.total sandboxes and limits.pool.memory,
 // and only the room the kept chats leave under limits.kept_chats and
 // limits.kept_memory.
@@ -43,6 +45,9 @@ type warmPool struct {
 	making  *assistant.Assistant        // the one being made, if any
 	memory  int64
 	refused map[*assistant.Assistant]error // cannot be pooled, and why
+	// learned are the assistants' CLI requests their pooled sandboxes
+	// prime (prime.go), from each one's last turn.
+	learned map[*assistant.Assistant]*executor.Request
 	started bool
 	closed  bool
 
@@ -63,12 +68,18 @@ type pooledSandbox struct {
 	runtime   string
 	sb        sandbox.Pooled
 	memory    int64
+	// primed is the assistant's CLI started in the sandbox (prime.go),
+	// with the model token in its environment and the sandbox environment
+	// it was started with; nil when it waits without its CLI. tried: its
+	// start was tried.
+	primed *primedCLI
+	tried  bool
 }
 
 func newWarmPool(p *Pipeline) *warmPool {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &warmPool{p: p, ready: map[string][]*pooledSandbox{}, refused: map[*assistant.Assistant]error{},
-		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+		learned: map[*assistant.Assistant]*executor.Request{}, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 }
 
 // StartPool starts filling the warm pool of the assistants with
@@ -116,30 +127,36 @@ func (w *warmPool) refill() {
 		app := w.p.App()
 		lim := limits(app)
 		w.trim(app, lim)
-		a := w.wanted(app, lim)
-		if a == nil {
-			return
-		}
-		// Running turns first: only a free slot, and none waiting.
+		// Running turns first: only a free slot, none waiting, and no
+		// new sandbox's CLI starting.
 		release, ok := w.p.slots.tryAcquire(lim.Sandboxes)
-		if !ok || w.p.waits.Load() > 0 {
+		if !ok || w.p.waits.Load() > 0 || w.p.starting.Load() > 0 {
 			if ok {
 				release()
 			}
-			w.done(nil)
 			return
 		}
 		start := time.Now()
-		ps, err := w.make(app, a)
-		release()
-		w.done(ps)
-		if err != nil {
-			// Refused: not tried again for this definition. Failed: tried
-			// again at the next tick.
-			if errors.Is(err, errRefused) {
-				continue
+		// A pooled sandbox waiting without its CLI gets it first.
+		if !w.primeReady(app) {
+			a := w.wanted(app, lim)
+			if a == nil {
+				release()
+				return
 			}
-			return
+			ps, err := w.make(app, a)
+			release()
+			w.done(ps)
+			if err != nil {
+				// Refused: not tried again for this definition. Failed:
+				// tried again at the next tick.
+				if errors.Is(err, errRefused) {
+					continue
+				}
+				return
+			}
+		} else {
+			release()
 		}
 		select {
 		case <-w.ctx.Done():
@@ -230,14 +247,22 @@ func (w *warmPool) make(app *assistant.App, a *assistant.Assistant) (*pooledSand
 	}
 	w.made.Add(1)
 	ps := &pooledSandbox{assistant: a, runtime: name, sb: sb, memory: pooledMemoryEstimate}
-	if m, ok := sb.(memoryMeter); ok {
-		mctx, cancel := context.WithTimeout(w.ctx, memoryMeasureTimeout)
-		if n, err := m.MemoryUsage(mctx); err == nil && n > 0 {
-			ps.memory = n
-		}
-		cancel()
-	}
+	w.prime(ps)
+	w.measure(ps)
 	return ps, nil
+}
+
+// measure counts the memory ps holds now, where its runtime measures it.
+func (w *warmPool) measure(ps *pooledSandbox) {
+	m, ok := ps.sb.(memoryMeter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, memoryMeasureTimeout)
+	defer cancel()
+	if n, err := m.MemoryUsage(ctx); err == nil && n > 0 {
+		ps.memory = n
+	}
 }
 
 // pooledMounts are the mounts a's sandboxes have before their chat's: the
@@ -273,12 +298,13 @@ func (w *warmPool) refuse(a *assistant.Assistant, err error) error {
 }
 
 // claim gives a new chat of a one of its pooled sandboxes, attached to
-// spec (the chat's workspace, bridge and environment). It returns nil
-// when the pool has none for a (the caller creates one), and removes a
-// pooled sandbox that fails its check, trying the next.
-func (w *warmPool) claim(ctx context.Context, a *assistant.Assistant, runtime string, spec sandbox.Spec) sandbox.Sandbox {
+// spec (the chat's workspace, bridge and environment), and the CLI
+// primed in it, if any. It returns nil when the pool has none for a (the
+// caller creates one), and removes a pooled sandbox that fails its
+// check, trying the next.
+func (w *warmPool) claim(ctx context.Context, a *assistant.Assistant, runtime string, spec sandbox.Spec) (sandbox.Sandbox, *primedCLI) {
 	if a.Sandbox.Pool == 0 {
-		return nil
+		return nil, nil
 	}
 	defer w.poke()
 	for {
@@ -286,20 +312,20 @@ func (w *warmPool) claim(ctx context.Context, a *assistant.Assistant, runtime st
 		if ps == nil {
 			w.cold.Add(1)
 			w.p.metrics.poolClaim("cold")
-			return nil
+			return nil, nil
 		}
 		sb, err := ps.sb.Claim(ctx, spec)
 		if err == nil {
 			w.claimed.Add(1)
 			w.p.metrics.poolClaim("warm")
-			return sb
+			return sb, ps.primed
 		}
 		w.dropped.Add(1)
 		w.p.metrics.poolClaim("dropped")
 		w.p.log.Warn("pooled sandbox dropped: its claim failed", "assistant", a.ID, "sandbox", ps.sb.ID(), "error", err)
 		go w.remove(ps)
 		if ctx.Err() != nil || errors.Is(err, sandbox.ErrNotPoolable) {
-			return nil
+			return nil, nil
 		}
 	}
 }
@@ -362,6 +388,11 @@ func (w *warmPool) trim(app *assistant.App, lim assistant.Limits) {
 			delete(w.refused, a)
 		}
 	}
+	for a := range w.learned {
+		if app.Assistants[a.ID] != a {
+			delete(w.learned, a)
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(w.ready)) {
 		for len(w.ready[id]) > 0 && (w.countLocked() > lim.Pool.Total || keptCount+w.countLocked() > keptMax ||
 			lim.Pool.Memory > 0 && w.memory > lim.Pool.Memory) {
@@ -392,8 +423,10 @@ func (w *warmPool) countLocked() int {
 	return n
 }
 
-// remove removes a pooled sandbox, within its own timeout.
+// remove removes a pooled sandbox, its primed CLI first, within its own
+// timeout.
 func (w *warmPool) remove(ps *pooledSandbox) {
+	ps.primed.close()
 	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 	defer cancel()
 	if err := ps.sb.Remove(ctx); err != nil {
@@ -429,7 +462,9 @@ type PoolStatus struct {
 	// Ready counts the pooled sandboxes waiting for a chat; Target what
 	// the assistants ask for (sandbox.pool, added up); MemoryBytes what
 	// the ready ones hold.
-	Ready       int   `json:"ready"`
+	Ready int `json:"ready"`
+	// Primed counts the ready ones whose CLI is started (prime.go).
+	Primed      int   `json:"primed"`
 	Target      int   `json:"target"`
 	MemoryBytes int64 `json:"memory_bytes"`
 	// Made, Claimed, Cold and Dropped count since the start: sandboxes
@@ -448,6 +483,7 @@ type PoolStatus struct {
 type PoolAssistant struct {
 	ID     string `json:"id"`
 	Ready  int    `json:"ready"`
+	Primed int    `json:"primed"`
 	Target int    `json:"target"`
 	// Refused says why its sandboxes are not pooled ("" while they are).
 	Refused string `json:"refused,omitempty"`
@@ -467,10 +503,16 @@ func (w *warmPool) status() PoolStatus {
 			continue
 		}
 		pa := PoolAssistant{ID: id, Ready: len(w.ready[id]), Target: a.Sandbox.Pool}
+		for _, ps := range w.ready[id] {
+			if ps.primed != nil {
+				pa.Primed++
+			}
+		}
 		if err := w.refused[a]; err != nil {
 			pa.Refused = err.Error()
 		}
 		st.Ready += pa.Ready
+		st.Primed += pa.Primed
 		st.Target += pa.Target
 		st.Assistants = append(st.Assistants, pa)
 	}

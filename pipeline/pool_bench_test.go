@@ -48,6 +48,10 @@ func poolEnvOf(tb testing.TB, ctx context.Context, cli benchCLI, size int, turns
 // the connector it is driven through.
 type benchCLI struct{ command, connector string }
 
+// primingCLIs are the CLIs a pooled sandbox waits with started
+// (agentcli.Profile.Primes).
+var primingCLIs = map[string]bool{"codex": true, "gemini": true}
+
 // benchCLIs are the CLIs the per-CLI benchmarks run.
 var benchCLIs = []benchCLI{{"claude", "anthropic"}, {"codex", "openai"}, {"gemini", "anthropic"}, {"opencode", "anthropic"}}
 
@@ -113,17 +117,31 @@ func BenchmarkPoolNewChat(b *testing.B) {
 func benchPoolNewChat(b *testing.B, cli benchCLI) {
 	ctx := context.Background()
 	e := poolEnvOf(b, ctx, cli, 2, answers(2*b.N+20))
+	// The pool learns how the CLI starts from the assistant's first turn;
+	// a CLI that can be primed then waits started in each pooled sandbox.
+	newChat(b, ctx, e.p, "coder", "learn", "hello")
+	primes := primingCLIs[cli.command]
+	want := chat.SandboxPooled
+	if primes {
+		want = chat.SandboxPrimed
+	}
 	waitReady(b, ctx, e.p, 2)
+	if primes {
+		waitPrimed(b, ctx, e.p, "coder")
+	}
 	mibs := containersMemoryMiB(b, sandbox.LabelInstance+"=pipeline-kept-test", docker.LabelRun+"="+docker.RunID(e.p.cfg.Runtimes["docker"].(*docker.Runtime)), docker.LabelPool)
 	var pooledFirst, coldFirst, pooledCreate, coldCreate []float64
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
 		waitReady(b, ctx, e.p, 1)
+		if primes {
+			waitPrimed(b, ctx, e.p, "coder")
+		}
 		b.StartTimer()
 		got, tm := newChat(b, ctx, e.p, "coder", fmt.Sprintf("pooled-%d", i), "hello")
-		if got != "Done." || tm.Sandbox != chat.SandboxPooled {
-			b.Fatalf("pooled new chat: %q on %s", got, tm.Sandbox)
+		if got != "Done." || tm.Sandbox != want {
+			b.Fatalf("pooled new chat: %q on %s, want %s", got, tm.Sandbox, want)
 		}
 		pooledFirst, pooledCreate = append(pooledFirst, tm.FirstTextMS), append(pooledCreate, tm.SandboxCreateMS)
 		got, tm = newChat(b, ctx, e.p, "cold", fmt.Sprintf("cold-%d", i), "hello")

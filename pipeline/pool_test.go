@@ -88,13 +88,13 @@ func TestWarmPool(t *testing.T) {
 
 	// The oldest is claimed first; a broken one is dropped for the next.
 	rt.made[0].broken = true
-	if sb := p.pool.claim(context.Background(), coder, "fake", sandbox.Spec{}); sb == nil {
+	if sb, _ := p.pool.claim(context.Background(), coder, "fake", sandbox.Spec{}); sb == nil {
 		t.Fatal("no claim")
 	}
 	if rt.made[0].claims != 1 || rt.made[1].claims != 1 {
 		t.Errorf("claims %d, %d: want the broken one, then the next", rt.made[0].claims, rt.made[1].claims)
 	}
-	if sb := p.pool.claim(context.Background(), coder, "fake", sandbox.Spec{}); sb != nil {
+	if sb, _ := p.pool.claim(context.Background(), coder, "fake", sandbox.Spec{}); sb != nil {
 		t.Error("claimed from an empty pool")
 	}
 	if st := p.Pool(); st.Claimed != 1 || st.Dropped != 1 || st.Cold != 1 || st.Ready != 0 {

@@ -77,6 +77,24 @@ func (t *turn) phase(name string, start time.Time) {
 func (t *turn) sawEvent(e chat.Event) {
 	if e.Type == chat.TypeText && e.Text != "" && (e.Event == chat.Delta || e.Event == chat.Start) && t.tm.firstText.Load() == 0 {
 		t.tm.firstText.CompareAndSwap(0, time.Now().UnixNano())
+		t.started()
+	}
+}
+
+// startingCLI counts the turn among those whose new sandbox's CLI is
+// starting (Pipeline.starting) until its first text, or its end.
+func (t *turn) startingCLI() {
+	t.p.starting.Add(1)
+	t.starting.Store(true)
+	t.defer_(t.started)
+}
+
+// started ends the turn's count among the turns before their first text
+// (startingCLI), once.
+func (t *turn) started() {
+	if t.starting.CompareAndSwap(true, false) {
+		t.p.starting.Add(-1)
+		t.p.pool.poke()
 	}
 }
 

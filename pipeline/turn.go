@@ -69,6 +69,12 @@ type turn struct {
 	// egressBase what its bridge had metered before this turn.
 	keep bool
 	kept *keptChat
+	// starting: the turn counts among the new sandboxes' turns before
+	// their first text (startingCLI).
+	starting atomic.Bool
+	// primed is the CLI started ahead of the chat in its claimed pooled
+	// sandbox (prime.go), until the executor takes it.
+	primed executor.Warm
 	// hookCtx is the hook context the bridge's host tools run with.
 	hookCtx *atomic.Pointer[jsapi.Context]
 	// cur is the turn the bridge's own tools serve (this one, or a later

@@ -46,6 +46,24 @@ type Pooled interface {
 	Remove(ctx context.Context) error
 }
 
+// Unclaimed is a Pooled sandbox that runs commands before a chat claims
+// it: a warm pool starts the assistant's CLI in it ahead of the chat
+// (executor.Primer). Before the claim its /workspace is a folder of its
+// own, empty when it was made; Claim empties that folder and covers it
+// with the chat's workspace. A process started before the claim lives on
+// after it, in the chat's sandbox; its working folder stays the emptied
+// one, and it reaches the chat's files by absolute /workspace paths,
+// resolved anew.
+type Unclaimed interface {
+	Pooled
+	// Unclaimed returns the sandbox as it runs before its claim, with env
+	// as its environment (the chat's sandbox's environment, as Claim will
+	// set it): its Start and Exec run commands, its Workspace is the
+	// sandbox's own folder. It serves until Claim or Remove; its Remove
+	// does nothing (the Pooled's removes the sandbox).
+	Unclaimed(env map[string]string) (Sandbox, error)
+}
+
 // PoolSocketDir is the folder of a sandbox whose sockets a pooled sandbox
 // takes at Claim, whatever their host path: the bridge's sockets and its
 // egress CA (bridge.GuestModelSocket and the others are in it).

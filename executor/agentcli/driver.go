@@ -1,6 +1,7 @@
 package agentcli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +67,11 @@ type Profile struct {
 	Hide, RunFiles []string
 	// Lines are how the driver reads the CLI's output for its parser.
 	Lines LineOptions
+	// Primes makes the executor an executor.Primer (prime.go): the CLI,
+	// a Keeper, opens its session with a message that names the
+	// session's folder, so it can be started in a pooled sandbox before
+	// the chat's workspace is attached.
+	Primes bool
 }
 
 // Home is a CLI home of the state folder (Profile.Homes).
@@ -237,7 +243,12 @@ func (x *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	}
 	log := x.opts.Logger.With("assistant", req.Assistant.ID, "chat", req.ChatID, "cli", x.prof.Name)
 	keeper, canKeep := x.cli.(Keeper)
-	if req.Warm != nil {
+	var primed *kept
+	if k, ok := req.Warm.(*kept); ok && k.primed != nil {
+		// Started ahead of the chat (Prime): used below once the turn's
+		// own preparation shows it was started as the turn would start it.
+		primed = k
+	} else if req.Warm != nil {
 		k, ok := req.Warm.(*kept)
 		same := ok && k.owner == x && k.key == keepKey(req)
 		if same && k.Alive() {
@@ -257,14 +268,11 @@ func (x *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	}
 
 	ws := req.Sandbox.Workspace()
-	p := &Prepared{Request: req, State: x.prof.State(req.Assistant.ID), Model: req.Arguments.Model, Keep: canKeep && req.KeepAlive}
-	if p.Model == "" {
-		p.Model = req.Connector.Model
-	}
-	if err := x.reset(ctx, ws, p); err != nil {
-		return fail(chat.ErrSandbox, "prepare workspace: "+err.Error(), err)
-	}
-	plan, err := x.cli.Prepare(ctx, p)
+	// A primed CLI runs in its keeping mode: the turn is prepared for it,
+	// and a CLI the request does not keep is closed when the turn ends.
+	p := &Prepared{Request: req, State: x.prof.State(req.Assistant.ID), Model: cmp.Or(req.Arguments.Model, req.Connector.Model),
+		Keep: canKeep && (req.KeepAlive || primed != nil)}
+	plan, err := x.prepare(ctx, p)
 	if err != nil {
 		var ce *chat.Error
 		if errors.As(err, &ce) {
@@ -272,11 +280,21 @@ func (x *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 		}
 		return fail(chat.ErrSandbox, "prepare workspace: "+err.Error(), err)
 	}
-	if plan.SessionID == "" {
-		plan.SessionID = p.Resume
+	argv, env, secrets := x.command(req, plan)
+	if primed != nil {
+		if why := primed.misfit(x, req, p, argv, env); why != "" {
+			log.Info(x.prof.Name + " started ahead of the chat is not used: " + why + "; a new one is started")
+			primed.Close()
+		} else {
+			res, err := x.first(ctx, req, primed, plan, secrets, log)
+			if !errors.Is(err, ErrHung) {
+				return res, err
+			}
+			// It did not take the message, and nothing was emitted: a
+			// new CLI takes the turn.
+			log.Warn(x.prof.Name + " started ahead of the chat did not take its first message; a new one is started")
+		}
 	}
-	plan.FailureThreshold = executor.FailureThreshold(req.Assistant)
-	plan.Approve = req.Approve
 	keep := false
 	defer func() {
 		if keep {
@@ -288,25 +306,8 @@ func (x *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 			}
 		}
 	}()
-	argv := plan.Argv
-	if req.WrapArgv != nil {
-		argv = req.WrapArgv(argv)
-	}
-	var mcpEnv map[string]string
-	var servers []string
-	if plan.MCP != nil {
-		mcpEnv, servers = plan.MCP.Env, plan.MCP.Names()
-	}
-	env := GitEnv()
-	for k, v := range mcpEnv {
-		env[k] = v
-	}
-	for k, v := range plan.Env {
-		env[k] = v
-	}
-	log.Debug(x.prof.Name+" run", "resume", p.Resume, "model", p.Model, "mcp_servers", servers,
+	log.Debug(x.prof.Name+" run", "resume", p.Resume, "model", p.Model, "mcp_servers", plan.MCP.Names(),
 		"max_turns", plan.MaxTurns, "keep", p.Keep, "input_bytes", len(plan.Input))
-	secrets := Secrets(req.Connector.Key, mcpEnv)
 	run, xe := Start(ctx, Spec{
 		CLI: x.prof.Program, ErrorID: x.prof.ErrorID, Emit: req.Emit,
 		Sandbox: req.Sandbox,
@@ -333,6 +334,46 @@ func (x *Executor) Run(ctx context.Context, req *executor.Request) (*executor.Re
 	res, err := x.finish(ctx, req, run, k, plan, p.Resume, parser, exit, secrets, log)
 	keep = res != nil && res.Warm != nil
 	return res, err
+}
+
+// prepare empties the CLI's homes, reads the session to resume and has
+// the CLI prepare its run (p.Keep as the CLI left it).
+func (x *Executor) prepare(ctx context.Context, p *Prepared) (*Plan, error) {
+	if err := x.reset(ctx, p.Sandbox.Workspace(), p); err != nil {
+		return nil, err
+	}
+	plan, err := x.cli.Prepare(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if plan.SessionID == "" {
+		plan.SessionID = p.Resume
+	}
+	plan.FailureThreshold = executor.FailureThreshold(p.Assistant)
+	plan.Approve = p.Approve
+	return plan, nil
+}
+
+// command is how the CLI of plan starts for req: its command line (in
+// the bridge's wrapper), its environment (Git's, the MCP servers', the
+// plan's), and the values no event or error may show.
+func (x *Executor) command(req *executor.Request, plan *Plan) (argv []string, env map[string]string, secrets []string) {
+	argv = plan.Argv
+	if req.WrapArgv != nil {
+		argv = req.WrapArgv(argv)
+	}
+	var mcpEnv map[string]string
+	if plan.MCP != nil {
+		mcpEnv = plan.MCP.Env
+	}
+	env = GitEnv()
+	for k, v := range mcpEnv {
+		env[k] = v
+	}
+	for k, v := range plan.Env {
+		env[k] = v
+	}
+	return argv, env, Secrets(req.Connector.Key, mcpEnv)
 }
 
 // cancelable makes a kept run ask parser to stop a canceled turn when it

@@ -85,6 +85,9 @@ type kept struct {
 	secrets []string
 	session string
 	turns   int
+	// primed: started ahead of any chat (Prime), and how; nil once a
+	// chat's turn took it.
+	primed *primedStart
 }
 
 var _ executor.Warm = (*kept)(nil)

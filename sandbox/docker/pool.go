@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -127,15 +128,53 @@ type Pooled struct {
 	mu      sync.Mutex
 	claimed bool
 	removed bool
+	// own is the workspace of the container's own folder, while it runs
+	// commands before its claim (Unclaimed).
+	own *sandbox.Workspace
 }
 
-var _ sandbox.Pooled = (*Pooled)(nil)
+var _ sandbox.Unclaimed = (*Pooled)(nil)
 
 // ID returns the container id.
 func (p *Pooled) ID() string { return p.id }
 
 // Name returns the container name.
 func (p *Pooled) Name() string { return p.name }
+
+// Unclaimed implements sandbox.Unclaimed: the container as it runs
+// before its claim, its workspace the slot's ws folder.
+func (p *Pooled) Unclaimed(env map[string]string) (sandbox.Sandbox, error) {
+	if _, err := sandbox.MergeEnv(map[string]string{"HOME": p.rt.opts.Home}, env); err != nil {
+		return nil, fmt.Errorf("docker unclaimed %s: %w", p.name, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.claimed || p.removed {
+		return nil, fmt.Errorf("docker unclaimed %s: already claimed or removed", p.name)
+	}
+	if p.own == nil {
+		uid, gid := ids(p.rt.opts.User)
+		ws, err := sandbox.OpenWorkspace(p.slot.WS(), uid, gid)
+		if err != nil {
+			return nil, fmt.Errorf("docker unclaimed %s: %w", p.name, err)
+		}
+		p.own = ws
+	}
+	return &Sandbox{rt: p.rt, id: p.id, name: p.name, ws: p.own, env: maps.Clone(env), terms: map[*terminal]struct{}{},
+		unclaimed: true}, nil
+}
+
+// closeOwn closes the workspace of the container's own folder, once it
+// is claimed or removed.
+func (p *Pooled) closeOwn() {
+	p.mu.Lock()
+	ws := p.own
+	p.own = nil
+	p.mu.Unlock()
+	if ws != nil {
+		_ = ws.Close()
+	}
+}
 
 // Claim checks the container (running, not paused, never claimed, the
 // slot's workspace folder empty and unmounted) and attaches spec's
@@ -150,6 +189,7 @@ func (p *Pooled) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 	}
 	p.claimed = true
 	p.mu.Unlock()
+	p.closeOwn()
 	if err := checkOwner(spec); err != nil {
 		return nil, err
 	}
@@ -170,6 +210,11 @@ func (p *Pooled) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 	hidden, err := sandbox.PrepareHide(ctx, spec.Workspace, spec.Hide)
 	if err != nil {
 		return nil, fmt.Errorf("docker claim: %w", err)
+	}
+	// What ran before the claim (a primed CLI) wrote into the
+	// container's own folder: none of it is the chat's.
+	if err := p.slot.Clear(); err != nil {
+		return nil, fmt.Errorf("docker claim %s: %w", p.name, err)
 	}
 	if err := p.slot.Link(links); err != nil {
 		return nil, fmt.Errorf("docker claim %s: %w", p.name, err)
@@ -217,6 +262,7 @@ func (p *Pooled) Remove(ctx context.Context) error {
 	}
 	p.removed = true
 	p.mu.Unlock()
+	p.closeOwn()
 	err := p.rt.remove(ctx, p.id)
 	if err == nil {
 		p.rt.tracked.drop(p.name)

@@ -34,6 +34,9 @@ type Sandbox struct {
 	// release gives back what the sandbox holds beside its container
 	// once that is gone (a claimed pooled container's slot; nil: none).
 	release func() error
+	// unclaimed: a pooled container before its claim (Pooled.Unclaimed),
+	// which the Pooled removes.
+	unclaimed bool
 
 	procs sandbox.Procs
 
@@ -134,6 +137,9 @@ func (s *Sandbox) execErr(ctx context.Context, op string, err error) error {
 // container already gone counts as removed. It runs with its own timeout
 // even when ctx has ended (request cancelled), so cleanup always happens.
 func (s *Sandbox) Remove(ctx context.Context) error {
+	if s.unclaimed {
+		return nil
+	}
 	s.mu.Lock()
 	s.removed = true
 	terms := make([]*terminal, 0, len(s.terms))

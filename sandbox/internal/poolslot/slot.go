@@ -94,8 +94,32 @@ func (s Slot) Remove() error {
 			errs = append(errs, err)
 		}
 	}
+	// Unmounted: what the sandbox wrote into ws before a claim is its own.
+	if err := s.Clear(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
 	for _, d := range []string{s.WS(), string(s)} {
 		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pool slot %s: %w", s, err)
+	}
+	return nil
+}
+
+// Clear removes what is in the slot's ws folder (what the sandbox wrote
+// there before its claim), not through a link or a mount: ws must not be
+// covered (Attach, after Clear). ws itself stays.
+func (s Slot) Clear() error {
+	ents, err := os.ReadDir(s.WS())
+	if err != nil {
+		return fmt.Errorf("pool slot %s: %w", s, err)
+	}
+	var errs []error
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(s.WS(), e.Name())); err != nil {
 			errs = append(errs, err)
 		}
 	}
