@@ -4,14 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
@@ -19,20 +15,21 @@ import (
 	"github.com/agentbox/agentbox/scripted"
 )
 
-// poolEnv is a kept env whose coder has a warm pool of size, started,
-// and a twin assistant "cold" without one, for new chats compared in the
-// same run.
-func poolEnv(tb testing.TB, ctx context.Context, size int, turns []scripted.Turn) *keptEnv {
-	return poolEnvOf(tb, ctx, benchCLIs[0], size, turns)
+// poolEnvOf is a kept env whose coder runs cli and has a warm pool of
+// size, started, and a twin assistant "cold" without one, for new chats
+// compared in the same run.
+func poolEnvOf(tb testing.TB, ctx context.Context, cli benchCLI, size int, turns []scripted.Turn) *keptEnv {
+	return poolEnvWith(tb, ctx, cli, size, turns, nil)
 }
 
-// poolEnvOf is poolEnv with the coder running cli.
-func poolEnvOf(tb testing.TB, ctx context.Context, cli benchCLI, size int, turns []scripted.Turn) *keptEnv {
+// poolEnvWith is poolEnvOf with the pipeline's Config changed by mod, if
+// not nil, before it starts.
+func poolEnvWith(tb testing.TB, ctx context.Context, cli benchCLI, size int, turns []scripted.Turn, mod func(*Config)) *keptEnv {
 	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("the warm pool attaches workspaces with mounts: needs root")
 	}
-	e := newKeptEnv(tb, ctx, 0, turns, nil)
+	e := newKeptEnv(tb, ctx, 0, turns, mod)
 	e.useCLI(tb, cli)
 	e.coder.Sandbox.Pool = size
 	cold := *e.coder
@@ -209,99 +206,70 @@ func benchKeptFollowUpFrozen(b *testing.B, cli benchCLI) {
 	}
 }
 
-// BenchmarkPool32NewChats: 32 new chats arriving at once with a warm pool
-// of 4 (pool32): the distribution of request to first text delta.
+// BenchmarkPool32NewChats: 32 new chats arriving at once (runBurst) with
+// 8 sandbox slots, with a warm pool of 4 and without one, interleaved:
+// request to first text delta p50, p90 and max, the pooled chats, the
+// time from the first request to the last answer, the parts of a turn
+// the chats waited for, and the host's CPU time a chat took; the load
+// average before and after. Every answer must be its chat's own and
+// nothing may be left after Close.
 func BenchmarkPool32NewChats(b *testing.B) {
-	for range b.N {
-		r := pool32(b)
-		b.ReportMetric(r.pct(50), "ms/first-text-p50")
-		b.ReportMetric(r.pct(90), "ms/first-text-p90")
-		b.ReportMetric(r.pct(100), "ms/first-text-max")
-		b.ReportMetric(float64(r.pooled), "chats-pooled")
-	}
-}
-
-// pool32Result is what pool32 measured: every chat's first text, and how
-// many claimed a pooled sandbox.
-type pool32Result struct {
-	first  []float64
-	pooled int
-}
-
-func (r pool32Result) pct(p int) float64 {
-	s := slices.Clone(r.first)
-	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*p/100)]
-}
-
-// pool32 runs 32 new chats at once against a pool of 4 filled first:
-// every answer must be correct (its own chat's), and after Close no
-// container of the run is left.
-func pool32(tb testing.TB) pool32Result {
-	const chats = 32
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	var turns []scripted.Turn
-	for c := range chats {
-		turns = append(turns, scripted.Turn{When: &scripted.Match{Contains: fmt.Sprintf("chat-%d?", c)}, Text: fmt.Sprintf("Answer %d.", c)})
-	}
-	e := poolEnv(tb, ctx, 4, turns)
-	// As a server on a small host takes them: 8 sandboxes at once, the
-	// others wait in line for a slot (limits.sandboxes).
-	lim := assistant.DefaultLimits()
-	lim.Sandboxes, lim.SandboxWait, lim.TurnsPerUser = 8, 10*time.Minute, chats
-	e.app.Config.Limits = lim
-	e.coder.Sandbox.Timeout = 8 * time.Minute
-	waitReady(tb, ctx, e.p, 4)
-	var (
-		mu  sync.Mutex
-		res pool32Result
-		wg  sync.WaitGroup
-	)
-	for c := range chats {
-		wg.Go(func() {
-			got, tm, err := tryChat(ctx, e.p, "coder", fmt.Sprintf("c%d", c), fmt.Sprintf("this is chat-%d?", c))
-			if err != nil {
-				tb.Errorf("chat %d: %v", c, err)
-				return
-			}
-			if want := fmt.Sprintf("Answer %d.", c); got != want {
-				tb.Errorf("chat %d: %q, want %q", c, got, want)
-			}
-			mu.Lock()
-			res.first = append(res.first, tm.FirstTextMS)
-			if tm.Sandbox == chat.SandboxPooled {
-				res.pooled++
-			}
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	rt := e.p.cfg.Runtimes["docker"].(*docker.Runtime)
-	if err := e.p.Close(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelRun+"="+docker.RunID(rt)).Output()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if left := strings.Fields(string(out)); len(left) != 0 {
-		tb.Errorf("%d containers left after Close: %v", len(left), left)
-	}
-	if ents, _ := os.ReadDir(rt.PoolDir()); len(ents) > 0 {
-		var names []string
-		for _, en := range ents {
-			names = append(names, en.Name())
+	load := loadAverage(b)
+	var pooled, cold []burstResult
+	for i := range b.N {
+		arms := []int{4, 0}
+		if i%2 == 1 {
+			slices.Reverse(arms)
 		}
-		// Other processes' pools may share the folder: only this run's count.
-		for _, n := range names {
-			if _, err := rt.Client().ContainerInspect(ctx, n); err == nil {
-				continue
-			}
-			if b, err := os.ReadFile(rt.PoolDir() + "/" + n + "/owner"); err == nil && strings.Contains(string(b), fmt.Sprint(os.Getpid())) {
-				tb.Errorf("pool slot %s left after Close", n)
+		for _, size := range arms {
+			r := runBurst(b, burstSpec{chats: burstChats, pool: size, slots: 8})
+			r.log(b)
+			if size > 0 {
+				if r.pooled == 0 {
+					b.Fatalf("no chat claimed one of the %d pooled sandboxes", size)
+				}
+				pooled = append(pooled, r)
+			} else {
+				cold = append(cold, r)
 			}
 		}
 	}
-	return res
+	b.StopTimer()
+	all := func(rs []burstResult, f func(burstResult) []float64) []float64 {
+		var out []float64
+		for _, r := range rs {
+			out = append(out, f(r)...)
+		}
+		return out
+	}
+	first := func(r burstResult) []float64 { return r.firstText() }
+	wall := func(r burstResult) []float64 { return []float64{r.wall.Seconds()} }
+	ft, cft := all(pooled, first), all(cold, first)
+	b.ReportMetric(pct(ft, 50), "ms/first-text-p50")
+	b.ReportMetric(pct(ft, 90), "ms/first-text-p90")
+	b.ReportMetric(pct(ft, 100), "ms/first-text-max")
+	b.ReportMetric(pct(cft, 50), "ms/no-pool-first-text-p50")
+	b.ReportMetric(pct(cft, 90), "ms/no-pool-first-text-p90")
+	b.ReportMetric(pct(cft, 100), "ms/no-pool-first-text-max")
+	b.ReportMetric(pct(ft, 50)/pct(cft, 50), "ratio-first-text-p50")
+	b.ReportMetric(median(all(pooled, wall)), "s/burst")
+	b.ReportMetric(median(all(cold, wall)), "s/no-pool-burst")
+	var n float64
+	for _, r := range pooled {
+		n += float64(r.pooled)
+	}
+	b.ReportMetric(n/float64(len(pooled)), "chats-pooled")
+	phase := func(d func(map[string]interval) time.Duration) func(burstResult) []float64 {
+		return func(r burstResult) []float64 { return r.phase(d) }
+	}
+	b.ReportMetric(pct(all(pooled, phase(burstSlotWait)), 50), "ms/slot-wait-p50")
+	b.ReportMetric(pct(all(pooled, phase(burstCLIStart)), 50), "ms/cli-start-p50")
+	b.ReportMetric(pct(all(pooled, phase(burstHeld)), 50), "ms/slot-held-p50")
+	var cpu, chats float64
+	for _, r := range append(pooled, cold...) {
+		cpu, chats = cpu+r.cpu.Seconds(), chats+float64(len(r.chats))
+	}
+	b.ReportMetric(cpu/chats, "host-cpu-s/chat")
+	b.ReportMetric(load, "load1-before")
+	b.ReportMetric(loadAverage(b), "load1-after")
 }
