@@ -201,8 +201,22 @@ func turnPhases(spans []sdktrace.ReadOnlySpan, chatID string) map[string]interva
 // burstLeftovers lists what a closed burst left: containers of its run,
 // mounts and loop devices under root (its TMPDIR: the workspaces, the
 // pool's slots, the bridge's folders), pool slot folders, and processes
-// this one started since procs.
+// this one started since procs. The kernel detaches a loop device some
+// time after its last unmount (seconds on a loaded host), and a process
+// may be in its last moments: what is left is what a minute did not take.
 func burstLeftovers(tb testing.TB, rt *docker.Runtime, root string, procs map[int]string) []string {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		left := burstLeft(tb, rt, root, procs)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// burstLeft is what burstLeftovers finds now.
+func burstLeft(tb testing.TB, rt *docker.Runtime, root string, procs map[int]string) []string {
 	var left []string
 	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelRun+"="+docker.RunID(rt)).Output()
 	if err != nil {
