@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
@@ -204,72 +203,4 @@ func benchKeptFollowUpFrozen(b *testing.B, cli benchCLI) {
 		b.ReportMetric(running[0], "MiB/kept-chat-running")
 		b.ReportMetric(frozen[0], "MiB/kept-chat-frozen")
 	}
-}
-
-// BenchmarkPool32NewChats: 32 new chats arriving at once (runBurst) with
-// 8 sandbox slots, with a warm pool of 4 and without one, interleaved:
-// request to first text delta p50, p90 and max, the pooled chats, the
-// time from the first request to the last answer, the parts of a turn
-// the chats waited for, and the host's CPU time a chat took; the load
-// average before and after. Every answer must be its chat's own and
-// nothing may be left after Close.
-func BenchmarkPool32NewChats(b *testing.B) {
-	load := loadAverage(b)
-	var pooled, cold []burstResult
-	for i := range b.N {
-		arms := []int{4, 0}
-		if i%2 == 1 {
-			slices.Reverse(arms)
-		}
-		for _, size := range arms {
-			r := runBurst(b, burstSpec{chats: burstChats, pool: size, slots: 8})
-			r.log(b)
-			if size > 0 {
-				if r.pooled == 0 {
-					b.Fatalf("no chat claimed one of the %d pooled sandboxes", size)
-				}
-				pooled = append(pooled, r)
-			} else {
-				cold = append(cold, r)
-			}
-		}
-	}
-	b.StopTimer()
-	all := func(rs []burstResult, f func(burstResult) []float64) []float64 {
-		var out []float64
-		for _, r := range rs {
-			out = append(out, f(r)...)
-		}
-		return out
-	}
-	first := func(r burstResult) []float64 { return r.firstText() }
-	wall := func(r burstResult) []float64 { return []float64{r.wall.Seconds()} }
-	ft, cft := all(pooled, first), all(cold, first)
-	b.ReportMetric(pct(ft, 50), "ms/first-text-p50")
-	b.ReportMetric(pct(ft, 90), "ms/first-text-p90")
-	b.ReportMetric(pct(ft, 100), "ms/first-text-max")
-	b.ReportMetric(pct(cft, 50), "ms/no-pool-first-text-p50")
-	b.ReportMetric(pct(cft, 90), "ms/no-pool-first-text-p90")
-	b.ReportMetric(pct(cft, 100), "ms/no-pool-first-text-max")
-	b.ReportMetric(pct(ft, 50)/pct(cft, 50), "ratio-first-text-p50")
-	b.ReportMetric(median(all(pooled, wall)), "s/burst")
-	b.ReportMetric(median(all(cold, wall)), "s/no-pool-burst")
-	var n float64
-	for _, r := range pooled {
-		n += float64(r.pooled)
-	}
-	b.ReportMetric(n/float64(len(pooled)), "chats-pooled")
-	phase := func(d func(map[string]interval) time.Duration) func(burstResult) []float64 {
-		return func(r burstResult) []float64 { return r.phase(d) }
-	}
-	b.ReportMetric(pct(all(pooled, phase(burstSlotWait)), 50), "ms/slot-wait-p50")
-	b.ReportMetric(pct(all(pooled, phase(burstCLIStart)), 50), "ms/cli-start-p50")
-	b.ReportMetric(pct(all(pooled, phase(burstHeld)), 50), "ms/slot-held-p50")
-	var cpu, chats float64
-	for _, r := range append(pooled, cold...) {
-		cpu, chats = cpu+r.cpu.Seconds(), chats+float64(len(r.chats))
-	}
-	b.ReportMetric(cpu/chats, "host-cpu-s/chat")
-	b.ReportMetric(load, "load1-before")
-	b.ReportMetric(loadAverage(b), "load1-after")
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package pipeline
 
 import (
@@ -19,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
 	"github.com/agentbox/agentbox/internal/e2etest"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
 	"github.com/agentbox/agentbox/scripted"
@@ -33,11 +36,93 @@ import (
 // its own, so that what it leaves (mounts, loop devices, pool slots) is
 // told from what other processes on the host hold.
 
+// TestPool32NewChatsInDocker: 32 new chats arrive at once with a warm
+// pool of 4 and 8 sandbox slots (runBurst): each gets its own answer, the
+// first ones on pooled sandboxes, the rest on their own, and nothing is
+// left after Close. BenchmarkPool32NewChats measures the same burst.
+func TestPool32NewChatsInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	testenv.Root(t, "for the warm pool to attach workspaces with mounts")
+	r := runBurst(t, burstSpec{chats: burstChats, pool: 4, slots: 8})
+	if r.pooled < 1 {
+		t.Errorf("no chat claimed one of the 4 pooled sandboxes")
+	}
+	r.log(t)
+}
+
+// BenchmarkPool32NewChats: 32 new chats arriving at once (runBurst) with
+// 8 sandbox slots, with a warm pool of 4 and without one, interleaved:
+// request to first text delta p50, p90 and max, the pooled chats, the
+// time from the first request to the last answer, the parts of a turn
+// the chats waited for, and the host's CPU time a chat took; the load
+// average before and after. Every answer must be its chat's own and
+// nothing may be left after Close.
+func BenchmarkPool32NewChats(b *testing.B) {
+	load := loadAverage(b)
+	var pooled, cold []burstResult
+	for i := range b.N {
+		arms := []int{4, 0}
+		if i%2 == 1 {
+			slices.Reverse(arms)
+		}
+		for _, size := range arms {
+			r := runBurst(b, burstSpec{chats: burstChats, pool: size, slots: 8})
+			r.log(b)
+			if size > 0 {
+				if r.pooled == 0 {
+					b.Fatalf("no chat claimed one of the %d pooled sandboxes", size)
+				}
+				pooled = append(pooled, r)
+			} else {
+				cold = append(cold, r)
+			}
+		}
+	}
+	b.StopTimer()
+	all := func(rs []burstResult, f func(burstResult) []float64) []float64 {
+		var out []float64
+		for _, r := range rs {
+			out = append(out, f(r)...)
+		}
+		return out
+	}
+	first := func(r burstResult) []float64 { return r.firstText() }
+	wall := func(r burstResult) []float64 { return []float64{r.wall.Seconds()} }
+	ft, cft := all(pooled, first), all(cold, first)
+	b.ReportMetric(pct(ft, 50), "ms/first-text-p50")
+	b.ReportMetric(pct(ft, 90), "ms/first-text-p90")
+	b.ReportMetric(pct(ft, 100), "ms/first-text-max")
+	b.ReportMetric(pct(cft, 50), "ms/no-pool-first-text-p50")
+	b.ReportMetric(pct(cft, 90), "ms/no-pool-first-text-p90")
+	b.ReportMetric(pct(cft, 100), "ms/no-pool-first-text-max")
+	b.ReportMetric(pct(ft, 50)/pct(cft, 50), "ratio-first-text-p50")
+	b.ReportMetric(median(all(pooled, wall)), "s/burst")
+	b.ReportMetric(median(all(cold, wall)), "s/no-pool-burst")
+	var n float64
+	for _, r := range pooled {
+		n += float64(r.pooled)
+	}
+	b.ReportMetric(n/float64(len(pooled)), "chats-pooled")
+	phase := func(d func(map[string]interval) time.Duration) func(burstResult) []float64 {
+		return func(r burstResult) []float64 { return r.phase(d) }
+	}
+	b.ReportMetric(pct(all(pooled, phase(burstSlotWait)), 50), "ms/slot-wait-p50")
+	b.ReportMetric(pct(all(pooled, phase(burstCLIStart)), 50), "ms/cli-start-p50")
+	b.ReportMetric(pct(all(pooled, phase(burstHeld)), 50), "ms/slot-held-p50")
+	var cpu, chats float64
+	for _, r := range append(pooled, cold...) {
+		cpu, chats = cpu+r.cpu.Seconds(), chats+float64(len(r.chats))
+	}
+	b.ReportMetric(cpu/chats, "host-cpu-s/chat")
+	b.ReportMetric(load, "load1-before")
+	b.ReportMetric(loadAverage(b), "load1-after")
+}
+
 // burstSpec is a burst: how many chats, the pool's size and the slots.
 type burstSpec struct {
 	chats, pool, slots int
-	// plain: workspaces are folders without a disk limit, not images.
-	plain bool
 }
 
 // burstChat is one chat of a burst: its done event's timings and its
@@ -61,8 +146,8 @@ type burstResult struct {
 	// the engine's and other work's included).
 	cpu time.Duration
 	// self and engine are the shares of cpu of this process (the
-	// pipeline, the bridge's host side, the hooks; with the programs it
-	// ran) and of the Docker engine (dockerd, containerd); the rest is the
+	// pipeline, the bridge's host side, the hooks, the scripted model;
+	// with the programs it ran: mkfs) and of the Docker engine (dockerd, containerd); the rest is the
 	// sandboxes' (the CLIs), their shims and runc, and the kernel's.
 	self, engine time.Duration
 	// disk is the workspaces' disk mode.
@@ -93,9 +178,7 @@ func runBurst(tb testing.TB, spec burstSpec) burstResult {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	mode, why := sandbox.DetectDiskMode(ctx, filepath.Join(root, "data"))
-	if spec.plain {
-		mode = sandbox.DiskNone
-	} else if mode != sandbox.DiskLoop {
+	if mode != sandbox.DiskLoop {
 		tb.Logf("workspaces not loop-mounted on this host (%s): their disk is measured", why)
 	}
 	ws, err := sandbox.NewWorkspacesWith(filepath.Join(root, "data"), sandbox.WorkspacesOptions{
@@ -227,8 +310,8 @@ func burstLeft(tb testing.TB, rt *docker.Runtime, root string, procs map[int]str
 	}
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(unescapeMount(f[4]), root+"/") {
-				left = append(left, "mount "+unescapeMount(f[4]))
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(sandbox.UnescapeMountPath(f[4]), root+"/") {
+				left = append(left, "mount "+sandbox.UnescapeMountPath(f[4]))
 			}
 		}
 	}
@@ -250,31 +333,19 @@ func burstLeft(tb testing.TB, rt *docker.Runtime, root string, procs map[int]str
 	return left
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+// proc is a process as /proc/PID/stat shows it.
+type proc struct {
+	pid, ppid int
+	comm      string
+	zombie    bool
+	// cpu is its CPU time with that of the children it waited for.
+	cpu time.Duration
 }
 
-// descendants are this process's descendant processes, by pid, with their
-// command names (and "zombie" for one that ended unwaited).
-func descendants() map[int]string {
+// procs are the host's processes.
+func procs() []proc {
 	ents, _ := os.ReadDir("/proc")
-	children := map[int][]int{}
-	names := map[int]string{}
+	var out []proc
 	for _, en := range ents {
 		pid, err := strconv.Atoi(en.Name())
 		if err != nil {
@@ -285,21 +356,33 @@ func descendants() map[int]string {
 			continue
 		}
 		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		// utime, stime, cutime and cstime are fields 14 to 17.
 		s := string(b)
 		i := strings.LastIndexByte(s, ')')
 		if i < 0 {
 			continue
 		}
 		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
+		if len(f) < 15 {
 			continue
 		}
-		ppid, _ := strconv.Atoi(f[1])
-		children[ppid] = append(children[ppid], pid)
-		names[pid] = s[strings.IndexByte(s, '(')+1 : i]
-		if f[0] == "Z" {
-			names[pid] += " zombie"
+		pr := proc{pid: pid, comm: s[strings.IndexByte(s, '(')+1 : i], zombie: f[0] == "Z"}
+		pr.ppid, _ = strconv.Atoi(f[1])
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseUint(v, 10, 64)
+			pr.cpu += time.Duration(n) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 		}
+		out = append(out, pr)
+	}
+	return out
+}
+
+// descendants are this process's descendant processes, by pid, with their
+// command names (and "zombie" for one that ended unwaited).
+func descendants() map[int]string {
+	children := map[int][]proc{}
+	for _, pr := range procs() {
+		children[pr.ppid] = append(children[pr.ppid], pr)
 	}
 	out := map[int]string{}
 	next := []int{os.Getpid()}
@@ -307,8 +390,11 @@ func descendants() map[int]string {
 		pid := next[0]
 		next = next[1:]
 		for _, c := range children[pid] {
-			out[c] = names[c]
-			next = append(next, c)
+			out[c.pid] = c.comm
+			if c.zombie {
+				out[c.pid] += " zombie"
+			}
+			next = append(next, c.pid)
 		}
 	}
 	return out
@@ -334,34 +420,15 @@ func hostBusy(tb testing.TB) time.Duration {
 	return time.Duration(busy) * 10 * time.Millisecond
 }
 
-// procCPU is the CPU time of the processes match picks, with that of
-// their children they waited for.
+// procCPU is the CPU time of the processes match picks.
 func procCPU(match func(pid int, comm string) bool) time.Duration {
-	ents, _ := os.ReadDir("/proc")
-	var ticks uint64
-	for _, en := range ents {
-		pid, err := strconv.Atoi(en.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + en.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || !match(pid, s[strings.IndexByte(s, '(')+1:i]) {
-			continue
-		}
-		// After the comm: state is field 3, utime, stime, cutime and
-		// cstime fields 14 to 17.
-		f := strings.Fields(s[i+1:])
-		for _, v := range f[11:15] {
-			n, _ := strconv.ParseUint(v, 10, 64)
-			ticks += n
+	var d time.Duration
+	for _, pr := range procs() {
+		if match(pr.pid, pr.comm) {
+			d += pr.cpu
 		}
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond
+	return d
 }
 
 func isSelf(pid int, _ string) bool { return pid == os.Getpid() }

@@ -231,19 +231,3 @@ func TestKeptChatFrozenInDocker(t *testing.T) {
 		t.Errorf("frozen kept chat's container left after Close")
 	}
 }
-
-// TestPool32NewChatsInDocker: 32 new chats arrive at once with a warm
-// pool of 4 and 8 sandbox slots (runBurst): each gets its own answer, the
-// first ones on pooled sandboxes, the rest on their own, and nothing is
-// left after Close. BenchmarkPool32NewChats measures the same burst.
-func TestPool32NewChatsInDocker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: integration test")
-	}
-	testenv.Root(t, "for the warm pool to attach workspaces with mounts")
-	r := runBurst(t, burstSpec{chats: burstChats, pool: 4, slots: 8})
-	if r.pooled < 1 {
-		t.Errorf("no chat claimed one of the 4 pooled sandboxes")
-	}
-	r.log(t)
-}
