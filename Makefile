@@ -20,8 +20,9 @@ BIN       := bin/agentbox
 APP       ?= examples/app
 TEST_P    ?= 2
 TEST_PKGS ?= ./...
-# Docker images `make cluster` imports into the local cluster.
-CLUSTER_IMAGES ?= $(IMAGE)
+# Docker images `make cluster` imports into the local cluster (the Gemini
+# CLI's for the test of the pool's primed pods).
+CLUSTER_IMAGES ?= $(IMAGE) $(AGENTBOX_GEMINI_IMAGE)
 # make test starts the local cluster (CLUSTER=0: it does not).
 CLUSTER   ?= 1
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -151,3 +151,49 @@ func TestPoolInKubernetes(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolPrimedInKubernetes: on the kubernetes runtime, a pooled pod of
+// a Gemini CLI assistant waits with its CLI started once the assistant's
+// first turn taught the pool how, and a new chat's turn goes to it: the
+// agent's shell writes into the chat's workspace by a relative path, and
+// the chat's session is kept there.
+func TestPoolPrimedInKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: integration test")
+	}
+	testenv.Root(t, "for the warm pool to attach workspaces with mounts")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "pipeline-prime-test", PoolDir: filepath.Join(k8stest.SharedTempDir(t), "pool")})
+	turns := []scripted.Turn{
+		{When: &scripted.Match{Contains: "learn"}, Text: "Learned."},
+		{When: &scripted.Match{Contains: "write"}, ToolCalls: []scripted.ToolCall{{Name: "run_shell_command",
+			Input: map[string]any{"command": "pwd > where.txt && echo written-4411", "description": "run"}}}},
+		{When: &scripted.Match{AfterToolResult: "run_shell_command"}, Text: "Written."},
+	}
+	e := newKeptEnv(t, ctx, 0, turns, func(c *Config) {
+		c.Runtimes = map[string]sandbox.Runtime{rt.Name(): rt}
+		c.DefaultRuntime = rt.Name()
+	})
+	e.useCLI(t, benchCLI{"gemini", "anthropic"})
+	e.coder.Sandbox.Pool = 1
+	e.p.StartPool()
+	if got, _ := e.turn(t, ctx, "c0", "learn"); !strings.Contains(got, "Learned.") {
+		t.Fatalf("first chat: %q", got)
+	}
+	waitPrimed(t, ctx, e.p, "coder")
+	got, tm := e.turn(t, ctx, "c1", "write it")
+	if !strings.Contains(got, "Written.") || tm.Sandbox != chat.SandboxPrimed {
+		t.Fatalf("new chat: %q on %s, want Written. on a primed sandbox", got, tm.Sandbox)
+	}
+	dir, err := e.ws.Path("alice", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "where.txt")); err != nil || strings.TrimSpace(string(b)) != "/workspace" {
+		t.Errorf("the chat's workspace holds where.txt %q, %v: the shell ran elsewhere", b, err)
+	}
+	if !sessionIn(t, dir, "gemini") {
+		t.Error("the chat's workspace holds no gemini session")
+	}
+}

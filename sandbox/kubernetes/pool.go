@@ -254,12 +254,51 @@ type Pooled struct {
 	mu      sync.Mutex
 	claimed bool
 	removed bool
+	// own is the workspace of the pod's own folder, while it runs
+	// commands before its claim (Unclaimed).
+	own *sandbox.Workspace
 }
 
 var _ sandbox.Pooled = (*Pooled)(nil)
 
 // ID returns the pod's name.
 func (p *Pooled) ID() string { return p.sb.name }
+
+var _ sandbox.Unclaimed = (*Pooled)(nil)
+
+// Unclaimed implements sandbox.Unclaimed: the pod as it runs before its
+// claim, its workspace the slot's ws folder.
+func (p *Pooled) Unclaimed(env map[string]string) (sandbox.Sandbox, error) {
+	if _, err := sandbox.MergeEnv(env); err != nil {
+		return nil, fmt.Errorf("kubernetes unclaimed %s: %w", p.sb.name, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.claimed || p.removed {
+		return nil, fmt.Errorf("kubernetes unclaimed %s: already claimed or removed", p.sb.name)
+	}
+	if p.own == nil {
+		ws, err := sandbox.OpenWorkspace(p.slot.WS(), int(p.sb.rt.opts.UID), int(p.sb.rt.opts.GID))
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes unclaimed %s: %w", p.sb.name, err)
+		}
+		p.own = ws
+	}
+	return &Sandbox{rt: p.sb.rt, name: p.sb.name, uid: p.sb.uid, ws: p.own, env: copyEnv(env), terms: map[*terminal]struct{}{},
+		unclaimed: true}, nil
+}
+
+// closeOwn closes the workspace of the pod's own folder, once it is
+// claimed or removed.
+func (p *Pooled) closeOwn() {
+	p.mu.Lock()
+	ws := p.own
+	p.own = nil
+	p.mu.Unlock()
+	if ws != nil {
+		_ = ws.Close()
+	}
+}
 
 // Claim checks the pod (running, still labelled ready, never claimed),
 // attaches spec's workspace, hidden names, sockets and environment, takes
@@ -274,6 +313,7 @@ func (p *Pooled) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 	}
 	p.claimed = true
 	p.mu.Unlock()
+	p.closeOwn()
 	r, name := p.sb.rt, p.sb.name
 	if spec.Workspace == nil {
 		return nil, errors.New("kubernetes claim: spec has no workspace")
@@ -299,6 +339,11 @@ func (p *Pooled) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 	hidden, err := sandbox.PrepareHide(ctx, spec.Workspace, spec.Hide)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes claim: %w", err)
+	}
+	// What ran before the claim (a primed CLI) wrote into the pod's own
+	// folder: none of it is the chat's.
+	if err := p.slot.Clear(); err != nil {
+		return nil, fmt.Errorf("kubernetes claim %s: %w", name, err)
 	}
 	if err := p.slot.Bind(links); err != nil {
 		return nil, fmt.Errorf("kubernetes claim %s: %w", name, err)
@@ -395,5 +440,6 @@ func (p *Pooled) Remove(ctx context.Context) error {
 	}
 	p.removed = true
 	p.mu.Unlock()
+	p.closeOwn()
 	return p.sb.Remove(ctx)
 }

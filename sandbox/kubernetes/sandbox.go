@@ -27,6 +27,9 @@ type Sandbox struct {
 	// release gives back what the sandbox holds beside its pod once that
 	// is deleted (a claimed pooled pod's slot; nil: none).
 	release func() error
+	// unclaimed: a pooled pod before its claim (Pooled.Unclaimed), which
+	// the Pooled removes.
+	unclaimed bool
 
 	mu      sync.Mutex
 	removed bool
@@ -64,6 +67,9 @@ func (s *Sandbox) isRemoved() bool {
 // kubelet does not answer), the pod is deleted with its grace period and
 // Remove waits until it is gone.
 func (s *Sandbox) Remove(ctx context.Context) error {
+	if s.unclaimed {
+		return nil
+	}
 	s.mu.Lock()
 	s.removed = true
 	done := s.deleted
