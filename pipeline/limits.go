@@ -136,21 +136,37 @@ func (p *Pipeline) terminalSlots(user string, lim assistant.Limits) (release fun
 	return func() { releaseUser(); releaseTerm() }, nil
 }
 
-// sandboxSlot waits for one of the server's sandbox slots.
+// sandboxSlot waits for one of the server's sandbox slots. While it
+// waits in line, a progress message says so.
 func (t *turn) sandboxSlot(ctx context.Context, lim assistant.Limits) (func(), error) {
 	start := time.Now()
 	defer t.phase(phaseSandboxWait, start)
-	return t.p.sandboxSlot(ctx, lim)
+	var prog *progress
+	release, err := t.p.sandboxSlot(ctx, lim, func() {
+		prog = t.startProgress("Waiting for a free sandbox…", map[string]any{"step": "queue", "sandboxes": lim.Sandboxes})
+	})
+	if prog != nil {
+		prog.end()
+	}
+	return release, err
 }
 
 // sandboxSlot waits for one of the server's sandbox slots (a turn's or a
-// terminal's; each observes its wait).
-func (p *Pipeline) sandboxSlot(ctx context.Context, lim assistant.Limits) (func(), error) {
-	p.metrics.waiting.Inc()
-	p.waits.Add(1)
-	release, err := p.slots.acquire(ctx, lim.Sandboxes, lim.SandboxWait)
-	p.waits.Add(-1)
-	p.metrics.waiting.Dec()
+// terminal's; each observes its wait). queued, when set, is called before
+// a wait in line (no slot free now).
+func (p *Pipeline) sandboxSlot(ctx context.Context, lim assistant.Limits, queued func()) (func(), error) {
+	release, ok := p.slots.tryAcquire(lim.Sandboxes)
+	var err error
+	if !ok {
+		if queued != nil {
+			queued()
+		}
+		p.metrics.waiting.Inc()
+		p.waits.Add(1)
+		release, err = p.slots.acquire(ctx, lim.Sandboxes, lim.SandboxWait)
+		p.waits.Add(-1)
+		p.metrics.waiting.Dec()
+	}
 	if err == nil {
 		// A turn that ends gives the pool a chance to refill.
 		release = func(release func()) func() { return func() { release(); p.pool.poke() } }(release)

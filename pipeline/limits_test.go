@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/chat"
+	"github.com/agentbox/agentbox/chat/chattest"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/scripted"
 )
@@ -201,10 +202,21 @@ func TestSandboxCap(t *testing.T) {
 	if n := testutil.ToFloat64(e.p.metrics.sandboxes); n != 1 {
 		t.Errorf("live sandboxes gauge = %v", n)
 	}
-	_, err := e.p.Chat(context.Background(), &Request{UserID: "u2", ChatID: "c1", AssistantID: "coder", Messages: user("q2")}, nil)
+	var rec chattest.Recorder
+	_, err := e.p.Chat(context.Background(), &Request{UserID: "u2", ChatID: "c1", AssistantID: "coder", Messages: user("q2")}, rec.Emit)
 	var ce *chat.Error
 	if !errors.As(err, &ce) || ce.Code != chat.ErrServerBusy || ce.RetryAfter <= 0 {
 		t.Fatalf("second turn: %v, want server_busy", err)
+	}
+	// It said it waited in line, and stopped saying so.
+	var queued []string
+	for _, ev := range rec.Events() {
+		if ev.Type == chat.TypeLoading && (ev.Event == chat.Start && ev.Props["step"] == "queue" || ev.Event == chat.End) {
+			queued = append(queued, ev.Event+" "+ev.Text)
+		}
+	}
+	if len(queued) != 2 || queued[0] != chat.Start+" Waiting for a free sandbox…" || queued[1] != chat.End+" " {
+		t.Errorf("loading events %q, want the wait in line started and ended", queued)
 	}
 	if e.rt.Created() != 1 {
 		t.Fatalf("%d sandboxes created, want 1", e.rt.Created())

@@ -112,7 +112,7 @@ func (p *Pipeline) OpenTerminal(ctx context.Context, req TerminalRequest) (_ *Te
 	}
 	t.cleanups = append(t.cleanups, releaseUser)
 	slotStart := time.Now()
-	releaseSlot, err := p.sandboxSlot(ctx, lim)
+	releaseSlot, err := p.sandboxSlot(ctx, lim, nil)
 	p.metrics.phase(phaseSandboxWait, slotStart)
 	if err != nil {
 		return nil, err
