@@ -165,12 +165,7 @@ func TestPoolPrimedInKubernetes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	rt := k8stest.Runtime(t, kubernetes.Options{Instance: "pipeline-prime-test", PoolDir: filepath.Join(k8stest.SharedTempDir(t), "pool")})
-	turns := []scripted.Turn{
-		{When: &scripted.Match{Contains: "learn"}, Text: "Learned."},
-		{When: &scripted.Match{Contains: "write"}, ToolCalls: []scripted.ToolCall{{Name: "run_shell_command",
-			Input: map[string]any{"command": "pwd > where.txt && echo written-4411", "description": "run"}}}},
-		{When: &scripted.Match{AfterToolResult: "run_shell_command"}, Text: "Written."},
-	}
+	turns := primedTurns("run_shell_command", map[string]any{"command": "pwd > where.txt && echo written-4411", "description": "run"})
 	e := newKeptEnv(t, ctx, 0, turns, func(c *Config) {
 		c.Runtimes = map[string]sandbox.Runtime{rt.Name(): rt}
 		c.DefaultRuntime = rt.Name()
@@ -178,22 +173,5 @@ func TestPoolPrimedInKubernetes(t *testing.T) {
 	e.useCLI(t, benchCLI{"gemini", "anthropic"})
 	e.coder.Sandbox.Pool = 1
 	e.p.StartPool()
-	if got, _ := e.turn(t, ctx, "c0", "learn"); !strings.Contains(got, "Learned.") {
-		t.Fatalf("first chat: %q", got)
-	}
-	waitPrimed(t, ctx, e.p, "coder")
-	got, tm := e.turn(t, ctx, "c1", "write it")
-	if !strings.Contains(got, "Written.") || tm.Sandbox != chat.SandboxPrimed {
-		t.Fatalf("new chat: %q on %s, want Written. on a primed sandbox", got, tm.Sandbox)
-	}
-	dir, err := e.ws.Path("alice", "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "where.txt")); err != nil || strings.TrimSpace(string(b)) != "/workspace" {
-		t.Errorf("the chat's workspace holds where.txt %q, %v: the shell ran elsewhere", b, err)
-	}
-	if !sessionIn(t, dir, "gemini") {
-		t.Error("the chat's workspace holds no gemini session")
-	}
+	checkPrimed(t, ctx, e, "gemini")
 }

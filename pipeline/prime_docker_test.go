@@ -38,32 +38,8 @@ func TestPoolPrimedInDocker(t *testing.T) {
 		t.Run(c.cli.command, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 			defer cancel()
-			turns := []scripted.Turn{
-				{When: &scripted.Match{Contains: "learn"}, Text: "Learned."},
-				{When: &scripted.Match{Contains: "write"}, ToolCalls: []scripted.ToolCall{{Name: c.shell,
-					Input: c.input("pwd > where.txt && echo written-4411")}}},
-				{When: &scripted.Match{AfterToolResult: c.shell}, Text: "Written."},
-			}
-			e := poolEnvOf(t, ctx, c.cli, 1, turns)
-			if got, _ := e.turn(t, ctx, "c0", "learn"); !strings.Contains(got, "Learned.") {
-				t.Fatalf("first chat: %q", got)
-			}
-			waitPrimed(t, ctx, e.p, "coder")
-			got, tm := e.turn(t, ctx, "c1", "write it")
-			if !strings.Contains(got, "Written.") || tm.Sandbox != chat.SandboxPrimed {
-				t.Fatalf("new chat: %q on %s, want Written. on a primed sandbox", got, tm.Sandbox)
-			}
-			if tm.CLIStartMS != 0 {
-				t.Errorf("cli_start_ms %v on a primed CLI", tm.CLIStartMS)
-			}
-			dir, err := e.ws.Path("alice", "c1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := os.ReadFile(filepath.Join(dir, "where.txt"))
-			if err != nil || strings.TrimSpace(string(b)) != "/workspace" {
-				t.Errorf("the chat's workspace holds where.txt %q, %v: the shell ran elsewhere", b, err)
-			}
+			e := poolEnvOf(t, ctx, c.cli, 1, primedTurns(c.shell, c.input("pwd > where.txt && echo written-4411")))
+			checkPrimed(t, ctx, e, c.cli.command)
 			dir0, err := e.ws.Path("alice", "c0")
 			if err != nil {
 				t.Fatal(err)
@@ -71,16 +47,52 @@ func TestPoolPrimedInDocker(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir0, "where.txt")); err == nil {
 				t.Error("the other chat's workspace holds where.txt")
 			}
-			// The CLI keeps the chat's session in the chat's workspace,
-			// where a later CLI resumes it, not in the sandbox's own
-			// folder it started in.
-			if !sessionIn(t, dir, c.cli.command) {
-				t.Errorf("the chat's workspace holds no %s session", c.cli.command)
-			}
 			if st := e.p.Pool(); st.Claimed < 1 {
 				t.Errorf("pool %+v", st)
 			}
 		})
+	}
+}
+
+// primedTurns are the scripted model's turns of checkPrimed: the first
+// chat's answer, and the agent's shell call with input, then its answer.
+func primedTurns(shell string, input map[string]any) []scripted.Turn {
+	return []scripted.Turn{
+		{When: &scripted.Match{Contains: "learn"}, Text: "Learned."},
+		{When: &scripted.Match{Contains: "write"}, ToolCalls: []scripted.ToolCall{{Name: shell, Input: input}}},
+		{When: &scripted.Match{AfterToolResult: shell}, Text: "Written."},
+	}
+}
+
+// checkPrimed runs the first chat of e's pooled coder (c0, which teaches
+// the pool its CLI's start), waits for a primed sandbox, and runs a new
+// chat (c1) on it: the turn goes to the primed CLI, whose shell writes
+// where.txt (primedTurns) into the chat's workspace by a relative path,
+// and the chat's session is kept in its workspace.
+func checkPrimed(t *testing.T, ctx context.Context, e *keptEnv, cli string) {
+	t.Helper()
+	if got, _ := e.turn(t, ctx, "c0", "learn"); !strings.Contains(got, "Learned.") {
+		t.Fatalf("first chat: %q", got)
+	}
+	waitPrimed(t, ctx, e.p, "coder")
+	got, tm := e.turn(t, ctx, "c1", "write it")
+	if !strings.Contains(got, "Written.") || tm.Sandbox != chat.SandboxPrimed {
+		t.Fatalf("new chat: %q on %s, want Written. on a primed sandbox", got, tm.Sandbox)
+	}
+	if tm.CLIStartMS != 0 {
+		t.Errorf("cli_start_ms %v on a primed CLI", tm.CLIStartMS)
+	}
+	dir, err := e.ws.Path("alice", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "where.txt")); err != nil || strings.TrimSpace(string(b)) != "/workspace" {
+		t.Errorf("the chat's workspace holds where.txt %q, %v: the shell ran elsewhere", b, err)
+	}
+	// The CLI keeps the chat's session in the chat's workspace, where a
+	// later CLI resumes it, not in the sandbox's own folder it started in.
+	if !sessionIn(t, dir, cli) {
+		t.Errorf("the chat's workspace holds no %s session", cli)
 	}
 }
 

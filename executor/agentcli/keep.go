@@ -126,6 +126,13 @@ func (x *Executor) next(ctx context.Context, req *executor.Request, k *kept, kee
 		return nil, &chat.Error{Code: chat.ErrInvalidRequest, Message: err.Error(), Err: err}
 	}
 	k.plan.Approve = req.Approve
+	return x.turnOn(ctx, req, k, msg, k.session, log)
+}
+
+// turnOn runs req's turn on the running CLI k: msg is its message, resume
+// the session it resumed. ErrHung: it did not take the message, nothing
+// was emitted.
+func (x *Executor) turnOn(ctx context.Context, req *executor.Request, k *kept, msg []byte, resume string, log *slog.Logger) (*executor.Result, error) {
 	parser := x.cli.NewParser(req.Emit, k.plan, k.Run)
 	cancelable(k.Run, parser)
 	if err := k.Next(ctx, req.Emit, req.Timeout, msg, parser.Line, x.opts.AckWait); err != nil {
@@ -139,5 +146,5 @@ func (x *Executor) next(ctx context.Context, req *executor.Request, k *kept, kee
 	detach := k.talk(req.Talk, parser)
 	exit := k.Wait(parser.Line)
 	detach()
-	return x.finish(ctx, req, k.Run, k, k.plan, k.session, parser, exit, k.secrets, log)
+	return x.finish(ctx, req, k.Run, k, k.plan, resume, parser, exit, k.secrets, log)
 }

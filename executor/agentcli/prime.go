@@ -109,20 +109,10 @@ func (k *kept) misfit(x *Executor, req *executor.Request, p *Prepared, argv []st
 // nothing was emitted.
 func (x *Executor) first(ctx context.Context, req *executor.Request, k *kept, plan *Plan, secrets []string, log *slog.Logger) (*executor.Result, error) {
 	k.primed, k.plan, k.secrets = nil, plan, secrets
-	parser := x.cli.NewParser(req.Emit, plan, k.Run)
-	cancelable(k.Run, parser)
-	if err := k.Next(ctx, req.Emit, req.Timeout, plan.Input, parser.Line, x.opts.AckWait); err != nil {
-		var ce *chat.Error
-		if errors.As(err, &ce) {
-			chat.ErrorEvent(req.Emit, x.prof.ErrorID, ce.Code, ce.Message)
-			return nil, ce
-		}
-		return nil, err
+	res, err := x.turnOn(ctx, req, k, plan.Input, "", log)
+	if errors.Is(err, ErrHung) {
+		return nil, err // the CLI started for the turn reads the run's files
 	}
-	detach := k.talk(req.Talk, parser)
-	exit := k.Wait(parser.Line)
-	detach()
-	res, err := x.finish(ctx, req, k.Run, k, plan, "", parser, exit, secrets, log)
 	if res == nil || res.Warm == nil {
 		for _, f := range append(plan.Remove, plan.LogFile) {
 			if f != "" {

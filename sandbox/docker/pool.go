@@ -130,7 +130,7 @@ type Pooled struct {
 	removed bool
 	// own is the workspace of the container's own folder, while it runs
 	// commands before its claim (Unclaimed).
-	own *sandbox.Workspace
+	own poolslot.Own
 }
 
 var _ sandbox.Unclaimed = (*Pooled)(nil)
@@ -152,28 +152,13 @@ func (p *Pooled) Unclaimed(env map[string]string) (sandbox.Sandbox, error) {
 	if p.claimed || p.removed {
 		return nil, fmt.Errorf("docker unclaimed %s: already claimed or removed", p.name)
 	}
-	if p.own == nil {
-		uid, gid := ids(p.rt.opts.User)
-		ws, err := sandbox.OpenWorkspace(p.slot.WS(), uid, gid)
-		if err != nil {
-			return nil, fmt.Errorf("docker unclaimed %s: %w", p.name, err)
-		}
-		p.own = ws
+	uid, gid := ids(p.rt.opts.User)
+	ws, err := p.own.Open(p.slot, uid, gid)
+	if err != nil {
+		return nil, fmt.Errorf("docker unclaimed %s: %w", p.name, err)
 	}
-	return &Sandbox{rt: p.rt, id: p.id, name: p.name, ws: p.own, env: maps.Clone(env), terms: map[*terminal]struct{}{},
+	return &Sandbox{rt: p.rt, id: p.id, name: p.name, ws: ws, env: maps.Clone(env), terms: map[*terminal]struct{}{},
 		unclaimed: true}, nil
-}
-
-// closeOwn closes the workspace of the container's own folder, once it
-// is claimed or removed.
-func (p *Pooled) closeOwn() {
-	p.mu.Lock()
-	ws := p.own
-	p.own = nil
-	p.mu.Unlock()
-	if ws != nil {
-		_ = ws.Close()
-	}
 }
 
 // Claim checks the container (running, not paused, never claimed, the
@@ -189,7 +174,7 @@ func (p *Pooled) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 	}
 	p.claimed = true
 	p.mu.Unlock()
-	p.closeOwn()
+	p.own.Close()
 	if err := checkOwner(spec); err != nil {
 		return nil, err
 	}
@@ -262,7 +247,7 @@ func (p *Pooled) Remove(ctx context.Context) error {
 	}
 	p.removed = true
 	p.mu.Unlock()
-	p.closeOwn()
+	p.own.Close()
 	err := p.rt.remove(ctx, p.id)
 	if err == nil {
 		p.rt.tracked.drop(p.name)

@@ -256,7 +256,7 @@ type Pooled struct {
 	removed bool
 	// own is the workspace of the pod's own folder, while it runs
 	// commands before its claim (Unclaimed).
-	own *sandbox.Workspace
+	own poolslot.Own
 }
 
 var _ sandbox.Pooled = (*Pooled)(nil)
@@ -277,27 +277,12 @@ func (p *Pooled) Unclaimed(env map[string]string) (sandbox.Sandbox, error) {
 	if p.claimed || p.removed {
 		return nil, fmt.Errorf("kubernetes unclaimed %s: already claimed or removed", p.sb.name)
 	}
-	if p.own == nil {
-		ws, err := sandbox.OpenWorkspace(p.slot.WS(), int(p.sb.rt.opts.UID), int(p.sb.rt.opts.GID))
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes unclaimed %s: %w", p.sb.name, err)
-		}
-		p.own = ws
+	ws, err := p.own.Open(p.slot, int(p.sb.rt.opts.UID), int(p.sb.rt.opts.GID))
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes unclaimed %s: %w", p.sb.name, err)
 	}
-	return &Sandbox{rt: p.sb.rt, name: p.sb.name, uid: p.sb.uid, ws: p.own, env: copyEnv(env), terms: map[*terminal]struct{}{},
+	return &Sandbox{rt: p.sb.rt, name: p.sb.name, uid: p.sb.uid, ws: ws, env: copyEnv(env), terms: map[*terminal]struct{}{},
 		unclaimed: true}, nil
-}
-
-// closeOwn closes the workspace of the pod's own folder, once it is
-// claimed or removed.
-func (p *Pooled) closeOwn() {
-	p.mu.Lock()
-	ws := p.own
-	p.own = nil
-	p.mu.Unlock()
-	if ws != nil {
-		_ = ws.Close()
-	}
 }
 
 // Claim checks the pod (running, still labelled ready, never claimed),
@@ -313,7 +298,7 @@ func (p *Pooled) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 	}
 	p.claimed = true
 	p.mu.Unlock()
-	p.closeOwn()
+	p.own.Close()
 	r, name := p.sb.rt, p.sb.name
 	if spec.Workspace == nil {
 		return nil, errors.New("kubernetes claim: spec has no workspace")
@@ -440,6 +425,6 @@ func (p *Pooled) Remove(ctx context.Context) error {
 	}
 	p.removed = true
 	p.mu.Unlock()
-	p.closeOwn()
+	p.own.Close()
 	return p.sb.Remove(ctx)
 }

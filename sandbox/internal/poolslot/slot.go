@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/owner"
 	"github.com/agentbox/agentbox/sandbox"
@@ -107,6 +108,40 @@ func (s Slot) Remove() error {
 		return fmt.Errorf("pool slot %s: %w", s, err)
 	}
 	return nil
+}
+
+// Own is the workspace of a slot's ws folder while its sandbox runs
+// commands before its claim (sandbox.Unclaimed). Its zero value is
+// ready; it is safe for concurrent use.
+type Own struct {
+	mu sync.Mutex
+	ws *sandbox.Workspace
+}
+
+// Open opens the workspace of s's ws folder, whose files are uid:gid's,
+// once; later calls return the same until Close.
+func (o *Own) Open(s Slot, uid, gid int) (*sandbox.Workspace, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ws == nil {
+		ws, err := sandbox.OpenWorkspace(s.WS(), uid, gid)
+		if err != nil {
+			return nil, err
+		}
+		o.ws = ws
+	}
+	return o.ws, nil
+}
+
+// Close closes the workspace, if open: at the claim or the removal.
+func (o *Own) Close() {
+	o.mu.Lock()
+	ws := o.ws
+	o.ws = nil
+	o.mu.Unlock()
+	if ws != nil {
+		_ = ws.Close()
+	}
 }
 
 // Clear removes what is in the slot's ws folder (what the sandbox wrote
