@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/agentcli"
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 // keyEnv carries the connector's key (the bridge's per-request token) to
@@ -131,6 +132,9 @@ func configTOML(c executor.Connection, model, system string, mcp *agentcli.MCPCo
 		if len(args) > 0 {
 			w("args = %s", strs(args))
 		}
+		// In the workspace, named: a CLI started ahead of the chat
+		// (agentcli.Profile.Primes) works in another folder.
+		w("cwd = %s", str(sandbox.Workdir))
 	}
 	return []byte(b.String())
 }
