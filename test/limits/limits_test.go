@@ -71,14 +71,17 @@ func TestOneTokenCannotRunManySandboxes(t *testing.T) {
 	if refusedFast.Load() != 12 {
 		t.Errorf("%d refusals came at once, want 12", refusedFast.Load())
 	}
-	_, metrics := s.get(t, "/metrics", e2etest.TokenOperator)
+	// A response ends with its done event; the turn's record and its
+	// sandbox's removal follow it.
+	e2etest.NoPrefixContainers(t, prefix, time.Minute)
+	var metrics string
+	e2etest.WaitUntil(t, time.Minute, "the turns' records", func() bool {
+		_, metrics = s.get(t, "/metrics", e2etest.TokenOperator)
+		return strings.Contains(metrics, `agentbox_turns_total{assistant="coder",outcome="ok"} 3`)
+	})
 	if !strings.Contains(metrics, `agentbox_limit_rejections_total{limit="turns_per_user"} 12`) ||
-		!strings.Contains(metrics, `agentbox_errors_total{code="too_many_turns"} 12`) ||
-		!strings.Contains(metrics, `agentbox_turns_total{assistant="coder",outcome="ok"} 3`) {
+		!strings.Contains(metrics, `agentbox_errors_total{code="too_many_turns"} 12`) {
 		t.Errorf("metrics:\n%s", grepLines(metrics, "agentbox_limit_rejections_total", "agentbox_errors_total", "agentbox_turns_total"))
-	}
-	if left := e2etest.PrefixContainers(t, prefix); len(left) != 0 {
-		t.Errorf("containers left: %v", left)
 	}
 }
 
