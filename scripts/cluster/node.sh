@@ -72,6 +72,10 @@ done
 if [ -z "$(ctr images ls -q "name==$PAUSE_IMAGE")" ]; then
 	ctr images import "$PAUSE_TAR" >/dev/null || die "importing the pause image failed"
 fi
+# Pinned, as the CRI pins the sandbox image it pulls itself: the kubelet's
+# image garbage collection (a disk nearly full) never removes it, which
+# would leave every new pod unable to start.
+ctr images label "$PAUSE_IMAGE" io.cri-containerd.pinned=pinned >/dev/null || die "pinning the pause image failed"
 
 setsid "$K8S_BIN/kubelet" --config "$STATE/etc/kubelet.yaml" --kubeconfig "$STATE/etc/kubelet.kubeconfig" \
 	--hostname-override "$NODE_NAME" --root-dir "$STATE/kubelet" --cert-dir "$STATE/kubelet/pki" --v 1 \
