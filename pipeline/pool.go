@@ -50,6 +50,12 @@ type warmPool struct {
 	learned map[*assistant.Assistant]*executor.Request
 	started bool
 	closed  bool
+	// full: limits.pool.memory removed a pooled sandbox of app fullOf (its
+	// sandboxes held more than the estimate it was made on, a primed
+	// CLI's): none is made or primed until a claim or a reload, which
+	// would only remove it again.
+	full   bool
+	fullOf *assistant.App
 
 	// made, claimed, cold and dropped count since the start: sandboxes
 	// made, claims served, new chats of pooled assistants that found the
@@ -175,7 +181,7 @@ func (w *warmPool) wanted(app *assistant.App, lim assistant.Limits) *assistant.A
 	k.mu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || w.making != nil {
+	if w.closed || w.making != nil || w.fullLocked(app) {
 		return nil
 	}
 	total := w.countLocked()
@@ -341,10 +347,17 @@ func (w *warmPool) has(a *assistant.Assistant, runtime string) bool {
 	return slices.ContainsFunc(w.ready[a.ID], func(ps *pooledSandbox) bool { return ps.assistant == a && ps.runtime == runtime })
 }
 
+// fullLocked reports whether limits.pool.memory stopped the pool of app
+// (full); w.mu is held.
+func (w *warmPool) fullLocked(app *assistant.App) bool {
+	return w.full && w.fullOf == app
+}
+
 // take takes the oldest pooled sandbox made for a (this definition, on
-// runtime) out of the pool.
+// runtime) out of the pool: a claim, which makes room.
 func (w *warmPool) take(a *assistant.Assistant, runtime string) *pooledSandbox {
 	w.mu.Lock()
+	w.full = false
 	defer func() {
 		w.mu.Unlock()
 		w.p.metrics.poolReady(w.status())
@@ -396,6 +409,9 @@ func (w *warmPool) trim(app *assistant.App, lim assistant.Limits) {
 	for _, id := range slices.Sorted(maps.Keys(w.ready)) {
 		for len(w.ready[id]) > 0 && (w.countLocked() > lim.Pool.Total || keptCount+w.countLocked() > keptMax ||
 			lim.Pool.Memory > 0 && w.memory > lim.Pool.Memory) {
+			if lim.Pool.Memory > 0 && w.memory > lim.Pool.Memory {
+				w.full, w.fullOf = true, app
+			}
 			list := w.ready[id]
 			ps := list[len(list)-1]
 			w.ready[id] = list[:len(list)-1]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/assistant"
 	"github.com/agentbox/agentbox/sandbox"
@@ -138,5 +139,74 @@ func TestWarmPool(t *testing.T) {
 	defer rt.mu.Unlock()
 	if rt.removed != len(rt.made)-1 { // all but the one claimed
 		t.Errorf("%d of %d pooled sandboxes removed after Close", rt.removed, len(rt.made))
+	}
+}
+
+// meteredPooled is a fakePooled whose memory is measured as size.
+type meteredPooled struct {
+	*fakePooled
+	size int64
+}
+
+func (p meteredPooled) MemoryUsage(context.Context) (int64, error) { return p.size, nil }
+
+// meteredRuntime makes meteredPooled sandboxes of size bytes.
+type meteredRuntime struct {
+	fakePoolRuntime
+	size int64
+}
+
+func (r *meteredRuntime) Prestart(ctx context.Context, spec sandbox.Spec) (sandbox.Pooled, error) {
+	p, err := r.fakePoolRuntime.Prestart(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return meteredPooled{p.(*fakePooled), r.size}, nil
+}
+
+// TestWarmPoolMemoryCap: pooled sandboxes larger than the pool's estimate
+// (a primed CLI's) fill limits.pool.memory once; the one past it is
+// removed and the pool makes no more until a claim makes room, instead
+// of making and removing sandboxes for ever.
+func TestWarmPoolMemoryCap(t *testing.T) {
+	ws, err := sandbox.NewWorkspaces(t.TempDir(), -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &meteredRuntime{size: 200 << 20}
+	coder := &assistant.Assistant{ID: "coder", Sandbox: &assistant.Sandbox{Command: "claude", Image: "img", Pool: 4}}
+	lim := assistant.DefaultLimits()
+	lim.Pool = assistant.PoolLimits{Total: 4, Refill: 100, Memory: 300 << 20}
+	app := &assistant.App{Config: &assistant.AppConfig{Limits: lim}, Assistants: map[string]*assistant.Assistant{"coder": coder}}
+	src := &swapApp{}
+	src.app.Store(app)
+	p, err := New(Config{App: src, Runtimes: map[string]sandbox.Runtime{"fake": rt}, DefaultRuntime: "fake", Workspaces: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.pool.refill()
+		p.pool.refill()
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		p.pool.cancel()
+		<-done
+		t.Fatalf("the pool kept making sandboxes past its memory: %+v", p.Pool())
+	}
+	if st := p.Pool(); st.Ready != 1 || st.Made != 2 {
+		t.Errorf("after refill: %+v, want 1 ready and 2 made (one removed past limits.pool.memory)", st)
+	}
+	// A claim makes room: the pool makes one more, and stops again.
+	if sb, _ := p.pool.claim(context.Background(), coder, "fake", sandbox.Spec{}); sb == nil {
+		t.Fatal("no claim")
+	}
+	p.pool.refill()
+	if st := p.Pool(); st.Ready != 1 || st.Made != 4 {
+		t.Errorf("after a claim and a refill: %+v, want 1 ready and 4 made", st)
 	}
 }

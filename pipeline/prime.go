@@ -122,6 +122,10 @@ func (w *warmPool) prime(ps *pooledSandbox) {
 func (w *warmPool) primeReady(app *assistant.App) bool {
 	w.mu.Lock()
 	var ps *pooledSandbox
+	if w.fullLocked(app) {
+		w.mu.Unlock()
+		return false
+	}
 	for _, id := range slices.Sorted(maps.Keys(w.ready)) {
 		list := w.ready[id]
 		i := slices.IndexFunc(list, func(c *pooledSandbox) bool {
