@@ -280,7 +280,10 @@ func (e *execution) Cut() {
 // (sandbox.KillGroupScript).
 func (s *Sandbox) killGroup(pidfile string) error {
 	r := s.rt
-	ctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
+	// Within the call's time and the runtime's life: the kill's own
+	// stream (read below) ends with them, however slow the engine is to
+	// close it.
+	ctx, cancel := context.WithTimeout(r.ctx, r.opts.CallTimeout)
 	defer cancel()
 	created, err := r.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
 		Cmd:          []string{"/bin/sh", "-c", sandbox.KillGroupScript, pidfile},
@@ -295,6 +298,8 @@ func (s *Sandbox) killGroup(pidfile string) error {
 		return s.execErr(ctx, "kill", err)
 	}
 	defer conn.Close()
+	stop := context.AfterFunc(ctx, conn.Close)
+	defer stop()
 	_, _ = io.Copy(io.Discard, conn.Reader)
 	ins, err := r.cli.ContainerExecInspect(ctx, created.ID)
 	if err != nil {
